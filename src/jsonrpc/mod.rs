@@ -1,0 +1,9 @@
+//! JSON-RPC as the relay sees it: bytes first, trees only where needed.
+//!
+//! `scan` frames the stream and reads envelopes without allocating per
+//! message; `message` turns a scanned line into the facts the relay acts on
+//! (kind, id key, method) and builds the few messages the proxy writes itself.
+
+pub mod framer;
+pub mod message;
+pub mod scan;

@@ -1,0 +1,130 @@
+//! bir records what AI agents do with their tools.
+//!
+//! # Layout
+//!
+//! The crate follows the data flow (see `ARCHITECTURE.md` for the codemap and
+//! the invariants):
+//!
+//! * [`cli`] — which personality runs (`bir`, `bir-proxy`, `bir-hooks`) and
+//!   the arguments of each.
+//! * [`jsonrpc`] — the sans-IO core: framing and envelope scanning of
+//!   newline-delimited JSON-RPC, and the few messages bir writes itself.
+//! * [`proxy`] — `bir-proxy`: the upstream child, the two relay pumps, the
+//!   in-flight table and the lifecycle (signals, exit parity, restarts).
+//! * [`observe`] — what the relay hands off its hot path: the bounded
+//!   observation queue, step reports and the `--transcript` writer.
+//! * [`testpeer`] — a scriptable fake MCP server for faults real servers will
+//!   not produce on demand (hidden `bir testpeer`).
+//! * [`hooks`] — `bir-hooks` (for now: answers every event harmlessly).
+
+pub mod cli;
+pub mod hooks;
+pub mod jsonrpc;
+pub mod logging;
+pub mod observe;
+pub mod proxy;
+pub mod testpeer;
+
+use std::process::ExitCode;
+
+use argh::FromArgs;
+
+use cli::{CliArgs, CliCommand, Role};
+
+/// How a personality wants the process to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Exit with this status.
+    Code(u8),
+    /// Die of this signal, as the wrapped server did (exit parity: the host
+    /// sees exactly what it would have seen without bir).
+    Signal(i32),
+}
+
+/// Entry point shared by every personality.
+pub fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let argv0 = args.first().cloned().unwrap_or_default();
+    let rest: Vec<String> = match args[1.min(args.len())..]
+        .iter()
+        .map(|a| a.clone().into_string())
+        .collect::<Result<_, _>>()
+    {
+        Ok(v) => v,
+        Err(bad) => {
+            eprintln!(
+                "bir: argument is not valid UTF-8: {}",
+                bad.to_string_lossy()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let (role, used) = cli::detect_role(&argv0, rest.first().map(String::as_str));
+    let rest = &rest[used..];
+    logging::init(role);
+    let exit = match role {
+        Role::Proxy => proxy::main(rest),
+        Role::Hooks => hooks::main(rest),
+        Role::TestPeer => testpeer::main(rest),
+        Role::Cli => cli_main(rest),
+    };
+    finish(exit)
+}
+
+/// Turns an [`Exit`] into the process's end.
+fn finish(exit: Exit) -> ExitCode {
+    match exit {
+        Exit::Code(code) => ExitCode::from(code),
+        Exit::Signal(signal) => {
+            proxy::signals::die_of(signal);
+            // Not reached unless the signal could not kill us.
+            ExitCode::from(128u8.saturating_add(signal as u8))
+        }
+    }
+}
+
+/// Parses arguments with argh, printing help or errors the way argh means.
+/// `Err` carries the exit to take (0 after `--help`, 2 after a usage error).
+pub fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit> {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    T::from_args(&[program], &refs).map_err(|early| {
+        if early.status.is_ok() {
+            // Help text is what the user asked for: it goes to stdout.
+            #[expect(clippy::print_stdout, reason = "help output requested by the user")]
+            {
+                print!("{}", early.output);
+            }
+            Exit::Code(0)
+        } else {
+            eprint!("{}", early.output);
+            eprintln!("Run {program} --help for more information.");
+            Exit::Code(2)
+        }
+    })
+}
+
+fn cli_main(args: &[String]) -> Exit {
+    let parsed: CliArgs = match parse_args(Role::Cli.program_name(), args) {
+        Ok(p) => p,
+        Err(exit) => return exit,
+    };
+    match parsed.command {
+        _ if parsed.version => print_version("bir"),
+        Some(CliCommand::Version(_)) => print_version("bir"),
+        None => {
+            eprintln!(
+                "bir: no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy."
+            );
+            Exit::Code(2)
+        }
+    }
+}
+
+/// Prints `<program> <version> (build <hash>)` to stdout.
+pub fn print_version(program: &str) -> Exit {
+    #[expect(clippy::print_stdout, reason = "the version is the command's output")]
+    {
+        println!("{}", cli::version_line(program));
+    }
+    Exit::Code(0)
+}

@@ -1,0 +1,235 @@
+//! What the relay hands off its hot path, and who consumes it.
+//!
+//! The relay produces [`Observation`]s *after* the bytes they describe are on
+//! their way to the peer, pushes them onto a bounded [`queue::Queue`] and
+//! moves on. One worker thread drains the queue, turns tool calls into
+//! [`step::StepReport`]s and feeds every [`Sink`] (today: the `--transcript`
+//! file; the recorder is the next sink).
+//!
+//! Invariants:
+//! * Observing never blocks the relay: pushes drop the oldest entry when the
+//!   queue is full, and count the drop.
+//! * A sink that fails or panics loses its own data only. A panic is caught
+//!   at the worker boundary and the observer switches itself off (logged
+//!   once); the relay is unaffected.
+
+pub mod queue;
+pub mod step;
+pub mod time;
+pub mod transcript;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, SystemTime};
+
+use queue::{Queue, Weighed};
+use step::{StepReport, ToolCallObserved};
+
+/// At most this many observations wait for the worker (the design's
+/// `STEP_BACKLOG`).
+pub const MAX_QUEUED: usize = 250;
+/// And at most this many bytes of message copies.
+pub const MAX_QUEUED_BYTES: usize = 256 * 1024 * 1024;
+
+/// Which way a message went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the host (MCP client) to the upstream server.
+    HostToServer,
+    /// From the upstream server to the host.
+    ServerToHost,
+    /// Written by the proxy itself to the host.
+    ProxyToHost,
+    /// Written by the proxy itself to the upstream.
+    ProxyToServer,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::HostToServer => "host_to_server",
+            Direction::ServerToHost => "server_to_host",
+            Direction::ProxyToHost => "proxy_to_host",
+            Direction::ProxyToServer => "proxy_to_server",
+        }
+    }
+}
+
+/// One thing the relay saw.
+#[derive(Debug)]
+pub enum Observation {
+    /// A relayed (or proxy-written) message, copied; only produced when a
+    /// sink wants messages.
+    Message {
+        at: SystemTime,
+        direction: Direction,
+        bytes: Vec<u8>,
+    },
+    ToolCall(ToolCallObserved),
+    /// A lifecycle event worth a line in a transcript.
+    Event {
+        at: SystemTime,
+        text: String,
+    },
+}
+
+impl Weighed for Observation {
+    fn weight(&self) -> usize {
+        match self {
+            Observation::Message { bytes, .. } => bytes.len(),
+            Observation::ToolCall(c) => c.request.len() + c.response.as_ref().map_or(0, Vec::len),
+            Observation::Event { text, .. } => text.len(),
+        }
+    }
+}
+
+/// A consumer of observations. Called on the observer's worker thread only.
+pub trait Sink: Send {
+    fn message(&mut self, at: SystemTime, direction: Direction, bytes: &[u8]);
+    fn step(&mut self, step: &StepReport);
+    fn event(&mut self, at: SystemTime, text: &str);
+    /// Called when the queue is momentarily empty and at the end.
+    fn flush(&mut self);
+}
+
+/// The relay's handle on the observation pipeline. Cheap to share.
+pub struct Observer {
+    queue: Arc<Queue<Observation>>,
+    wants_messages: bool,
+    /// Signalled by the worker when it has drained and flushed everything.
+    done: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl Observer {
+    /// An observer that observes nothing (no sink configured).
+    pub fn disabled() -> Observer {
+        let queue = Arc::new(Queue::new(1, 0));
+        queue.close();
+        Observer {
+            queue,
+            wants_messages: false,
+            done: Mutex::new(None),
+        }
+    }
+
+    /// Starts the worker thread feeding `sinks`.
+    pub fn start(sinks: Vec<Box<dyn Sink>>, wants_messages: bool) -> Observer {
+        if sinks.is_empty() {
+            return Observer::disabled();
+        }
+        let queue = Arc::new(Queue::new(MAX_QUEUED, MAX_QUEUED_BYTES));
+        let (done_tx, done_rx) = mpsc::channel();
+        let worker_queue = Arc::clone(&queue);
+        let spawned = thread::Builder::new()
+            .name("bir-observer".into())
+            .spawn(move || {
+                run_worker(&worker_queue, sinks);
+                let _ = done_tx.send(());
+            });
+        if let Err(err) = spawned {
+            log::warn!("recording disabled: cannot start the observer thread: {err}");
+            return Observer::disabled();
+        }
+        Observer {
+            queue,
+            wants_messages,
+            done: Mutex::new(Some(done_rx)),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        !self.queue.is_closed()
+    }
+
+    pub fn wants_messages(&self) -> bool {
+        self.wants_messages && self.enabled()
+    }
+
+    /// Copies a message for the sinks, if any wants messages.
+    pub fn message(&self, direction: Direction, bytes: &[u8]) {
+        if self.wants_messages() {
+            self.queue.push(Observation::Message {
+                at: SystemTime::now(),
+                direction,
+                bytes: bytes.to_vec(),
+            });
+        }
+    }
+
+    pub fn tool_call(&self, call: ToolCallObserved) {
+        if self.enabled() {
+            self.queue.push(Observation::ToolCall(call));
+        }
+    }
+
+    pub fn event(&self, text: impl Into<String>) {
+        if self.enabled() {
+            self.queue.push(Observation::Event {
+                at: SystemTime::now(),
+                text: text.into(),
+            });
+        }
+    }
+
+    /// Observations lost because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.queue.dropped()
+    }
+
+    /// Stops accepting observations and waits up to `deadline` for the
+    /// worker to drain and flush. Shutdown is never held up longer.
+    pub fn finish(&self, deadline: Duration) {
+        self.queue.close();
+        let done = self.done.lock().ok().and_then(|mut d| d.take());
+        if let Some(done) = done
+            && done.recv_timeout(deadline).is_err()
+        {
+            log::warn!("observer did not finish within {deadline:?}; some observations are lost");
+        }
+    }
+}
+
+fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        loop {
+            match queue.pop(Duration::from_millis(100)) {
+                Some(obs) => deliver(&obs, &mut sinks),
+                None if queue.is_closed() => {
+                    // Drain whatever raced with the close.
+                    while let Some(obs) = queue.pop(Duration::ZERO) {
+                        deliver(&obs, &mut sinks);
+                    }
+                    break;
+                }
+                None => {}
+            }
+            if queue.is_empty() {
+                sinks.iter_mut().for_each(|s| s.flush());
+            }
+        }
+        sinks.iter_mut().for_each(|s| s.flush());
+    }));
+    if result.is_err() {
+        log::error!("recording stopped after an internal error; relaying continues");
+        queue.close();
+    }
+}
+
+fn deliver(obs: &Observation, sinks: &mut [Box<dyn Sink>]) {
+    match obs {
+        Observation::Message {
+            at,
+            direction,
+            bytes,
+        } => sinks
+            .iter_mut()
+            .for_each(|s| s.message(*at, *direction, bytes)),
+        Observation::ToolCall(call) => {
+            let report = StepReport::from_observed(call);
+            sinks.iter_mut().for_each(|s| s.step(&report));
+        }
+        Observation::Event { at, text } => sinks.iter_mut().for_each(|s| s.event(*at, text)),
+    }
+}

@@ -1,0 +1,163 @@
+//! A bounded hand-off queue that never blocks the producer.
+//!
+//! The relay pushes observations here and goes back to relaying. When the
+//! consumer falls behind and the queue is full (by count or by bytes), the
+//! oldest entry is dropped and counted: recording loses data, the relay never
+//! waits (PRODUCT.md rule 3). The drop count is what later marks a run
+//! `lossy`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+/// Something with a size, so the queue can bound memory as well as count.
+pub trait Weighed {
+    fn weight(&self) -> usize;
+}
+
+pub struct Queue<T> {
+    state: Mutex<State<T>>,
+    ready: Condvar,
+    max_items: usize,
+    max_bytes: usize,
+    dropped: AtomicU64,
+}
+
+struct State<T> {
+    items: VecDeque<T>,
+    bytes: usize,
+    closed: bool,
+}
+
+impl<T: Weighed> Queue<T> {
+    pub fn new(max_items: usize, max_bytes: usize) -> Self {
+        Queue {
+            state: Mutex::new(State {
+                items: VecDeque::new(),
+                bytes: 0,
+                closed: false,
+            }),
+            ready: Condvar::new(),
+            max_items: max_items.max(1),
+            max_bytes,
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Adds an item, dropping the oldest ones if the queue is full. Never
+    /// blocks beyond the short critical section.
+    pub fn push(&self, item: T) {
+        let weight = item.weight();
+        let Ok(mut state) = self.state.lock() else {
+            // A consumer panicked while holding the lock: count and move on.
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if state.closed {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        while !state.items.is_empty()
+            && (state.items.len() >= self.max_items || state.bytes + weight > self.max_bytes)
+        {
+            if let Some(old) = state.items.pop_front() {
+                state.bytes -= old.weight();
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        state.bytes += weight;
+        state.items.push_back(item);
+        drop(state);
+        self.ready.notify_one();
+    }
+
+    /// Takes the next item, waiting up to `timeout`. `None` on timeout, or
+    /// once the queue is closed and empty.
+    pub fn pop(&self, timeout: Duration) -> Option<T> {
+        let mut state = self.state.lock().ok()?;
+        loop {
+            if let Some(item) = state.items.pop_front() {
+                state.bytes -= item.weight();
+                return Some(item);
+            }
+            if state.closed {
+                return None;
+            }
+            let (next, result) = self.ready.wait_timeout(state, timeout).ok()?;
+            state = next;
+            if result.timed_out() && state.items.is_empty() {
+                return None;
+            }
+        }
+    }
+
+    /// No more pushes; the consumer drains what is left and then stops.
+    pub fn close(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.closed = true;
+        }
+        self.ready.notify_all();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.state
+            .lock()
+            .map(|s| s.items.is_empty())
+            .unwrap_or(true)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state.lock().map(|s| s.closed).unwrap_or(true)
+    }
+
+    /// How many items were dropped because the queue was full or closed.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    impl Weighed for Vec<u8> {
+        fn weight(&self) -> usize {
+            self.len()
+        }
+    }
+
+    #[test]
+    fn drops_oldest_by_count() {
+        let q = Queue::new(2, usize::MAX);
+        q.push(vec![1]);
+        q.push(vec![2]);
+        q.push(vec![3]);
+        assert_eq!(q.dropped(), 1);
+        assert_eq!(q.pop(Duration::ZERO), Some(vec![2]));
+        assert_eq!(q.pop(Duration::ZERO), Some(vec![3]));
+        assert_eq!(q.pop(Duration::ZERO), None);
+    }
+
+    #[test]
+    fn drops_oldest_by_bytes_but_keeps_the_newest() {
+        let q = Queue::new(100, 10);
+        q.push(vec![0; 6]);
+        q.push(vec![0; 6]);
+        assert_eq!(q.dropped(), 1);
+        q.push(vec![0; 50]);
+        assert_eq!(q.dropped(), 2);
+        assert_eq!(q.pop(Duration::ZERO).map(|v| v.len()), Some(50));
+    }
+
+    #[test]
+    fn close_drains_then_ends() {
+        let q = Queue::new(10, 100);
+        q.push(vec![1]);
+        q.close();
+        q.push(vec![2]);
+        assert_eq!(q.pop(Duration::from_secs(1)), Some(vec![1]));
+        assert_eq!(q.pop(Duration::from_secs(1)), None);
+        assert_eq!(q.dropped(), 1);
+    }
+}

@@ -1,0 +1,229 @@
+//! Step reports: one per `tools/call`, built off the relay's path.
+//!
+//! The relay hands over the raw request and response lines; this module
+//! parses its own copies into a [`StepReport`]. Arguments and results stay
+//! raw JSON (`RawValue`), so a report holds the exact bytes the peers
+//! exchanged, not a re-typed version of them.
+//!
+//! The fields are what later joins a step to the host's view (BOUND-TIER.md,
+//! "Seams"): the request id, `_meta["claudecode/toolUseId"]`, and the session
+//! id Claude Code puts in every server's environment.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::time;
+
+/// How a `tools/call` ended, as far as the proxy could see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// The upstream answered (result or error).
+    Answered,
+    /// The host cancelled it; `response` holds the late answer, if any.
+    Cancelled,
+    /// The answer exceeded the size limit; the host got an `isError` result
+    /// from the proxy instead.
+    TooLarge,
+    /// The upstream died before answering; the host got an `isError` result
+    /// from the proxy.
+    UpstreamGone,
+}
+
+/// What the relay observed of one `tools/call` (raw, unparsed).
+#[derive(Debug)]
+pub struct ToolCallObserved {
+    pub server_name: Arc<str>,
+    pub session_id: Option<Arc<str>>,
+    pub started_at: SystemTime,
+    pub duration: Duration,
+    /// The request line exactly as the host sent it.
+    pub request: Vec<u8>,
+    /// The response line exactly as the upstream sent it, when it did.
+    pub response: Option<Vec<u8>>,
+    pub outcome: CallOutcome,
+    /// For `TooLarge`: the size of the answer that was not delivered.
+    pub response_bytes: Option<u64>,
+}
+
+/// One recorded tool call.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepReport {
+    pub server_name: String,
+    pub tool_name: Option<String>,
+    /// The host's rendering (`mcp__<server>__<tool>`, Claude Code's). Kept
+    /// beside the parts, never instead of them.
+    pub qualified_name: Option<String>,
+    pub request_id: Option<Box<RawValue>>,
+    pub tool_use_id: Option<String>,
+    pub session_id: Option<String>,
+    pub arguments: Option<Box<RawValue>>,
+    /// The whole `CallToolResult`.
+    pub result: Option<Box<RawValue>>,
+    /// A JSON-RPC error answer, when the call failed at the protocol level.
+    pub error: Option<Box<RawValue>>,
+    pub is_error: bool,
+    pub outcome: CallOutcome,
+    /// Set when the answer was too large to deliver.
+    pub response_bytes: Option<u64>,
+    pub started_at: String,
+    pub duration_ms: f64,
+    /// The request or response could not be parsed; bodies were left out.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unparseable: bool,
+}
+
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    params: Option<Params<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Params<'a> {
+    name: Option<String>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta")]
+    meta: Option<Meta>,
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    #[serde(rename = "claudecode/toolUseId")]
+    tool_use_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Response<'a> {
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ResultFlags {
+    #[serde(rename = "isError")]
+    is_error: Option<bool>,
+}
+
+impl StepReport {
+    pub fn from_observed(call: &ToolCallObserved) -> StepReport {
+        let mut report = StepReport {
+            server_name: call.server_name.to_string(),
+            tool_name: None,
+            qualified_name: None,
+            request_id: None,
+            tool_use_id: None,
+            session_id: call.session_id.as_deref().map(str::to_owned),
+            arguments: None,
+            result: None,
+            error: None,
+            is_error: !matches!(call.outcome, CallOutcome::Answered | CallOutcome::Cancelled),
+            outcome: call.outcome,
+            response_bytes: call.response_bytes,
+            started_at: time::rfc3339(call.started_at),
+            duration_ms: call.duration.as_secs_f64() * 1000.0,
+            unparseable: false,
+        };
+        match serde_json::from_slice::<Request>(&call.request) {
+            Ok(req) => {
+                report.request_id = req.id.map(RawValue::to_owned);
+                if let Some(params) = req.params {
+                    report.qualified_name = params
+                        .name
+                        .as_deref()
+                        .map(|tool| format!("mcp__{}__{tool}", call.server_name));
+                    report.tool_name = params.name;
+                    report.arguments = params.arguments.map(RawValue::to_owned);
+                    report.tool_use_id = params.meta.and_then(|m| m.tool_use_id);
+                }
+            }
+            Err(_) => report.unparseable = true,
+        }
+        if let Some(response) = &call.response {
+            match serde_json::from_slice::<Response>(response) {
+                Ok(resp) => {
+                    if let Some(result) = resp.result {
+                        report.is_error = serde_json::from_str::<ResultFlags>(result.get())
+                            .ok()
+                            .and_then(|f| f.is_error)
+                            .unwrap_or(false);
+                        report.result = Some(result.to_owned());
+                    }
+                    if let Some(error) = resp.error {
+                        report.is_error = true;
+                        report.error = Some(error.to_owned());
+                    }
+                }
+                Err(_) => report.unparseable = true,
+            }
+        }
+        report
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(request: &str, response: Option<&str>) -> ToolCallObserved {
+        ToolCallObserved {
+            server_name: Arc::from("everything"),
+            session_id: Some(Arc::from("sess-1")),
+            started_at: SystemTime::UNIX_EPOCH,
+            duration: Duration::from_micros(1500),
+            request: request.as_bytes().to_vec(),
+            response: response.map(|r| r.as_bytes().to_vec()),
+            outcome: CallOutcome::Answered,
+            response_bytes: None,
+        }
+    }
+
+    #[test]
+    fn builds_a_step_keeping_raw_json() {
+        let r = StepReport::from_observed(&observed(
+            r#"{"jsonrpc":"2.0","id":18446744073709551617,"method":"tools/call","params":{"name":"echo","arguments":{"n":1.50,"m":"hi"},"_meta":{"claudecode/toolUseId":"toolu_1","progressToken":4}}}"#,
+            Some(
+                r#"{"result":{"content":[{"type":"text","text":"hi"}],"isError":true},"jsonrpc":"2.0","id":18446744073709551617}"#,
+            ),
+        ));
+        assert_eq!(r.tool_name.as_deref(), Some("echo"));
+        assert_eq!(r.qualified_name.as_deref(), Some("mcp__everything__echo"));
+        assert_eq!(r.tool_use_id.as_deref(), Some("toolu_1"));
+        assert_eq!(
+            r.request_id.as_ref().map(|v| v.get()),
+            Some("18446744073709551617")
+        );
+        assert_eq!(
+            r.arguments.as_ref().map(|v| v.get()),
+            Some(r#"{"n":1.50,"m":"hi"}"#)
+        );
+        assert!(r.is_error);
+        assert!((r.duration_ms - 1.5).abs() < 1e-9);
+        let json = serde_json::to_string(&r).expect("serialises");
+        assert!(json.contains(r#""arguments":{"n":1.50,"m":"hi"}"#));
+    }
+
+    #[test]
+    fn protocol_errors_and_garbage() {
+        let r = StepReport::from_observed(&observed(
+            r#"{"id":1,"method":"tools/call","params":{"name":"nope"}}"#,
+            Some(r#"{"id":1,"error":{"code":-32602,"message":"Unknown tool"}}"#),
+        ));
+        assert!(r.is_error);
+        assert!(r.error.is_some());
+        let r = StepReport::from_observed(&observed(
+            r#"{"id":1,"method":"tools/call","params":{"name":"\ud800"}"#,
+            None,
+        ));
+        assert!(r.unparseable);
+    }
+}

@@ -1,0 +1,304 @@
+//! The in-flight table: requests relayed in either direction that have not
+//! been answered yet.
+//!
+//! It times `tools/call`, matches `notifications/cancelled`, lets the proxy
+//! answer what is pending when the upstream dies, and keeps requests the
+//! proxy itself sent (ids prefixed `bir:`) apart from the host's.
+//!
+//! Invariants:
+//! * Ids are compared as [`IdKey`]s within one direction: the host's `1` and
+//!   the server's `1` never meet.
+//! * Duplicate ids in flight are answered first-in, first-out.
+//! * The table is bounded ([`MAX_PENDING`] per direction); a peer that never
+//!   answers cannot grow it without limit. Evicted entries are counted.
+//! * `upstream_alive` lives under the same lock as the table, so "insert a
+//!   request" and "the upstream died: answer everything pending" can never
+//!   interleave badly: a request is either answered by the death handler or
+//!   sees the dead flag itself.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Instant, SystemTime};
+
+use crate::jsonrpc::message::IdKey;
+
+/// The most unanswered requests kept per direction.
+pub const MAX_PENDING: usize = 10_000;
+
+/// A request from the host, relayed to the upstream.
+#[derive(Debug)]
+pub struct HostRequest {
+    /// The id exactly as the host spelled it (echoed in proxy answers).
+    pub raw_id: Vec<u8>,
+    pub method: String,
+    pub started: Instant,
+    pub started_at: SystemTime,
+    /// The raw request line, kept for `tools/call` only (for the step).
+    pub call_request: Option<Vec<u8>>,
+    /// The host sent `notifications/cancelled` for it.
+    pub cancelled: bool,
+    seq: u64,
+}
+
+/// A request the proxy sent to the upstream on its own behalf.
+#[derive(Debug)]
+pub struct OwnRequest {
+    /// Sent to the upstream once this request is answered.
+    pub then_send: Option<Vec<u8>>,
+}
+
+#[derive(Debug)]
+pub struct InFlight {
+    upstream_alive: bool,
+    host: HashMap<IdKey, VecDeque<HostRequest>>,
+    host_count: usize,
+    server: HashMap<IdKey, VecDeque<u64>>,
+    server_count: usize,
+    own: HashMap<IdKey, OwnRequest>,
+    seq: u64,
+    evicted: u64,
+}
+
+/// What `insert_host` decided.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Recorded; relay the request.
+    Relay,
+    /// The upstream is dead: answer it yourself, do not relay.
+    AnswerUnavailable,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InFlight {
+    pub fn new() -> Self {
+        InFlight {
+            upstream_alive: true,
+            host: HashMap::new(),
+            host_count: 0,
+            server: HashMap::new(),
+            server_count: 0,
+            own: HashMap::new(),
+            seq: 0,
+            evicted: 0,
+        }
+    }
+
+    pub fn upstream_alive(&self) -> bool {
+        self.upstream_alive
+    }
+
+    /// Records a host request about to be relayed.
+    pub fn insert_host(
+        &mut self,
+        raw_id: &[u8],
+        method: &str,
+        call_request: Option<Vec<u8>>,
+    ) -> Admission {
+        if !self.upstream_alive {
+            return Admission::AnswerUnavailable;
+        }
+        if self.host_count >= MAX_PENDING {
+            self.evict_oldest_host();
+        }
+        self.seq += 1;
+        let entry = HostRequest {
+            raw_id: raw_id.to_vec(),
+            method: method.to_owned(),
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            call_request,
+            cancelled: false,
+            seq: self.seq,
+        };
+        self.host
+            .entry(IdKey::from_raw(raw_id))
+            .or_default()
+            .push_back(entry);
+        self.host_count += 1;
+        Admission::Relay
+    }
+
+    /// The upstream answered a host request: take it out.
+    pub fn answer_host(&mut self, raw_id: &[u8]) -> Option<HostRequest> {
+        let key = IdKey::from_raw(raw_id);
+        let queue = self.host.get_mut(&key)?;
+        let entry = queue.pop_front();
+        if queue.is_empty() {
+            self.host.remove(&key);
+        }
+        if entry.is_some() {
+            self.host_count -= 1;
+        }
+        entry
+    }
+
+    /// The host cancelled one of its requests (it stays in flight: a late
+    /// answer is still relayed, and recorded as cancelled).
+    pub fn cancel_host(&mut self, raw_id: &[u8]) {
+        if let Some(queue) = self.host.get_mut(&IdKey::from_raw(raw_id))
+            && let Some(entry) = queue.iter_mut().find(|e| !e.cancelled)
+        {
+            entry.cancelled = true;
+        }
+    }
+
+    /// Records a request from the upstream to the host.
+    pub fn insert_server(&mut self, raw_id: &[u8]) {
+        if self.server_count >= MAX_PENDING {
+            // Server-to-host requests carry no timing we need; forget one.
+            if let Some(key) = self.server.keys().next().cloned()
+                && let Some(q) = self.server.remove(&key)
+            {
+                self.server_count -= q.len();
+                self.evicted += q.len() as u64;
+            }
+        }
+        self.seq += 1;
+        self.server
+            .entry(IdKey::from_raw(raw_id))
+            .or_default()
+            .push_back(self.seq);
+        self.server_count += 1;
+    }
+
+    /// The host answered a request of the upstream.
+    pub fn answer_server(&mut self, raw_id: &[u8]) -> bool {
+        let key = IdKey::from_raw(raw_id);
+        let Some(queue) = self.server.get_mut(&key) else {
+            return false;
+        };
+        queue.pop_front();
+        if queue.is_empty() {
+            self.server.remove(&key);
+        }
+        self.server_count -= 1;
+        true
+    }
+
+    /// Records a request the proxy sends to the upstream itself.
+    pub fn insert_own(&mut self, id: &str, then_send: Option<Vec<u8>>) {
+        self.own.insert(IdKey::own(id), OwnRequest { then_send });
+    }
+
+    /// If `raw_id` answers one of the proxy's own requests, takes it.
+    pub fn answer_own(&mut self, raw_id: &[u8]) -> Option<OwnRequest> {
+        if self.own.is_empty() {
+            return None;
+        }
+        self.own.remove(&IdKey::from_raw(raw_id))
+    }
+
+    /// The upstream is gone: no more requests are admitted, and every host
+    /// request still pending is returned (oldest first) to be answered.
+    pub fn upstream_died(&mut self) -> Vec<HostRequest> {
+        self.upstream_alive = false;
+        self.take_all_host()
+    }
+
+    /// A new upstream took over (after `--restart`).
+    pub fn upstream_restarted(&mut self) {
+        self.upstream_alive = true;
+        self.server.clear();
+        self.server_count = 0;
+        self.own.clear();
+    }
+
+    /// How many unanswered requests were forgotten because the table was full.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    fn take_all_host(&mut self) -> Vec<HostRequest> {
+        let mut all: Vec<HostRequest> = self.host.drain().flat_map(|(_, q)| q).collect();
+        all.sort_by_key(|e| e.seq);
+        self.host_count = 0;
+        all
+    }
+
+    fn evict_oldest_host(&mut self) {
+        let oldest = self
+            .host
+            .iter()
+            .filter_map(|(k, q)| q.front().map(|e| (e.seq, k.clone())))
+            .min_by_key(|(seq, _)| *seq);
+        if let Some((_, key)) = oldest {
+            self.answer_host_key(&key);
+            self.evicted += 1;
+        }
+    }
+
+    fn answer_host_key(&mut self, key: &IdKey) {
+        if let Some(queue) = self.host.get_mut(key) {
+            if queue.pop_front().is_some() {
+                self.host_count -= 1;
+            }
+            if queue.is_empty() {
+                self.host.remove(key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_by_normalised_id_fifo() {
+        let mut t = InFlight::new();
+        assert_eq!(t.insert_host(b"5", "tools/call", None), Admission::Relay);
+        assert_eq!(t.insert_host(b"5", "ping", None), Admission::Relay);
+        assert_eq!(
+            t.answer_host(b"5.0").map(|e| e.method),
+            Some("tools/call".into())
+        );
+        assert_eq!(t.answer_host(b"5").map(|e| e.method), Some("ping".into()));
+        assert!(t.answer_host(b"5").is_none());
+        assert!(t.answer_host(br#""5""#).is_none());
+    }
+
+    #[test]
+    fn death_answers_everything_and_refuses_more() {
+        let mut t = InFlight::new();
+        t.insert_host(b"1", "a", None);
+        t.insert_host(br#""x""#, "b", None);
+        let pending = t.upstream_died();
+        assert_eq!(
+            pending
+                .iter()
+                .map(|e| e.method.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(t.insert_host(b"2", "c", None), Admission::AnswerUnavailable);
+        t.upstream_restarted();
+        assert_eq!(t.insert_host(b"2", "c", None), Admission::Relay);
+    }
+
+    #[test]
+    fn directions_and_own_ids_do_not_mix() {
+        let mut t = InFlight::new();
+        t.insert_host(b"1", "a", None);
+        t.insert_server(b"1");
+        t.insert_own("bir:restart-1", None);
+        assert!(t.answer_server(b"1"));
+        assert!(t.answer_own(br#""bir:restart-1""#).is_some());
+        assert!(t.answer_own(b"1").is_none());
+        assert!(t.answer_host(b"1").is_some());
+    }
+
+    #[test]
+    fn bounded() {
+        let mut t = InFlight::new();
+        for i in 0..MAX_PENDING + 5 {
+            t.insert_host(i.to_string().as_bytes(), "m", None);
+        }
+        assert_eq!(t.evicted(), 5);
+        assert!(t.answer_host(b"0").is_none(), "oldest evicted");
+        assert!(t.answer_host(b"5").is_some());
+    }
+}

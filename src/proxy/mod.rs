@@ -1,0 +1,434 @@
+//! `bir-proxy`: a stdio MCP proxy that relays every byte and reports every
+//! `tools/call`.
+//!
+//! ```text
+//! host stdin ──▶ pump_host ──▶ upstream stdin        (relay.rs)
+//! host stdout ◀── pump_upstream ◀── upstream stdout  (relay.rs)
+//!                    │ observations (after the write)
+//!                    ▼
+//!                 Observer ──▶ sinks (transcript; the recorder next)
+//! ```
+//!
+//! This module owns the lifecycle: it starts the upstream and the threads,
+//! then runs one loop over [`Event`]s (signals, end of input, upstream exit)
+//! and decides when and how the proxy ends.
+//!
+//! Invariants (see also ARCHITECTURE.md):
+//! * Exit parity: the proxy ends the way its upstream ended — same exit
+//!   code, or the same signal re-raised — so the host sees what it would
+//!   have seen without bir.
+//! * A host signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is passed to the
+//!   upstream's process group at once; the proxy then leaves as soon as the
+//!   upstream is gone. Claude Code sends SIGINT and SIGTERM ~100 ms later:
+//!   there is no waiting of our own in that path.
+//! * Host end of input: the upstream's stdin is closed, then SIGTERM after
+//!   2 s, SIGKILL 2 s later (the MCP SDK clients' schedule).
+//! * An upstream that exits while requests are pending gets them answered
+//!   by the proxy (`MCP server "<name>" is not available`), unless the host
+//!   itself asked it to stop.
+
+pub mod config;
+pub mod inflight;
+pub mod relay;
+pub mod signals;
+pub mod upstream;
+
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::cli::{ProxyArgs, Role};
+use crate::observe::step::CallOutcome;
+use crate::observe::transcript::Transcript;
+use crate::observe::{Observer, Sink};
+use crate::{Exit, parse_args, print_version};
+use config::ProxyConfig;
+use relay::{Shared, lock};
+
+/// How long a closed stdin gets before SIGTERM, and SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// After the upstream exited, how long to wait for its stdout to close (a
+/// process it started may still hold it open).
+const STDOUT_GRACE: Duration = Duration::from_millis(500);
+/// The most time the proxy spends flushing observations when it ends.
+const OBSERVER_DEADLINE: Duration = Duration::from_millis(500);
+
+/// What the lifecycle loop reacts to.
+#[derive(Debug)]
+pub enum Event {
+    /// The proxy received a signal to pass on.
+    Signal(i32),
+    /// The host closed the proxy's stdin.
+    HostEof,
+    /// Writing to the host failed: it is gone.
+    HostGone,
+    /// The upstream of this generation closed its stdout.
+    UpstreamEof { generation: u32 },
+    /// The upstream of this generation exited.
+    UpstreamExited { generation: u32, status: ExitStatus },
+}
+
+/// Runs `bir-proxy` with the arguments after the program name.
+pub fn main(args: &[String]) -> Exit {
+    let parsed: ProxyArgs = match parse_args(Role::Proxy.program_name(), args) {
+        Ok(p) => p,
+        Err(exit) => return exit,
+    };
+    if parsed.version {
+        return print_version("bir-proxy");
+    }
+    let cfg = match ProxyConfig::resolve(parsed) {
+        Ok(cfg) => cfg,
+        Err(err) => {
+            eprintln!("bir-proxy: {}", err.0);
+            return Exit::Code(2);
+        }
+    };
+    crate::logging::set_server_name(&cfg.server_name);
+    // Before any thread exists, so that every thread inherits the mask.
+    signals::block_forwarded();
+    let observer = start_observer(&cfg);
+    let (tx, rx) = mpsc::channel();
+    signals::spawn_watcher(tx.clone());
+    let shared = Arc::new(Shared::new(cfg, observer));
+    Session::new(shared, tx, rx).run()
+}
+
+fn start_observer(cfg: &ProxyConfig) -> Observer {
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    if let Some(path) = &cfg.transcript {
+        match Transcript::create(path) {
+            Ok(t) => sinks.push(Box::new(t)),
+            Err(err) => log::warn!("no transcript: cannot open {}: {err}", path.display()),
+        }
+    }
+    let wants_messages = !sinks.is_empty();
+    Observer::start(sinks, wants_messages)
+}
+
+/// Escalation steps while waiting for the upstream to go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timer {
+    SendTerm,
+    SendKill,
+    GiveUp,
+    StdoutGrace,
+}
+
+/// The lifecycle state of one proxy process.
+struct Session {
+    shared: Arc<Shared>,
+    tx: Sender<Event>,
+    rx: Receiver<Event>,
+    /// Bumped at each (re)start; events of older upstreams are ignored.
+    generation: u32,
+    /// The current upstream's pid (= its process group), while it runs.
+    pid: Option<i32>,
+    exited: Option<ExitStatus>,
+    stdout_closed: bool,
+    restarts_left: u8,
+    host_eof: bool,
+    /// The host sent a signal: it is stopping us, nothing more to answer.
+    signalled: bool,
+    /// The last exit status, for a proxy that stays up after the upstream.
+    dead_status: Option<Exit>,
+    timer: Option<(Instant, Timer)>,
+}
+
+impl Session {
+    fn new(shared: Arc<Shared>, tx: Sender<Event>, rx: Receiver<Event>) -> Session {
+        let restarts_left = u8::from(shared.cfg.restart);
+        Session {
+            shared,
+            tx,
+            rx,
+            generation: 0,
+            pid: None,
+            exited: None,
+            stdout_closed: false,
+            restarts_left,
+            host_eof: false,
+            signalled: false,
+            dead_status: None,
+            timer: None,
+        }
+    }
+
+    fn run(mut self) -> Exit {
+        if let Err(err) = self.start_upstream() {
+            eprintln!(
+                "bir-proxy[{}]: cannot start '{}': {err}",
+                self.shared.cfg.server_name,
+                self.command_line()
+            );
+            if !self.shared.cfg.stay_up {
+                return self.finish(Exit::Code(1));
+            }
+            let _ = lock(&self.shared.inflight).upstream_died();
+            self.dead_status = Some(Exit::Code(1));
+        }
+        self.start_host_pump();
+        loop {
+            let event = match self.timer {
+                Some((at, _)) => match self
+                    .rx
+                    .recv_timeout(at.saturating_duration_since(Instant::now()))
+                {
+                    Ok(event) => Some(event),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return self.finish(Exit::Code(1)),
+                },
+                None => match self.rx.recv() {
+                    Ok(event) => Some(event),
+                    Err(_) => return self.finish(Exit::Code(1)),
+                },
+            };
+            let outcome = match event {
+                Some(event) => self.on_event(event),
+                None => self.on_timer(),
+            };
+            if let Some(exit) = outcome {
+                return self.finish(exit);
+            }
+        }
+    }
+
+    fn command_line(&self) -> String {
+        std::iter::once(self.shared.cfg.program.as_str())
+            .chain(self.shared.cfg.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Starts (or restarts) the upstream and its threads.
+    fn start_upstream(&mut self) -> std::io::Result<()> {
+        let spawned = upstream::spawn(&self.shared.cfg)?;
+        self.generation += 1;
+        let generation = self.generation;
+        self.pid = Some(spawned.pid);
+        self.exited = None;
+        self.stdout_closed = false;
+        *lock(&self.shared.upstream_in) = Some(spawned.stdin);
+        upstream::spawn_stderr_copier(&self.shared.cfg.server_name, spawned.stderr);
+
+        let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
+        let stdout = spawned.stdout;
+        self.spawn_thread("bir-from-server", move || {
+            relay::pump_upstream(&shared, &tx, stdout, generation);
+        })?;
+        let tx = self.tx.clone();
+        let mut child = spawned.child;
+        self.spawn_thread("bir-wait", move || {
+            if let Ok(status) = child.wait() {
+                let _ = tx.send(Event::UpstreamExited { generation, status });
+            }
+        })?;
+        Ok(())
+    }
+
+    fn start_host_pump(&self) {
+        let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
+        if let Err(err) = self.spawn_thread("bir-from-host", move || relay::pump_host(&shared, &tx))
+        {
+            log::error!("cannot start the relay: {err}");
+        }
+    }
+
+    fn spawn_thread(
+        &self,
+        name: &str,
+        body: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<()> {
+        thread::Builder::new()
+            .name(name.into())
+            .stack_size(512 * 1024)
+            .spawn(body)
+            .map(|_| ())
+    }
+
+    fn on_event(&mut self, event: Event) -> Option<Exit> {
+        match event {
+            Event::Signal(sig) => {
+                log::debug!("received signal {sig}; passing it on to the server");
+                self.signalled = true;
+                match self.pid {
+                    Some(pid) if self.exited.is_none() => signals::send_to_group(pid, sig),
+                    // Nothing left to stop: end now, the way we were told to.
+                    _ => return Some(self.dead_status.unwrap_or(Exit::Signal(sig))),
+                }
+                None
+            }
+            Event::HostEof | Event::HostGone => {
+                if self.host_eof {
+                    return None;
+                }
+                self.host_eof = true;
+                // Closing the upstream's stdin is how MCP asks a stdio server to stop.
+                *lock(&self.shared.upstream_in) = None;
+                if let Some(status) = self.dead_status {
+                    return Some(status);
+                }
+                if self.exited.is_none() && self.pid.is_some() {
+                    self.timer = Some((Instant::now() + STOP_GRACE, Timer::SendTerm));
+                }
+                None
+            }
+            Event::UpstreamEof { generation } if generation == self.generation => {
+                self.stdout_closed = true;
+                match self.exited {
+                    Some(status) => self.upstream_ended(status),
+                    None => None,
+                }
+            }
+            Event::UpstreamExited { generation, status } if generation == self.generation => {
+                self.exited = Some(status);
+                if self.stdout_closed {
+                    self.upstream_ended(status)
+                } else {
+                    self.timer = Some((Instant::now() + STDOUT_GRACE, Timer::StdoutGrace));
+                    None
+                }
+            }
+            Event::UpstreamEof { .. } | Event::UpstreamExited { .. } => None,
+        }
+    }
+
+    fn on_timer(&mut self) -> Option<Exit> {
+        let (_, timer) = self.timer.take()?;
+        let pid = self.pid.unwrap_or(0);
+        match timer {
+            Timer::SendTerm => {
+                log::debug!("server still running {STOP_GRACE:?} after its stdin closed: SIGTERM");
+                signals::send_to_group(pid, libc::SIGTERM);
+                self.timer = Some((Instant::now() + STOP_GRACE, Timer::SendKill));
+                None
+            }
+            Timer::SendKill => {
+                log::warn!("server ignored SIGTERM for {STOP_GRACE:?}: SIGKILL");
+                signals::send_to_group(pid, libc::SIGKILL);
+                self.timer = Some((Instant::now() + STOP_GRACE, Timer::GiveUp));
+                None
+            }
+            Timer::GiveUp => {
+                log::error!("server did not exit after SIGKILL; leaving");
+                Some(Exit::Code(1))
+            }
+            Timer::StdoutGrace => {
+                // The server is gone but something it started holds its
+                // stdout: stop that too, and carry on without it.
+                signals::send_to_group(pid, libc::SIGTERM);
+                self.exited.and_then(|status| self.upstream_ended(status))
+            }
+        }
+    }
+
+    /// The upstream has exited and its output is drained. Decides whether
+    /// the proxy ends, restarts the upstream, or stays up.
+    fn upstream_ended(&mut self, status: ExitStatus) -> Option<Exit> {
+        self.timer = None;
+        let exit = exit_of(status);
+        let pending = lock(&self.shared.inflight).upstream_died();
+        *lock(&self.shared.upstream_in) = None;
+        self.shared
+            .observer
+            .event(format!("upstream exited ({})", describe(status)));
+        if !self.signalled {
+            if !pending.is_empty() {
+                log::warn!(
+                    "the server exited ({}) with {} request(s) unanswered; answering them",
+                    describe(status),
+                    pending.len()
+                );
+            }
+            for request in pending {
+                let answer = self.shared.unavailable_answer(&request);
+                self.shared.write_to_host(&answer, &self.tx);
+                self.shared
+                    .observe_unanswered_call(request, CallOutcome::UpstreamGone, None);
+            }
+        }
+        if self.signalled || self.host_eof {
+            return Some(exit);
+        }
+        log::warn!("the server exited unexpectedly ({})", describe(status));
+        if self.restarts_left > 0 {
+            self.restarts_left -= 1;
+            match self.restart() {
+                Ok(()) => return None,
+                Err(err) => log::error!("restarting the server failed: {err}"),
+            }
+        }
+        if self.shared.cfg.stay_up {
+            log::warn!("BIR_PROXY_STAY_UP=1: staying up; every request is answered with an error");
+            self.dead_status = Some(exit);
+            return None;
+        }
+        Some(exit)
+    }
+
+    /// `--restart`: a new upstream, given the host's handshake again.
+    fn restart(&mut self) -> std::io::Result<()> {
+        log::warn!("restarting the server (--restart)");
+        self.start_upstream()?;
+        lock(&self.shared.inflight).upstream_restarted();
+        let handshake = lock(&self.shared.handshake);
+        let Some(initialize) = handshake.initialize.as_deref() else {
+            return Ok(());
+        };
+        let id = format!("bir:restart-{}", self.generation);
+        let Some(replay) = with_own_id(initialize, &id) else {
+            log::warn!("cannot replay the handshake (the host's initialize does not parse)");
+            return Ok(());
+        };
+        lock(&self.shared.inflight).insert_own(&id, handshake.initialized.clone());
+        drop(handshake);
+        self.shared.write_to_upstream(&replay);
+        self.shared
+            .observer
+            .message(crate::observe::Direction::ProxyToServer, &replay);
+        self.shared
+            .observer
+            .event("upstream restarted; handshake replayed");
+        Ok(())
+    }
+
+    fn finish(self, exit: Exit) -> Exit {
+        let deadline = if self.signalled {
+            Duration::from_millis(50)
+        } else {
+            OBSERVER_DEADLINE
+        };
+        self.shared.observer.finish(deadline);
+        exit
+    }
+}
+
+/// The host's `initialize` line with its id replaced by one of the proxy's.
+fn with_own_id(initialize: &[u8], id: &str) -> Option<Vec<u8>> {
+    let mut value: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(initialize).ok()?;
+    value.insert("id".into(), serde_json::Value::String(id.into()));
+    let mut line = serde_json::to_vec(&value).ok()?;
+    line.push(b'\n');
+    Some(line)
+}
+
+fn exit_of(status: ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code.clamp(0, 255) as u8),
+        (None, Some(sig)) => Exit::Signal(sig),
+        (None, None) => Exit::Code(1),
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("status {code}"),
+        (None, Some(sig)) => format!("signal {sig}"),
+        _ => "unknown status".into(),
+    }
+}

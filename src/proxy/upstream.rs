@@ -1,0 +1,190 @@
+//! The upstream server process: started without a shell, in a process group
+//! of its own, tied to the proxy's life, with its stderr passed through.
+//!
+//! Invariants:
+//! * The child is exactly `command args…` (no shell, no quoting).
+//! * It leads its own process group, so the proxy can signal everything it
+//!   started, and it receives SIGKILL if the proxy dies (Linux
+//!   `PR_SET_PDEATHSIG`), so a killed proxy leaves no orphan.
+//! * Its stderr is copied to the proxy's stderr line by line with a
+//!   `[name] ` prefix, on a thread of its own, so a chatty server never
+//!   blocks on a full pipe because of the relay.
+
+use std::io::{self, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::thread;
+
+use super::config::ProxyConfig;
+
+/// A started upstream and its pipes.
+pub struct Spawned {
+    pub child: Child,
+    /// Process id, which is also its process-group id.
+    pub pid: i32,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+    pub stderr: ChildStderr,
+}
+
+/// Starts the upstream server.
+pub fn spawn(cfg: &ProxyConfig) -> io::Result<Spawned> {
+    let mut cmd = Command::new(&cfg.program);
+    cmd.args(&cfg.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe functions (setpgid, prctl, getppid, sigprocmask,
+    // _exit) on local data.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            #[cfg(target_os = "linux")]
+            {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The proxy died between fork and prctl: do not outlive it.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+            }
+            // The proxy blocks the signals it forwards; the server must not
+            // inherit that mask.
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(io::Error::other("the server's pipes were not created"));
+    };
+    let pid = child.id() as i32;
+    Ok(Spawned {
+        child,
+        pid,
+        stdin,
+        stdout,
+        stderr,
+    })
+}
+
+/// Copies the server's stderr to ours, each line prefixed with `[name] `.
+pub fn spawn_stderr_copier(name: &str, mut from: ChildStderr) {
+    let prefix = format!("[{name}] ").into_bytes();
+    let spawned = thread::Builder::new()
+        .name("bir-stderr".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            let mut buf = vec![0u8; 16 * 1024];
+            let mut at_line_start = true;
+            let mut out = Vec::with_capacity(buf.len() + 256);
+            loop {
+                let n = match from.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                };
+                out.clear();
+                for line in buf[..n].split_inclusive(|&b| b == b'\n') {
+                    if at_line_start {
+                        out.extend_from_slice(&prefix);
+                    }
+                    out.extend_from_slice(line);
+                    at_line_start = line.ends_with(b"\n");
+                }
+                // If our own stderr is gone, keep draining the server's.
+                let _ = io::stderr().lock().write_all(&out);
+            }
+            if !at_line_start {
+                let _ = io::stderr().lock().write_all(b"\n");
+            }
+        });
+    if let Err(err) = spawned {
+        log::warn!("cannot copy the server's stderr: {err}");
+    }
+}
+
+/// A name for the server when none is given: the script or package the
+/// command runs (`npx -y @scope/server-x@1.2` → `server-x`), else the
+/// program's name.
+pub fn derive_server_name(program: &str, args: &[String]) -> String {
+    const RUNNERS: &[&str] = &[
+        "node", "nodejs", "npx", "bun", "bunx", "deno", "pnpm", "yarn", "python", "python3", "uv",
+        "uvx", "pipx", "ruby", "java", "docker", "podman", "sh", "bash", "env",
+    ];
+    let base = |s: &str| -> String {
+        let s = s.rsplit(['/', '\\']).next().unwrap_or(s);
+        let s = s.strip_suffix(".exe").unwrap_or(s);
+        s.to_owned()
+    };
+    let program_base = base(program);
+    if RUNNERS.contains(&program_base.as_str()) {
+        let skip_words = ["run", "exec", "dlx", "x", "--from", "tool", "-m"];
+        if let Some(target) = args
+            .iter()
+            .find(|a| !a.starts_with('-') && !skip_words.contains(&a.as_str()) && !a.is_empty())
+        {
+            // `@scope/name@version` → `name`.
+            let unscoped = target.strip_prefix('@').map_or(target.as_str(), |t| {
+                t.split_once('/').map_or(t, |(_, rest)| rest)
+            });
+            let unversioned = unscoped.split('@').next().unwrap_or(unscoped);
+            let name = base(unversioned);
+            let name = name
+                .strip_suffix(".js")
+                .or_else(|| name.strip_suffix(".mjs"))
+                .or_else(|| name.strip_suffix(".py"))
+                .or_else(|| name.strip_suffix(".ts"))
+                .unwrap_or(&name);
+            if !name.is_empty() {
+                return name.to_owned();
+            }
+        }
+    }
+    if program_base.is_empty() {
+        "server".to_owned()
+    } else {
+        program_base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(cmd: &[&str]) -> String {
+        let args: Vec<String> = cmd[1..].iter().map(|s| s.to_string()).collect();
+        derive_server_name(cmd[0], &args)
+    }
+
+    #[test]
+    fn derives_names() {
+        assert_eq!(
+            name(&[
+                "npx",
+                "-y",
+                "@modelcontextprotocol/server-everything@2026.8.31"
+            ]),
+            "server-everything"
+        );
+        assert_eq!(
+            name(&["/usr/bin/python3", "-m", "mcp_server_time"]),
+            "mcp_server_time"
+        );
+        assert_eq!(name(&["node", "/x/dist/server.js", "stdio"]), "server");
+        assert_eq!(name(&["/opt/bin/github-mcp", "stdio"]), "github-mcp");
+        assert_eq!(name(&["uvx", "mcp-server-git"]), "mcp-server-git");
+    }
+}

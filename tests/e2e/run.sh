@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# End-to-end: the real Claude Code CLI, offline, with its MCP server wrapped by
+# bir-proxy, compared with the same session unwrapped. See README.md here.
+#
+#   tests/e2e/run.sh
+#
+# Env knobs:
+#   BIR_BIN            the bir binary (default $REPO/target/debug/bir); a
+#                      bir-proxy symlink to it is made in the work dir
+#   BIR_E2E_HARNESS    the shared harness (default $REPO/../shared/e2e)
+#   E2E_CC_DIR         where Claude Code + server-everything are installed
+#                      (default $REPO/.peers/cc; installed if missing)
+#   BIR_E2E_WORK       work dir (default: a new /tmp/bir-e2e.XXXXXX)
+#   BIR_E2E_KEEP=1     keep the work dir even when everything passed
+#   E2E_TIMEOUT        per-session timeout in seconds (default here 60)
+# Prints one "PASS|FAIL <check>: <detail>" line per check and ends with
+# "N passed, M failed"; exits 1 if any check failed.
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+HARNESS="${BIR_E2E_HARNESS:-$REPO/../shared/e2e}"
+HARNESS="$(cd "$HARNESS" 2>/dev/null && pwd || echo "$HARNESS")"
+export E2E_CC_DIR="${E2E_CC_DIR:-$REPO/.peers/cc}"
+export E2E_TIMEOUT="${E2E_TIMEOUT:-60}"
+BIR_BIN="${BIR_BIN:-$REPO/target/debug/bir}"
+SCENARIOS=(unwrapped-echo wrapped-echo)
+# the echo argument scripted in */script.json (checked against what the model got)
+MESSAGE="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["turns"][0]["content"][1]["input"]["message"], end="")' "$HERE/wrapped-echo/script.json")"
+
+pass=0; fail=0
+result() { # result ok|fail NAME DETAIL
+  if [[ $1 == ok ]]; then pass=$((pass+1)); echo "PASS $2: $3"; else fail=$((fail+1)); echo "FAIL $2: $3"; fi
+}
+finish() { # keep a temp work dir only if a session ran and something failed (or BIR_E2E_KEEP)
+  local drop=""
+  if [[ -n ${WORK_IS_TEMP:-} && -z ${BIR_E2E_KEEP:-} ]] && [[ $fail -eq 0 || ! -d "$WORK/runs" ]]; then drop=1; fi
+  echo "work dir: $WORK${drop:+ (removed)}"
+  echo "$pass passed, $fail failed"
+  [[ -n $drop ]] && rm -rf "$WORK"
+  [[ $fail -eq 0 ]] && exit 0 || exit 1
+}
+
+if [[ -n ${BIR_E2E_WORK:-} ]]; then
+  WORK="$BIR_E2E_WORK"; mkdir -p "$WORK"
+else
+  WORK="$(mktemp -d /tmp/bir-e2e.XXXXXX)"; WORK_IS_TEMP=1
+fi
+WORK="$(cd "$WORK" && pwd)"
+
+# --- prerequisites: harness, Claude Code, server-everything, the bir binary -----------
+if [[ ! -x "$HARNESS/run-claude.sh" || ! -f "$HARNESS/check.py" ]]; then
+  result fail prerequisites "no harness at $HARNESS (set BIR_E2E_HARNESS)"; finish
+fi
+for tool in node npm python3 timeout; do
+  command -v "$tool" >/dev/null || { result fail prerequisites "$tool not on PATH"; finish; }
+done
+T0=$(date +%s%N)
+if ! "$HARNESS/install.sh" >"$WORK/install.log" 2>&1; then
+  result fail "install claude code" "$HARNESS/install.sh failed into $E2E_CC_DIR: $(tail -3 "$WORK/install.log" | tr '\n' ' ')"
+  finish
+fi
+CLAUDE_VERSION="$("$E2E_CC_DIR/node_modules/.bin/claude" --version 2>&1 | head -1)"
+EVERYTHING="$E2E_CC_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+if [[ ! -f "$EVERYTHING" ]]; then
+  result fail "install claude code" "claude $CLAUDE_VERSION but no server-everything at $EVERYTHING"; finish
+fi
+result ok "install claude code" "$CLAUDE_VERSION + server-everything in $E2E_CC_DIR ($(( ($(date +%s%N) - T0) / 1000000 )) ms)"
+
+if [[ ! -x "$BIR_BIN" ]]; then
+  result fail "bir binary" "BIR_BIN=$BIR_BIN is not an executable (cargo build first, or set BIR_BIN)"; finish
+fi
+BIR_BIN="$(cd "$(dirname "$BIR_BIN")" && pwd)/$(basename "$BIR_BIN")"
+mkdir -p "$WORK/bin"
+ln -sfn "$BIR_BIN" "$WORK/bin/bir-proxy"
+BIR_PROXY="$WORK/bin/bir-proxy"
+
+# --- scenario dirs: copy, filling in the proxy path (the harness fills the rest) -------
+mkdir -p "$WORK/scenarios" "$WORK/runs"
+for s in "${SCENARIOS[@]}"; do
+  rm -rf "$WORK/scenarios/$s"; mkdir -p "$WORK/scenarios/$s"
+  for f in "$HERE/$s"/*; do
+    sed -e "s#@@BIR_PROXY@@#$BIR_PROXY#g" "$f" >"$WORK/scenarios/$s/$(basename "$f")"
+  done
+done
+
+# --- run each scenario under the process watcher ---------------------------------------
+for s in "${SCENARIOS[@]}"; do
+  out="$WORK/runs/$s"
+  rm -rf "$out"            # run-claude.sh only replaces dirs that look like its own output
+  mkdir -p "$WORK/watch"
+  stop="$WORK/watch/$s.stop"; rec="$WORK/watch/$s.procs.jsonl"; rm -f "$stop" "$rec"
+  python3 "$HERE/lib/procwatch.py" watch --marker "$out" --out "$rec" --stop-file "$stop" \
+    --max-seconds $((E2E_TIMEOUT + 30)) &
+  watch_pid=$!
+  sleep 0.1
+  "$HARNESS/run-claude.sh" "$WORK/scenarios/$s" "$out" >"$WORK/runs/$s.log" 2>&1
+  rc=$?
+  # Claude Code has exited: are the MCP server processes gone (allow ~1 s)?
+  python3 "$HERE/lib/procwatch.py" alive --records "$rec" --marker "$out" --wait 1.0 >"$WORK/watch/$s.alive.json"
+  touch "$stop"; wait "$watch_pid" 2>/dev/null
+  if [[ -d "$out/logs" ]]; then
+    cp "$rec" "$out/logs/procs.jsonl" 2>/dev/null || : >"$out/logs/procs.jsonl"
+    cp "$WORK/watch/$s.alive.json" "$out/logs/alive.json"
+    python3 "$HARNESS/check.py" "$WORK/scenarios/$s" "$out" >"$out/logs/check.txt" 2>&1
+    echo $? >"$out/logs/check.rc"
+  else
+    result fail "$s session" "run-claude.sh exited $rc without an output dir: $(tail -3 "$WORK/runs/$s.log" | tr '\n' ' ')"
+  fi
+  # Stop leftovers (processes this run started) by pid so nothing outlives the test.
+  python3 - "$WORK/watch/$s.alive.json" <<'PY'
+import json, os, signal, sys
+for r in json.load(open(sys.argv[1])).get("alive", []):
+    try: os.kill(r["pid"], signal.SIGKILL)
+    except OSError: pass
+PY
+done
+
+# --- compare ------------------------------------------------------------------------------
+if [[ -d "$WORK/runs/wrapped-echo/logs" && -d "$WORK/runs/unwrapped-echo/logs" ]]; then
+  checks_out="$(python3 "$HERE/lib/checks.py" --wrapped "$WORK/runs/wrapped-echo" \
+    --unwrapped "$WORK/runs/unwrapped-echo" --message "$MESSAGE" 2>&1)"
+  while IFS= read -r line; do
+    case "$line" in
+      "PASS "*) pass=$((pass+1)); echo "$line";;
+      "FAIL "*) fail=$((fail+1)); echo "$line";;
+      *) echo "  $line";;
+    esac
+  done <<<"$checks_out"
+  [[ "$checks_out" == *PASS* || "$checks_out" == *FAIL* ]] || result fail checks "checks.py produced no verdicts"
+fi
+finish
