@@ -27,7 +27,8 @@
 //! request with that answer as text), `{"sleep_ms": N}`, `{"stderr": "…",
 //! "repeat": N}`, `{"big_reply_bytes": N}` (a text result of N bytes, written
 //! in pieces), `{"exit": CODE}`, `{"signal": "KILL"}`, `{"close_stdout":
-//! true}`, `{"ignore_signals": true}`.
+//! true}`, `{"ignore_signals": true}`, `{"pidfile": PATH}` (writes its pid),
+//! `{"hang": true}` (stops reading, forever).
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -57,6 +58,9 @@ struct Script {
     on_start: Vec<Value>,
     #[serde(default)]
     rules: Vec<Rule>,
+    /// Exit status when stdin ends (default 0).
+    #[serde(default)]
+    exit_code_on_eof: u8,
 }
 
 #[derive(Deserialize)]
@@ -126,8 +130,12 @@ pub fn main(args: &[String]) -> Exit {
     }
     loop {
         let Some(line) = peer.next_line() else {
-            return Exit::Code(0);
+            return Exit::Code(script.exit_code_on_eof);
         };
+        if line.trim_ascii_start().starts_with(b"[") {
+            peer.answer_batch(&script, &line);
+            continue;
+        }
         let Ok(msg) = serde_json::from_slice::<Incoming>(&line) else {
             continue;
         };
@@ -157,28 +165,31 @@ pub fn main(args: &[String]) -> Exit {
             }
             continue;
         }
-        let answer = match method {
-            "initialize" => json!({
-                "protocolVersion": msg.params.as_ref().and_then(|p| p.get("protocolVersion")).cloned().unwrap_or(json!("2025-11-25")),
-                "capabilities": script.capabilities.clone().unwrap_or(json!({"tools": {}})),
-                "serverInfo": script.server_info.clone().unwrap_or(json!({"name": "testpeer", "version": "1.0.0"})),
-            }),
-            "tools/list" => json!({"tools": script.tools}),
-            "ping" => json!({}),
-            "tools/call" => text_result(
-                &msg.params
-                    .as_ref()
-                    .and_then(|p| p.get("arguments"))
-                    .map(Value::to_string)
-                    .unwrap_or_default(),
-            ),
-            _ => {
-                peer.send_error(id, json!({"code": -32601, "message": "Method not found"}));
-                continue;
-            }
-        };
-        peer.send_result(id, &answer);
+        match default_answer(&script, method, msg.params.as_ref()) {
+            Ok(answer) => peer.send_result(id, &answer),
+            Err(error) => peer.send_error(id, error),
+        }
     }
+}
+
+/// What the peer answers when no rule matches: `Err` is a JSON-RPC error.
+fn default_answer(script: &Script, method: &str, params: Option<&Value>) -> Result<Value, Value> {
+    Ok(match method {
+        "initialize" => json!({
+            "protocolVersion": params.and_then(|p| p.get("protocolVersion")).cloned().unwrap_or(json!("2025-11-25")),
+            "capabilities": script.capabilities.clone().unwrap_or(json!({"tools": {}})),
+            "serverInfo": script.server_info.clone().unwrap_or(json!({"name": "testpeer", "version": "1.0.0"})),
+        }),
+        "tools/list" => json!({"tools": script.tools}),
+        "ping" => json!({}),
+        "tools/call" => text_result(
+            &params
+                .and_then(|p| p.get("arguments"))
+                .map(Value::to_string)
+                .unwrap_or_default(),
+        ),
+        _ => return Err(json!({"code": -32601, "message": "Method not found"})),
+    })
 }
 
 fn text_result(text: &str) -> Value {
@@ -186,6 +197,27 @@ fn text_result(text: &str) -> Value {
 }
 
 impl Peer {
+    /// A 2025-03-26 batch: one array of answers (rules do not apply).
+    fn answer_batch(&mut self, script: &Script, line: &[u8]) {
+        let Ok(items) = serde_json::from_slice::<Vec<Incoming>>(line) else {
+            return;
+        };
+        let mut answers = Vec::new();
+        for item in items {
+            let (Some(method), Some(id)) = (item.method.as_deref(), item.id.as_deref()) else {
+                continue;
+            };
+            let body = match default_answer(script, method, item.params.as_ref()) {
+                Ok(result) => format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, id.get()),
+                Err(error) => format!(r#"{{"jsonrpc":"2.0","id":{},"error":{error}}}"#, id.get()),
+            };
+            answers.push(body);
+        }
+        if !answers.is_empty() {
+            self.write(format!("[{}]\n", answers.join(",")).as_bytes());
+        }
+    }
+
     fn next_line(&mut self) -> Option<Vec<u8>> {
         if let Some(line) = self.backlog.pop_front() {
             return Some(line);
@@ -300,6 +332,15 @@ impl Peer {
             unsafe {
                 libc::signal(libc::SIGTERM, libc::SIG_IGN);
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
+            }
+        }
+        if let Some(path) = get("pidfile").and_then(Value::as_str) {
+            let _ = std::fs::write(path, std::process::id().to_string());
+        }
+        if get("hang").is_some() {
+            // Stop reading stdin for good (ignores end of input too).
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
             }
         }
         if get("close_stdout").is_some() {

@@ -23,9 +23,9 @@
 //!   there is no waiting of our own in that path.
 //! * Host end of input: the upstream's stdin is closed, then SIGTERM after
 //!   2 s, SIGKILL 2 s later (the MCP SDK clients' schedule).
-//! * An upstream that exits while requests are pending gets them answered
-//!   by the proxy (`MCP server "<name>" is not available`), unless the host
-//!   itself asked it to stop.
+//! * An upstream that exits on its own while requests are pending gets them
+//!   answered by the proxy (`MCP server "<name>" is not available`). When
+//!   the host ended the session (signal, end of input), nothing is added.
 
 pub mod config;
 pub mod inflight;
@@ -334,7 +334,11 @@ impl Session {
         self.shared
             .observer
             .event(format!("upstream exited ({})", describe(status)));
-        if !self.signalled {
+        // When the host itself ended the session (a signal, or closing our
+        // stdin), the server exiting is what it asked for: the host sees
+        // exactly what it would see without bir. Otherwise the server died
+        // on its own, and each pending request gets an answer.
+        if !self.signalled && !self.host_eof {
             if !pending.is_empty() {
                 log::warn!(
                     "the server exited ({}) with {} request(s) unanswered; answering them",

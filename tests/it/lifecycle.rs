@@ -1,0 +1,295 @@
+//! The proxy's life and death: signals, end of input, a dead or missing
+//! upstream, `--restart`, `BIR_PROXY_STAY_UP`, stderr, orphans.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Host, TempDir, alive, bir, command, read_pid, wait_gone};
+
+fn init() -> Value {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}})
+}
+
+fn call(id: u64, tool: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"id":id}}})
+}
+
+/// `bir-proxy --server-name peer [extra] -- bir testpeer <script> --log <log>`.
+fn proxy_cmd(dir: &TempDir, script: &Value, extra: &[&str]) -> std::process::Command {
+    let script = dir.script("peer.json", script);
+    let mut cmd = command(dir.proxy_link(), dir);
+    cmd.args(["--server-name", "peer"])
+        .args(extra)
+        .arg("--")
+        .arg(bir())
+        .arg("testpeer")
+        .arg(script)
+        .arg("--log")
+        .arg(dir.join("upstream.log"));
+    cmd
+}
+
+fn pidfile_script(dir: &TempDir, more: Value) -> Value {
+    let mut script = json!({"on_start": [{"pidfile": dir.join("peer.pid").display().to_string()}]});
+    if let (Some(s), Some(m)) = (script.as_object_mut(), more.as_object()) {
+        for (k, v) in m {
+            if k == "on_start" {
+                if let Some(list) = s.get_mut("on_start").and_then(Value::as_array_mut) {
+                    list.extend(v.as_array().cloned().unwrap_or_default());
+                }
+            } else {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    script
+}
+
+#[test]
+fn sigint_is_passed_on_and_the_proxy_leaves_at_once() {
+    // Claude Code stops a server with SIGINT, then SIGTERM ~100 ms later.
+    let dir = TempDir::new("sigint");
+    let mut host = Host::start(proxy_cmd(&dir, &pidfile_script(&dir, json!({})), &[]));
+    host.send(&init());
+    assert!(host.wait_lines(1, Duration::from_secs(10)));
+    let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(5));
+    let sent = Instant::now();
+    host.signal(libc::SIGINT);
+    let proxy = host.pid() as i32;
+    assert!(
+        wait_gone(proxy, Duration::from_secs(2)),
+        "proxy still running after SIGINT"
+    );
+    let took = sent.elapsed();
+    let seen = host.finish(Duration::from_secs(2));
+    assert_eq!(
+        seen.exit(),
+        "signal 2",
+        "the proxy dies of the signal its server died of"
+    );
+    assert!(!alive(peer), "the server is gone too");
+    assert!(
+        took < Duration::from_millis(500),
+        "took {took:?} to leave after SIGINT"
+    );
+    eprintln!("proxy gone {took:?} after SIGINT");
+}
+
+#[test]
+fn a_killed_proxy_leaves_no_orphan() {
+    let dir = TempDir::new("sigkill");
+    let mut host = Host::start(proxy_cmd(&dir, &pidfile_script(&dir, json!({})), &[]));
+    host.send(&init());
+    assert!(host.wait_lines(1, Duration::from_secs(10)));
+    let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(5));
+    host.signal(libc::SIGKILL);
+    let seen = host.finish(Duration::from_secs(2));
+    assert_eq!(seen.exit(), "signal 9");
+    assert!(
+        wait_gone(peer, Duration::from_secs(2)),
+        "server outlived its proxy"
+    );
+}
+
+#[test]
+fn end_of_input_escalates_to_sigterm_then_sigkill() {
+    // A server that neither reads its stdin nor obeys SIGTERM.
+    let dir = TempDir::new("escalate");
+    let script = pidfile_script(
+        &dir,
+        json!({"rules": [{"method": "initialize", "do": [{"ignore_signals": true}, {"hang": true}]}]}),
+    );
+    let mut host = Host::start(proxy_cmd(&dir, &script, &[]));
+    host.send(&init());
+    let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(100));
+    host.close_stdin();
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "signal 9", "SIGKILL was the end of it");
+    assert!(
+        seen.elapsed > Duration::from_millis(3500) && seen.elapsed < Duration::from_secs(8),
+        "2 s + 2 s grace expected, took {:?}",
+        seen.elapsed
+    );
+    assert!(!alive(peer));
+}
+
+#[test]
+fn a_server_that_never_answers_initialize_does_not_hang_shutdown() {
+    let dir = TempDir::new("noinit");
+    let script = json!({"rules": [{"method": "initialize", "do": [{"hang": true}]}]});
+    let mut host = Host::start(proxy_cmd(&dir, &script, &[]));
+    host.send(&init());
+    std::thread::sleep(Duration::from_millis(100));
+    host.close_stdin();
+    let seen = host.finish(Duration::from_secs(8));
+    assert_eq!(
+        seen.exit(),
+        "signal 15",
+        "stopped by SIGTERM after the grace period"
+    );
+    assert!(
+        seen.elapsed < Duration::from_secs(4),
+        "took {:?}",
+        seen.elapsed
+    );
+    assert!(seen.stdout.is_empty());
+}
+
+#[test]
+fn a_server_that_cannot_start_fails_fast_and_clearly() {
+    let dir = TempDir::new("nostart");
+    let mut cmd = command(dir.proxy_link(), &dir);
+    cmd.args([
+        "--server-name",
+        "ghost",
+        "--",
+        "/nonexistent/mcp-server",
+        "--flag",
+    ]);
+    let started = Instant::now();
+    let seen = Host::start(cmd).finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 1");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(seen.stdout.is_empty());
+    assert!(
+        seen.stderr
+            .contains("cannot start '/nonexistent/mcp-server --flag'"),
+        "{}",
+        seen.stderr
+    );
+}
+
+#[test]
+fn stay_up_answers_every_request_with_an_error() {
+    let dir = TempDir::new("stayup");
+    let mut cmd = command(dir.proxy_link(), &dir);
+    cmd.env("BIR_PROXY_STAY_UP", "1").args([
+        "--server-name",
+        "ghost",
+        "--",
+        "/nonexistent/mcp-server",
+    ]);
+    let mut host = Host::start(cmd);
+    host.send(&init());
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    host.send(&call(1, "echo"));
+    assert!(host.wait_lines(2, Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(5));
+    let msgs = seen.messages();
+    assert_eq!(msgs.len(), 2, "{}", String::from_utf8_lossy(&seen.stdout));
+    assert_eq!(
+        msgs[0]["error"]["message"],
+        "MCP server \"ghost\" is not available"
+    );
+    assert_eq!(msgs[1]["result"]["isError"], true);
+    assert_eq!(
+        msgs[1]["result"]["content"][0]["text"],
+        "MCP server \"ghost\" is not available"
+    );
+    assert_eq!(seen.exit(), "code 1");
+}
+
+#[test]
+fn stay_up_after_the_server_died() {
+    let dir = TempDir::new("stayup2");
+    let script = json!({"rules": [{"method": "tools/call", "tool": "crash", "do": [{"exit": 4}]}]});
+    let mut cmd = proxy_cmd(&dir, &script, &[]);
+    cmd.env("BIR_PROXY_STAY_UP", "1");
+    let mut host = Host::start(cmd);
+    host.send(&init());
+    host.send(&call(1, "crash"));
+    assert!(host.wait_lines(2, Duration::from_secs(5)));
+    host.send(&call(2, "echo"));
+    host.send(&json!({"jsonrpc":"2.0","id":3,"method":"ping"}));
+    assert!(host.wait_lines(4, Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(5));
+    let msgs = seen.messages();
+    assert_eq!(msgs[1]["result"]["isError"], true);
+    assert_eq!(msgs[2]["id"], 2);
+    assert_eq!(msgs[2]["result"]["isError"], true);
+    assert_eq!(msgs[3]["error"]["code"], -32000);
+    assert_eq!(
+        seen.exit(),
+        "code 4",
+        "still the server's status at the end"
+    );
+}
+
+#[test]
+fn restart_replays_the_handshake_invisibly() {
+    let dir = TempDir::new("restart");
+    let once = dir.join("crashed-once");
+    let script = json!({"rules": [{"method": "tools/call", "tool": "crash", "once_file": once.display().to_string(), "do": [{"exit": 1}]}]});
+    let mut host = Host::start(proxy_cmd(&dir, &script, &["--restart"]));
+    host.send(&init());
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    assert!(host.wait_lines(1, Duration::from_secs(5)));
+    host.send(&call(1, "crash"));
+    assert!(host.wait_lines(2, Duration::from_secs(5)));
+    std::thread::sleep(Duration::from_millis(200));
+    host.send(&call(2, "crash"));
+    assert!(host.wait_lines(3, Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(5));
+    let msgs = seen.messages();
+    assert_eq!(msgs.len(), 3, "{}", String::from_utf8_lossy(&seen.stdout));
+    assert_eq!(
+        msgs[1]["result"]["isError"], true,
+        "the call in flight failed"
+    );
+    assert_eq!(msgs[2]["id"], 2);
+    assert!(
+        msgs[2]["result"]["isError"].is_null(),
+        "the restarted server answered: {}",
+        msgs[2]
+    );
+    assert!(!String::from_utf8_lossy(&seen.stdout).contains("bir:restart"));
+    let log = std::fs::read_to_string(dir.join("upstream.log")).expect("log");
+    assert!(log.contains(r#""id":"bir:restart-2""#), "{log}");
+    assert_eq!(log.matches("notifications/initialized").count(), 2, "{log}");
+    assert_eq!(seen.exit(), "code 0");
+}
+
+#[test]
+fn server_stderr_is_prefixed_and_never_reaches_stdout() {
+    let dir = TempDir::new("stderr");
+    let script = json!({"rules": [{"method": "tools/call", "do": [
+        {"stderr": "a line of server logging that is rather long to make the pipe fill up quickly", "repeat": 20000},
+        {"reply_text": "ok"}]}]});
+    let mut host = Host::start(proxy_cmd(&dir, &script, &[]));
+    host.send(&init());
+    host.send(&call(1, "noisy"));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.messages().len(), 2);
+    let lines: Vec<&str> = seen.stderr.lines().collect();
+    assert!(lines.len() >= 20000, "{} stderr lines", lines.len());
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.contains("server logging"))
+            .all(|l| l.starts_with("[peer] "))
+    );
+}
+
+#[test]
+fn group_sigterm_like_the_python_sdk() {
+    // The Python client starts servers in a new session and signals the
+    // whole group: proxy and server both get SIGTERM.
+    use std::os::unix::process::CommandExt;
+    let dir = TempDir::new("groupterm");
+    let mut cmd = proxy_cmd(&dir, &pidfile_script(&dir, json!({})), &[]);
+    cmd.process_group(0);
+    let mut host = Host::start(cmd);
+    host.send(&init());
+    assert!(host.wait_lines(1, Duration::from_secs(5)));
+    let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(5));
+    // SAFETY: signalling the test's own child process group.
+    unsafe {
+        libc::kill(-(host.pid() as i32), libc::SIGTERM);
+    }
+    let seen = host.finish(Duration::from_secs(3));
+    assert_eq!(seen.exit(), "signal 15");
+    assert!(wait_gone(peer, Duration::from_secs(1)));
+}

@@ -1,0 +1,314 @@
+//! Test support: the `bir` binary under test, temporary homes, and a scripted
+//! host that drives a stdio MCP server the way an MCP client would.
+//!
+//! Tests never touch the network or the real `$HOME`: every child process
+//! gets `HOME` and `BIR_HOME` pointing into a fresh temporary directory.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::symlink;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The `bir` executable built for this test run.
+pub fn bir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_bir"))
+}
+
+/// A scratch directory removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("bir-it-{}-{tag}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("home")).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+
+    /// A `bir-proxy` symlink to the binary under test, inside this dir.
+    pub fn proxy_link(&self) -> PathBuf {
+        let link = self.join("bir-proxy");
+        if !link.exists() {
+            symlink(bir(), &link).expect("symlink bir-proxy");
+        }
+        link
+    }
+
+    /// Writes a testpeer script and returns its path.
+    pub fn script(&self, name: &str, script: &serde_json::Value) -> PathBuf {
+        let path = self.join(name);
+        std::fs::write(&path, serde_json::to_vec_pretty(script).expect("json"))
+            .expect("write script");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A command isolated from the developer's machine.
+pub fn command(program: impl AsRef<std::ffi::OsStr>, home: &TempDir) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env("HOME", home.join("home"))
+        .env("BIR_HOME", home.join("home/.baseinstrunner"))
+        .env_remove("RUST_LOG")
+        .env_remove("BIR_PROXY_STAY_UP")
+        .env_remove("BIR_UPSTREAM_MAX_MESSAGE_BYTES")
+        .env_remove("CLAUDE_CODE_SESSION_ID");
+    cmd
+}
+
+/// What a host saw of a session.
+#[derive(Debug)]
+pub struct Seen {
+    pub stdout: Vec<u8>,
+    pub stderr: String,
+    pub status: ExitStatus,
+    pub elapsed: Duration,
+}
+
+impl Seen {
+    pub fn lines(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The JSON values received, in order (lines that do not parse skipped).
+    pub fn messages(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .split(|&b| b == b'\n')
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect()
+    }
+
+    /// `code N` or `signal N`.
+    pub fn exit(&self) -> String {
+        describe_status(self.status)
+    }
+}
+
+pub fn describe_status(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("code {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown".into(),
+    }
+}
+
+/// Shared buffer of what the child printed on stdout.
+#[derive(Default)]
+struct Collected {
+    bytes: Vec<u8>,
+    newlines: usize,
+    closed: bool,
+}
+
+/// A running host session over a child's stdio.
+pub struct Host {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: Arc<(Mutex<Collected>, Condvar)>,
+    err: Arc<Mutex<Vec<u8>>>,
+    started: Instant,
+}
+
+impl Host {
+    pub fn start(mut cmd: Command) -> Host {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn host target");
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().expect("stdout");
+        let mut stderr = child.stderr.take().expect("stderr");
+        let out = Arc::new((Mutex::new(Collected::default()), Condvar::new()));
+        let out2 = Arc::clone(&out);
+        thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let n = stdout.read(&mut buf).unwrap_or(0);
+                let (lock, cv) = &*out2;
+                let mut c = lock.lock().expect("lock");
+                if n == 0 {
+                    c.closed = true;
+                    cv.notify_all();
+                    return;
+                }
+                c.newlines += buf[..n].iter().filter(|&&b| b == b'\n').count();
+                c.bytes.extend_from_slice(&buf[..n]);
+                cv.notify_all();
+            }
+        });
+        let err = Arc::new(Mutex::new(Vec::new()));
+        let err2 = Arc::clone(&err);
+        thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let n = stderr.read(&mut buf).unwrap_or(0);
+                if n == 0 {
+                    return;
+                }
+                err2.lock().expect("lock").extend_from_slice(&buf[..n]);
+            }
+        });
+        Host {
+            child,
+            stdin,
+            out,
+            err,
+            started: Instant::now(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        if let Some(stdin) = self.stdin.as_mut() {
+            let _ = stdin.write_all(bytes);
+            let _ = stdin.flush();
+        }
+    }
+
+    pub fn send(&mut self, msg: &serde_json::Value) {
+        let mut line = serde_json::to_vec(msg).expect("json");
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    /// Waits until at least `n` lines arrived on stdout in total.
+    pub fn wait_lines(&self, n: usize, timeout: Duration) -> bool {
+        let (lock, cv) = &*self.out;
+        let deadline = Instant::now() + timeout;
+        let mut c = lock.lock().expect("lock");
+        while c.newlines < n && !c.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            c = cv.wait_timeout(c, left).expect("wait").0;
+        }
+        c.newlines >= n
+    }
+
+    pub fn stdout_so_far(&self) -> Vec<u8> {
+        self.out.0.lock().expect("lock").bytes.clone()
+    }
+
+    pub fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.err.lock().expect("lock")).into_owned()
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(self.child.id() as i32, sig);
+        }
+    }
+
+    /// Waits for the child to exit (killing it after `timeout`) and returns
+    /// everything seen.
+    pub fn finish(mut self, timeout: Duration) -> Seen {
+        self.stdin = None;
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let status = self.child.wait().expect("wait");
+                panic!(
+                    "the process did not exit within {timeout:?} (killed: {status:?}); stderr:\n{}",
+                    self.stderr_so_far()
+                );
+            }
+            thread::sleep(Duration::from_millis(5));
+        };
+        let elapsed = self.started.elapsed();
+        // Let the reader threads drain the pipes.
+        let (lock, cv) = &*self.out;
+        let mut c = lock.lock().expect("lock");
+        let drain_deadline = Instant::now() + Duration::from_secs(5);
+        while !c.closed && Instant::now() < drain_deadline {
+            c = cv
+                .wait_timeout(c, Duration::from_millis(50))
+                .expect("wait")
+                .0;
+        }
+        let stdout = c.bytes.clone();
+        drop(c);
+        thread::sleep(Duration::from_millis(20));
+        Seen {
+            stdout,
+            stderr: self.stderr_so_far(),
+            status,
+            elapsed,
+        }
+    }
+}
+
+/// True while a process with this pid exists (and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Waits until `pid` is gone, up to `timeout`.
+pub fn wait_gone(pid: i32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    !alive(pid)
+}
+
+/// Reads a pid written by a testpeer `pidfile` action, waiting for it.
+pub fn read_pid(path: &Path, timeout: Duration) -> i32 {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            if let Ok(pid) = s.trim().parse() {
+                return pid;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no pid file at {}",
+            path.display()
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
