@@ -418,9 +418,9 @@ impl Session {
     }
 
     fn push_call(req: &mut Vec<u8>, id: u64, size: usize) {
-        write!(
+        writeln!(
             req,
-            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"size\":{size}}}}}}}\n"
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"size\":{size}}}}}}}"
         )
         .unwrap();
     }
@@ -979,6 +979,14 @@ fn run() -> io::Result<()> {
     );
 
     let mut notes: Vec<String> = Vec::new();
+    let bir_version = Command::new(&bir)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "no --version".into());
     let bir_help = Command::new(&bir)
         .args(["proxy", "--help"])
         .stdin(Stdio::null())
@@ -1361,7 +1369,7 @@ fn run() -> io::Result<()> {
     let _ = writeln!(out, "# bir relay benchmark\n");
     let _ = writeln!(
         out,
-        "- date: {}\n- host: {}, {} CPUs; {pinning}\n- load average before/after: {load_before} / {}\n- proxy: `{}` ({}; `proxy --help`: {bir_help})\n- server: bench/echo_server.c; pump: bench/pump.c (both `cc -O2`)\n- run time: {:.0} s\n",
+        "- date: {}\n- host: {}, {} CPUs; {pinning}\n- load average before/after: {load_before} / {}\n- proxy: `{}` ({}; `--version`: {bir_version}; `proxy --help`: {bir_help})\n- server: bench/echo_server.c; pump: bench/pump.c (both `cc -O2`)\n- run time: {:.0} s\n",
         sh("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]).unwrap_or_default(),
         sh("uname", &["-sr"]).unwrap_or_default(),
         sh("nproc", &["--all"]).unwrap_or_default(),

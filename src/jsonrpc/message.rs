@@ -32,9 +32,9 @@ impl IdKey {
                 .ok()
                 .and_then(|s| s.parse::<f64>().ok())
             {
-                // `-0` and `0` pair, like in JavaScript.
-                Some(f) if f == 0.0 => IdKey::Num(0f64.to_bits()),
-                Some(f) => IdKey::Num(f.to_bits()),
+                // `-0` and `0` pair, like in JavaScript (adding 0.0 turns
+                // -0.0 into +0.0 and changes no other value).
+                Some(f) => IdKey::Num((f + 0.0).to_bits()),
                 None => IdKey::Raw(raw.to_vec()),
             },
             _ => IdKey::Raw(raw.to_vec()),

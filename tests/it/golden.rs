@@ -150,10 +150,10 @@ fn run_case(case: &Value, name: &str, via_proxy: bool) -> Outcome {
 
 fn mask_volatile(mut step: BTreeMap<String, Box<RawValue>>) -> BTreeMap<String, Box<RawValue>> {
     for key in ["startedAt", "durationMs", "sessionId"] {
-        if let Some(v) = step.get_mut(key) {
-            if v.get() != "null" {
-                *v = RawValue::from_string(r#""<volatile>""#.into()).expect("valid JSON");
-            }
+        if let Some(v) = step.get_mut(key)
+            && v.get() != "null"
+        {
+            *v = RawValue::from_string(r#""<volatile>""#.into()).expect("valid JSON");
         }
     }
     step

@@ -85,13 +85,6 @@ pub struct Seen {
 }
 
 impl Seen {
-    pub fn lines(&self) -> Vec<String> {
-        String::from_utf8_lossy(&self.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-
     /// The JSON values received, in order (lines that do not parse skipped).
     pub fn messages(&self) -> Vec<serde_json::Value> {
         self.stdout
@@ -299,10 +292,10 @@ pub fn wait_gone(pid: i32, timeout: Duration) -> bool {
 pub fn read_pid(path: &Path, timeout: Duration) -> i32 {
     let deadline = Instant::now() + timeout;
     loop {
-        if let Ok(s) = std::fs::read_to_string(path) {
-            if let Ok(pid) = s.trim().parse() {
-                return pid;
-            }
+        if let Ok(s) = std::fs::read_to_string(path)
+            && let Ok(pid) = s.trim().parse()
+        {
+            return pid;
         }
         assert!(
             Instant::now() < deadline,

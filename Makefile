@@ -1,0 +1,80 @@
+# bir — the commands a newcomer needs. `make help` lists them.
+#
+#   make demo     record-and-show demo on a real MCP server (the main job)
+#   make test     everything CI runs: lint, unit + integration tests,
+#                 real peers (server-everything + Python mcp SDK), the official
+#                 conformance suite, and the real Claude Code CLI offline
+#   make build    static release binary
+#   make bench    overhead benchmark (direct vs byte pump vs bir-proxy)
+#   make golden   regenerate golden/ transcripts (then review `git diff golden/`)
+
+SHELL := /bin/bash
+PREFIX ?= $(HOME)/.local
+TARGET ?= $(shell rustc -vV | sed -n 's/^host: //p')
+# glibc static linking (musl is not available offline here).
+STATIC_RUSTFLAGS := -C target-feature=+crt-static
+RELEASE_BIN := target/$(TARGET)/release/bir
+DEBUG_BIN := target/debug/bir
+
+.PHONY: help build install uninstall test lint unit peers peer-tests conformance e2e demo golden bench clean
+
+help:
+	@sed -n '1,12p' Makefile
+
+build:
+	RUSTFLAGS="$(STATIC_RUSTFLAGS)" cargo build --release --locked --target $(TARGET)
+	@file $(RELEASE_BIN) | sed 's/, BuildID[^,]*//'
+	@ldd $(RELEASE_BIN) 2>&1 | sed 's/^/ldd: /' || true
+	@ls -l $(RELEASE_BIN) | awk '{printf "size: %.1f MiB (%d bytes)\n", $$5/1048576, $$5}'
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(RELEASE_BIN) $(DESTDIR)$(PREFIX)/bin/bir
+	ln -sf bir $(DESTDIR)$(PREFIX)/bin/bir-proxy
+	ln -sf bir $(DESTDIR)$(PREFIX)/bin/bir-hooks
+	@echo "installed bir, bir-proxy, bir-hooks in $(DESTDIR)$(PREFIX)/bin"
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/bir $(DESTDIR)$(PREFIX)/bin/bir-proxy $(DESTDIR)$(PREFIX)/bin/bir-hooks
+
+lint:
+	cargo fmt --check
+	cargo clippy --locked --all-targets -- -D warnings
+
+unit:
+	cargo test --locked
+
+peers:
+	scripts/install-peers.sh
+
+$(DEBUG_BIN): $(shell find src -name '*.rs') Cargo.toml Cargo.lock build.rs
+	cargo build --locked
+
+# Real peers: server-everything driven by the Python mcp SDK and raw
+# JSON-RPC, direct vs through bir-proxy.
+peer-tests: peers $(DEBUG_BIN)
+	BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" .peers/venv/bin/python tests/peers/compare.py
+
+conformance: peers $(DEBUG_BIN)
+	BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" tests/peers/conformance.sh
+
+e2e: $(DEBUG_BIN)
+	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run.sh
+
+test: lint unit peer-tests conformance e2e
+	@echo "make test: all suites passed"
+
+demo: $(DEBUG_BIN)
+	scripts/demo.sh
+
+golden:
+	BIR_UPDATE_GOLDEN=1 cargo test --locked --test it golden_transcripts
+	@git status --short golden/
+
+bench:
+	cargo build --release --locked
+	cargo bench --locked --bench relay
+
+clean:
+	cargo clean
+	rm -rf .peers
