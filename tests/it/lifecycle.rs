@@ -293,3 +293,37 @@ fn group_sigterm_like_the_python_sdk() {
     assert_eq!(seen.exit(), "signal 15");
     assert!(wait_gone(peer, Duration::from_secs(1)));
 }
+
+#[test]
+fn memory_stays_bounded_while_an_oversized_answer_is_skipped() {
+    let dir = TempDir::new("bigskip");
+    let script =
+        json!({"rules": [{"method": "tools/call", "do": [{"big_reply_bytes": 64 * 1024 * 1024}]}]});
+    let mut cmd = proxy_cmd(&dir, &script, &[]);
+    cmd.env("BIR_UPSTREAM_MAX_MESSAGE_BYTES", "1048576");
+    let mut host = Host::start(cmd);
+    host.send(&init());
+    host.send(&call(1, "huge"));
+    assert!(host.wait_lines(2, Duration::from_secs(30)));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", host.pid())).expect("status");
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    let seen = host.finish(Duration::from_secs(5));
+    let msgs = seen.messages();
+    assert_eq!(msgs[1]["result"]["isError"], true);
+    assert!(
+        msgs[1]["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("(67108") && t.contains("limit is 1048576 bytes")),
+        "{}",
+        msgs[1]
+    );
+    assert!(
+        peak_kib < 16 * 1024,
+        "proxy peak RSS {peak_kib} KiB while skipping 64 MiB"
+    );
+    eprintln!("proxy peak RSS while skipping a 64 MiB answer: {peak_kib} KiB");
+}

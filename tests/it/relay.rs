@@ -120,3 +120,13 @@ fn a_last_line_without_newline_is_relayed_at_end_of_input() {
     let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
     assert_eq!(through_cat(input, &mut rng, 5), input.to_vec());
 }
+
+#[test]
+fn deep_nesting_and_nul_bytes_pass_through() {
+    let mut rng = Rng(11);
+    let depth = 200_000;
+    let mut input = "[".repeat(depth) + &"]".repeat(depth) + "\n";
+    input.push_str("{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"a\":1}}\n");
+    let out = through_cat(input.as_bytes(), &mut rng, 1 << 16);
+    assert!(out == input.as_bytes(), "deeply nested line changed");
+}

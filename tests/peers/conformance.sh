@@ -62,6 +62,7 @@ fi
 
 export NODE_OPTIONS="--require $HERE/loopback-only.cjs"
 SERVER_PIDS=()
+SUITE_PID=
 
 descendants() { # all descendant pids of $1 (children first level first)
     local kids k
@@ -88,6 +89,7 @@ stop_server() { # TERM the server's process group, let supergateway reap its chi
 
 cleanup() {
     local rc=$? pid
+    if [ -n "$SUITE_PID" ]; then kill -TERM "$SUITE_PID" 2>/dev/null || true; fi
     for pid in "${SERVER_PIDS[@]}"; do stop_server "$pid"; done
     SERVER_PIDS=()
     if [ -z "${CONFORMANCE_KEEP:-}" ] && [ "$rc" = 0 ]; then
@@ -133,9 +135,13 @@ start_server() { # start_server NAME PORT CMD... ; sets SERVER_PID. Own session/
 run_suite() { # run_suite NAME PORT
     local name="$1" port="$2" t0 t1
     t0=$(date +%s.%N)
-    # the runner exits 1 when any check fails: that is data here, not an error
-    (cd "$WORK" && timeout 300 "$NODE22" "$CONFORMANCE" server --url "http://127.0.0.1:$port/mcp" \
-        --suite "$SUITE" -o "$WORK/$name" >"$WORK/$name.log" 2>&1) || true
+    # the runner exits 1 when any check fails: that is data here, not an error. It runs in the
+    # background with `wait` so that a TERM/INT to this script is handled at once, not after it.
+    (cd "$WORK" && exec timeout 300 "$NODE22" "$CONFORMANCE" server --url "http://127.0.0.1:$port/mcp" \
+        --suite "$SUITE" -o "$WORK/$name" >"$WORK/$name.log" 2>&1) &
+    SUITE_PID=$!
+    wait "$SUITE_PID" || true
+    SUITE_PID=
     t1=$(date +%s.%N)
     printf '%s %.1f\n' "$name" "$(echo "$t1 - $t0" | bc)" >>"$WORK/timings"
 }
