@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job, end to end on this machine: wrap a real MCP server
 # (@modelcontextprotocol/server-everything) with bir-proxy, drive a short
-# session through it as an MCP client would, and show what bir saw.
+# session through it as an MCP client would, and show the run bir recorded
+# in its local store.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -25,4 +26,11 @@ echo
 python3 scripts/demo_session.py -- "$BIR" proxy --server-name everything --transcript "$TRANSCRIPT" \
     -- node "$EVERYTHING" stdio
 echo
-python3 scripts/show_transcript.py "$TRANSCRIPT"
+echo "demo: the run bir recorded (bir runs, then bir runs show latest):"
+echo
+"$BIR" runs
+echo
+"$BIR" runs show latest
+echo
+echo "demo: the raw relay transcript is in --transcript files; this one had $(wc -l < "$TRANSCRIPT") lines."
+echo "demo: runs were stored in a temporary BIR_HOME; without it they go to ~/.baseinstrunner/runs."

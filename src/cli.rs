@@ -132,6 +132,7 @@ pub struct CliArgs {
 #[argh(subcommand)]
 pub enum CliCommand {
     Version(VersionCmd),
+    Runs(crate::runs::RunsCmd),
 }
 
 /// Print the version and the build it came from.

@@ -15,6 +15,9 @@
 //!   observation queue, step reports and the `--transcript` writer.
 //! * [`testpeer`] — a scriptable fake MCP server for faults real servers will
 //!   not produce on demand (hidden `bir testpeer`).
+//! * [`record`] — runs: the Tier 2 recorder (an observer sink), the
+//!   journal, the local store; [`redact`] is its single choke point.
+//! * [`runs`] — `bir runs`: list, show, export, remove.
 //! * [`hooks`] — `bir-hooks` (for now: answers every event harmlessly).
 
 pub mod cli;
@@ -22,7 +25,11 @@ pub mod hooks;
 pub mod jsonrpc;
 pub mod logging;
 pub mod observe;
+pub mod output;
 pub mod proxy;
+pub mod record;
+pub mod redact;
+pub mod runs;
 pub mod testpeer;
 
 use std::process::ExitCode;
@@ -111,6 +118,7 @@ fn cli_main(args: &[String]) -> Exit {
     match parsed.command {
         _ if parsed.version => print_version("bir"),
         Some(CliCommand::Version(_)) => print_version("bir"),
+        Some(CliCommand::Runs(cmd)) => runs::main(cmd),
         None => {
             eprintln!(
                 "bir: no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy."

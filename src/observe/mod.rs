@@ -68,6 +68,13 @@ pub enum Observation {
         bytes: Vec<u8>,
     },
     ToolCall(ToolCallObserved),
+    /// A host request the recorder learns from (`initialize`,
+    /// `server/discover`, `tools/list`) and the upstream's answer, raw.
+    Exchange {
+        method: String,
+        request: Vec<u8>,
+        response: Vec<u8>,
+    },
     /// A lifecycle event worth a line in a transcript.
     Event {
         at: SystemTime,
@@ -80,6 +87,9 @@ impl Weighed for Observation {
         match self {
             Observation::Message { bytes, .. } => bytes.len(),
             Observation::ToolCall(c) => c.request.len() + c.response.as_ref().map_or(0, Vec::len),
+            Observation::Exchange {
+                request, response, ..
+            } => request.len() + response.len(),
             Observation::Event { text, .. } => text.len(),
         }
     }
@@ -90,8 +100,12 @@ pub trait Sink: Send {
     fn message(&mut self, at: SystemTime, direction: Direction, bytes: &[u8]);
     fn step(&mut self, step: &StepReport);
     fn event(&mut self, at: SystemTime, text: &str);
+    /// An answered `initialize`, `server/discover` or `tools/list`.
+    fn exchange(&mut self, _method: &str, _request: &[u8], _response: &[u8]) {}
     /// Called when the queue is momentarily empty and at the end.
     fn flush(&mut self);
+    /// The observer is shutting down; `dropped` observations were lost.
+    fn finish(&mut self, _dropped: u64) {}
 }
 
 /// The relay's handle on the observation pipeline. Cheap to share.
@@ -164,6 +178,16 @@ impl Observer {
         }
     }
 
+    pub fn exchange(&self, method: &str, request: Vec<u8>, response: Vec<u8>) {
+        if self.enabled() {
+            self.queue.push(Observation::Exchange {
+                method: method.to_owned(),
+                request,
+                response,
+            });
+        }
+    }
+
     pub fn event(&self, text: impl Into<String>) {
         if self.enabled() {
             self.queue.push(Observation::Event {
@@ -201,6 +225,8 @@ fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
                     while let Some(obs) = queue.pop(Duration::ZERO) {
                         deliver(&obs, &mut sinks);
                     }
+                    let dropped = queue.dropped();
+                    sinks.iter_mut().for_each(|s| s.finish(dropped));
                     break;
                 }
                 None => {}
@@ -230,6 +256,13 @@ fn deliver(obs: &Observation, sinks: &mut [Box<dyn Sink>]) {
             let report = StepReport::from_observed(call);
             sinks.iter_mut().for_each(|s| s.step(&report));
         }
+        Observation::Exchange {
+            method,
+            request,
+            response,
+        } => sinks
+            .iter_mut()
+            .for_each(|s| s.exchange(method, request, response)),
         Observation::Event { at, text } => sinks.iter_mut().for_each(|s| s.event(*at, text)),
     }
 }

@@ -32,8 +32,9 @@ pub struct HostRequest {
     pub method: String,
     pub started: Instant,
     pub started_at: SystemTime,
-    /// The raw request line, kept for `tools/call` only (for the step).
-    pub call_request: Option<Vec<u8>>,
+    /// The raw request line, kept for the methods the recorder learns from
+    /// (`tools/call`, `initialize`, `server/discover`, `tools/list`).
+    pub kept_request: Option<Vec<u8>>,
     /// The host sent `notifications/cancelled` for it.
     pub cancelled: bool,
     seq: u64,
@@ -96,7 +97,7 @@ impl InFlight {
         &mut self,
         raw_id: &[u8],
         method: &str,
-        call_request: Option<Vec<u8>>,
+        kept_request: Option<Vec<u8>>,
     ) -> Admission {
         if !self.upstream_alive {
             return Admission::AnswerUnavailable;
@@ -110,7 +111,7 @@ impl InFlight {
             method: method.to_owned(),
             started: Instant::now(),
             started_at: SystemTime::now(),
-            call_request,
+            kept_request,
             cancelled: false,
             seq: self.seq,
         };

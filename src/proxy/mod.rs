@@ -43,6 +43,8 @@ use crate::cli::{ProxyArgs, Role};
 use crate::observe::step::CallOutcome;
 use crate::observe::transcript::Transcript;
 use crate::observe::{Observer, Sink};
+use crate::record::store::Store;
+use crate::record::{Recorder, RecorderConfig};
 use crate::{Exit, parse_args, print_version};
 use config::ProxyConfig;
 use relay::{Shared, lock};
@@ -98,14 +100,23 @@ pub fn main(args: &[String]) -> Exit {
 
 fn start_observer(cfg: &ProxyConfig) -> Observer {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    if let Some(rc) = RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone()) {
+        let store = match Store::open_default() {
+            Ok(store) => Some(store),
+            Err(err) => {
+                log::warn!("runs will not be stored: {err}");
+                None
+            }
+        };
+        sinks.push(Box::new(Recorder::new(rc, store)));
+    }
     if let Some(path) = &cfg.transcript {
         match Transcript::create(path) {
             Ok(t) => sinks.push(Box::new(t)),
             Err(err) => log::warn!("no transcript: cannot open {}: {err}", path.display()),
         }
     }
-    let wants_messages = !sinks.is_empty();
-    Observer::start(sinks, wants_messages)
+    Observer::start(sinks, cfg.transcript.is_some())
 }
 
 /// Escalation steps while waiting for the upstream to go.

@@ -143,13 +143,16 @@ impl Shared {
         outcome: CallOutcome,
         size: Option<u64>,
     ) {
-        if let Some(call_request) = request.call_request {
+        if request.method != "tools/call" {
+            return;
+        }
+        if let Some(kept_request) = request.kept_request {
             self.observer.tool_call(ToolCallObserved {
                 server_name: Arc::clone(&self.cfg.server_name),
                 session_id: self.cfg.session_id.clone(),
                 started_at: request.started_at,
                 duration: request.started.elapsed(),
-                request: call_request,
+                request: kept_request,
                 response: None,
                 outcome,
                 response_bytes: size,
@@ -327,7 +330,11 @@ fn host_request(
     id: &[u8],
     method: &str,
 ) -> Verdict {
-    let keep = method == "tools/call" && shared.observer.enabled();
+    let keep = shared.observer.enabled()
+        && matches!(
+            method,
+            "tools/call" | "initialize" | "server/discover" | "tools/list"
+        );
     let admission = lock(&shared.inflight).insert_host(id, method, keep.then(|| bytes.to_vec()));
     match admission {
         Admission::Relay => {
@@ -541,7 +548,7 @@ fn upstream_line(shared: &Shared, bytes: &[u8], kind: Kind) -> UpstreamVerdict {
                 return UpstreamVerdict::Swallow;
             }
             match inflight.answer_host(&id) {
-                Some(request) if request.call_request.is_some() => {
+                Some(request) if request.kept_request.is_some() => {
                     UpstreamVerdict::RelayStep(request)
                 }
                 _ => UpstreamVerdict::Relay,
@@ -558,7 +565,7 @@ fn upstream_line(shared: &Shared, bytes: &[u8], kind: Kind) -> UpstreamVerdict {
                 match Kind::of(&summarize(raw)) {
                     Kind::Response { id, .. } => {
                         if let Some(request) = lock(&shared.inflight).answer_host(&id)
-                            && request.call_request.is_some()
+                            && request.kept_request.is_some()
                         {
                             steps.push((raw.to_vec(), request));
                         }
@@ -660,15 +667,21 @@ fn flush_to_host(shared: &Shared, events: &Sender<Event>, framer: &Framer, outbo
 
 fn observe_answered_call(shared: &Shared, request: HostRequest, response: Vec<u8>) {
     let duration = request.started.elapsed();
-    let Some(call_request) = request.call_request else {
+    let Some(kept_request) = request.kept_request else {
         return;
     };
+    if request.method != "tools/call" {
+        shared
+            .observer
+            .exchange(&request.method, kept_request, response);
+        return;
+    }
     shared.observer.tool_call(ToolCallObserved {
         server_name: Arc::clone(&shared.cfg.server_name),
         session_id: shared.cfg.session_id.clone(),
         started_at: request.started_at,
         duration,
-        request: call_request,
+        request: kept_request,
         response: Some(response),
         outcome: if request.cancelled {
             CallOutcome::Cancelled

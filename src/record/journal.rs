@@ -1,0 +1,217 @@
+//! The journal: an append-only file of checksummed records, one per run.
+//!
+//! Format: each record is `len: u32 LE | crc32c(payload): u32 LE | payload |
+//! '\n'`, where the payload is one JSON document. The trailing newline makes
+//! `less` usable on a journal; it is not part of the checksum.
+//!
+//! Invariants:
+//! * A reader never returns a record whose checksum does not match, and
+//!   never skips a bad record to reach data behind it: the first torn or
+//!   corrupt record ends the readable journal (its size is reported).
+//! * Writes go through the [`Storage`] seam so tests can inject ENOSPC, EIO
+//!   or EROFS on the Nth operation.
+//! * Files are created 0600 with `O_NOFOLLOW`, inside directories the store
+//!   checked (see `store.rs`).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// The largest record the reader accepts (a sanity bound on `len`).
+pub const MAX_RECORD: u32 = 64 * 1024 * 1024;
+
+/// An open journal file being appended to.
+pub trait JournalFile: Send {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// Where journals live. The real implementation is the file system;
+/// tests substitute one that fails on demand.
+pub trait Storage: Send + Sync {
+    /// Opens (creating if needed, 0600, never through a symlink) a journal
+    /// for appending.
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn JournalFile>>;
+}
+
+/// The file system.
+pub struct DiskStorage;
+
+struct DiskJournal(File);
+
+impl JournalFile for DiskJournal {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.0.write_all(bytes)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+}
+
+impl Storage for DiskStorage {
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn JournalFile>> {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        // Appending after a torn tail would bury good records behind bad
+        // ones: cut the tail first.
+        let good = scan(&mut file)?.good_bytes;
+        if file.metadata()?.len() > good {
+            file.set_len(good)?;
+        }
+        file.seek(SeekFrom::End(0))?;
+        Ok(Box::new(DiskJournal(file)))
+    }
+}
+
+/// Encodes one record.
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 9);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32c(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out.push(b'\n');
+    out
+}
+
+/// What reading a journal found.
+#[derive(Debug, Default)]
+pub struct ReadOutcome {
+    pub records: Vec<Vec<u8>>,
+    /// Bytes of valid records from the start of the file.
+    pub good_bytes: u64,
+    /// Bytes after the last valid record (a torn write or corruption).
+    pub torn_bytes: u64,
+}
+
+/// Reads every valid record of the journal at `path` (never following a
+/// symlink).
+pub fn read(path: &Path) -> io::Result<ReadOutcome> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    read_records(&mut file)
+}
+
+fn read_records(file: &mut File) -> io::Result<ReadOutcome> {
+    let mut data = Vec::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_end(&mut data)?;
+    let mut out = ReadOutcome::default();
+    let mut at = 0usize;
+    while let Some((payload, next)) = decode_at(&data, at) {
+        out.records.push(payload.to_vec());
+        at = next;
+    }
+    out.good_bytes = at as u64;
+    out.torn_bytes = (data.len() - at) as u64;
+    Ok(out)
+}
+
+fn scan(file: &mut File) -> io::Result<ReadOutcome> {
+    let mut outcome = read_records(file)?;
+    outcome.records.clear();
+    Ok(outcome)
+}
+
+/// The record starting at `at`, and where the next one starts.
+fn decode_at(data: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let header = data.get(at..at + 8)?;
+    let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
+    let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
+    if len > MAX_RECORD {
+        return None;
+    }
+    let start = at + 8;
+    let end = start.checked_add(len as usize)?;
+    let payload = data.get(start..end)?;
+    if data.get(end) != Some(&b'\n') || crc32c(payload) != crc {
+        return None;
+    }
+    Some((payload, end + 1))
+}
+
+/// CRC-32C (Castagnoli), bitwise-table implementation.
+pub fn crc32c(data: &[u8]) -> u32 {
+    static TABLE: std::sync::OnceLock<[u32; 256]> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut table = [0u32; 256];
+        for (i, slot) in table.iter_mut().enumerate() {
+            let mut c = i as u32;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0x82F6_3B78 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+            *slot = c;
+        }
+        table
+    });
+    let mut crc = !0u32;
+    for &b in data {
+        crc = table[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
+    }
+    !crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_check_value() {
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
+    fn torn_tails_are_cut_never_skipped() {
+        let dir = std::env::temp_dir().join(format!("bir-journal-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("j");
+        let _ = std::fs::remove_file(&path);
+        let mut j = DiskStorage.open_append(&path).expect("open");
+        j.append(&frame(b"{\"a\":1}")).expect("append");
+        j.append(&frame(b"{\"b\":2}")).expect("append");
+        drop(j);
+        let full = std::fs::read(&path).expect("read");
+        // Every possible torn tail: the good prefix survives, nothing else.
+        for cut in 0..full.len() {
+            std::fs::write(&path, &full[..cut]).expect("write");
+            let got = read(&path).expect("read");
+            let want = if cut >= 32 {
+                2
+            } else if cut >= 16 {
+                1
+            } else {
+                0
+            };
+            assert_eq!(got.records.len(), want, "cut at {cut}");
+        }
+        // A corrupt middle record hides the records after it.
+        let mut bad = full.clone();
+        bad[10] ^= 0xff;
+        std::fs::write(&path, &bad).expect("write");
+        let got = read(&path).expect("read");
+        assert_eq!(got.records.len(), 0);
+        assert_eq!(got.torn_bytes, full.len() as u64);
+        // Reopening for append truncates the torn tail first.
+        std::fs::write(&path, &full[..20]).expect("write");
+        let mut j = DiskStorage.open_append(&path).expect("open");
+        j.append(&frame(b"{\"c\":3}")).expect("append");
+        drop(j);
+        let got = read(&path).expect("read");
+        assert_eq!(
+            got.records,
+            vec![b"{\"a\":1}".to_vec(), b"{\"c\":3}".to_vec()]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,475 @@
+//! Recording: turning what the proxy observed into runs.
+//!
+//! The [`Recorder`] is an observer [`Sink`]: it runs on the observer's
+//! worker thread, never on the relay's. For a proxy with no recorder daemon
+//! to bind to (Tier 2, "standalone"), it owns one run per proxy process:
+//! opened at the first recorded `tools/call` (so idle servers leave no empty
+//! runs), finished when the proxy exits.
+//!
+//! Every payload goes through one choke point, [`Recorder::prepare`]:
+//! parse a copy → stub binaries → redact → cap. Only its output reaches a
+//! record, so the journal and every other sink hold redacted data only. If
+//! redaction fails (panics), the step is stored without bodies and marked
+//! `withheld: "redaction_failed"` — never raw.
+//!
+//! ```text
+//! StepReport ─▶ prepare ─▶ Step records ─▶ LocalWriter (journal, fsync in batches)
+//! exchanges (initialize, tools/list) ─▶ ServerSnapshot
+//! ```
+
+pub mod journal;
+pub mod model;
+pub mod store;
+pub mod truncate;
+mod writer;
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use serde_json::Value;
+
+use crate::observe::step::StepReport;
+use crate::observe::{Direction, Sink, time};
+use crate::redact::{RedactConfig, Redactor};
+use model::{
+    HostInfo, Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics, ServerSnapshot,
+    Step, StepType,
+};
+use store::Store;
+use writer::LocalWriter;
+
+/// How the recorder is set up (resolved once from the environment).
+#[derive(Debug, Clone)]
+pub struct RecorderConfig {
+    pub server_name: Arc<str>,
+    pub session_id: Option<Arc<str>>,
+    /// Cap per stored payload (`BIR_MAX_PAYLOAD_BYTES`, default 64 KiB).
+    pub payload_cap: usize,
+    /// Keep at most this many finished runs (`BIR_RUNS_KEEP`).
+    pub keep_runs: Option<usize>,
+    /// Delete finished runs older than this (`BIR_RUNS_MAX_AGE_DAYS`).
+    pub max_age: Option<Duration>,
+    pub redact: RedactConfig,
+}
+
+impl RecorderConfig {
+    /// `None` when recording is switched off (`BIR_RECORDER=off`).
+    pub fn from_env(server_name: Arc<str>, session_id: Option<Arc<str>>) -> Option<RecorderConfig> {
+        if std::env::var("BIR_RECORDER").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "none")) {
+            return None;
+        }
+        let num = |name: &str| -> Option<u64> {
+            let raw = std::env::var(name).ok()?;
+            match raw.trim().parse::<u64>() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    log::warn!("{name}={raw:?} is not a number; ignored");
+                    None
+                }
+            }
+        };
+        Some(RecorderConfig {
+            server_name,
+            session_id,
+            payload_cap: num("BIR_MAX_PAYLOAD_BYTES")
+                .map(|n| n.max(1024) as usize)
+                .unwrap_or(truncate::DEFAULT_CAP),
+            keep_runs: num("BIR_RUNS_KEEP").map(|n| n as usize),
+            max_age: num("BIR_RUNS_MAX_AGE_DAYS").map(|d| Duration::from_secs(d * 86_400)),
+            redact: RedactConfig {
+                legacy_substring_keys: std::env::var("BIR_REDACT_LEGACY_KEYS")
+                    .is_ok_and(|v| v == "1"),
+            },
+        })
+    }
+}
+
+/// What the recorder learned about the server and the host before (and
+/// while) the run exists.
+#[derive(Default)]
+struct Knowledge {
+    host: Option<HostInfo>,
+    protocol_version: Option<String>,
+    snapshot: ServerSnapshot,
+    /// `tools/list` pages being collected (a request without `cursor`
+    /// starts over).
+    tools_pages: Vec<Value>,
+    /// The snapshot digest last written to the run.
+    written_digest: Option<String>,
+    snapshot_known: bool,
+}
+
+/// The Tier 2 recorder: one run per proxy process.
+pub struct Recorder {
+    cfg: RecorderConfig,
+    redactor: Redactor,
+    store: Option<Store>,
+    writer: Option<LocalWriter>,
+    run_id: Option<String>,
+    knowledge: Knowledge,
+    next_seq: u64,
+    next_step: u64,
+    metrics: RunMetrics,
+    withheld: u64,
+}
+
+impl Recorder {
+    /// A recorder writing to `store` (or to nowhere, if the store could not
+    /// be opened: then it still redacts and counts, and says so once).
+    pub fn new(cfg: RecorderConfig, store: Option<Store>) -> Recorder {
+        let mut redactor = Redactor::new(cfg.redact);
+        redactor.add_known_secrets(secret_env_values());
+        Recorder {
+            redactor,
+            store,
+            writer: None,
+            run_id: None,
+            knowledge: Knowledge::default(),
+            next_seq: 1,
+            next_step: 1,
+            metrics: RunMetrics::default(),
+            withheld: 0,
+            cfg: cfg.clone(),
+        }
+    }
+
+    /// The id of the run, once it exists.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    fn emit(&mut self, event: RunEvent) {
+        let record = Record {
+            seq: self.next_seq,
+            event,
+        };
+        self.next_seq += 1;
+        if let Some(writer) = self.writer.as_mut() {
+            match serde_json::to_vec(&record) {
+                Ok(json) => writer.write(&json),
+                Err(err) => log::warn!("a record could not be serialised: {err}"),
+            }
+        }
+    }
+
+    /// Opens the run at the first recorded call, dated from that call.
+    fn ensure_run(&mut self, first_call_at: &str) {
+        if self.run_id.is_some() {
+            return;
+        }
+        let id = model::new_run_id();
+        if let Some(store) = &self.store {
+            if self.cfg.keep_runs.is_some() || self.cfg.max_age.is_some() {
+                match store.apply_retention(self.cfg.keep_runs, self.cfg.max_age) {
+                    Ok(0) => {}
+                    Ok(n) => log::debug!("retention removed {n} old run(s)"),
+                    Err(err) => log::debug!("retention skipped: {err}"),
+                }
+            }
+            self.writer = Some(LocalWriter::new(store.clone(), id.clone()));
+        }
+        let metadata = RunMetadata {
+            recorder: "bir".into(),
+            tier: "standalone".into(),
+            host: self.knowledge.host.clone(),
+            wrapped_servers: vec![self.cfg.server_name.to_string()],
+            server_info: self.knowledge.snapshot.server_info.clone(),
+            protocol_version: self.knowledge.protocol_version.clone(),
+            cwd: std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+            session_id: self.cfg.session_id.as_deref().map(str::to_owned),
+            bir_version: env!("CARGO_PKG_VERSION").into(),
+            lossy: false,
+        };
+        self.run_id = Some(id.clone());
+        self.emit(RunEvent::RunStarted(RunHeader {
+            id,
+            started_at: first_call_at.to_owned(),
+            input: None,
+            metadata,
+        }));
+        self.write_snapshot_if_changed();
+    }
+
+    fn write_snapshot_if_changed(&mut self) {
+        if self.run_id.is_none() || !self.knowledge.snapshot_known {
+            return;
+        }
+        let digest = self.knowledge.snapshot.tools_digest.clone();
+        if self.knowledge.written_digest.as_ref() == Some(&digest) {
+            return;
+        }
+        self.knowledge.written_digest = Some(digest);
+        let snapshot = self.knowledge.snapshot.clone();
+        self.emit(RunEvent::ServerSnapshot(snapshot));
+    }
+
+    /// The one choke point: a raw JSON payload → what may be stored.
+    /// Returns the payload (if any may be stored), its digest before
+    /// capping, the number of redactions, and why it was withheld.
+    fn prepare(&self, raw: Option<&str>) -> Prepared {
+        let Some(raw) = raw else {
+            return Prepared::default();
+        };
+        let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
+            return Prepared {
+                withheld: Some("unparseable"),
+                ..Prepared::default()
+            };
+        };
+        truncate::stub_binaries(&mut value);
+        let redacted = catch_unwind(AssertUnwindSafe(|| {
+            let report = self.redactor.redact_value(&mut value);
+            (value, report.redactions)
+        }));
+        let Ok((value, redactions)) = redacted else {
+            log::error!("redaction failed; the step is stored without its payloads");
+            return Prepared {
+                withheld: Some("redaction_failed"),
+                ..Prepared::default()
+            };
+        };
+        let digest = model::sha256_hex(&model::canonical(&value));
+        let (value, _) = truncate::cap(value, self.cfg.payload_cap);
+        Prepared {
+            value: Some(value),
+            digest: Some(digest),
+            redactions,
+            withheld: None,
+        }
+    }
+
+    fn record_call(&mut self, report: &StepReport) {
+        self.ensure_run(&report.started_at);
+        let tool = report.tool_name.clone().unwrap_or_default();
+        let qualified = report
+            .qualified_name
+            .clone()
+            .unwrap_or_else(|| format!("mcp__{}__{tool}", report.server_name));
+        let args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
+        let result = self.prepare(report.result.as_deref().map(|r| r.get()));
+        let error = self.prepare(report.error.as_deref().map(|r| r.get()));
+        let unparseable = report.unparseable.then_some("unparseable");
+        let request_id = report
+            .request_id
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+        let base = Step {
+            id: model::new_step_id(),
+            step_index: self.next_step,
+            step_type: StepType::ToolSelected,
+            qualified_name: qualified,
+            server_name: report.server_name.clone(),
+            tool_name: tool,
+            started_at: report.started_at.clone(),
+            input: None,
+            output: None,
+            error: None,
+            is_error: false,
+            duration_ms: None,
+            outcome: None,
+            request_id,
+            tool_use_id: report.tool_use_id.clone(),
+            agent_id: None,
+            args_digest: None,
+            withheld: None,
+            redactions: 0,
+        };
+        let selected = Step {
+            input: args.value,
+            args_digest: args.digest,
+            withheld: unparseable.or(args.withheld).map(str::to_owned),
+            redactions: args.redactions,
+            ..base.clone()
+        };
+        let response = Step {
+            id: model::new_step_id(),
+            step_index: self.next_step + 1,
+            step_type: StepType::ToolResponse,
+            output: result.value,
+            error: error.value,
+            is_error: report.is_error,
+            duration_ms: Some((report.duration_ms * 1000.0).round() / 1000.0),
+            outcome: serde_json::to_value(report.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned)),
+            withheld: unparseable
+                .or(result.withheld)
+                .or(error.withheld)
+                .map(str::to_owned),
+            redactions: result.redactions + error.redactions,
+            ..base
+        };
+        if selected.withheld.is_some() || response.withheld.is_some() {
+            self.withheld += 1;
+        }
+        self.next_step += 2;
+        self.metrics.tool_calls += 1;
+        self.metrics.errors += u64::from(report.is_error);
+        self.metrics.total_tool_ms += report.duration_ms;
+        self.emit(RunEvent::Step(selected));
+        self.emit(RunEvent::Step(response));
+    }
+
+    fn on_initialize(&mut self, request: &Value, result: &Value) {
+        let params = &request["params"];
+        if let Some(info) = client_info(&params["clientInfo"]) {
+            self.knowledge.host = Some(info);
+        }
+        let k = &mut self.knowledge;
+        k.protocol_version = result["protocolVersion"].as_str().map(str::to_owned);
+        k.snapshot.protocol_version = k.protocol_version.clone();
+        k.snapshot.server_info = non_null(&result["serverInfo"]);
+        k.snapshot.capabilities = non_null(&result["capabilities"]);
+        k.snapshot.instructions = non_null(&result["instructions"]);
+        k.snapshot.client_capabilities = non_null(&params["capabilities"]);
+        k.snapshot_known = true;
+        self.refresh_snapshot_digest();
+    }
+
+    /// The 2026-07-28 era: identity travels in `_meta`.
+    fn on_discover(&mut self, request: &Value, result: &Value) {
+        let meta = &request["params"]["_meta"];
+        if self.knowledge.host.is_none() {
+            self.knowledge.host = client_info(&meta["io.modelcontextprotocol/clientInfo"]);
+        }
+        let k = &mut self.knowledge;
+        if k.snapshot.server_info.is_some() {
+            return; // an initialize answer is more complete
+        }
+        k.snapshot.server_info = non_null(&result["_meta"]["io.modelcontextprotocol/serverInfo"]);
+        k.snapshot.capabilities = non_null(&result["capabilities"]);
+        k.snapshot.instructions = non_null(&result["instructions"]);
+        k.snapshot.client_capabilities =
+            non_null(&meta["io.modelcontextprotocol/clientCapabilities"]);
+        k.protocol_version = meta["io.modelcontextprotocol/protocolVersion"]
+            .as_str()
+            .map(str::to_owned);
+        k.snapshot.protocol_version = k.protocol_version.clone();
+        k.snapshot_known = true;
+        self.refresh_snapshot_digest();
+    }
+
+    fn on_tools_list(&mut self, request: &Value, result: &Value) {
+        if request["params"]["cursor"].is_null() {
+            self.knowledge.tools_pages.clear();
+        }
+        if let Some(tools) = result["tools"].as_array() {
+            self.knowledge.tools_pages.extend(tools.iter().cloned());
+        }
+        let mut tools = self.knowledge.tools_pages.clone();
+        let mut hashes = BTreeMap::new();
+        for tool in &mut tools {
+            let _ = catch_unwind(AssertUnwindSafe(|| self.redactor.redact_value(tool)));
+            if let Some(name) = tool["name"].as_str() {
+                hashes.insert(name.to_owned(), model::sha256_hex(&model::canonical(tool)));
+            }
+        }
+        let k = &mut self.knowledge;
+        k.snapshot.tools = tools;
+        k.snapshot.tool_hashes = hashes;
+        k.snapshot_known = true;
+        self.refresh_snapshot_digest();
+        if result["nextCursor"].is_null() {
+            self.write_snapshot_if_changed();
+        }
+    }
+
+    fn refresh_snapshot_digest(&mut self) {
+        let s = &mut self.knowledge.snapshot;
+        s.server_name = self.cfg.server_name.to_string();
+        let joined: String = s
+            .tool_hashes
+            .iter()
+            .map(|(name, hash)| format!("{name}:{hash}\n"))
+            .collect();
+        s.tools_digest = model::sha256_hex(joined.as_bytes());
+    }
+}
+
+#[derive(Default)]
+struct Prepared {
+    value: Option<Value>,
+    digest: Option<String>,
+    redactions: u32,
+    withheld: Option<&'static str>,
+}
+
+fn non_null(v: &Value) -> Option<Value> {
+    (!v.is_null()).then(|| v.clone())
+}
+
+fn client_info(v: &Value) -> Option<HostInfo> {
+    Some(HostInfo {
+        app: v["name"].as_str()?.to_owned(),
+        version: v["version"].as_str().unwrap_or("").to_owned(),
+    })
+}
+
+/// Values of environment variables whose names say they are secrets
+/// (`GITHUB_TOKEN`, `ANTHROPIC_API_KEY`…): the redactor removes them
+/// wherever they appear, in any encoding it knows.
+fn secret_env_values() -> Vec<String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| crate::redact::is_secret_key(k, false))
+        .map(|(_, v)| v)
+        .collect()
+}
+
+impl Sink for Recorder {
+    fn message(&mut self, _at: SystemTime, _direction: Direction, _bytes: &[u8]) {}
+
+    fn exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
+        let (Ok(request), Ok(response)) = (
+            serde_json::from_slice::<Value>(request),
+            serde_json::from_slice::<Value>(response),
+        ) else {
+            return;
+        };
+        let result = &response["result"];
+        if result.is_null() {
+            return;
+        }
+        match method {
+            "initialize" => self.on_initialize(&request, result),
+            "server/discover" => self.on_discover(&request, result),
+            "tools/list" => self.on_tools_list(&request, result),
+            _ => {}
+        }
+    }
+
+    fn step(&mut self, step: &StepReport) {
+        self.record_call(step);
+    }
+
+    fn event(&mut self, _at: SystemTime, _text: &str) {}
+
+    fn flush(&mut self) {
+        if let Some(writer) = self.writer.as_mut() {
+            writer.sync();
+        }
+    }
+
+    fn finish(&mut self, dropped: u64) {
+        if self.run_id.is_none() {
+            return;
+        }
+        let lost = self.writer.as_ref().map_or(0, LocalWriter::lost);
+        let finish = RunFinish {
+            finished_at: time::rfc3339(SystemTime::now()),
+            output: None,
+            metrics: self.metrics.clone(),
+            lossy: dropped > 0 || lost > 0,
+            dropped: dropped + lost,
+        };
+        self.emit(RunEvent::RunFinished(finish));
+        if let Some(writer) = self.writer.as_mut() {
+            writer.sync();
+            writer.report_if_degraded();
+        }
+    }
+}

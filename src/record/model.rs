@@ -1,0 +1,298 @@
+//! The recording model: runs, steps, server snapshots, and the events that
+//! carry them to every sink.
+//!
+//! A run is written as a sequence of [`Record`]s (one journal record each);
+//! the same records drive every sink (the local store appends them, the
+//! remote recorder sends them). Every payload in here has already been
+//! redacted and truncated: nothing raw reaches this type.
+//!
+//! Serialised field names are camelCase and part of the on-disk format.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One journal record: a sequence number (1, 2, … within the run) and an
+/// event. `seq` is what remote acknowledgements refer to.
+///
+/// Shape: `{"seq":3,"event":{"kind":"step","data":{…}}}`. The event is
+/// adjacently tagged, not flattened: serde buffers flattened and
+/// internally-tagged content, which loses exact numbers (payloads keep
+/// `1.50` and `18446744073709551617` as written).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub seq: u64,
+    pub event: RunEvent,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted(RunHeader),
+    /// A server's `initialize` / `server/discover` answer and its tools,
+    /// recorded once per run (and again if the tools change).
+    ServerSnapshot(ServerSnapshot),
+    Step(Step),
+    RunFinished(RunFinish),
+    /// The recording service acknowledged every record up to `upTo`.
+    RemoteAck(RemoteAck),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunHeader {
+    pub id: String,
+    pub started_at: String,
+    /// The prompt (Tier 1 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    pub metadata: RunMetadata,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunMetadata {
+    /// Always `"bir"`: tells bir's runs apart from other recorders'.
+    pub recorder: String,
+    /// `"standalone"` (Tier 2: MCP calls only) or `"bound"` (Tier 1).
+    pub tier: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostInfo>,
+    pub wrapped_servers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    pub cwd: String,
+    /// `CLAUDE_CODE_SESSION_ID` of the host session, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub bir_version: String,
+    /// Set at the end if any observation was lost.
+    #[serde(default)]
+    pub lossy: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostInfo {
+    pub app: String,
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerSnapshot {
+    pub server_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<Value>,
+    /// What the client declared (servers register some tools only for
+    /// clients that declare a capability).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_capabilities: Option<Value>,
+    /// The full `tools/list` (all pages), redacted.
+    pub tools: Vec<Value>,
+    /// Tool name → sha256 of its canonical definition: a later run can show
+    /// that a definition changed.
+    pub tool_hashes: BTreeMap<String, String>,
+    /// sha256 over all tool hashes, in name order.
+    pub tools_digest: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StepType {
+    ToolSelected,
+    ToolResponse,
+    FinalAnswer,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    pub id: String,
+    pub step_index: u64,
+    #[serde(rename = "type")]
+    pub step_type: StepType,
+    /// The host's rendering, e.g. `mcp__github__create_issue`.
+    pub qualified_name: String,
+    pub server_name: String,
+    /// The server's own name for the tool.
+    pub tool_name: String,
+    pub started_at: String,
+    /// `tool_selected`: the arguments (redacted, truncated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// `tool_response`: the whole `CallToolResult` (redacted, truncated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// `tool_response`: a JSON-RPC error answer (redacted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    #[serde(default)]
+    pub is_error: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    /// `answered`, `cancelled`, `too_large`, `upstream_gone`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// sha256 of the canonical redacted arguments (before truncation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args_digest: Option<String>,
+    /// Why bodies are missing, when they are (`unparseable`,
+    /// `redaction_failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withheld: Option<String>,
+    /// Secrets replaced in this step's payloads.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redactions: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunFinish {
+    pub finished_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    pub metrics: RunMetrics,
+    pub lossy: bool,
+    /// Observations lost before they reached the recorder.
+    pub dropped: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunMetrics {
+    pub tool_calls: u64,
+    pub errors: u64,
+    pub total_tool_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteAck {
+    pub up_to: u64,
+    pub at: String,
+}
+
+/// A fresh `run_<uuid>`.
+pub fn new_run_id() -> String {
+    format!("run_{}", uuid_v4())
+}
+
+/// A fresh `step_<uuid>`.
+pub fn new_step_id() -> String {
+    format!("step_{}", uuid_v4())
+}
+
+/// A random (version 4) UUID from the OS's CSPRNG.
+pub fn uuid_v4() -> String {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 16];
+    if ring::rand::SystemRandom::new().fill(&mut b).is_err() {
+        // No OS randomness: fall back to time and pid, still unique enough
+        // for file names on one machine.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        b[..16].copy_from_slice(&(t ^ ((std::process::id() as u128) << 64)).to_le_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Lowercase hex sha256.
+pub fn sha256_hex(data: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, data)
+        .as_ref()
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// Canonical JSON: object keys sorted (serde_json's default map is
+/// ordered), no whitespace. Used for digests.
+pub fn canonical(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_look_right() {
+        let id = new_run_id();
+        assert!(id.starts_with("run_") && id.len() == 40, "{id}");
+        assert_eq!(&id[18..19], "4");
+        assert_ne!(new_step_id(), new_step_id());
+    }
+
+    #[test]
+    fn exact_numbers_survive_a_round_trip() {
+        let step: Step = serde_json::from_str(
+            r#"{"id":"s","stepIndex":1,"type":"tool_selected","qualifiedName":"q","serverName":"s","toolName":"t","startedAt":"x","input":{"n":1.50,"big":18446744073709551617},"durationMs":1.5}"#,
+        )
+        .expect("step");
+        let rec = Record {
+            seq: 1,
+            event: RunEvent::Step(step),
+        };
+        let json = serde_json::to_string(&rec).expect("ser");
+        let back: Record = serde_json::from_str(&json).expect("de");
+        let RunEvent::Step(step) = back.event else {
+            panic!("not a step")
+        };
+        assert_eq!(
+            serde_json::to_string(&step.input).expect("ser"),
+            r#"{"big":18446744073709551617,"n":1.50}"#
+        );
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let rec = Record {
+            seq: 3,
+            event: RunEvent::RemoteAck(RemoteAck {
+                up_to: 2,
+                at: "t".into(),
+            }),
+        };
+        let json = serde_json::to_string(&rec).expect("ser");
+        assert_eq!(
+            json,
+            r#"{"seq":3,"event":{"kind":"remote_ack","data":{"upTo":2,"at":"t"}}}"#
+        );
+        let back: Record = serde_json::from_str(&json).expect("de");
+        assert!(matches!(
+            back.event,
+            RunEvent::RemoteAck(RemoteAck { up_to: 2, .. })
+        ));
+    }
+}

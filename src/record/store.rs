@@ -1,0 +1,268 @@
+//! The local store: one journal per run under `$BIR_HOME/runs/`.
+//!
+//! Invariants:
+//! * `$BIR_HOME` and `runs/` are directories owned by the user with mode
+//!   0700 (tightened if we own them, refused if a symlink or someone
+//!   else's); journals are 0600 and opened with `O_NOFOLLOW`.
+//! * Durability: records are written as they come and `fsync`ed in batches
+//!   — whenever the recorder's queue runs dry, and at the end of a run. A
+//!   record the recorder has synced survives a crash; a torn tail is cut on
+//!   the next open and never read as data.
+//! * Each proxy process writes only its own run files, so concurrent
+//!   sessions never interleave bytes.
+
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::journal::{self, DiskStorage, JournalFile, Storage};
+use super::model::{Record, RunEvent, RunFinish, RunHeader, ServerSnapshot, Step, StepType};
+
+const JOURNAL_SUFFIX: &str = ".journal";
+
+/// `$BIR_HOME`, else `~/.baseinstrunner`.
+pub fn bir_home() -> Option<PathBuf> {
+    match std::env::var_os("BIR_HOME") {
+        Some(h) if !h.is_empty() => Some(PathBuf::from(h)),
+        _ => home::home_dir().map(|h| h.join(".baseinstrunner")),
+    }
+}
+
+/// Creates `dir` (and parents) as private directories, or checks an
+/// existing one: a real directory, owned by us, no group/other access.
+pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        }
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    let meta = fs::symlink_metadata(dir)?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory (a symlink or a file); refusing to store runs there",
+            dir.display()
+        )));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(io::Error::other(format!(
+            "{} belongs to another user (uid {}); refusing to store runs there",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// The runs directory and how to write into it.
+#[derive(Clone)]
+pub struct Store {
+    dir: PathBuf,
+    storage: Arc<dyn Storage>,
+}
+
+/// One run as read back from its journal.
+#[derive(Debug, Default)]
+pub struct LoadedRun {
+    pub path: PathBuf,
+    pub header: Option<RunHeader>,
+    pub snapshots: Vec<ServerSnapshot>,
+    pub steps: Vec<Step>,
+    pub finish: Option<RunFinish>,
+    pub records: Vec<Record>,
+    /// Highest sequence number the recording service acknowledged.
+    pub acked: u64,
+    /// Bytes at the end of the journal that were not a valid record.
+    pub torn_bytes: u64,
+    /// Records that did not parse as events (a newer format, say).
+    pub unknown_records: u64,
+}
+
+impl LoadedRun {
+    pub fn id(&self) -> String {
+        self.header
+            .as_ref()
+            .map(|h| h.id.clone())
+            .unwrap_or_else(|| {
+                self.path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(JOURNAL_SUFFIX))
+                    .unwrap_or("?")
+                    .to_owned()
+            })
+    }
+
+    pub fn tool_calls(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| s.step_type == StepType::ToolSelected)
+            .count()
+    }
+
+    pub fn errors(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| s.step_type == StepType::ToolResponse && s.is_error)
+            .count()
+    }
+
+    pub fn lossy(&self) -> bool {
+        self.finish.as_ref().is_some_and(|f| f.lossy)
+            || self.header.as_ref().is_some_and(|h| h.metadata.lossy)
+            || self.torn_bytes > 0
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.records.last().map_or(0, |r| r.seq)
+    }
+}
+
+impl Store {
+    /// The store under `$BIR_HOME/runs`, created if needed.
+    pub fn open_default() -> io::Result<Store> {
+        let home = bir_home().ok_or_else(|| {
+            io::Error::other("no home directory: set BIR_HOME to choose where runs are stored")
+        })?;
+        Store::open(&home.join("runs"), Arc::new(DiskStorage))
+    }
+
+    pub fn open(dir: &Path, storage: Arc<dyn Storage>) -> io::Result<Store> {
+        if let Some(parent) = dir.parent() {
+            ensure_private_dir(parent)?;
+        }
+        ensure_private_dir(dir)?;
+        Ok(Store {
+            dir: dir.to_owned(),
+            storage,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn journal_path(&self, run_id: &str) -> PathBuf {
+        self.dir.join(format!("{run_id}{JOURNAL_SUFFIX}"))
+    }
+
+    pub fn open_writer(&self, run_id: &str) -> io::Result<Box<dyn JournalFile>> {
+        // The directory may have been deleted under us: recreate it.
+        ensure_private_dir(&self.dir)?;
+        self.storage.open_append(&self.journal_path(run_id))
+    }
+
+    /// Every journal in the store, newest first (by start time).
+    pub fn list(&self) -> io::Result<Vec<LoadedRun>> {
+        let mut runs = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path.to_string_lossy().ends_with(JOURNAL_SUFFIX)
+                && let Ok(run) = load_path(&path)
+            {
+                runs.push(run);
+            }
+        }
+        runs.sort_by(|a, b| {
+            start_of(b)
+                .cmp(&start_of(a))
+                .then_with(|| b.id().cmp(&a.id()))
+        });
+        Ok(runs)
+    }
+
+    /// Finds a run by id, unique id prefix (with or without `run_`), or
+    /// `latest`.
+    pub fn find(&self, wanted: &str) -> Result<LoadedRun, String> {
+        let runs = self
+            .list()
+            .map_err(|e| format!("cannot read {}: {e}", self.dir.display()))?;
+        if wanted == "latest" {
+            return runs
+                .into_iter()
+                .next()
+                .ok_or_else(|| format!("no runs in {}", self.dir.display()));
+        }
+        let bare = wanted.strip_prefix("run_").unwrap_or(wanted);
+        let mut matches: Vec<LoadedRun> = runs
+            .into_iter()
+            .filter(|r| r.id().strip_prefix("run_").unwrap_or("").starts_with(bare))
+            .collect();
+        match matches.len() {
+            0 => Err(format!("no run matches `{wanted}` (see `bir runs`)")),
+            1 => Ok(matches.remove(0)),
+            n => Err(format!("`{wanted}` matches {n} runs; give more of the id")),
+        }
+    }
+
+    pub fn remove(&self, run: &LoadedRun) -> io::Result<()> {
+        fs::remove_file(&run.path)
+    }
+
+    /// Deletes finished runs beyond `keep` (newest kept) or older than
+    /// `max_age`. Unfinished runs are left alone: a proxy may be writing.
+    pub fn apply_retention(
+        &self,
+        keep: Option<usize>,
+        max_age: Option<Duration>,
+    ) -> io::Result<usize> {
+        let runs = self.list()?;
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for (i, run) in runs.iter().enumerate() {
+            let too_many = keep.is_some_and(|k| i >= k);
+            let too_old = max_age.is_some_and(|age| {
+                fs::metadata(&run.path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|m| now.duration_since(m).ok())
+                    .is_some_and(|d| d > age)
+            });
+            if (too_many || too_old) && run.finish.is_some() && self.remove(run).is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn start_of(run: &LoadedRun) -> String {
+    run.header
+        .as_ref()
+        .map(|h| h.started_at.clone())
+        .unwrap_or_default()
+}
+
+/// Reads and interprets one journal.
+pub fn load_path(path: &Path) -> io::Result<LoadedRun> {
+    let read = journal::read(path)?;
+    let mut run = LoadedRun {
+        path: path.to_owned(),
+        torn_bytes: read.torn_bytes,
+        ..LoadedRun::default()
+    };
+    for bytes in read.records {
+        let Ok(record) = serde_json::from_slice::<Record>(&bytes) else {
+            run.unknown_records += 1;
+            continue;
+        };
+        match &record.event {
+            RunEvent::RunStarted(h) => run.header = Some(h.clone()),
+            RunEvent::ServerSnapshot(s) => run.snapshots.push(s.clone()),
+            RunEvent::Step(s) => run.steps.push(s.clone()),
+            RunEvent::RunFinished(f) => run.finish = Some(f.clone()),
+            RunEvent::RemoteAck(a) => run.acked = run.acked.max(a.up_to),
+        }
+        run.records.push(record);
+    }
+    Ok(run)
+}

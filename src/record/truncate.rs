@@ -1,0 +1,97 @@
+//! Payload caps: what a stored step may weigh.
+//!
+//! Base64 image and audio data (and embedded-resource blobs) are replaced
+//! by a stub with their size and sha256 — a recording is for reading and
+//! replaying, not for archiving binaries. A payload still larger than the
+//! cap is replaced by `{"truncated": true, "originalBytes": N, "preview":
+//! "…"}`, the preview being the start of the already-redacted serialisation.
+
+use serde_json::{Map, Value, json};
+
+use super::model::sha256_hex;
+
+/// Default cap per stored payload (`BIR_MAX_PAYLOAD_BYTES`).
+pub const DEFAULT_CAP: usize = 64 * 1024;
+/// How much of an oversized payload is kept as a preview.
+const PREVIEW: usize = 1024;
+
+/// Replaces binary content blocks with stubs, in place. Returns how many.
+pub fn stub_binaries(v: &mut Value) -> usize {
+    let mut stubbed = 0;
+    let mut stack = vec![v];
+    while let Some(node) = stack.pop() {
+        match node {
+            Value::Object(map) => {
+                let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
+                if matches!(kind, "image" | "audio") {
+                    stubbed += stub_field(map, "data");
+                }
+                if map.contains_key("blob") && map.contains_key("uri") {
+                    stubbed += stub_field(map, "blob");
+                }
+                stack.extend(map.values_mut());
+            }
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            _ => {}
+        }
+    }
+    stubbed
+}
+
+fn stub_field(map: &mut Map<String, Value>, field: &str) -> usize {
+    match map.get(field) {
+        Some(Value::String(data)) if data.len() > 64 => {
+            let stub = json!({
+                "omitted": "binary",
+                "base64Bytes": data.len(),
+                "sha256": sha256_hex(data.as_bytes()),
+            });
+            map.insert(field.to_owned(), stub);
+            1
+        }
+        _ => 0,
+    }
+}
+
+/// The payload as stored: itself if it fits in `cap` bytes of JSON, else
+/// the truncation marker. Returns whether it was truncated.
+pub fn cap(v: Value, cap: usize) -> (Value, bool) {
+    let text = serde_json::to_string(&v).unwrap_or_default();
+    if text.len() <= cap {
+        return (v, false);
+    }
+    let mut end = PREVIEW.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (
+        json!({"truncated": true, "originalBytes": text.len(), "preview": &text[..end]}),
+        true,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_become_stubs_and_big_payloads_markers() {
+        let png = "iVBORw0KGgo".repeat(100);
+        let mut v = json!({"content": [{"type": "image", "data": png, "mimeType": "image/png"},
+                                        {"type": "resource", "resource": {"uri": "x:y", "blob": "QUJD".repeat(50)}},
+                                        {"type": "text", "text": "hi"}]});
+        assert_eq!(stub_binaries(&mut v), 2);
+        assert_eq!(v["content"][0]["data"]["omitted"], "binary");
+        assert_eq!(v["content"][0]["mimeType"], "image/png");
+        assert_eq!(v["content"][2]["text"], "hi");
+
+        let (small, t) = cap(json!({"a": 1}), 100);
+        assert!(!t);
+        assert_eq!(small, json!({"a": 1}));
+        let (big, t) = cap(json!({"text": "é".repeat(5000)}), 1000);
+        assert!(t);
+        assert_eq!(big["truncated"], true);
+        assert_eq!(big["originalBytes"], 10011);
+        assert!(big["preview"].as_str().is_some_and(|p| p.len() <= PREVIEW));
+    }
+}

@@ -1,0 +1,502 @@
+//! `bir runs`: list, show, export and remove recorded runs.
+//!
+//! Everything printed here comes from the local store, which holds redacted
+//! data only; recorded text is still escaped before it reaches a terminal
+//! (control characters from a tool's output must not drive the terminal).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use argh::FromArgs;
+use serde_json::{Value, json};
+
+use crate::Exit;
+use crate::output::out;
+use crate::record::model::{Step, StepType};
+use crate::record::store::{LoadedRun, Store};
+
+/// List, show, export and remove recorded runs.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "runs")]
+pub struct RunsCmd {
+    #[argh(subcommand)]
+    pub action: Option<RunsAction>,
+
+    /// how many runs to list (default 20)
+    #[argh(option, default = "20")]
+    pub limit: usize,
+
+    /// list as JSON lines instead of a table
+    #[argh(switch)]
+    pub json: bool,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum RunsAction {
+    Show(ShowCmd),
+    Export(ExportCmd),
+    Rm(RmCmd),
+}
+
+/// Draw a run as a timeline of its steps.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "show")]
+pub struct ShowCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional, default = "String::from(\"latest\")")]
+    pub run: String,
+
+    /// print whole arguments and results instead of one-line previews
+    #[argh(switch)]
+    pub full: bool,
+}
+
+/// Write a run as JSON (one document) or JSONL (its records) to stdout.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "export")]
+pub struct ExportCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional)]
+    pub run: String,
+
+    /// json (default) or jsonl
+    #[argh(option, default = "String::from(\"json\")")]
+    pub format: String,
+}
+
+/// Remove runs by id, by age, or beyond a count.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "rm")]
+pub struct RmCmd {
+    /// runs to remove (ids or unique prefixes)
+    #[argh(positional)]
+    pub runs: Vec<String>,
+
+    /// remove finished runs older than this (e.g. 7d, 12h, 30m)
+    #[argh(option)]
+    pub older_than: Option<String>,
+
+    /// keep only the newest N finished runs
+    #[argh(option)]
+    pub keep: Option<usize>,
+}
+
+pub fn main(cmd: RunsCmd) -> Exit {
+    let store = match Store::open_default() {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!("bir runs: cannot open the run store: {err}");
+            return Exit::Code(1);
+        }
+    };
+    match cmd.action {
+        None => list(&store, cmd.limit, cmd.json),
+        Some(RunsAction::Show(s)) => with_run(&store, &s.run, |run| show(run, s.full)),
+        Some(RunsAction::Export(e)) => with_run(&store, &e.run, |run| export(run, &e.format)),
+        Some(RunsAction::Rm(r)) => rm(&store, r),
+    }
+}
+
+fn with_run(store: &Store, wanted: &str, f: impl FnOnce(&LoadedRun) -> Exit) -> Exit {
+    match store.find(wanted) {
+        Ok(run) => f(&run),
+        Err(msg) => {
+            eprintln!("bir runs: {msg}");
+            Exit::Code(1)
+        }
+    }
+}
+
+fn list(store: &Store, limit: usize, as_json: bool) -> Exit {
+    let runs = match store.list() {
+        Ok(r) => r,
+        Err(err) => {
+            eprintln!("bir runs: cannot read {}: {err}", store.dir().display());
+            return Exit::Code(1);
+        }
+    };
+    if runs.is_empty() && !as_json {
+        out(&format!(
+            "No runs yet in {}.\nWrap an MCP server with bir-proxy (see the README) and use it: each proxy records a run.",
+            store.dir().display()
+        ));
+        return Exit::Code(0);
+    }
+    let mut text = String::new();
+    if !as_json {
+        let _ = writeln!(
+            text,
+            "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} STATE",
+            "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS"
+        );
+    }
+    for run in runs.iter().take(limit) {
+        let header = run.header.as_ref();
+        let started = header.map(|h| h.started_at.as_str()).unwrap_or("?");
+        let tier = header.map(|h| h.metadata.tier.as_str()).unwrap_or("?");
+        let servers = header
+            .map(|h| h.metadata.wrapped_servers.join(","))
+            .unwrap_or_default();
+        let state = state_of(run);
+        if as_json {
+            let line = json!({"id": run.id(), "startedAt": started, "tier": tier, "servers": servers,
+                "toolCalls": run.tool_calls(), "errors": run.errors(), "lossy": run.lossy(), "state": state});
+            let _ = writeln!(text, "{line}");
+        } else {
+            let _ = writeln!(
+                text,
+                "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {}",
+                short_id(&run.id()),
+                started.get(..19).unwrap_or(started).replace('T', " "),
+                tier,
+                clip(&escape(&servers), 22),
+                run.tool_calls(),
+                run.errors(),
+                state
+            );
+        }
+    }
+    if !as_json && runs.len() > limit {
+        let _ = writeln!(text, "… {} more (--limit)", runs.len() - limit);
+    }
+    out(text.trim_end());
+    Exit::Code(0)
+}
+
+fn state_of(run: &LoadedRun) -> String {
+    let mut parts = vec![if run.finish.is_some() {
+        "finished"
+    } else {
+        "open"
+    }];
+    if run.lossy() {
+        parts.push("lossy");
+    }
+    parts.join(",")
+}
+
+fn show(run: &LoadedRun, full: bool) -> Exit {
+    let mut t = String::new();
+    let id = run.id();
+    let _ = writeln!(t, "{id}");
+    if let Some(h) = &run.header {
+        let m = &h.metadata;
+        let host = m
+            .host
+            .as_ref()
+            .map(|h| format!("{} {}", h.app, h.version))
+            .unwrap_or_else(|| "unknown host".into());
+        let _ = writeln!(
+            t,
+            "  started {} · tier {} · host {} · protocol {}",
+            h.started_at.replace('T', " "),
+            m.tier,
+            escape(&host),
+            m.protocol_version.as_deref().unwrap_or("?")
+        );
+        let _ = writeln!(t, "  cwd {}", escape(&m.cwd));
+        if let Some(session) = &m.session_id {
+            let _ = writeln!(t, "  session {}", escape(session));
+        }
+    }
+    for s in &run.snapshots {
+        let info = s
+            .server_info
+            .as_ref()
+            .map(|i| {
+                let name = i["title"].as_str().or(i["name"].as_str()).unwrap_or("?");
+                format!("{name} {}", i["version"].as_str().unwrap_or(""))
+            })
+            .unwrap_or_else(|| "?".into());
+        let _ = writeln!(
+            t,
+            "  server {}: {} · {} tools (digest {})",
+            escape(&s.server_name),
+            escape(info.trim()),
+            s.tools.len(),
+            s.tools_digest.get(..12).unwrap_or("")
+        );
+    }
+    let _ = writeln!(t);
+    let _ = writeln!(
+        t,
+        "  {:>4}  {:<12}  {:<36} {:>10}  {:<6} ",
+        "STEP", "TIME", "TOOL", "DURATION", "STATUS"
+    );
+    let mut pending: Option<&Step> = None;
+    for step in &run.steps {
+        match step.step_type {
+            StepType::ToolSelected => pending = Some(step),
+            StepType::ToolResponse => {
+                let input = pending.filter(|p| {
+                    p.tool_use_id == step.tool_use_id && p.qualified_name == step.qualified_name
+                });
+                write_call(&mut t, input, step, full);
+                pending = None;
+            }
+            StepType::FinalAnswer => {
+                let _ = writeln!(t, "  {:>4}  final answer", step.step_index);
+            }
+        }
+    }
+    let _ = writeln!(t);
+    match &run.finish {
+        Some(f) => {
+            let _ = writeln!(
+                t,
+                "  finished {} · {} calls · {} errors · {:.1} ms in tools{}",
+                f.finished_at.replace('T', " "),
+                f.metrics.tool_calls,
+                f.metrics.errors,
+                f.metrics.total_tool_ms,
+                if f.lossy {
+                    format!(" · LOSSY ({} observations lost)", f.dropped)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        None => {
+            let _ = writeln!(
+                t,
+                "  not finished (the proxy is still running, or was killed)"
+            );
+        }
+    }
+    if run.torn_bytes > 0 {
+        let _ = writeln!(
+            t,
+            "  note: {} bytes at the end of the journal were an interrupted write and were ignored",
+            run.torn_bytes
+        );
+    }
+    out(t.trim_end());
+    Exit::Code(0)
+}
+
+fn write_call(t: &mut String, selected: Option<&Step>, response: &Step, full: bool) {
+    let time = selected
+        .map(|s| s.started_at.as_str())
+        .unwrap_or(response.started_at.as_str());
+    let time = time.get(11..23).unwrap_or(time);
+    let status = match (response.is_error, response.outcome.as_deref()) {
+        (_, Some("cancelled")) => "cancel",
+        (_, Some("too_large")) => "large",
+        (_, Some("upstream_gone")) => "gone",
+        (true, _) => "ERROR",
+        (false, _) => "ok",
+    };
+    let duration = response
+        .duration_ms
+        .map(|d| format!("{d:.1} ms"))
+        .unwrap_or_default();
+    let name = format!("{} › {}", response.server_name, response.tool_name);
+    let _ = writeln!(
+        t,
+        "  {:>4}  {:<12}  {:<36} {:>10}  {:<6}",
+        selected.map_or(response.step_index, |s| s.step_index),
+        time,
+        clip(&escape(&name), 36),
+        duration,
+        status
+    );
+    let args = selected.and_then(|s| s.input.as_ref());
+    let result = response.output.as_ref().or(response.error.as_ref());
+    if full {
+        if let Some(a) = args {
+            let _ = writeln!(
+                t,
+                "        args   {}",
+                escape(&pretty(a)).replace('\n', "\n               ")
+            );
+        }
+        if let Some(r) = result {
+            let _ = writeln!(
+                t,
+                "        result {}",
+                escape(&pretty(r)).replace('\n', "\n               ")
+            );
+        }
+    } else {
+        if let Some(a) = args {
+            let _ = writeln!(t, "        args   {}", clip(&escape(&compact(a)), 100));
+        }
+        if let Some(r) = result {
+            let _ = writeln!(
+                t,
+                "        result {}",
+                clip(&escape(&result_preview(r)), 100)
+            );
+        }
+    }
+    if let Some(why) = selected
+        .and_then(|s| s.withheld.as_deref())
+        .or(response.withheld.as_deref())
+    {
+        let _ = writeln!(t, "        (payloads withheld: {why})");
+    }
+}
+
+/// A `CallToolResult` as one readable line: the text blocks, other blocks
+/// by type.
+fn result_preview(v: &Value) -> String {
+    if v.get("truncated") == Some(&Value::Bool(true)) {
+        return format!("[truncated: {} bytes]", v["originalBytes"]);
+    }
+    match v.get("content").and_then(Value::as_array) {
+        Some(blocks) => blocks
+            .iter()
+            .map(|b| match b["type"].as_str() {
+                Some("text") => b["text"].as_str().unwrap_or("").to_owned(),
+                Some(kind) => format!("[{kind}]"),
+                None => "[?]".into(),
+            })
+            .collect::<Vec<_>>()
+            .join(" | "),
+        None => compact(v),
+    }
+}
+
+fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+fn export(run: &LoadedRun, format: &str) -> Exit {
+    match format {
+        "json" => {
+            let doc = json!({
+                "id": run.id(),
+                "run": run.header,
+                "servers": run.snapshots,
+                "steps": run.steps,
+                "finish": run.finish,
+                "tornBytes": run.torn_bytes,
+            });
+            out(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+            Exit::Code(0)
+        }
+        "jsonl" => {
+            let lines: Vec<String> = run
+                .records
+                .iter()
+                .filter_map(|r| serde_json::to_string(r).ok())
+                .collect();
+            out(&lines.join("\n"));
+            Exit::Code(0)
+        }
+        other => {
+            eprintln!("bir runs export: unknown format `{other}` (use json or jsonl)");
+            Exit::Code(2)
+        }
+    }
+}
+
+fn rm(store: &Store, cmd: RmCmd) -> Exit {
+    if cmd.runs.is_empty() && cmd.older_than.is_none() && cmd.keep.is_none() {
+        eprintln!("bir runs rm: name runs to remove, or give --older-than or --keep");
+        return Exit::Code(2);
+    }
+    let mut failed = false;
+    for wanted in &cmd.runs {
+        match store.find(wanted) {
+            Ok(run) => match store.remove(&run) {
+                Ok(()) => out(&format!("removed {}", run.id())),
+                Err(err) => {
+                    eprintln!("bir runs rm: cannot remove {}: {err}", run.path.display());
+                    failed = true;
+                }
+            },
+            Err(msg) => {
+                eprintln!("bir runs rm: {msg}");
+                failed = true;
+            }
+        }
+    }
+    if cmd.older_than.is_some() || cmd.keep.is_some() {
+        let age = match cmd.older_than.as_deref().map(parse_age).transpose() {
+            Ok(a) => a,
+            Err(msg) => {
+                eprintln!("bir runs rm: {msg}");
+                return Exit::Code(2);
+            }
+        };
+        match store.apply_retention(cmd.keep, age) {
+            Ok(n) => out(&format!("removed {n} run(s)")),
+            Err(err) => {
+                eprintln!("bir runs rm: {err}");
+                failed = true;
+            }
+        }
+    }
+    Exit::Code(u8::from(failed))
+}
+
+/// `7d`, `12h`, `30m`, `45s`.
+pub fn parse_age(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not an age like 7d, 12h or 30m"))?;
+    let secs = match unit {
+        "d" => n * 86_400,
+        "h" => n * 3600,
+        "m" => n * 60,
+        "s" | "" => n,
+        _ => return Err(format!("`{s}` is not an age like 7d, 12h or 30m")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+fn short_id(id: &str) -> String {
+    id.get(..14).unwrap_or(id).to_owned()
+}
+
+/// Control characters (C0, DEL, C1) are shown as `\u{…}` so recorded
+/// content cannot move the cursor, change colours or retitle the terminal.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202e}' | '\u{200f}') {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn clip(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_owned();
+    }
+    let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_terminal_controls() {
+        assert_eq!(
+            escape("a\x1b[31mred\x07\u{9b}b\nc"),
+            "a\\u{1b}[31mred\\u{7}\\u{9b}b\\u{a}c"
+        );
+        assert_eq!(escape("héllo 🚀"), "héllo 🚀");
+    }
+
+    #[test]
+    fn ages() {
+        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_age("30m"), Ok(Duration::from_secs(1800)));
+        assert!(parse_age("soon").is_err());
+    }
+}
