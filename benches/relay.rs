@@ -323,6 +323,11 @@ struct Cfg {
     relay: bool,
     transcript: Option<PathBuf>,
     log: PathBuf,
+    /// BIR_HOME for this column: bir keeps a journal of every run there, so
+    /// each column gets its own throw-away one (and the user's stays clean).
+    home: PathBuf,
+    /// Run bir with BIR_RECORDER=off (relay core only, no journal).
+    recorder_off: bool,
 }
 
 impl Cfg {
@@ -330,8 +335,35 @@ impl Cfg {
         let mut c = Command::new(&self.argv[0]);
         c.args(&self.argv[1..]);
         c.env_remove("RUST_LOG");
+        c.env("BIR_HOME", &self.home);
+        if self.recorder_off {
+            c.env("BIR_RECORDER", "off");
+        } else {
+            c.env_remove("BIR_RECORDER");
+        }
         c
     }
+}
+
+/// Files and bytes under `dir`, recursively.
+fn dir_usage(dir: &Path) -> (u64, u64) {
+    let mut files = 0;
+    let mut bytes = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => {
+                    files += 1;
+                    bytes += m.len();
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    (files, bytes)
 }
 
 const PREFIX: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
@@ -1012,15 +1044,15 @@ fn run() -> io::Result<()> {
     for f in fs::read_dir(&log_dir)?.flatten() {
         let _ = fs::remove_file(f.path());
     }
+    let safe = |name: &str| name.replace(['+', '(', ')', ':', ' ', '[', ']', '-'], "_");
     let mk = |name: &str, argv: Vec<OsString>, relay: bool, tr: Option<PathBuf>| Cfg {
         name: name.to_string(),
         argv,
         relay,
         transcript: tr,
-        log: log_dir.join(format!(
-            "{}.stderr",
-            name.replace(['+', '(', ')', ':', ' '], "_")
-        )),
+        log: log_dir.join(format!("{}.stderr", safe(name))),
+        home: tmp.join(format!("home-{}", safe(name))),
+        recorder_off: false,
     };
     let o = |s: &str| OsString::from(s);
     let direct = mk("direct", vec![echo.clone().into()], false, None);
@@ -1074,7 +1106,15 @@ fn run() -> io::Result<()> {
         .unwrap_or_else(|e| format!("cannot run: {e}"));
 
     let mut cfgs = vec![direct.clone(), pumped.clone()];
-    for c in [&bir_cfg, &birt_cfg] {
+    // Diagnostic column: the relay core alone (bir's recorder switched off).
+    let biroff_name = format!("{bir_label}(recorder off)");
+    let mut biroff_cfg = mk(&biroff_name, bir_cfg.argv.clone(), true, None);
+    biroff_cfg.recorder_off = true;
+    let mut candidates = vec![&bir_cfg, &birt_cfg];
+    if !stand_in {
+        candidates.push(&biroff_cfg);
+    }
+    for c in candidates {
         match probe(c) {
             Ok(()) => cfgs.push(c.clone()),
             Err(e) => notes.push(format!(
@@ -1236,11 +1276,22 @@ fn run() -> io::Result<()> {
         }
     }
     let _ = fs::remove_file(&transcript);
+    for c in &cfgs {
+        let (files, bytes) = dir_usage(&c.home);
+        if files > 0 {
+            notes.push(format!(
+                "`{}` left {files} files, {:.1} MiB in its BIR_HOME (bir's own run journals, written with or without --transcript; this includes the {} cold-start spawns)",
+                c.name,
+                bytes as f64 / MIB as f64,
+                COLD_WARMUP + COLD_RUNS
+            ));
+        }
+    }
 
     // ---- main table ----
     let idx = |name: &str| cfgs.iter().position(|c| c.name == name);
     let (di, pi) = (idx("direct").unwrap(), idx("pump").unwrap());
-    let bir_cols: Vec<usize> = [idx(bir_label), idx(&birt_name)]
+    let bir_cols: Vec<usize> = [idx(bir_label), idx(&birt_name), idx(&biroff_name)]
         .into_iter()
         .flatten()
         .collect();
@@ -1411,7 +1462,7 @@ fn run() -> io::Result<()> {
     let noise_table = md_table(&nh, &nrows);
 
     // ---- server-everything ----
-    let node_section = node_bench(&cfgs, bir_label, &bir, &log_dir, &mut notes);
+    let node_section = node_bench(&cfgs, bir_label, &bir, &log_dir, &tmp, &mut notes);
 
     for (i, c) in cfgs.iter().enumerate() {
         if !res[i].exit.contains("exit status: 0") {
@@ -1481,7 +1532,7 @@ fn run() -> io::Result<()> {
     );
     let _ = writeln!(
         out,
-        "## Relay overhead (echo_server)\n\nLatency: {} tiny tools/call round trips per column after {LAT_WARMUP} warm-up. Throughput: {} x 1 MiB and {} x 10 MiB answers, sequential, in {TP1_ROUNDS} and {TP10_ROUNDS} rounds; median of the per-round MiB/s. Pipelined: {} tiny calls, 64 in flight, in {PIPE_ROUNDS} rounds; median of the per-round req/s. Cold start: median of {COLD_RUNS} spawns. RSS: the relay process (pump or bir), VmRSS idle after initialize, VmHWM after the 10 MiB runs; direct has no relay. Ratios: added p50 = (bir p50 - direct p50) / (pump p50 - direct p50); throughput and req/s = bir / pump; cold start = bir / direct. Verdicts: bir / bir+transcript.\n",
+        "## Relay overhead (echo_server)\n\nLatency: {} tiny tools/call round trips per column after {LAT_WARMUP} warm-up. Throughput: {} x 1 MiB and {} x 10 MiB answers, sequential, in {TP1_ROUNDS} and {TP10_ROUNDS} rounds; median of the per-round MiB/s. Pipelined: {} tiny calls, 64 in flight, in {PIPE_ROUNDS} rounds; median of the per-round req/s. Cold start: median of {COLD_RUNS} spawns. RSS: the relay process (pump or bir), VmRSS idle after initialize, VmHWM after the 10 MiB runs; direct has no relay. Ratios: added p50 = (bir p50 - direct p50) / (pump p50 - direct p50); throughput and req/s = bir / pump; cold start = bir / direct. Verdicts: one per bir column, in column order. `bir(recorder off)` is diagnostic: bir with BIR_RECORDER=off, the relay core without its run journal.\n",
         LAT_ROUNDS * LAT_PER_ROUND,
         TP1_ROUNDS * TP1_PER_ROUND,
         TP10_ROUNDS * TP10_PER_ROUND,
@@ -1522,6 +1573,7 @@ fn node_bench(
     bir_label: &str,
     bir: &Path,
     log_dir: &Path,
+    tmp: &Path,
     notes: &mut Vec<String>,
 ) -> String {
     let peers = std::env::var_os("BENCH_PEERS")
@@ -1575,6 +1627,8 @@ fn node_bench(
         relay: false,
         transcript: None,
         log: log.clone(),
+        home: tmp.join("home-node-direct"),
+        recorder_off: false,
     }];
     if bir_ok {
         ncfgs.push(Cfg {
@@ -1590,7 +1644,16 @@ fn node_bench(
             relay: true,
             transcript: None,
             log: log.clone(),
+            home: tmp.join("home-node-bir"),
+            recorder_off: false,
         });
+        if let Some(off) = cfgs.iter().find(|c| c.recorder_off) {
+            let mut c = ncfgs[1].clone();
+            c.name = off.name.clone();
+            c.home = tmp.join("home-node-bir-off");
+            c.recorder_off = true;
+            ncfgs.push(c);
+        }
     } else {
         notes.push("server-everything table has no bir column: bir did not pass its probe".into());
     }
@@ -1658,12 +1721,22 @@ fn node_bench(
             if !e.contains("exit status") {
                 notes.push(format!("server-everything via `{}`: {e}", c.name));
             }
+            let (files, bytes) = dir_usage(&c.home);
+            if files > 0 {
+                notes.push(format!(
+                    "server-everything via `{}` left {files} files, {:.1} MiB in its BIR_HOME",
+                    c.name,
+                    bytes as f64 / MIB as f64
+                ));
+            }
         }
         let mut header: Vec<String> = vec!["metric".into()];
         header.extend(ncfgs.iter().map(|c| c.name.clone()));
+        for c in &ncfgs[1..] {
+            header.push(format!("{} - direct", c.name));
+            header.push(format!("{} / direct", c.name));
+        }
         if ncfgs.len() > 1 {
-            header.push("added".into());
-            header.push("ratio".into());
             header.push("target".into());
         }
         let mut rows = Vec::new();
@@ -1691,12 +1764,18 @@ fn node_bench(
         ] {
             let mut r = vec![name.to_string()];
             r.extend(vals.iter().map(|&v| f1(v)));
-            if vals.len() > 1 {
-                let ratio = vals[1] / vals[0];
-                r.push(format!("{:+.1}", vals[1] - vals[0]));
+            let mut verdicts = Vec::new();
+            for &v in &vals[1..] {
+                let ratio = v / vals[0];
+                r.push(format!("{:+.1}", v - vals[0]));
                 r.push(format!("{ratio:.2}x"));
+                if let Some(t) = target {
+                    verdicts.push(verdict(Some(ratio <= t)));
+                }
+            }
+            if vals.len() > 1 {
                 r.push(match target {
-                    Some(t) => format!("<= {t}x direct: {}", verdict(Some(ratio <= t))),
+                    Some(t) => format!("<= {t}x direct: {}", verdicts.join(" / ")),
                     None => "-".into(),
                 });
             }

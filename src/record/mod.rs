@@ -40,6 +40,9 @@ use model::{
 use store::Store;
 use writer::LocalWriter;
 
+/// How long a finishing run waits for its forwarders.
+const FORWARD_DEADLINE: Duration = Duration::from_millis(300);
+
 /// How the recorder is set up (resolved once from the environment).
 #[derive(Debug, Clone)]
 pub struct RecorderConfig {
@@ -86,6 +89,22 @@ impl RecorderConfig {
     }
 }
 
+/// A destination for records besides the local journal: the recording
+/// service (and, later, an OpenTelemetry exporter).
+///
+/// Contract: `forward` is called on the observer thread, in `seq` order,
+/// after the record was handed to the local journal; it must not block
+/// (queue and send on a thread of your own). A record the destination did
+/// not acknowledge stays in the local journal, and `bir sync` sends it
+/// later — so a forwarder may drop its queue when it must, never the data.
+pub trait Forwarder: Send {
+    fn forward(&mut self, run_id: &str, record: &Record);
+    /// The highest `seq` of this run the destination acknowledged (0: none).
+    fn acked(&self, run_id: &str) -> u64;
+    /// The run is over: deliver what is queued within `deadline`.
+    fn finish(&mut self, deadline: Duration);
+}
+
 /// What the recorder learned about the server and the host before (and
 /// while) the run exists.
 #[derive(Default)]
@@ -107,6 +126,7 @@ pub struct Recorder {
     redactor: Redactor,
     store: Option<Store>,
     writer: Option<LocalWriter>,
+    forwarders: Vec<Box<dyn Forwarder>>,
     run_id: Option<String>,
     knowledge: Knowledge,
     next_seq: u64,
@@ -125,6 +145,7 @@ impl Recorder {
             redactor,
             store,
             writer: None,
+            forwarders: Vec::new(),
             run_id: None,
             knowledge: Knowledge::default(),
             next_seq: 1,
@@ -133,6 +154,12 @@ impl Recorder {
             withheld: 0,
             cfg: cfg.clone(),
         }
+    }
+
+    /// Adds a destination for this run's records (see [`Forwarder`]).
+    pub fn with_forwarder(mut self, forwarder: Box<dyn Forwarder>) -> Recorder {
+        self.forwarders.push(forwarder);
+        self
     }
 
     /// The id of the run, once it exists.
@@ -150,6 +177,11 @@ impl Recorder {
             match serde_json::to_vec(&record) {
                 Ok(json) => writer.write(&json),
                 Err(err) => log::warn!("a record could not be serialised: {err}"),
+            }
+        }
+        if let Some(run_id) = self.run_id.as_deref() {
+            for forwarder in &mut self.forwarders {
+                forwarder.forward(run_id, &record);
             }
         }
     }
@@ -467,6 +499,21 @@ impl Sink for Recorder {
             dropped: dropped + lost,
         };
         self.emit(RunEvent::RunFinished(finish));
+        if let Some(writer) = self.writer.as_mut() {
+            writer.sync();
+        }
+        // What the destinations acknowledged is noted locally, so that
+        // `bir sync` sends only the rest.
+        let run_id = self.run_id.clone().unwrap_or_default();
+        let mut acked = Vec::new();
+        for forwarder in &mut self.forwarders {
+            forwarder.finish(FORWARD_DEADLINE);
+            acked.push(forwarder.acked(&run_id));
+        }
+        if let Some(up_to) = acked.into_iter().min().filter(|n| *n > 0) {
+            let at = time::rfc3339(SystemTime::now());
+            self.emit(RunEvent::RemoteAck(model::RemoteAck { up_to, at }));
+        }
         if let Some(writer) = self.writer.as_mut() {
             writer.sync();
             writer.report_if_degraded();

@@ -84,6 +84,7 @@ fn a_killed_proxy_leaves_no_orphan() {
     assert!(host.wait_lines(1, Duration::from_secs(10)));
     let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(5));
     host.signal(libc::SIGKILL);
+    assert!(host.wait_exit(Duration::from_secs(2)));
     let seen = host.finish(Duration::from_secs(2));
     assert_eq!(seen.exit(), "signal 9");
     assert!(
@@ -289,6 +290,7 @@ fn group_sigterm_like_the_python_sdk() {
     unsafe {
         libc::kill(-(host.pid() as i32), libc::SIGTERM);
     }
+    assert!(host.wait_exit(Duration::from_secs(3)), "proxy still running");
     let seen = host.finish(Duration::from_secs(3));
     assert_eq!(seen.exit(), "signal 15");
     assert!(wait_gone(peer, Duration::from_secs(1)));

@@ -223,6 +223,19 @@ impl Host {
         }
     }
 
+    /// Waits up to `timeout` for the child to exit on its own, with its
+    /// stdin still open (so a signal test is not raced by end of input).
+    pub fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+
     /// Waits for the child to exit (killing it after `timeout`) and returns
     /// everything seen.
     pub fn finish(mut self, timeout: Duration) -> Seen {
