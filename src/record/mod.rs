@@ -179,7 +179,8 @@ impl Recorder {
                 Err(err) => log::warn!("a record could not be serialised: {err}"),
             }
         }
-        if let Some(run_id) = self.run_id.as_deref() {
+        let local_only = matches!(record.event, RunEvent::RemoteAck(_));
+        if let Some(run_id) = self.run_id.as_deref().filter(|_| !local_only) {
             for forwarder in &mut self.forwarders {
                 forwarder.forward(run_id, &record);
             }
