@@ -251,6 +251,8 @@ fn descendants(pid: u32) -> Vec<u32> {
 
 fn signal_tree(pid: u32, sig: libc::c_int) {
     for p in std::iter::once(pid).chain(descendants(pid)) {
+        // SAFETY: kill has no memory-safety preconditions; a stale pid only
+        // earns ESRCH.
         unsafe {
             libc::kill(p as libc::pid_t, sig);
         }
@@ -282,6 +284,7 @@ fn resume_all() {
 }
 
 fn kill9(pid: u32) {
+    // SAFETY: as in signal_tree.
     unsafe {
         libc::kill(pid as libc::pid_t, libc::SIGKILL);
     }
@@ -812,6 +815,8 @@ fn pin_cpu() -> String {
     let how = if sh("taskset", &["-c", "-p", &n.to_string(), &pid]).is_some() {
         "taskset"
     } else {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET and
+        // sched_setaffinity only touch that local set.
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(n, &mut set);

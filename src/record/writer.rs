@@ -26,10 +26,14 @@ pub struct LocalWriter {
     queued: VecDeque<Vec<u8>>,
     queued_bytes: usize,
     failed_at: Option<Instant>,
+    /// How long to leave the disk alone after a failure.
+    retry: Duration,
     warned: bool,
     lost: u64,
     /// Written since the last successful sync.
     dirty: bool,
+    /// Records appended to the current file.
+    written: u64,
 }
 
 impl LocalWriter {
@@ -41,10 +45,18 @@ impl LocalWriter {
             queued: VecDeque::new(),
             queued_bytes: 0,
             failed_at: None,
+            retry: RETRY,
             warned: false,
             lost: 0,
             dirty: false,
+            written: 0,
         }
+    }
+
+    #[cfg(test)]
+    fn with_retry(mut self, retry: Duration) -> LocalWriter {
+        self.retry = retry;
+        self
     }
 
     /// Records lost because the disk failed for too long.
@@ -68,6 +80,7 @@ impl LocalWriter {
 
     /// Writes what is queued and makes it durable.
     pub fn sync(&mut self) {
+        self.check_journal_still_there();
         self.drain();
         if !self.dirty {
             return;
@@ -97,12 +110,15 @@ impl LocalWriter {
         if self.queued.is_empty() {
             return;
         }
-        if self.failed_at.is_some_and(|t| t.elapsed() < RETRY) {
+        if self.failed_at.is_some_and(|t| t.elapsed() < self.retry) {
             return;
         }
         if self.file.is_none() {
             match self.store.open_writer(&self.run_id) {
-                Ok(file) => self.file = Some(file),
+                Ok(file) => {
+                    self.file = Some(file);
+                    self.written = 0;
+                }
                 Err(err) => return self.failed(&err),
             }
         }
@@ -116,12 +132,32 @@ impl LocalWriter {
                         self.queued_bytes -= done.len();
                     }
                     self.dirty = true;
+                    self.written += 1;
                 }
                 Err(err) => return self.failed(&err),
             }
         }
         if self.failed_at.take().is_some() && self.warned {
             log::warn!("recording to {} works again", self.store.dir().display());
+        }
+    }
+
+    /// The journal (or the whole store) was deleted while we had it open:
+    /// what was written is gone. Say so once, count it, start a new file.
+    fn check_journal_still_there(&mut self) {
+        if self.file.is_none() || self.written == 0 {
+            return;
+        }
+        let path = self.store.journal_path(&self.run_id);
+        if std::fs::symlink_metadata(&path).is_err() {
+            log::warn!(
+                "the journal {} was deleted while recording; {} record(s) are lost, continuing in a new file",
+                path.display(),
+                self.written
+            );
+            self.lost += self.written;
+            self.written = 0;
+            self.file = None;
         }
     }
 
@@ -138,5 +174,111 @@ impl LocalWriter {
                 RETRY.as_secs()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::journal::{DiskStorage, Storage};
+    use std::io;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Fails appends number `from`..`to` (1-based, counted across files)
+    /// with `errno`, writing half the bytes first (a short write).
+    struct Faulty {
+        ops: Arc<AtomicU64>,
+        from: u64,
+        to: u64,
+        errno: i32,
+    }
+
+    struct FaultyFile {
+        inner: Box<dyn JournalFile>,
+        ops: Arc<AtomicU64>,
+        from: u64,
+        to: u64,
+        errno: i32,
+    }
+
+    impl Storage for Faulty {
+        fn open_append(&self, path: &Path) -> io::Result<Box<dyn JournalFile>> {
+            Ok(Box::new(FaultyFile {
+                inner: DiskStorage.open_append(path)?,
+                ops: Arc::clone(&self.ops),
+                from: self.from,
+                to: self.to,
+                errno: self.errno,
+            }))
+        }
+    }
+
+    impl JournalFile for FaultyFile {
+        fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+            let n = self.ops.fetch_add(1, Ordering::SeqCst) + 1;
+            if n >= self.from && n <= self.to {
+                self.inner.append(&bytes[..bytes.len() / 2])?;
+                return Err(io::Error::from_raw_os_error(self.errno));
+            }
+            self.inner.append(bytes)
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            self.inner.sync()
+        }
+    }
+
+    fn records(n: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| format!("{{\"i\":{i}}}").into_bytes())
+            .collect()
+    }
+
+    fn run_with(from: u64, to: u64, errno: i32, n: usize) -> (Vec<Vec<u8>>, u64) {
+        let dir = std::env::temp_dir().join(format!(
+            "bir-writer-{}-{from}-{to}-{errno}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let storage = Arc::new(Faulty {
+            ops: Arc::new(AtomicU64::new(0)),
+            from,
+            to,
+            errno,
+        });
+        let store = Store::open(&dir.join("runs"), storage).expect("store");
+        let mut w = LocalWriter::new(store.clone(), "run_x".into()).with_retry(Duration::ZERO);
+        for r in records(n) {
+            w.write(&r);
+            w.sync();
+        }
+        w.sync();
+        let got = journal::read(&store.journal_path("run_x"))
+            .expect("read")
+            .records;
+        let _ = std::fs::remove_dir_all(&dir);
+        (got, w.lost())
+    }
+
+    #[test]
+    fn every_transient_failure_point_recovers_without_loss() {
+        for errno in [libc::ENOSPC, libc::EIO, libc::EROFS] {
+            for n in 1..=6 {
+                let (got, lost) = run_with(n, n, errno, 6);
+                assert_eq!(got, records(6), "fail once at op {n}, errno {errno}");
+                assert_eq!(lost, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn a_persistent_failure_keeps_records_in_memory_then_recovers() {
+        // Appends 2..=40 fail: records wait in memory, then all land in order.
+        let (got, lost) = run_with(2, 40, libc::ENOSPC, 10);
+        assert!(got.len() < 10, "the disk was full for the whole run");
+        let (got, lost2) = run_with(2, 5, libc::ENOSPC, 10);
+        assert_eq!(got, records(10));
+        assert_eq!(lost + lost2, 0, "nothing dropped while memory sufficed");
     }
 }

@@ -65,6 +65,9 @@ struct Outcome {
     upstream_received: Vec<u8>,
     /// Step reports: keys sorted, values exactly as the proxy wrote them.
     steps: Vec<BTreeMap<String, Box<RawValue>>>,
+    /// The run the recorder stored, one record per line, volatile values
+    /// masked.
+    stored: Vec<String>,
 }
 
 fn golden_dir() -> PathBuf {
@@ -140,11 +143,74 @@ fn run_case(case: &Value, name: &str, via_proxy: bool) -> Outcome {
         .map(mask_volatile)
         .collect();
     let exit = seen.exit();
+    let stored = stored_records(&dir.join("home/.baseinstrunner/runs"));
     Outcome {
         stdout: seen.stdout,
         exit,
         upstream_received: std::fs::read(&log).unwrap_or_default(),
         steps,
+        stored,
+    }
+}
+
+/// The records of the (single) run in `runs_dir`, masked.
+fn stored_records(runs_dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(runs_dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let data = std::fs::read(entry.path()).unwrap_or_default();
+        let mut at = 0;
+        // len | crc | payload | '\n'
+        while at + 8 <= data.len() {
+            let len =
+                u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]) as usize;
+            let Some(payload) = data.get(at + 8..at + 8 + len) else {
+                break;
+            };
+            let mut record: Value =
+                serde_json::from_slice(payload).expect("journal record is JSON");
+            mask_record(&mut record);
+            out.push(serde_json::to_string(&record).unwrap_or_default());
+            at += 8 + len + 1;
+        }
+    }
+    out
+}
+
+/// Masks what differs from run to run: ids, times, durations, paths.
+fn mask_record(v: &mut Value) {
+    const VOLATILE: [&str; 9] = [
+        "id",
+        "startedAt",
+        "finishedAt",
+        "durationMs",
+        "totalToolMs",
+        "cwd",
+        "sessionId",
+        "at",
+        "birVersion",
+    ];
+    let mut stack = vec![v];
+    while let Some(node) = stack.pop() {
+        match node {
+            Value::Object(map) => {
+                for (k, child) in map.iter_mut() {
+                    let volatile_id = k == "id"
+                        && child
+                            .as_str()
+                            .is_some_and(|s| s.starts_with("run_") || s.starts_with("step_"));
+                    if (VOLATILE.contains(&k.as_str()) && k != "id") || volatile_id {
+                        *child = Value::String("<volatile>".into());
+                    } else {
+                        stack.push(child);
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            _ => {}
+        }
     }
 }
 
@@ -169,6 +235,11 @@ fn render(o: &Outcome) -> Vec<u8> {
     out.extend_from_slice(format!("# exit: {}\n# step reports\n", o.exit).as_bytes());
     for step in &o.steps {
         out.extend_from_slice(serde_json::to_string(step).unwrap_or_default().as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"# the run bir-proxy stored (journal records)\n");
+    for record in &o.stored {
+        out.extend_from_slice(record.as_bytes());
         out.push(b'\n');
     }
     out

@@ -9,5 +9,6 @@
 mod dispatch;
 mod golden;
 mod lifecycle;
+mod record;
 mod relay;
 mod support;

@@ -1,0 +1,240 @@
+//! Recording through the real proxy: the run in the local store, `bir runs`,
+//! crash safety of the journal, and switching recording off.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Host, TempDir, bir, command};
+
+fn init() -> Value {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it-host","version":"9"}}})
+}
+
+fn call(id: u64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}})
+}
+
+fn proxy(dir: &TempDir, script: &Value) -> Command {
+    let script = dir.script("peer.json", script);
+    let mut cmd = command(dir.proxy_link(), dir);
+    cmd.args(["--server-name", "peer", "--"])
+        .arg(bir())
+        .arg("testpeer")
+        .arg(script);
+    cmd
+}
+
+fn runs_dir(dir: &TempDir) -> std::path::PathBuf {
+    dir.join("home/.baseinstrunner/runs")
+}
+
+fn bir_cmd(dir: &TempDir, args: &[&str]) -> (i32, String, String) {
+    let out = command(bir(), dir).args(args).output().expect("run bir");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn session(dir: &TempDir, script: &Value, calls: &[Value]) {
+    let mut host = Host::start(proxy(dir, script));
+    host.send(&init());
+    for c in calls {
+        host.send(c);
+    }
+    assert!(host.wait_lines(1 + calls.len(), Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+}
+
+#[test]
+fn a_session_becomes_a_run_that_bir_runs_can_read() {
+    let dir = TempDir::new("runs-cli");
+    let script = json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
+        "rules": [{"method": "tools/call", "tool": "paint", "do": [{"reply_text": "\u{1b}[31mred\u{1b}]0;pwned\u{7} text"}]},
+                  {"method": "tools/call", "tool": "fail", "do": [{"reply": {"content": [{"type": "text", "text": "nope"}], "isError": true}}]}]});
+    session(&dir, &script, &[
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+        call(2, "echo", json!({"message": "hi"})),
+        call(3, "paint", json!({})),
+        serde_json::from_str(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fail","arguments":{"n":1.50}}}"#).expect("json"),
+    ]);
+
+    let (code, list, _) = bir_cmd(&dir, &["runs"]);
+    assert_eq!(code, 0);
+    let rows: Vec<&str> = list.lines().collect();
+    assert_eq!(rows.len(), 2, "{list}");
+    assert!(
+        rows[1].contains("standalone") && rows[1].contains("peer") && rows[1].contains("finished"),
+        "{list}"
+    );
+
+    let (code, show, _) = bir_cmd(&dir, &["runs", "show", "latest"]);
+    assert_eq!(code, 0);
+    assert!(show.contains("host it-host 9"), "{show}");
+    assert!(
+        show.contains("peer › echo")
+            && show.contains("peer › paint")
+            && show.contains("peer › fail"),
+        "{show}"
+    );
+    assert!(show.contains("ERROR"), "{show}");
+    assert!(show.contains("3 calls · 1 errors"), "{show}");
+    assert!(
+        !show.contains('\u{1b}') && !show.contains('\u{7}'),
+        "control characters reached the terminal"
+    );
+    assert!(show.contains("\\u{1b}[31mred"), "{show}");
+
+    let (code, json_doc, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(&json_doc).expect("export is JSON");
+    assert_eq!(doc["steps"].as_array().map(Vec::len), Some(6));
+    assert_eq!(doc["steps"][5]["input"], Value::Null);
+    assert_eq!(doc["servers"][0]["tools"][0]["name"], "echo");
+    assert!(
+        json_doc.contains(r#""n": 1.50"#),
+        "numbers are stored as written"
+    );
+
+    let (code, jsonl, _) = bir_cmd(&dir, &["runs", "export", "latest", "--format", "jsonl"]);
+    assert_eq!(code, 0);
+    assert!(
+        jsonl
+            .lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok())
+    );
+    assert_eq!(
+        jsonl.lines().count(),
+        9,
+        "started, snapshot, 6 steps, finished"
+    );
+
+    let id = doc["id"].as_str().expect("id").to_owned();
+    let (code, out, _) = bir_cmd(&dir, &["runs", "rm", &id[..12]]);
+    assert_eq!(code, 0, "{out}");
+    let (_, list, _) = bir_cmd(&dir, &["runs"]);
+    assert!(list.starts_with("No runs yet"), "{list}");
+    let (code, _, err) = bir_cmd(&dir, &["runs", "show", "run_nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no run matches"), "{err}");
+}
+
+#[test]
+fn an_idle_server_leaves_no_run_and_recording_can_be_switched_off() {
+    let dir = TempDir::new("idle");
+    session(
+        &dir,
+        &json!({}),
+        &[json!({"jsonrpc":"2.0","id":1,"method":"tools/list"})],
+    );
+    let files = std::fs::read_dir(runs_dir(&dir))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(files, 0, "no call, no run");
+
+    let off = TempDir::new("off");
+    let mut cmd = proxy(&off, &json!({}));
+    cmd.env("BIR_RECORDER", "off");
+    let mut host = Host::start(cmd);
+    host.send(&init());
+    host.send(&call(1, "echo", json!({})));
+    assert!(host.wait_lines(2, Duration::from_secs(5)));
+    host.finish(Duration::from_secs(5));
+    assert!(!runs_dir(&off).exists(), "BIR_RECORDER=off writes nothing");
+}
+
+#[test]
+fn store_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("private");
+    session(&dir, &json!({}), &[call(1, "echo", json!({}))]);
+    let runs = runs_dir(&dir);
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&runs), 0o700);
+    assert_eq!(mode(runs.parent().expect("home")), 0o700);
+    for entry in std::fs::read_dir(&runs).expect("runs") {
+        assert_eq!(mode(&entry.expect("entry").path()), 0o600);
+    }
+}
+
+#[test]
+fn a_symlinked_store_is_refused_and_the_relay_goes_on() {
+    let dir = TempDir::new("symlink");
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    std::fs::create_dir_all(dir.join("home/.baseinstrunner")).expect("mkdir");
+    std::os::unix::fs::symlink(&elsewhere, runs_dir(&dir)).expect("symlink");
+    let mut host = Host::start(proxy(&dir, &json!({})));
+    host.send(&init());
+    host.send(&call(1, "echo", json!({"x": 1})));
+    assert!(host.wait_lines(2, Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.messages().len(), 2, "relay unaffected");
+    assert!(
+        seen.stderr.contains("runs will not be stored"),
+        "{}",
+        seen.stderr
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere)
+            .map(|d| d.count())
+            .unwrap_or(0),
+        0
+    );
+}
+
+/// SIGKILL the proxy at random moments while it records: every journal
+/// must still read back cleanly (a torn tail at most) and `bir runs show`
+/// must work.
+#[test]
+fn killed_at_random_points_every_journal_reopens() {
+    let dir = TempDir::new("killloop");
+    let script = json!({});
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let started = Instant::now();
+    let mut iterations = 0;
+    while iterations < 150 && started.elapsed() < Duration::from_secs(25) {
+        iterations += 1;
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let mut host = Host::start(proxy(&dir, &script));
+        host.send(&init());
+        for i in 1..=40u64 {
+            host.send(&call(
+                i,
+                "echo",
+                json!({"i": i, "pad": "x".repeat((seed % 4000) as usize)}),
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(seed % 30_000));
+        host.signal(libc::SIGKILL);
+        host.wait_exit(Duration::from_secs(5));
+        host.finish(Duration::from_secs(5));
+    }
+    let runs = std::fs::read_dir(runs_dir(&dir))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(
+        runs > iterations / 4,
+        "only {runs} runs from {iterations} sessions"
+    );
+    let (code, list, err) = bir_cmd(&dir, &["runs", "--json", "--limit", "1000"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Vec<Value> = list
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(listed.len(), runs, "every journal is readable");
+    for run in listed.iter().take(20) {
+        let id = run["id"].as_str().expect("id");
+        let (code, _, err) = bir_cmd(&dir, &["runs", "show", id]);
+        assert_eq!(code, 0, "{err}");
+    }
+    eprintln!("{iterations} kills, {runs} journals, all readable");
+}
