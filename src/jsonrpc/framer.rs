@@ -11,11 +11,14 @@ use std::ops::Range;
 
 use super::scan::{LineScanner, LineSummary};
 
-/// How much the framer asks the OS for at a time. A pipe holds 64 KiB.
+/// The least free space the framer offers the OS per read. A pipe holds
+/// 64 KiB.
 const READ_CHUNK: usize = 64 * 1024;
-/// Above this, an empty buffer is released instead of kept for reuse, so one
-/// huge message does not pin memory for the rest of the session.
-const KEEP_CAPACITY: usize = 1024 * 1024;
+/// Above this, an idle buffer is released instead of kept for reuse, so one
+/// huge message does not pin memory for the rest of the session. Below it,
+/// the buffer is reused as is: no re-allocation, no re-zeroing, no page
+/// faults for the next message of a similar size.
+const KEEP_CAPACITY: usize = 16 * 1024 * 1024;
 
 /// One unit the relay acts on.
 #[derive(Debug)]
@@ -32,7 +35,10 @@ pub enum Frame {
 }
 
 pub struct Framer {
+    /// Storage; `buf[..end]` holds data, the rest is zeroed spare room (so
+    /// reads need no per-read initialisation).
     buf: Vec<u8>,
+    end: usize,
     /// Start of the line not yet complete.
     line_start: usize,
     /// Bytes of `buf` already fed to the scanner.
@@ -47,7 +53,8 @@ impl Framer {
     /// `limit`: the longest line (without its `\n`) delivered whole.
     pub fn new(limit: u64) -> Self {
         Framer {
-            buf: Vec::with_capacity(READ_CHUNK),
+            buf: vec![0; READ_CHUNK],
+            end: 0,
             line_start: 0,
             scanned: 0,
             scanner: LineScanner::new(),
@@ -59,17 +66,21 @@ impl Framer {
     /// Reads once from `source` into the buffer. `Ok(0)` is end of stream.
     pub fn fill(&mut self, source: &mut impl Read) -> io::Result<usize> {
         self.compact();
-        let len = self.buf.len();
-        self.buf.resize(len + READ_CHUNK, 0);
-        let result = loop {
-            match source.read(&mut self.buf[len..]) {
+        if self.buf.len() - self.end < READ_CHUNK {
+            // Grow geometrically; only the new part is zeroed, once.
+            let want = (self.buf.len() * 2).max(self.end + READ_CHUNK);
+            self.buf.resize(want, 0);
+        }
+        loop {
+            match source.read(&mut self.buf[self.end..]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                other => break other,
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(e) => return Err(e),
             }
-        };
-        let n = *result.as_ref().unwrap_or(&0);
-        self.buf.truncate(len + n);
-        result
+        }
     }
 
     /// The bytes of a frame's range.
@@ -79,33 +90,33 @@ impl Framer {
 
     /// The next complete frame in what has been read so far.
     pub fn next_frame(&mut self) -> Option<Frame> {
-        match self.scanner.scan(&self.buf[self.scanned..]) {
+        match self.scanner.scan(&self.buf[self.scanned..self.end]) {
             Some(n) => {
                 let end = self.scanned + n;
                 let summary = self.scanner.end_line();
-                let frame = if self.skipping || summary.len > self.limit {
+                if self.skipping || summary.len > self.limit {
                     self.skipping = false;
                     // Nothing of the line is kept (if it ended in this very
                     // chunk, part of it is still in the buffer: drop it).
-                    self.buf.drain(self.line_start..end);
+                    self.buf.copy_within(end..self.end, self.line_start);
+                    self.end -= end - self.line_start;
                     self.scanned = self.line_start;
                     return Some(Frame::Oversized { summary });
-                } else {
-                    Frame::Line {
-                        range: self.line_start..end,
-                        summary,
-                    }
+                }
+                let frame = Frame::Line {
+                    range: self.line_start..end,
+                    summary,
                 };
                 self.line_start = end;
                 self.scanned = end;
                 Some(frame)
             }
             None => {
-                self.scanned = self.buf.len();
-                let held = (self.buf.len() - self.line_start) as u64;
+                self.scanned = self.end;
+                let held = (self.end - self.line_start) as u64;
                 if self.skipping || held > self.limit {
                     self.skipping = true;
-                    self.buf.truncate(self.line_start);
+                    self.end = self.line_start;
                     self.scanned = self.line_start;
                 }
                 None
@@ -115,7 +126,7 @@ impl Framer {
 
     /// At end of stream: the final line that had no `\n`, if any.
     pub fn finish(&mut self) -> Option<Frame> {
-        if self.buf.len() == self.line_start && !self.skipping {
+        if self.end == self.line_start && !self.skipping {
             return None;
         }
         let summary = self.scanner.end_line();
@@ -123,24 +134,30 @@ impl Framer {
             self.skipping = false;
             return Some(Frame::Oversized { summary });
         }
-        let range = self.line_start..self.buf.len();
-        self.line_start = self.buf.len();
-        self.scanned = self.buf.len();
+        let range = self.line_start..self.end;
+        self.line_start = self.end;
+        self.scanned = self.end;
         Some(Frame::Line { range, summary })
     }
 
     /// Drops the lines already handed out, keeping the incomplete tail.
     fn compact(&mut self) {
-        if self.line_start == 0 {
+        if self.line_start == self.end && self.buf.len() > KEEP_CAPACITY {
+            self.buf = vec![0; READ_CHUNK];
+        } else if self.line_start > 0 {
+            self.buf.copy_within(self.line_start..self.end, 0);
+        } else {
             return;
         }
-        if self.line_start == self.buf.len() && self.buf.capacity() > KEEP_CAPACITY {
-            self.buf = Vec::with_capacity(READ_CHUNK);
-        } else {
-            self.buf.drain(..self.line_start);
-        }
+        self.end -= self.line_start;
         self.scanned -= self.line_start;
         self.line_start = 0;
+    }
+
+    /// Memory held by the buffer (for tests).
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.buf.len()
     }
 }
 
@@ -274,7 +291,7 @@ mod tests {
         loop {
             let n = f.fill(&mut src).expect("read");
             while f.next_frame().is_some() {}
-            max_cap = max_cap.max(f.buf.capacity());
+            max_cap = max_cap.max(f.capacity());
             if n == 0 {
                 break;
             }

@@ -16,8 +16,10 @@
 //!   anyway).
 //! * Lenient where peers are lenient: bytes >= 0x80 inside strings are not
 //!   checked for UTF-8 validity and `\u` escapes are not checked for surrogate
-//!   pairing, because JavaScript peers accept both. Everything else follows the
-//!   JSON grammar (RFC 8259).
+//!   pairing, because JavaScript peers accept both; raw control characters
+//!   other than `\n` inside strings are not flagged either (checking them
+//!   would cost the SIMD string skip). Everything else follows the JSON
+//!   grammar (RFC 8259).
 //! * Duplicate top-level keys: the last one wins, as in serde_json.
 
 /// The longest top-level key we bother to remember (`"method"` is 6 bytes).
@@ -203,19 +205,16 @@ impl LineScanner {
             match self.lex {
                 Lex::Garbage => {
                     // Fast skip to the newline.
-                    match buf[i..].iter().position(|&c| c == b'\n') {
+                    match memchr::memchr(b'\n', &buf[i..]) {
                         Some(p) => i += p,
                         None => i = buf.len(),
                     }
                     continue;
                 }
                 Lex::Str => {
-                    // Fast path over the bulk of a string.
+                    // Fast path over the bulk of a string (SIMD search).
                     let rest = &buf[i..];
-                    let stop = rest
-                        .iter()
-                        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-                        .unwrap_or(rest.len());
+                    let stop = memchr::memchr3(b'"', b'\\', b'\n', rest).unwrap_or(rest.len());
                     i += stop;
                     if i == buf.len() {
                         break;

@@ -27,6 +27,10 @@ use std::time::{Duration, SystemTime};
 use queue::{Queue, Weighed};
 use step::{StepReport, ToolCallObserved};
 
+/// How often the worker looks for observations when nobody woke it: the
+/// longest a recorded step waits before it is written.
+const POLL: Duration = Duration::from_millis(50);
+
 /// At most this many observations wait for the worker (the design's
 /// `STEP_BACKLOG`).
 pub const MAX_QUEUED: usize = 250;
@@ -86,7 +90,9 @@ impl Weighed for Observation {
     fn weight(&self) -> usize {
         match self {
             Observation::Message { bytes, .. } => bytes.len(),
-            Observation::ToolCall(c) => c.request.len() + c.response.as_ref().map_or(0, Vec::len),
+            Observation::ToolCall(c) => {
+                c.request.len() + c.response.as_ref().map_or(0, step::ObservedBody::weight)
+            }
             Observation::Exchange {
                 request, response, ..
             } => request.len() + response.len(),
@@ -218,7 +224,7 @@ impl Observer {
 fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
     let result = catch_unwind(AssertUnwindSafe(|| {
         loop {
-            match queue.pop(Duration::from_millis(100)) {
+            match queue.pop(POLL) {
                 Some(obs) => deliver(&obs, &mut sinks),
                 None if queue.is_closed() => {
                     // Drain whatever raced with the close.

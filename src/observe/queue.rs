@@ -68,8 +68,14 @@ impl<T: Weighed> Queue<T> {
         }
         state.bytes += weight;
         state.items.push_back(item);
+        // Wake the consumer only when a batch has built up: a wake-up per
+        // item would cost the relay a context switch per message. An idle
+        // consumer polls on its own (see `pop`'s timeout).
+        let wake = state.items.len() >= self.max_items / 2;
         drop(state);
-        self.ready.notify_one();
+        if wake {
+            self.ready.notify_one();
+        }
     }
 
     /// Takes the next item, waiting up to `timeout`. `None` on timeout, or

@@ -33,6 +33,57 @@ pub enum CallOutcome {
     UpstreamGone,
 }
 
+/// Answers up to this size are copied whole for the recorder; larger ones
+/// only as a head and a tail (the stored payload is capped far below this
+/// anyway, and copying and parsing megabytes would cost the relay's CPU).
+pub const OBSERVE_WHOLE: usize = 4 * 1024 * 1024;
+const HEAD: usize = 64 * 1024;
+const TAIL: usize = 1024;
+
+/// The upstream's answer as the relay handed it over.
+#[derive(Debug)]
+pub enum ObservedBody {
+    Whole(Vec<u8>),
+    /// A large answer: its first and last bytes, and its size.
+    Clipped {
+        head: Vec<u8>,
+        tail: Vec<u8>,
+        len: u64,
+    },
+}
+
+impl ObservedBody {
+    /// Copies `bytes` the way the recorder needs them.
+    pub fn of(bytes: &[u8]) -> ObservedBody {
+        if bytes.len() <= OBSERVE_WHOLE {
+            return ObservedBody::Whole(bytes.to_vec());
+        }
+        ObservedBody::Clipped {
+            head: bytes[..HEAD].to_vec(),
+            tail: bytes[bytes.len() - TAIL..].to_vec(),
+            len: bytes.len() as u64,
+        }
+    }
+
+    pub fn weight(&self) -> usize {
+        match self {
+            ObservedBody::Whole(b) => b.len(),
+            ObservedBody::Clipped { head, tail, .. } => head.len() + tail.len(),
+        }
+    }
+}
+
+/// A large result that was not parsed: its size and the start of its text.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClippedResult {
+    pub original_bytes: u64,
+    /// The first bytes of the raw answer (valid UTF-8 prefix), unredacted:
+    /// the recorder redacts it before storing.
+    #[serde(skip)]
+    pub head: String,
+}
+
 /// What the relay observed of one `tools/call` (raw, unparsed).
 #[derive(Debug)]
 pub struct ToolCallObserved {
@@ -42,8 +93,9 @@ pub struct ToolCallObserved {
     pub duration: Duration,
     /// The request line exactly as the host sent it.
     pub request: Vec<u8>,
-    /// The response line exactly as the upstream sent it, when it did.
-    pub response: Option<Vec<u8>>,
+    /// The response line as the upstream sent it (whole, or clipped when
+    /// large), when it did.
+    pub response: Option<ObservedBody>,
     pub outcome: CallOutcome,
     /// For `TooLarge`: the size of the answer that was not delivered.
     pub response_bytes: Option<u64>,
@@ -66,6 +118,8 @@ pub struct StepReport {
     pub result: Option<Box<RawValue>>,
     /// A JSON-RPC error answer, when the call failed at the protocol level.
     pub error: Option<Box<RawValue>>,
+    /// Set instead of `result` when the answer was too large to parse.
+    pub result_clipped: Option<ClippedResult>,
     pub is_error: bool,
     pub outcome: CallOutcome,
     /// Set when the answer was too large to deliver.
@@ -126,6 +180,7 @@ impl StepReport {
             arguments: None,
             result: None,
             error: None,
+            result_clipped: None,
             is_error: !matches!(call.outcome, CallOutcome::Answered | CallOutcome::Cancelled),
             outcome: call.outcome,
             response_bytes: call.response_bytes,
@@ -148,7 +203,17 @@ impl StepReport {
             }
             Err(_) => report.unparseable = true,
         }
-        if let Some(response) = &call.response {
+        if let Some(ObservedBody::Clipped { head, tail, len }) = &call.response {
+            let tail = String::from_utf8_lossy(tail);
+            report.is_error =
+                tail.contains("\"isError\":true") || tail.contains("\"isError\": true");
+            let head = String::from_utf8_lossy(head);
+            report.result_clipped = Some(ClippedResult {
+                original_bytes: *len,
+                head: head.trim_end_matches('\u{fffd}').to_owned(),
+            });
+        }
+        if let Some(ObservedBody::Whole(response)) = &call.response {
             match serde_json::from_slice::<Response>(response) {
                 Ok(resp) => {
                     if let Some(result) = resp.result {
@@ -181,7 +246,7 @@ mod tests {
             started_at: SystemTime::UNIX_EPOCH,
             duration: Duration::from_micros(1500),
             request: request.as_bytes().to_vec(),
-            response: response.map(|r| r.as_bytes().to_vec()),
+            response: response.map(|r| ObservedBody::Whole(r.as_bytes().to_vec())),
             outcome: CallOutcome::Answered,
             response_bytes: None,
         }

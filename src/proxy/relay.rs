@@ -31,7 +31,7 @@ use super::inflight::{Admission, HostRequest, InFlight};
 use crate::jsonrpc::framer::{Frame, Framer};
 use crate::jsonrpc::message::{self, Kind};
 use crate::jsonrpc::scan::{LineScanner, LineSummary};
-use crate::observe::step::{CallOutcome, ToolCallObserved};
+use crate::observe::step::{CallOutcome, OBSERVE_WHOLE, ObservedBody, ToolCallObserved};
 use crate::observe::{Direction, Observer};
 
 /// State shared by the pumps and the lifecycle loop.
@@ -658,22 +658,25 @@ fn flush_to_host(shared: &Shared, events: &Sender<Event>, framer: &Framer, outbo
                 .observer
                 .message(Direction::ServerToHost, framer.bytes(range)),
             After::Step(range, request) => {
-                observe_answered_call(shared, request, framer.bytes(range).to_vec());
+                observe_answered_call(shared, request, framer.bytes(range))
             }
-            After::StepOwned(bytes, request) => observe_answered_call(shared, request, bytes),
+            After::StepOwned(bytes, request) => observe_answered_call(shared, request, &bytes),
         }
     }
 }
 
-fn observe_answered_call(shared: &Shared, request: HostRequest, response: Vec<u8>) {
+fn observe_answered_call(shared: &Shared, request: HostRequest, response: &[u8]) {
     let duration = request.started.elapsed();
     let Some(kept_request) = request.kept_request else {
         return;
     };
     if request.method != "tools/call" {
-        shared
-            .observer
-            .exchange(&request.method, kept_request, response);
+        if response.len() <= OBSERVE_WHOLE {
+            let response = response.to_vec();
+            shared
+                .observer
+                .exchange(&request.method, kept_request, response);
+        }
         return;
     }
     shared.observer.tool_call(ToolCallObserved {
@@ -682,7 +685,7 @@ fn observe_answered_call(shared: &Shared, request: HostRequest, response: Vec<u8
         started_at: request.started_at,
         duration,
         request: kept_request,
-        response: Some(response),
+        response: Some(ObservedBody::of(response)),
         outcome: if request.cancelled {
             CallOutcome::Cancelled
         } else {

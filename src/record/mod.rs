@@ -123,7 +123,9 @@ struct Knowledge {
 /// The Tier 2 recorder: one run per proxy process.
 pub struct Recorder {
     cfg: RecorderConfig,
-    redactor: Redactor,
+    /// Built at first use, on the observer thread: compiling the redactor's
+    /// patterns must not delay the proxy's start.
+    redactor: Option<Redactor>,
     store: Option<Store>,
     writer: Option<LocalWriter>,
     forwarders: Vec<Box<dyn Forwarder>>,
@@ -139,10 +141,8 @@ impl Recorder {
     /// A recorder writing to `store` (or to nowhere, if the store could not
     /// be opened: then it still redacts and counts, and says so once).
     pub fn new(cfg: RecorderConfig, store: Option<Store>) -> Recorder {
-        let mut redactor = Redactor::new(cfg.redact);
-        redactor.add_known_secrets(secret_env_values());
         Recorder {
-            redactor,
+            redactor: None,
             store,
             writer: None,
             forwarders: Vec::new(),
@@ -240,10 +240,21 @@ impl Recorder {
         self.emit(RunEvent::ServerSnapshot(snapshot));
     }
 
+    fn redactor(&mut self) -> &Redactor {
+        let cfg = self.cfg.redact;
+        self.redactor.get_or_insert_with(|| {
+            let mut redactor = Redactor::new(cfg);
+            redactor.add_known_secrets(secret_env_values());
+            redactor
+        })
+    }
+
     /// The one choke point: a raw JSON payload → what may be stored.
     /// Returns the payload (if any may be stored), its digest before
     /// capping, the number of redactions, and why it was withheld.
-    fn prepare(&self, raw: Option<&str>) -> Prepared {
+    fn prepare(&mut self, raw: Option<&str>) -> Prepared {
+        let cap = self.cfg.payload_cap;
+        let redactor = self.redactor();
         let Some(raw) = raw else {
             return Prepared::default();
         };
@@ -255,7 +266,7 @@ impl Recorder {
         };
         truncate::stub_binaries(&mut value);
         let redacted = catch_unwind(AssertUnwindSafe(|| {
-            let report = self.redactor.redact_value(&mut value);
+            let report = redactor.redact_value(&mut value);
             (value, report.redactions)
         }));
         let Ok((value, redactions)) = redacted else {
@@ -266,12 +277,34 @@ impl Recorder {
             };
         };
         let digest = model::sha256_hex(&model::canonical(&value));
-        let (value, _) = truncate::cap(value, self.cfg.payload_cap);
+        let (value, _) = truncate::cap(value, cap);
         Prepared {
             value: Some(value),
             digest: Some(digest),
             redactions,
             withheld: None,
+        }
+    }
+
+    /// A result too large to parse: its size and a redacted preview.
+    fn prepare_clipped(&mut self, clipped: &crate::observe::step::ClippedResult) -> Prepared {
+        let head: String = clipped.head.chars().take(1024).collect();
+        let redacted = catch_unwind(AssertUnwindSafe(|| {
+            self.redactor().redact_text(&head).into_owned()
+        }));
+        let Ok(preview) = redacted else {
+            return Prepared {
+                withheld: Some("redaction_failed"),
+                ..Prepared::default()
+            };
+        };
+        Prepared {
+            value: Some(serde_json::json!({
+                "truncated": true,
+                "originalBytes": clipped.original_bytes,
+                "preview": preview,
+            })),
+            ..Prepared::default()
         }
     }
 
@@ -283,7 +316,10 @@ impl Recorder {
             .clone()
             .unwrap_or_else(|| format!("mcp__{}__{tool}", report.server_name));
         let args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
-        let result = self.prepare(report.result.as_deref().map(|r| r.get()));
+        let mut result = self.prepare(report.result.as_deref().map(|r| r.get()));
+        if let Some(clipped) = &report.result_clipped {
+            result = self.prepare_clipped(clipped);
+        }
         let error = self.prepare(report.error.as_deref().map(|r| r.get()));
         let unparseable = report.unparseable.then_some("unparseable");
         let request_id = report
@@ -395,8 +431,9 @@ impl Recorder {
         }
         let mut tools = self.knowledge.tools_pages.clone();
         let mut hashes = BTreeMap::new();
+        let redactor = self.redactor();
         for tool in &mut tools {
-            let _ = catch_unwind(AssertUnwindSafe(|| self.redactor.redact_value(tool)));
+            let _ = catch_unwind(AssertUnwindSafe(|| redactor.redact_value(tool)));
             if let Some(name) = tool["name"].as_str() {
                 hashes.insert(name.to_owned(), model::sha256_hex(&model::canonical(tool)));
             }
