@@ -4,6 +4,8 @@
 //! Invariant: everything here works from a [`LineSummary`] and small raw
 //! captures; the relayed bytes themselves are never re-serialised.
 
+use std::borrow::Cow;
+
 use super::scan::{LineSummary, Shape};
 
 /// A request id normalised for pairing a response with its request.
@@ -47,18 +49,19 @@ impl IdKey {
     }
 }
 
-/// The JSON-RPC role of one line.
+/// The JSON-RPC role of one line. Borrows from the [`LineSummary`]: ids
+/// and method names are not copied on the relay's path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind {
+pub enum Kind<'a> {
     Request {
-        id: Vec<u8>,
-        method: String,
+        id: &'a [u8],
+        method: Cow<'a, str>,
     },
     Notification {
-        method: String,
+        method: Cow<'a, str>,
     },
     Response {
-        id: Vec<u8>,
+        id: &'a [u8],
         is_error: bool,
     },
     /// A top-level array (2025-03-26 batches): relayed whole; elements are
@@ -73,8 +76,8 @@ pub enum Kind {
     Unclassified,
 }
 
-impl Kind {
-    pub fn of(summary: &LineSummary) -> Kind {
+impl<'a> Kind<'a> {
+    pub fn of(summary: &'a LineSummary) -> Kind<'a> {
         match summary.shape {
             Shape::Blank => return Kind::Blank,
             Shape::Invalid => return Kind::Invalid,
@@ -82,23 +85,27 @@ impl Kind {
             Shape::Scalar => return Kind::Unclassified,
             Shape::Object => {}
         }
-        let method = summary
-            .method_raw
-            .as_deref()
-            .and_then(|raw| serde_json::from_slice::<String>(raw).ok());
-        match (method, &summary.id) {
-            (Some(method), Some(id)) => Kind::Request {
-                id: id.clone(),
-                method,
-            },
+        let method = summary.method_raw.as_deref().and_then(method_name);
+        match (method, summary.id.as_deref()) {
+            (Some(method), Some(id)) => Kind::Request { id, method },
             (Some(method), None) if !summary.capture_overflow => Kind::Notification { method },
             (None, Some(id)) if summary.has_result || summary.has_error => Kind::Response {
-                id: id.clone(),
+                id,
                 is_error: summary.has_error,
             },
             _ => Kind::Unclassified,
         }
     }
+}
+
+/// The text of a raw JSON string token (`"tools/call"` → `tools/call`),
+/// borrowed unless it contains escapes.
+fn method_name(raw: &[u8]) -> Option<Cow<'_, str>> {
+    let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if !inner.contains(&b'\\') {
+        return std::str::from_utf8(inner).ok().map(Cow::Borrowed);
+    }
+    serde_json::from_slice::<String>(raw).ok().map(Cow::Owned)
 }
 
 /// Builds `{"jsonrpc":"2.0","id":<raw id>,"error":{"code":..,"message":..}}`.
@@ -148,45 +155,56 @@ mod tests {
     use super::*;
     use crate::jsonrpc::scan::LineScanner;
 
-    fn kind(line: &str) -> Kind {
+    fn kind(line: &str) -> String {
         let mut s = LineScanner::new();
         let bytes = format!("{line}\n");
         assert!(s.scan(bytes.as_bytes()).is_some());
-        Kind::of(&s.end_line())
+        let summary = s.end_line();
+        format!("{:?}", Kind::of(&summary))
+    }
+
+    fn request(id: &[u8], method: &str) -> String {
+        format!(
+            "{:?}",
+            Kind::Request {
+                id,
+                method: method.into()
+            }
+        )
     }
 
     #[test]
     fn classifies() {
         assert_eq!(
             kind(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
-            Kind::Request {
-                id: b"1".to_vec(),
-                method: "ping".into()
-            }
+            request(b"1", "ping")
         );
         assert_eq!(
             kind(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
-            Kind::Notification {
-                method: "notifications/initialized".into()
-            }
+            format!(
+                "{:?}",
+                Kind::Notification {
+                    method: "notifications/initialized".into()
+                }
+            )
         );
         assert_eq!(
             kind(r#"{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"x"}}"#),
-            Kind::Response {
-                id: br#""a""#.to_vec(),
-                is_error: true
-            }
+            format!(
+                "{:?}",
+                Kind::Response {
+                    id: br#""a""#,
+                    is_error: true
+                }
+            )
         );
-        assert_eq!(kind(r#"[{"id":1}]"#), Kind::Batch);
-        assert_eq!(kind("{"), Kind::Invalid);
-        assert_eq!(kind("   "), Kind::Blank);
-        assert_eq!(kind(r#"{"id":1}"#), Kind::Unclassified);
+        assert_eq!(kind(r#"[{"id":1}]"#), "Batch");
+        assert_eq!(kind("{"), "Invalid");
+        assert_eq!(kind("   "), "Blank");
+        assert_eq!(kind(r#"{"id":1}"#), "Unclassified");
         assert_eq!(
             kind(r#"{"method":"tools\/call","id":2}"#),
-            Kind::Request {
-                id: b"2".to_vec(),
-                method: "tools/call".into()
-            }
+            request(b"2", "tools/call")
         );
     }
 

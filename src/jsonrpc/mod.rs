@@ -7,3 +7,4 @@
 pub mod framer;
 pub mod message;
 pub mod scan;
+pub mod small;

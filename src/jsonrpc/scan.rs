@@ -22,6 +22,8 @@
 //!   grammar (RFC 8259).
 //! * Duplicate top-level keys: the last one wins, as in serde_json.
 
+use super::small::SmallBytes;
+
 /// The longest top-level key we bother to remember (`"method"` is 6 bytes).
 const KEY_CAPTURE: usize = 16;
 /// The longest raw `id` / `method` value we keep. Longer ones are reported as
@@ -36,10 +38,10 @@ pub struct LineSummary {
     pub len: u64,
     pub shape: Shape,
     /// Raw bytes of the top-level `"id"` value, exactly as sent.
-    pub id: Option<Vec<u8>>,
+    pub id: Option<SmallBytes>,
     /// Raw bytes of the top-level `"method"` value (a JSON string token,
     /// quotes and escapes included).
-    pub method_raw: Option<Vec<u8>>,
+    pub method_raw: Option<SmallBytes>,
     pub has_result: bool,
     pub has_error: bool,
     /// An `id` or `method` value was longer than [`VALUE_CAPTURE`].
@@ -212,9 +214,17 @@ impl LineScanner {
                     continue;
                 }
                 Lex::Str => {
-                    // Fast path over the bulk of a string (SIMD search).
+                    // Fast path over the bulk of a string: a short scalar
+                    // look first (most JSON-RPC strings are short), then a
+                    // SIMD search for long ones.
                     let rest = &buf[i..];
-                    let stop = memchr::memchr3(b'"', b'\\', b'\n', rest).unwrap_or(rest.len());
+                    let is_stop = |c: &u8| matches!(*c, b'"' | b'\\' | b'\n');
+                    let head = rest.len().min(16);
+                    let stop = match rest[..head].iter().position(is_stop) {
+                        Some(p) => p,
+                        None => memchr::memchr3(b'"', b'\\', b'\n', &rest[head..])
+                            .map_or(rest.len(), |p| head + p),
+                    };
                     i += stop;
                     if i == buf.len() {
                         break;
@@ -500,7 +510,8 @@ impl LineScanner {
             if self.value_overflow {
                 self.summary.capture_overflow = true;
             } else {
-                let raw = std::mem::take(&mut self.value_buf);
+                let raw = SmallBytes::new(&self.value_buf);
+                self.value_buf.clear();
                 match which {
                     TopKey::Id => self.summary.id = Some(raw),
                     TopKey::Method => self.summary.method_raw = Some(raw),

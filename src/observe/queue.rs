@@ -7,7 +7,7 @@
 //! `lossy`.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -22,6 +22,8 @@ pub struct Queue<T> {
     max_items: usize,
     max_bytes: usize,
     dropped: AtomicU64,
+    /// Mirrors `State::closed` for lock-free checks on the hot path.
+    closed: AtomicBool,
 }
 
 struct State<T> {
@@ -42,6 +44,7 @@ impl<T: Weighed> Queue<T> {
             max_items: max_items.max(1),
             max_bytes,
             dropped: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -100,6 +103,7 @@ impl<T: Weighed> Queue<T> {
 
     /// No more pushes; the consumer drains what is left and then stops.
     pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
         if let Ok(mut state) = self.state.lock() {
             state.closed = true;
         }
@@ -114,7 +118,7 @@ impl<T: Weighed> Queue<T> {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.state.lock().map(|s| s.closed).unwrap_or(true)
+        self.closed.load(Ordering::Acquire)
     }
 
     /// How many items were dropped because the queue was full or closed.

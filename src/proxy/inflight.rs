@@ -20,24 +20,69 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Instant, SystemTime};
 
 use crate::jsonrpc::message::IdKey;
+use crate::jsonrpc::small::SmallBytes;
 
 /// The most unanswered requests kept per direction.
 pub const MAX_PENDING: usize = 10_000;
+
+/// A method name, without an allocation for the ones the proxy cares about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MethodName {
+    Known(&'static str),
+    Other(Box<str>),
+}
+
+impl MethodName {
+    const KNOWN: [&'static str; 6] = [
+        "tools/call",
+        "tools/list",
+        "initialize",
+        "server/discover",
+        "ping",
+        "resources/read",
+    ];
+
+    pub fn new(method: &str) -> MethodName {
+        match Self::KNOWN.iter().find(|k| **k == method) {
+            Some(known) => MethodName::Known(known),
+            None => MethodName::Other(method.into()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            MethodName::Known(s) => s,
+            MethodName::Other(s) => s,
+        }
+    }
+}
+
+impl PartialEq<&str> for MethodName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
 
 /// A request from the host, relayed to the upstream.
 #[derive(Debug)]
 pub struct HostRequest {
     /// The id exactly as the host spelled it (echoed in proxy answers).
-    pub raw_id: Vec<u8>,
-    pub method: String,
+    pub raw_id: SmallBytes,
+    pub method: MethodName,
     pub started: Instant,
-    pub started_at: SystemTime,
     /// The raw request line, kept for the methods the recorder learns from
     /// (`tools/call`, `initialize`, `server/discover`, `tools/list`).
     pub kept_request: Option<Vec<u8>>,
     /// The host sent `notifications/cancelled` for it.
     pub cancelled: bool,
     seq: u64,
+}
+
+impl HostRequest {
+    /// Wall-clock start (derived, so the hot path reads one clock only).
+    pub fn started_at(&self) -> SystemTime {
+        SystemTime::now() - self.started.elapsed()
+    }
 }
 
 /// A request the proxy sent to the upstream on its own behalf.
@@ -50,7 +95,10 @@ pub struct OwnRequest {
 #[derive(Debug)]
 pub struct InFlight {
     upstream_alive: bool,
-    host: HashMap<IdKey, VecDeque<HostRequest>>,
+    /// One entry per id; the rare second request with an id already in
+    /// flight waits in `host_dups` (answered first-in, first-out).
+    host: HashMap<IdKey, HostRequest>,
+    host_dups: HashMap<IdKey, VecDeque<HostRequest>>,
     host_count: usize,
     server: HashMap<IdKey, VecDeque<u64>>,
     server_count: usize,
@@ -79,6 +127,7 @@ impl InFlight {
         InFlight {
             upstream_alive: true,
             host: HashMap::new(),
+            host_dups: HashMap::new(),
             host_count: 0,
             server: HashMap::new(),
             server_count: 0,
@@ -107,43 +156,58 @@ impl InFlight {
         }
         self.seq += 1;
         let entry = HostRequest {
-            raw_id: raw_id.to_vec(),
-            method: method.to_owned(),
+            raw_id: SmallBytes::new(raw_id),
+            method: MethodName::new(method),
             started: Instant::now(),
-            started_at: SystemTime::now(),
             kept_request,
             cancelled: false,
             seq: self.seq,
         };
-        self.host
-            .entry(IdKey::from_raw(raw_id))
-            .or_default()
-            .push_back(entry);
+        let key = IdKey::from_raw(raw_id);
+        if self.host.contains_key(&key) {
+            self.host_dups.entry(key).or_default().push_back(entry);
+        } else {
+            self.host.insert(key, entry);
+        }
         self.host_count += 1;
         Admission::Relay
     }
 
     /// The upstream answered a host request: take it out.
     pub fn answer_host(&mut self, raw_id: &[u8]) -> Option<HostRequest> {
-        let key = IdKey::from_raw(raw_id);
-        let queue = self.host.get_mut(&key)?;
-        let entry = queue.pop_front();
-        if queue.is_empty() {
-            self.host.remove(&key);
+        self.take_host(&IdKey::from_raw(raw_id))
+    }
+
+    fn take_host(&mut self, key: &IdKey) -> Option<HostRequest> {
+        let entry = self.host.remove(key)?;
+        if let Some(queue) = self.host_dups.get_mut(key) {
+            if let Some(next) = queue.pop_front() {
+                self.host.insert(key.clone(), next);
+            }
+            if queue.is_empty() {
+                self.host_dups.remove(key);
+            }
         }
-        if entry.is_some() {
-            self.host_count -= 1;
-        }
-        entry
+        self.host_count -= 1;
+        Some(entry)
     }
 
     /// The host cancelled one of its requests (it stays in flight: a late
     /// answer is still relayed, and recorded as cancelled).
     pub fn cancel_host(&mut self, raw_id: &[u8]) {
-        if let Some(queue) = self.host.get_mut(&IdKey::from_raw(raw_id))
-            && let Some(entry) = queue.iter_mut().find(|e| !e.cancelled)
-        {
-            entry.cancelled = true;
+        let key = IdKey::from_raw(raw_id);
+        match self.host.get_mut(&key) {
+            Some(entry) if !entry.cancelled => entry.cancelled = true,
+            Some(_) => {
+                if let Some(entry) = self
+                    .host_dups
+                    .get_mut(&key)
+                    .and_then(|q| q.iter_mut().find(|e| !e.cancelled))
+                {
+                    entry.cancelled = true;
+                }
+            }
+            None => {}
         }
     }
 
@@ -214,7 +278,8 @@ impl InFlight {
     }
 
     fn take_all_host(&mut self) -> Vec<HostRequest> {
-        let mut all: Vec<HostRequest> = self.host.drain().flat_map(|(_, q)| q).collect();
+        let mut all: Vec<HostRequest> = self.host.drain().map(|(_, e)| e).collect();
+        all.extend(self.host_dups.drain().flat_map(|(_, q)| q));
         all.sort_by_key(|e| e.seq);
         self.host_count = 0;
         all
@@ -224,22 +289,11 @@ impl InFlight {
         let oldest = self
             .host
             .iter()
-            .filter_map(|(k, q)| q.front().map(|e| (e.seq, k.clone())))
+            .map(|(k, e)| (e.seq, k.clone()))
             .min_by_key(|(seq, _)| *seq);
         if let Some((_, key)) = oldest {
-            self.answer_host_key(&key);
+            self.take_host(&key);
             self.evicted += 1;
-        }
-    }
-
-    fn answer_host_key(&mut self, key: &IdKey) {
-        if let Some(queue) = self.host.get_mut(key) {
-            if queue.pop_front().is_some() {
-                self.host_count -= 1;
-            }
-            if queue.is_empty() {
-                self.host.remove(key);
-            }
         }
     }
 }
@@ -255,9 +309,12 @@ mod tests {
         assert_eq!(t.insert_host(b"5", "ping", None), Admission::Relay);
         assert_eq!(
             t.answer_host(b"5.0").map(|e| e.method),
-            Some("tools/call".into())
+            Some(MethodName::new("tools/call"))
         );
-        assert_eq!(t.answer_host(b"5").map(|e| e.method), Some("ping".into()));
+        assert_eq!(
+            t.answer_host(b"5").map(|e| e.method),
+            Some(MethodName::new("ping"))
+        );
         assert!(t.answer_host(b"5").is_none());
         assert!(t.answer_host(br#""5""#).is_none());
     }

@@ -388,17 +388,21 @@ impl Session {
         log::warn!("restarting the server (--restart)");
         self.start_upstream()?;
         lock(&self.shared.inflight).upstream_restarted();
-        let handshake = lock(&self.shared.handshake);
-        let Some(initialize) = handshake.initialize.as_deref() else {
+        // Copy the handshake out first: the pumps take the in-flight lock
+        // before the handshake lock, so this must never hold both.
+        let (initialize, initialized) = {
+            let handshake = lock(&self.shared.handshake);
+            (handshake.initialize.clone(), handshake.initialized.clone())
+        };
+        let Some(initialize) = initialize else {
             return Ok(());
         };
         let id = format!("bir:restart-{}", self.generation);
-        let Some(replay) = with_own_id(initialize, &id) else {
+        let Some(replay) = with_own_id(&initialize, &id) else {
             log::warn!("cannot replay the handshake (the host's initialize does not parse)");
             return Ok(());
         };
-        lock(&self.shared.inflight).insert_own(&id, handshake.initialized.clone());
-        drop(handshake);
+        lock(&self.shared.inflight).insert_own(&id, initialized);
         self.shared.write_to_upstream(&replay);
         self.shared
             .observer

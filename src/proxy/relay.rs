@@ -146,11 +146,12 @@ impl Shared {
         if request.method != "tools/call" {
             return;
         }
+        let started_at = request.started_at();
         if let Some(kept_request) = request.kept_request {
             self.observer.tool_call(ToolCallObserved {
                 server_name: Arc::clone(&self.cfg.server_name),
                 session_id: self.cfg.session_id.clone(),
-                started_at: request.started_at,
+                started_at,
                 duration: request.started.elapsed(),
                 request: kept_request,
                 response: None,
@@ -172,41 +173,82 @@ enum Verdict {
 enum After {
     /// A relayed line, for transcript sinks.
     Message(Range<usize>),
+    /// A message the proxy made, for transcript sinks.
+    MadeMessage(Direction, Vec<u8>),
     /// A `tools/call` answer (the line at this range) to report.
     Step(Range<usize>, HostRequest),
     /// A `tools/call` answered inside a batch (the element's bytes).
     StepOwned(Vec<u8>, HostRequest),
+    /// A `tools/call` the proxy answered itself.
+    Unanswered(HostRequest, CallOutcome, Option<u64>),
 }
 
-/// Lines waiting to be written in one go, and what to do after.
+/// One piece of a pump's output, in order.
+enum Piece {
+    /// Relayed bytes: a range of the framer's buffer.
+    Relayed(Range<usize>),
+    /// A message the proxy made.
+    Made(Vec<u8>),
+}
+
+/// What one chunk of input produced. It is filled while the in-flight table
+/// is locked and written after the lock is released: no I/O ever happens
+/// under that lock (a blocked pipe must never stall the other pump).
 struct Outbox {
-    run: Option<Range<usize>>,
+    /// For this pump's destination, in order.
+    forward: Vec<Piece>,
+    /// Proxy-made messages for the other side (the host, for the host pump;
+    /// the upstream, for the upstream pump).
+    back: Vec<Vec<u8>>,
     after: Vec<After>,
 }
 
 impl Outbox {
     fn new() -> Outbox {
         Outbox {
-            run: None,
+            forward: Vec::new(),
+            back: Vec::new(),
             after: Vec::new(),
         }
     }
 
-    /// Queues `range` for writing; returns false if it is not contiguous with
-    /// what is queued (the caller flushes first).
-    fn push(&mut self, range: Range<usize>) -> bool {
-        match &mut self.run {
-            None => {
-                self.run = Some(range);
-                true
+    /// Queues relayed bytes, merging with the previous range when contiguous.
+    fn relay(&mut self, range: Range<usize>) {
+        if let Some(Piece::Relayed(last)) = self.forward.last_mut() {
+            if last.end == range.start {
+                last.end = range.end;
+                return;
             }
-            Some(run) if run.end == range.start => {
-                run.end = range.end;
-                true
-            }
-            Some(_) => false,
+        }
+        self.forward.push(Piece::Relayed(range));
+    }
+}
+
+/// Writes an outbox's pieces to `to`, its `back` messages to `other`.
+/// Returns false if writing to the host failed.
+fn write_pieces(
+    framer: &Framer,
+    outbox: &mut Outbox,
+    mut to: impl FnMut(&[u8]) -> bool,
+    mut other: impl FnMut(&[u8]) -> bool,
+) -> (bool, bool) {
+    let mut to_ok = true;
+    for piece in outbox.forward.drain(..) {
+        let bytes = match &piece {
+            Piece::Relayed(range) => framer.bytes(range.clone()),
+            Piece::Made(bytes) => bytes.as_slice(),
+        };
+        if to_ok && !to(bytes) {
+            to_ok = false;
         }
     }
+    let mut other_ok = true;
+    for bytes in outbox.back.drain(..) {
+        if other_ok && !other(&bytes) {
+            other_ok = false;
+        }
+    }
+    (to_ok, other_ok)
 }
 
 // ---------------------------------------------------------------------------
@@ -229,13 +271,16 @@ pub fn pump_host(shared: &Shared, events: &Sender<Event>) {
                 true
             }
         };
-        while let Some(frame) = framer.next_frame() {
-            on_host_frame(shared, events, &framer, frame, &mut outbox);
+        {
+            let mut inflight = lock(&shared.inflight);
+            while let Some(frame) = framer.next_frame() {
+                on_host_frame(shared, &mut inflight, &framer, frame, &mut outbox);
+            }
+            if eof && let Some(frame) = framer.finish() {
+                on_host_frame(shared, &mut inflight, &framer, frame, &mut outbox);
+            }
         }
-        if eof && let Some(frame) = framer.finish() {
-            on_host_frame(shared, events, &framer, frame, &mut outbox);
-        }
-        flush_to_upstream(shared, &framer, &mut outbox);
+        flush_host_outbox(shared, events, &framer, &mut outbox);
         if eof {
             let _ = events.send(Event::HostEof);
             return;
@@ -243,9 +288,38 @@ pub fn pump_host(shared: &Shared, events: &Sender<Event>) {
     }
 }
 
-fn on_host_frame(
+fn flush_host_outbox(
     shared: &Shared,
     events: &Sender<Event>,
+    framer: &Framer,
+    outbox: &mut Outbox,
+) {
+    let (_, host_ok) = write_pieces(
+        framer,
+        outbox,
+        |bytes| {
+            shared.write_to_upstream(bytes);
+            true
+        },
+        |bytes| lock(&shared.host_out).write_all(bytes).is_ok(),
+    );
+    if !host_ok {
+        let _ = events.send(Event::HostGone);
+    }
+    for after in outbox.after.drain(..) {
+        match after {
+            After::Message(range) => shared
+                .observer
+                .message(Direction::HostToServer, framer.bytes(range)),
+            After::MadeMessage(direction, bytes) => shared.observer.message(direction, &bytes),
+            _ => {}
+        }
+    }
+}
+
+fn on_host_frame(
+    shared: &Shared,
+    inflight: &mut InFlight,
     framer: &Framer,
     frame: Frame,
     outbox: &mut Outbox,
@@ -253,18 +327,14 @@ fn on_host_frame(
     match frame {
         Frame::Line { range, summary } => {
             let bytes = framer.bytes(range.clone());
-            if let Verdict::Relay = host_line(shared, events, bytes, &summary) {
-                if !outbox.push(range.clone()) {
-                    flush_to_upstream(shared, framer, outbox);
-                    outbox.push(range.clone());
-                }
+            if let Verdict::Relay = host_line(shared, inflight, bytes, &summary, outbox) {
+                outbox.relay(range.clone());
                 if shared.observer.wants_messages() {
                     outbox.after.push(After::Message(range));
                 }
             }
         }
         Frame::Oversized { summary } => {
-            flush_to_upstream(shared, framer, outbox);
             let limit = shared.cfg.max_message_bytes;
             match Kind::of(&summary) {
                 Kind::Request { id, .. } => {
@@ -272,7 +342,7 @@ fn on_host_frame(
                         "request too large for bir-proxy ({} bytes; the limit is {limit} bytes)",
                         summary.len
                     );
-                    shared.write_to_host(&message::error_response(&id, -32600, &text), events);
+                    answer_host(shared, outbox, message::error_response(&id, -32600, &text));
                 }
                 _ => log::warn!(
                     "dropped a {}-byte message from the host: over the {limit}-byte limit",
@@ -283,13 +353,24 @@ fn on_host_frame(
     }
 }
 
+/// Queues a proxy-made message for the host (from the host pump).
+fn answer_host(shared: &Shared, outbox: &mut Outbox, bytes: Vec<u8>) {
+    if shared.observer.wants_messages() {
+        outbox
+            .after
+            .push(After::MadeMessage(Direction::ProxyToHost, bytes.clone()));
+    }
+    outbox.back.push(bytes);
+}
+
 /// Decides what to do with one line from the host, updating the in-flight
 /// table.
 fn host_line(
     shared: &Shared,
-    events: &Sender<Event>,
+    inflight: &mut InFlight,
     bytes: &[u8],
     summary: &LineSummary,
+    outbox: &mut Outbox,
 ) -> Verdict {
     match Kind::of(summary) {
         Kind::Invalid => {
@@ -298,19 +379,18 @@ fn host_line(
                 "answered a line from the host that is not JSON ({} bytes)",
                 summary.len
             );
-            shared.write_to_host(&message::parse_error(), events);
+            answer_host(shared, outbox, message::parse_error());
             Verdict::Consumed
         }
-        Kind::Request { id, method } => host_request(shared, events, bytes, &id, &method),
+        Kind::Request { id, method } => host_request(shared, inflight, bytes, &id, &method, outbox),
         Kind::Notification { method } => {
-            if !lock(&shared.inflight).upstream_alive() {
+            if !inflight.upstream_alive() {
                 return Verdict::Consumed;
             }
-            host_notification(shared, bytes, &method);
+            host_notification(shared, inflight, bytes, &method);
             Verdict::Relay
         }
         Kind::Response { id, .. } => {
-            let mut inflight = lock(&shared.inflight);
             inflight.answer_server(&id);
             if inflight.upstream_alive() {
                 Verdict::Relay
@@ -318,25 +398,25 @@ fn host_line(
                 Verdict::Consumed
             }
         }
-        Kind::Batch => host_batch(shared, events, bytes),
+        Kind::Batch => host_batch(shared, inflight, bytes, outbox),
         Kind::Blank | Kind::Unclassified => Verdict::Relay,
     }
 }
 
 fn host_request(
     shared: &Shared,
-    events: &Sender<Event>,
+    inflight: &mut InFlight,
     bytes: &[u8],
     id: &[u8],
     method: &str,
+    outbox: &mut Outbox,
 ) -> Verdict {
     let keep = shared.observer.enabled()
         && matches!(
             method,
             "tools/call" | "initialize" | "server/discover" | "tools/list"
         );
-    let admission = lock(&shared.inflight).insert_host(id, method, keep.then(|| bytes.to_vec()));
-    match admission {
+    match inflight.insert_host(id, method, keep.then(|| bytes.to_vec())) {
         Admission::Relay => {
             if method == "initialize" && shared.cfg.restart {
                 lock(&shared.handshake).initialize = Some(bytes.to_vec());
@@ -350,7 +430,7 @@ fn host_request(
             } else {
                 message::error_response(id, -32000, &text)
             };
-            shared.write_to_host(&answer, events);
+            answer_host(shared, outbox, answer);
             Verdict::Consumed
         }
     }
@@ -368,7 +448,7 @@ struct NotificationEnvelope<'a> {
     params: Option<CancelledParams<'a>>,
 }
 
-fn host_notification(shared: &Shared, bytes: &[u8], method: &str) {
+fn host_notification(shared: &Shared, inflight: &mut InFlight, bytes: &[u8], method: &str) {
     match method {
         "notifications/initialized" if shared.cfg.restart => {
             lock(&shared.handshake).initialized = Some(bytes.to_vec());
@@ -377,7 +457,7 @@ fn host_notification(shared: &Shared, bytes: &[u8], method: &str) {
             if let Ok(env) = serde_json::from_slice::<NotificationEnvelope>(bytes)
                 && let Some(id) = env.params.and_then(|p| p.request_id)
             {
-                lock(&shared.inflight).cancel_host(id.get().as_bytes());
+                inflight.cancel_host(id.get().as_bytes());
             }
         }
         _ => {}
@@ -385,20 +465,25 @@ fn host_notification(shared: &Shared, bytes: &[u8], method: &str) {
 }
 
 /// A 2025-03-26 batch: relayed whole; each element is tracked.
-fn host_batch(shared: &Shared, events: &Sender<Event>, bytes: &[u8]) -> Verdict {
-    let alive = lock(&shared.inflight).upstream_alive();
+fn host_batch(
+    shared: &Shared,
+    inflight: &mut InFlight,
+    bytes: &[u8],
+    outbox: &mut Outbox,
+) -> Verdict {
+    let alive = inflight.upstream_alive();
     for element in batch_elements(bytes) {
-        let summary = summarize(element.get().as_bytes());
-        match Kind::of(&summary) {
+        let raw = element.get().as_bytes();
+        match Kind::of(&summarize(raw)) {
             Kind::Request { id, method } => {
                 // A dead upstream: each request gets its own answer.
-                host_request(shared, events, element.get().as_bytes(), &id, &method);
+                host_request(shared, inflight, raw, &id, &method, outbox);
             }
             Kind::Notification { method } if alive => {
-                host_notification(shared, element.get().as_bytes(), &method);
+                host_notification(shared, inflight, raw, &method)
             }
             Kind::Response { id, .. } => {
-                lock(&shared.inflight).answer_server(&id);
+                inflight.answer_server(&id);
             }
             _ => {}
         }
@@ -407,19 +492,6 @@ fn host_batch(shared: &Shared, events: &Sender<Event>, bytes: &[u8]) -> Verdict 
         Verdict::Relay
     } else {
         Verdict::Consumed
-    }
-}
-
-fn flush_to_upstream(shared: &Shared, framer: &Framer, outbox: &mut Outbox) {
-    if let Some(run) = outbox.run.take() {
-        shared.write_to_upstream(framer.bytes(run));
-    }
-    for after in outbox.after.drain(..) {
-        if let After::Message(range) = after {
-            shared
-                .observer
-                .message(Direction::HostToServer, framer.bytes(range));
-        }
     }
 }
 
@@ -446,27 +518,30 @@ pub fn pump_upstream(
                 true
             }
         };
-        while let Some(frame) = framer.next_frame() {
-            on_upstream_frame(
-                shared,
-                events,
-                &framer,
-                frame,
-                &mut outbox,
-                &mut invalid_lines,
-            );
+        {
+            let mut inflight = lock(&shared.inflight);
+            while let Some(frame) = framer.next_frame() {
+                on_upstream_frame(
+                    shared,
+                    &mut inflight,
+                    &framer,
+                    frame,
+                    &mut outbox,
+                    &mut invalid_lines,
+                );
+            }
+            if eof && let Some(frame) = framer.finish() {
+                on_upstream_frame(
+                    shared,
+                    &mut inflight,
+                    &framer,
+                    frame,
+                    &mut outbox,
+                    &mut invalid_lines,
+                );
+            }
         }
-        if eof && let Some(frame) = framer.finish() {
-            on_upstream_frame(
-                shared,
-                events,
-                &framer,
-                frame,
-                &mut outbox,
-                &mut invalid_lines,
-            );
-        }
-        flush_to_host(shared, events, &framer, &mut outbox);
+        flush_upstream_outbox(shared, events, &framer, &mut outbox);
         if eof {
             let _ = events.send(Event::UpstreamEof { generation });
             return;
@@ -476,7 +551,7 @@ pub fn pump_upstream(
 
 fn on_upstream_frame(
     shared: &Shared,
-    events: &Sender<Event>,
+    inflight: &mut InFlight,
     framer: &Framer,
     frame: Frame,
     outbox: &mut Outbox,
@@ -496,7 +571,7 @@ fn on_upstream_frame(
                     );
                 }
             }
-            let step = match upstream_line(shared, bytes, kind) {
+            let step = match upstream_line(shared, inflight, bytes, kind, outbox) {
                 UpstreamVerdict::Relay => None,
                 UpstreamVerdict::RelayStep(request) => Some(request),
                 UpstreamVerdict::RelayBatch(steps) => {
@@ -507,10 +582,7 @@ fn on_upstream_frame(
                 }
                 UpstreamVerdict::Swallow => return,
             };
-            if !outbox.push(range.clone()) {
-                flush_to_host(shared, events, framer, outbox);
-                outbox.push(range.clone());
-            }
+            outbox.relay(range.clone());
             if shared.observer.wants_messages() {
                 outbox.after.push(After::Message(range.clone()));
             }
@@ -518,16 +590,13 @@ fn on_upstream_frame(
                 outbox.after.push(After::Step(range, request));
             }
         }
-        Frame::Oversized { summary } => {
-            flush_to_host(shared, events, framer, outbox);
-            upstream_oversized(shared, events, &summary);
-        }
+        Frame::Oversized { summary } => upstream_oversized(shared, inflight, &summary, outbox),
     }
 }
 
 enum UpstreamVerdict {
     Relay,
-    /// Relay; it answers this host `tools/call`.
+    /// Relay; it answers this host request, which the recorder wants.
     RelayStep(HostRequest),
     /// Relay; a batch answering these host `tools/call`s.
     RelayBatch(Vec<(Vec<u8>, HostRequest)>),
@@ -535,15 +604,23 @@ enum UpstreamVerdict {
     Swallow,
 }
 
-fn upstream_line(shared: &Shared, bytes: &[u8], kind: Kind) -> UpstreamVerdict {
+fn upstream_line(
+    shared: &Shared,
+    inflight: &mut InFlight,
+    bytes: &[u8],
+    kind: Kind,
+    outbox: &mut Outbox,
+) -> UpstreamVerdict {
     match kind {
         Kind::Response { id, .. } => {
-            let mut inflight = lock(&shared.inflight);
             if let Some(own) = inflight.answer_own(&id) {
-                drop(inflight);
                 if let Some(next) = own.then_send {
-                    shared.write_to_upstream(&next);
-                    shared.observer.message(Direction::ProxyToServer, &next);
+                    if shared.observer.wants_messages() {
+                        outbox
+                            .after
+                            .push(After::MadeMessage(Direction::ProxyToServer, next.clone()));
+                    }
+                    outbox.back.push(next);
                 }
                 return UpstreamVerdict::Swallow;
             }
@@ -555,7 +632,7 @@ fn upstream_line(shared: &Shared, bytes: &[u8], kind: Kind) -> UpstreamVerdict {
             }
         }
         Kind::Request { id, .. } => {
-            lock(&shared.inflight).insert_server(&id);
+            inflight.insert_server(&id);
             UpstreamVerdict::Relay
         }
         Kind::Batch => {
@@ -564,13 +641,13 @@ fn upstream_line(shared: &Shared, bytes: &[u8], kind: Kind) -> UpstreamVerdict {
                 let raw = element.get().as_bytes();
                 match Kind::of(&summarize(raw)) {
                     Kind::Response { id, .. } => {
-                        if let Some(request) = lock(&shared.inflight).answer_host(&id)
+                        if let Some(request) = inflight.answer_host(&id)
                             && request.kept_request.is_some()
                         {
                             steps.push((raw.to_vec(), request));
                         }
                     }
-                    Kind::Request { id, .. } => lock(&shared.inflight).insert_server(&id),
+                    Kind::Request { id, .. } => inflight.insert_server(&id),
                     _ => {}
                 }
             }
@@ -582,48 +659,51 @@ fn upstream_line(shared: &Shared, bytes: &[u8], kind: Kind) -> UpstreamVerdict {
 
 /// A message from the upstream over the size limit: never buffered, never
 /// relayed; the party waiting for it gets an answer that says why.
-fn upstream_oversized(shared: &Shared, events: &Sender<Event>, summary: &LineSummary) {
+fn upstream_oversized(
+    shared: &Shared,
+    inflight: &mut InFlight,
+    summary: &LineSummary,
+    outbox: &mut Outbox,
+) {
     let limit = shared.cfg.max_message_bytes;
     let size = summary.len;
+    let to_host = |outbox: &mut Outbox, bytes: Vec<u8>| {
+        if shared.observer.wants_messages() {
+            outbox
+                .after
+                .push(After::MadeMessage(Direction::ProxyToHost, bytes.clone()));
+        }
+        outbox.forward.push(Piece::Made(bytes));
+    };
     match Kind::of(summary) {
         Kind::Response { id, .. } => {
-            let request = {
-                let mut inflight = lock(&shared.inflight);
-                if inflight.answer_own(&id).is_some() {
-                    log::warn!(
-                        "the server's {size}-byte answer to bir's own request was too large"
-                    );
-                    return;
-                }
-                inflight.answer_host(&id)
-            };
+            if inflight.answer_own(&id).is_some() {
+                log::warn!("the server's {size}-byte answer to bir's own request was too large");
+                return;
+            }
+            let request = inflight.answer_host(&id);
             log::warn!(
                 "an answer of {size} bytes from the server is over the {limit}-byte limit; answering with an error instead"
             );
+            let too_large =
+                format!("upstream answer too large ({size} bytes; the limit is {limit} bytes)");
             match request {
                 Some(request) if request.method == "tools/call" => {
                     let text = format!(
                         "The result was too large to deliver ({size} bytes; the limit is {limit} bytes)."
                     );
-                    shared
-                        .write_to_host(&message::tool_error_result(&request.raw_id, &text), events);
-                    shared.observe_unanswered_call(request, CallOutcome::TooLarge, Some(size));
+                    to_host(outbox, message::tool_error_result(&request.raw_id, &text));
+                    outbox.after.push(After::Unanswered(
+                        request,
+                        CallOutcome::TooLarge,
+                        Some(size),
+                    ));
                 }
-                Some(request) => {
-                    let text = format!(
-                        "upstream answer too large ({size} bytes; the limit is {limit} bytes)"
-                    );
-                    shared.write_to_host(
-                        &message::error_response(&request.raw_id, -32000, &text),
-                        events,
-                    );
-                }
-                None => {
-                    let text = format!(
-                        "upstream answer too large ({size} bytes; the limit is {limit} bytes)"
-                    );
-                    shared.write_to_host(&message::error_response(&id, -32000, &text), events);
-                }
+                Some(request) => to_host(
+                    outbox,
+                    message::error_response(&request.raw_id, -32000, &too_large),
+                ),
+                None => to_host(outbox, message::error_response(&id, -32000, &too_large)),
             }
         }
         Kind::Request { id, method } => {
@@ -632,8 +712,12 @@ fn upstream_oversized(shared: &Shared, events: &Sender<Event>, summary: &LineSum
             );
             let text = format!("request too large ({size} bytes; the limit is {limit} bytes)");
             let answer = message::error_response(&id, -32600, &text);
-            shared.write_to_upstream(&answer);
-            shared.observer.message(Direction::ProxyToServer, &answer);
+            if shared.observer.wants_messages() {
+                outbox
+                    .after
+                    .push(After::MadeMessage(Direction::ProxyToServer, answer.clone()));
+            }
+            outbox.back.push(answer);
         }
         Kind::Notification { method } => {
             log::warn!(
@@ -646,10 +730,25 @@ fn upstream_oversized(shared: &Shared, events: &Sender<Event>, summary: &LineSum
     }
 }
 
-fn flush_to_host(shared: &Shared, events: &Sender<Event>, framer: &Framer, outbox: &mut Outbox) {
-    if let Some(run) = outbox.run.take()
-        && lock(&shared.host_out).write_all(framer.bytes(run)).is_err()
-    {
+fn flush_upstream_outbox(
+    shared: &Shared,
+    events: &Sender<Event>,
+    framer: &Framer,
+    outbox: &mut Outbox,
+) {
+    let (host_ok, _) = {
+        let mut host = lock(&shared.host_out);
+        write_pieces(
+            framer,
+            outbox,
+            |bytes| host.write_all(bytes).is_ok(),
+            |bytes| {
+                shared.write_to_upstream(bytes);
+                true
+            },
+        )
+    };
+    if !host_ok {
         let _ = events.send(Event::HostGone);
     }
     for after in outbox.after.drain(..) {
@@ -657,16 +756,21 @@ fn flush_to_host(shared: &Shared, events: &Sender<Event>, framer: &Framer, outbo
             After::Message(range) => shared
                 .observer
                 .message(Direction::ServerToHost, framer.bytes(range)),
+            After::MadeMessage(direction, bytes) => shared.observer.message(direction, &bytes),
             After::Step(range, request) => {
                 observe_answered_call(shared, request, framer.bytes(range))
             }
             After::StepOwned(bytes, request) => observe_answered_call(shared, request, &bytes),
+            After::Unanswered(request, outcome, size) => {
+                shared.observe_unanswered_call(request, outcome, size)
+            }
         }
     }
 }
 
 fn observe_answered_call(shared: &Shared, request: HostRequest, response: &[u8]) {
     let duration = request.started.elapsed();
+    let started_at = request.started_at();
     let Some(kept_request) = request.kept_request else {
         return;
     };
@@ -675,14 +779,14 @@ fn observe_answered_call(shared: &Shared, request: HostRequest, response: &[u8])
             let response = response.to_vec();
             shared
                 .observer
-                .exchange(&request.method, kept_request, response);
+                .exchange(request.method.as_str(), kept_request, response);
         }
         return;
     }
     shared.observer.tool_call(ToolCallObserved {
         server_name: Arc::clone(&shared.cfg.server_name),
         session_id: shared.cfg.session_id.clone(),
-        started_at: request.started_at,
+        started_at,
         duration,
         request: kept_request,
         response: Some(ObservedBody::of(response)),
