@@ -163,11 +163,14 @@ impl InFlight {
             cancelled: false,
             seq: self.seq,
         };
-        let key = IdKey::from_raw(raw_id);
-        if self.host.contains_key(&key) {
-            self.host_dups.entry(key).or_default().push_back(entry);
-        } else {
-            self.host.insert(key, entry);
+        match self.host.entry(IdKey::from_raw(raw_id)) {
+            std::collections::hash_map::Entry::Occupied(slot) => {
+                let key = slot.key().clone();
+                self.host_dups.entry(key).or_default().push_back(entry);
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(entry);
+            }
         }
         self.host_count += 1;
         Admission::Relay

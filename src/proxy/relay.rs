@@ -214,11 +214,11 @@ impl Outbox {
 
     /// Queues relayed bytes, merging with the previous range when contiguous.
     fn relay(&mut self, range: Range<usize>) {
-        if let Some(Piece::Relayed(last)) = self.forward.last_mut() {
-            if last.end == range.start {
-                last.end = range.end;
-                return;
-            }
+        if let Some(Piece::Relayed(last)) = self.forward.last_mut()
+            && last.end == range.start
+        {
+            last.end = range.end;
+            return;
         }
         self.forward.push(Piece::Relayed(range));
     }
@@ -342,7 +342,7 @@ fn on_host_frame(
                         "request too large for bir-proxy ({} bytes; the limit is {limit} bytes)",
                         summary.len
                     );
-                    answer_host(shared, outbox, message::error_response(&id, -32600, &text));
+                    answer_host(shared, outbox, message::error_response(id, -32600, &text));
                 }
                 _ => log::warn!(
                     "dropped a {}-byte message from the host: over the {limit}-byte limit",
@@ -382,7 +382,7 @@ fn host_line(
             answer_host(shared, outbox, message::parse_error());
             Verdict::Consumed
         }
-        Kind::Request { id, method } => host_request(shared, inflight, bytes, &id, &method, outbox),
+        Kind::Request { id, method } => host_request(shared, inflight, bytes, id, &method, outbox),
         Kind::Notification { method } => {
             if !inflight.upstream_alive() {
                 return Verdict::Consumed;
@@ -391,7 +391,7 @@ fn host_line(
             Verdict::Relay
         }
         Kind::Response { id, .. } => {
-            inflight.answer_server(&id);
+            inflight.answer_server(id);
             if inflight.upstream_alive() {
                 Verdict::Relay
             } else {
@@ -477,13 +477,13 @@ fn host_batch(
         match Kind::of(&summarize(raw)) {
             Kind::Request { id, method } => {
                 // A dead upstream: each request gets its own answer.
-                host_request(shared, inflight, raw, &id, &method, outbox);
+                host_request(shared, inflight, raw, id, &method, outbox);
             }
             Kind::Notification { method } if alive => {
                 host_notification(shared, inflight, raw, &method)
             }
             Kind::Response { id, .. } => {
-                inflight.answer_server(&id);
+                inflight.answer_server(id);
             }
             _ => {}
         }
@@ -613,7 +613,7 @@ fn upstream_line(
 ) -> UpstreamVerdict {
     match kind {
         Kind::Response { id, .. } => {
-            if let Some(own) = inflight.answer_own(&id) {
+            if let Some(own) = inflight.answer_own(id) {
                 if let Some(next) = own.then_send {
                     if shared.observer.wants_messages() {
                         outbox
@@ -624,7 +624,7 @@ fn upstream_line(
                 }
                 return UpstreamVerdict::Swallow;
             }
-            match inflight.answer_host(&id) {
+            match inflight.answer_host(id) {
                 Some(request) if request.kept_request.is_some() => {
                     UpstreamVerdict::RelayStep(request)
                 }
@@ -632,7 +632,7 @@ fn upstream_line(
             }
         }
         Kind::Request { id, .. } => {
-            inflight.insert_server(&id);
+            inflight.insert_server(id);
             UpstreamVerdict::Relay
         }
         Kind::Batch => {
@@ -641,13 +641,13 @@ fn upstream_line(
                 let raw = element.get().as_bytes();
                 match Kind::of(&summarize(raw)) {
                     Kind::Response { id, .. } => {
-                        if let Some(request) = inflight.answer_host(&id)
+                        if let Some(request) = inflight.answer_host(id)
                             && request.kept_request.is_some()
                         {
                             steps.push((raw.to_vec(), request));
                         }
                     }
-                    Kind::Request { id, .. } => inflight.insert_server(&id),
+                    Kind::Request { id, .. } => inflight.insert_server(id),
                     _ => {}
                 }
             }
@@ -677,11 +677,11 @@ fn upstream_oversized(
     };
     match Kind::of(summary) {
         Kind::Response { id, .. } => {
-            if inflight.answer_own(&id).is_some() {
+            if inflight.answer_own(id).is_some() {
                 log::warn!("the server's {size}-byte answer to bir's own request was too large");
                 return;
             }
-            let request = inflight.answer_host(&id);
+            let request = inflight.answer_host(id);
             log::warn!(
                 "an answer of {size} bytes from the server is over the {limit}-byte limit; answering with an error instead"
             );
@@ -703,7 +703,7 @@ fn upstream_oversized(
                     outbox,
                     message::error_response(&request.raw_id, -32000, &too_large),
                 ),
-                None => to_host(outbox, message::error_response(&id, -32000, &too_large)),
+                None => to_host(outbox, message::error_response(id, -32000, &too_large)),
             }
         }
         Kind::Request { id, method } => {
@@ -711,7 +711,7 @@ fn upstream_oversized(
                 "refused a {size}-byte `{method}` request from the server: over the {limit}-byte limit"
             );
             let text = format!("request too large ({size} bytes; the limit is {limit} bytes)");
-            let answer = message::error_response(&id, -32600, &text);
+            let answer = message::error_response(id, -32600, &text);
             if shared.observer.wants_messages() {
                 outbox
                     .after
