@@ -28,7 +28,8 @@
 //! "repeat": N}`, `{"big_reply_bytes": N}` (a text result of N bytes, written
 //! in pieces), `{"exit": CODE}`, `{"signal": "KILL"}`, `{"close_stdout":
 //! true}`, `{"ignore_signals": true}`, `{"pidfile": PATH}` (writes its pid),
-//! `{"hang": true}` (stops reading, forever).
+//! `{"hang": true}` (stops reading, forever), `{"reply_env": "NAME"}` (a text
+//! result leaking that variable's value, plain, base64 and percent-encoded).
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -334,6 +335,17 @@ impl Peer {
                 libc::signal(libc::SIGINT, libc::SIG_IGN);
             }
         }
+        if let (Some(name), Some(id)) = (get("reply_env").and_then(Value::as_str), id) {
+            // The value of an environment variable, as a careless server
+            // would leak it: plain, base64, percent-encoded.
+            let value = std::env::var(name).unwrap_or_default();
+            let text = format!(
+                "plain={value} base64={} url={}",
+                base64(value.as_bytes()),
+                percent_encode(&value)
+            );
+            self.send_result(id, &text_result(&text));
+        }
         if let Some(path) = get("pidfile").and_then(Value::as_str) {
             let _ = std::fs::write(path, std::process::id().to_string());
         }
@@ -392,4 +404,36 @@ impl Peer {
             self.backlog.push_back(line);
         }
     }
+}
+
+fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -129,4 +129,32 @@ if [[ -d "$WORK/runs/wrapped-echo/logs" && -d "$WORK/runs/unwrapped-echo/logs" ]
   done <<<"$checks_out"
   [[ "$checks_out" == *PASS* || "$checks_out" == *FAIL* ]] || result fail checks "checks.py produced no verdicts"
 fi
+
+# --- the wrapped session was recorded (Tier 2 run in the session's HOME) -----------------
+RUN_HOME="$WORK/runs/wrapped-echo/home/.baseinstrunner"
+if BIR_HOME="$RUN_HOME" "$BIR_BIN" runs export latest >"$WORK/run-export.json" 2>"$WORK/run-export.err"; then
+  if verdict="$(python3 - "$WORK/run-export.json" "$MESSAGE" <<'PY' 2>&1
+import json, sys
+doc = json.load(open(sys.argv[1]))
+msg = sys.argv[2]
+steps, meta = doc["steps"], doc["run"]["metadata"]
+sel = [s for s in steps if s["type"] == "tool_selected"]
+res = [s for s in steps if s["type"] == "tool_response"]
+assert len(sel) == 1 and len(res) == 1, f"{len(sel)} tool_selected / {len(res)} tool_response steps"
+s, r = sel[0], res[0]
+assert s["qualifiedName"] == "mcp__everything__echo" and s["toolName"] == "echo", s["qualifiedName"]
+assert s["input"] == {"message": msg}, s["input"]
+assert s.get("toolUseId", "").startswith("toolu_fake_"), s.get("toolUseId")
+assert meta["host"]["app"] == "claude-code", meta.get("host")
+assert meta.get("sessionId"), "no CLAUDE_CODE_SESSION_ID on the run"
+assert meta["tier"] == "standalone"
+text = r["output"]["content"][0]["text"]
+assert msg in text, text
+assert doc["finish"] and not doc["finish"]["lossy"], doc["finish"]
+print(f"run {doc['id'][:12]}: 1 call, toolUseId {s['toolUseId']}, host {meta['host']['app']} {meta['host']['version']}, session {meta['sessionId'][:8]}")
+PY
+)"; then result ok "wrapped-echo recorded" "$verdict"; else result fail "wrapped-echo recorded" "$verdict"; fi
+else
+  result fail "wrapped-echo recorded" "bir runs export failed: $(cat "$WORK/run-export.err")"
+fi
 finish
