@@ -290,7 +290,10 @@ fn group_sigterm_like_the_python_sdk() {
     unsafe {
         libc::kill(-(host.pid() as i32), libc::SIGTERM);
     }
-    assert!(host.wait_exit(Duration::from_secs(3)), "proxy still running");
+    assert!(
+        host.wait_exit(Duration::from_secs(3)),
+        "proxy still running"
+    );
     let seen = host.finish(Duration::from_secs(3));
     assert_eq!(seen.exit(), "signal 15");
     assert!(wait_gone(peer, Duration::from_secs(1)));
