@@ -256,8 +256,8 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// Sign in to a recording service: save its URL and your token.
 ///
 /// Without --token the token is read from standard input (without echo on
-/// a terminal). Piped input may also be the JSON your service issued:
-/// {"token", "refreshToken", "expiresAt", "refreshUrl"}.
+/// a terminal). Piped input may also be the JSON document your service
+/// issued, with token, refreshToken, expiresAt and refreshUrl.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "login")]
 pub struct LoginCmd {

@@ -183,7 +183,7 @@ fn send_run(store: &Store, client: &mut Client, run: &LoadedRun, pending: &[&Rec
         let Some(req) = remote::request_for(&id, record) else {
             continue;
         };
-        let mut sleep = |d: Duration| {
+        let mut sleep = |d: Duration, _: &Failure| {
             std::thread::sleep(d);
             true
         };

@@ -586,17 +586,18 @@ impl Client {
     }
 
     /// Sends `req`; one retry after 429/503 or an unreached service, with
-    /// `sleep` doing the waiting (it returns false to give up instead).
+    /// `sleep` doing the waiting (told why; it returns false to give up
+    /// instead).
     pub fn deliver(
         &mut self,
         req: &WireRequest,
-        sleep: &mut dyn FnMut(Duration) -> bool,
+        sleep: &mut dyn FnMut(Duration, &Failure) -> bool,
     ) -> Result<(), Failure> {
         match self.attempt(req) {
             Attempt::Done => Ok(()),
             Attempt::Failed(f) => Err(f),
             Attempt::Retry(wait, first) => {
-                if !sleep(wait) {
+                if !sleep(wait, &first) {
                     return Err(first);
                 }
                 match self.attempt(req) {
@@ -857,6 +858,8 @@ struct RunAck {
     forwarded: u64,
     /// The one warning for this run was given.
     warned: bool,
+    /// The latest failed attempt, for the warning.
+    last_failure: Option<String>,
 }
 
 #[derive(Default)]
@@ -938,6 +941,8 @@ impl Shared {
 /// The recording-service sink of a [`super::Recorder`].
 pub struct RemoteRecorder {
     shared: Arc<Shared>,
+    /// The service, fit for a message.
+    label: String,
 }
 
 impl fmt::Debug for RemoteRecorder {
@@ -966,6 +971,7 @@ impl RemoteRecorder {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
         });
+        let label = display_url(&cfg.base);
         let worker = Arc::clone(&shared);
         let spawned = thread::Builder::new()
             .name("bir-remote".into())
@@ -986,7 +992,7 @@ impl RemoteRecorder {
                 worker.changed.notify_all();
             });
         match spawned {
-            Ok(_) => Some(RemoteRecorder { shared }),
+            Ok(_) => Some(RemoteRecorder { shared, label }),
             Err(err) => {
                 log::warn!(
                     "runs are not sent to the recording service: cannot start a thread: {err}"
@@ -1020,8 +1026,11 @@ fn send_loop(shared: &Shared, client: &mut Client) {
                 st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
             }
         };
-        let mut sleep = |d: Duration| {
-            let st = shared.lock();
+        let mut sleep = |d: Duration, why: &Failure| {
+            let mut st = shared.lock();
+            if let Some(run) = st.runs.get_mut(&item.run_id) {
+                run.last_failure = Some(why.detail.clone());
+            }
             let (st, _) = shared
                 .changed
                 .wait_timeout_while(st, d, |s| !s.stop)
@@ -1042,6 +1051,7 @@ fn send_loop(shared: &Shared, client: &mut Client) {
                 let pause = cool_down_for(st.failures);
                 st.cool_until = Some(Instant::now() + pause);
                 let run = st.runs.entry(item.run_id.clone()).or_default();
+                run.last_failure = Some(failure.detail.clone());
                 if !run.warned {
                     run.warned = true;
                     log::warn!(
@@ -1086,7 +1096,7 @@ impl Forwarder for RemoteRecorder {
             let now = Instant::now();
             // In a cool-down nothing will be sent before the deadline.
             if idle || st.stop || now >= until || (!st.busy && st.cooling(now).is_some()) {
-                return;
+                break;
             }
             st = self
                 .shared
@@ -1094,6 +1104,20 @@ impl Forwarder for RemoteRecorder {
                 .wait_timeout(st, until - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
+        }
+        // The process may end now: the one warning for each run that did
+        // not get through, if the sender has not given it yet.
+        for (run_id, run) in st.runs.iter_mut() {
+            if run.acked < run.forwarded && !run.warned {
+                run.warned = true;
+                log::warn!(
+                    "recording service {}: run {run_id} was not fully delivered ({}). It stays in the local store; `bir sync` sends it later",
+                    self.label,
+                    run.last_failure
+                        .as_deref()
+                        .unwrap_or("still sending when the session ended")
+                );
+            }
         }
     }
 }
@@ -1412,7 +1436,7 @@ mod tests {
 
     #[test]
     fn the_retry_policy() {
-        let mut no_wait = |_d: Duration| true;
+        let mut no_wait = |_d: Duration, _f: &Failure| true;
         // 503 then 200: delivered on the one retry.
         let (base, seen) = service(vec![(503, vec![("Retry-After", "0")]), (200, vec![])]);
         let mut c = client(&base, Some("tok_abcdefghijklmnopqrstuvwxyz"));
@@ -1428,7 +1452,7 @@ mod tests {
         let (base, seen) = service(vec![(429, vec![]), (429, vec![]), (200, vec![])]);
         let mut waited = Vec::new();
         let err = client(&base, None)
-            .deliver(&req(), &mut |d| {
+            .deliver(&req(), &mut |d, _| {
                 waited.push(d);
                 true
             })
@@ -1448,7 +1472,7 @@ mod tests {
         let (base, _seen) = service(vec![(503, vec![("Retry-After", "3600")]), (200, vec![])]);
         let mut waited = Vec::new();
         client(&base, None)
-            .deliver(&req(), &mut |d| {
+            .deliver(&req(), &mut |d, _| {
                 waited.push(d);
                 true
             })
@@ -1475,7 +1499,7 @@ mod tests {
             .port();
         let mut tries = 0;
         let err = client(&format!("http://127.0.0.1:{port}"), None)
-            .deliver(&req(), &mut |_| {
+            .deliver(&req(), &mut |_, _| {
                 tries += 1;
                 true
             })
