@@ -516,6 +516,9 @@ pub fn whoami(_cmd: WhoamiCmd) -> Exit {
         }
     ));
     lines.push(format!("file:    {}", path.display()));
+    if remote::env_service() == remote::EnvService::Off {
+        lines.push("note:    BIR_SERVICE_URL=off: runs are not sent while it is set".into());
+    }
     if let Some(url) = env_url
         && remote::origin(&url) != remote::origin(&creds.service)
     {

@@ -52,6 +52,12 @@ enum Outcome {
 pub fn main(_cmd: SyncCmd) -> Exit {
     let cfg = match ServiceConfig::resolve() {
         Ok(Some(cfg)) => cfg,
+        Ok(None) if remote::env_service() == remote::EnvService::Off => {
+            eprintln!(
+                "bir sync: BIR_SERVICE_URL=off switches sending off; unset it (or give a URL) to sync."
+            );
+            return Exit::Code(1);
+        }
         Ok(None) => {
             eprintln!(
                 "bir sync: no recording service is configured. Run `bir login --service URL` (or set BIR_SERVICE_URL), then `bir sync`."
@@ -83,6 +89,7 @@ pub fn main(_cmd: SyncCmd) -> Exit {
     let mut down: Option<Failure> = None;
     let (mut sent_runs, mut sent_records, mut up_to_date, mut failed, mut recording) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut not_tried = 0usize;
     let mut lines = Vec::new();
     for run in &runs {
         let pending = pending(run);
@@ -119,6 +126,7 @@ pub fn main(_cmd: SyncCmd) -> Exit {
             }
             Outcome::NotTried => {
                 failed += 1;
+                not_tried += 1;
                 lines.push(format!(
                     "{id}: not tried ({} record(s) waiting): the service is not taking records now",
                     pending.len()
@@ -150,8 +158,11 @@ pub fn main(_cmd: SyncCmd) -> Exit {
     ));
     out(&lines.join("\n"));
     if failed > 0 {
-        if let Some(f) = down {
-            eprintln!("bir sync: stopped early: {f}. Next: {}", f.next_step());
+        if let Some(f) = down.filter(|_| not_tried > 0) {
+            eprintln!(
+                "bir sync: stopped early ({f}); {not_tried} run(s) not tried. Next: {}",
+                f.next_step()
+            );
         }
         return Exit::Code(1);
     }

@@ -477,7 +477,10 @@ pub enum FailKind {
     Redirected,
     /// Any other status.
     Status(u16),
-    /// Reached, then failed (timeout while waiting, TLS, a reset).
+    /// The TLS handshake failed (an untrusted or invalid certificate…).
+    /// Never retried, never downgraded to an unverified connection.
+    Tls,
+    /// Reached, then failed (timeout while waiting, a reset).
     Transport,
 }
 
@@ -494,7 +497,7 @@ impl Failure {
     pub fn service_down(&self) -> bool {
         matches!(
             self.kind,
-            FailKind::Unreachable | FailKind::Busy | FailKind::Unauthorized
+            FailKind::Unreachable | FailKind::Busy | FailKind::Unauthorized | FailKind::Tls
         )
     }
 
@@ -515,6 +518,9 @@ impl Failure {
             FailKind::Status(_) => {
                 "the service refused the record; check its logs (bir sends the same record again with `bir sync`)"
             }
+            FailKind::Tls => {
+                "bir does not trust the service's certificate (it checks against the built-in Mozilla root set and never skips the check); check the URL and the service's certificate"
+            }
             FailKind::Transport => {
                 "the connection failed after it was made; run `bir sync` again later"
             }
@@ -532,6 +538,7 @@ impl fmt::Display for Failure {
 enum Answer {
     Status(u16, Option<Duration>),
     Unreached(String),
+    Tls(String),
     Broken(String),
 }
 
@@ -670,6 +677,10 @@ impl Client {
                     detail: format!("service unreachable ({why}) on {what}"),
                 },
             ),
+            Answer::Tls(why) => Attempt::Failed(Failure {
+                kind: FailKind::Tls,
+                detail: format!("TLS failed ({why}) on {what}"),
+            }),
             Answer::Broken(why) => Attempt::Failed(Failure {
                 kind: FailKind::Transport,
                 detail: format!("{why} on {what}"),
@@ -734,7 +745,7 @@ impl Client {
             other => {
                 let why = match answer_of(other) {
                     Answer::Status(code, _) => format!("HTTP {code}"),
-                    Answer::Unreached(w) | Answer::Broken(w) => w,
+                    Answer::Unreached(w) | Answer::Tls(w) | Answer::Broken(w) => w,
                 };
                 return Err(fail(format!(
                     "HTTP 401, and refreshing the token failed ({why}); `bir login` again"
@@ -795,7 +806,11 @@ fn answer_of(result: Result<ureq::Response, ureq::Error>) -> Answer {
         Err(ureq::Error::Status(_, r)) => r,
         Err(ureq::Error::Transport(t)) => {
             let why = transport_reason(&t);
+            // ureq reports a failed TLS handshake as a failed connection;
+            // but the service (or something) was reached.
+            let tls = t.message().is_some_and(|m| m.starts_with("tls"));
             return match t.kind() {
+                ureq::ErrorKind::ConnectionFailed if tls => Answer::Tls(why),
                 ureq::ErrorKind::Dns | ureq::ErrorKind::ConnectionFailed => Answer::Unreached(why),
                 _ => Answer::Broken(why),
             };
@@ -1507,6 +1522,47 @@ mod tests {
         assert_eq!(err.kind, FailKind::Unreachable);
         assert_eq!(tries, 1);
         assert!(err.service_down());
+    }
+
+    #[test]
+    fn a_failed_tls_handshake_is_not_retried() {
+        // Something that answers a TLS hello with plain HTTP.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = Arc::clone(&done);
+        let accepted = thread::spawn(move || {
+            listener.set_nonblocking(true).expect("nonblocking");
+            let mut n = 0;
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut conn, _)) => {
+                        n += 1;
+                        let _ = std::io::Write::write_all(
+                            &mut conn,
+                            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
+                        );
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            n
+        });
+        let mut retried = false;
+        let err = client(&format!("https://127.0.0.1:{port}"), Some("tok"))
+            .deliver(&req(), &mut |_, _| {
+                retried = true;
+                true
+            })
+            .expect_err("not TLS");
+        // Let a (wrong) second connection show up, if there were one.
+        thread::sleep(Duration::from_millis(100));
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(err.kind, FailKind::Tls, "{err}");
+        assert!(!retried);
+        assert!(err.service_down());
+        assert_eq!(accepted.join().expect("join"), 1);
     }
 
     #[test]
