@@ -55,6 +55,14 @@ impl Secret {
     }
 }
 
+/// `--token T` parses straight into a `Secret`, so even `Debug` of the
+/// parsed command line does not show it.
+impl argh::FromArgValue for Secret {
+    fn from_arg_value(value: &str) -> Result<Self, String> {
+        Ok(Secret::new(value))
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("[REDACTED]")
@@ -269,7 +277,7 @@ pub struct LoginCmd {
     /// the token (visible in your shell history and the process list:
     /// prefer standard input)
     #[argh(option)]
-    pub token: Option<String>,
+    pub token: Option<Secret>,
 }
 
 /// Forget the recording service's credentials.
@@ -325,7 +333,7 @@ pub fn login(cmd: LoginCmd) -> Exit {
                 "bir login: note: a token given with --token shows in your shell history and the process list; `bir login` reads it from standard input instead"
             );
             Issued {
-                token,
+                token: token.expose().to_owned(),
                 refresh_token: None,
                 expires_at: None,
                 refresh_url: None,
@@ -551,6 +559,18 @@ mod tests {
         let json = serde_json::to_string(&creds).expect("json");
         assert!(json.contains("\"token\":\"tok_supersecret_1234567890\""));
         assert!(json.contains("\"refreshToken\""));
+    }
+
+    #[test]
+    fn a_token_on_the_command_line_is_not_in_debug() {
+        use argh::FromArgs;
+        let cmd =
+            LoginCmd::from_args(&["login"], &["--token", "tok_supersecret_cli"]).expect("parse");
+        assert!(!format!("{cmd:?}").contains("supersecret"));
+        assert_eq!(
+            cmd.token.as_ref().map(Secret::expose),
+            Some("tok_supersecret_cli")
+        );
     }
 
     #[test]

@@ -875,3 +875,34 @@ fn sync_waits_for_an_unfinished_run_to_go_stale() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Nothing to send"));
     assert!(service.requests().is_empty());
 }
+
+#[test]
+fn an_expired_token_is_refreshed_before_the_first_send() {
+    let dir = TempDir::new("remote-expired");
+    let service = FakeService::start(|r, _| {
+        if r.path == "/auth/refresh" {
+            Reply::With(200, vec![], json!({"token": NEW_TOKEN}).to_string())
+        } else if r.header("Authorization") == Some(&*format!("Bearer {NEW_TOKEN}")) {
+            Reply::Status(200)
+        } else {
+            Reply::Status(401)
+        }
+    });
+    write_creds(
+        &dir,
+        &json!({"service": service.base, "token": TOKEN, "refreshToken": REFRESH, "expiresAt": "2001-01-01T00:00:00Z"}),
+    );
+    let (seen, _) = session(proxy(&dir, &service.base), 1);
+    assert_eq!(seen.exit(), "code 0");
+    let lines = service.lines();
+    assert_eq!(lines[0], "POST /auth/refresh", "{lines:?}");
+    let run = run_id_of(&service.requests());
+    assert_eq!(lines[1..], expected_lines(&run, 1)[..], "no 401 on the way");
+    // The refresh answer had no new refresh token: the old one is kept.
+    let saved: Value = serde_json::from_slice(
+        &std::fs::read(bir_home(&dir).join("credentials.json")).expect("read"),
+    )
+    .expect("json");
+    assert_eq!(saved["token"], NEW_TOKEN);
+    assert_eq!(saved["refreshToken"], REFRESH);
+}
