@@ -9,6 +9,8 @@
 #   make golden   regenerate golden/ transcripts (then review `git diff golden/`)
 
 SHELL := /bin/bash
+# Nothing run from here sends runs to a developer's recording service.
+export BIR_SERVICE_URL := off
 PREFIX ?= $(HOME)/.local
 TARGET ?= $(shell rustc -vV | sed -n 's/^host: //p')
 # glibc static linking (musl is not available offline here).

@@ -133,6 +133,10 @@ pub struct CliArgs {
 pub enum CliCommand {
     Version(VersionCmd),
     Runs(crate::runs::RunsCmd),
+    Sync(crate::sync::SyncCmd),
+    Login(crate::login::LoginCmd),
+    Logout(crate::login::LogoutCmd),
+    Whoami(crate::login::WhoamiCmd),
 }
 
 /// Print the version and the build it came from.

@@ -18,18 +18,23 @@
 //! * [`record`] — runs: the Tier 2 recorder (an observer sink), the
 //!   journal, the local store; [`redact`] is its single choke point.
 //! * [`runs`] — `bir runs`: list, show, export, remove.
+//! * [`login`] — `bir login`/`logout`/`whoami`: the recording service's
+//!   credentials; [`sync`] — `bir sync`: send what the service has not
+//!   acknowledged (the live sender is `record::remote`).
 //! * [`hooks`] — `bir-hooks` (for now: answers every event harmlessly).
 
 pub mod cli;
 pub mod hooks;
 pub mod jsonrpc;
 pub mod logging;
+pub mod login;
 pub mod observe;
 pub mod output;
 pub mod proxy;
 pub mod record;
 pub mod redact;
 pub mod runs;
+pub mod sync;
 pub mod testpeer;
 
 use std::process::ExitCode;
@@ -119,6 +124,10 @@ fn cli_main(args: &[String]) -> Exit {
         _ if parsed.version => print_version("bir"),
         Some(CliCommand::Version(_)) => print_version("bir"),
         Some(CliCommand::Runs(cmd)) => runs::main(cmd),
+        Some(CliCommand::Sync(cmd)) => sync::main(cmd),
+        Some(CliCommand::Login(cmd)) => login::login(cmd),
+        Some(CliCommand::Logout(cmd)) => login::logout(cmd),
+        Some(CliCommand::Whoami(cmd)) => login::whoami(cmd),
         None => {
             eprintln!(
                 "bir: no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy."

@@ -43,6 +43,7 @@ use crate::cli::{ProxyArgs, Role};
 use crate::observe::step::CallOutcome;
 use crate::observe::transcript::Transcript;
 use crate::observe::{Observer, Sink};
+use crate::record::remote::RemoteRecorder;
 use crate::record::store::Store;
 use crate::record::{Recorder, RecorderConfig};
 use crate::{Exit, parse_args, print_version};
@@ -108,7 +109,12 @@ fn start_observer(cfg: &ProxyConfig) -> Observer {
                 None
             }
         };
-        sinks.push(Box::new(Recorder::new(rc, store)));
+        let mut recorder = Recorder::new(rc, store);
+        // The recording service, when BIR_SERVICE_URL or `bir login` names one.
+        if let Some(remote) = RemoteRecorder::from_env() {
+            recorder = recorder.with_forwarder(Box::new(remote));
+        }
+        sinks.push(Box::new(recorder));
     }
     if let Some(path) = &cfg.transcript {
         match Transcript::create(path) {

@@ -19,6 +19,7 @@
 
 pub mod journal;
 pub mod model;
+pub mod remote;
 pub mod store;
 pub mod truncate;
 mod writer;

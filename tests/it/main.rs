@@ -5,10 +5,13 @@
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `relay` — byte-exactness under random read boundaries and large
 //!   messages.
+//! * `remote` — the recording service (a fake on 127.0.0.1): order,
+//!   retries, refresh, cool-down, `bir sync`, and where the token goes.
 
 mod dispatch;
 mod golden;
 mod lifecycle;
 mod record;
 mod relay;
+mod remote;
 mod support;

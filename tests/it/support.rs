@@ -71,7 +71,10 @@ pub fn command(program: impl AsRef<std::ffi::OsStr>, home: &TempDir) -> Command 
         .env_remove("RUST_LOG")
         .env_remove("BIR_PROXY_STAY_UP")
         .env_remove("BIR_UPSTREAM_MAX_MESSAGE_BYTES")
-        .env_remove("CLAUDE_CODE_SESSION_ID");
+        .env_remove("CLAUDE_CODE_SESSION_ID")
+        // A developer's own recording service is never a test's target.
+        .env_remove("BIR_SERVICE_URL")
+        .env_remove("BIR_SERVICE_TIMEOUT_MS");
     cmd
 }
 

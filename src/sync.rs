@@ -1,0 +1,252 @@
+//! `bir sync`: send the recording service what it has not acknowledged.
+//!
+//! A run needs sending when its journal holds records after the last
+//! `remote_ack` (other than `remote_ack` records themselves). Runs go
+//! oldest first, each record in order from the acknowledged one on, with
+//! the same requests and the same failure policy as the live sender
+//! (`record/remote.rs`). What was delivered is then noted in the run's
+//! journal as a new `remote_ack` record, so a second `bir sync` sends
+//! nothing. Ids are the recorded ones: a record the service saw before is
+//! the same row to it.
+//!
+//! Only runs that are over are sent: finished ones, and unfinished ones
+//! whose journal has not changed for [`STALE_AFTER`] (the proxy that wrote
+//! it is presumably gone). A run still being recorded is left alone.
+
+use std::time::{Duration, SystemTime};
+
+use argh::FromArgs;
+
+use crate::Exit;
+use crate::observe::time;
+use crate::output::out;
+use crate::record::journal;
+use crate::record::model::{Record, RemoteAck, RunEvent};
+use crate::record::remote::{self, Client, Failure, ServiceConfig};
+use crate::record::store::{LoadedRun, Store};
+
+/// An unfinished run counts as abandoned after this long without a write.
+pub const STALE_AFTER: Duration = Duration::from_secs(10 * 60);
+
+/// Send runs the recording service has not acknowledged yet.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "sync")]
+pub struct SyncCmd {}
+
+/// How one run went.
+enum Outcome {
+    Sent {
+        records: usize,
+    },
+    Failed {
+        sent: usize,
+        of: usize,
+        failure: Failure,
+    },
+    /// Not tried: the service is down, per an earlier run.
+    NotTried,
+    Recording,
+    Broken(String),
+}
+
+pub fn main(_cmd: SyncCmd) -> Exit {
+    let cfg = match ServiceConfig::resolve() {
+        Ok(Some(cfg)) => cfg,
+        Ok(None) if remote::env_service() == remote::EnvService::Off => {
+            eprintln!(
+                "bir sync: BIR_SERVICE_URL=off switches sending off; unset it (or give a URL) to sync."
+            );
+            return Exit::Code(1);
+        }
+        Ok(None) => {
+            eprintln!(
+                "bir sync: no recording service is configured. Run `bir login --service URL` (or set BIR_SERVICE_URL), then `bir sync`."
+            );
+            return Exit::Code(1);
+        }
+        Err(msg) => {
+            eprintln!("bir sync: {msg}");
+            return Exit::Code(1);
+        }
+    };
+    let store = match Store::open_default() {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!("bir sync: cannot open the run store: {err}");
+            return Exit::Code(1);
+        }
+    };
+    let mut runs = match store.list() {
+        Ok(r) => r,
+        Err(err) => {
+            eprintln!("bir sync: cannot read {}: {err}", store.dir().display());
+            return Exit::Code(1);
+        }
+    };
+    runs.reverse(); // oldest first
+    let service = remote::display_url(&cfg.base);
+    let mut client = Client::new(cfg);
+    let mut down: Option<Failure> = None;
+    let (mut sent_runs, mut sent_records, mut up_to_date, mut failed, mut recording) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
+    let mut not_tried = 0usize;
+    let mut lines = Vec::new();
+    for run in &runs {
+        let pending = pending(run);
+        if pending.is_empty() {
+            up_to_date += 1;
+            continue;
+        }
+        let outcome = if run.finish.is_none() && !stale(run) {
+            Outcome::Recording
+        } else if run.header.is_none() {
+            Outcome::Broken("its journal has no run header (torn at the start)".into())
+        } else if down.is_some() {
+            Outcome::NotTried
+        } else {
+            send_run(&store, &mut client, run, &pending)
+        };
+        let id = run.id();
+        match outcome {
+            Outcome::Sent { records } => {
+                sent_runs += 1;
+                sent_records += records;
+                lines.push(format!("{id}: sent {records} record(s)"));
+            }
+            Outcome::Failed { sent, of, failure } => {
+                failed += 1;
+                sent_records += sent;
+                lines.push(format!(
+                    "{id}: not delivered ({failure}; {sent} of {of} record(s) sent). Next: {}",
+                    failure.next_step()
+                ));
+                if failure.service_down() {
+                    down = Some(failure);
+                }
+            }
+            Outcome::NotTried => {
+                failed += 1;
+                not_tried += 1;
+                lines.push(format!(
+                    "{id}: not tried ({} record(s) waiting): the service is not taking records now",
+                    pending.len()
+                ));
+            }
+            Outcome::Recording => {
+                recording += 1;
+                lines.push(format!(
+                    "{id}: skipped, still being recorded (sent once finished, or after {} min without a write)",
+                    STALE_AFTER.as_secs() / 60
+                ));
+            }
+            Outcome::Broken(why) => {
+                failed += 1;
+                lines.push(format!(
+                    "{id}: cannot be sent: {why}. Next: `bir runs rm {id}` if you do not need it"
+                ));
+            }
+        }
+    }
+    if lines.is_empty() {
+        out(&format!(
+            "Nothing to send to {service}: {up_to_date} run(s) up to date."
+        ));
+        return Exit::Code(0);
+    }
+    lines.push(format!(
+        "sync to {service}: {sent_runs} run(s) sent ({sent_records} records), {failed} not delivered, {recording} still recording, {up_to_date} up to date"
+    ));
+    out(&lines.join("\n"));
+    if failed > 0 {
+        if let Some(f) = down.filter(|_| not_tried > 0) {
+            eprintln!(
+                "bir sync: stopped early ({f}); {not_tried} run(s) not tried. Next: {}",
+                f.next_step()
+            );
+        }
+        return Exit::Code(1);
+    }
+    Exit::Code(0)
+}
+
+/// The records the service has not acknowledged, in order.
+fn pending(run: &LoadedRun) -> Vec<&Record> {
+    run.records
+        .iter()
+        .filter(|r| r.seq > run.acked && !matches!(r.event, RunEvent::RemoteAck(_)))
+        .collect()
+}
+
+fn stale(run: &LoadedRun) -> bool {
+    std::fs::metadata(&run.path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|m| SystemTime::now().duration_since(m).ok())
+        .is_some_and(|age| age >= STALE_AFTER)
+}
+
+fn send_run(store: &Store, client: &mut Client, run: &LoadedRun, pending: &[&Record]) -> Outcome {
+    let id = run.id();
+    let mut delivered: Option<u64> = None;
+    let mut sent = 0;
+    let mut failure = None;
+    for record in pending {
+        let Some(req) = remote::request_for(&id, record) else {
+            continue;
+        };
+        let mut sleep = |d: Duration, _: &Failure| {
+            std::thread::sleep(d);
+            true
+        };
+        match client.deliver(&req, &mut sleep) {
+            Ok(()) => {
+                sent += 1;
+                delivered = Some(record.seq);
+            }
+            Err(f) => {
+                failure = Some(f);
+                break;
+            }
+        }
+    }
+    if let Some(up_to) = delivered
+        && let Err(err) = note_ack(store, run, up_to)
+    {
+        // Delivered, but not noted: the next sync sends it again (the
+        // service sees the same ids).
+        log::warn!(
+            "run {id}: delivered, but {} could not be updated: {err}",
+            run.path.display()
+        );
+    }
+    match failure {
+        Some(failure) => Outcome::Failed {
+            sent,
+            of: pending.len(),
+            failure,
+        },
+        None => Outcome::Sent { records: sent },
+    }
+}
+
+/// Appends `remote_ack {upTo}` to the run's journal.
+fn note_ack(store: &Store, run: &LoadedRun, up_to: u64) -> std::io::Result<()> {
+    let record = Record {
+        seq: run.last_seq() + 1,
+        event: RunEvent::RemoteAck(RemoteAck {
+            up_to,
+            at: time::rfc3339(SystemTime::now()),
+        }),
+    };
+    let json = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+    // The journal's own name, whatever its header says.
+    let file_id = run
+        .path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".journal"))
+        .ok_or_else(|| std::io::Error::other("not a journal file name"))?;
+    let mut file = store.open_writer(file_id)?;
+    file.append(&journal::frame(&json))?;
+    file.sync()
+}
