@@ -54,11 +54,14 @@ $(DEBUG_BIN): $(shell find src -name '*.rs') Cargo.toml Cargo.lock build.rs
 
 # Real peers: server-everything driven by the Python mcp SDK and raw
 # JSON-RPC, direct vs through bir-proxy.
+# Runs recorded by the peer suites go to a scratch BIR_HOME, never ~/.
+PEER_BIR_HOME := $(CURDIR)/target/peer-bir-home
+
 peer-tests: peers $(DEBUG_BIN)
-	BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" .peers/venv/bin/python tests/peers/compare.py
+	BIR_HOME="$(PEER_BIR_HOME)" BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" .peers/venv/bin/python tests/peers/compare.py
 
 conformance: peers $(DEBUG_BIN)
-	BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" tests/peers/conformance.sh
+	BIR_HOME="$(PEER_BIR_HOME)" BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" tests/peers/conformance.sh
 
 e2e: $(DEBUG_BIN)
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run.sh

@@ -34,8 +34,9 @@ const POLL: Duration = Duration::from_millis(50);
 /// At most this many observations wait for the worker (the design's
 /// `STEP_BACKLOG`).
 pub const MAX_QUEUED: usize = 250;
-/// And at most this many bytes of message copies.
-pub const MAX_QUEUED_BYTES: usize = 256 * 1024 * 1024;
+/// And at most this many bytes of message copies (large messages are
+/// copied as a head and a tail only, see [`step::ObservedBody`]).
+pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
 
 /// Which way a message went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,12 +65,12 @@ impl Direction {
 /// One thing the relay saw.
 #[derive(Debug)]
 pub enum Observation {
-    /// A relayed (or proxy-written) message, copied; only produced when a
-    /// sink wants messages.
+    /// A relayed (or proxy-written) message, copied (clipped when large);
+    /// only produced when a sink wants messages.
     Message {
         at: SystemTime,
         direction: Direction,
-        bytes: Vec<u8>,
+        body: step::ObservedBody,
     },
     ToolCall(ToolCallObserved),
     /// A host request the recorder learns from (`initialize`,
@@ -89,7 +90,7 @@ pub enum Observation {
 impl Weighed for Observation {
     fn weight(&self) -> usize {
         match self {
-            Observation::Message { bytes, .. } => bytes.len(),
+            Observation::Message { body, .. } => body.weight(),
             Observation::ToolCall(c) => {
                 c.request.len() + c.response.as_ref().map_or(0, step::ObservedBody::weight)
             }
@@ -103,7 +104,9 @@ impl Weighed for Observation {
 
 /// A consumer of observations. Called on the observer's worker thread only.
 pub trait Sink: Send {
-    fn message(&mut self, at: SystemTime, direction: Direction, bytes: &[u8]);
+    /// A relayed message; `bytes` is the whole line, or for a large one only
+    /// its head (`total` then says how long it was).
+    fn message(&mut self, at: SystemTime, direction: Direction, bytes: &[u8], total: Option<u64>);
     fn step(&mut self, step: &StepReport);
     fn event(&mut self, at: SystemTime, text: &str);
     /// An answered `initialize`, `server/discover` or `tools/list`.
@@ -173,7 +176,7 @@ impl Observer {
             self.queue.push(Observation::Message {
                 at: SystemTime::now(),
                 direction,
-                bytes: bytes.to_vec(),
+                body: step::ObservedBody::of(bytes),
             });
         }
     }
@@ -254,10 +257,16 @@ fn deliver(obs: &Observation, sinks: &mut [Box<dyn Sink>]) {
         Observation::Message {
             at,
             direction,
-            bytes,
-        } => sinks
-            .iter_mut()
-            .for_each(|s| s.message(*at, *direction, bytes)),
+            body,
+        } => {
+            let (bytes, total) = match body {
+                step::ObservedBody::Whole(b) => (b.as_slice(), None),
+                step::ObservedBody::Clipped { head, len, .. } => (head.as_slice(), Some(*len)),
+            };
+            sinks
+                .iter_mut()
+                .for_each(|s| s.message(*at, *direction, bytes, total));
+        }
         Observation::ToolCall(call) => {
             let report = StepReport::from_observed(call);
             sinks.iter_mut().for_each(|s| s.step(&report));

@@ -4,7 +4,11 @@
 //! "message":<the message>}` — and one per tool call — `{"type":"step",…}`
 //! (the [`StepReport`] fields) — plus `{"type":"event",…}` lifecycle lines.
 //! A message that is valid JSON is embedded as is (its exact bytes); any
-//! other line is stored as `"raw":"<text>"` (invalid UTF-8 replaced).
+//! other line is stored as `"raw":"<text>"` (invalid UTF-8 replaced); a
+//! message over 4 MiB as `"bytes":N,"clipped":true,"head":"<its start>"`.
+//! The transcript is written off the relay's path through a bounded queue:
+//! when the writer falls behind, entries are dropped, and a final
+//! `{"type":"event","event":"observations dropped","dropped":N}` says so.
 //!
 //! The transcript holds raw traffic, secrets included, like a packet
 //! capture: it is written only when asked for, with mode 0600.
@@ -74,7 +78,7 @@ fn trim_terminator(bytes: &[u8]) -> &[u8] {
 }
 
 impl Sink for Transcript {
-    fn message(&mut self, at: SystemTime, direction: Direction, bytes: &[u8]) {
+    fn message(&mut self, at: SystemTime, direction: Direction, bytes: &[u8], total: Option<u64>) {
         let body = trim_terminator(bytes);
         let mut line = format!(
             r#"{{"type":"message","at":"{}","dir":"{}","#,
@@ -82,7 +86,14 @@ impl Sink for Transcript {
             direction.as_str()
         )
         .into_bytes();
-        if embeddable(body) {
+        if let Some(total) = total {
+            // A large message: its size and its start only.
+            line.extend_from_slice(format!(r#""bytes":{total},"clipped":true,"#).as_bytes());
+            let text = String::from_utf8_lossy(body);
+            let quoted = serde_json::to_string(&text).unwrap_or_default();
+            line.extend_from_slice(br#""head":"#);
+            line.extend_from_slice(quoted.as_bytes());
+        } else if embeddable(body) {
             line.extend_from_slice(br#""message":"#);
             line.extend_from_slice(body);
         } else {
@@ -110,6 +121,16 @@ impl Sink for Transcript {
     fn event(&mut self, at: SystemTime, text: &str) {
         let line = serde_json::json!({"type": "event", "at": time::rfc3339(at), "event": text});
         self.write_line(line.to_string().as_bytes());
+    }
+
+    fn finish(&mut self, dropped: u64) {
+        if dropped > 0 {
+            let line = serde_json::json!({"type": "event", "at": time::rfc3339(SystemTime::now()),
+                "event": "observations dropped", "dropped": dropped,
+                "detail": "the writer fell behind; this transcript is incomplete"});
+            self.write_line(line.to_string().as_bytes());
+        }
+        self.flush();
     }
 
     fn flush(&mut self) {

@@ -492,7 +492,14 @@ fn secret_env_values() -> Vec<String> {
 }
 
 impl Sink for Recorder {
-    fn message(&mut self, _at: SystemTime, _direction: Direction, _bytes: &[u8]) {}
+    fn message(
+        &mut self,
+        _at: SystemTime,
+        _direction: Direction,
+        _bytes: &[u8],
+        _total: Option<u64>,
+    ) {
+    }
 
     fn exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
         let (Ok(request), Ok(response)) = (

@@ -18,17 +18,17 @@ use serde_json::{Value, json};
 
 use crate::support::{Host, Seen, TempDir, bir, command};
 
-const TOKEN: &str = "tok_S3CRETS3CRET_0123456789abcdef";
+pub(crate) const TOKEN: &str = "tok_S3CRETS3CRET_0123456789abcdef";
 const REFRESH: &str = "ref_R3FR3SHR3FR3SH_0123456789abcdef";
 const NEW_TOKEN: &str = "tok_N3WN3WN3W_fedcba9876543210";
 
 /// One request the fake service received.
 #[derive(Debug, Clone)]
-struct Req {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: String,
+pub(crate) struct Req {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
 }
 
 impl Req {
@@ -60,8 +60,8 @@ type Rule = Box<dyn FnMut(&Req, &[Req]) -> Reply + Send>;
 
 /// A fake recording service: records every request, answers by `rule`
 /// (given the request and every earlier one).
-struct FakeService {
-    base: String,
+pub(crate) struct FakeService {
+    pub(crate) base: String,
     seen: Arc<Mutex<Vec<Req>>>,
     rule: Arc<Mutex<Rule>>,
     stop: Arc<AtomicBool>,
@@ -130,11 +130,11 @@ impl FakeService {
         }
     }
 
-    fn ok() -> FakeService {
+    pub(crate) fn ok() -> FakeService {
         FakeService::start(|_, _| Reply::Status(200))
     }
 
-    fn requests(&self) -> Vec<Req> {
+    pub(crate) fn requests(&self) -> Vec<Req> {
         self.seen.lock().expect("lock").clone()
     }
 
@@ -175,7 +175,7 @@ fn bir_home(dir: &TempDir) -> std::path::PathBuf {
 }
 
 /// Writes `$BIR_HOME/credentials.json` (0600 in a 0700 directory).
-fn write_creds(dir: &TempDir, creds: &Value) {
+pub(crate) fn write_creds(dir: &TempDir, creds: &Value) {
     let home = bir_home(dir);
     std::fs::create_dir_all(&home).expect("mkdir");
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).expect("chmod");
@@ -190,7 +190,7 @@ fn write_creds(dir: &TempDir, creds: &Value) {
     f.write_all(creds.to_string().as_bytes()).expect("write");
 }
 
-fn creds_for(service: &str) -> Value {
+pub(crate) fn creds_for(service: &str) -> Value {
     json!({"service": service, "token": TOKEN})
 }
 
