@@ -176,7 +176,7 @@ impl Recorder {
         self.next_seq += 1;
         if let Some(writer) = self.writer.as_mut() {
             match serde_json::to_vec(&record) {
-                Ok(json) => writer.write(&json),
+                Ok(json) => writer.write(record.seq, &json),
                 Err(err) => log::warn!("a record could not be serialised: {err}"),
             }
         }
