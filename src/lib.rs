@@ -13,6 +13,8 @@
 //!   in-flight table and the lifecycle (signals, exit parity, restarts).
 //! * [`observe`] — what the relay hands off its hot path: the bounded
 //!   observation queue, step reports and the `--transcript` writer.
+//! * [`redact`] — the single choke point every recorded payload passes
+//!   through before a store, the network, a log or a terminal.
 //! * [`testpeer`] — a scriptable fake MCP server for faults real servers will
 //!   not produce on demand (hidden `bir testpeer`).
 //! * [`hooks`] — `bir-hooks` (for now: answers every event harmlessly).
@@ -23,6 +25,7 @@ pub mod jsonrpc;
 pub mod logging;
 pub mod observe;
 pub mod proxy;
+pub mod redact;
 pub mod testpeer;
 
 use std::process::ExitCode;
