@@ -62,8 +62,23 @@ const MAX_SUFFIX_WORDS: usize = 5;
 /// Longest joined suffix worth looking up (longer than every list entry).
 const MAX_JOINED: usize = 40;
 
-/// Joined suffixes whose value is a credential. Sorted (binary search).
-const SECRET: &[&str] = &[
+/// Defines a word list (for documentation and tests) and a membership test
+/// compiled to a `match` (length first, then bytes), which is several times
+/// faster than a binary search on this hot path.
+macro_rules! word_set {
+    ($(#[$doc:meta])* $list:ident, $test:ident, [$($w:literal),* $(,)?]) => {
+        $(#[$doc])*
+        #[cfg_attr(not(test), allow(dead_code))]
+        const $list: &[&str] = &[$($w),*];
+        fn $test(s: &str) -> bool {
+            matches!(s, $($w)|*)
+        }
+    };
+}
+
+word_set!(
+    /// Joined suffixes whose value is a credential. Sorted.
+    SECRET, is_secret_word, [
     "accesskey",
     "accesskeys",
     "accountkey",
@@ -107,11 +122,12 @@ const SECRET: &[&str] = &[
     "signingkey",
     "token",
     "tokenauth",
-];
+]);
 
-/// Joined suffixes that end like a credential but name something else.
-/// Sorted (binary search).
-const KEEP: &[&str] = &[
+word_set!(
+    /// Joined suffixes that end like a credential but name something else.
+    /// Sorted.
+    KEEP, is_keep_word, [
     "cancellationtoken",
     "continuationtoken",
     "idempotencytoken",
@@ -126,7 +142,7 @@ const KEEP: &[&str] = &[
     "progresstoken",
     "resumetoken",
     "synctoken",
-];
+]);
 
 /// A single unseparated word ending with one of these is secret
 /// (`githubtoken`, `DBPASSWORD`, `setcookie`), unless a keeper matches.
@@ -145,8 +161,9 @@ const ENDS_WITH: &[&str] = &[
     "token",
 ];
 
-/// Secret only as the last word after a qualifier (`db_pass`).
-const QUALIFIED: &[&str] = &["pass", "pwd"];
+word_set!(
+    /// Secret only as the last word after a qualifier (`db_pass`).
+    QUALIFIED, is_qualified_word, ["pass", "pwd"]);
 
 /// Substrings of the old rule (`BIR_REDACT_LEGACY_KEYS=1`).
 const LEGACY: &[&str] = &["token", "secret", "password", "key", "auth"];
@@ -226,14 +243,14 @@ pub fn is_secret_key(name: &str, legacy: bool) -> bool {
         let Ok(j) = std::str::from_utf8(&joined[..len]) else {
             break;
         };
-        if in_list(KEEP, j) {
+        if is_keep_word(j) {
             verdict = Some(false);
-        } else if in_list(SECRET, j) {
+        } else if is_secret_word(j) {
             // `auth` alone is handled below; compounds ending in it are in
             // the list explicitly.
             verdict = Some(true);
         } else if k == 0 {
-            let qualified = total >= 2 && in_list(QUALIFIED, j);
+            let qualified = total >= 2 && is_qualified_word(j);
             let single = total == 1 && (j == "auth" || ENDS_WITH.iter().any(|x| j.ends_with(x)));
             if qualified || single {
                 verdict = Some(true);
@@ -328,10 +345,6 @@ fn last_words(name: &[u8], out: &mut [(usize, usize)]) -> (usize, usize) {
     (n, count)
 }
 
-fn in_list(list: &[&str], s: &str) -> bool {
-    list.binary_search(&s).is_ok()
-}
-
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -352,11 +365,30 @@ mod tests {
     }
 
     #[test]
-    fn lists_are_sorted() {
-        for list in [SECRET, KEEP, SECRET_QUERY_PARAMS, ALWAYS_SECRET_HEADERS] {
+    fn lists_are_sorted_and_consistent() {
+        for list in [
+            SECRET,
+            KEEP,
+            QUALIFIED,
+            SECRET_QUERY_PARAMS,
+            ALWAYS_SECRET_HEADERS,
+        ] {
             let mut sorted = list.to_vec();
             sorted.sort_unstable();
+            sorted.dedup();
             assert_eq!(list, &sorted[..]);
+        }
+        assert!(SECRET.iter().all(|w| is_secret_word(w)));
+        assert!(KEEP.iter().all(|w| is_keep_word(w)));
+        assert!(!SECRET.iter().any(|w| is_keep_word(w)));
+        // Every list entry is already lower-case and separator-free (it is
+        // compared with joined lower-case words).
+        for w in SECRET.iter().chain(KEEP).chain(QUALIFIED).chain(ENDS_WITH) {
+            assert!(
+                w.bytes()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()),
+                "{w}"
+            );
         }
     }
 

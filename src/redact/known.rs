@@ -7,7 +7,7 @@
 //! Values shorter than [`MIN_LEN`] are ignored: short values (`1`, `true`,
 //! `prod`) would redact ordinary text everywhere.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 /// Shortest value treated as a known secret.
 pub(crate) const MIN_LEN: usize = 8;
@@ -46,6 +46,7 @@ impl Known {
             // to the (slower) naive search in `scan`.
             self.ac = AhoCorasickBuilder::new()
                 .match_kind(MatchKind::LeftmostLongest)
+                .kind(Some(AhoCorasickKind::DFA))
                 .build(&self.forms)
                 .ok();
         }

@@ -79,7 +79,7 @@ pub const MAX_DEPTH: usize = 256;
 pub const MAX_NEST: u8 = 3;
 /// How many levels of base64-inside-base64 are decoded.
 const MAX_B64_DEPTH: u8 = 2;
-/// Rounds of redaction applied to one string until it is stable.
+/// Rounds of JSON re-parsing applied to one string until it is stable.
 const MAX_ROUNDS: usize = 3;
 
 /// Replaces a container nested deeper than [`MAX_DEPTH`].
@@ -579,51 +579,58 @@ impl Redactor {
 
     // ---- strings and text -------------------------------------------
 
-    /// Redacts a string in place, until stable: text that was not JSON may
-    /// become JSON once a layer removed what broke it.
+    /// Redacts a string in place. Text that was not JSON may become JSON
+    /// once a layer removed what broke it (a stray control character inside
+    /// a key); it is then walked as JSON too, so that a second redaction
+    /// finds nothing more.
     fn redact_string(&self, s: &mut String, nest: u8, report: &mut Report) {
-        for _ in 0..MAX_ROUNDS {
-            match self.string_value(s, nest, report) {
-                Some(new) => *s = new,
-                None => break,
+        if let Some(new) = self.string_value(s, nest, report) {
+            *s = new;
+            for _ in 1..MAX_ROUNDS {
+                match self.json_string(s, nest, report) {
+                    Some(Some(new)) => *s = new,
+                    _ => break,
+                }
             }
         }
     }
 
     fn string_value(&self, s: &str, nest: u8, report: &mut Report) -> Option<String> {
+        match self.json_string(s, nest, report) {
+            Some(changed) => changed,
+            None => self.text(s, report, 0),
+        }
+    }
+
+    /// A string holding a JSON object or array: parsed, walked and
+    /// re-serialised if anything changed (`Some(Some(new))`), left as it is
+    /// otherwise (`Some(None)`). `None` when it is not JSON.
+    fn json_string(&self, s: &str, nest: u8, report: &mut Report) -> Option<Option<String>> {
         let t = s.trim();
         let looks_json = (t.starts_with('{') && t.ends_with('}'))
             || (t.starts_with('[') && t.ends_with(']') && !t.starts_with("[REDACTED"));
-        if nest < MAX_NEST
-            && looks_json
-            && let Ok(mut inner) = serde_json::from_str::<Value>(t)
-        {
-            let mut r = Report::default();
-            self.walk(&mut inner, nest + 1, &mut r);
-            if r.is_empty() {
-                return None;
-            }
-            report.merge(&r);
-            // Serialising a Value cannot fail (string keys only); if it
-            // somehow did, drop the string rather than keep it raw.
-            return Some(serde_json::to_string(&inner).unwrap_or_else(|_| FAILED.to_owned()));
+        if nest >= MAX_NEST || !looks_json {
+            return None;
         }
-        self.text(s, report, 0)
+        let mut inner = serde_json::from_str::<Value>(t).ok()?;
+        let mut r = Report::default();
+        self.walk(&mut inner, nest + 1, &mut r);
+        if r.is_empty() {
+            return Some(None);
+        }
+        report.merge(&r);
+        // Serialising a Value cannot fail (string keys only); if it somehow
+        // did, drop the string rather than keep it raw.
+        Some(Some(
+            serde_json::to_string(&inner).unwrap_or_else(|_| FAILED.to_owned()),
+        ))
     }
 
-    /// The text layers until nothing changes (at most [`MAX_ROUNDS`]
-    /// rounds). One round is idempotent by design; the extra round covers
-    /// the rare case where a removal creates a new match (a flag that now
-    /// sits next to its value), so that redacting twice never changes more.
+    /// The text layers. One round is idempotent by construction: every
+    /// layer leaves earlier markers and placeholders alone, and no marker
+    /// completes a pattern of an earlier layer.
     fn text(&self, s: &str, report: &mut Report, b64_depth: u8) -> Option<String> {
-        let mut out = self.text_once(s, report, b64_depth)?;
-        for _ in 1..MAX_ROUNDS {
-            match self.text_once(&out, report, b64_depth) {
-                Some(next) => out = next,
-                None => break,
-            }
-        }
-        Some(out)
+        self.text_once(s, report, b64_depth)
     }
 
     /// One round of the text layers, in order. `None` when nothing changed.

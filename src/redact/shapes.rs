@@ -24,7 +24,7 @@
 //! keys have other labels and are left alone. A BEGIN without its END (a
 //! truncated key) is redacted to the end of the text.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use regex::bytes::{Regex, RegexBuilder};
 
 use super::Report;
@@ -366,6 +366,19 @@ const SHAPES: &[Shape] = &[
 
 /// Marker for the PEM rule (not in the regex table).
 const PRIVATE_KEY: &str = "private-key";
+/// The PEM rule's number in the prefilter and in spans.
+const PEM: usize = usize::MAX;
+
+/// The prefilter bit of a rule: rules 0–126 have their own, PEM has 127.
+/// (A table over 127 rules would share bit 126 and still run every rule
+/// it should, only more often; a test keeps the table under that.)
+fn rule_bit(rule: usize) -> u128 {
+    if rule == PEM {
+        1 << 127
+    } else {
+        1 << rule.min(126)
+    }
+}
 const PEM_KEYWORD: &str = "PRIVATE KEY";
 
 struct Compiled {
@@ -380,8 +393,9 @@ pub(crate) struct Shapes {
     /// `None` only if the automaton could not be built; then every rule
     /// runs on every text (slower, never weaker).
     prefilter: Option<AhoCorasick>,
-    /// Keyword pattern index → rule index; `usize::MAX` for the PEM keyword.
-    keyword_rule: Vec<usize>,
+    /// Keyword pattern index → the rules it triggers, one bit per rule
+    /// ([`PEM`] is bit 127).
+    keyword_mask: Vec<u128>,
 }
 
 impl Shapes {
@@ -391,7 +405,7 @@ impl Shapes {
     pub(crate) fn new() -> Shapes {
         let mut rules = Vec::with_capacity(SHAPES.len());
         let mut keywords: Vec<&'static str> = Vec::new();
-        let mut keyword_rule = Vec::new();
+        let mut keyword_rule: Vec<usize> = Vec::new();
         for shape in SHAPES {
             let Ok(regex) = RegexBuilder::new(shape.pattern)
                 .unicode(false)
@@ -414,47 +428,69 @@ impl Shapes {
             }
         }
         keywords.push(PEM_KEYWORD);
-        keyword_rule.push(usize::MAX);
+        keyword_rule.push(PEM);
+        // A hit on a keyword also stands for every keyword inside it
+        // (`sk-ant-` contains `sk-`): the search reports one keyword per
+        // position, and the shorter one's rules must still run.
+        let keyword_mask = keywords
+            .iter()
+            .map(|kw| {
+                keywords
+                    .iter()
+                    .zip(&keyword_rule)
+                    .filter(|(other, _)| kw.contains(**other))
+                    .fold(0u128, |m, (_, &r)| m | rule_bit(r))
+            })
+            .collect();
         let prefilter = AhoCorasickBuilder::new()
-            .match_kind(MatchKind::Standard)
+            .match_kind(MatchKind::LeftmostFirst)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(&keywords)
             .ok();
         Shapes {
             rules,
             prefilter,
-            keyword_rule,
+            keyword_mask,
         }
     }
 
     /// Replaces every shape found in `s`. `None` when nothing matched.
     pub(crate) fn scan(&self, s: &str, report: &mut Report) -> Option<String> {
         let bytes = s.as_bytes();
+        // Which rules to run: a bit per rule (the table has fewer than 128).
         let (wanted, pem) = match &self.prefilter {
             Some(ac) => {
-                let mut wanted = vec![false; self.rules.len()];
-                let mut pem = false;
+                let mut wanted = 0u128;
                 let mut any = false;
-                for m in ac.find_overlapping_iter(bytes) {
-                    match self.keyword_rule.get(m.pattern().as_usize()) {
-                        Some(&usize::MAX) => pem = true,
-                        Some(&r) => wanted[r] = true,
-                        None => {}
-                    }
+                // Leftmost-first search restarted one byte after each hit:
+                // every keyword occurrence is seen (as with overlapping
+                // search) while the automaton's prefilter still skips the
+                // stretches without any.
+                let mut pos = 0;
+                while pos < bytes.len() {
+                    let input = aho_corasick::Input::new(bytes).range(pos..);
+                    let Some(m) = ac.find(input) else { break };
+                    wanted |= self
+                        .keyword_mask
+                        .get(m.pattern().as_usize())
+                        .copied()
+                        .unwrap_or(u128::MAX);
                     any = true;
+                    pos = m.start() + 1;
                 }
                 if !any {
                     return None;
                 }
-                (wanted, pem)
+                (wanted, wanted & rule_bit(PEM) != 0)
             }
-            None => (vec![true; self.rules.len()], true),
+            None => (u128::MAX, true),
         };
         let mut spans: Vec<(usize, usize, usize)> = Vec::new(); // start, end, rule
         if pem {
             pem_spans(bytes, &mut spans);
         }
         for (idx, rule) in self.rules.iter().enumerate() {
-            if !wanted[idx] {
+            if wanted & rule_bit(idx) == 0 {
                 continue;
             }
             if rule.has_group {
@@ -476,7 +512,7 @@ impl Shapes {
             return None;
         }
         let id_of = |rule: usize| {
-            if rule == usize::MAX {
+            if rule == PEM {
                 PRIVATE_KEY
             } else {
                 self.rules[rule].id
@@ -571,7 +607,7 @@ fn pem_spans(b: &[u8], spans: &mut Vec<(usize, usize, usize)>) {
             }
             None => b.len(),
         };
-        spans.push((start, end, usize::MAX));
+        spans.push((start, end, PEM));
         from = end;
     }
 }
@@ -614,6 +650,35 @@ mod tests {
             }
         }
         assert_eq!(Shapes::new().rules.len(), SHAPES.len());
+        assert!(SHAPES.len() <= 127, "the prefilter keeps one bit per rule");
+    }
+
+    #[test]
+    fn a_keyword_triggers_the_keywords_inside_it() {
+        let shapes = Shapes::new();
+        let rule = |id: &str| shapes.rules.iter().position(|r| r.id == id).expect(id);
+        let kw = |k: &str| {
+            let mut i = 0;
+            for shape in SHAPES {
+                for w in shape.keywords {
+                    if *w == k {
+                        return i;
+                    }
+                    i += 1;
+                }
+            }
+            panic!("{k}")
+        };
+        let mask = shapes.keyword_mask[kw("sk-ant-api")];
+        assert_ne!(mask & rule_bit(rule("sk-api-key")), 0);
+        assert_ne!(mask & rule_bit(rule("anthropic-key")), 0);
+        assert_ne!(mask & rule_bit(rule("anthropic-api-key")), 0);
+        assert_eq!(mask & rule_bit(rule("github-pat")), 0);
+        // And a shape still fires among other keywords.
+        assert_eq!(
+            scan("ops_eyJ SK :AA sk- AIza0123456789abcdefghijABCDEFGHIJ_-xyz."),
+            "ops_eyJ SK :AA sk- [REDACTED:google-api-key]."
+        );
     }
 
     #[test]

@@ -22,16 +22,31 @@
 //! For `Authorization`-like names the scheme survives:
 //! `Authorization: Bearer [REDACTED:bearer]`.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use super::keys;
 
 /// Substrings one of which every secret name contains (lower-case). A name
 /// without any of them cannot pass the key rule, so only these spots are
-/// examined.
+/// examined. They are searched in three spellings, `token`, `Token` and
+/// `TOKEN` (case-sensitive search is several times faster than
+/// case-insensitive), which covers snake, kebab, camel, Pascal and
+/// screaming case; a name spelt `tOkEn` is not found in free text.
 const TRIGGERS: &[&str] = &[
     "token", "secret", "key", "pass", "pwd", "auth", "cookie", "cred", "sess", "bearer", "jwt",
 ];
+
+fn trigger_spellings() -> Vec<String> {
+    let mut out = Vec::with_capacity(TRIGGERS.len() * 3);
+    for t in TRIGGERS {
+        out.push((*t).to_owned());
+        out.push(t.to_ascii_uppercase());
+        let mut cap = (*t).to_owned();
+        cap[..1].make_ascii_uppercase();
+        out.push(cap);
+    }
+    out
+}
 
 pub(crate) const KIND_ASSIGNMENT: &str = "assignment";
 pub(crate) const KIND_ARGV: &str = "argv";
@@ -66,9 +81,9 @@ impl Assignments {
     pub(crate) fn new() -> Assignments {
         Assignments {
             triggers: AhoCorasickBuilder::new()
-                .ascii_case_insensitive(true)
+                .kind(Some(AhoCorasickKind::DFA))
                 .match_kind(MatchKind::LeftmostFirst)
-                .build(TRIGGERS)
+                .build(trigger_spellings())
                 .ok(),
         }
     }
@@ -148,9 +163,11 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
     let raw_name = &s[ns..ne];
     let dashes = raw_name.len() - raw_name.trim_start_matches('-').len();
     let name = raw_name.trim_start_matches(['-', '.', '_']);
-    if name.is_empty() || !keys::is_secret_key(name, legacy) {
+    if name.is_empty() {
         return None;
     }
+    // The form is checked first and the key rule last: most names in text
+    // are followed by no value at all (`the cache key is…`).
     let flag = dashes > 0;
     let header_like = keys::is_always_secret_header(name) && !flag;
     let auth_like = is_authorization_name(name);
@@ -183,7 +200,6 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
     let colon = sep_len == 1 && b[i] == b':';
     let mut strict;
     if sep_len == 0 {
-        // `--flag value`.
         // `--flag value`, or `password value` (`.netrc`, prose): in text a
         // name may be followed by an ordinary word (`--token option`,
         // `password reset`), so the floor applies. Argv arrays are handled
@@ -225,10 +241,13 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
         KIND_ASSIGNMENT
     };
     // `Authorization: Bearer x` keeps the scheme.
-    if auth_like && let Some((scheme, cred_start)) = scheme_prefix(value) {
+    if auth_like
+        && let Some((scheme, cred_start)) = scheme_prefix(value)
+        && keys::is_secret_key(name, legacy)
+    {
         let cred = &value[cred_start..];
         let cred = cred.trim_end();
-        if cred.is_empty() || is_placeholder(cred) {
+        if cred.is_empty() || is_placeholder(cred) || cred.contains("[REDACTED") {
             return None;
         }
         let start = vs + cred_start;
@@ -239,7 +258,9 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
             marker: format!("[REDACTED:{scheme}]"),
         });
     }
-    if value.is_empty() || is_placeholder(value) {
+    // A value holding an earlier marker was already redacted; taking it
+    // again could cut the marker in half.
+    if value.is_empty() || is_placeholder(value) || value.contains("[REDACTED") {
         return None;
     }
     if b.get(ve) == Some(&b'(') {
@@ -247,6 +268,9 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
         return None;
     }
     if !strict && !looks_random(value, flag) {
+        return None;
+    }
+    if !keys::is_secret_key(name, legacy) {
         return None;
     }
     Some(Found {
@@ -299,7 +323,8 @@ fn value_span(b: &[u8], i: usize, to_eol: bool) -> Option<(usize, usize, bool)> 
         }
     } else {
         while j < b.len()
-            && !b[j].is_ascii_whitespace()
+            && b[j] > 0x20
+            && b[j] != 0x7f
             && !matches!(
                 b[j],
                 b'"' | b'\''

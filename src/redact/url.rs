@@ -152,10 +152,10 @@ pub(crate) fn redact_url(u: &str, mode: PathMode, legacy: bool) -> Option<String
     let mut pos = 0;
     if let Some((s, e)) = p.userinfo {
         let ui = &u[s..e];
-        if let Some(colon) = ui.find(':') {
+        if let Some(colon) = colon_outside_markers(ui) {
             out.push_str(&u[pos..s + colon + 1]);
             let pw = &ui[colon + 1..];
-            if pw.is_empty() || pw.starts_with("[REDACTED") {
+            if pw.is_empty() || pw.contains("[REDACTED") {
                 out.push_str(pw);
             } else {
                 out.push_str(MARK);
@@ -193,6 +193,26 @@ pub(crate) fn redact_url(u: &str, mode: PathMode, legacy: bool) -> Option<String
     changed.then_some(out)
 }
 
+/// The first `:` that is not inside an earlier `[REDACTED:…]` marker.
+fn colon_outside_markers(ui: &str) -> Option<usize> {
+    let b = ui.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"[REDACTED") {
+            i += b[i..]
+                .iter()
+                .position(|&c| c == b']')
+                .map_or(b.len() - i, |k| k + 1);
+            continue;
+        }
+        if b[i] == b':' {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
 /// `a=1&token=x;b=2` → `a=1&token=[REDACTED];b=2`. Names are compared after
 /// percent-decoding (`api%5Fkey` is `api_key`).
 fn redact_params(q: &str, out: &mut String, legacy: bool) -> bool {
@@ -209,7 +229,7 @@ fn redact_params(q: &str, out: &mut String, legacy: bool) -> bool {
                 if keys::is_secret_query_param(&decoded, legacy) {
                     out.push_str(name);
                     out.push('=');
-                    if value.starts_with("[REDACTED") {
+                    if value.contains("[REDACTED") {
                         out.push_str(value);
                     } else {
                         out.push_str(MARK);
@@ -597,6 +617,10 @@ mod tests {
             "https://host:8080/users/@me"
         );
         assert_eq!(keep("https://host/users/@me"), "https://host/users/@me");
+        assert_eq!(
+            keep("https://x-token=[REDACTED:assignment]@github.com/"),
+            "https://x-token=[REDACTED:assignment]@github.com/"
+        );
         assert_eq!(
             keep("amqp://guest:gu3st#pw@mq.local:5672/vhost"),
             "amqp://guest:[REDACTED]@mq.local:5672/vhost"
