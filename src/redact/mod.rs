@@ -48,8 +48,8 @@
 //!    "data":…}`) and binary resource blobs are not scanned: their bytes are
 //!    not text, and the truncation layer stubs them.
 //!
-//! The text layers (known values, shapes, URLs, `NAME=value`
-//! assignments, base64) run in that order on every string and object key,
+//! The text layers (known values, shapes, URLs, base64, `NAME=value`
+//! assignments) run in that order on every string and object key,
 //! and through [`Redactor::redact_text`] on log lines and messages.
 
 mod b64;
@@ -660,23 +660,6 @@ impl Redactor {
             cur = Cow::Owned(t);
         }
 
-        let found = self.assignments.find(&cur, self.legacy());
-        if !found.is_empty() {
-            let mut out = String::with_capacity(cur.len());
-            let mut copied = 0;
-            for f in found {
-                if f.start < copied || f.end > cur.len() || f.start > f.end {
-                    continue;
-                }
-                out.push_str(&cur[copied..f.start]);
-                out.push_str(&f.marker);
-                report.add(f.kind);
-                copied = f.end;
-            }
-            out.push_str(&cur[copied..]);
-            cur = Cow::Owned(out);
-        }
-
         if b64_depth < MAX_B64_DEPTH && cur.len() >= b64::MIN_RUN {
             let found = b64::scan(&cur, |decoded| {
                 let mut inner = Report::default();
@@ -692,6 +675,26 @@ impl Redactor {
                 );
                 cur = Cow::Owned(replaced);
             }
+        }
+
+        // Names and values last: every other layer has already replaced
+        // what it replaces, so the names and values seen here are the ones a
+        // second redaction would see.
+        let found = self.assignments.find(&cur, self.legacy());
+        if !found.is_empty() {
+            let mut out = String::with_capacity(cur.len());
+            let mut copied = 0;
+            for f in found {
+                if f.start < copied || f.end > cur.len() || f.start > f.end {
+                    continue;
+                }
+                out.push_str(&cur[copied..f.start]);
+                out.push_str(&f.marker);
+                report.add(f.kind);
+                copied = f.end;
+            }
+            out.push_str(&cur[copied..]);
+            cur = Cow::Owned(out);
         }
 
         match cur {

@@ -207,6 +207,11 @@ const SHAPES: &[Shape] = &[
     // Google.
     s("google-api-key", &["AIza"], r"\bAIza[A-Za-z0-9_-]{35}"),
     s(
+        "google-client-secret",
+        &["GOCSPX-"],
+        r"\bGOCSPX-[A-Za-z0-9_-]{20,40}",
+    ),
+    s(
         "google-oauth-token",
         &["ya29."],
         r"\bya29\.[A-Za-z0-9_-]{20,}",
@@ -346,6 +351,18 @@ const SHAPES: &[Shape] = &[
         "age-secret-key",
         &["AGE-SECRET-KEY-1"],
         r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b",
+    ),
+    // Passwords in command lines whose flags the name layer cannot read:
+    // `mysql -pSECRET` (glued to `-p`), `curl -u user:SECRET`.
+    s(
+        "mysql-password",
+        &["mysql", "mariadb"],
+        r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p([^\s'\x22]{3,})",
+    ),
+    s(
+        "curl-user-password",
+        &["curl"],
+        r"\bcurl\b[^\n]*?[ \t](?:-u|--user)[ \t]*['\x22]?[^:\s'\x22]+:([^\s'\x22]+)",
     ),
     // Credentials after an HTTP auth scheme in free text. `Authorization:`
     // lines are also handled by the assignment layer; these catch the
@@ -496,17 +513,23 @@ impl Shapes {
             if rule.has_group {
                 for caps in rule.regex.captures_iter(bytes) {
                     let Some(g) = caps.get(1) else { continue };
-                    if rule.check.is_none_or(|c| c(g.as_bytes())) {
+                    if keep_match(g.as_bytes(), rule.check) {
                         spans.push((g.start(), g.end(), idx));
                     }
                 }
             } else {
                 for m in rule.regex.find_iter(bytes) {
-                    if rule.check.is_none_or(|c| c(m.as_bytes())) {
+                    if keep_match(m.as_bytes(), rule.check) {
                         spans.push((m.start(), m.end(), idx));
                     }
                 }
             }
+        }
+        // A match that reaches into an earlier placeholder would take part
+        // of it (`-u[REDACTED:private-key]` read as `user:password`).
+        if super::url::find(bytes, b"[REDACTED").is_some() {
+            let marks = marker_spans(bytes);
+            spans.retain(|&(st, en, _)| !marks.iter().any(|&(ms, me)| st < me && ms < en));
         }
         if spans.is_empty() {
             return None;
@@ -520,6 +543,29 @@ impl Shapes {
         };
         Some(splice(s, spans, id_of, report))
     }
+}
+
+/// The spans of `[REDACTED…]` placeholders in `b`.
+fn marker_spans(b: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(k) = super::url::find(&b[from..], b"[REDACTED") {
+        let st = from + k;
+        let en = b[st..]
+            .iter()
+            .position(|&c| c == b']')
+            .map_or(b.len(), |e| st + e + 1);
+        out.push((st, en));
+        from = en;
+    }
+    out
+}
+
+/// Whether a match is a secret: it passes the rule's check and is not an
+/// earlier placeholder (a rule whose class admits `[` would otherwise take
+/// `[REDACTED:…]` again).
+fn keep_match(secret: &[u8], check: Option<fn(&[u8]) -> bool>) -> bool {
+    !secret.starts_with(b"[REDACTED") && check.is_none_or(|c| c(secret))
 }
 
 /// Writes `s` with each span replaced by `[REDACTED:<id>]`. Overlapping or
@@ -693,6 +739,26 @@ mod tests {
         assert_eq!(scan(truncated), "x [REDACTED:private-key]");
         let enc = "-----BEGIN ENCRYPTED PRIVATE KEY-----\\nMIIFHzBJBgkqhkiG9w0BBQ0w\\n-----END ENCRYPTED PRIVATE KEY-----\\n";
         assert_eq!(scan(enc), "[REDACTED:private-key]\\n");
+    }
+
+    #[test]
+    fn command_line_passwords() {
+        assert_eq!(
+            scan("mysql -u root -pS3cretPass123 -h db"),
+            "mysql -u root -p[REDACTED:mysql-password] -h db"
+        );
+        assert_eq!(scan("mysql -u root -p -h db"), "mysql -u root -p -h db");
+        assert_eq!(
+            scan("curl -s -u 'deploy:hunter2hunter2' https://x.example"),
+            "curl -s -u 'deploy:[REDACTED:curl-user-password]' https://x.example"
+        );
+    }
+
+    #[test]
+    fn placeholders_are_not_taken_apart() {
+        let once = scan("curl -fsS -u-----BEGIN PRIVATE KEY----- x https://h.example");
+        assert_eq!(once, "curl -fsS -u[REDACTED:private-key]");
+        assert_eq!(scan(&once), once);
     }
 
     #[test]

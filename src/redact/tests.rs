@@ -36,6 +36,25 @@ fn strings(v: &Value, out: &mut Vec<String>) {
 }
 
 #[test]
+fn legacy_substring_rule() {
+    assert!(RedactConfig::from_legacy_var(Some("1")).legacy_substring_keys);
+    assert!(RedactConfig::from_legacy_var(Some(" TRUE ")).legacy_substring_keys);
+    assert!(!RedactConfig::from_legacy_var(Some("0")).legacy_substring_keys);
+    assert!(!RedactConfig::from_legacy_var(None).legacy_substring_keys);
+    let legacy = Redactor::new(RedactConfig {
+        legacy_substring_keys: true,
+    });
+    let mut v = json!({"max_tokens": 5, "keyboard": "us", "name": "x", "token": "t"});
+    legacy.redact_value(&mut v);
+    assert_eq!(
+        v,
+        json!({"max_tokens": "[REDACTED:key]", "keyboard": "[REDACTED:key]", "name": "x", "token": "[REDACTED:key]"})
+    );
+    let (v, _) = red(json!({"max_tokens": 5, "keyboard": "us"}));
+    assert_eq!(v, json!({"max_tokens": 5, "keyboard": "us"}));
+}
+
+#[test]
 fn redactor_is_send_sync() {
     fn assert<T: Send + Sync>() {}
     assert::<Redactor>();

@@ -215,7 +215,15 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
         i = after;
     }
     // The value.
-    let (vs, ve, quoted) = value_span(b, i, header_like && colon)?;
+    let (vs, mut ve, quoted) = value_span(b, i, header_like && colon)?;
+    if !quoted && in_url(b, ns) {
+        // Inside a URL the value ends where the URL layer ends the URL, so
+        // both layers agree on what is left after this one.
+        ve = b[vs..ve]
+            .iter()
+            .position(|&c| super::url::ends_url(c))
+            .map_or(ve, |k| vs + k);
+    }
     let value = &s[vs..ve];
     if quoted {
         strict = true;
@@ -279,6 +287,16 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
         kind,
         marker: format!("[REDACTED:{kind}]"),
     })
+}
+
+/// Whether the name at `ns` sits in a `scheme://…` URL (a query or fragment
+/// parameter): the word it belongs to contains `://` before it.
+fn in_url(b: &[u8], ns: usize) -> bool {
+    let word_start = b[..ns]
+        .iter()
+        .rposition(|&c| super::url::ends_url(c))
+        .map_or(0, |p| p + 1);
+    super::url::find(&b[word_start..ns], b"://").is_some()
 }
 
 /// The value starting at `i`: quoted (to the closing quote on the same

@@ -284,7 +284,7 @@ fn hex(c: u8) -> Option<u8> {
 }
 
 /// Bytes that end a URL found in free text.
-fn ends_url(c: u8) -> bool {
+pub(crate) fn ends_url(c: u8) -> bool {
     c.is_ascii_whitespace()
         || matches!(
             c,
