@@ -391,12 +391,24 @@ fn corpus() {
         } else {
             3
         };
-        for wrap in 0..wraps {
-            let texts = run_case(&r, case, wrap);
+        let mut outputs: Vec<(String, Vec<String>)> = (0..wraps)
+            .map(|w| (format!("wrap {w}"), run_case(&r, case, w)))
+            .collect();
+        // A text input must also come out right through `redact_text` (logs,
+        // error messages), whatever the case's mode.
+        if case.mode == "value"
+            && let Some(text) = case.input.as_str()
+        {
+            outputs.push((
+                "redact_text".to_owned(),
+                vec![r.redact_text(text).into_owned()],
+            ));
+        }
+        for (wrap, texts) in outputs {
             for s in &case.secrets {
                 if let Some(t) = texts.iter().find(|t| t.contains(s.as_str())) {
                     failures.push(format!(
-                        "[{}] wrap {wrap}: secret survived: {s:?}\n    in: {}",
+                        "[{}] {wrap}: secret survived: {s:?}\n    in: {}",
                         case.name,
                         clip(t)
                     ));
@@ -405,7 +417,7 @@ fn corpus() {
             for k in &case.keep {
                 if !texts.iter().any(|t| t.contains(k.as_str())) {
                     failures.push(format!(
-                        "[{}] wrap {wrap}: keeper lost: {k:?}\n    out: {}",
+                        "[{}] {wrap}: keeper lost: {k:?}\n    out: {}",
                         case.name,
                         clip(texts.last().map_or("", String::as_str))
                     ));
