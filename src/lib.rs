@@ -13,6 +13,8 @@
 //!   in-flight table and the lifecycle (signals, exit parity, restarts).
 //! * [`observe`] — what the relay hands off its hot path: the bounded
 //!   observation queue, step reports and the `--transcript` writer.
+//! * [`redact`] — the single choke point every recorded payload passes
+//!   through before a store, the network, a log or a terminal.
 //! * [`testpeer`] — a scriptable fake MCP server for faults real servers will
 //!   not produce on demand (hidden `bir testpeer`).
 //! * [`record`] — runs: the Tier 2 recorder (an observer sink), the

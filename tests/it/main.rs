@@ -14,4 +14,5 @@ mod lifecycle;
 mod record;
 mod relay;
 mod remote;
+mod secrets;
 mod support;
