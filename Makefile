@@ -79,6 +79,7 @@ golden:
 bench:
 	cargo build --release --locked
 	cargo bench --locked --bench relay
+	cargo bench --locked --bench redact
 
 clean:
 	cargo clean

@@ -331,6 +331,8 @@ struct Cfg {
     home: PathBuf,
     /// Run bir with BIR_RECORDER=off (relay core only, no journal).
     recorder_off: bool,
+    /// Also send runs to this recording service (a loopback fake).
+    service: Option<String>,
 }
 
 impl Cfg {
@@ -344,8 +346,25 @@ impl Cfg {
         } else {
             c.env_remove("BIR_RECORDER");
         }
+        // Never the user's own service; only the bench's fake when asked.
+        c.env("BIR_SERVICE_URL", self.service.as_deref().unwrap_or("off"));
         c
     }
+}
+
+/// A loopback stand-in for the recording service: answers 200 to every
+/// request, on its own thread, for the life of the bench process.
+fn fake_recording_service() -> Option<String> {
+    let server = tiny_http::Server::http("127.0.0.1:0").ok()?;
+    let url = format!("http://{}", server.server_addr().to_ip()?);
+    std::thread::spawn(move || {
+        for mut req in server.incoming_requests() {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(req.as_reader(), &mut sink);
+            let _ = req.respond(tiny_http::Response::empty(200));
+        }
+    });
+    Some(url)
 }
 
 /// Files and bytes under `dir`, recursively.
@@ -1058,6 +1077,7 @@ fn run() -> io::Result<()> {
         log: log_dir.join(format!("{}.stderr", safe(name))),
         home: tmp.join(format!("home-{}", safe(name))),
         recorder_off: false,
+        service: None,
     };
     let o = |s: &str| OsString::from(s);
     let direct = mk("direct", vec![echo.clone().into()], false, None);
@@ -1115,9 +1135,16 @@ fn run() -> io::Result<()> {
     let biroff_name = format!("{bir_label}(recorder off)");
     let mut biroff_cfg = mk(&biroff_name, bir_cfg.argv.clone(), true, None);
     biroff_cfg.recorder_off = true;
+    // Recording to a (fake, loopback) recording service as well.
+    let birr_name = format!("{bir_label}+remote");
+    let mut birr_cfg = mk(&birr_name, bir_cfg.argv.clone(), true, None);
+    birr_cfg.service = fake_recording_service();
     let mut candidates = vec![&bir_cfg, &birt_cfg];
     if !stand_in {
         candidates.push(&biroff_cfg);
+        if birr_cfg.service.is_some() {
+            candidates.push(&birr_cfg);
+        }
     }
     for c in candidates {
         match probe(c) {
@@ -1634,6 +1661,7 @@ fn node_bench(
         log: log.clone(),
         home: tmp.join("home-node-direct"),
         recorder_off: false,
+        service: None,
     }];
     if bir_ok {
         ncfgs.push(Cfg {
@@ -1651,6 +1679,7 @@ fn node_bench(
             log: log.clone(),
             home: tmp.join("home-node-bir"),
             recorder_off: false,
+            service: None,
         });
         if let Some(off) = cfgs.iter().find(|c| c.recorder_off) {
             let mut c = ncfgs[1].clone();
