@@ -117,7 +117,9 @@ pub struct TestPeerArgs {
     pub log: Option<PathBuf>,
 }
 
-/// bir records what AI agents do with their tools.
+/// bir records what AI agents do with their tools. `bir proxy …` (or the
+/// `bir-proxy` link) is the MCP proxy: see `bir proxy --help`. `bir hooks …`
+/// (or `bir-hooks`) receives Claude Code hook events.
 #[derive(FromArgs, Debug)]
 pub struct CliArgs {
     /// print the version and exit
