@@ -22,9 +22,12 @@
 //!   credentials; [`sync`] — `bir sync`: send what the service has not
 //!   acknowledged (the live sender is `record::remote`).
 //! * [`hooks`] — `bir-hooks` (for now: answers every event harmlessly).
+//! * [`install`] — `bir wrap`/`install`/`uninstall`/`status`/`doctor`: client
+//!   configs, edited byte-preservingly and atomically, with a ledger to undo.
 
 pub mod cli;
 pub mod hooks;
+pub mod install;
 pub mod jsonrpc;
 pub mod logging;
 pub mod login;
