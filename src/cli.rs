@@ -137,6 +137,7 @@ pub enum CliCommand {
     Login(crate::login::LoginCmd),
     Logout(crate::login::LogoutCmd),
     Whoami(crate::login::WhoamiCmd),
+    Wrap(crate::install::wrap::WrapCmd),
 }
 
 /// Print the version and the build it came from.

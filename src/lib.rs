@@ -131,6 +131,7 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Login(cmd)) => login::login(cmd),
         Some(CliCommand::Logout(cmd)) => login::logout(cmd),
         Some(CliCommand::Whoami(cmd)) => login::whoami(cmd),
+        Some(CliCommand::Wrap(cmd)) => install::wrap::main(cmd),
         None => {
             eprintln!(
                 "bir: no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy."

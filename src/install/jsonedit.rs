@@ -119,6 +119,8 @@ pub struct Style {
     pub indent: Option<String>,
     /// Between a key and its value: `": "` or `":"`.
     pub colon: String,
+    /// Between items on one line: `", "` or `","` (single-line files).
+    pub comma: String,
     pub newline: &'static str,
 }
 
@@ -316,7 +318,7 @@ impl Doc {
                     text.push_str(colon);
                     render(value, &value.root, &self.style, &indent, &mut text);
                 } else {
-                    text.push_str(", ");
+                    text.push_str(&self.style.comma);
                     text.push_str(&key_text);
                     text.push_str(colon);
                     let compact = Style {
@@ -403,13 +405,7 @@ pub fn render(doc: &Doc, node: &Node, style: &Style, base: &str, out: &mut Strin
             out.push('{');
             let inner = style.indent.as_ref().map(|u| format!("{base}{u}"));
             for (i, m) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                if let Some(inner) = &inner {
-                    out.push_str(style.newline);
-                    out.push_str(inner);
-                }
+                push_separator(out, i, inner.as_deref(), style);
                 out.push_str(&doc.text[m.key_start..m.key_end]);
                 out.push_str(&style.colon);
                 render(doc, &m.value, style, inner.as_deref().unwrap_or(""), out);
@@ -424,13 +420,7 @@ pub fn render(doc: &Doc, node: &Node, style: &Style, base: &str, out: &mut Strin
             out.push('[');
             let inner = style.indent.as_ref().map(|u| format!("{base}{u}"));
             for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                if let Some(inner) = &inner {
-                    out.push_str(style.newline);
-                    out.push_str(inner);
-                }
+                push_separator(out, i, inner.as_deref(), style);
                 render(doc, item, style, inner.as_deref().unwrap_or(""), out);
             }
             if inner.is_some() {
@@ -440,6 +430,22 @@ pub fn render(doc: &Doc, node: &Node, style: &Style, base: &str, out: &mut Strin
             out.push(']');
         }
         Kind::String(_) | Kind::Scalar => out.push_str(&doc.text[node.start..node.end]),
+    }
+}
+
+/// Before item `i`: a comma (after the first), then a new line and the
+/// indentation, or the single-line separator.
+fn push_separator(out: &mut String, i: usize, inner: Option<&str>, style: &Style) {
+    match inner {
+        Some(inner) => {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(style.newline);
+            out.push_str(inner);
+        }
+        None if i > 0 => out.push_str(&style.comma),
+        None => {}
     }
 }
 
@@ -482,9 +488,11 @@ fn detect_style(text: &str, root: &Node) -> Style {
         }
     }
     let multi_line = text.trim_end().contains('\n');
+    let spaced = text.contains(", ") || colon.as_deref() == Some(": ");
     Style {
         indent: indent.or_else(|| multi_line.then(|| "  ".to_owned())),
         colon: colon.unwrap_or_else(|| if multi_line { ": " } else { ":" }.to_owned()),
+        comma: if !multi_line && spaced { ", " } else { "," }.to_owned(),
         newline,
     }
 }
@@ -903,7 +911,7 @@ mod tests {
         let out = round_trip(s, &["mcpServers", "b"], r#"{ "command" : "y" }"#);
         assert_eq!(
             out,
-            r#"{"mcpServers":{"a":{"command":"x"}, "b":{"command":"y"}},"z":1}"#
+            r#"{"mcpServers":{"a":{"command":"x"},"b":{"command":"y"}},"z":1}"#
         );
         let out = round_trip(r#"{"m":{}}"#, &["m", "k"], "[1, 2]");
         assert_eq!(out, r#"{"m":{"k":[1,2]}}"#);

@@ -7,4 +7,7 @@
 //!   re-serialisation).
 
 pub mod atomic;
+pub mod diff;
+pub mod entry;
 pub mod jsonedit;
+pub mod wrap;
