@@ -138,6 +138,9 @@ pub enum CliCommand {
     Logout(crate::login::LogoutCmd),
     Whoami(crate::login::WhoamiCmd),
     Wrap(crate::install::wrap::WrapCmd),
+    Install(crate::install::commands::InstallCmd),
+    Uninstall(crate::install::commands::UninstallCmd),
+    Status(crate::install::commands::StatusCmd),
 }
 
 /// Print the version and the build it came from.

@@ -132,6 +132,9 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Logout(cmd)) => login::logout(cmd),
         Some(CliCommand::Whoami(cmd)) => login::whoami(cmd),
         Some(CliCommand::Wrap(cmd)) => install::wrap::main(cmd),
+        Some(CliCommand::Install(cmd)) => install::commands::install(cmd),
+        Some(CliCommand::Uninstall(cmd)) => install::commands::uninstall(cmd),
+        Some(CliCommand::Status(cmd)) => install::commands::status(cmd),
         None => {
             eprintln!(
                 "bir: no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy."

@@ -52,7 +52,9 @@ pub enum Kind {
     Array(Vec<Node>),
     /// A string; the decoded value.
     String(String),
-    /// A number, `true`, `false` or `null`.
+    /// `true` or `false`.
+    Bool(bool),
+    /// A number or `null`.
     Scalar,
 }
 
@@ -96,6 +98,10 @@ impl Node {
             Kind::String(s) => Some(s),
             _ => None,
         }
+    }
+
+    pub fn is_true(&self) -> bool {
+        matches!(self.kind, Kind::Bool(true))
     }
 
     pub fn is_object(&self) -> bool {
@@ -219,7 +225,20 @@ impl Doc {
             Some(m) => {
                 let base = self.line_indent(m.key_start);
                 let mut text = String::new();
-                render(&value_doc, &value_doc.root, &self.style, &base, &mut text);
+                // A member of an object written on one line stays on one line.
+                let one_line = !self.text[obj.start..obj.end].contains('\n');
+                let style = if one_line {
+                    let spaced =
+                        self.text[obj.start..obj.end].contains(", ") || self.style.colon == ": ";
+                    Style {
+                        indent: None,
+                        comma: if spaced { ", " } else { "," }.to_owned(),
+                        ..self.style.clone()
+                    }
+                } else {
+                    self.style.clone()
+                };
+                render(&value_doc, &value_doc.root, &style, &base, &mut text);
                 Ok(self.splice(m.value.start, m.value.end, &text))
             }
             None => Ok(self.insert_member(obj, last, &value_doc)),
@@ -429,7 +448,9 @@ pub fn render(doc: &Doc, node: &Node, style: &Style, base: &str, out: &mut Strin
             }
             out.push(']');
         }
-        Kind::String(_) | Kind::Scalar => out.push_str(&doc.text[node.start..node.end]),
+        Kind::String(_) | Kind::Bool(_) | Kind::Scalar => {
+            out.push_str(&doc.text[node.start..node.end])
+        }
     }
 }
 
@@ -692,22 +713,22 @@ impl Parser<'_> {
                     kind: Kind::String(s),
                 })
             }
-            Some(b't') => self.literal("true"),
-            Some(b'f') => self.literal("false"),
-            Some(b'n') => self.literal("null"),
+            Some(b't') => self.literal("true", Kind::Bool(true)),
+            Some(b'f') => self.literal("false", Kind::Bool(false)),
+            Some(b'n') => self.literal("null", Kind::Scalar),
             Some(b'-' | b'0'..=b'9') => self.number(),
             Some(_) => Err((self.i, "expected a JSON value".into())),
         }
     }
 
-    fn literal(&mut self, word: &str) -> PResult<Node> {
+    fn literal(&mut self, word: &str, kind: Kind) -> PResult<Node> {
         let start = self.i;
         if self.s[self.i..].starts_with(word.as_bytes()) {
             self.i += word.len();
             Ok(Node {
                 start,
                 end: self.i,
-                kind: Kind::Scalar,
+                kind,
             })
         } else {
             Err((self.i, "expected a JSON value".into()))
@@ -903,6 +924,13 @@ mod tests {
             .remove(&["mcpServers", "b"])
             .expect("present");
         assert_eq!(back, s.as_bytes());
+    }
+
+    #[test]
+    fn a_one_line_entry_in_a_pretty_file_stays_on_one_line() {
+        let s = "{\n  \"m\": {\n    \"a\": {\"command\": \"x\", \"args\": [\"1\"]}\n  }\n}";
+        let out = set(s, &["m", "a", "args"], r#"["--","x","1"]"#);
+        assert_eq!(out, s.replace(r#"["1"]"#, r#"["--", "x", "1"]"#));
     }
 
     #[test]

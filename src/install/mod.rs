@@ -7,7 +7,10 @@
 //!   re-serialisation).
 
 pub mod atomic;
+pub mod claude;
+pub mod commands;
 pub mod diff;
 pub mod entry;
 pub mod jsonedit;
+pub mod ledger;
 pub mod wrap;

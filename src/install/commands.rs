@@ -1,0 +1,670 @@
+//! `bir install`, `bir uninstall`, `bir status` (Claude Code).
+//!
+//! `bir install` wraps every approved stdio server this project's Claude
+//! Code sees, writing the wrapped copy into the project's **local scope**
+//! (`~/.claude.json` → `projects[<key>].mcpServers`), which beats the
+//! project (`.mcp.json`) and user scopes: the team's `.mcp.json` and the
+//! user scope are never edited. A server already in the local scope is
+//! wrapped in place. Every change goes into the ledger; `bir uninstall`
+//! reverses exactly those changes.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use argh::FromArgs;
+
+use super::atomic::{self, sha256_hex};
+use super::claude::{self, Decision, Found, Paths, Resolved};
+use super::diff;
+use super::entry::{EntryKind, ProxyForm, classify, set_command, wrapped_entry_text};
+use super::jsonedit::{Doc, Flavor, json_string};
+use super::ledger::{self, ACTION_IN_PLACE, ACTION_INSERTED, Change};
+use crate::Exit;
+use crate::output::out;
+
+const CLIENT: &str = "claude-code";
+
+/// Wrap this project's MCP servers with bir-proxy (Claude Code).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "install")]
+pub struct InstallCmd {
+    /// the client to configure (today: claude-code; others: use `bir wrap
+    /// --config`)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// wrap only this server (repeatable); also wraps a `.mcp.json` server
+    /// Claude Code has not asked about yet (never a rejected one)
+    #[argh(option)]
+    pub server: Vec<String>,
+
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// print the exact diff and change nothing
+    #[argh(switch)]
+    pub dry_run: bool,
+}
+
+/// Undo `bir install`: restore the entries bir wrapped.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "uninstall")]
+pub struct UninstallCmd {
+    /// every project on this machine, not just the current one
+    #[argh(switch)]
+    pub all: bool,
+
+    /// only this server (repeatable)
+    #[argh(option)]
+    pub server: Vec<String>,
+
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// print the exact diff and change nothing
+    #[argh(switch)]
+    pub dry_run: bool,
+}
+
+/// Show which MCP servers are wrapped, per client and scope.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "status")]
+pub struct StatusCmd {
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+}
+
+fn project_dir(p: &Option<PathBuf>) -> PathBuf {
+    p.clone()
+        .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
+}
+
+fn now() -> String {
+    crate::observe::time::rfc3339(SystemTime::now())
+}
+
+fn fail(cmd: &str, e: &str) -> Exit {
+    eprintln!("bir {cmd}: {e}");
+    Exit::Code(1)
+}
+
+/// Arguments that look like credentials (`--token x`, `KEY=secret`, token
+/// shapes) are not copied into the ledger.
+fn args_look_secret(args: &[String]) -> bool {
+    // Conservative on purpose: withholding costs nothing (uninstall reads the
+    // arguments back from the wrapped entry).
+    let secret_name = |k: &str| {
+        let k = k.to_ascii_lowercase();
+        [
+            "token",
+            "secret",
+            "password",
+            "passwd",
+            "key",
+            "auth",
+            "credential",
+            "cookie",
+            "bearer",
+        ]
+        .iter()
+        .any(|w| k.contains(w))
+    };
+    let redactor = crate::redact::Redactor::new(crate::redact::RedactConfig::default());
+    args.iter().enumerate().any(|(i, a)| {
+        let flag_before = i > 0 && args[i - 1].starts_with('-') && secret_name(&args[i - 1]);
+        let kv = a.split_once('=').is_some_and(|(k, _)| secret_name(k));
+        flag_before || kv || matches!(redactor.redact_text(a), std::borrow::Cow::Owned(_))
+    })
+}
+
+struct Planned {
+    found: Found,
+    decision: Decision,
+}
+
+pub fn install(cmd: InstallCmd) -> Exit {
+    if let Some(c) = cmd.client.as_deref()
+        && c != CLIENT
+    {
+        return fail(
+            "install",
+            &format!(
+                "no adapter for client \"{c}\" yet (supported: {CLIENT}); use `bir wrap --config <file> --name <server> -- <command>` for any mcpServers-style file"
+            ),
+        );
+    }
+    let paths = match Paths::from_env(&project_dir(&cmd.project)) {
+        Ok(p) => p,
+        Err(e) => return fail("install", &e),
+    };
+    let resolved = match claude::resolve(&paths) {
+        Ok(r) => r,
+        Err(e) => return fail("install", &e),
+    };
+    for s in &cmd.server {
+        if !resolved.winners.iter().any(|f| &f.name == s) {
+            return fail(
+                "install",
+                &format!("no MCP server named \"{s}\" in this project's Claude Code config"),
+            );
+        }
+    }
+    let plan: Vec<Planned> = claude::decide(&resolved, &cmd.server)
+        .into_iter()
+        .map(|(found, decision)| Planned { found, decision })
+        .collect();
+    let form = ProxyForm::detect();
+    let to_wrap: Vec<&Planned> = plan
+        .iter()
+        .filter(|p| matches!(p.decision, Decision::Copy | Decision::InPlace))
+        .collect();
+
+    let changes: RefCell<Vec<Change>> = RefCell::new(Vec::new());
+    let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, String> {
+        changes.borrow_mut().clear();
+        let mut bytes = before.map_or_else(|| b"{\n}\n".to_vec(), <[u8]>::to_vec);
+        for p in &to_wrap {
+            let doc = Doc::parse(&bytes, Flavor::Json)
+                .map_err(|e| format!("{}:{e}; nothing was changed", paths.claude_json.display()))?;
+            let f = &p.found;
+            match p.decision {
+                Decision::Copy => {
+                    let path = [
+                        "projects",
+                        resolved.local_key.as_str(),
+                        "mcpServers",
+                        f.name.as_str(),
+                    ];
+                    if doc.root.at(&path).is_some() {
+                        continue; // someone added one meanwhile; theirs wins
+                    }
+                    let keep = doc.existing_parents(&path);
+                    let text = wrapped_entry_text(&f.raw, &form, &f.name)?;
+                    bytes = doc.set(&path, &text)?;
+                    changes.borrow_mut().push(Change {
+                        client: CLIENT.into(),
+                        file: paths.claude_json.clone(),
+                        path: path.iter().map(|s| s.to_string()).collect(),
+                        action: ACTION_INSERTED.into(),
+                        server: f.name.clone(),
+                        project: Some(resolved.local_key.clone()),
+                        source_scope: f.scope.label().into(),
+                        keep_parents: keep,
+                        original_command: None,
+                        original_args: None,
+                        args_absent: false,
+                        args_withheld: false,
+                        entry_sha256: String::new(),
+                        file_sha256: String::new(),
+                        at: now(),
+                    });
+                }
+                Decision::InPlace => {
+                    let path: Vec<&str> = f.path.iter().map(String::as_str).collect();
+                    let Some(node) = doc.root.at(&path) else {
+                        continue;
+                    };
+                    let EntryKind::Stdio { command, args } = classify(node) else {
+                        continue; // changed meanwhile
+                    };
+                    let original_command = node.get("command").map(|n| doc.raw(n).to_owned());
+                    let args_node = node.get("args");
+                    let withheld = args_look_secret(&args);
+                    let original_args = if withheld {
+                        None
+                    } else {
+                        args_node.map(|n| doc.raw(n).to_owned())
+                    };
+                    let new_args = form.args(&f.name, &command, &args);
+                    bytes = set_command(&doc, &path, &form.command(), Some(&new_args))?;
+                    changes.borrow_mut().push(Change {
+                        client: CLIENT.into(),
+                        file: paths.claude_json.clone(),
+                        path: f.path.clone(),
+                        action: ACTION_IN_PLACE.into(),
+                        server: f.name.clone(),
+                        project: Some(resolved.local_key.clone()),
+                        source_scope: f.scope.label().into(),
+                        keep_parents: 0,
+                        original_command,
+                        original_args,
+                        args_absent: args_node.is_none(),
+                        args_withheld: withheld,
+                        entry_sha256: String::new(),
+                        file_sha256: String::new(),
+                        at: now(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok((before != Some(&bytes[..])).then_some(bytes))
+    };
+
+    if cmd.dry_run {
+        let before = match atomic::read(&paths.claude_json) {
+            Ok(b) => b,
+            Err(e) => return fail("install", &e),
+        };
+        let after = match edit(before.as_deref()) {
+            Ok(a) => a,
+            Err(e) => return fail("install", &e),
+        };
+        summary(&resolved, &plan, false);
+        match after {
+            Some(after) => {
+                out(&diff::unified(
+                    &paths.claude_json.display().to_string(),
+                    before.as_deref().unwrap_or_default(),
+                    &after,
+                ));
+                out("(dry run: nothing was written)");
+            }
+            None => out("(dry run: nothing to change)"),
+        }
+        return Exit::Code(0);
+    }
+
+    if to_wrap.is_empty() {
+        summary(&resolved, &plan, true);
+        return Exit::Code(0);
+    }
+    let outcome = match atomic::update(&paths.claude_json, &mut edit) {
+        Ok(o) => o,
+        Err(e) => return fail("install", &e),
+    };
+    let mut changes = changes.into_inner();
+    if outcome.changed {
+        let file_hash = sha256_hex(&outcome.after);
+        let Ok(doc) = Doc::parse(&outcome.after, Flavor::Json) else {
+            return fail("install", "internal: the file bir wrote does not parse");
+        };
+        for c in &mut changes {
+            let path: Vec<&str> = c.path.iter().map(String::as_str).collect();
+            c.entry_sha256 = doc
+                .root
+                .at(&path)
+                .map(|n| sha256_hex(doc.raw(n).as_bytes()))
+                .unwrap_or_default();
+            c.file_sha256 = file_hash.clone();
+            c.file = outcome.target.clone();
+        }
+        if let Err(e) = ledger::modify(&mut |l| {
+            l.changes.retain(|old| {
+                !changes
+                    .iter()
+                    .any(|c| c.file == old.file && c.path == old.path)
+            });
+            l.changes.extend(changes.iter().cloned());
+        }) {
+            eprintln!(
+                "bir install: the config was changed, but the ledger could not be written ({e}); `bir uninstall` cannot undo it — restore the entries by hand or run `bir install` again after fixing {}",
+                ledger::path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
+            return Exit::Code(1);
+        }
+    }
+    summary(&resolved, &plan, true);
+    if outcome.changed {
+        out(&format!(
+            "\nChanged: {} — projects[{}].mcpServers ({} entr{}). Nothing else was touched.",
+            outcome.target.display(),
+            json_string(&resolved.local_key),
+            changes.len(),
+            if changes.len() == 1 { "y" } else { "ies" }
+        ));
+        out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
+        out(
+            "Check: bir doctor     Restart Claude Code sessions in this project to use the wrapped servers.",
+        );
+    }
+    Exit::Code(0)
+}
+
+fn summary(r: &Resolved, plan: &[Planned], applied: bool) {
+    out(&format!(
+        "Claude Code — project {} (key {}), {}",
+        r.paths.project.display(),
+        json_string(&r.local_key),
+        r.paths.claude_json.display()
+    ));
+    if plan.is_empty() {
+        out("  no MCP servers configured for this project");
+    }
+    let width = plan
+        .iter()
+        .map(|p| p.found.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for p in plan {
+        let f = &p.found;
+        let (state, why) = match &p.decision {
+            Decision::Copy => (
+                if applied { "wrapped" } else { "wrap" },
+                format!(
+                    "{} scope entry → wrapped copy in the local scope",
+                    f.scope.label()
+                ),
+            ),
+            Decision::InPlace => (
+                if applied { "wrapped" } else { "wrap" },
+                "local scope entry, wrapped in place".to_owned(),
+            ),
+            Decision::Already => ("ok", format!("already wrapped ({} scope)", f.scope.label())),
+            Decision::Skip(why) => ("skipped", why.clone()),
+        };
+        out(&format!("  {state:<8} {:<width$}  {why}", f.name));
+    }
+    for s in &r.shadowed {
+        let winner_is_ours = r.winners.iter().any(|w| {
+            w.name == s.name
+                && w.scope == claude::Scope::Local
+                && matches!(w.kind, EntryKind::Wrapped(_))
+        });
+        if winner_is_ours {
+            continue; // the original of bir's own copy
+        }
+        out(&format!(
+            "  {:<8} {:<width$}  {} scope entry, hidden by a higher scope (not used by Claude Code)",
+            "hidden",
+            s.name,
+            s.scope.label()
+        ));
+    }
+}
+
+/// The project keys that mean "this project" for uninstall.
+fn this_project_keys(paths: &Paths) -> Vec<String> {
+    claude::key_candidates(&paths.key)
+}
+
+pub fn uninstall(cmd: UninstallCmd) -> Exit {
+    let ledger = match ledger::load() {
+        Ok(l) => l,
+        Err(e) => return fail("uninstall", &e),
+    };
+    let keys = if cmd.all {
+        Vec::new()
+    } else {
+        match Paths::from_env(&project_dir(&cmd.project)) {
+            Ok(p) => this_project_keys(&p),
+            Err(e) => return fail("uninstall", &e),
+        }
+    };
+    let selected: Vec<Change> = ledger
+        .changes
+        .iter()
+        .filter(|c| cmd.all || c.project.as_ref().is_some_and(|p| keys.contains(p)))
+        .filter(|c| cmd.server.is_empty() || cmd.server.contains(&c.server))
+        .cloned()
+        .collect();
+    if selected.is_empty() {
+        out(if cmd.all {
+            "Nothing to undo: bir has no recorded changes on this machine."
+        } else {
+            "Nothing to undo for this project (bir uninstall --all covers every project)."
+        });
+        return Exit::Code(0);
+    }
+    let mut files: Vec<PathBuf> = selected.iter().map(|c| c.file.clone()).collect();
+    files.sort();
+    files.dedup();
+    let mut failed = false;
+    let mut done: Vec<Change> = Vec::new();
+    for file in files {
+        let mine: Vec<&Change> = selected.iter().filter(|c| c.file == file).collect();
+        let notes: RefCell<Vec<String>> = RefCell::new(Vec::new());
+        let resolved_now: RefCell<Vec<Change>> = RefCell::new(Vec::new());
+        let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, String> {
+            notes.borrow_mut().clear();
+            resolved_now.borrow_mut().clear();
+            let Some(before) = before else {
+                for c in &mine {
+                    notes.borrow_mut().push(format!(
+                        "{}: the file is gone; nothing to restore",
+                        c.server
+                    ));
+                    resolved_now.borrow_mut().push((*c).clone());
+                }
+                return Ok(None);
+            };
+            let mut bytes = before.to_vec();
+            for c in &mine {
+                let doc = Doc::parse(&bytes, Flavor::Json)
+                    .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?;
+                let (next, note) = reverse(&doc, c)?;
+                if let Some(next) = next {
+                    bytes = next;
+                }
+                notes.borrow_mut().push(note);
+                resolved_now.borrow_mut().push((*c).clone());
+            }
+            Ok((bytes != before).then_some(bytes))
+        };
+        if cmd.dry_run {
+            let before = match atomic::read(&file) {
+                Ok(b) => b,
+                Err(e) => return fail("uninstall", &e),
+            };
+            match edit(before.as_deref()) {
+                Ok(after) => {
+                    for n in notes.borrow().iter() {
+                        out(&format!("  {n}"));
+                    }
+                    if let (Some(b), Some(a)) = (before, after) {
+                        out(&diff::unified(&file.display().to_string(), &b, &a));
+                    }
+                }
+                Err(e) => {
+                    eprintln!("bir uninstall: {e}");
+                    failed = true;
+                }
+            }
+            continue;
+        }
+        match atomic::update(&file, &mut edit) {
+            Ok(_) => {
+                out(&format!("{}:", file.display()));
+                for n in notes.borrow().iter() {
+                    out(&format!("  {n}"));
+                }
+                done.extend(resolved_now.into_inner());
+            }
+            Err(e) => {
+                eprintln!("bir uninstall: {e}");
+                failed = true;
+            }
+        }
+    }
+    if cmd.dry_run {
+        out("(dry run: nothing was written)");
+        return Exit::Code(u8::from(failed));
+    }
+    if let Err(e) = ledger::modify(&mut |l| {
+        l.changes.retain(|c| !done.contains(c));
+    }) {
+        return fail(
+            "uninstall",
+            &format!("the configs were restored, but the ledger could not be updated: {e}"),
+        );
+    }
+    Exit::Code(u8::from(failed))
+}
+
+/// The reverse of one change on `doc`: the new bytes (None: nothing to do)
+/// and a note for the user.
+fn reverse(doc: &Doc, c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
+    let path: Vec<&str> = c.path.iter().map(String::as_str).collect();
+    let Some(node) = doc.root.at(&path) else {
+        return Ok((
+            None,
+            format!("{}: already gone; nothing to restore", c.server),
+        ));
+    };
+    let EntryKind::Wrapped(wrapped) = classify(node) else {
+        return Ok((
+            None,
+            format!(
+                "{}: no longer wrapped by bir (changed since); left as it is",
+                c.server
+            ),
+        ));
+    };
+    let edited = sha256_hex(doc.raw(node).as_bytes()) != c.entry_sha256;
+    if c.action == ACTION_INSERTED {
+        let bytes = doc
+            .remove_pruning(&path, c.keep_parents)
+            .ok_or("internal: entry vanished")?;
+        let note = format!(
+            "{}: removed the wrapped copy from the local scope{} (the {} scope entry is used again)",
+            c.server,
+            if edited {
+                " (it was edited since install)"
+            } else {
+                ""
+            },
+            c.source_scope
+        );
+        return Ok((Some(bytes), note));
+    }
+    // Wrapped in place: restore command and args.
+    if !edited
+        && let Some(cmd_raw) = &c.original_command
+        && (c.args_absent || c.original_args.is_some())
+    {
+        let cmd_node = node.get("command").ok_or("internal: no command")?;
+        let bytes = doc.splice(cmd_node.start, cmd_node.end, cmd_raw);
+        let doc2 = Doc::parse(&bytes, doc.flavor).map_err(|e| format!("internal: {e}"))?;
+        let mut args_path = path.clone();
+        args_path.push("args");
+        let bytes = match (&c.original_args, doc2.root.at(&args_path)) {
+            (Some(raw), Some(n)) => doc2.splice(n.start, n.end, raw),
+            (None, Some(_)) if c.args_absent => doc2.remove(&args_path).unwrap_or(bytes),
+            _ => bytes,
+        };
+        return Ok((
+            Some(bytes),
+            format!("{}: restored the original entry", c.server),
+        ));
+    }
+    // Edited since (or args withheld): take the server command from the
+    // wrapped entry as it is now.
+    let args = if c.args_absent && wrapped.args.is_empty() {
+        None
+    } else {
+        Some(wrapped.args.as_slice())
+    };
+    let bytes = set_command(doc, &path, &wrapped.command, args)?;
+    let why = if edited {
+        "the entry was edited since install; restored its server command from the current entry"
+    } else {
+        "restored the server command (its arguments were read back from the wrapped entry)"
+    };
+    Ok((Some(bytes), format!("{}: {why}", c.server)))
+}
+
+pub fn status(cmd: StatusCmd) -> Exit {
+    let paths = match Paths::from_env(&project_dir(&cmd.project)) {
+        Ok(p) => p,
+        Err(e) => return fail("status", &e),
+    };
+    let resolved = match claude::resolve(&paths) {
+        Ok(r) => r,
+        Err(e) => return fail("status", &e),
+    };
+    let plan: Vec<Planned> = claude::decide(&resolved, &[])
+        .into_iter()
+        .map(|(found, decision)| Planned { found, decision })
+        .collect();
+    out(&format!(
+        "Claude Code — project {} (key {}), {}",
+        paths.project.display(),
+        json_string(&resolved.local_key),
+        paths.claude_json.display()
+    ));
+    if plan.is_empty() {
+        out("  no MCP servers configured for this project");
+    }
+    let width = plan
+        .iter()
+        .map(|p| p.found.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for p in &plan {
+        let f = &p.found;
+        let state = match (&f.kind, &p.decision) {
+            (EntryKind::Wrapped(w), _) => format!(
+                "wrapped    {} scope → {}",
+                f.scope.label(),
+                std::iter::once(w.command.as_str())
+                    .chain(w.args.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            (_, Decision::Skip(why)) => format!("not wrapped ({} scope): {why}", f.scope.label()),
+            _ => format!(
+                "not wrapped ({} scope): `bir install` would wrap it",
+                f.scope.label()
+            ),
+        };
+        out(&format!("  {:<width$}  {state}", f.name));
+    }
+    let off = std::env::var("BIR_RECORDER").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "none"));
+    out(&format!(
+        "Recording: {}",
+        if off {
+            "off (BIR_RECORDER=off): wrapped servers are relayed, nothing is recorded"
+        } else {
+            "on"
+        }
+    ));
+    match ledger::load() {
+        Ok(l) => {
+            let keys = this_project_keys(&paths);
+            let here = l
+                .changes
+                .iter()
+                .filter(|c| c.project.as_ref().is_some_and(|p| keys.contains(p)))
+                .count();
+            out(&format!(
+                "Ledger: {} change(s) by bir here, {} on this machine ({})",
+                here,
+                l.changes.len(),
+                ledger::path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ));
+        }
+        Err(e) => out(&format!("Ledger: {e}")),
+    }
+    Exit::Code(0)
+}
+
+/// Used by doctor: the resolved Claude Code config for a project.
+pub fn resolve_for(project: &Path) -> Result<(Resolved, Vec<(Found, Decision)>), String> {
+    let paths = Paths::from_env(project)?;
+    let r = claude::resolve(&paths)?;
+    let d = claude::decide(&r, &[]);
+    Ok((r, d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_like_arguments_are_withheld() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert!(args_look_secret(&s(&["--api-key", "abc"])));
+        assert!(args_look_secret(&s(&["--token=abc"])));
+        assert!(!args_look_secret(&s(&["-y", "@scope/server", "."])));
+    }
+}
