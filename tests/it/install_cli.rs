@@ -261,3 +261,454 @@ fn wrap_refuses_a_malformed_config_with_its_position() {
     assert!(after.ends_with("  },\n}\n"), "{after}");
     assert!(!Path::new(&format!("{}.tmp", cfg.display())).exists());
 }
+
+// ---------------------------------------------------------------------------
+// Claude Code: bir install / uninstall / status on fixture homes.
+
+/// A fixture: `home/` (HOME), `home/.claude.json`, a project dir, a managed
+/// policy dir (empty unless a test adds files), `BIR_HOME` inside home.
+struct Fixture {
+    dir: TempDir,
+}
+
+impl Fixture {
+    fn new(tag: &str) -> Fixture {
+        let dir = TempDir::new(tag);
+        fs::create_dir_all(dir.join("proj/.claude")).expect("mkdir");
+        fs::create_dir_all(dir.join("managed")).expect("mkdir");
+        Fixture { dir }
+    }
+
+    fn project(&self) -> String {
+        self.dir.join("proj").to_str().expect("utf-8").to_owned()
+    }
+
+    fn claude_json(&self) -> std::path::PathBuf {
+        self.dir.join("home/.claude.json")
+    }
+
+    fn bir(&self, args: &[&str]) -> Output {
+        command(bir(), &self.dir)
+            .args(args)
+            .env_remove("BIR_PROXY_PATH")
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("BIR_RECORDER")
+            .env("BIR_CLAUDE_MANAGED_DIR", self.dir.join("managed"))
+            .current_dir(self.dir.join("proj"))
+            .output()
+            .expect("run bir")
+    }
+
+    fn ledger(&self) -> Value {
+        let text = fs::read_to_string(self.dir.join("home/.baseinstrunner/installed.json"))
+            .expect("ledger");
+        serde_json::from_str(&text).expect("ledger json")
+    }
+}
+
+/// A testpeer command line (as JSON strings) that answers initialize and
+/// tools/list.
+fn peer_cmd(f: &Fixture) -> (String, String) {
+    let script = peer_script(&f.dir);
+    (
+        bir().to_str().expect("utf-8").to_owned(),
+        format!(
+            "[\"testpeer\", {}]",
+            serde_json::to_string(&script).expect("json")
+        ),
+    )
+}
+
+/// Three approved servers across the scopes (with shadowing), plus a pending,
+/// a rejected, a remote (static header, oauth, headersHelper), a reserved
+/// name, an already-wrapped local entry, and `${VAR}` everywhere.
+fn standard_fixture(tag: &str) -> (Fixture, String, String) {
+    let f = Fixture::new(tag);
+    let (exe, args) = peer_cmd(&f);
+    let project = f.project();
+    let claude = format!(
+        r#"{{
+  "numStartups": 12,
+  "mcpServers": {{
+    "user-srv": {{"command": "{exe}", "args": {args}, "env": {{"U": "${{U_TOKEN}}"}}}},
+    "team": {{"command": "user-version-of-team"}},
+    "workspace": {{"command": "reserved"}}
+  }},
+  "projects": {{
+    "{project}": {{
+      "allowedTools": [],
+      "mcpServers": {{
+        "local-srv": {{"type": "stdio", "command": "{exe}", "args": {args}, "env": {{"DB": "${{DB_URL:-x}}"}}, "timeout": 60000}},
+        "pre": {{"command": "/opt/bir/bin/bir-proxy", "args": ["--server-name", "pre", "--", "x"]}}
+      }},
+      "hasTrustDialogAccepted": true
+    }}
+  }},
+  "toolUsage": {{"a": 1}}
+}}
+"#
+    );
+    fs::write(f.claude_json(), &claude).expect("write");
+    let mcp = format!(
+        r#"{{
+  "mcpServers": {{
+    "team": {{"command": "{exe}", "args": {args}}},
+    "pending": {{"command": "pending-server"}},
+    "rejected": {{"command": "rejected-server"}},
+    "remote-static": {{"type": "http", "url": "https://mcp.example.com/mcp", "headers": {{"Authorization": "Bearer ${{API_TOKEN}}"}}}},
+    "remote-oauth": {{"type": "http", "url": "https://o.example.com/mcp", "oauth": {{"clientId": "abc"}}}},
+    "remote-helper": {{"type": "sse", "url": "https://h.example.com/sse", "headersHelper": "/usr/local/bin/mk"}}
+  }}
+}}
+"#
+    );
+    fs::write(f.dir.join("proj/.mcp.json"), &mcp).expect("write");
+    fs::write(
+        f.dir.join("proj/.claude/settings.local.json"),
+        r#"{"enabledMcpjsonServers": ["team", "rejected"], "disabledMcpjsonServers": ["rejected"]}"#,
+    )
+    .expect("write");
+    (f, claude, mcp)
+}
+
+/// The entries Claude Code would use, from the current files (local >
+/// project > user, whole entries).
+fn effective(f: &Fixture) -> serde_json::Map<String, Value> {
+    let claude: Value =
+        serde_json::from_str(&fs::read_to_string(f.claude_json()).expect("read")).expect("json");
+    let mcp: Value =
+        serde_json::from_str(&fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"))
+            .expect("json");
+    let mut out = serde_json::Map::new();
+    for map in [
+        &claude["mcpServers"],
+        &mcp["mcpServers"],
+        &claude["projects"][f.project()]["mcpServers"],
+    ] {
+        if let Some(m) = map.as_object() {
+            for (k, v) in m {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn claude_install_wraps_approved_servers_and_uninstall_restores_every_byte() {
+    let (f, claude, mcp) = standard_fixture("cc-round");
+
+    let out = f.bir(&["install", "--dry-run"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("dry run: nothing was written"), "{all}");
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for (name, needle) in [
+        ("local-srv", "wrapped in place"),
+        ("team", "project scope entry → wrapped copy"),
+        ("user-srv", "user scope entry → wrapped copy"),
+        ("pending", "not approved in Claude Code yet"),
+        ("rejected", "rejected in Claude Code"),
+        (
+            "remote-static",
+            "remote upstreams are not supported by bir-proxy yet",
+        ),
+        ("remote-oauth", "remote upstreams are not supported"),
+        ("remote-helper", "remote upstreams are not supported"),
+        ("workspace", "reserved name"),
+        ("pre", "already wrapped"),
+    ] {
+        let line = all
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_default();
+        assert!(line.contains(needle), "{name}: {line}\n{all}");
+    }
+    assert!(all.contains("Undo: bir uninstall"), "{all}");
+    // The team's .mcp.json is never touched.
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"),
+        mcp
+    );
+
+    // Claude Code now sees wrapped entries for the three approved servers,
+    // keeping env, timeout and ${VAR} placeholders; each one starts.
+    let eff = effective(&f);
+    for name in ["local-srv", "team", "user-srv"] {
+        let e = &eff[name];
+        assert_eq!(e["command"], json!(bir().to_str()), "{name}: {e}");
+        assert_eq!(
+            e["args"].as_array().expect("args")[0..4],
+            json!(["proxy", "--server-name", name, "--"])
+                .as_array()
+                .expect("a")[..]
+        );
+        entry_answers(&f.dir, e).unwrap_or_else(|err| panic!("{name} does not answer: {err}"));
+    }
+    assert_eq!(eff["local-srv"]["env"], json!({"DB": "${DB_URL:-x}"}));
+    assert_eq!(eff["local-srv"]["timeout"], json!(60000));
+    assert_eq!(eff["user-srv"]["env"], json!({"U": "${U_TOKEN}"}));
+    assert_eq!(eff["pending"]["command"], json!("pending-server"));
+
+    // The ledger: 0600, three changes, no env values.
+    let ledger_path = f.dir.join("home/.baseinstrunner/installed.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&ledger_path)
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 3);
+    assert!(
+        !fs::read_to_string(&ledger_path)
+            .expect("read")
+            .contains("U_TOKEN")
+    );
+
+    // Idempotent.
+    let after_install = fs::read_to_string(f.claude_json()).expect("read");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(f.claude_json()).expect("read"),
+        after_install
+    );
+    assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 3);
+
+    let out = f.bir(&["status"]);
+    let all = text(&out);
+    assert!(
+        all.contains("team") && all.contains("wrapped    local scope"),
+        "{all}"
+    );
+    assert!(all.contains("3 change(s) by bir here"), "{all}");
+
+    // Uninstall: a preview, then every original byte back.
+    let out = f.bir(&["uninstall", "--dry-run"]);
+    assert!(
+        text(&out).contains("-        \"team\": {"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(f.claude_json()).expect("read"),
+        after_install
+    );
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"),
+        mcp
+    );
+    assert!(
+        f.ledger()["changes"]
+            .as_array()
+            .expect("changes")
+            .is_empty()
+    );
+    let out = f.bir(&["uninstall"]);
+    assert!(text(&out).contains("Nothing to undo"), "{}", text(&out));
+}
+
+#[test]
+fn claude_server_flag_forces_a_pending_server_but_never_a_rejected_one() {
+    let (f, _, _) = standard_fixture("cc-force");
+    let out = f.bir(&["install", "--server", "pending", "--server", "rejected"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let eff = effective(&f);
+    assert_eq!(eff["pending"]["args"][4], json!("pending-server"), "{all}");
+    assert_eq!(
+        eff["rejected"]["command"],
+        json!("rejected-server"),
+        "{all}"
+    );
+    // Only the named servers were touched.
+    assert_eq!(eff["team"]["args"][0], json!("testpeer"), "{all}");
+    let out = f.bir(&["install", "--server", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("no MCP server named \"nope\""));
+}
+
+#[test]
+fn claude_managed_policy_wraps_nothing_and_says_why() {
+    let (f, claude, _) = standard_fixture("cc-managed");
+    fs::write(
+        f.dir.join("managed/managed-mcp.json"),
+        r#"{"mcpServers": {}}"#,
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("controls MCP servers exclusively"), "{all}");
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+    fs::remove_file(f.dir.join("managed/managed-mcp.json")).expect("rm");
+
+    // An allowlist by command: wrapping would break it.
+    fs::write(
+        f.dir.join("managed/managed-settings.json"),
+        r#"{"allowedMcpServers": [{"serverCommand": ["npx", "-y", "x"]}]}"#,
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(all.contains("allows MCP servers by exact command"), "{all}");
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+
+    // A deny rule by command: that server is not wrapped (wrapping would
+    // dodge the rule); the others are.
+    let exe = bir();
+    let script = f.dir.join("peer.json");
+    fs::write(
+        f.dir.join("managed/managed-settings.json"),
+        serde_json::to_string(&json!({"deniedMcpServers": [{"serverCommand": [exe.to_str(), "testpeer", script.to_str()]}, {"serverName": "user-srv"}]}))
+            .expect("json"),
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("wrapping would evade the rule"), "{all}");
+    assert!(all.contains("deniedMcpServers, by name"), "{all}");
+    assert!(
+        !all.contains("wrapped  team") && !all.contains("wrapped  user-srv"),
+        "{all}"
+    );
+}
+
+#[test]
+fn claude_config_dir_and_a_symlinked_crlf_bom_config_round_trip() {
+    let f = Fixture::new("cc-confdir");
+    let (exe, args) = peer_cmd(&f);
+    let project = f.project();
+    // The real file lives in a dotfiles dir; CLAUDE_CONFIG_DIR holds a link.
+    fs::create_dir_all(f.dir.join("dotfiles")).expect("mkdir");
+    fs::create_dir_all(f.dir.join("conf")).expect("mkdir");
+    let original = format!(
+        "\u{feff}{{\r\n\t\"mcpServers\": {{\r\n\t\t\"srv\": {{\"command\": \"{exe}\", \"args\": {args}}}\r\n\t}},\r\n\t\"projects\": {{\r\n\t\t\"{project}\": {{\r\n\t\t\t\"allowedTools\": []\r\n\t\t}}\r\n\t}}\r\n}}"
+    );
+    let real = f.dir.join("dotfiles/claude.json");
+    fs::write(&real, &original).expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::os::unix::fs::symlink(&real, f.dir.join("conf/.claude.json")).expect("link");
+    let run = |args: &[&str]| {
+        command(bir(), &f.dir)
+            .args(args)
+            .env("CLAUDE_CONFIG_DIR", f.dir.join("conf"))
+            .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
+            .env_remove("BIR_PROXY_PATH")
+            .current_dir(f.dir.join("proj"))
+            .output()
+            .expect("run")
+    };
+    let out = run(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        fs::symlink_metadata(f.dir.join("conf/.claude.json"))
+            .expect("meta")
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        fs::metadata(&real).expect("meta").permissions().mode() & 0o777,
+        0o600
+    );
+    let after = fs::read_to_string(&real).expect("read");
+    assert!(
+        after.starts_with("\u{feff}{\r\n\t\"mcpServers\""),
+        "{after:?}"
+    );
+    assert!(after.contains(&format!("\t\t\"{project}\": {{\r\n\t\t\t\"allowedTools\": [],\r\n\t\t\t\"mcpServers\": {{\r\n\t\t\t\t\"srv\": {{\r\n")), "{after:?}");
+    assert!(
+        !after.replace("\r\n", "").contains('\n'),
+        "only CRLF line ends"
+    );
+    // The home's own ~/.claude.json was not created.
+    assert!(!f.claude_json().exists());
+    let out = run(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&real).expect("read"), original);
+}
+
+#[test]
+fn claude_malformed_config_is_refused_with_its_position() {
+    let f = Fixture::new("cc-malformed");
+    let bad = "{\n  \"projects\": {\n    \"x\": {\n";
+    fs::write(f.claude_json(), bad).expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains(&format!("{}:4:1:", f.claude_json().display())),
+        "{all}"
+    );
+    assert!(all.contains("backups"), "{all}");
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), bad);
+}
+
+#[test]
+fn claude_uninstall_keeps_later_edits_and_all_covers_every_project() {
+    let (f, claude, _) = standard_fixture("cc-edits");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // A second project, wrapped too.
+    fs::create_dir_all(f.dir.join("proj2")).expect("mkdir");
+    let (exe, args) = peer_cmd(&f);
+    fs::write(
+        f.dir.join("proj2/.mcp.json"),
+        format!(r#"{{"mcpServers": {{"p2": {{"command": "{exe}", "args": {args}}}}}}}"#),
+    )
+    .expect("write");
+    let out = f.bir(&[
+        "install",
+        "--project",
+        f.dir.join("proj2").to_str().expect("utf-8"),
+        "--server",
+        "p2",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 4);
+
+    // Claude Code rewrites the file meanwhile: a counter and a new server.
+    let now = fs::read_to_string(f.claude_json()).expect("read");
+    let edited = now
+        .replace("\"toolUsage\": {\"a\": 1}", "\"toolUsage\": {\"a\": 2}")
+        .replacen(
+            "\"mcpServers\": {\n",
+            "\"mcpServers\": {\n    \"added-later\": {\"command\": \"z\"},\n",
+            1,
+        );
+    assert_ne!(edited, now);
+    fs::write(f.claude_json(), &edited).expect("write");
+
+    // Plain uninstall: this project only.
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 1);
+    let out = f.bir(&["uninstall", "--all"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        f.ledger()["changes"]
+            .as_array()
+            .expect("changes")
+            .is_empty()
+    );
+    let expected = claude
+        .replace("\"toolUsage\": {\"a\": 1}", "\"toolUsage\": {\"a\": 2}")
+        .replacen(
+            "\"mcpServers\": {\n",
+            "\"mcpServers\": {\n    \"added-later\": {\"command\": \"z\"},\n",
+            1,
+        );
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), expected);
+}
