@@ -141,6 +141,7 @@ pub enum CliCommand {
     Install(crate::install::commands::InstallCmd),
     Uninstall(crate::install::commands::UninstallCmd),
     Status(crate::install::commands::StatusCmd),
+    Doctor(crate::install::doctor::DoctorCmd),
 }
 
 /// Print the version and the build it came from.

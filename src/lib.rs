@@ -135,6 +135,7 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Install(cmd)) => install::commands::install(cmd),
         Some(CliCommand::Uninstall(cmd)) => install::commands::uninstall(cmd),
         Some(CliCommand::Status(cmd)) => install::commands::status(cmd),
+        Some(CliCommand::Doctor(cmd)) => install::doctor::main(cmd),
         None => {
             eprintln!(
                 "bir: no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy."

@@ -3,6 +3,10 @@
 //!
 //! * [`atomic`] — atomic, hash-checked writes of a client's file (the client
 //!   may be writing it too).
+//! * [`claude`] — the Claude Code adapter (scopes, approvals, policy);
+//!   [`commands`] — `install`/`uninstall`/`status`; [`ledger`] — what bir
+//!   changed; [`doctor`] — launches every wrapped entry; [`wrap`] and
+//!   [`entry`] — wrapped entries; [`diff`] — `--dry-run` output.
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
@@ -10,6 +14,7 @@ pub mod atomic;
 pub mod claude;
 pub mod commands;
 pub mod diff;
+pub mod doctor;
 pub mod entry;
 pub mod jsonedit;
 pub mod ledger;

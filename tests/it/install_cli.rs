@@ -712,3 +712,117 @@ fn claude_uninstall_keeps_later_edits_and_all_covers_every_project() {
         );
     assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), expected);
 }
+
+#[test]
+fn doctor_launches_every_wrapped_entry_and_names_the_broken_one() {
+    let f = Fixture::new("cc-doctor");
+    let (exe, args) = peer_cmd(&f);
+    let project = f.project();
+    fs::write(
+        f.claude_json(),
+        format!(
+            r#"{{
+  "mcpServers": {{"user-srv": {{"command": "{exe}", "args": {args}}}}},
+  "projects": {{
+    "{project}": {{
+      "mcpServers": {{
+        "local-srv": {{"command": "{exe}", "args": {args}, "env": {{"X": "${{HOME}}"}}}},
+        "broken": {{"command": "/nonexistent/mcp-server", "args": ["--flag"]}},
+        "stale": {{"command": "/gone/bir-proxy", "args": ["--server-name", "stale", "--", "x"]}}
+      }}
+    }}
+  }}
+}}
+"#
+        ),
+    )
+    .expect("write");
+    fs::write(
+        f.dir.join("proj/.mcp.json"),
+        format!(r#"{{"mcpServers": {{"team": {{"command": "{exe}", "args": {args}}}, "remote": {{"type": "http", "url": "https://x/mcp"}}}}}}"#),
+    )
+    .expect("write");
+    fs::write(
+        f.dir.join("proj/.claude/settings.local.json"),
+        r#"{"enableAllProjectMcpServers": true}"#,
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // An old bir-proxy first on PATH.
+    fs::create_dir_all(f.dir.join("oldbin")).expect("mkdir");
+    let old = f.dir.join("oldbin/bir-proxy");
+    fs::write(&old, "#!/bin/sh\necho 'bir-proxy 0.0.1 (build old)'\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&old, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        f.dir.join("oldbin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let started = std::time::Instant::now();
+    let out = command(bir(), &f.dir)
+        .args(["doctor", "--timeout-ms", "10000"])
+        .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
+        .env("PATH", &path)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .current_dir(f.dir.join("proj"))
+        .output()
+        .expect("doctor");
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "bounded: {all}"
+    );
+    let row = |name: &str| {
+        all.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for name in ["user-srv", "local-srv", "team"] {
+        assert!(
+            row(name).contains("OK") && row(name).contains("1 tools"),
+            "{name}: {all}"
+        );
+    }
+    assert!(row("broken").contains("FAILED"), "{all}");
+    assert!(
+        all.contains("cannot start '/nonexistent/mcp-server --flag'"),
+        "stderr tail: {all}"
+    );
+    assert!(
+        row("stale").contains("/gone/bir-proxy does not exist"),
+        "{all}"
+    );
+    assert!(
+        row("remote").contains("not wrapped: remote server"),
+        "{all}"
+    );
+    assert!(
+        all.contains("BIR_HOME") && all.contains("ok (private)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("bir-proxy on PATH: PROBLEM") && all.contains("0.0.1"),
+        "{all}"
+    );
+
+    // Healthy: no broken entries, no stale bir-proxy on PATH.
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let fixed = fs::read_to_string(f.claude_json())
+        .expect("read")
+        .replace("        \"broken\": {\"command\": \"/nonexistent/mcp-server\", \"args\": [\"--flag\"]},\n", "")
+        .replace(",\n        \"stale\": {\"command\": \"/gone/bir-proxy\", \"args\": [\"--server-name\", \"stale\", \"--\", \"x\"]}", "");
+    fs::write(f.claude_json(), &fixed).expect("write");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = f.bir(&["doctor"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("All wrapped servers answer."), "{all}");
+}
