@@ -46,6 +46,23 @@ pub struct InstallCmd {
     /// print the exact diff and change nothing
     #[argh(switch)]
     pub dry_run: bool,
+
+    /// wrap `.mcp.json` servers in place instead of copying them into the
+    /// local scope (also BIR_WRAP_MCP_JSON=1)
+    #[argh(switch)]
+    pub mcp_json: bool,
+
+    /// wrap the stdio servers of this JSON file (any client) in place
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+
+    /// with --config: the server map's key (default mcpServers)
+    #[argh(option, default = "String::from(\"mcpServers\")")]
+    pub map_key: String,
+
+    /// with --config: the file may hold comments and trailing commas
+    #[argh(switch)]
+    pub jsonc: bool,
 }
 
 /// Undo `bir install`: restore the entries bir wrapped.
@@ -59,6 +76,14 @@ pub struct UninstallCmd {
     /// only this server (repeatable)
     #[argh(option)]
     pub server: Vec<String>,
+
+    /// only this client's changes, in every project (e.g. cursor)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// only the changes in this file
+    #[argh(option)]
+    pub config: Option<PathBuf>,
 
     /// the project directory (default: the current directory)
     #[argh(option)]
@@ -126,163 +151,122 @@ struct Planned {
     decision: Decision,
 }
 
-pub fn install(cmd: InstallCmd) -> Exit {
-    if let Some(c) = cmd.client.as_deref()
-        && c != CLIENT
-    {
-        return fail(
-            "install",
-            &format!(
-                "no adapter for client \"{c}\" yet (supported: {CLIENT}); use `bir wrap --config <file> --name <server> -- <command>` for any mcpServers-style file"
-            ),
-        );
-    }
-    let paths = match Paths::from_env(&project_dir(&cmd.project)) {
-        Ok(p) => p,
-        Err(e) => return fail("install", &e),
-    };
-    let resolved = match claude::resolve(&paths) {
-        Ok(r) => r,
-        Err(e) => return fail("install", &e),
-    };
-    for s in &cmd.server {
-        if !resolved.winners.iter().any(|f| &f.name == s) {
-            return fail(
-                "install",
-                &format!("no MCP server named \"{s}\" in this project's Claude Code config"),
-            );
-        }
-    }
-    let plan: Vec<Planned> = claude::decide(&resolved, &cmd.server)
-        .into_iter()
-        .map(|(found, decision)| Planned { found, decision })
-        .collect();
-    let form = ProxyForm::detect();
-    let to_wrap: Vec<&Planned> = plan
-        .iter()
-        .filter(|p| matches!(p.decision, Decision::Copy | Decision::InPlace))
-        .collect();
+/// One entry to wrap: a copy at `copy_to` in the job's file, or in place
+/// (at `found.path` in the job's file).
+struct Op {
+    found: Found,
+    copy_to: Option<Vec<String>>,
+}
 
-    let changes: RefCell<Vec<Change>> = RefCell::new(Vec::new());
-    let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, String> {
-        changes.borrow_mut().clear();
-        let mut bytes = before.map_or_else(|| b"{\n}\n".to_vec(), <[u8]>::to_vec);
-        for p in &to_wrap {
-            let doc = Doc::parse(&bytes, Flavor::Json)
-                .map_err(|e| format!("{}:{e}; nothing was changed", paths.claude_json.display()))?;
-            let f = &p.found;
-            match p.decision {
-                Decision::Copy => {
-                    let path = [
-                        "projects",
-                        resolved.local_key.as_str(),
-                        "mcpServers",
-                        f.name.as_str(),
-                    ];
-                    if doc.root.at(&path).is_some() {
-                        continue; // someone added one meanwhile; theirs wins
-                    }
-                    let keep = doc.existing_parents(&path);
-                    let text = wrapped_entry_text(&f.raw, &form, &f.name)?;
-                    bytes = doc.set(&path, &text)?;
-                    changes.borrow_mut().push(Change {
-                        client: CLIENT.into(),
-                        file: paths.claude_json.clone(),
-                        path: path.iter().map(|s| s.to_string()).collect(),
-                        action: ACTION_INSERTED.into(),
-                        server: f.name.clone(),
-                        project: Some(resolved.local_key.clone()),
-                        source_scope: f.scope.label().into(),
-                        keep_parents: keep,
-                        original_command: None,
-                        original_args: None,
-                        args_absent: false,
-                        args_withheld: false,
-                        entry_sha256: String::new(),
-                        file_sha256: String::new(),
-                        at: now(),
-                    });
+/// Everything to do in one file.
+struct FileJob {
+    file: PathBuf,
+    flavor: Flavor,
+    client: String,
+    project: Option<String>,
+    ops: Vec<Op>,
+}
+
+/// Applies a job's operations to `before`: the new bytes (None: nothing to
+/// change) and the ledger entries (hashes filled in later).
+fn apply_ops(
+    job: &FileJob,
+    form: &ProxyForm,
+    before: Option<&[u8]>,
+) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
+    let mut changes = Vec::new();
+    let mut bytes = before.map_or_else(|| b"{\n}\n".to_vec(), <[u8]>::to_vec);
+    for op in &job.ops {
+        let doc = Doc::parse(&bytes, job.flavor)
+            .map_err(|e| format!("{}:{e}; nothing was changed", job.file.display()))?;
+        let f = &op.found;
+        let mut change = Change {
+            client: job.client.clone(),
+            file: job.file.clone(),
+            path: f.path.clone(),
+            action: ACTION_IN_PLACE.into(),
+            server: f.name.clone(),
+            project: job.project.clone(),
+            source_scope: f.scope.label().into(),
+            keep_parents: 0,
+            original_command: None,
+            original_args: None,
+            args_absent: false,
+            args_withheld: false,
+            entry_sha256: String::new(),
+            file_sha256: String::new(),
+            at: now(),
+        };
+        match &op.copy_to {
+            Some(to) => {
+                let path: Vec<&str> = to.iter().map(String::as_str).collect();
+                if doc.root.at(&path).is_some() {
+                    continue; // someone added one meanwhile; theirs wins
                 }
-                Decision::InPlace => {
-                    let path: Vec<&str> = f.path.iter().map(String::as_str).collect();
-                    let Some(node) = doc.root.at(&path) else {
-                        continue;
-                    };
-                    let EntryKind::Stdio { command, args } = classify(node) else {
-                        continue; // changed meanwhile
-                    };
-                    let original_command = node.get("command").map(|n| doc.raw(n).to_owned());
-                    let args_node = node.get("args");
-                    let withheld = args_look_secret(&args);
-                    let original_args = if withheld {
-                        None
-                    } else {
-                        args_node.map(|n| doc.raw(n).to_owned())
-                    };
-                    let new_args = form.args(&f.name, &command, &args);
-                    bytes = set_command(&doc, &path, &form.command(), Some(&new_args))?;
-                    changes.borrow_mut().push(Change {
-                        client: CLIENT.into(),
-                        file: paths.claude_json.clone(),
-                        path: f.path.clone(),
-                        action: ACTION_IN_PLACE.into(),
-                        server: f.name.clone(),
-                        project: Some(resolved.local_key.clone()),
-                        source_scope: f.scope.label().into(),
-                        keep_parents: 0,
-                        original_command,
-                        original_args,
-                        args_absent: args_node.is_none(),
-                        args_withheld: withheld,
-                        entry_sha256: String::new(),
-                        file_sha256: String::new(),
-                        at: now(),
-                    });
+                change.keep_parents = doc.existing_parents(&path);
+                let text = wrapped_entry_text(&f.raw, form, &f.name)?;
+                bytes = doc.set(&path, &text)?;
+                change.path = to.clone();
+                change.action = ACTION_INSERTED.into();
+            }
+            None => {
+                let path: Vec<&str> = f.path.iter().map(String::as_str).collect();
+                let Some(node) = doc.root.at(&path) else {
+                    continue;
+                };
+                let EntryKind::Stdio { command, args } = classify(node) else {
+                    continue; // changed meanwhile
+                };
+                change.original_command = node.get("command").map(|n| doc.raw(n).to_owned());
+                let args_node = node.get("args");
+                change.args_withheld = args_look_secret(&args);
+                if !change.args_withheld {
+                    change.original_args = args_node.map(|n| doc.raw(n).to_owned());
                 }
-                _ => {}
+                change.args_absent = args_node.is_none();
+                let new_args = form.args(&f.name, &command, &args);
+                bytes = set_command(&doc, &path, &form.command(), Some(&new_args))?;
             }
         }
-        Ok((before != Some(&bytes[..])).then_some(bytes))
-    };
+        changes.push(change);
+    }
+    let changed = before != Some(&bytes[..]);
+    Ok((changed.then_some(bytes), changes))
+}
 
-    if cmd.dry_run {
-        let before = match atomic::read(&paths.claude_json) {
-            Ok(b) => b,
-            Err(e) => return fail("install", &e),
-        };
-        let after = match edit(before.as_deref()) {
-            Ok(a) => a,
-            Err(e) => return fail("install", &e),
-        };
-        summary(&resolved, &plan, false);
-        match after {
-            Some(after) => {
+/// Runs the jobs (or, with `dry_run`, prints their diffs). Returns, per
+/// changed file, its path and the number of entries changed.
+fn run_jobs(
+    jobs: &[FileJob],
+    form: &ProxyForm,
+    dry_run: bool,
+) -> Result<Vec<(PathBuf, usize)>, String> {
+    let mut changed_files = Vec::new();
+    for job in jobs.iter().filter(|j| !j.ops.is_empty()) {
+        if dry_run {
+            let before = atomic::read(&job.file)?;
+            if let (Some(after), _) = apply_ops(job, form, before.as_deref())? {
                 out(&diff::unified(
-                    &paths.claude_json.display().to_string(),
+                    &job.file.display().to_string(),
                     before.as_deref().unwrap_or_default(),
                     &after,
                 ));
-                out("(dry run: nothing was written)");
             }
-            None => out("(dry run: nothing to change)"),
+            continue;
         }
-        return Exit::Code(0);
-    }
-
-    if to_wrap.is_empty() {
-        summary(&resolved, &plan, true);
-        return Exit::Code(0);
-    }
-    let outcome = match atomic::update(&paths.claude_json, &mut edit) {
-        Ok(o) => o,
-        Err(e) => return fail("install", &e),
-    };
-    let mut changes = changes.into_inner();
-    if outcome.changed {
+        let changes: RefCell<Vec<Change>> = RefCell::new(Vec::new());
+        let outcome = atomic::update(&job.file, &mut |before| {
+            let (after, c) = apply_ops(job, form, before)?;
+            *changes.borrow_mut() = c;
+            Ok(after)
+        })?;
+        let mut changes = changes.into_inner();
+        if !outcome.changed || changes.is_empty() {
+            continue;
+        }
         let file_hash = sha256_hex(&outcome.after);
-        let Ok(doc) = Doc::parse(&outcome.after, Flavor::Json) else {
-            return fail("install", "internal: the file bir wrote does not parse");
-        };
+        let doc = Doc::parse(&outcome.after, job.flavor)
+            .map_err(|e| format!("internal: the file bir wrote does not parse ({e})"))?;
         for c in &mut changes {
             let path: Vec<&str> = c.path.iter().map(String::as_str).collect();
             c.entry_sha256 = doc
@@ -293,41 +277,188 @@ pub fn install(cmd: InstallCmd) -> Exit {
             c.file_sha256 = file_hash.clone();
             c.file = outcome.target.clone();
         }
-        if let Err(e) = ledger::modify(&mut |l| {
-            l.changes.retain(|old| {
-                !changes
-                    .iter()
-                    .any(|c| c.file == old.file && c.path == old.path)
-            });
+        ledger::modify(&mut |l| {
+            l.changes
+                .retain(|old| !changes.iter().any(|c| c.file == old.file && c.path == old.path));
             l.changes.extend(changes.iter().cloned());
-        }) {
-            eprintln!(
-                "bir install: the config was changed, but the ledger could not be written ({e}); `bir uninstall` cannot undo it — restore the entries by hand or run `bir install` again after fixing {}",
-                ledger::path()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default()
-            );
-            return Exit::Code(1);
-        }
+        })
+        .map_err(|e| {
+            format!(
+                "{} was changed, but the ledger could not be written ({e}); `bir uninstall` cannot undo it — restore the entries by hand",
+                outcome.target.display()
+            )
+        })?;
+        changed_files.push((outcome.target.clone(), changes.len()));
     }
-    summary(&resolved, &plan, true);
-    if outcome.changed {
-        out(&format!(
-            "\nChanged: {} — projects[{}].mcpServers ({} entr{}). Nothing else was touched.",
-            outcome.target.display(),
-            json_string(&resolved.local_key),
-            changes.len(),
-            if changes.len() == 1 { "y" } else { "ies" }
-        ));
-        out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
-        out(
-            "Check: bir doctor     Restart Claude Code sessions in this project to use the wrapped servers.",
-        );
-    }
-    Exit::Code(0)
+    Ok(changed_files)
 }
 
-fn summary(r: &Resolved, plan: &[Planned], applied: bool) {
+/// `BIR_WRAP_MCP_JSON=1` (or `--mcp-json`): wrap `.mcp.json` servers in
+/// place instead of copying them into the local scope.
+fn wrap_mcp_json_in_place(flag: bool) -> bool {
+    flag || std::env::var("BIR_WRAP_MCP_JSON").is_ok_and(|v| v.trim() == "1")
+}
+
+pub fn install(cmd: InstallCmd) -> Exit {
+    let project = project_dir(&cmd.project);
+    let targets = match super::clients::targets(
+        cmd.client.as_deref(),
+        cmd.config.as_deref(),
+        &cmd.map_key,
+        cmd.jsonc,
+        &project,
+    ) {
+        Ok(t) => t,
+        Err(e) => return fail("install", &e),
+    };
+    let form = ProxyForm::detect();
+    let mut jobs: Vec<FileJob> = Vec::new();
+    let mut known_names: Vec<String> = Vec::new();
+    let mut summaries: Vec<Box<dyn Fn(bool)>> = Vec::new();
+    for target in targets {
+        match target {
+            super::clients::Target::ClaudeCode => {
+                let paths = match Paths::from_env(&project) {
+                    Ok(p) => p,
+                    Err(e) => return fail("install", &e),
+                };
+                let resolved = match claude::resolve(&paths) {
+                    Ok(r) => r,
+                    Err(e) => return fail("install", &e),
+                };
+                known_names.extend(resolved.winners.iter().map(|f| f.name.clone()));
+                let plan: Vec<Planned> = claude::decide(&resolved, &cmd.server)
+                    .into_iter()
+                    .map(|(found, decision)| Planned { found, decision })
+                    .collect();
+                let in_place_mcp_json = wrap_mcp_json_in_place(cmd.mcp_json);
+                let mut local = FileJob {
+                    file: paths.claude_json.clone(),
+                    flavor: Flavor::Json,
+                    client: CLIENT.into(),
+                    project: Some(resolved.local_key.clone()),
+                    ops: Vec::new(),
+                };
+                let mut mcp = FileJob {
+                    file: paths.mcp_json(),
+                    flavor: Flavor::Json,
+                    client: CLIENT.into(),
+                    project: Some(resolved.local_key.clone()),
+                    ops: Vec::new(),
+                };
+                for p in &plan {
+                    match p.decision {
+                        Decision::InPlace => local.ops.push(Op {
+                            found: p.found.clone(),
+                            copy_to: None,
+                        }),
+                        Decision::Copy
+                            if in_place_mcp_json && p.found.scope == claude::Scope::Project =>
+                        {
+                            mcp.ops.push(Op {
+                                found: p.found.clone(),
+                                copy_to: None,
+                            })
+                        }
+                        Decision::Copy => local.ops.push(Op {
+                            found: p.found.clone(),
+                            copy_to: Some(vec![
+                                "projects".into(),
+                                resolved.local_key.clone(),
+                                "mcpServers".into(),
+                                p.found.name.clone(),
+                            ]),
+                        }),
+                        _ => {}
+                    }
+                }
+                jobs.push(local);
+                jobs.push(mcp);
+                summaries.push(Box::new(move |applied| {
+                    summary(&resolved, &plan, applied, in_place_mcp_json)
+                }));
+            }
+            super::clients::Target::File(cf) => {
+                let found = match super::clients::entries(&cf) {
+                    Ok(f) => f,
+                    Err(e) => return fail("install", &e),
+                };
+                known_names.extend(found.iter().map(|(f, _)| f.name.clone()));
+                let plan: Vec<(Found, Decision)> = found
+                    .into_iter()
+                    .filter(|(f, _)| cmd.server.is_empty() || cmd.server.contains(&f.name))
+                    .collect();
+                jobs.push(FileJob {
+                    file: cf.file.clone(),
+                    flavor: cf.flavor,
+                    client: cf.client.clone(),
+                    project: Some(claude::project_key(
+                        &std::path::absolute(&project)
+                            .unwrap_or(project.clone())
+                            .to_string_lossy(),
+                    )),
+                    ops: plan
+                        .iter()
+                        .filter(|(_, d)| *d == Decision::InPlace)
+                        .map(|(f, _)| Op {
+                            found: f.clone(),
+                            copy_to: None,
+                        })
+                        .collect(),
+                });
+                summaries.push(Box::new(move |applied| {
+                    super::clients::summary(&cf, &plan, applied)
+                }));
+            }
+        }
+    }
+    for s in &cmd.server {
+        if !known_names.contains(s) {
+            return fail(
+                "install",
+                &format!("no MCP server named \"{s}\" in the configs bir looked at"),
+            );
+        }
+    }
+    if cmd.dry_run {
+        for s in &summaries {
+            s(false);
+        }
+        return match run_jobs(&jobs, &form, true) {
+            Ok(_) => {
+                out("(dry run: nothing was written)");
+                Exit::Code(0)
+            }
+            Err(e) => fail("install", &e),
+        };
+    }
+    let result = run_jobs(&jobs, &form, false);
+    for s in &summaries {
+        s(result.is_ok());
+    }
+    match result {
+        Ok(files) if files.is_empty() => {
+            out("\nNothing to change.");
+            Exit::Code(0)
+        }
+        Ok(files) => {
+            out("");
+            for (file, n) in &files {
+                out(&format!(
+                    "Changed: {} ({n} entr{}). Nothing else in it was touched.",
+                    file.display(),
+                    if *n == 1 { "y" } else { "ies" }
+                ));
+            }
+            out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
+            out("Check: bir doctor     Restart the clients' sessions to use the wrapped servers.");
+            Exit::Code(0)
+        }
+        Err(e) => fail("install", &e),
+    }
+}
+
+fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: bool) {
     out(&format!(
         "Claude Code — project {} (key {}), {}",
         r.paths.project.display(),
@@ -346,6 +477,10 @@ fn summary(r: &Resolved, plan: &[Planned], applied: bool) {
     for p in plan {
         let f = &p.found;
         let (state, why) = match &p.decision {
+            Decision::Copy if in_place_mcp_json && f.scope == claude::Scope::Project => (
+                if applied { "wrapped" } else { "wrap" },
+                "project scope entry, wrapped in place in .mcp.json (BIR_WRAP_MCP_JSON / --mcp-json)".to_owned(),
+            ),
             Decision::Copy => (
                 if applied { "wrapped" } else { "wrap" },
                 format!(
@@ -390,7 +525,17 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
         Ok(l) => l,
         Err(e) => return fail("uninstall", &e),
     };
-    let keys = if cmd.all {
+    let by_file = cmd
+        .config
+        .as_ref()
+        .map(|c| atomic::resolve(&std::path::absolute(c).unwrap_or_else(|_| c.clone())));
+    let by_file = match by_file {
+        Some(Ok(f)) => Some(f),
+        Some(Err(e)) => return fail("uninstall", &e),
+        None => None,
+    };
+    let everywhere = cmd.all || cmd.client.is_some() || by_file.is_some();
+    let keys = if everywhere {
         Vec::new()
     } else {
         match Paths::from_env(&project_dir(&cmd.project)) {
@@ -401,7 +546,9 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
     let selected: Vec<Change> = ledger
         .changes
         .iter()
-        .filter(|c| cmd.all || c.project.as_ref().is_some_and(|p| keys.contains(p)))
+        .filter(|c| everywhere || c.project.as_ref().is_some_and(|p| keys.contains(p)))
+        .filter(|c| cmd.client.as_ref().is_none_or(|cl| &c.client == cl))
+        .filter(|c| by_file.as_ref().is_none_or(|f| &c.file == f))
         .filter(|c| cmd.server.is_empty() || cmd.server.contains(&c.server))
         .cloned()
         .collect();
@@ -437,7 +584,9 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
             };
             let mut bytes = before.to_vec();
             for c in &mine {
-                let doc = Doc::parse(&bytes, Flavor::Json)
+                // JSONC accepts plain JSON too; bir only splices, so a file
+                // gains no comment it did not have.
+                let doc = Doc::parse(&bytes, Flavor::Jsonc)
                     .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?;
                 let (next, note) = reverse(&doc, c)?;
                 if let Some(next) = next {

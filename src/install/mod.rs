@@ -12,6 +12,7 @@
 
 pub mod atomic;
 pub mod claude;
+pub mod clients;
 pub mod commands;
 pub mod diff;
 pub mod doctor;

@@ -15,6 +15,7 @@ fn run(dir: &TempDir, args: &[&str]) -> Output {
         .args(args)
         .env_remove("BIR_PROXY_PATH")
         .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("XDG_CONFIG_HOME")
         .current_dir(dir.path())
         .output()
         .expect("run bir")
@@ -293,6 +294,8 @@ impl Fixture {
             .env_remove("BIR_PROXY_PATH")
             .env_remove("CLAUDE_CONFIG_DIR")
             .env_remove("BIR_RECORDER")
+            .env_remove("BIR_WRAP_MCP_JSON")
+            .env_remove("XDG_CONFIG_HOME")
             .env("BIR_CLAUDE_MANAGED_DIR", self.dir.join("managed"))
             .current_dir(self.dir.join("proj"))
             .output()
@@ -825,4 +828,136 @@ fn doctor_launches_every_wrapped_entry_and_names_the_broken_one() {
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     assert!(all.contains("All wrapped servers answer."), "{all}");
+}
+
+#[test]
+fn claude_mcp_json_in_place_round_trips_byte_for_byte() {
+    let (f, claude, mcp) = standard_fixture("cc-mcpjson");
+    let out = f.bir(&["install", "--mcp-json"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("wrapped in place in .mcp.json"), "{all}");
+    let after_mcp = fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read");
+    assert_ne!(after_mcp, mcp);
+    // Only the team entry's command/args changed in .mcp.json.
+    let v: Value = serde_json::from_str(&after_mcp).expect("json");
+    assert_eq!(v["mcpServers"]["team"]["args"][2], json!("team"));
+    assert_eq!(
+        v["mcpServers"]["pending"],
+        json!({"command": "pending-server"})
+    );
+    entry_answers(&f.dir, &v["mcpServers"]["team"]).expect("answers");
+    // The user-scope server still gets its copy in the local scope.
+    assert!(effective(&f)["user-srv"]["args"][0] == json!("proxy"));
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"),
+        mcp
+    );
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+}
+
+#[test]
+fn other_clients_are_detected_wrapped_in_place_and_restored() {
+    let f = Fixture::new("clients");
+    let (exe, args) = peer_cmd(&f);
+    // Cursor (user), VS Code (workspace, JSONC with comments), Zed (JSONC).
+    let cursor = format!(
+        "{{\n    \"mcpServers\": {{\n        \"c1\": {{\"command\": \"{exe}\", \"args\": {args}, \"env\": {{\"K\": \"${{env:K}}\"}}}},\n        \"web\": {{\"url\": \"https://x/mcp\"}}\n    }}\n}}\n"
+    );
+    fs::create_dir_all(f.dir.join("home/.cursor")).expect("mkdir");
+    fs::write(f.dir.join("home/.cursor/mcp.json"), &cursor).expect("write");
+    let vscode = format!(
+        "{{\n  // workspace servers\n  \"inputs\": [{{\"type\": \"promptString\", \"id\": \"tok\", \"password\": true}}],\n  \"servers\": {{\n    \"v1\": {{\"type\": \"stdio\", \"command\": \"{exe}\", \"args\": {args}, \"env\": {{\"T\": \"${{input:tok}}\"}}}}, // mine\n  }},\n}}\n"
+    );
+    fs::create_dir_all(f.dir.join("proj/.vscode")).expect("mkdir");
+    fs::write(f.dir.join("proj/.vscode/mcp.json"), &vscode).expect("write");
+    let zed = format!(
+        "// Zed settings\n{{\n  \"theme\": \"One\",\n  \"context_servers\": {{\n    \"z1\": {{\"command\": \"{exe}\", \"args\": {args}}}\n  }}\n}}\n"
+    );
+    fs::create_dir_all(f.dir.join("home/.config/zed")).expect("mkdir");
+    fs::write(f.dir.join("home/.config/zed/settings.json"), &zed).expect("write");
+
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Cursor (user)")
+            && all.contains("VS Code (workspace)")
+            && all.contains("Zed (user)"),
+        "{all}"
+    );
+    assert!(all.contains("remote upstreams are not supported"), "{all}");
+    let cursor_now: Value = serde_json::from_str(
+        &fs::read_to_string(f.dir.join("home/.cursor/mcp.json")).expect("read"),
+    )
+    .expect("json");
+    entry_answers(&f.dir, &cursor_now["mcpServers"]["c1"]).expect("cursor entry answers");
+    assert_eq!(
+        cursor_now["mcpServers"]["c1"]["env"],
+        json!({"K": "${env:K}"})
+    );
+    let vs_now = fs::read_to_string(f.dir.join("proj/.vscode/mcp.json")).expect("read");
+    assert!(
+        vs_now.contains("// workspace servers") && vs_now.contains("// mine"),
+        "{vs_now}"
+    );
+    assert!(vs_now.contains("\"--server-name\", \"v1\""), "{vs_now}");
+    let zed_now = fs::read_to_string(f.dir.join("home/.config/zed/settings.json")).expect("read");
+    assert!(
+        zed_now.starts_with("// Zed settings") && zed_now.contains("\"z1\""),
+        "{zed_now}"
+    );
+
+    // Idempotent, then undone per client, then everything.
+    let out = f.bir(&["install"]);
+    assert!(text(&out).contains("Nothing to change"), "{}", text(&out));
+    let out = f.bir(&["uninstall", "--client", "cursor"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(f.dir.join("home/.cursor/mcp.json")).expect("read"),
+        cursor
+    );
+    assert_ne!(
+        fs::read_to_string(f.dir.join("proj/.vscode/mcp.json")).expect("read"),
+        vscode
+    );
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.vscode/mcp.json")).expect("read"),
+        vscode
+    );
+    assert_eq!(
+        fs::read_to_string(f.dir.join("home/.config/zed/settings.json")).expect("read"),
+        zed
+    );
+
+    // A generic file.
+    let generic = f.dir.join("other.json");
+    let text0 = format!(
+        "{{\"mcpServers\":{{\"g\":{{\"command\":\"{exe}\",\"args\":{}}}}}}}",
+        args.replace(", ", ",")
+    );
+    fs::write(&generic, &text0).expect("write");
+    let g = generic.to_str().expect("utf-8");
+    let out = f.bir(&["install", "--config", g]);
+    assert!(out.status.success(), "{}", text(&out));
+    let now = fs::read_to_string(&generic).expect("read");
+    assert!(
+        !now.contains('\n') && now.contains("\"--server-name\",\"g\""),
+        "{now}"
+    );
+    let out = f.bir(&["uninstall", "--config", g]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&generic).expect("read"), text0);
+
+    let out = f.bir(&["install", "--client", "codex"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("Codex is not supported yet"),
+        "{}",
+        text(&out)
+    );
 }
