@@ -766,6 +766,39 @@ pub fn status(cmd: StatusCmd) -> Exit {
         };
         out(&format!("  {:<width$}  {state}", f.name));
     }
+    if let Ok(targets) = super::clients::targets(None, None, "mcpServers", false, &paths.project) {
+        for t in targets {
+            let super::clients::Target::File(cf) = t else {
+                continue;
+            };
+            out(&format!("{} — {}", cf.label, cf.file.display()));
+            match super::clients::entries(&cf) {
+                Ok(entries) => {
+                    let width = entries
+                        .iter()
+                        .map(|(f, _)| f.name.len())
+                        .max()
+                        .unwrap_or(4)
+                        .max(4);
+                    for (f, d) in entries {
+                        let state = match (&f.kind, d) {
+                            (EntryKind::Wrapped(w), _) => format!(
+                                "wrapped    → {}",
+                                std::iter::once(w.command.as_str())
+                                    .chain(w.args.iter().map(String::as_str))
+                                    .collect::<Vec<_>>()
+                                    .join(" ")
+                            ),
+                            (_, Decision::Skip(why)) => format!("not wrapped: {why}"),
+                            _ => "not wrapped: `bir install` would wrap it".to_owned(),
+                        };
+                        out(&format!("  {:<width$}  {state}", f.name));
+                    }
+                }
+                Err(e) => out(&format!("  {e}")),
+            }
+        }
+    }
     let off = std::env::var("BIR_RECORDER").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "none"));
     out(&format!(
         "Recording: {}",

@@ -37,6 +37,11 @@ pub struct DoctorCmd {
     #[argh(option)]
     pub project: Option<PathBuf>,
 
+    /// only this client (default: Claude Code and every other client whose
+    /// config exists)
+    #[argh(option)]
+    pub client: Option<String>,
+
     /// how long each server may take to answer initialize and tools/list,
     /// in milliseconds (default 15000)
     #[argh(option, default = "15000")]
@@ -360,66 +365,91 @@ pub fn main(cmd: DoctorCmd) -> Exit {
         .project
         .clone()
         .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")));
-    let (resolved, decisions) = match resolve_for(&project) {
-        Ok(x) => x,
-        Err(e) => {
-            eprintln!("bir doctor: {e}");
-            return Exit::Code(1);
-        }
-    };
     let deadline = Duration::from_millis(cmd.timeout_ms.max(100));
-    out(&format!(
-        "Claude Code — project {} (key \"{}\"), {}",
-        resolved.paths.project.display(),
-        resolved.local_key,
-        resolved.paths.claude_json.display()
-    ));
-    // Launch every wrapped entry in parallel.
-    let mut jobs = Vec::new();
-    let mut rows: Vec<(String, Option<String>)> = Vec::new();
-    for (found, decision) in &decisions {
-        match (&found.kind, decision) {
-            (EntryKind::Wrapped(w), _) => {
-                let launch = entry_launch(found, &resolved.paths.project);
-                let idx = rows.len();
-                rows.push((found.name.clone(), None));
-                let program_ok = Path::new(&w.proxy_command).is_absolute()
-                    && is_executable(Path::new(&w.proxy_command));
-                if !program_ok {
-                    rows[idx].1 = Some(format!(
-                        "FAILED   {} scope: the program {} does not exist or is not executable (run `bir install` again)",
-                        found.scope.label(),
-                        w.proxy_command
-                    ));
-                    continue;
-                }
-                match launch {
-                    Ok(l) => {
-                        let scope = found.scope;
-                        jobs.push((idx, scope, thread::spawn(move || probe(&l, deadline))));
-                    }
-                    Err(e) => rows[idx].1 = Some(format!("FAILED   cannot read the entry: {e}")),
-                }
+    // Sections: a header and the (entry, decision) pairs, per client file.
+    let mut sections: Vec<(String, Vec<(Found, Decision)>)> = Vec::new();
+    let targets =
+        match super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("bir doctor: {e}");
+                return Exit::Code(1);
             }
-            (_, Decision::Skip(why)) => rows.push((
-                found.name.clone(),
-                Some(format!("-        not wrapped: {why}")),
-            )),
-            _ => rows.push((
-                found.name.clone(),
-                Some(format!(
+        };
+    for t in targets {
+        match t {
+            super::clients::Target::ClaudeCode => match resolve_for(&project) {
+                Ok((resolved, decisions)) => sections.push((
+                    format!(
+                        "Claude Code — project {} (key \"{}\"), {}",
+                        resolved.paths.project.display(),
+                        resolved.local_key,
+                        resolved.paths.claude_json.display()
+                    ),
+                    decisions,
+                )),
+                Err(e) => {
+                    eprintln!("bir doctor: {e}");
+                    return Exit::Code(1);
+                }
+            },
+            super::clients::Target::File(cf) => match super::clients::entries(&cf) {
+                Ok(d) => sections.push((format!("{} — {}", cf.label, cf.file.display()), d)),
+                Err(e) => {
+                    eprintln!("bir doctor: {e}");
+                    return Exit::Code(1);
+                }
+            },
+        }
+    }
+    let cwd = std::path::absolute(&project).unwrap_or(project.clone());
+    // Launch every wrapped entry, all in parallel.
+    let mut jobs = Vec::new();
+    let mut rows: Vec<Vec<(String, Option<String>)>> = vec![Vec::new(); sections.len()];
+    for (si, (_, decisions)) in sections.iter().enumerate() {
+        for (found, decision) in decisions {
+            let row = match (&found.kind, decision) {
+                (EntryKind::Wrapped(w), _) => {
+                    let program_ok = Path::new(&w.proxy_command).is_absolute()
+                        && is_executable(Path::new(&w.proxy_command));
+                    if !program_ok {
+                        Some(format!(
+                            "FAILED   {} scope: the program {} does not exist or is not executable (run `bir install` again)",
+                            found.scope.label(),
+                            w.proxy_command
+                        ))
+                    } else {
+                        match entry_launch(found, &cwd) {
+                            Ok(l) => {
+                                let scope = found.scope;
+                                let ri = rows[si].len();
+                                jobs.push((
+                                    si,
+                                    ri,
+                                    scope,
+                                    thread::spawn(move || probe(&l, deadline)),
+                                ));
+                                None
+                            }
+                            Err(e) => Some(format!("FAILED   cannot read the entry: {e}")),
+                        }
+                    }
+                }
+                (_, Decision::Skip(why)) => Some(format!("-        not wrapped: {why}")),
+                _ => Some(format!(
                     "-        not wrapped ({} scope): run `bir install`",
                     found.scope.label()
                 )),
-            )),
+            };
+            rows[si].push((found.name.clone(), row));
         }
     }
-    for (idx, scope, job) in jobs {
+    for (si, ri, scope, job) in jobs {
         let probe = job.join().unwrap_or(Probe::Failed {
             why: "internal error".into(),
             stderr_tail: String::new(),
         });
-        rows[idx].1 = Some(match probe {
+        rows[si][ri].1 = Some(match probe {
             Probe::Ok { tools, server } => format!(
                 "OK       {} scope: initialize + tools/list answered through bir-proxy ({tools} tools, server \"{server}\")",
                 scope_label(scope)
@@ -437,19 +467,20 @@ pub fn main(cmd: DoctorCmd) -> Exit {
             }
         });
     }
-    let mut failures = rows
-        .iter()
-        .filter(|(_, r)| r.as_deref().is_some_and(|r| r.starts_with("FAILED")))
-        .count();
-    let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(4).max(4);
-    if rows.is_empty() {
-        out("  no MCP servers configured for this project");
-    }
-    for (name, row) in &rows {
-        out(&format!(
-            "  {name:<width$}  {}",
-            row.as_deref().unwrap_or("?")
-        ));
+    let mut failures = 0;
+    for ((header, _), rows) in sections.iter().zip(&rows) {
+        out(header);
+        if rows.is_empty() {
+            out("  no MCP servers configured");
+        }
+        let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(4).max(4);
+        for (name, row) in rows {
+            let row = row.as_deref().unwrap_or("?");
+            if row.starts_with("FAILED") {
+                failures += 1;
+            }
+            out(&format!("  {name:<width$}  {row}"));
+        }
     }
     out(&check_home());
     let (line, ok) = check_path_proxy();
@@ -471,7 +502,7 @@ fn scope_label(s: Scope) -> &'static str {
 }
 
 fn entry_launch(found: &Found, project: &Path) -> Result<Launch, String> {
-    let doc = Doc::parse(found.raw.as_bytes(), Flavor::Json).map_err(|e| e.to_string())?;
+    let doc = Doc::parse(found.raw.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
     launch_spec(&doc.root, project)
 }
 

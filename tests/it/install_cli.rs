@@ -910,6 +910,23 @@ fn other_clients_are_detected_wrapped_in_place_and_restored() {
         "{zed_now}"
     );
 
+    let out = f.bir(&["status"]);
+    let all = text(&out);
+    assert!(
+        all.contains("Cursor (user)") && all.contains("wrapped    →"),
+        "{all}"
+    );
+    let out = f.bir(&["doctor"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for name in ["c1", "v1", "z1"] {
+        let row = all
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_default();
+        assert!(row.contains("OK"), "{name}: {all}");
+    }
+
     // Idempotent, then undone per client, then everything.
     let out = f.bir(&["install"]);
     assert!(text(&out).contains("Nothing to change"), "{}", text(&out));
