@@ -193,10 +193,16 @@ fn apply_ops(
             original_args: None,
             args_absent: false,
             args_withheld: false,
+            original: None,
             entry_sha256: String::new(),
             file_sha256: String::new(),
             at: now(),
         };
+        let secret = match &f.kind {
+            EntryKind::Stdio { args, .. } => args_look_secret(args),
+            _ => true,
+        };
+        change.original = ledger::sanitized(&f.raw, secret);
         match &op.copy_to {
             Some(to) => {
                 let path: Vec<&str> = to.iter().map(String::as_str).collect();

@@ -55,9 +55,35 @@ pub struct Change {
     /// takes them from the wrapped entry.
     #[serde(default)]
     pub args_withheld: bool,
+    /// The original entry for the record, minus credential values: every
+    /// `env` / `headers` value and credential-like arguments are
+    /// `"[withheld]"` (uninstall never needs them: bir does not change those
+    /// fields, and reads arguments back from the wrapped entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original: Option<serde_json::Value>,
     pub entry_sha256: String,
     pub file_sha256: String,
     pub at: String,
+}
+
+/// `raw` (an entry's JSON text) with credential values withheld.
+pub fn sanitized(raw: &str, args_secret: bool) -> Option<serde_json::Value> {
+    let mut v: serde_json::Value = serde_json::from_str(raw).ok()?;
+    let obj = v.as_object_mut()?;
+    for key in ["env", "headers", "http_headers", "env_http_headers"] {
+        if let Some(map) = obj.get_mut(key).and_then(serde_json::Value::as_object_mut) {
+            for val in map.values_mut() {
+                *val = serde_json::Value::String("[withheld]".into());
+            }
+        }
+    }
+    if args_secret && obj.contains_key("args") {
+        obj.insert(
+            "args".into(),
+            serde_json::Value::String("[withheld]".into()),
+        );
+    }
+    Some(v)
 }
 
 pub const ACTION_INSERTED: &str = "inserted";

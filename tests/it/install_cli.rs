@@ -469,11 +469,12 @@ fn claude_install_wraps_approved_servers_and_uninstall_restores_every_byte() {
         0o600
     );
     assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 3);
+    let ledger_text = fs::read_to_string(&ledger_path).expect("read");
     assert!(
-        !fs::read_to_string(&ledger_path)
-            .expect("read")
-            .contains("U_TOKEN")
+        !ledger_text.contains("U_TOKEN") && !ledger_text.contains("DB_URL"),
+        "{ledger_text}"
     );
+    assert!(ledger_text.contains("[withheld]"), "{ledger_text}");
 
     // Idempotent.
     let after_install = fs::read_to_string(f.claude_json()).expect("read");
