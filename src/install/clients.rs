@@ -10,8 +10,7 @@
 //! | `claude-desktop` | `~/Library/Application Support/Claude/claude_desktop_config.json` (macOS), `~/.config/Claude/claude_desktop_config.json` (Linux) | `mcpServers` | JSON |
 //! | `zed` | `~/.config/zed/settings.json`, `<project>/.zed/settings.json` | `context_servers` | JSONC |
 //!
-//! Codex (`~/.codex/config.toml`) is not handled yet: it needs a
-//! format-preserving TOML editor.
+//! | `codex` | `$CODEX_HOME/config.toml` (default `~/.codex/config.toml`), `<project>/.codex/config.toml` | `[mcp_servers.<name>]` | TOML ([`super::codex`]) |
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +31,7 @@ pub const CLIENTS: &[&str] = &[
     "gemini",
     "claude-desktop",
     "zed",
+    "codex",
 ];
 
 /// One config file of one client.
@@ -43,6 +43,8 @@ pub struct ClientFile {
     pub map_key: String,
     pub flavor: Flavor,
     pub scope: Scope,
+    /// A Codex TOML file (`[mcp_servers.<name>]`), not JSON.
+    pub toml: bool,
 }
 
 /// What `bir install` works on.
@@ -67,6 +69,7 @@ fn file(
         map_key: map_key.into(),
         flavor,
         scope,
+        toml: false,
     }
 }
 
@@ -170,6 +173,30 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
                 Scope::Project,
             ),
         ],
+        "codex" => {
+            let codex_home = std::env::var_os("CODEX_HOME")
+                .filter(|d| !d.is_empty())
+                .map_or_else(|| home.join(".codex"), PathBuf::from);
+            let mut user = file(
+                client,
+                "Codex (user)",
+                codex_home.join("config.toml"),
+                "mcp_servers",
+                json,
+                Scope::User,
+            );
+            let mut proj = file(
+                client,
+                "Codex (project)",
+                project.join(".codex/config.toml"),
+                "mcp_servers",
+                json,
+                Scope::Project,
+            );
+            user.toml = true;
+            proj.toml = true;
+            vec![user, proj]
+        }
         _ => Vec::new(),
     }
 }
@@ -186,14 +213,18 @@ pub fn targets(
 ) -> Result<Vec<Target>, String> {
     if let Some(c) = config {
         let path = std::path::absolute(c).map_err(|e| format!("{}: {e}", c.display()))?;
-        return Ok(vec![Target::File(file(
+        let toml = path.extension().is_some_and(|e| e == "toml");
+        let map_key = if toml { "mcp_servers" } else { map_key };
+        let mut cf = file(
             "config",
             &format!("{} ({map_key})", path.display()),
             path,
             map_key,
             if jsonc { Flavor::Jsonc } else { Flavor::Json },
             Scope::User,
-        ))]);
+        );
+        cf.toml = toml;
+        return Ok(vec![Target::File(cf)]);
     }
     let home = home::home_dir().ok_or("cannot find the home directory (HOME is not set)")?;
     let project =
@@ -219,7 +250,7 @@ pub fn targets(
             Ok(existing)
         }
         Some(c) => Err(format!(
-            "no adapter for client \"{c}\" (known: {}; Codex is not supported yet); for any file with an mcpServers-style map use `bir install --config FILE [--map-key KEY]`",
+            "no adapter for client \"{c}\" (known: {}); for any file with an mcpServers-style map use `bir install --config FILE [--map-key KEY]`",
             CLIENTS.join(", ")
         )),
         None => {
@@ -242,6 +273,33 @@ pub fn entries(cf: &ClientFile) -> Result<Vec<(Found, Decision)>, String> {
     let Some(bytes) = atomic::read(&cf.file)? else {
         return Ok(Vec::new());
     };
+    if cf.toml {
+        let text =
+            String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", cf.file.display()))?;
+        let servers = super::codex::servers(&text).map_err(|e| {
+            format!(
+                "{}:{e}; bir does not edit a file it cannot parse",
+                cf.file.display()
+            )
+        })?;
+        return Ok(servers
+            .into_iter()
+            .map(|(name, json, kind)| {
+                let decision = decision_for(&kind);
+                (
+                    Found {
+                        name: name.clone(),
+                        scope: cf.scope,
+                        file: cf.file.clone(),
+                        path: vec![cf.map_key.clone(), name],
+                        raw: json,
+                        kind,
+                    },
+                    decision,
+                )
+            })
+            .collect());
+    }
     let doc = Doc::parse(&bytes, cf.flavor).map_err(|e| {
         let hint = if cf.flavor == Flavor::Json && e.message.contains("comments") {
             " (if this client accepts comments, pass --jsonc)"
@@ -259,16 +317,7 @@ pub fn entries(cf: &ClientFile) -> Result<Vec<(Found, Decision)>, String> {
     let mut out = Vec::new();
     for m in map.members() {
         let kind = classify(&m.value);
-        let decision = match &kind {
-            EntryKind::Stdio { .. } => Decision::InPlace,
-            EntryKind::Wrapped(_) => Decision::Already,
-            EntryKind::Remote { .. } => Decision::Skip(
-                "remote server: remote upstreams are not supported by bir-proxy yet".into(),
-            ),
-            EntryKind::Other(why) => {
-                Decision::Skip(format!("not a stdio server bir can wrap ({why})"))
-            }
-        };
+        let decision = decision_for(&kind);
         out.push((
             Found {
                 name: m.key.clone(),
@@ -282,6 +331,17 @@ pub fn entries(cf: &ClientFile) -> Result<Vec<(Found, Decision)>, String> {
         ));
     }
     Ok(out)
+}
+
+fn decision_for(kind: &EntryKind) -> Decision {
+    match kind {
+        EntryKind::Stdio { .. } => Decision::InPlace,
+        EntryKind::Wrapped(_) => Decision::Already,
+        EntryKind::Remote { .. } => Decision::Skip(
+            "remote server: remote upstreams are not supported by bir-proxy yet".into(),
+        ),
+        EntryKind::Other(why) => Decision::Skip(format!("not a stdio server bir can wrap ({why})")),
+    }
 }
 
 pub fn summary(cf: &ClientFile, plan: &[(Found, Decision)], applied: bool) {

@@ -162,6 +162,8 @@ struct Op {
 struct FileJob {
     file: PathBuf,
     flavor: Flavor,
+    /// A Codex TOML file.
+    toml: bool,
     client: String,
     project: Option<String>,
     ops: Vec<Op>,
@@ -175,6 +177,9 @@ fn apply_ops(
     before: Option<&[u8]>,
 ) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
     let mut changes = Vec::new();
+    if job.toml {
+        return apply_toml_ops(job, form, before);
+    }
     let mut bytes = before.map_or_else(|| b"{\n}\n".to_vec(), <[u8]>::to_vec);
     for op in &job.ops {
         let doc = Doc::parse(&bytes, job.flavor)
@@ -240,6 +245,73 @@ fn apply_ops(
     Ok((changed.then_some(bytes), changes))
 }
 
+/// [`apply_ops`] for a Codex TOML file: every op is an in-place wrap.
+fn apply_toml_ops(
+    job: &FileJob,
+    form: &ProxyForm,
+    before: Option<&[u8]>,
+) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
+    let Some(before) = before else {
+        return Ok((None, Vec::new()));
+    };
+    let mut text = String::from_utf8(before.to_vec())
+        .map_err(|_| format!("{} is not UTF-8", job.file.display()))?;
+    let mut changes = Vec::new();
+    for op in &job.ops {
+        let f = &op.found;
+        let current = super::codex::servers(&text)
+            .map_err(|e| format!("{}:{e}; nothing was changed", job.file.display()))?;
+        let Some((_, _, EntryKind::Stdio { args, .. })) =
+            current.iter().find(|(n, _, _)| *n == f.name)
+        else {
+            continue; // changed meanwhile
+        };
+        let secret = args_look_secret(args);
+        let w = super::codex::wrap(&text, &f.name, form)?;
+        text = w.text;
+        changes.push(Change {
+            client: job.client.clone(),
+            file: job.file.clone(),
+            path: f.path.clone(),
+            action: ACTION_IN_PLACE.into(),
+            server: f.name.clone(),
+            project: job.project.clone(),
+            source_scope: f.scope.label().into(),
+            keep_parents: 0,
+            original_command: Some(w.original_command),
+            original_args: if secret { None } else { w.original_args },
+            args_absent: w.args_absent,
+            args_withheld: secret,
+            original: ledger::sanitized(&f.raw, secret),
+            entry_sha256: String::new(),
+            file_sha256: String::new(),
+            at: now(),
+        });
+    }
+    let changed = text.as_bytes() != before;
+    Ok((changed.then(|| text.into_bytes()), changes))
+}
+
+/// The hash of an entry as it is in `bytes`, to tell later whether it was
+/// edited since.
+fn entry_hash(bytes: &[u8], toml: bool, flavor: Flavor, path: &[String]) -> String {
+    if toml {
+        let text = String::from_utf8_lossy(bytes);
+        let name = path.last().map(String::as_str).unwrap_or_default();
+        return super::codex::entry_fingerprint(&text, name)
+            .map(|f| sha256_hex(f.as_bytes()))
+            .unwrap_or_default();
+    }
+    let Ok(doc) = Doc::parse(bytes, flavor) else {
+        return String::new();
+    };
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    doc.root
+        .at(&path)
+        .map(|n| sha256_hex(doc.raw(n).as_bytes()))
+        .unwrap_or_default()
+}
+
 /// Runs the jobs (or, with `dry_run`, prints their diffs). Returns, per
 /// changed file, its path and the number of entries changed.
 fn run_jobs(
@@ -271,15 +343,8 @@ fn run_jobs(
             continue;
         }
         let file_hash = sha256_hex(&outcome.after);
-        let doc = Doc::parse(&outcome.after, job.flavor)
-            .map_err(|e| format!("internal: the file bir wrote does not parse ({e})"))?;
         for c in &mut changes {
-            let path: Vec<&str> = c.path.iter().map(String::as_str).collect();
-            c.entry_sha256 = doc
-                .root
-                .at(&path)
-                .map(|n| sha256_hex(doc.raw(n).as_bytes()))
-                .unwrap_or_default();
+            c.entry_sha256 = entry_hash(&outcome.after, job.toml, job.flavor, &c.path);
             c.file_sha256 = file_hash.clone();
             c.file = outcome.target.clone();
         }
@@ -341,6 +406,7 @@ pub fn install(cmd: InstallCmd) -> Exit {
                 let mut local = FileJob {
                     file: paths.claude_json.clone(),
                     flavor: Flavor::Json,
+                    toml: false,
                     client: CLIENT.into(),
                     project: Some(resolved.local_key.clone()),
                     ops: Vec::new(),
@@ -348,6 +414,7 @@ pub fn install(cmd: InstallCmd) -> Exit {
                 let mut mcp = FileJob {
                     file: paths.mcp_json(),
                     flavor: Flavor::Json,
+                    toml: false,
                     client: CLIENT.into(),
                     project: Some(resolved.local_key.clone()),
                     ops: Vec::new(),
@@ -397,6 +464,7 @@ pub fn install(cmd: InstallCmd) -> Exit {
                 jobs.push(FileJob {
                     file: cf.file.clone(),
                     flavor: cf.flavor,
+                    toml: cf.toml,
                     client: cf.client.clone(),
                     project: Some(claude::project_key(
                         &std::path::absolute(&project)
@@ -590,11 +658,16 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
             };
             let mut bytes = before.to_vec();
             for c in &mine {
-                // JSONC accepts plain JSON too; bir only splices, so a file
-                // gains no comment it did not have.
-                let doc = Doc::parse(&bytes, Flavor::Jsonc)
-                    .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?;
-                let (next, note) = reverse(&doc, c)?;
+                let (next, note) = if is_toml(&file) {
+                    reverse_toml(&bytes, c)
+                        .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?
+                } else {
+                    // JSONC accepts plain JSON too; bir only splices, so a
+                    // file gains no comment it did not have.
+                    let doc = Doc::parse(&bytes, Flavor::Jsonc)
+                        .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?;
+                    reverse(&doc, c)?
+                };
                 if let Some(next) = next {
                     bytes = next;
                 }
@@ -651,6 +724,63 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
         );
     }
     Exit::Code(u8::from(failed))
+}
+
+fn is_toml(file: &Path) -> bool {
+    file.extension().is_some_and(|e| e == "toml")
+}
+
+/// [`reverse`] for a Codex TOML file.
+fn reverse_toml(bytes: &[u8], c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
+    let text = String::from_utf8(bytes.to_vec()).map_err(|_| "the file is not UTF-8".to_owned())?;
+    let name = c.path.last().map(String::as_str).unwrap_or_default();
+    let servers = super::codex::servers(&text)?;
+    match servers.iter().find(|(n, _, _)| n == name) {
+        None => {
+            return Ok((
+                None,
+                format!("{}: already gone; nothing to restore", c.server),
+            ));
+        }
+        Some((_, _, EntryKind::Wrapped(_))) => {}
+        Some(_) => {
+            return Ok((
+                None,
+                format!(
+                    "{}: no longer wrapped by bir (changed since); left as it is",
+                    c.server
+                ),
+            ));
+        }
+    }
+    let fingerprint = super::codex::entry_fingerprint(&text, name).unwrap_or_default();
+    let edited = sha256_hex(fingerprint.as_bytes()) != c.entry_sha256;
+    let exact = !edited && (c.args_absent || c.original_args.is_some());
+    let out = if exact {
+        super::codex::restore(
+            &text,
+            name,
+            c.original_command.as_deref(),
+            c.original_args.as_deref(),
+            c.args_absent,
+        )?
+    } else {
+        super::codex::restore(&text, name, None, None, c.args_absent)?
+    };
+    let note = if exact {
+        format!("{}: restored the original entry", c.server)
+    } else if edited {
+        format!(
+            "{}: the entry was edited since install; restored its server command from the current entry",
+            c.server
+        )
+    } else {
+        format!(
+            "{}: restored the server command (its arguments were read back from the wrapped entry)",
+            c.server
+        )
+    };
+    Ok((Some(out.into_bytes()), note))
 }
 
 /// The reverse of one change on `doc`: the new bytes (None: nothing to do)

@@ -13,6 +13,7 @@
 pub mod atomic;
 pub mod claude;
 pub mod clients;
+pub mod codex;
 pub mod commands;
 pub mod diff;
 pub mod doctor;

@@ -971,11 +971,67 @@ fn other_clients_are_detected_wrapped_in_place_and_restored() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(fs::read_to_string(&generic).expect("read"), text0);
 
-    let out = f.bir(&["install", "--client", "codex"]);
+    let out = f.bir(&["install", "--client", "nope"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out).contains("Codex is not supported yet"),
+        text(&out).contains("no adapter for client \"nope\""),
         "{}",
         text(&out)
     );
+}
+
+#[test]
+fn codex_toml_is_wrapped_in_place_and_restored_byte_for_byte() {
+    let f = Fixture::new("codex");
+    let exe = bir();
+    let script = peer_script(&f.dir);
+    let toml = format!(
+        "# Codex\r\nmodel = \"o3\"\r\n\r\n[mcp_servers.peer]\r\ncommand = '{}'  # the server\r\nargs = [ \"testpeer\", '{}' ]\r\nenv = {{ K = \"${{K}}\" }}\r\n\r\n[mcp_servers.web]\r\nurl = \"https://x/mcp\"\r\n",
+        exe.display(),
+        script
+    );
+    fs::create_dir_all(f.dir.join("home/.codex")).expect("mkdir");
+    let file = f.dir.join("home/.codex/config.toml");
+    fs::write(&file, &toml).expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Codex (user)") && all.contains("remote upstreams are not supported"),
+        "{all}"
+    );
+    let now = fs::read_to_string(&file).expect("read");
+    assert!(
+        now.starts_with("# Codex\r\nmodel = \"o3\"\r\n\r\n[mcp_servers.peer]\r\ncommand = \""),
+        "{now}"
+    );
+    assert!(now.contains("\"--server-name\", \"peer\", \"--\""), "{now}");
+    assert!(
+        now.contains("  # the server\r\n") && now.contains("env = { K = \"${K}\" }"),
+        "{now}"
+    );
+    let out = f.bir(&["doctor", "--client", "codex"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.lines()
+            .any(|l| l.trim_start().starts_with("peer") && l.contains("OK")),
+        "{all}"
+    );
+    let out = f.bir(&["install"]);
+    assert!(text(&out).contains("Nothing to change"), "{}", text(&out));
+    let out = f.bir(&["uninstall", "--dry-run"]);
+    assert!(text(&out).contains("+command = '"), "{}", text(&out));
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&file).expect("read"), toml);
+
+    // Malformed TOML: refused with its position, untouched.
+    let bad = "[mcp_servers.x]\ncommand = \n";
+    fs::write(&file, bad).expect("write");
+    let out = f.bir(&["install", "--client", "codex"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains(&format!("{}:2:", file.display())), "{all}");
+    assert_eq!(fs::read_to_string(&file).expect("read"), bad);
 }
