@@ -22,7 +22,7 @@ DEBUG_BIN := target/debug/bir
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 DIST_NAME := bir-$(VERSION)-$(TARGET)
 
-.PHONY: help build dist install uninstall test lint unit peers peer-tests conformance e2e demo golden bench clean
+.PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e demo golden bench clean
 
 help:
 	@sed -n '1,13p' Makefile
@@ -74,6 +74,11 @@ $(DEBUG_BIN): $(shell find src -name '*.rs') Cargo.toml Cargo.lock build.rs
 peer-tests: peers $(DEBUG_BIN)
 	BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" .peers/venv/bin/python tests/peers/compare.py
 
+# bir install + bir doctor against real servers (everything, memory, a
+# Python mcp server) and a broken entry.
+doctor-peers: peers $(DEBUG_BIN)
+	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" tests/peers/doctor.sh
+
 conformance: peers $(DEBUG_BIN)
 	BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" tests/peers/conformance.sh
 
@@ -81,7 +86,7 @@ e2e: $(DEBUG_BIN)
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run.sh
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run-install.sh
 
-test: lint unit peer-tests conformance e2e
+test: lint unit peer-tests doctor-peers conformance e2e
 	@echo "make test: all suites passed"
 
 demo: $(DEBUG_BIN)

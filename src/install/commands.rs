@@ -657,7 +657,9 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
                 return Ok(None);
             };
             let mut bytes = before.to_vec();
-            for c in &mine {
+            // Newest first, the inverse of install: the objects an earlier
+            // change created are pruned once the changes after it are gone.
+            for c in mine.iter().rev() {
                 let (next, note) = if is_toml(&file) {
                     reverse_toml(&bytes, c)
                         .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?

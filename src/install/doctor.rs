@@ -133,7 +133,19 @@ fn tail(buf: &Mutex<VecDeque<u8>>) -> String {
         .unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(6)..].join("\n")
+    let from = lines.len().saturating_sub(8);
+    let mut out: Vec<&str> = Vec::new();
+    // The first line that names an error, if the tail would cut it off
+    // (Node prints the message, then a long stack).
+    if let Some(first) = lines[..from]
+        .iter()
+        .find(|l| l.contains("Error") || l.contains("error:") || l.contains("Traceback"))
+    {
+        out.push(first);
+        out.push("…");
+    }
+    out.extend(&lines[from..]);
+    out.join("\n")
 }
 
 /// Starts the server and checks `initialize` + `tools/list` within

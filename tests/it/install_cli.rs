@@ -1035,3 +1035,41 @@ fn codex_toml_is_wrapped_in_place_and_restored_byte_for_byte() {
     assert!(all.contains(&format!("{}:2:", file.display())), "{all}");
     assert_eq!(fs::read_to_string(&file).expect("read"), bad);
 }
+
+#[test]
+fn claude_install_into_an_empty_config_round_trips() {
+    let f = Fixture::new("cc-empty");
+    let (exe, args) = peer_cmd(&f);
+    fs::write(
+        f.dir.join("proj/.mcp.json"),
+        format!(r#"{{"mcpServers": {{"a": {{"command": "{exe}", "args": {args}}}, "b": {{"command": "{exe}", "args": {args}}}}}}}"#),
+    )
+    .expect("write");
+    fs::write(
+        f.dir.join("proj/.claude/settings.local.json"),
+        r#"{"enabledMcpjsonServers": ["a", "b"]}"#,
+    )
+    .expect("write");
+    for original in ["{}\n", "{\n  \"numStartups\": 1\n}"] {
+        fs::write(f.claude_json(), original).expect("write");
+        let out = f.bir(&["install"]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert_eq!(effective(&f)["b"]["args"][0], json!("proxy"));
+        let out = f.bir(&["uninstall"]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), original);
+    }
+    // No ~/.claude.json at all: created (0600) with the copies.
+    fs::remove_file(f.claude_json()).expect("rm");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(f.claude_json())
+            .expect("created")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+}
