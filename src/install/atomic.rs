@@ -127,6 +127,13 @@ pub fn update_with_hook(
                     meta.uid()
                 ));
             }
+            if meta.permissions().mode() & 0o200 == 0 {
+                return Err(format!(
+                    "{} is read-only (mode {:o}); bir leaves it alone. Make it writable (chmod u+w) to let bir edit it",
+                    target.display(),
+                    meta.permissions().mode() & 0o7777
+                ));
+            }
         }
         let Some(after) = edit(before.as_deref())? else {
             return Ok(Outcome {
@@ -298,6 +305,27 @@ mod tests {
                 & 0o777,
             0o600
         );
+        assert!(leftovers(&d).is_empty());
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn read_only_and_oversized_files_are_refused_untouched() {
+        let d = tmpdir("ro-file");
+        let f = d.join("c.json");
+        fs::write(&f, "1").expect("write");
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o444)).expect("chmod");
+        let err = update(&f, &mut append("x")).expect_err("read-only");
+        assert!(
+            err.contains("read-only (mode 444)") && err.contains("chmod u+w"),
+            "{err}"
+        );
+        assert_eq!(fs::read_to_string(&f).expect("read"), "1");
+        let big = d.join("big.json");
+        let file = File::create(&big).expect("create");
+        file.set_len(MAX_CONFIG_BYTES + 1).expect("sparse");
+        let err = update(&big, &mut append("x")).expect_err("too large");
+        assert!(err.contains("up to 64 MiB"), "{err}");
         assert!(leftovers(&d).is_empty());
         let _ = fs::remove_dir_all(&d);
     }

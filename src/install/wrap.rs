@@ -9,6 +9,7 @@ use super::atomic;
 use super::diff;
 use super::entry::{ProxyForm, json_array};
 use super::jsonedit::{Doc, Flavor, Style, json_string, render};
+use super::ledger;
 use crate::Exit;
 use crate::output::out;
 
@@ -170,6 +171,15 @@ pub fn main(cmd: WrapCmd) -> Exit {
             }
         };
     }
+    // What existed before, for the ledger: how many parents, and whether
+    // the entry was replaced (--force) rather than added.
+    let before = atomic::read(config).ok().flatten();
+    let (keep, replaced) = before
+        .as_deref()
+        .and_then(|b| Doc::parse(b, flavor).ok())
+        .map_or((0, false), |d| {
+            (d.existing_parents(&path), d.root.at(&path).is_some())
+        });
     match atomic::update(config, &mut edit) {
         Ok(o) if o.changed => {
             out(&format!(
@@ -178,6 +188,17 @@ pub fn main(cmd: WrapCmd) -> Exit {
                 cmd.map_key,
                 form.command()
             ));
+            if replaced {
+                out(
+                    "(it replaced an existing entry: `bir uninstall` will not bring that one back)",
+                );
+            } else {
+                record(&o, &path, keep, flavor);
+                out(&format!(
+                    "Undo: bir uninstall --config {}",
+                    config.display()
+                ));
+            }
             Exit::Code(0)
         }
         Ok(o) => {
@@ -191,5 +212,43 @@ pub fn main(cmd: WrapCmd) -> Exit {
             eprintln!("bir wrap: {e}");
             Exit::Code(1)
         }
+    }
+}
+
+/// Records an entry `bir wrap --config` added, so `bir uninstall --config
+/// FILE` (or `--all`) removes it again.
+fn record(o: &atomic::Outcome, path: &[&str], keep: usize, flavor: Flavor) {
+    let hash = Doc::parse(&o.after, flavor)
+        .ok()
+        .and_then(|d| {
+            d.root
+                .at(path)
+                .map(|n| atomic::sha256_hex(d.raw(n).as_bytes()))
+        })
+        .unwrap_or_default();
+    let change = ledger::Change {
+        client: "wrap".into(),
+        file: o.target.clone(),
+        path: path.iter().map(|s| s.to_string()).collect(),
+        action: ledger::ACTION_INSERTED.into(),
+        server: path.last().map(|s| s.to_string()).unwrap_or_default(),
+        project: None,
+        source_scope: "manual".into(),
+        keep_parents: keep,
+        original_command: None,
+        original_args: None,
+        args_absent: false,
+        args_withheld: false,
+        original: None,
+        entry_sha256: hash,
+        file_sha256: atomic::sha256_hex(&o.after),
+        at: crate::observe::time::rfc3339(std::time::SystemTime::now()),
+    };
+    if let Err(e) = ledger::modify(&mut |l| {
+        l.changes
+            .retain(|c| !(c.file == change.file && c.path == change.path));
+        l.changes.push(change.clone());
+    }) {
+        eprintln!("bir wrap: the entry was written, but not recorded for `bir uninstall`: {e}");
     }
 }

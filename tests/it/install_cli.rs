@@ -193,6 +193,24 @@ fn wrap_writes_into_a_config_preserving_its_bytes() {
     );
     assert!(out.status.success(), "{}", text(&out));
     assert!(fs::read_to_string(&cfg).expect("read").contains("\"t.js\""));
+
+    // The entry bir wrap added is in the ledger: uninstall --config removes
+    // it (a --force replacement is not recorded, so it stays).
+    fs::write(&cfg, original).expect("write");
+    let out = run(
+        &dir,
+        &[
+            "wrap", "--config", cfg_s, "--name", "new", "--", "node", "s.js",
+        ],
+    );
+    assert!(
+        text(&out).contains("Undo: bir uninstall --config"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&dir, &["uninstall", "--config", cfg_s]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&cfg).expect("read"), original);
 }
 
 #[test]
