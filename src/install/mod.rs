@@ -4,6 +4,7 @@
 //! * [`atomic`] — atomic, hash-checked writes of a client's file (the client
 //!   may be writing it too).
 //! * [`claude`] — the Claude Code adapter (scopes, approvals, policy);
+//!   [`clients`] — the other clients' files; [`codex`] — Codex TOML;
 //!   [`commands`] — `install`/`uninstall`/`status`; [`ledger`] — what bir
 //!   changed; [`doctor`] — launches every wrapped entry; [`wrap`] and
 //!   [`entry`] — wrapped entries; [`diff`] — `--dry-run` output.
