@@ -260,12 +260,22 @@ pub fn resolve(paths: &Paths) -> Result<Resolved, String> {
         );
     }
     let mut policy = Policy::default();
-    let settings = [
+    let mut settings = vec![
         paths.settings_dir.join("settings.json"),
         paths.project.join(".claude/settings.json"),
         paths.project.join(".claude/settings.local.json"),
         paths.managed_dir.join("managed-settings.json"),
     ];
+    // Drop-in policy files, in name order.
+    if let Ok(dir) = std::fs::read_dir(paths.managed_dir.join("managed-settings.d")) {
+        let mut extra: Vec<PathBuf> = dir
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        extra.sort();
+        settings.extend(extra);
+    }
     for file in &settings {
         // A settings file Claude Code cannot parse is skipped by it too.
         if let Ok(Some(doc)) = parse_file(file) {

@@ -586,6 +586,23 @@ fn claude_managed_policy_wraps_nothing_and_says_why() {
     assert!(all.contains("allows MCP servers by exact command"), "{all}");
     assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
 
+    // The same allowlist from a managed-settings.d drop-in.
+    fs::remove_file(f.dir.join("managed/managed-settings.json")).expect("rm");
+    fs::create_dir_all(f.dir.join("managed/managed-settings.d")).expect("mkdir");
+    fs::write(
+        f.dir.join("managed/managed-settings.d/10-mcp.json"),
+        r#"{"allowedMcpServers": [{"serverCommand": ["npx", "-y", "x"]}]}"#,
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(
+        all.contains("10-mcp.json allows MCP servers by exact command"),
+        "{all}"
+    );
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+    fs::remove_dir_all(f.dir.join("managed/managed-settings.d")).expect("rm");
+
     // A deny rule by command: that server is not wrapped (wrapping would
     // dodge the rule); the others are.
     let exe = bir();
