@@ -144,6 +144,9 @@ pub struct Approvals {
     pub enabled: Vec<String>,
     pub disabled: Vec<String>,
     pub enable_all: bool,
+    /// Approved only in the project's own settings files, which Claude
+    /// Code ignores until the folder is trusted.
+    pub untrusted: Vec<String>,
 }
 
 /// What managed (and user/project) policy says about MCP servers.
@@ -276,10 +279,38 @@ pub fn resolve(paths: &Paths) -> Result<Resolved, String> {
         extra.sort();
         settings.extend(extra);
     }
-    for file in &settings {
+    // Workspace trust is keyed on the git root (or the project itself).
+    let trust_root = paths
+        .project
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(&paths.project);
+    let trusted = claude.as_ref().is_some_and(|doc| {
+        key_candidates(&project_key(&trust_root.to_string_lossy()))
+            .iter()
+            .chain(key_candidates(&paths.key).iter())
+            .any(|k| {
+                doc.root
+                    .at(&["projects", k, "hasTrustDialogAccepted"])
+                    .is_some_and(Node::is_true)
+            })
+    });
+    for (i, file) in settings.iter().enumerate() {
         // A settings file Claude Code cannot parse is skipped by it too.
         if let Ok(Some(doc)) = parse_file(file) {
-            read_approvals(&doc.root, &mut approvals);
+            let project_file = i == 1 || i == 2;
+            if project_file && !trusted {
+                let mut ignored = Approvals::default();
+                read_approvals(&doc.root, &mut ignored);
+                approvals.untrusted.extend(ignored.enabled);
+                // A rejection is honoured all the same (never wrap it).
+                approvals.disabled.extend(ignored.disabled);
+                if ignored.enable_all {
+                    approvals.untrusted.push("*".into());
+                }
+            } else {
+                read_approvals(&doc.root, &mut approvals);
+            }
             read_policy(&doc.root, file, &mut policy);
         }
     }
@@ -426,6 +457,17 @@ fn decide_one(r: &Resolved, f: &Found, forced: bool) -> Decision {
             );
         }
         let approved = r.approvals.enable_all || r.approvals.enabled.contains(&f.name);
+        let untrusted = r
+            .approvals
+            .untrusted
+            .iter()
+            .any(|n| n == "*" || *n == f.name);
+        if !approved && !forced && untrusted {
+            return Decision::Skip(format!(
+                "approved only in this project's .claude settings, which Claude Code ignores until the folder is trusted (accept the trust dialog), or run `bir install --server {}`",
+                f.name
+            ));
+        }
         if !approved && !forced {
             return Decision::Skip(format!(
                 "not approved in Claude Code yet; approve it there, or run `bir install --server {}` to wrap it anyway",

@@ -781,8 +781,11 @@ fn doctor_launches_every_wrapped_entry_and_names_the_broken_one() {
         format!(r#"{{"mcpServers": {{"team": {{"command": "{exe}", "args": {args}}}, "remote": {{"type": "http", "url": "https://x/mcp"}}}}}}"#),
     )
     .expect("write");
+    // User settings: approvals there count whether or not the folder is
+    // trusted.
+    fs::create_dir_all(f.dir.join("home/.claude")).expect("mkdir");
     fs::write(
-        f.dir.join("proj/.claude/settings.local.json"),
+        f.dir.join("home/.claude/settings.json"),
         r#"{"enableAllProjectMcpServers": true}"#,
     )
     .expect("write");
@@ -1080,8 +1083,11 @@ fn claude_install_into_an_empty_config_round_trips() {
         format!(r#"{{"mcpServers": {{"a": {{"command": "{exe}", "args": {args}}}, "b": {{"command": "{exe}", "args": {args}}}}}}}"#),
     )
     .expect("write");
+    // User settings: approvals there count whether or not the folder is
+    // trusted.
+    fs::create_dir_all(f.dir.join("home/.claude")).expect("mkdir");
     fs::write(
-        f.dir.join("proj/.claude/settings.local.json"),
+        f.dir.join("home/.claude/settings.json"),
         r#"{"enabledMcpjsonServers": ["a", "b"]}"#,
     )
     .expect("write");
@@ -1107,4 +1113,37 @@ fn claude_install_into_an_empty_config_round_trips() {
             & 0o777,
         0o600
     );
+}
+
+#[test]
+fn claude_project_approvals_count_only_in_a_trusted_folder() {
+    let f = Fixture::new("cc-trust");
+    let (exe, args) = peer_cmd(&f);
+    let project = f.project();
+    fs::write(
+        f.dir.join("proj/.mcp.json"),
+        format!(r#"{{"mcpServers": {{"a": {{"command": "{exe}", "args": {args}}}}}}}"#),
+    )
+    .expect("write");
+    fs::write(
+        f.dir.join("proj/.claude/settings.local.json"),
+        r#"{"enabledMcpjsonServers": ["a"]}"#,
+    )
+    .expect("write");
+    let untrusted = format!(
+        "{{\n  \"projects\": {{\n    \"{project}\": {{\"hasTrustDialogAccepted\": false}}\n  }}\n}}\n"
+    );
+    fs::write(f.claude_json(), &untrusted).expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(all.contains("ignores until the folder is trusted"), "{all}");
+    assert_eq!(
+        fs::read_to_string(f.claude_json()).expect("read"),
+        untrusted
+    );
+    // Trusted (here through the git root): wrapped.
+    fs::create_dir_all(f.dir.join("proj/.git")).expect("mkdir");
+    fs::write(f.claude_json(), untrusted.replace("false", "true")).expect("write");
+    let out = f.bir(&["install"]);
+    assert!(text(&out).contains("wrapped  a "), "{}", text(&out));
 }

@@ -50,7 +50,8 @@ json.dump({"mcpServers": {
     "broken": {"command": node, "args": ["/nonexistent/mcp-server.js"]},
 }}, open(out, "w"), indent=2)
 PY
-echo '{"enableAllProjectMcpServers": true}' >"$W/proj/.claude/settings.local.json"
+mkdir -p "$W/home/.claude"   # user settings: approvals there count in an untrusted folder too
+echo '{"enableAllProjectMcpServers": true}' >"$W/home/.claude/settings.json"
 echo '{}' >"$W/home/.claude.json"
 cp "$W/home/.claude.json" "$W/claude.json.orig"
 
