@@ -7,6 +7,7 @@
 #   make build    static release binary
 #   make bench    overhead benchmark (direct vs byte pump vs bir-proxy)
 #   make golden   regenerate golden/ transcripts (then review `git diff golden/`)
+#   make dist     release archive dist/bir-<version>-<target>.tar.gz + SHA256SUMS
 
 SHELL := /bin/bash
 # Nothing run from here sends runs to a developer's recording service.
@@ -18,16 +19,32 @@ STATIC_RUSTFLAGS := -C target-feature=+crt-static
 RELEASE_BIN := target/$(TARGET)/release/bir
 DEBUG_BIN := target/debug/bir
 
-.PHONY: help build install uninstall test lint unit peers peer-tests conformance e2e demo golden bench clean
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+DIST_NAME := bir-$(VERSION)-$(TARGET)
+
+.PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e demo golden bench clean
 
 help:
-	@sed -n '1,12p' Makefile
+	@sed -n '1,13p' Makefile
 
 build:
 	RUSTFLAGS="$(STATIC_RUSTFLAGS)" cargo build --release --locked --target $(TARGET)
 	@file $(RELEASE_BIN) | sed 's/, BuildID[^,]*//'
 	@ldd $(RELEASE_BIN) 2>&1 | sed 's/^/ldd: /' || true
 	@ls -l $(RELEASE_BIN) | awk '{printf "size: %.1f MiB (%d bytes)\n", $$5/1048576, $$5}'
+
+# The release layout install/install.sh expects: serve dist/ as
+# <base>/v<version>/ (and <base>/latest/ for the newest release).
+dist: build
+	rm -rf dist/stage && mkdir -p dist/stage/$(DIST_NAME)
+	cp $(RELEASE_BIN) dist/stage/$(DIST_NAME)/bir
+	cp README.md dist/stage/$(DIST_NAME)/
+	tar -C dist/stage --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
+		-cf - $(DIST_NAME) | gzip -9n > dist/$(DIST_NAME).tar.gz
+	rm -rf dist/stage
+	cp install/install.sh dist/install.sh
+	cd dist && sha256sum bir-*.tar.gz > SHA256SUMS
+	@cat dist/SHA256SUMS
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
@@ -60,13 +77,19 @@ PEER_BIR_HOME := $(CURDIR)/target/peer-bir-home
 peer-tests: peers $(DEBUG_BIN)
 	BIR_HOME="$(PEER_BIR_HOME)" BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" .peers/venv/bin/python tests/peers/compare.py
 
+# bir install + bir doctor against real servers (everything, memory, a
+# Python mcp server) and a broken entry.
+doctor-peers: peers $(DEBUG_BIN)
+	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" tests/peers/doctor.sh
+
 conformance: peers $(DEBUG_BIN)
 	BIR_HOME="$(PEER_BIR_HOME)" BIR_PROXY_WRAP="$(CURDIR)/$(DEBUG_BIN) proxy --server-name everything --" tests/peers/conformance.sh
 
 e2e: $(DEBUG_BIN)
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run.sh
+	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run-install.sh
 
-test: lint unit peer-tests conformance e2e
+test: lint unit peer-tests doctor-peers conformance e2e
 	@echo "make test: all suites passed"
 
 demo: $(DEBUG_BIN)
@@ -83,4 +106,4 @@ bench:
 
 clean:
 	cargo clean
-	rm -rf .peers
+	rm -rf .peers dist

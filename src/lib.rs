@@ -24,9 +24,12 @@
 //!   credentials; [`sync`] — `bir sync`: send what the service has not
 //!   acknowledged (the live sender is `record::remote`).
 //! * [`hooks`] — `bir-hooks` (for now: answers every event harmlessly).
+//! * [`install`] — `bir wrap`/`install`/`uninstall`/`status`/`doctor`: client
+//!   configs, edited byte-preservingly and atomically, with a ledger to undo.
 
 pub mod cli;
 pub mod hooks;
+pub mod install;
 pub mod jsonrpc;
 pub mod logging;
 pub mod login;
@@ -130,6 +133,11 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Login(cmd)) => login::login(cmd),
         Some(CliCommand::Logout(cmd)) => login::logout(cmd),
         Some(CliCommand::Whoami(cmd)) => login::whoami(cmd),
+        Some(CliCommand::Wrap(cmd)) => install::wrap::main(cmd),
+        Some(CliCommand::Install(cmd)) => install::commands::install(cmd),
+        Some(CliCommand::Uninstall(cmd)) => install::commands::uninstall(cmd),
+        Some(CliCommand::Status(cmd)) => install::commands::status(cmd),
+        Some(CliCommand::Doctor(cmd)) => install::doctor::main(cmd),
         None => {
             eprintln!(
                 "bir: no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy."

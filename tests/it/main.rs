@@ -2,6 +2,10 @@
 //!
 //! * `dispatch` — one executable, three names.
 //! * `golden` — direct vs proxied transcripts (the core transparency test).
+//! * `install_cli` — `bir wrap`/`install`/`uninstall`/`status`/`doctor` on
+//!   fixture homes.
+//! * `install_sh` — `install/install.sh` run by `sh`/`dash` against a release
+//!   served from 127.0.0.1.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `relay` — byte-exactness under random read boundaries and large
 //!   messages.
@@ -10,6 +14,8 @@
 
 mod dispatch;
 mod golden;
+mod install_cli;
+mod install_sh;
 mod lifecycle;
 mod record;
 mod relay;

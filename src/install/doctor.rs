@@ -1,0 +1,540 @@
+//! `bir doctor`: proves the wrapped servers live.
+//!
+//! It resolves the Claude Code config the way Claude Code does, then starts
+//! every wrapped entry exactly as the client would (the entry's command and
+//! arguments, its `env` over the current environment with `${VAR}` /
+//! `${VAR:-default}` expanded, the project as working directory,
+//! `CLAUDE_PROJECT_DIR` set) and checks that it answers `initialize` and
+//! `tools/list` within a deadline. It also checks that each entry's program
+//! exists and is executable, `$BIR_HOME`'s permissions, and that a
+//! `bir-proxy` on `PATH` is this version.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use argh::FromArgs;
+use serde_json::{Value, json};
+
+use super::claude::{Decision, Found, Scope};
+use super::commands::resolve_for;
+use super::entry::{EntryKind, is_executable};
+use super::jsonedit::{Doc, Flavor, Kind, Node};
+use crate::Exit;
+use crate::output::out;
+
+/// Check that every wrapped MCP server starts and answers through bir-proxy.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "doctor")]
+pub struct DoctorCmd {
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// only this client (default: Claude Code and every other client whose
+    /// config exists)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// how long each server may take to answer initialize and tools/list,
+    /// in milliseconds (default 15000)
+    #[argh(option, default = "15000")]
+    pub timeout_ms: u64,
+}
+
+/// Expands `${VAR}` and `${VAR:-default}` like Claude Code: an unset
+/// variable without a default stays as written.
+pub fn expand(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[i..]);
+            return out;
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        match (
+            valid,
+            lookup(name).filter(|v| !v.is_empty() || default.is_none()),
+            default,
+        ) {
+            (true, Some(v), _) => out.push_str(&v),
+            (true, None, Some(d)) => out.push_str(d),
+            _ => out.push_str(&rest[i..i + 2 + end + 1]),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// How a launched server did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    Ok { tools: usize, server: String },
+    Failed { why: String, stderr_tail: String },
+}
+
+struct Launch {
+    program: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: PathBuf,
+}
+
+fn launch_spec(entry: &Node, project: &Path) -> Result<Launch, String> {
+    let env_lookup = |k: &str| std::env::var(k).ok();
+    let program = entry
+        .get("command")
+        .and_then(Node::as_str)
+        .ok_or("no command")?;
+    let args: Vec<String> = entry
+        .get("args")
+        .map(|a| {
+            a.items()
+                .iter()
+                .filter_map(|i| i.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut env = Vec::new();
+    if let Some(e) = entry.get("env") {
+        for m in e.members() {
+            if let Kind::String(v) = &m.value.kind {
+                env.push((m.key.clone(), expand(v, &env_lookup)));
+            }
+        }
+    }
+    Ok(Launch {
+        program: expand(program, &env_lookup),
+        args: args.iter().map(|a| expand(a, &env_lookup)).collect(),
+        env,
+        cwd: project.to_owned(),
+    })
+}
+
+fn tail(buf: &Mutex<VecDeque<u8>>) -> String {
+    let bytes: Vec<u8> = buf
+        .lock()
+        .map(|b| b.iter().copied().collect())
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let from = lines.len().saturating_sub(8);
+    let mut out: Vec<&str> = Vec::new();
+    // The first line that names an error, if the tail would cut it off
+    // (Node prints the message, then a long stack).
+    if let Some(first) = lines[..from]
+        .iter()
+        .find(|l| l.contains("Error") || l.contains("error:") || l.contains("Traceback"))
+    {
+        out.push(first);
+        out.push("…");
+    }
+    out.extend(&lines[from..]);
+    out.join("\n")
+}
+
+/// Starts the server and checks `initialize` + `tools/list` within
+/// `deadline`.
+fn probe(l: &Launch, deadline: Duration) -> Probe {
+    let mut cmd = Command::new(&l.program);
+    cmd.args(&l.args)
+        .current_dir(&l.cwd)
+        .env("CLAUDE_PROJECT_DIR", &l.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in &l.env {
+        cmd.env(k, v);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return Probe::Failed {
+                why: format!("cannot start {}: {e}", l.program),
+                stderr_tail: String::new(),
+            };
+        }
+    };
+    let stderr_buf = Arc::new(Mutex::new(VecDeque::new()));
+    if let Some(mut err) = child.stderr.take() {
+        let buf = Arc::clone(&stderr_buf);
+        thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = err.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut b) = buf.lock() {
+                    b.extend(&chunk[..n]);
+                    while b.len() > 16 * 1024 {
+                        b.pop_front();
+                    }
+                }
+            }
+        });
+    }
+    let (tx, rx) = mpsc::channel::<Value>();
+    if let Some(stdout) = child.stdout.take() {
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+    }
+    let mut stdin = child.stdin.take();
+    let started = Instant::now();
+    let mut send = |v: Value| {
+        if let Some(s) = stdin.as_mut() {
+            let mut line = v.to_string();
+            line.push('\n');
+            let _ = s.write_all(line.as_bytes()).and_then(|_| s.flush());
+        }
+    };
+    let wait_for = |id: u64| -> Result<Value, String> {
+        loop {
+            let left = deadline.saturating_sub(started.elapsed());
+            match rx.recv_timeout(left) {
+                Ok(v) if v.get("id") == Some(&json!(id)) && v.get("method").is_none() => {
+                    return Ok(v);
+                }
+                Ok(_) => continue,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(format!("no answer within {} ms", deadline.as_millis()));
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err("the server closed its output (exited) before answering".into());
+                }
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bir-doctor", "version": env!("CARGO_PKG_VERSION")}}}),
+    );
+    let result = wait_for(0).and_then(|init| {
+        if let Some(e) = init.get("error") {
+            return Err(format!("initialize failed: {e}"));
+        }
+        let server = init["result"]["serverInfo"]["name"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+        let list = wait_for(1)?;
+        if let Some(e) = list.get("error") {
+            return Err(format!("tools/list failed: {e}"));
+        }
+        let tools = list["result"]["tools"].as_array().map_or(0, Vec::len);
+        Ok((tools, server))
+    });
+    // Close the session like a client: end of input, then a bounded wait.
+    drop(stdin);
+    let stop_by = Instant::now() + Duration::from_secs(5);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) | Err(_) => break,
+            Ok(None) if Instant::now() > stop_by => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    match result {
+        Ok((tools, server)) => Probe::Ok { tools, server },
+        Err(why) => {
+            // Give the stderr copier a moment to catch the last lines.
+            thread::sleep(Duration::from_millis(50));
+            Probe::Failed {
+                why,
+                stderr_tail: tail(&stderr_buf),
+            }
+        }
+    }
+}
+
+fn check_home() -> String {
+    let Some(home) = crate::record::store::bir_home() else {
+        return "BIR_HOME: cannot be determined (set BIR_HOME or HOME)".into();
+    };
+    let meta = match std::fs::symlink_metadata(&home) {
+        Err(_) => {
+            return format!(
+                "BIR_HOME {}: not created yet (bir creates it, 0700, when needed)",
+                home.display()
+            );
+        }
+        Ok(m) => m,
+    };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut problems = Vec::new();
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        problems.push("not a real directory".to_owned());
+    }
+    if meta.uid() != me {
+        problems.push(format!("owned by uid {}, not you", meta.uid()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        problems.push(format!(
+            "mode {:o}, should be 700 (run: chmod 700 {})",
+            meta.mode() & 0o777,
+            home.display()
+        ));
+    }
+    for f in ["installed.json", "credentials.json"] {
+        if let Ok(m) = std::fs::metadata(home.join(f))
+            && m.permissions().mode() & 0o077 != 0
+        {
+            problems.push(format!(
+                "{f} is mode {:o}, should be 600",
+                m.permissions().mode() & 0o777
+            ));
+        }
+    }
+    if problems.is_empty() {
+        format!("BIR_HOME {}: ok (private)", home.display())
+    } else {
+        format!(
+            "BIR_HOME {}: PROBLEM: {}",
+            home.display(),
+            problems.join("; ")
+        )
+    }
+}
+
+fn check_path_proxy() -> (String, bool) {
+    let Some(path) = std::env::var_os("PATH") else {
+        return ("bir-proxy on PATH: PATH is not set".into(), true);
+    };
+    let found = std::env::split_paths(&path)
+        .map(|d| d.join("bir-proxy"))
+        .find(|p| is_executable(p));
+    let Some(p) = found else {
+        return (
+            "bir-proxy on PATH: none (fine: entries use absolute paths)".into(),
+            true,
+        );
+    };
+    let mine = crate::cli::version_line("bir-proxy");
+    match Command::new(&p)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(o) => {
+            let theirs = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+            if theirs == mine {
+                (
+                    format!("bir-proxy on PATH: {} ({theirs})", p.display()),
+                    true,
+                )
+            } else {
+                (
+                    format!(
+                        "bir-proxy on PATH: PROBLEM: {} is \"{theirs}\", this bir is \"{mine}\" (reinstall, or remove the old one)",
+                        p.display()
+                    ),
+                    false,
+                )
+            }
+        }
+        Err(e) => (
+            format!(
+                "bir-proxy on PATH: PROBLEM: {} does not run: {e}",
+                p.display()
+            ),
+            false,
+        ),
+    }
+}
+
+pub fn main(cmd: DoctorCmd) -> Exit {
+    let project = cmd
+        .project
+        .clone()
+        .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")));
+    let deadline = Duration::from_millis(cmd.timeout_ms.max(100));
+    // Sections: a header and the (entry, decision) pairs, per client file.
+    let mut sections: Vec<(String, Vec<(Found, Decision)>)> = Vec::new();
+    let targets =
+        match super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("bir doctor: {e}");
+                return Exit::Code(1);
+            }
+        };
+    for t in targets {
+        match t {
+            super::clients::Target::ClaudeCode => match resolve_for(&project) {
+                Ok((resolved, decisions)) => sections.push((
+                    format!(
+                        "Claude Code — project {} (key \"{}\"), {}",
+                        resolved.paths.project.display(),
+                        resolved.local_key,
+                        resolved.paths.claude_json.display()
+                    ),
+                    decisions,
+                )),
+                Err(e) => {
+                    eprintln!("bir doctor: {e}");
+                    return Exit::Code(1);
+                }
+            },
+            super::clients::Target::File(cf) => match super::clients::entries(&cf) {
+                Ok(d) => sections.push((format!("{} — {}", cf.label, cf.file.display()), d)),
+                Err(e) => {
+                    eprintln!("bir doctor: {e}");
+                    return Exit::Code(1);
+                }
+            },
+        }
+    }
+    let cwd = std::path::absolute(&project).unwrap_or(project.clone());
+    // Launch every wrapped entry, all in parallel.
+    let mut jobs = Vec::new();
+    let mut rows: Vec<Vec<(String, Option<String>)>> = vec![Vec::new(); sections.len()];
+    for (si, (_, decisions)) in sections.iter().enumerate() {
+        for (found, decision) in decisions {
+            let row = match (&found.kind, decision) {
+                (EntryKind::Wrapped(w), _) => {
+                    let program_ok = Path::new(&w.proxy_command).is_absolute()
+                        && is_executable(Path::new(&w.proxy_command));
+                    if !program_ok {
+                        Some(format!(
+                            "FAILED   {} scope: the program {} does not exist or is not executable (run `bir install` again)",
+                            found.scope.label(),
+                            w.proxy_command
+                        ))
+                    } else {
+                        match entry_launch(found, &cwd) {
+                            Ok(l) => {
+                                let scope = found.scope;
+                                let ri = rows[si].len();
+                                jobs.push((
+                                    si,
+                                    ri,
+                                    scope,
+                                    thread::spawn(move || probe(&l, deadline)),
+                                ));
+                                None
+                            }
+                            Err(e) => Some(format!("FAILED   cannot read the entry: {e}")),
+                        }
+                    }
+                }
+                (_, Decision::Skip(why)) => Some(format!("-        not wrapped: {why}")),
+                _ => Some(format!(
+                    "-        not wrapped ({} scope): run `bir install`",
+                    found.scope.label()
+                )),
+            };
+            rows[si].push((found.name.clone(), row));
+        }
+    }
+    for (si, ri, scope, job) in jobs {
+        let probe = job.join().unwrap_or(Probe::Failed {
+            why: "internal error".into(),
+            stderr_tail: String::new(),
+        });
+        rows[si][ri].1 = Some(match probe {
+            Probe::Ok { tools, server } => format!(
+                "OK       {} scope: initialize + tools/list answered through bir-proxy ({tools} tools, server \"{server}\")",
+                scope_label(scope)
+            ),
+            Probe::Failed { why, stderr_tail } => {
+                let mut s = format!("FAILED   {} scope: {why}", scope_label(scope));
+                if !stderr_tail.is_empty() {
+                    s.push_str("\n           stderr:");
+                    for l in stderr_tail.lines() {
+                        s.push_str("\n             ");
+                        s.push_str(l);
+                    }
+                }
+                s
+            }
+        });
+    }
+    let mut failures = 0;
+    for ((header, _), rows) in sections.iter().zip(&rows) {
+        out(header);
+        if rows.is_empty() {
+            out("  no MCP servers configured");
+        }
+        let width = rows.iter().map(|(n, _)| n.len()).max().unwrap_or(4).max(4);
+        for (name, row) in rows {
+            let row = row.as_deref().unwrap_or("?");
+            if row.starts_with("FAILED") {
+                failures += 1;
+            }
+            out(&format!("  {name:<width$}  {row}"));
+        }
+    }
+    out(&check_home());
+    let (line, ok) = check_path_proxy();
+    out(&line);
+    if !ok {
+        failures += 1;
+    }
+    if failures > 0 {
+        out(&format!("{failures} problem(s) found."));
+        Exit::Code(1)
+    } else {
+        out("All wrapped servers answer.");
+        Exit::Code(0)
+    }
+}
+
+fn scope_label(s: Scope) -> &'static str {
+    s.label()
+}
+
+fn entry_launch(found: &Found, project: &Path) -> Result<Launch, String> {
+    let doc = Doc::parse(found.raw.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
+    launch_spec(&doc.root, project)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_like_claude_code() {
+        let env = |k: &str| match k {
+            "A" => Some("1".to_owned()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        assert_eq!(expand("x${A}y", &env), "x1y");
+        assert_eq!(expand("${B:-def}", &env), "def");
+        assert_eq!(expand("${B}", &env), "${B}");
+        assert_eq!(expand("${EMPTY:-d}", &env), "d");
+        assert_eq!(expand("${A:-d}/${A}", &env), "1/1");
+        assert_eq!(expand("${unterminated", &env), "${unterminated");
+        assert_eq!(expand("${v%pat}", &env), "${v%pat}");
+    }
+}

@@ -1,0 +1,311 @@
+//! Wrapped entries: what bir writes into a client's server map, and how it
+//! recognises (and undoes) its own work.
+//!
+//! A wrapped stdio entry keeps every field of the original (`env`, `type`,
+//! `timeout`, unknown fields, `${VAR}` placeholders) and changes only
+//! `command` and `args`:
+//!
+//! ```json
+//! "fs": { "command": "/home/me/.local/bin/bir-proxy",
+//!         "args": ["--server-name", "fs", "--", "npx", "-y", "@scope/fs", "."],
+//!         "env": { "LOG": "1" } }
+//! ```
+//!
+//! The command is the absolute path of the `bir-proxy` link next to the
+//! running `bir` (no `npx`, no PATH lookup). When there is no such link
+//! (a bare copy of the binary) the entry runs `<abs path of bir> proxy …`
+//! instead, which behaves the same. `BIR_PROXY_PATH` overrides the path.
+
+use std::path::{Path, PathBuf};
+
+use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
+
+/// How entries start the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProxyForm {
+    /// `<path>/bir-proxy …`.
+    Link(PathBuf),
+    /// `<path>/bir proxy …`.
+    Bir(PathBuf),
+}
+
+impl ProxyForm {
+    /// The form for this installation: `BIR_PROXY_PATH`, else the
+    /// `bir-proxy` link beside the running executable, else `bir proxy`.
+    pub fn detect() -> ProxyForm {
+        if let Some(p) = std::env::var_os("BIR_PROXY_PATH").filter(|p| !p.is_empty()) {
+            let p = PathBuf::from(p);
+            return if is_proxy_program(&p.to_string_lossy()) {
+                ProxyForm::Link(p)
+            } else {
+                ProxyForm::Bir(p)
+            };
+        }
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bir"));
+        if let Some(dir) = exe.parent() {
+            let link = dir.join("bir-proxy");
+            if link.exists() {
+                return ProxyForm::Link(link);
+            }
+        }
+        ProxyForm::Bir(exe)
+    }
+
+    pub fn command(&self) -> String {
+        match self {
+            ProxyForm::Link(p) | ProxyForm::Bir(p) => p.to_string_lossy().into_owned(),
+        }
+    }
+
+    /// The wrapped entry's `args`.
+    pub fn args(&self, server_name: &str, command: &str, args: &[String]) -> Vec<String> {
+        let mut out = Vec::with_capacity(args.len() + 5);
+        if matches!(self, ProxyForm::Bir(_)) {
+            out.push("proxy".to_owned());
+        }
+        out.extend([
+            "--server-name".to_owned(),
+            server_name.to_owned(),
+            "--".to_owned(),
+        ]);
+        out.push(command.to_owned());
+        out.extend(args.iter().cloned());
+        out
+    }
+}
+
+fn basename(cmd: &str) -> &str {
+    let base = cmd.rsplit(['/', '\\']).next().unwrap_or(cmd);
+    base.strip_suffix(".exe")
+        .or_else(|| base.strip_suffix(".EXE"))
+        .unwrap_or(base)
+}
+
+fn is_proxy_program(cmd: &str) -> bool {
+    basename(cmd) == "bir-proxy"
+}
+
+/// An entry bir already wrapped: the proxy's own arguments and the
+/// original server command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wrapped {
+    pub proxy_command: String,
+    pub server_name: Option<String>,
+    pub command: String,
+    pub args: Vec<String>,
+}
+
+/// Recognises `bir-proxy [opts] -- cmd args…` and `bir proxy [opts] -- …`.
+pub fn parse_wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
+    let rest = if is_proxy_program(command) {
+        args
+    } else if basename(command) == "bir" && args.first().is_some_and(|a| a == "proxy") {
+        &args[1..]
+    } else {
+        return None;
+    };
+    let dashdash = rest.iter().position(|a| a == "--")?;
+    let (opts, original) = (&rest[..dashdash], &rest[dashdash + 1..]);
+    let (cmd, cmd_args) = original.split_first()?;
+    let server_name = opts
+        .iter()
+        .position(|a| a == "--server-name")
+        .and_then(|i| opts.get(i + 1))
+        .cloned();
+    Some(Wrapped {
+        proxy_command: command.to_owned(),
+        server_name,
+        command: cmd.clone(),
+        args: cmd_args.to_vec(),
+    })
+}
+
+/// What an entry in a server map is, as far as wrapping goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A stdio server bir can wrap.
+    Stdio { command: String, args: Vec<String> },
+    /// Already wrapped by bir.
+    Wrapped(Wrapped),
+    /// A remote (HTTP/SSE/WebSocket) server.
+    Remote { url: String, transport: String },
+    /// Something bir does not understand; left alone, with the reason.
+    Other(String),
+}
+
+/// Classifies an entry. `url_keys` are the keys the client uses for remote
+/// URLs (`url`, `serverUrl`, `httpUrl`).
+pub fn classify(entry: &Node) -> EntryKind {
+    if !entry.is_object() {
+        return EntryKind::Other("the entry is not an object".into());
+    }
+    for key in ["url", "serverUrl", "httpUrl"] {
+        if let Some(url) = entry.get(key).and_then(Node::as_str) {
+            let transport = entry
+                .get("type")
+                .or_else(|| entry.get("transport"))
+                .and_then(Node::as_str)
+                .unwrap_or(if key == "httpUrl" { "http" } else { "unknown" });
+            return EntryKind::Remote {
+                url: url.to_owned(),
+                transport: transport.to_owned(),
+            };
+        }
+    }
+    if let Some(t) = entry.get("type").and_then(Node::as_str)
+        && t != "stdio"
+    {
+        return EntryKind::Other(format!("type \"{t}\" is not a stdio server"));
+    }
+    let Some(command) = entry.get("command").and_then(Node::as_str) else {
+        return EntryKind::Other("no \"command\" string".into());
+    };
+    let args = match entry.get("args") {
+        None => Vec::new(),
+        Some(a) => match &a.kind {
+            Kind::Array(items) => {
+                let strings: Option<Vec<String>> = items
+                    .iter()
+                    .map(|i| i.as_str().map(str::to_owned))
+                    .collect();
+                match strings {
+                    Some(s) => s,
+                    None => return EntryKind::Other("\"args\" holds a non-string".into()),
+                }
+            }
+            _ => return EntryKind::Other("\"args\" is not a list".into()),
+        },
+    };
+    match parse_wrapped(command, &args) {
+        Some(w) => EntryKind::Wrapped(w),
+        None => EntryKind::Stdio {
+            command: command.to_owned(),
+            args,
+        },
+    }
+}
+
+/// A JSON array of strings, compact.
+pub fn json_array(items: &[String]) -> String {
+    let parts: Vec<String> = items.iter().map(|s| json_string(s)).collect();
+    format!("[{}]", parts.join(","))
+}
+
+/// Edits the entry at `path` in `doc`: `command` and `args` set to the
+/// given values (`args: None` removes the member). Everything else in the
+/// entry keeps its bytes.
+pub fn set_command(
+    doc: &Doc,
+    path: &[&str],
+    command: &str,
+    args: Option<&[String]>,
+) -> Result<Vec<u8>, String> {
+    let mut p: Vec<&str> = path.to_vec();
+    p.push("command");
+    let bytes = doc.set(&p, &json_string(command))?;
+    let doc = Doc::parse(&bytes, doc.flavor).map_err(|e| format!("internal: {e}"))?;
+    p.pop();
+    p.push("args");
+    match args {
+        Some(args) => doc.set(&p, &json_array(args)),
+        None => Ok(doc.remove(&p).unwrap_or(bytes)),
+    }
+}
+
+/// The text of a wrapped copy of `entry_text` (an entry object, in any
+/// layout): only `command` and `args` differ.
+pub fn wrapped_entry_text(
+    entry_text: &str,
+    form: &ProxyForm,
+    server_name: &str,
+) -> Result<String, String> {
+    let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
+    let EntryKind::Stdio { command, args } = classify(&doc.root) else {
+        return Err("not a stdio entry".into());
+    };
+    let new_args = form.args(server_name, &command, &args);
+    let bytes = set_command(&doc, &[], &form.command(), Some(&new_args))?;
+    String::from_utf8(bytes).map_err(|e| e.to_string())
+}
+
+/// True when `path` exists and is an executable file (for `doctor`).
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn both_proxy_forms_are_recognised() {
+        let link = ProxyForm::Link(PathBuf::from("/u/bin/bir-proxy"));
+        let args = link.args("fs", "npx", &s(&["-y", "pkg"]));
+        assert_eq!(args, s(&["--server-name", "fs", "--", "npx", "-y", "pkg"]));
+        let w = parse_wrapped(&link.command(), &args).expect("wrapped");
+        assert_eq!(w.server_name.as_deref(), Some("fs"));
+        assert_eq!(
+            (w.command.as_str(), w.args.clone()),
+            ("npx", s(&["-y", "pkg"]))
+        );
+
+        let bir = ProxyForm::Bir(PathBuf::from("/opt/bir"));
+        let args = bir.args("fs", "node", &[]);
+        assert_eq!(args, s(&["proxy", "--server-name", "fs", "--", "node"]));
+        assert!(parse_wrapped("/opt/bir", &args).is_some());
+        assert!(parse_wrapped("C:/bin/bir-proxy.exe", &s(&["--", "x"])).is_some());
+        assert!(parse_wrapped("npx", &s(&["bir-proxy", "--", "x"])).is_none());
+        assert!(parse_wrapped("bir", &s(&["runs"])).is_none());
+    }
+
+    #[test]
+    fn classifies_entries() {
+        let kind = |t: &str| {
+            let d = Doc::parse(t.as_bytes(), Flavor::Json).expect("parse");
+            classify(&d.root)
+        };
+        assert!(matches!(
+            kind(r#"{"command":"x","args":["a"]}"#),
+            EntryKind::Stdio { .. }
+        ));
+        assert!(matches!(
+            kind(r#"{"type":"http","url":"https://h/mcp"}"#),
+            EntryKind::Remote { .. }
+        ));
+        assert!(matches!(
+            kind(r#"{"serverUrl":"https://h/mcp"}"#),
+            EntryKind::Remote { .. }
+        ));
+        assert!(matches!(kind(r#"{"type":"sdk"}"#), EntryKind::Other(_)));
+        assert!(matches!(
+            kind(r#"{"command":"x","args":[1]}"#),
+            EntryKind::Other(_)
+        ));
+        assert!(matches!(
+            kind(r#"{"command":"/b/bir-proxy","args":["--","x"]}"#),
+            EntryKind::Wrapped(_)
+        ));
+    }
+
+    #[test]
+    fn wrapped_copy_keeps_every_other_field() {
+        let text = r#"{"type": "stdio", "command": "npx", "args": ["-y", "${PKG}"], "env": {"TOKEN": "${TOKEN}"}, "x-unknown": 1}"#;
+        let form = ProxyForm::Link(PathBuf::from("/h/bin/bir-proxy"));
+        let out = wrapped_entry_text(text, &form, "fs").expect("wrap");
+        assert_eq!(
+            out,
+            r#"{"type": "stdio", "command": "/h/bin/bir-proxy", "args": ["--server-name", "fs", "--", "npx", "-y", "${PKG}"], "env": {"TOKEN": "${TOKEN}"}, "x-unknown": 1}"#
+        );
+        // An entry without args gains them.
+        let out = wrapped_entry_text(r#"{"command": "srv"}"#, &form, "srv").expect("wrap");
+        assert_eq!(
+            out,
+            r#"{"command": "/h/bin/bir-proxy", "args": ["--server-name", "srv", "--", "srv"]}"#
+        );
+    }
+}

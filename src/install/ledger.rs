@@ -1,0 +1,139 @@
+//! `$BIR_HOME/installed.json` (0600): every change `bir install` made, so
+//! `bir uninstall` can reverse exactly bir's own edits.
+//!
+//! Each change names the file, the keys leading to the entry, what was done
+//! (`inserted` a wrapped copy, or `wrapped_in_place`), for an in-place wrap
+//! the original `command` and `args` as they were written (arguments that
+//! look like credentials are withheld and read back from the wrapped entry
+//! on uninstall; `env` and `headers` are never copied, bir does not change
+//! them), and the sha256 of the entry and of the file after bir's edit (to
+//! tell whether someone edited them since).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::atomic;
+use crate::record::store::{bir_home, ensure_private_dir};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Ledger {
+    pub version: u32,
+    #[serde(default)]
+    pub changes: Vec<Change>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Change {
+    pub client: String,
+    pub file: PathBuf,
+    /// Keys from the file's top level to the entry.
+    pub path: Vec<String>,
+    /// `inserted` or `wrapped_in_place`.
+    pub action: String,
+    pub server: String,
+    /// The Claude Code project key, for project-bound changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Where the original entry lives (`local`, `project`, `user`).
+    pub source_scope: String,
+    /// For `inserted`: how many of the path's parent objects existed before
+    /// (the others were created, and are removed again when left empty).
+    #[serde(default)]
+    pub keep_parents: usize,
+    /// For `wrapped_in_place`: the original `command` value, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_command: Option<String>,
+    /// For `wrapped_in_place`: the original `args` value, as written (None:
+    /// absent, or withheld).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_args: Option<String>,
+    #[serde(default)]
+    pub args_absent: bool,
+    /// The original args held credential-like values: not stored; uninstall
+    /// takes them from the wrapped entry.
+    #[serde(default)]
+    pub args_withheld: bool,
+    /// The original entry for the record, minus credential values: every
+    /// `env` / `headers` value and credential-like arguments are
+    /// `"[withheld]"` (uninstall never needs them: bir does not change those
+    /// fields, and reads arguments back from the wrapped entry).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original: Option<serde_json::Value>,
+    pub entry_sha256: String,
+    pub file_sha256: String,
+    pub at: String,
+}
+
+/// `raw` (an entry's JSON text) with credential values withheld.
+pub fn sanitized(raw: &str, args_secret: bool) -> Option<serde_json::Value> {
+    let mut v: serde_json::Value = serde_json::from_str(raw).ok()?;
+    let obj = v.as_object_mut()?;
+    for key in ["env", "headers", "http_headers", "env_http_headers"] {
+        if let Some(map) = obj.get_mut(key).and_then(serde_json::Value::as_object_mut) {
+            for val in map.values_mut() {
+                *val = serde_json::Value::String("[withheld]".into());
+            }
+        }
+    }
+    if args_secret && obj.contains_key("args") {
+        obj.insert(
+            "args".into(),
+            serde_json::Value::String("[withheld]".into()),
+        );
+    }
+    Some(v)
+}
+
+pub const ACTION_INSERTED: &str = "inserted";
+pub const ACTION_IN_PLACE: &str = "wrapped_in_place";
+
+pub fn path() -> Result<PathBuf, String> {
+    Ok(bir_home()
+        .ok_or("cannot find bir's home directory (set BIR_HOME or HOME)")?
+        .join("installed.json"))
+}
+
+pub fn load() -> Result<Ledger, String> {
+    let p = path()?;
+    match atomic::read(&p)? {
+        None => Ok(Ledger {
+            version: 1,
+            changes: Vec::new(),
+        }),
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            format!(
+                "{} is not a valid ledger ({e}); move it aside to continue",
+                p.display()
+            )
+        }),
+    }
+}
+
+/// Applies `f` to the ledger on disk (read, change, atomic write, 0600).
+pub fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), String> {
+    let p = path()?;
+    if let Some(dir) = p.parent() {
+        ensure_private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    atomic::update(&p, &mut |before| {
+        let mut ledger: Ledger = match before {
+            None => Ledger::default(),
+            Some(b) => serde_json::from_slice(b).map_err(|e| {
+                format!(
+                    "{} is not a valid ledger ({e}); move it aside to continue",
+                    p.display()
+                )
+            })?,
+        };
+        ledger.version = 1;
+        f(&mut ledger);
+        let mut text = serde_json::to_vec_pretty(&ledger).map_err(|e| e.to_string())?;
+        text.push(b'\n');
+        Ok((before != Some(&text[..])).then_some(text))
+    })?;
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+    Ok(())
+}

@@ -1,0 +1,24 @@
+//! Getting bir into MCP clients' configs: `bir wrap`, `bir install`,
+//! `bir uninstall`, `bir status`, `bir doctor`.
+//!
+//! * [`atomic`] — atomic, hash-checked writes of a client's file (the client
+//!   may be writing it too).
+//! * [`claude`] — the Claude Code adapter (scopes, approvals, policy);
+//!   [`clients`] — the other clients' files; [`codex`] — Codex TOML;
+//!   [`commands`] — `install`/`uninstall`/`status`; [`ledger`] — what bir
+//!   changed; [`doctor`] — launches every wrapped entry; [`wrap`] and
+//!   [`entry`] — wrapped entries; [`diff`] — `--dry-run` output.
+//! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
+//!   re-serialisation).
+
+pub mod atomic;
+pub mod claude;
+pub mod clients;
+pub mod codex;
+pub mod commands;
+pub mod diff;
+pub mod doctor;
+pub mod entry;
+pub mod jsonedit;
+pub mod ledger;
+pub mod wrap;

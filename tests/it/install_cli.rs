@@ -1,0 +1,1149 @@
+//! `bir wrap`, `bir install`, `bir uninstall`, `bir status`, `bir doctor`
+//! against fixture homes (temp `HOME`, `CLAUDE_CONFIG_DIR`, `BIR_HOME`).
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Host, TempDir, bir, command};
+
+fn run(dir: &TempDir, args: &[&str]) -> Output {
+    command(bir(), dir)
+        .args(args)
+        .env_remove("BIR_PROXY_PATH")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(dir.path())
+        .output()
+        .expect("run bir")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Starts an entry exactly as a client would (command + args + env) and
+/// checks it answers `initialize` and `tools/list`.
+fn entry_answers(dir: &TempDir, entry: &Value) -> Result<(), String> {
+    let mut cmd = command(entry["command"].as_str().expect("command"), dir);
+    if let Some(args) = entry["args"].as_array() {
+        cmd.args(args.iter().map(|a| a.as_str().expect("string arg")));
+    }
+    if let Some(env) = entry["env"].as_object() {
+        for (k, v) in env {
+            cmd.env(k, v.as_str().unwrap_or_default());
+        }
+    }
+    let mut host = Host::start(cmd);
+    host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+    let ok = host.wait_lines(2, Duration::from_secs(10));
+    let seen = host.finish(Duration::from_secs(10));
+    let msgs = seen.messages();
+    if ok && msgs.len() >= 2 && msgs[1]["result"]["tools"].is_array() {
+        Ok(())
+    } else {
+        Err(format!("{msgs:?} {}", seen.stderr))
+    }
+}
+
+fn peer_script(dir: &TempDir) -> String {
+    let script = dir.script(
+        "peer.json",
+        &json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}),
+    );
+    script.to_str().expect("utf-8").to_owned()
+}
+
+#[test]
+fn wrap_prints_an_entry_that_runs() {
+    let dir = TempDir::new("wrap-print");
+    let script = peer_script(&dir);
+    let exe = bir();
+    let out = run(
+        &dir,
+        &[
+            "wrap",
+            "--server-name",
+            "peer",
+            "--",
+            exe.to_str().expect("utf-8"),
+            "testpeer",
+            &script,
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let entry: Value = serde_json::from_slice(&out.stdout).expect("json entry");
+    // No bir-proxy link next to the test binary: the `bir proxy` form.
+    assert_eq!(entry["command"], json!(exe.to_str()));
+    assert_eq!(
+        entry["args"].as_array().expect("args")[0..4],
+        json!(["proxy", "--server-name", "peer", "--"])
+            .as_array()
+            .expect("array")[..]
+    );
+    entry_answers(&dir, &entry).expect("the wrapped entry answers");
+
+    // With a bir-proxy link (BIR_PROXY_PATH), the link form.
+    let link = dir.proxy_link();
+    let out = command(bir(), &dir)
+        .args(["wrap", "--", "node", "server.js"])
+        .env("BIR_PROXY_PATH", &link)
+        .output()
+        .expect("run");
+    let entry: Value = serde_json::from_slice(&out.stdout).expect("json entry");
+    assert_eq!(
+        entry,
+        json!({"command": link.to_str(), "args": ["--server-name", "server", "--", "node", "server.js"]})
+    );
+
+    let out = run(&dir, &["wrap"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}
+
+#[test]
+fn wrap_writes_into_a_config_preserving_its_bytes() {
+    let dir = TempDir::new("wrap-config");
+    let cfg = dir.join("client.json");
+    let original = "\u{feff}{\r\n    \"theme\": \"dark\",\r\n    \"mcpServers\": {\r\n        \"old\": {\"command\": \"x\", \"env\": {\"K\": \"${K}\"}}\r\n    }\r\n}";
+    fs::write(&cfg, original).expect("write");
+    let cfg_s = cfg.to_str().expect("utf-8");
+
+    // Dry run: a diff, nothing written.
+    let out = run(
+        &dir,
+        &[
+            "wrap",
+            "--config",
+            cfg_s,
+            "--name",
+            "new",
+            "--dry-run",
+            "--",
+            "node",
+            "s.js",
+        ],
+    );
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("+        \"new\": {") && all.contains("dry run"),
+        "{all}"
+    );
+    assert_eq!(fs::read_to_string(&cfg).expect("read"), original);
+
+    let out = run(
+        &dir,
+        &[
+            "wrap", "--config", cfg_s, "--name", "new", "--", "node", "s.js",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let after = fs::read_to_string(&cfg).expect("read");
+    let prefix = "\u{feff}{\r\n    \"theme\": \"dark\",\r\n    \"mcpServers\": {\r\n        \"old\": {\"command\": \"x\", \"env\": {\"K\": \"${K}\"}},\r\n        \"new\": {\r\n            \"command\": ";
+    assert!(after.starts_with(prefix), "{after:?}");
+    assert!(
+        after.ends_with("            ]\r\n        }\r\n    }\r\n}"),
+        "{after:?}"
+    );
+    let parsed: Value =
+        serde_json::from_str(after.trim_start_matches('\u{feff}')).expect("valid JSON");
+    assert_eq!(
+        parsed["mcpServers"]["new"]["args"]
+            .as_array()
+            .expect("args")[2..],
+        json!(["new", "--", "node", "s.js"]).as_array().expect("a")[..]
+    );
+
+    // Again: idempotent. A different command: refused without --force.
+    let out = run(
+        &dir,
+        &[
+            "wrap", "--config", cfg_s, "--name", "new", "--", "node", "s.js",
+        ],
+    );
+    assert!(
+        out.status.success() && text(&out).contains("already wrapped"),
+        "{}",
+        text(&out)
+    );
+    let out = run(
+        &dir,
+        &[
+            "wrap", "--config", cfg_s, "--name", "new", "--", "node", "t.js",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("--force"), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&cfg).expect("read"), after);
+    let out = run(
+        &dir,
+        &[
+            "wrap", "--config", cfg_s, "--name", "new", "--force", "--", "node", "t.js",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(fs::read_to_string(&cfg).expect("read").contains("\"t.js\""));
+
+    // The entry bir wrap added is in the ledger: uninstall --config removes
+    // it (a --force replacement is not recorded, so it stays).
+    fs::write(&cfg, original).expect("write");
+    let out = run(
+        &dir,
+        &[
+            "wrap", "--config", cfg_s, "--name", "new", "--", "node", "s.js",
+        ],
+    );
+    assert!(
+        text(&out).contains("Undo: bir uninstall --config"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&dir, &["uninstall", "--config", cfg_s]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&cfg).expect("read"), original);
+}
+
+#[test]
+fn wrap_refuses_a_malformed_config_with_its_position() {
+    let dir = TempDir::new("wrap-bad");
+    let cfg = dir.join("bad.json");
+    let bad = "{\n  \"mcpServers\": {\n    \"a\": 1,\n";
+    fs::write(&cfg, bad).expect("write");
+    let out = run(
+        &dir,
+        &[
+            "wrap",
+            "--config",
+            cfg.to_str().expect("utf-8"),
+            "--name",
+            "n",
+            "--",
+            "x",
+        ],
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains(&format!("{}:4:1:", cfg.display())), "{all}");
+    assert!(all.contains("not changed"), "{all}");
+    assert_eq!(fs::read_to_string(&cfg).expect("read"), bad);
+
+    // Comments: refused in plain JSON, kept with --jsonc.
+    let jsonc = "{\n  // mine\n  \"servers\": {},\n}\n";
+    fs::write(&cfg, jsonc).expect("write");
+    let cfg_s = cfg.to_str().expect("utf-8");
+    let out = run(
+        &dir,
+        &[
+            "wrap",
+            "--config",
+            cfg_s,
+            "--map-key",
+            "servers",
+            "--name",
+            "n",
+            "--",
+            "x",
+        ],
+    );
+    assert!(text(&out).contains("--jsonc"), "{}", text(&out));
+    let out = run(
+        &dir,
+        &[
+            "wrap",
+            "--config",
+            cfg_s,
+            "--map-key",
+            "servers",
+            "--jsonc",
+            "--name",
+            "n",
+            "--",
+            "x",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let after = fs::read_to_string(&cfg).expect("read");
+    assert!(
+        after.starts_with("{\n  // mine\n  \"servers\": {\n    \"n\": {"),
+        "{after}"
+    );
+    assert!(after.ends_with("  },\n}\n"), "{after}");
+    assert!(!Path::new(&format!("{}.tmp", cfg.display())).exists());
+}
+
+// ---------------------------------------------------------------------------
+// Claude Code: bir install / uninstall / status on fixture homes.
+
+/// A fixture: `home/` (HOME), `home/.claude.json`, a project dir, a managed
+/// policy dir (empty unless a test adds files), `BIR_HOME` inside home.
+struct Fixture {
+    dir: TempDir,
+}
+
+impl Fixture {
+    fn new(tag: &str) -> Fixture {
+        let dir = TempDir::new(tag);
+        fs::create_dir_all(dir.join("proj/.claude")).expect("mkdir");
+        fs::create_dir_all(dir.join("managed")).expect("mkdir");
+        Fixture { dir }
+    }
+
+    fn project(&self) -> String {
+        self.dir.join("proj").to_str().expect("utf-8").to_owned()
+    }
+
+    fn claude_json(&self) -> std::path::PathBuf {
+        self.dir.join("home/.claude.json")
+    }
+
+    fn bir(&self, args: &[&str]) -> Output {
+        command(bir(), &self.dir)
+            .args(args)
+            .env_remove("BIR_PROXY_PATH")
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("BIR_RECORDER")
+            .env_remove("BIR_WRAP_MCP_JSON")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("BIR_CLAUDE_MANAGED_DIR", self.dir.join("managed"))
+            .current_dir(self.dir.join("proj"))
+            .output()
+            .expect("run bir")
+    }
+
+    fn ledger(&self) -> Value {
+        let text = fs::read_to_string(self.dir.join("home/.baseinstrunner/installed.json"))
+            .expect("ledger");
+        serde_json::from_str(&text).expect("ledger json")
+    }
+}
+
+/// A testpeer command line (as JSON strings) that answers initialize and
+/// tools/list.
+fn peer_cmd(f: &Fixture) -> (String, String) {
+    let script = peer_script(&f.dir);
+    (
+        bir().to_str().expect("utf-8").to_owned(),
+        format!(
+            "[\"testpeer\", {}]",
+            serde_json::to_string(&script).expect("json")
+        ),
+    )
+}
+
+/// Three approved servers across the scopes (with shadowing), plus a pending,
+/// a rejected, a remote (static header, oauth, headersHelper), a reserved
+/// name, an already-wrapped local entry, and `${VAR}` everywhere.
+fn standard_fixture(tag: &str) -> (Fixture, String, String) {
+    let f = Fixture::new(tag);
+    let (exe, args) = peer_cmd(&f);
+    let project = f.project();
+    let claude = format!(
+        r#"{{
+  "numStartups": 12,
+  "mcpServers": {{
+    "user-srv": {{"command": "{exe}", "args": {args}, "env": {{"U": "${{U_TOKEN}}"}}}},
+    "team": {{"command": "user-version-of-team"}},
+    "workspace": {{"command": "reserved"}}
+  }},
+  "projects": {{
+    "{project}": {{
+      "allowedTools": [],
+      "mcpServers": {{
+        "local-srv": {{"type": "stdio", "command": "{exe}", "args": {args}, "env": {{"DB": "${{DB_URL:-x}}"}}, "timeout": 60000}},
+        "pre": {{"command": "/opt/bir/bin/bir-proxy", "args": ["--server-name", "pre", "--", "x"]}}
+      }},
+      "hasTrustDialogAccepted": true
+    }}
+  }},
+  "toolUsage": {{"a": 1}}
+}}
+"#
+    );
+    fs::write(f.claude_json(), &claude).expect("write");
+    let mcp = format!(
+        r#"{{
+  "mcpServers": {{
+    "team": {{"command": "{exe}", "args": {args}}},
+    "pending": {{"command": "pending-server"}},
+    "rejected": {{"command": "rejected-server"}},
+    "remote-static": {{"type": "http", "url": "https://mcp.example.com/mcp", "headers": {{"Authorization": "Bearer ${{API_TOKEN}}"}}}},
+    "remote-oauth": {{"type": "http", "url": "https://o.example.com/mcp", "oauth": {{"clientId": "abc"}}}},
+    "remote-helper": {{"type": "sse", "url": "https://h.example.com/sse", "headersHelper": "/usr/local/bin/mk"}}
+  }}
+}}
+"#
+    );
+    fs::write(f.dir.join("proj/.mcp.json"), &mcp).expect("write");
+    fs::write(
+        f.dir.join("proj/.claude/settings.local.json"),
+        r#"{"enabledMcpjsonServers": ["team", "rejected"], "disabledMcpjsonServers": ["rejected"]}"#,
+    )
+    .expect("write");
+    (f, claude, mcp)
+}
+
+/// The entries Claude Code would use, from the current files (local >
+/// project > user, whole entries).
+fn effective(f: &Fixture) -> serde_json::Map<String, Value> {
+    let claude: Value =
+        serde_json::from_str(&fs::read_to_string(f.claude_json()).expect("read")).expect("json");
+    let mcp: Value =
+        serde_json::from_str(&fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"))
+            .expect("json");
+    let mut out = serde_json::Map::new();
+    for map in [
+        &claude["mcpServers"],
+        &mcp["mcpServers"],
+        &claude["projects"][f.project()]["mcpServers"],
+    ] {
+        if let Some(m) = map.as_object() {
+            for (k, v) in m {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn claude_install_wraps_approved_servers_and_uninstall_restores_every_byte() {
+    let (f, claude, mcp) = standard_fixture("cc-round");
+
+    let out = f.bir(&["install", "--dry-run"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("dry run: nothing was written"), "{all}");
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for (name, needle) in [
+        ("local-srv", "wrapped in place"),
+        ("team", "project scope entry → wrapped copy"),
+        ("user-srv", "user scope entry → wrapped copy"),
+        ("pending", "not approved in Claude Code yet"),
+        ("rejected", "rejected in Claude Code"),
+        (
+            "remote-static",
+            "remote upstreams are not supported by bir-proxy yet",
+        ),
+        ("remote-oauth", "remote upstreams are not supported"),
+        ("remote-helper", "remote upstreams are not supported"),
+        ("workspace", "reserved name"),
+        ("pre", "already wrapped"),
+    ] {
+        let line = all
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(name))
+            .unwrap_or_default();
+        assert!(line.contains(needle), "{name}: {line}\n{all}");
+    }
+    assert!(all.contains("Undo: bir uninstall"), "{all}");
+    // The team's .mcp.json is never touched.
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"),
+        mcp
+    );
+
+    // Claude Code now sees wrapped entries for the three approved servers,
+    // keeping env, timeout and ${VAR} placeholders; each one starts.
+    let eff = effective(&f);
+    for name in ["local-srv", "team", "user-srv"] {
+        let e = &eff[name];
+        assert_eq!(e["command"], json!(bir().to_str()), "{name}: {e}");
+        assert_eq!(
+            e["args"].as_array().expect("args")[0..4],
+            json!(["proxy", "--server-name", name, "--"])
+                .as_array()
+                .expect("a")[..]
+        );
+        entry_answers(&f.dir, e).unwrap_or_else(|err| panic!("{name} does not answer: {err}"));
+    }
+    assert_eq!(eff["local-srv"]["env"], json!({"DB": "${DB_URL:-x}"}));
+    assert_eq!(eff["local-srv"]["timeout"], json!(60000));
+    assert_eq!(eff["user-srv"]["env"], json!({"U": "${U_TOKEN}"}));
+    assert_eq!(eff["pending"]["command"], json!("pending-server"));
+
+    // The ledger: 0600, three changes, no env values.
+    let ledger_path = f.dir.join("home/.baseinstrunner/installed.json");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&ledger_path)
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 3);
+    let ledger_text = fs::read_to_string(&ledger_path).expect("read");
+    assert!(
+        !ledger_text.contains("U_TOKEN") && !ledger_text.contains("DB_URL"),
+        "{ledger_text}"
+    );
+    assert!(ledger_text.contains("[withheld]"), "{ledger_text}");
+
+    // Idempotent.
+    let after_install = fs::read_to_string(f.claude_json()).expect("read");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(f.claude_json()).expect("read"),
+        after_install
+    );
+    assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 3);
+
+    let out = f.bir(&["status"]);
+    let all = text(&out);
+    assert!(
+        all.contains("team") && all.contains("wrapped    local scope"),
+        "{all}"
+    );
+    assert!(all.contains("3 change(s) by bir here"), "{all}");
+
+    // Uninstall: a preview, then every original byte back.
+    let out = f.bir(&["uninstall", "--dry-run"]);
+    assert!(
+        text(&out).contains("-        \"team\": {"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(f.claude_json()).expect("read"),
+        after_install
+    );
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"),
+        mcp
+    );
+    assert!(
+        f.ledger()["changes"]
+            .as_array()
+            .expect("changes")
+            .is_empty()
+    );
+    let out = f.bir(&["uninstall"]);
+    assert!(text(&out).contains("Nothing to undo"), "{}", text(&out));
+}
+
+#[test]
+fn claude_server_flag_forces_a_pending_server_but_never_a_rejected_one() {
+    let (f, _, _) = standard_fixture("cc-force");
+    let out = f.bir(&["install", "--server", "pending", "--server", "rejected"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    let eff = effective(&f);
+    assert_eq!(eff["pending"]["args"][4], json!("pending-server"), "{all}");
+    assert_eq!(
+        eff["rejected"]["command"],
+        json!("rejected-server"),
+        "{all}"
+    );
+    // Only the named servers were touched.
+    assert_eq!(eff["team"]["args"][0], json!("testpeer"), "{all}");
+    let out = f.bir(&["install", "--server", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("no MCP server named \"nope\""));
+}
+
+#[test]
+fn claude_managed_policy_wraps_nothing_and_says_why() {
+    let (f, claude, _) = standard_fixture("cc-managed");
+    fs::write(
+        f.dir.join("managed/managed-mcp.json"),
+        r#"{"mcpServers": {}}"#,
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("controls MCP servers exclusively"), "{all}");
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+    fs::remove_file(f.dir.join("managed/managed-mcp.json")).expect("rm");
+
+    // An allowlist by command: wrapping would break it.
+    fs::write(
+        f.dir.join("managed/managed-settings.json"),
+        r#"{"allowedMcpServers": [{"serverCommand": ["npx", "-y", "x"]}]}"#,
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(all.contains("allows MCP servers by exact command"), "{all}");
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+
+    // The same allowlist from a managed-settings.d drop-in.
+    fs::remove_file(f.dir.join("managed/managed-settings.json")).expect("rm");
+    fs::create_dir_all(f.dir.join("managed/managed-settings.d")).expect("mkdir");
+    fs::write(
+        f.dir.join("managed/managed-settings.d/10-mcp.json"),
+        r#"{"allowedMcpServers": [{"serverCommand": ["npx", "-y", "x"]}]}"#,
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(
+        all.contains("10-mcp.json allows MCP servers by exact command"),
+        "{all}"
+    );
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+    fs::remove_dir_all(f.dir.join("managed/managed-settings.d")).expect("rm");
+
+    // A deny rule by command: that server is not wrapped (wrapping would
+    // dodge the rule); the others are.
+    let exe = bir();
+    let script = f.dir.join("peer.json");
+    fs::write(
+        f.dir.join("managed/managed-settings.json"),
+        serde_json::to_string(&json!({"deniedMcpServers": [{"serverCommand": [exe.to_str(), "testpeer", script.to_str()]}, {"serverName": "user-srv"}]}))
+            .expect("json"),
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("wrapping would evade the rule"), "{all}");
+    assert!(all.contains("deniedMcpServers, by name"), "{all}");
+    assert!(
+        !all.contains("wrapped  team") && !all.contains("wrapped  user-srv"),
+        "{all}"
+    );
+}
+
+#[test]
+fn claude_config_dir_and_a_symlinked_crlf_bom_config_round_trip() {
+    let f = Fixture::new("cc-confdir");
+    let (exe, args) = peer_cmd(&f);
+    let project = f.project();
+    // The real file lives in a dotfiles dir; CLAUDE_CONFIG_DIR holds a link.
+    fs::create_dir_all(f.dir.join("dotfiles")).expect("mkdir");
+    fs::create_dir_all(f.dir.join("conf")).expect("mkdir");
+    let original = format!(
+        "\u{feff}{{\r\n\t\"mcpServers\": {{\r\n\t\t\"srv\": {{\"command\": \"{exe}\", \"args\": {args}}}\r\n\t}},\r\n\t\"projects\": {{\r\n\t\t\"{project}\": {{\r\n\t\t\t\"allowedTools\": []\r\n\t\t}}\r\n\t}}\r\n}}"
+    );
+    let real = f.dir.join("dotfiles/claude.json");
+    fs::write(&real, &original).expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::os::unix::fs::symlink(&real, f.dir.join("conf/.claude.json")).expect("link");
+    let run = |args: &[&str]| {
+        command(bir(), &f.dir)
+            .args(args)
+            .env("CLAUDE_CONFIG_DIR", f.dir.join("conf"))
+            .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
+            .env_remove("BIR_PROXY_PATH")
+            .current_dir(f.dir.join("proj"))
+            .output()
+            .expect("run")
+    };
+    let out = run(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        fs::symlink_metadata(f.dir.join("conf/.claude.json"))
+            .expect("meta")
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        fs::metadata(&real).expect("meta").permissions().mode() & 0o777,
+        0o600
+    );
+    let after = fs::read_to_string(&real).expect("read");
+    assert!(
+        after.starts_with("\u{feff}{\r\n\t\"mcpServers\""),
+        "{after:?}"
+    );
+    assert!(after.contains(&format!("\t\t\"{project}\": {{\r\n\t\t\t\"allowedTools\": [],\r\n\t\t\t\"mcpServers\": {{\r\n\t\t\t\t\"srv\": {{\r\n")), "{after:?}");
+    assert!(
+        !after.replace("\r\n", "").contains('\n'),
+        "only CRLF line ends"
+    );
+    // The home's own ~/.claude.json was not created.
+    assert!(!f.claude_json().exists());
+    let out = run(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&real).expect("read"), original);
+}
+
+#[test]
+fn claude_malformed_config_is_refused_with_its_position() {
+    let f = Fixture::new("cc-malformed");
+    let bad = "{\n  \"projects\": {\n    \"x\": {\n";
+    fs::write(f.claude_json(), bad).expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains(&format!("{}:4:1:", f.claude_json().display())),
+        "{all}"
+    );
+    assert!(all.contains("backups"), "{all}");
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), bad);
+}
+
+#[test]
+fn claude_uninstall_keeps_later_edits_and_all_covers_every_project() {
+    let (f, claude, _) = standard_fixture("cc-edits");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // A second project, wrapped too.
+    fs::create_dir_all(f.dir.join("proj2")).expect("mkdir");
+    let (exe, args) = peer_cmd(&f);
+    fs::write(
+        f.dir.join("proj2/.mcp.json"),
+        format!(r#"{{"mcpServers": {{"p2": {{"command": "{exe}", "args": {args}}}}}}}"#),
+    )
+    .expect("write");
+    let out = f.bir(&[
+        "install",
+        "--project",
+        f.dir.join("proj2").to_str().expect("utf-8"),
+        "--server",
+        "p2",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 4);
+
+    // Claude Code rewrites the file meanwhile: a counter and a new server.
+    let now = fs::read_to_string(f.claude_json()).expect("read");
+    let edited = now
+        .replace("\"toolUsage\": {\"a\": 1}", "\"toolUsage\": {\"a\": 2}")
+        .replacen(
+            "\"mcpServers\": {\n",
+            "\"mcpServers\": {\n    \"added-later\": {\"command\": \"z\"},\n",
+            1,
+        );
+    assert_ne!(edited, now);
+    fs::write(f.claude_json(), &edited).expect("write");
+
+    // Plain uninstall: this project only.
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(f.ledger()["changes"].as_array().expect("changes").len(), 1);
+    let out = f.bir(&["uninstall", "--all"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        f.ledger()["changes"]
+            .as_array()
+            .expect("changes")
+            .is_empty()
+    );
+    let expected = claude
+        .replace("\"toolUsage\": {\"a\": 1}", "\"toolUsage\": {\"a\": 2}")
+        .replacen(
+            "\"mcpServers\": {\n",
+            "\"mcpServers\": {\n    \"added-later\": {\"command\": \"z\"},\n",
+            1,
+        );
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), expected);
+}
+
+#[test]
+fn doctor_launches_every_wrapped_entry_and_names_the_broken_one() {
+    let f = Fixture::new("cc-doctor");
+    let (exe, args) = peer_cmd(&f);
+    let project = f.project();
+    fs::write(
+        f.claude_json(),
+        format!(
+            r#"{{
+  "mcpServers": {{"user-srv": {{"command": "{exe}", "args": {args}}}}},
+  "projects": {{
+    "{project}": {{
+      "mcpServers": {{
+        "local-srv": {{"command": "{exe}", "args": {args}, "env": {{"X": "${{HOME}}"}}}},
+        "broken": {{"command": "/nonexistent/mcp-server", "args": ["--flag"]}},
+        "stale": {{"command": "/gone/bir-proxy", "args": ["--server-name", "stale", "--", "x"]}}
+      }}
+    }}
+  }}
+}}
+"#
+        ),
+    )
+    .expect("write");
+    fs::write(
+        f.dir.join("proj/.mcp.json"),
+        format!(r#"{{"mcpServers": {{"team": {{"command": "{exe}", "args": {args}}}, "remote": {{"type": "http", "url": "https://x/mcp"}}}}}}"#),
+    )
+    .expect("write");
+    // User settings: approvals there count whether or not the folder is
+    // trusted.
+    fs::create_dir_all(f.dir.join("home/.claude")).expect("mkdir");
+    fs::write(
+        f.dir.join("home/.claude/settings.json"),
+        r#"{"enableAllProjectMcpServers": true}"#,
+    )
+    .expect("write");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // An old bir-proxy first on PATH.
+    fs::create_dir_all(f.dir.join("oldbin")).expect("mkdir");
+    let old = f.dir.join("oldbin/bir-proxy");
+    fs::write(&old, "#!/bin/sh\necho 'bir-proxy 0.0.1 (build old)'\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&old, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        f.dir.join("oldbin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let started = std::time::Instant::now();
+    let out = command(bir(), &f.dir)
+        .args(["doctor", "--timeout-ms", "10000"])
+        .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
+        .env("PATH", &path)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .current_dir(f.dir.join("proj"))
+        .output()
+        .expect("doctor");
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "bounded: {all}"
+    );
+    let row = |name: &str| {
+        all.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for name in ["user-srv", "local-srv", "team"] {
+        assert!(
+            row(name).contains("OK") && row(name).contains("1 tools"),
+            "{name}: {all}"
+        );
+    }
+    assert!(row("broken").contains("FAILED"), "{all}");
+    assert!(
+        all.contains("cannot start '/nonexistent/mcp-server --flag'"),
+        "stderr tail: {all}"
+    );
+    assert!(
+        row("stale").contains("/gone/bir-proxy does not exist"),
+        "{all}"
+    );
+    assert!(
+        row("remote").contains("not wrapped: remote server"),
+        "{all}"
+    );
+    assert!(
+        all.contains("BIR_HOME") && all.contains("ok (private)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("bir-proxy on PATH: PROBLEM") && all.contains("0.0.1"),
+        "{all}"
+    );
+
+    // Healthy: no broken entries, no stale bir-proxy on PATH.
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let fixed = fs::read_to_string(f.claude_json())
+        .expect("read")
+        .replace("        \"broken\": {\"command\": \"/nonexistent/mcp-server\", \"args\": [\"--flag\"]},\n", "")
+        .replace(",\n        \"stale\": {\"command\": \"/gone/bir-proxy\", \"args\": [\"--server-name\", \"stale\", \"--\", \"x\"]}", "");
+    fs::write(f.claude_json(), &fixed).expect("write");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = f.bir(&["doctor"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("All wrapped servers answer."), "{all}");
+}
+
+#[test]
+fn claude_mcp_json_in_place_round_trips_byte_for_byte() {
+    let (f, claude, mcp) = standard_fixture("cc-mcpjson");
+    let out = f.bir(&["install", "--mcp-json"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("wrapped in place in .mcp.json"), "{all}");
+    let after_mcp = fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read");
+    assert_ne!(after_mcp, mcp);
+    // Only the team entry's command/args changed in .mcp.json.
+    let v: Value = serde_json::from_str(&after_mcp).expect("json");
+    assert_eq!(v["mcpServers"]["team"]["args"][2], json!("team"));
+    assert_eq!(
+        v["mcpServers"]["pending"],
+        json!({"command": "pending-server"})
+    );
+    entry_answers(&f.dir, &v["mcpServers"]["team"]).expect("answers");
+    // The user-scope server still gets its copy in the local scope.
+    assert!(effective(&f)["user-srv"]["args"][0] == json!("proxy"));
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"),
+        mcp
+    );
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+}
+
+#[test]
+fn other_clients_are_detected_wrapped_in_place_and_restored() {
+    let f = Fixture::new("clients");
+    let (exe, args) = peer_cmd(&f);
+    // Cursor (user), VS Code (workspace, JSONC with comments), Zed (JSONC).
+    let cursor = format!(
+        "{{\n    \"mcpServers\": {{\n        \"c1\": {{\"command\": \"{exe}\", \"args\": {args}, \"env\": {{\"K\": \"${{env:K}}\"}}}},\n        \"web\": {{\"url\": \"https://x/mcp\"}}\n    }}\n}}\n"
+    );
+    fs::create_dir_all(f.dir.join("home/.cursor")).expect("mkdir");
+    fs::write(f.dir.join("home/.cursor/mcp.json"), &cursor).expect("write");
+    let vscode = format!(
+        "{{\n  // workspace servers\n  \"inputs\": [{{\"type\": \"promptString\", \"id\": \"tok\", \"password\": true}}],\n  \"servers\": {{\n    \"v1\": {{\"type\": \"stdio\", \"command\": \"{exe}\", \"args\": {args}, \"env\": {{\"T\": \"${{input:tok}}\"}}}}, // mine\n  }},\n}}\n"
+    );
+    fs::create_dir_all(f.dir.join("proj/.vscode")).expect("mkdir");
+    fs::write(f.dir.join("proj/.vscode/mcp.json"), &vscode).expect("write");
+    let zed = format!(
+        "// Zed settings\n{{\n  \"theme\": \"One\",\n  \"context_servers\": {{\n    \"z1\": {{\"command\": \"{exe}\", \"args\": {args}}}\n  }}\n}}\n"
+    );
+    fs::create_dir_all(f.dir.join("home/.config/zed")).expect("mkdir");
+    fs::write(f.dir.join("home/.config/zed/settings.json"), &zed).expect("write");
+
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Cursor (user)")
+            && all.contains("VS Code (workspace)")
+            && all.contains("Zed (user)"),
+        "{all}"
+    );
+    assert!(all.contains("remote upstreams are not supported"), "{all}");
+    let cursor_now: Value = serde_json::from_str(
+        &fs::read_to_string(f.dir.join("home/.cursor/mcp.json")).expect("read"),
+    )
+    .expect("json");
+    entry_answers(&f.dir, &cursor_now["mcpServers"]["c1"]).expect("cursor entry answers");
+    assert_eq!(
+        cursor_now["mcpServers"]["c1"]["env"],
+        json!({"K": "${env:K}"})
+    );
+    let vs_now = fs::read_to_string(f.dir.join("proj/.vscode/mcp.json")).expect("read");
+    assert!(
+        vs_now.contains("// workspace servers") && vs_now.contains("// mine"),
+        "{vs_now}"
+    );
+    assert!(vs_now.contains("\"--server-name\", \"v1\""), "{vs_now}");
+    let zed_now = fs::read_to_string(f.dir.join("home/.config/zed/settings.json")).expect("read");
+    assert!(
+        zed_now.starts_with("// Zed settings") && zed_now.contains("\"z1\""),
+        "{zed_now}"
+    );
+
+    let out = f.bir(&["status"]);
+    let all = text(&out);
+    assert!(
+        all.contains("Cursor (user)") && all.contains("wrapped    →"),
+        "{all}"
+    );
+    let out = f.bir(&["doctor"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for name in ["c1", "v1", "z1"] {
+        let row = all
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_default();
+        assert!(row.contains("OK"), "{name}: {all}");
+    }
+
+    // Idempotent, then undone per client, then everything.
+    let out = f.bir(&["install"]);
+    assert!(text(&out).contains("Nothing to change"), "{}", text(&out));
+    let out = f.bir(&["uninstall", "--client", "cursor"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(f.dir.join("home/.cursor/mcp.json")).expect("read"),
+        cursor
+    );
+    assert_ne!(
+        fs::read_to_string(f.dir.join("proj/.vscode/mcp.json")).expect("read"),
+        vscode
+    );
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.vscode/mcp.json")).expect("read"),
+        vscode
+    );
+    assert_eq!(
+        fs::read_to_string(f.dir.join("home/.config/zed/settings.json")).expect("read"),
+        zed
+    );
+
+    // A generic file.
+    let generic = f.dir.join("other.json");
+    let text0 = format!(
+        "{{\"mcpServers\":{{\"g\":{{\"command\":\"{exe}\",\"args\":{}}}}}}}",
+        args.replace(", ", ",")
+    );
+    fs::write(&generic, &text0).expect("write");
+    let g = generic.to_str().expect("utf-8");
+    let out = f.bir(&["install", "--config", g]);
+    assert!(out.status.success(), "{}", text(&out));
+    let now = fs::read_to_string(&generic).expect("read");
+    assert!(
+        !now.contains('\n') && now.contains("\"--server-name\",\"g\""),
+        "{now}"
+    );
+    let out = f.bir(&["uninstall", "--config", g]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&generic).expect("read"), text0);
+
+    let out = f.bir(&["install", "--client", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).contains("no adapter for client \"nope\""),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn codex_toml_is_wrapped_in_place_and_restored_byte_for_byte() {
+    let f = Fixture::new("codex");
+    let exe = bir();
+    let script = peer_script(&f.dir);
+    let toml = format!(
+        "# Codex\r\nmodel = \"o3\"\r\n\r\n[mcp_servers.peer]\r\ncommand = '{}'  # the server\r\nargs = [ \"testpeer\", '{}' ]\r\nenv = {{ K = \"${{K}}\" }}\r\n\r\n[mcp_servers.web]\r\nurl = \"https://x/mcp\"\r\n",
+        exe.display(),
+        script
+    );
+    fs::create_dir_all(f.dir.join("home/.codex")).expect("mkdir");
+    let file = f.dir.join("home/.codex/config.toml");
+    fs::write(&file, &toml).expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Codex (user)") && all.contains("remote upstreams are not supported"),
+        "{all}"
+    );
+    let now = fs::read_to_string(&file).expect("read");
+    assert!(
+        now.starts_with("# Codex\r\nmodel = \"o3\"\r\n\r\n[mcp_servers.peer]\r\ncommand = \""),
+        "{now}"
+    );
+    assert!(now.contains("\"--server-name\", \"peer\", \"--\""), "{now}");
+    assert!(
+        now.contains("  # the server\r\n") && now.contains("env = { K = \"${K}\" }"),
+        "{now}"
+    );
+    let out = f.bir(&["doctor", "--client", "codex"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.lines()
+            .any(|l| l.trim_start().starts_with("peer") && l.contains("OK")),
+        "{all}"
+    );
+    let out = f.bir(&["install"]);
+    assert!(text(&out).contains("Nothing to change"), "{}", text(&out));
+    let out = f.bir(&["uninstall", "--dry-run"]);
+    assert!(text(&out).contains("+command = '"), "{}", text(&out));
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(&file).expect("read"), toml);
+
+    // Malformed TOML: refused with its position, untouched.
+    let bad = "[mcp_servers.x]\ncommand = \n";
+    fs::write(&file, bad).expect("write");
+    let out = f.bir(&["install", "--client", "codex"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains(&format!("{}:2:", file.display())), "{all}");
+    assert_eq!(fs::read_to_string(&file).expect("read"), bad);
+}
+
+#[test]
+fn claude_install_into_an_empty_config_round_trips() {
+    let f = Fixture::new("cc-empty");
+    let (exe, args) = peer_cmd(&f);
+    fs::write(
+        f.dir.join("proj/.mcp.json"),
+        format!(r#"{{"mcpServers": {{"a": {{"command": "{exe}", "args": {args}}}, "b": {{"command": "{exe}", "args": {args}}}}}}}"#),
+    )
+    .expect("write");
+    // User settings: approvals there count whether or not the folder is
+    // trusted.
+    fs::create_dir_all(f.dir.join("home/.claude")).expect("mkdir");
+    fs::write(
+        f.dir.join("home/.claude/settings.json"),
+        r#"{"enabledMcpjsonServers": ["a", "b"]}"#,
+    )
+    .expect("write");
+    for original in ["{}\n", "{\n  \"numStartups\": 1\n}"] {
+        fs::write(f.claude_json(), original).expect("write");
+        let out = f.bir(&["install"]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert_eq!(effective(&f)["b"]["args"][0], json!("proxy"));
+        let out = f.bir(&["uninstall"]);
+        assert!(out.status.success(), "{}", text(&out));
+        assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), original);
+    }
+    // No ~/.claude.json at all: created (0600) with the copies.
+    fs::remove_file(f.claude_json()).expect("rm");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(f.claude_json())
+            .expect("created")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn claude_project_approvals_count_only_in_a_trusted_folder() {
+    let f = Fixture::new("cc-trust");
+    let (exe, args) = peer_cmd(&f);
+    let project = f.project();
+    fs::write(
+        f.dir.join("proj/.mcp.json"),
+        format!(r#"{{"mcpServers": {{"a": {{"command": "{exe}", "args": {args}}}}}}}"#),
+    )
+    .expect("write");
+    fs::write(
+        f.dir.join("proj/.claude/settings.local.json"),
+        r#"{"enabledMcpjsonServers": ["a"]}"#,
+    )
+    .expect("write");
+    let untrusted = format!(
+        "{{\n  \"projects\": {{\n    \"{project}\": {{\"hasTrustDialogAccepted\": false}}\n  }}\n}}\n"
+    );
+    fs::write(f.claude_json(), &untrusted).expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(all.contains("ignores until the folder is trusted"), "{all}");
+    assert_eq!(
+        fs::read_to_string(f.claude_json()).expect("read"),
+        untrusted
+    );
+    // Trusted (here through the git root): wrapped.
+    fs::create_dir_all(f.dir.join("proj/.git")).expect("mkdir");
+    fs::write(f.claude_json(), untrusted.replace("false", "true")).expect("write");
+    let out = f.bir(&["install"]);
+    assert!(text(&out).contains("wrapped  a "), "{}", text(&out));
+}

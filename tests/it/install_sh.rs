@@ -1,0 +1,422 @@
+//! `install/install.sh`, the real script run with `sh` (and `dash` when the
+//! machine has it) against a release served from 127.0.0.1: checksums,
+//! offline installs, reinstalls and `--uninstall`.
+//!
+//! The release archive is built here from the binary under test (the layout
+//! `make dist` produces: `bir-<version>-<target>/bir` in a `.tar.gz`, plus
+//! `SHA256SUMS`), so the tests do not need a release build.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crate::support::{TempDir, bir, command};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("install/install.sh")
+}
+
+/// The target the script detects on this machine.
+fn target() -> String {
+    let arch = std::env::consts::ARCH;
+    match std::env::consts::OS {
+        "macos" => format!("{arch}-apple-darwin"),
+        _ => format!("{arch}-unknown-linux-gnu"),
+    }
+}
+
+fn archive_name() -> String {
+    format!("bir-{VERSION}-{}.tar.gz", target())
+}
+
+/// The shells to run the script with: `sh`, plus `dash` and `busybox sh`
+/// when installed.
+fn shells() -> Vec<Vec<String>> {
+    let mut shells = vec![vec!["sh".to_owned()]];
+    let on_path = |name: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    };
+    if on_path("dash") {
+        shells.push(vec!["dash".to_owned()]);
+    }
+    if on_path("busybox") {
+        shells.push(vec!["busybox".to_owned(), "sh".to_owned()]);
+    }
+    shells
+}
+
+/// A release archive of the binary under test, built once per test run.
+fn release_archive() -> &'static (PathBuf, String) {
+    static ARCHIVE: OnceLock<(PathBuf, String)> = OnceLock::new();
+    ARCHIVE.get_or_init(|| {
+        // Under the target directory (one copy, replaced by each test run),
+        // not in /tmp where nothing would remove it.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("install-sh-release-{}", std::process::id()));
+        if let Ok(entries) = fs::read_dir(env!("CARGO_TARGET_TMPDIR")) {
+            for e in entries.flatten() {
+                if e.file_name()
+                    .to_string_lossy()
+                    .starts_with("install-sh-release-")
+                {
+                    let _ = fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+        let top = format!("bir-{VERSION}-{}", target());
+        fs::create_dir_all(dir.join(&top)).expect("mkdir");
+        fs::copy(bir(), dir.join(&top).join("bir")).expect("copy bir");
+        let archive = dir.join(archive_name());
+        let status = Command::new("sh")
+            .arg("-c")
+            .arg("tar -cf - \"$1\" | gzip -1 > \"$2\"")
+            .arg("sh")
+            .arg(&top)
+            .arg(&archive)
+            .current_dir(&dir)
+            .status()
+            .expect("run tar");
+        assert!(status.success(), "tar failed");
+        let sum = sha256_hex(&fs::read(&archive).expect("read archive"));
+        (archive, sum)
+    })
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A release directory: `<root>/latest/` and `<root>/v<version>/`, each
+/// with the archive and a `SHA256SUMS` carrying `sum`.
+fn release_tree(root: &Path, sum: &str) {
+    let (archive, _) = release_archive();
+    for sub in ["latest".to_owned(), format!("v{VERSION}")] {
+        let d = root.join(sub);
+        fs::create_dir_all(&d).expect("mkdir");
+        fs::copy(archive, d.join(archive_name())).expect("copy archive");
+        let mut f = fs::File::create(d.join("SHA256SUMS")).expect("sums");
+        writeln!(f, "{}  bir-{VERSION}-other-target.tar.gz", "0".repeat(64)).expect("write");
+        writeln!(f, "{sum}  {}", archive_name()).expect("write");
+    }
+}
+
+/// Serves files under `root` on 127.0.0.1 until dropped.
+struct FileServer {
+    base: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FileServer {
+    fn start(root: PathBuf) -> FileServer {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1");
+        let base = format!("http://{}", server.server_addr().to_ip().expect("ip addr"));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let thread = thread::spawn(move || {
+            let started = Instant::now();
+            while !stop2.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(120) {
+                let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                    continue;
+                };
+                let rel = request.url().trim_start_matches('/').to_owned();
+                let path = root.join(&rel);
+                let ok = !rel.contains("..") && path.is_file();
+                let _ = if ok {
+                    let body = fs::read(&path).unwrap_or_default();
+                    request.respond(tiny_http::Response::from_data(body))
+                } else {
+                    request.respond(
+                        tiny_http::Response::from_string("not found").with_status_code(404),
+                    )
+                };
+            }
+        });
+        FileServer {
+            base,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Runs the script with `shell` and `args`; HOME is the temp home and PATH
+/// does not contain the install directory.
+fn run_script(shell: &[String], dir: &TempDir, base: Option<&str>, args: &[&str]) -> Output {
+    let mut cmd = command(&shell[0], dir);
+    cmd.args(&shell[1..]).arg(script()).args(args);
+    cmd.env_remove("BIR_INSTALL_TARGET");
+    match base {
+        Some(b) => cmd.env("BIR_INSTALL_BASE_URL", b),
+        None => cmd.env("BIR_INSTALL_BASE_URL", "http://127.0.0.1:9/unreachable"),
+    };
+    cmd.output().expect("run install.sh")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn bindir(dir: &TempDir) -> PathBuf {
+    dir.join("home/.local/bin")
+}
+
+/// The install is complete: `bir` is the release binary, both links point at
+/// it and answer to their names, and no temporary file is left.
+fn assert_installed(bin: &Path) {
+    let installed = fs::read(bin.join("bir")).expect("bir installed");
+    assert!(
+        installed == fs::read(bir()).expect("read bir"),
+        "bir is the release binary"
+    );
+    for link in ["bir-proxy", "bir-hooks"] {
+        assert_eq!(
+            fs::read_link(bin.join(link)).expect("a link"),
+            Path::new("bir")
+        );
+        let out = Command::new(bin.join(link))
+            .arg("--version")
+            .output()
+            .expect("run link");
+        let line = String::from_utf8_lossy(&out.stdout);
+        assert!(line.starts_with(&format!("{link} {VERSION}")), "{line}");
+    }
+    assert_no_leftovers(bin);
+}
+
+fn assert_no_leftovers(bin: &Path) {
+    if let Ok(entries) = fs::read_dir(bin) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            assert!(!name.starts_with('.'), "temporary file left behind: {name}");
+        }
+    }
+}
+
+#[test]
+fn install_sh_downloads_verifies_and_installs_with_every_shell() {
+    let (_, sum) = release_archive();
+    for shell in shells() {
+        let dir = TempDir::new("inst-good");
+        release_tree(&dir.join("rel"), sum);
+        let server = FileServer::start(dir.join("rel"));
+
+        // The latest release.
+        let out = run_script(&shell, &dir, Some(&server.base), &[]);
+        let all = text(&out);
+        assert!(out.status.success(), "{shell:?}: {all}");
+        assert!(all.contains(&format!("sha256 verified: {sum}")), "{all}");
+        assert!(all.contains("is not on your PATH"), "PATH hint: {all}");
+        assert_installed(&bindir(&dir));
+
+        // A named version, into another prefix.
+        let prefix = dir.join("opt");
+        let out = run_script(
+            &shell,
+            &dir,
+            Some(&server.base),
+            &[
+                "--version",
+                VERSION,
+                "--prefix",
+                prefix.to_str().expect("utf-8"),
+            ],
+        );
+        assert!(out.status.success(), "{shell:?}: {}", text(&out));
+        assert_installed(&prefix.join("bin"));
+    }
+}
+
+#[test]
+fn install_sh_refuses_a_bad_checksum_and_installs_nothing() {
+    for shell in shells() {
+        let dir = TempDir::new("inst-badsum");
+        release_tree(&dir.join("rel"), &"ab".repeat(32));
+        let server = FileServer::start(dir.join("rel"));
+        let out = run_script(&shell, &dir, Some(&server.base), &[]);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{shell:?}: {all}");
+        assert!(all.contains("checksum mismatch"), "{all}");
+        assert!(all.contains("nothing was installed"), "{all}");
+        assert!(!bindir(&dir).join("bir").exists(), "nothing installed");
+        assert!(!bindir(&dir).join("bir-proxy").exists(), "no link");
+        assert_no_leftovers(&bindir(&dir));
+    }
+}
+
+#[test]
+fn install_sh_names_a_missing_release() {
+    let dir = TempDir::new("inst-missing");
+    let server = FileServer::start(dir.join("empty"));
+    let out = run_script(
+        &shells()[0],
+        &dir,
+        Some(&server.base),
+        &["--version", "9.9.9"],
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("download failed") && all.contains("v9.9.9/SHA256SUMS"),
+        "{all}"
+    );
+    assert!(!bindir(&dir).exists());
+}
+
+#[test]
+fn install_sh_installs_offline_from_an_archive() {
+    let (archive, sum) = release_archive();
+    let shell = &shells()[0];
+
+    // With a SHA256SUMS next to the archive: verified.
+    let dir = TempDir::new("inst-offline");
+    let rel = dir.join("usb");
+    fs::create_dir_all(&rel).expect("mkdir");
+    let local = rel.join(archive_name());
+    fs::copy(archive, &local).expect("copy");
+    fs::write(
+        rel.join("SHA256SUMS"),
+        format!("{sum}  {}\n", archive_name()),
+    )
+    .expect("sums");
+    let out = run_script(
+        shell,
+        &dir,
+        None,
+        &["--from", local.to_str().expect("utf-8")],
+    );
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("sha256 verified"), "{all}");
+    assert_installed(&bindir(&dir));
+
+    // A relative path, without a checksum file: installed, with a note.
+    let dir = TempDir::new("inst-offline-nosum");
+    fs::copy(archive, dir.join(&archive_name())).expect("copy");
+    let mut cmd = command(&shell[0], &dir);
+    cmd.args(&shell[1..])
+        .arg(script())
+        .args(["--from", &archive_name()])
+        .current_dir(dir.path());
+    let out = cmd.output().expect("run");
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("not verified"), "{all}");
+    assert_installed(&bindir(&dir));
+
+    // A SHA256SUMS that disagrees: refused.
+    let dir = TempDir::new("inst-offline-bad");
+    let rel = dir.join("usb");
+    fs::create_dir_all(&rel).expect("mkdir");
+    let local = rel.join(archive_name());
+    fs::copy(archive, &local).expect("copy");
+    fs::write(
+        rel.join("SHA256SUMS"),
+        format!("{}  {}\n", "0".repeat(64), archive_name()),
+    )
+    .expect("sums");
+    let out = run_script(
+        shell,
+        &dir,
+        None,
+        &["--from", local.to_str().expect("utf-8")],
+    );
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains("checksum mismatch"), "{all}");
+    assert!(!bindir(&dir).join("bir").exists());
+}
+
+#[test]
+fn install_sh_reinstalls_over_an_existing_install() {
+    let (archive, _) = release_archive();
+    let shell = &shells()[0];
+    let dir = TempDir::new("inst-again");
+    let bin = bindir(&dir);
+    fs::create_dir_all(&bin).expect("mkdir");
+    // An older install: a different bir, and a link pointing elsewhere.
+    fs::write(bin.join("bir"), "#!/bin/sh\necho old\n").expect("old bir");
+    std::os::unix::fs::symlink("/nonexistent/bir", bin.join("bir-proxy")).expect("old link");
+    let from = archive.to_str().expect("utf-8");
+    let out = run_script(shell, &dir, None, &["--from", from]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_installed(&bin);
+    // And again, over itself.
+    let out = run_script(shell, &dir, None, &["--from", from]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_installed(&bin);
+}
+
+#[test]
+fn install_sh_uninstalls() {
+    let (archive, _) = release_archive();
+    let shell = &shells()[0];
+    let dir = TempDir::new("inst-uninstall");
+    let bin = bindir(&dir);
+    let out = run_script(
+        shell,
+        &dir,
+        None,
+        &["--from", archive.to_str().expect("utf-8")],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    fs::write(bin.join("other-tool"), "keep me").expect("write");
+
+    let out = run_script(shell, &dir, None, &["--uninstall"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for name in ["bir", "bir-proxy", "bir-hooks"] {
+        assert!(
+            fs::symlink_metadata(bin.join(name)).is_err(),
+            "{name} removed"
+        );
+        assert!(
+            all.contains(&format!("removed {}", bin.join(name).display())),
+            "{all}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(bin.join("other-tool")).expect("kept"),
+        "keep me"
+    );
+
+    // Twice: nothing to do, still success.
+    let out = run_script(shell, &dir, None, &["--uninstall"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("nothing to remove"), "{all}");
+}
+
+#[test]
+fn install_sh_rejects_unknown_options() {
+    let dir = TempDir::new("inst-usage");
+    let out = run_script(&shells()[0], &dir, None, &["--frobnicate"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains("unknown option '--frobnicate'"), "{all}");
+}
