@@ -158,6 +158,8 @@ pub struct Policy {
     pub allow_by_command: Option<PathBuf>,
     /// `serverUrl` allowlist entries exist somewhere.
     pub allow_by_url: Option<PathBuf>,
+    /// `serverUrl` denylist entries exist somewhere.
+    pub deny_by_url: Option<PathBuf>,
     pub deny_names: Vec<String>,
     pub deny_commands: Vec<Vec<String>>,
     /// An allowlist of names (empty list: nothing allowed); None: unset.
@@ -371,6 +373,9 @@ fn read_policy(root: &Node, file: &Path, p: &mut Policy) {
             if let Some(c) = item.get("serverCommand") {
                 p.deny_commands.push(strings(Some(c)));
             }
+            if item.get("serverUrl").is_some() {
+                p.deny_by_url.get_or_insert_with(|| file.to_owned());
+            }
         }
     }
 }
@@ -402,6 +407,94 @@ pub fn decide(r: &Resolved, only: &[String]) -> Vec<(Found, Decision)> {
     out
 }
 
+/// [`decide_one`] for a remote entry: the policy, the approvals, then
+/// whether the client signs in itself ([`super::remote::assess`]).
+fn decide_remote(r: &Resolved, f: &Found, forced: bool) -> Decision {
+    if r.policy.deny_names.contains(&f.name) {
+        return Decision::Skip("denied by policy (deniedMcpServers, by name); not wrapped".into());
+    }
+    if let Some(file) = &r.policy.deny_by_url {
+        return Decision::Skip(format!(
+            "policy in {} denies MCP servers by URL (deniedMcpServers.serverUrl); a wrapped entry is matched by command, so wrapping could evade the rule: not wrapped",
+            file.display()
+        ));
+    }
+    if let Some(file) = r
+        .policy
+        .allow_by_url
+        .as_ref()
+        .or(r.policy.allow_by_command.as_ref())
+    {
+        return Decision::Skip(format!(
+            "policy in {} allows MCP servers by URL or command (allowedMcpServers); a wrapped entry would no longer match it, so it is not wrapped",
+            file.display()
+        ));
+    }
+    if let Some(names) = &r.policy.allow_names
+        && !names.contains(&f.name)
+    {
+        return Decision::Skip(
+            "not in the policy's allowedMcpServers; Claude Code does not load it".into(),
+        );
+    }
+    // A rejection first (never wrapped); then why the client signs in
+    // itself, the more lasting reason; then a pending approval.
+    let approval = project_approval(r, f, forced);
+    if f.scope == Scope::Project
+        && r.approvals.disabled.contains(&f.name)
+        && let Some(d) = approval
+    {
+        return d;
+    }
+    let doc = match Doc::parse(f.raw.as_bytes(), Flavor::Jsonc) {
+        Ok(d) => d,
+        Err(e) => return Decision::Skip(format!("cannot read the entry ({e})")),
+    };
+    if let Err(why) = super::remote::assess(&doc.root, super::clients::CLAUDE_CODE, forced) {
+        return Decision::Skip(format!("remote server: {why}"));
+    }
+    if let Some(d) = approval {
+        return d;
+    }
+    if f.scope == Scope::Local {
+        Decision::InPlace
+    } else {
+        Decision::Copy
+    }
+}
+
+/// For a `.mcp.json` server: a skip when Claude Code has rejected it or
+/// not approved it (unless forced).
+fn project_approval(r: &Resolved, f: &Found, forced: bool) -> Option<Decision> {
+    if f.scope != Scope::Project {
+        return None;
+    }
+    if r.approvals.disabled.contains(&f.name) {
+        return Some(Decision::Skip(
+            "rejected in Claude Code (disabledMcpjsonServers); never wrapped — approve it in Claude Code first".into(),
+        ));
+    }
+    let approved = r.approvals.enable_all || r.approvals.enabled.contains(&f.name);
+    let untrusted = r
+        .approvals
+        .untrusted
+        .iter()
+        .any(|n| n == "*" || *n == f.name);
+    if !approved && !forced && untrusted {
+        return Some(Decision::Skip(format!(
+            "approved only in this project's .claude settings, which Claude Code ignores until the folder is trusted (accept the trust dialog), or run `bir install --server {}`",
+            f.name
+        )));
+    }
+    if !approved && !forced {
+        return Some(Decision::Skip(format!(
+            "not approved in Claude Code yet; approve it there, or run `bir install --server {}` to wrap it anyway",
+            f.name
+        )));
+    }
+    None
+}
+
 fn decide_one(r: &Resolved, f: &Found, forced: bool) -> Decision {
     if let Some(m) = &r.policy.managed_mcp {
         return Decision::Skip(format!(
@@ -414,11 +507,7 @@ fn decide_one(r: &Resolved, f: &Found, forced: bool) -> Decision {
     }
     match &f.kind {
         EntryKind::Wrapped(_) => return Decision::Already,
-        EntryKind::Remote { .. } => {
-            return Decision::Skip(
-                "remote server: remote upstreams are not supported by bir-proxy yet".into(),
-            );
-        }
+        EntryKind::Remote { .. } => return decide_remote(r, f, forced),
         EntryKind::Other(why) => {
             return Decision::Skip(format!("not a stdio server bir can wrap ({why})"));
         }
@@ -450,30 +539,8 @@ fn decide_one(r: &Resolved, f: &Found, forced: bool) -> Decision {
             "not in the policy's allowedMcpServers; Claude Code does not load it".into(),
         );
     }
-    if f.scope == Scope::Project {
-        if r.approvals.disabled.contains(&f.name) {
-            return Decision::Skip(
-                "rejected in Claude Code (disabledMcpjsonServers); never wrapped — approve it in Claude Code first".into(),
-            );
-        }
-        let approved = r.approvals.enable_all || r.approvals.enabled.contains(&f.name);
-        let untrusted = r
-            .approvals
-            .untrusted
-            .iter()
-            .any(|n| n == "*" || *n == f.name);
-        if !approved && !forced && untrusted {
-            return Decision::Skip(format!(
-                "approved only in this project's .claude settings, which Claude Code ignores until the folder is trusted (accept the trust dialog), or run `bir install --server {}`",
-                f.name
-            ));
-        }
-        if !approved && !forced {
-            return Decision::Skip(format!(
-                "not approved in Claude Code yet; approve it there, or run `bir install --server {}` to wrap it anyway",
-                f.name
-            ));
-        }
+    if let Some(d) = project_approval(r, f, forced) {
+        return d;
     }
     if f.scope == Scope::Local {
         Decision::InPlace

@@ -268,8 +268,10 @@ pub fn targets(
     }
 }
 
-/// The entries of a client file and what install does with each.
-pub fn entries(cf: &ClientFile) -> Result<Vec<(Found, Decision)>, String> {
+/// The entries of a client file and what install does with each; `forced`
+/// names the servers `--server` named (a remote server the client signs in
+/// itself is wrapped only then).
+pub fn entries(cf: &ClientFile, forced: &[String]) -> Result<Vec<(Found, Decision)>, String> {
     let Some(bytes) = atomic::read(&cf.file)? else {
         return Ok(Vec::new());
     };
@@ -285,7 +287,7 @@ pub fn entries(cf: &ClientFile) -> Result<Vec<(Found, Decision)>, String> {
         return Ok(servers
             .into_iter()
             .map(|(name, json, kind)| {
-                let decision = decision_for(&kind);
+                let decision = decision_for(&kind, &json, "codex", forced.contains(&name));
                 (
                     Found {
                         name: name.clone(),
@@ -317,7 +319,12 @@ pub fn entries(cf: &ClientFile) -> Result<Vec<(Found, Decision)>, String> {
     let mut out = Vec::new();
     for m in map.members() {
         let kind = classify(&m.value);
-        let decision = decision_for(&kind);
+        let decision = decision_for(
+            &kind,
+            doc.raw(&m.value),
+            &cf.client,
+            forced.contains(&m.key),
+        );
         out.push((
             Found {
                 name: m.key.clone(),
@@ -333,13 +340,19 @@ pub fn entries(cf: &ClientFile) -> Result<Vec<(Found, Decision)>, String> {
     Ok(out)
 }
 
-fn decision_for(kind: &EntryKind) -> Decision {
+fn decision_for(kind: &EntryKind, raw: &str, client: &str, forced: bool) -> Decision {
     match kind {
         EntryKind::Stdio { .. } => Decision::InPlace,
         EntryKind::Wrapped(_) => Decision::Already,
-        EntryKind::Remote { .. } => Decision::Skip(
-            "remote server: remote upstreams are not supported by bir-proxy yet".into(),
-        ),
+        EntryKind::Remote { .. } => {
+            let assessed = Doc::parse(raw.as_bytes(), Flavor::Jsonc)
+                .map_err(|e| format!("cannot read the entry ({e})"))
+                .and_then(|d| super::remote::assess(&d.root, client, forced));
+            match assessed {
+                Ok(_) => Decision::InPlace,
+                Err(why) => Decision::Skip(format!("remote server: {why}")),
+            }
+        }
         EntryKind::Other(why) => Decision::Skip(format!("not a stdio server bir can wrap ({why})")),
     }
 }

@@ -199,6 +199,7 @@ fn apply_ops(
             args_absent: false,
             args_withheld: false,
             original: None,
+            original_text: None,
             entry_sha256: String::new(),
             file_sha256: String::new(),
             at: now(),
@@ -215,7 +216,12 @@ fn apply_ops(
                     continue; // someone added one meanwhile; theirs wins
                 }
                 change.keep_parents = doc.existing_parents(&path);
-                let text = wrapped_entry_text(&f.raw, form, &f.name)?;
+                let text = match &f.kind {
+                    EntryKind::Remote { .. } => {
+                        super::remote::wrapped_text(&f.raw, form, &f.name, &job.client)?
+                    }
+                    _ => wrapped_entry_text(&f.raw, form, &f.name)?,
+                };
                 bytes = doc.set(&path, &text)?;
                 change.path = to.clone();
                 change.action = ACTION_INSERTED.into();
@@ -225,7 +231,19 @@ fn apply_ops(
                 let Some(node) = doc.root.at(&path) else {
                     continue;
                 };
-                let EntryKind::Stdio { command, args } = classify(node) else {
+                let kind = classify(node);
+                if let EntryKind::Remote { .. } = kind {
+                    let raw = doc.raw(node);
+                    if !matches!(f.kind, EntryKind::Remote { .. }) || raw != f.raw {
+                        continue; // changed meanwhile
+                    }
+                    change.original_text = Some(super::remote::template(raw)?);
+                    let text = super::remote::wrapped_text(raw, form, &f.name, &job.client)?;
+                    bytes = doc.set(&path, &text)?;
+                    changes.push(change);
+                    continue;
+                }
+                let EntryKind::Stdio { command, args } = kind else {
                     continue; // changed meanwhile
                 };
                 change.original_command = node.get("command").map(|n| doc.raw(n).to_owned());
@@ -283,6 +301,7 @@ fn apply_toml_ops(
             args_absent: w.args_absent,
             args_withheld: secret,
             original: ledger::sanitized(&f.raw, secret),
+            original_text: None,
             entry_sha256: String::new(),
             file_sha256: String::new(),
             at: now(),
@@ -452,7 +471,7 @@ pub fn install(cmd: InstallCmd) -> Exit {
                 }));
             }
             super::clients::Target::File(cf) => {
-                let found = match super::clients::entries(&cf) {
+                let found = match super::clients::entries(&cf, &cmd.server) {
                     Ok(f) => f,
                     Err(e) => return fail("install", &e),
                 };
@@ -821,6 +840,35 @@ fn reverse(doc: &Doc, c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
         );
         return Ok((Some(bytes), note));
     }
+    // A remote entry wrapped in place: the original text, its header
+    // values read back from the wrapped entry.
+    if let Some(template) = &c.original_text {
+        let text = super::remote::restore(template, node, doc).map_err(|e| {
+            format!(
+                "{}: cannot restore the original remote entry ({e}); nothing was changed",
+                c.server
+            )
+        })?;
+        let bytes = doc.splice(node.start, node.end, &text);
+        let note = if edited {
+            format!(
+                "{}: the entry was edited since install; restored the original remote entry (header values from the current entry)",
+                c.server
+            )
+        } else {
+            format!("{}: restored the original entry", c.server)
+        };
+        return Ok((Some(bytes), note));
+    }
+    if wrapped.remote.is_some() {
+        return Ok((
+            None,
+            format!(
+                "{}: wraps a remote server, but the ledger has no original to restore; left as it is",
+                c.server
+            ),
+        ));
+    }
     // Wrapped in place: restore command and args.
     if !edited
         && let Some(cmd_raw) = &c.original_command
@@ -888,14 +936,9 @@ pub fn status(cmd: StatusCmd) -> Exit {
     for p in &plan {
         let f = &p.found;
         let state = match (&f.kind, &p.decision) {
-            (EntryKind::Wrapped(w), _) => format!(
-                "wrapped    {} scope → {}",
-                f.scope.label(),
-                std::iter::once(w.command.as_str())
-                    .chain(w.args.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ),
+            (EntryKind::Wrapped(w), _) => {
+                format!("wrapped    {} scope → {}", f.scope.label(), w.upstream())
+            }
             (_, Decision::Skip(why)) => format!("not wrapped ({} scope): {why}", f.scope.label()),
             _ => format!(
                 "not wrapped ({} scope): `bir install` would wrap it",
@@ -910,7 +953,7 @@ pub fn status(cmd: StatusCmd) -> Exit {
                 continue;
             };
             out(&format!("{} — {}", cf.label, cf.file.display()));
-            match super::clients::entries(&cf) {
+            match super::clients::entries(&cf, &[]) {
                 Ok(entries) => {
                     let width = entries
                         .iter()
@@ -920,13 +963,9 @@ pub fn status(cmd: StatusCmd) -> Exit {
                         .max(4);
                     for (f, d) in entries {
                         let state = match (&f.kind, d) {
-                            (EntryKind::Wrapped(w), _) => format!(
-                                "wrapped    → {}",
-                                std::iter::once(w.command.as_str())
-                                    .chain(w.args.iter().map(String::as_str))
-                                    .collect::<Vec<_>>()
-                                    .join(" ")
-                            ),
+                            (EntryKind::Wrapped(w), _) => {
+                                format!("wrapped    → {}", w.upstream())
+                            }
                             (_, Decision::Skip(why)) => format!("not wrapped: {why}"),
                             _ => "not wrapped: `bir install` would wrap it".to_owned(),
                         };

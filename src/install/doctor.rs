@@ -5,7 +5,9 @@
 //! arguments, its `env` over the current environment with `${VAR}` /
 //! `${VAR:-default}` expanded, the project as working directory,
 //! `CLAUDE_PROJECT_DIR` set) and checks that it answers `initialize` and
-//! `tools/list` within a deadline. It also checks that each entry's program
+//! `tools/list` within a deadline. A wrapped remote entry (`bir-proxy --url`,
+//! its headers in `env.BIR_UPSTREAM_HEADERS`) is launched the same way. It
+//! also checks that each entry's program
 //! exists and is executable, `$BIR_HOME`'s permissions, and that a
 //! `bir-proxy` on `PATH` is this version.
 
@@ -405,7 +407,7 @@ pub fn main(cmd: DoctorCmd) -> Exit {
                     return Exit::Code(1);
                 }
             },
-            super::clients::Target::File(cf) => match super::clients::entries(&cf) {
+            super::clients::Target::File(cf) => match super::clients::entries(&cf, &[]) {
                 Ok(d) => sections.push((format!("{} — {}", cf.label, cf.file.display()), d)),
                 Err(e) => {
                     eprintln!("bir doctor: {e}");
@@ -435,10 +437,12 @@ pub fn main(cmd: DoctorCmd) -> Exit {
                             Ok(l) => {
                                 let scope = found.scope;
                                 let ri = rows[si].len();
+                                let remote = w.remote.is_some();
                                 jobs.push((
                                     si,
                                     ri,
                                     scope,
+                                    remote,
                                     thread::spawn(move || probe(&l, deadline)),
                                 ));
                                 None
@@ -456,7 +460,7 @@ pub fn main(cmd: DoctorCmd) -> Exit {
             rows[si].push((found.name.clone(), row));
         }
     }
-    for (si, ri, scope, job) in jobs {
+    for (si, ri, scope, remote, job) in jobs {
         let probe = job.join().unwrap_or(Probe::Failed {
             why: "internal error".into(),
             stderr_tail: String::new(),
@@ -468,6 +472,11 @@ pub fn main(cmd: DoctorCmd) -> Exit {
             ),
             Probe::Failed { why, stderr_tail } => {
                 let mut s = format!("FAILED   {} scope: {why}", scope_label(scope));
+                if remote && stderr_tail.contains("Unrecognized argument: --url") {
+                    s.push_str(
+                        " (a remote entry: this bir-proxy does not take --url yet; it works once a bir with remote upstreams is installed)",
+                    );
+                }
                 if !stderr_tail.is_empty() {
                     s.push_str("\n           stderr:");
                     for l in stderr_tail.lines() {

@@ -57,6 +57,26 @@ impl ProxyForm {
         }
     }
 
+    /// The wrapped entry's `args` for a remote upstream (no credential
+    /// ever goes here: `ps` shows argv).
+    pub fn remote_args(&self, server_name: &str, url: &str, transport: &str) -> Vec<String> {
+        let mut out = Vec::with_capacity(7);
+        if matches!(self, ProxyForm::Bir(_)) {
+            out.push("proxy".to_owned());
+        }
+        for a in [
+            "--server-name",
+            server_name,
+            "--url",
+            url,
+            "--transport",
+            transport,
+        ] {
+            out.push(a.to_owned());
+        }
+        out
+    }
+
     /// The wrapped entry's `args`.
     pub fn args(&self, server_name: &str, command: &str, args: &[String]) -> Vec<String> {
         let mut out = Vec::with_capacity(args.len() + 5);
@@ -86,16 +106,47 @@ fn is_proxy_program(cmd: &str) -> bool {
 }
 
 /// An entry bir already wrapped: the proxy's own arguments and the
-/// original server command.
+/// original server command (stdio), or the remote URL (`--url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wrapped {
     pub proxy_command: String,
     pub server_name: Option<String>,
+    /// The original server command (empty for a remote upstream).
     pub command: String,
     pub args: Vec<String>,
+    /// `bir-proxy --url <url> --transport <t>`: the remote upstream.
+    pub remote: Option<RemoteUpstream>,
 }
 
-/// Recognises `bir-proxy [opts] -- cmd args…` and `bir proxy [opts] -- …`.
+/// The upstream of a wrapped remote entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteUpstream {
+    pub url: String,
+    pub transport: String,
+}
+
+impl Wrapped {
+    /// What the proxy fronts, for `bir status`.
+    pub fn upstream(&self) -> String {
+        match &self.remote {
+            Some(r) => format!("{} ({})", r.url, r.transport),
+            None => std::iter::once(self.command.as_str())
+                .chain(self.args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+}
+
+fn opt_value(opts: &[String], name: &str) -> Option<String> {
+    opts.iter()
+        .position(|a| a == name)
+        .and_then(|i| opts.get(i + 1))
+        .cloned()
+}
+
+/// Recognises `bir-proxy [opts] -- cmd args…`, `bir proxy [opts] -- …` and
+/// the remote form `bir-proxy [opts] --url <url> [--transport <t>]`.
 pub fn parse_wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
     let rest = if is_proxy_program(command) {
         args
@@ -104,19 +155,29 @@ pub fn parse_wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
     } else {
         return None;
     };
+    if !rest.iter().any(|a| a == "--")
+        && let Some(url) = opt_value(rest, "--url")
+    {
+        return Some(Wrapped {
+            proxy_command: command.to_owned(),
+            server_name: opt_value(rest, "--server-name"),
+            command: String::new(),
+            args: Vec::new(),
+            remote: Some(RemoteUpstream {
+                url,
+                transport: opt_value(rest, "--transport").unwrap_or_else(|| "auto".into()),
+            }),
+        });
+    }
     let dashdash = rest.iter().position(|a| a == "--")?;
     let (opts, original) = (&rest[..dashdash], &rest[dashdash + 1..]);
     let (cmd, cmd_args) = original.split_first()?;
-    let server_name = opts
-        .iter()
-        .position(|a| a == "--server-name")
-        .and_then(|i| opts.get(i + 1))
-        .cloned();
     Some(Wrapped {
         proxy_command: command.to_owned(),
-        server_name,
+        server_name: opt_value(opts, "--server-name"),
         command: cmd.clone(),
         args: cmd_args.to_vec(),
+        remote: None,
     })
 }
 
@@ -260,6 +321,22 @@ mod tests {
         assert!(parse_wrapped("/opt/bir", &args).is_some());
         assert!(parse_wrapped("C:/bin/bir-proxy.exe", &s(&["--", "x"])).is_some());
         assert!(parse_wrapped("npx", &s(&["bir-proxy", "--", "x"])).is_none());
+
+        // The remote form: --url, no `--`.
+        let args = link.remote_args("api", "https://h/mcp", "sse");
+        let w = parse_wrapped(&link.command(), &args).expect("wrapped remote");
+        assert_eq!(w.server_name.as_deref(), Some("api"));
+        assert_eq!(
+            w.remote,
+            Some(RemoteUpstream {
+                url: "https://h/mcp".into(),
+                transport: "sse".into()
+            })
+        );
+        assert_eq!(w.upstream(), "https://h/mcp (sse)");
+        let args = bir.remote_args("api", "https://h/mcp", "auto");
+        assert_eq!(args[0], "proxy");
+        assert!(parse_wrapped("/opt/bir", &args).is_some_and(|w| w.remote.is_some()));
         assert!(parse_wrapped("bir", &s(&["runs"])).is_none());
     }
 

@@ -5,8 +5,10 @@
 //! (`inserted` a wrapped copy, or `wrapped_in_place`), for an in-place wrap
 //! the original `command` and `args` as they were written (arguments that
 //! look like credentials are withheld and read back from the wrapped entry
-//! on uninstall; `env` and `headers` are never copied, bir does not change
-//! them), and the sha256 of the entry and of the file after bir's edit (to
+//! on uninstall; `env` and `headers` values are never copied), for a remote
+//! entry wrapped in place its original text with every header and env value
+//! withheld (uninstall reads them back from the wrapped entry's
+//! `BIR_UPSTREAM_HEADERS` and `env`), and the sha256 of the entry and of the file after bir's edit (to
 //! tell whether someone edited them since).
 
 use std::path::PathBuf;
@@ -61,6 +63,11 @@ pub struct Change {
     /// fields, and reads arguments back from the wrapped entry).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original: Option<serde_json::Value>,
+    /// For a remote entry wrapped in place: the original entry's text with
+    /// every `headers` / `env` value `"[withheld]"`; uninstall fills them
+    /// back in from the wrapped entry's `env` (`BIR_UPSTREAM_HEADERS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_text: Option<String>,
     pub entry_sha256: String,
     pub file_sha256: String,
     pub at: String,

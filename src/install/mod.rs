@@ -7,7 +7,7 @@
 //!   [`clients`] — the other clients' files; [`codex`] — Codex TOML;
 //!   [`commands`] — `install`/`uninstall`/`status`; [`ledger`] — what bir
 //!   changed; [`doctor`] — launches every wrapped entry; [`wrap`] and
-//!   [`entry`] — wrapped entries; [`diff`] — `--dry-run` output.
+//!   [`entry`] — wrapped entries; [`remote`] — remote (HTTP/SSE) entries; [`diff`] — `--dry-run` output.
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
@@ -21,4 +21,5 @@ pub mod doctor;
 pub mod entry;
 pub mod jsonedit;
 pub mod ledger;
+pub mod remote;
 pub mod wrap;

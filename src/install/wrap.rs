@@ -240,6 +240,7 @@ fn record(o: &atomic::Outcome, path: &[&str], keep: usize, flavor: Flavor) {
         args_absent: false,
         args_withheld: false,
         original: None,
+        original_text: None,
         entry_sha256: hash,
         file_sha256: atomic::sha256_hex(&o.after),
         at: crate::observe::time::rfc3339(std::time::SystemTime::now()),
