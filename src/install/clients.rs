@@ -1,5 +1,6 @@
 //! Clients other than Claude Code: one config file each (or one per scope),
-//! a server map under a known key, every stdio server wrapped in place.
+//! a server map under a known key, every stdio server (and remote server,
+//! see [`super::remote`]) wrapped in place.
 //!
 //! | client | file(s) | map key | flavor |
 //! |---|---|---|---|

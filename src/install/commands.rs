@@ -1,7 +1,7 @@
 //! `bir install`, `bir uninstall`, `bir status` (Claude Code).
 //!
-//! `bir install` wraps every approved stdio server this project's Claude
-//! Code sees, writing the wrapped copy into the project's **local scope**
+//! `bir install` wraps every approved server this project's Claude Code
+//! sees (stdio servers, and remote ones as [`super::remote`] describes), writing the wrapped copy into the project's **local scope**
 //! (`~/.claude.json` → `projects[<key>].mcpServers`), which beats the
 //! project (`.mcp.json`) and user scopes: the team's `.mcp.json` and the
 //! user scope are never edited. A server already in the local scope is
@@ -35,7 +35,8 @@ pub struct InstallCmd {
     pub client: Option<String>,
 
     /// wrap only this server (repeatable); also wraps a `.mcp.json` server
-    /// Claude Code has not asked about yet (never a rejected one)
+    /// Claude Code has not asked about yet (never a rejected one), or a
+    /// remote server the client signs in itself
     #[argh(option)]
     pub server: Vec<String>,
 
