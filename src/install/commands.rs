@@ -844,12 +844,18 @@ fn reverse(doc: &Doc, c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
     // A remote entry wrapped in place: the original text, its header
     // values read back from the wrapped entry.
     if let Some(template) = &c.original_text {
-        let text = super::remote::restore(template, node, doc).map_err(|e| {
-            format!(
-                "{}: cannot restore the original remote entry ({e}); nothing was changed",
-                c.server
-            )
-        })?;
+        let text = match super::remote::restore(template, node, doc) {
+            Ok(t) => t,
+            Err(e) => {
+                return Ok((
+                    None,
+                    format!(
+                        "{}: cannot restore the original remote entry ({e}); left as it is — put its headers back by hand",
+                        c.server
+                    ),
+                ));
+            }
+        };
         let bytes = doc.splice(node.start, node.end, &text);
         let note = if edited {
             format!(

@@ -24,7 +24,7 @@
 //! env) value withheld ([`template`]); uninstall fills the values back in
 //! from the wrapped entry's `env` ([`restore`]), giving the original bytes.
 
-use super::entry::{ProxyForm, RemoteUpstream};
+use super::entry::ProxyForm;
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 
 /// The env variable the proxy reads its static headers from.
@@ -35,10 +35,14 @@ pub const WITHHELD: &str = "[withheld]";
 
 const URL_KEYS: [&str; 3] = ["url", "serverUrl", "httpUrl"];
 
-/// The `--transport` for an entry's `type` (and URL key).
-pub fn transport_for(entry: &Node) -> &'static str {
+/// The `--transport` for an entry's `type` (and URL key) in `client`'s
+/// file.
+pub fn transport_for(entry: &Node, client: &str) -> &'static str {
     if entry.get("httpUrl").is_some() {
         return "http"; // Gemini CLI: httpUrl is streamable HTTP
+    }
+    if client == "gemini" && entry.get("type").is_none() && entry.get("url").is_some() {
+        return "sse"; // Gemini CLI: url is SSE
     }
     match entry
         .get("type")
@@ -263,7 +267,7 @@ pub fn wrapped_text(
     let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
     let entry = &doc.root;
     let url = url_of(entry).ok_or("no URL")?;
-    let args = form.remote_args(server_name, url, transport_for(entry));
+    let args = form.remote_args(server_name, url, transport_for(entry, client));
     let keep_type = client == "vscode";
     let mut members: Vec<String> = Vec::new();
     let mut placed = false;
@@ -385,14 +389,6 @@ pub fn restore(template: &str, wrapped: &Node, wrapped_doc: &Doc) -> Result<Stri
     Ok(fill(&doc, edits.into_iter()))
 }
 
-/// The remote upstream of a remote entry (for messages).
-pub fn upstream_of(entry: &Node) -> Option<RemoteUpstream> {
-    Some(RemoteUpstream {
-        url: url_of(entry)?.to_owned(),
-        transport: transport_for(entry).to_owned(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,11 +435,22 @@ mod tests {
         assert!(!t.contains("abc"), "{t}");
         let w = node(&out);
         assert_eq!(restore(&t, &w.root, &w).expect("restore"), text);
+        // Edited since: the current values come back; a header gone from
+        // the env is an error (uninstall leaves that entry alone).
+        let edited = out.replace("abc", "xyz");
+        let w = node(&edited);
+        assert_eq!(
+            restore(&t, &w.root, &w).expect("restore"),
+            text.replace("abc", "xyz")
+        );
+        let w = node(&out.replace("X-Trace", "X-Other"));
+        assert!(restore(&t, &w.root, &w).is_err());
     }
 
     #[test]
     fn transports_and_refusals() {
-        let t = |s: &str| transport_for(&node(s).root);
+        let t = |s: &str| transport_for(&node(s).root, "claude-code");
+        assert_eq!(transport_for(&node(r#"{"url":"u"}"#).root, "gemini"), "sse");
         assert_eq!(t(r#"{"type":"streamable-http","url":"u"}"#), "http");
         assert_eq!(t(r#"{"type":"sse","url":"u"}"#), "sse");
         assert_eq!(t(r#"{"serverUrl":"u"}"#), "auto");
