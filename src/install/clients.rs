@@ -383,6 +383,12 @@ pub fn summary(cf: &ClientFile, plan: &[(Found, Decision)], applied: bool) {
             Decision::Already => ("ok", "already wrapped".to_owned()),
             Decision::Skip(why) => ("skipped", why.clone()),
         };
+        let why = match (&f.kind, d) {
+            (EntryKind::Remote { .. }, Decision::InPlace | Decision::Copy) => {
+                why + &super::remote::summary_notes(&f.raw, &cf.client)
+            }
+            _ => why,
+        };
         out(&format!("  {state:<8} {:<width$}  {why}", f.name));
     }
 }

@@ -589,6 +589,12 @@ fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: boo
             Decision::Already => ("ok", format!("already wrapped ({} scope)", f.scope.label())),
             Decision::Skip(why) => ("skipped", why.clone()),
         };
+        let why = match (&f.kind, &p.decision) {
+            (EntryKind::Remote { .. }, Decision::Copy | Decision::InPlace) => {
+                why + &super::remote::summary_notes(&f.raw, CLIENT)
+            }
+            _ => why,
+        };
         out(&format!("  {state:<8} {:<width$}  {why}", f.name));
     }
     for s in &r.shadowed {

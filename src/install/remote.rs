@@ -241,6 +241,21 @@ pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, S
     Ok(notes)
 }
 
+/// For the summary of a wrapped remote entry: what wrapping it gives up
+/// (the `--server` notes of [`assess`]), as `"; …"`, or empty.
+pub fn summary_notes(raw: &str, client: &str) -> String {
+    let notes = Doc::parse(raw.as_bytes(), Flavor::Jsonc)
+        .ok()
+        .and_then(|d| assess(&d.root, client, true).ok())
+        .unwrap_or_default();
+    let mut out = String::from(" (remote: bir-proxy --url, headers in env)");
+    for n in notes {
+        out.push_str("; ");
+        out.push_str(&n);
+    }
+    out
+}
+
 /// The static headers of an entry, in order, as a JSON object text.
 fn headers_json(entry: &Node) -> Option<String> {
     let h = entry.get("headers")?;

@@ -1317,6 +1317,14 @@ fn claude_remote_entries_move_headers_into_env_and_round_trip() {
     ]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
+    assert!(
+        row_of(&all, "oauth-srv").contains("its oauth block no longer applies"),
+        "{all}"
+    );
+    assert!(
+        row_of(&all, "ph").contains("stays in env.BIR_UPSTREAM_HEADERS; Claude Code expands it"),
+        "{all}"
+    );
     let eff = effective(&f);
     assert_eq!(
         eff["ph"]["env"]["BIR_UPSTREAM_HEADERS"],
