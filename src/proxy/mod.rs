@@ -28,9 +28,11 @@
 //!   the host ended the session (signal, end of input), nothing is added.
 
 pub mod config;
+pub mod http;
 pub mod inflight;
 pub mod relay;
 pub mod signals;
+pub mod sse;
 pub mod upstream;
 
 use std::process::ExitStatus;
@@ -71,6 +73,9 @@ pub enum Event {
     UpstreamEof { generation: u32 },
     /// The upstream of this generation exited.
     UpstreamExited { generation: u32, status: ExitStatus },
+    /// A remote upstream's transport finished after the host left (the
+    /// session was ended).
+    RemoteClosed,
 }
 
 /// Runs `bir-proxy` with the arguments after the program name.
@@ -221,13 +226,16 @@ impl Session {
 
     /// Starts (or restarts) the upstream and its threads.
     fn start_upstream(&mut self) -> std::io::Result<()> {
+        if self.shared.cfg.remote.is_some() {
+            return self.start_remote();
+        }
         let spawned = upstream::spawn(&self.shared.cfg)?;
         self.generation += 1;
         let generation = self.generation;
         self.pid = Some(spawned.pid);
         self.exited = None;
         self.stdout_closed = false;
-        *lock(&self.shared.upstream_in) = Some(spawned.stdin);
+        *lock(&self.shared.upstream_in) = Some(Box::new(spawned.stdin));
         upstream::spawn_stderr_copier(&self.shared.cfg.server_name, spawned.stderr);
 
         let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
@@ -243,6 +251,20 @@ impl Session {
             }
         })?;
         Ok(())
+    }
+
+    /// A remote upstream: the HTTP transport behind two pipes. It never
+    /// exits on its own: unreachable, it answers each request with an error.
+    fn start_remote(&mut self) -> std::io::Result<()> {
+        let started = http::start(&self.shared.cfg, self.tx.clone())?;
+        self.generation += 1;
+        let generation = self.generation;
+        *lock(&self.shared.upstream_in) = Some(Box::new(started.to_remote));
+        let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
+        let from = started.from_remote;
+        self.spawn_thread("bir-from-server", move || {
+            relay::pump_upstream(&shared, &tx, from, generation);
+        })
     }
 
     fn start_host_pump(&self) {
@@ -290,8 +312,13 @@ impl Session {
                 if self.exited.is_none() && self.pid.is_some() {
                     self.timer = Some((Instant::now() + STOP_GRACE, Timer::SendTerm));
                 }
+                if self.shared.cfg.remote.is_some() {
+                    // The transport ends the session (bounded), then says so.
+                    self.timer = Some((Instant::now() + 2 * STOP_GRACE, Timer::GiveUp));
+                }
                 None
             }
+            Event::RemoteClosed => Some(Exit::Code(0)),
             Event::UpstreamEof { generation } if generation == self.generation => {
                 self.stdout_closed = true;
                 match self.exited {
@@ -431,7 +458,7 @@ impl Session {
 }
 
 /// The host's `initialize` line with its id replaced by one of the proxy's.
-fn with_own_id(initialize: &[u8], id: &str) -> Option<Vec<u8>> {
+pub(crate) fn with_own_id(initialize: &[u8], id: &str) -> Option<Vec<u8>> {
     let mut value: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(initialize).ok()?;
     value.insert("id".into(), serde_json::Value::String(id.into()));

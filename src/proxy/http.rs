@@ -1,0 +1,1016 @@
+//! A remote upstream (`bir-proxy --url`): Streamable HTTP and the legacy
+//! HTTP+SSE transport, presented to the relay as a "virtual child".
+//!
+//! ```text
+//! pump_host ──▶ pipe ──▶ transport thread ──POST──▶ server
+//!                                  │  (one thread per request, a GET
+//!                                  │   stream for server-initiated messages)
+//! pump_upstream ◀── pipe ◀── one line per message the server sent
+//! ```
+//!
+//! The relay does not change: the host pump writes lines into one OS pipe,
+//! `pump_upstream` reads lines from another, exactly as with a child's stdin
+//! and stdout. Everything HTTP lives here.
+//!
+//! Invariants:
+//! * A message is written to the host with the bytes the server sent (the
+//!   JSON body or the SSE data), minus framing; raw line breaks between JSON
+//!   tokens become spaces so the message stays one line.
+//! * The transport answers a request itself only when the server cannot:
+//!   unreachable, sign-in needed, an HTTP error, an answer too large, a
+//!   stream that ended unanswered. These answers never echo the server's
+//!   body, and name the URL only with its secrets redacted.
+//! * Static headers and the session id go only to the configured origin; a
+//!   redirect elsewhere drops them, https→http off loopback is refused.
+//!   Neither is ever logged.
+//! * Memory per stream is bounded by the message limit.
+
+use std::io::{self, BufRead, BufReader, PipeReader, PipeWriter, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use url::Url;
+
+use super::Event;
+use super::config::{ProxyConfig, RemoteConfig, TransportMode};
+use super::relay::lock;
+use super::sse::SseReader;
+use crate::jsonrpc::message::{self, IdKey, Kind};
+use crate::jsonrpc::scan::{LineScanner, LineSummary};
+
+const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+/// How long the `DELETE` of the session may take when the host leaves.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Reconnecting to a dropped stream without progress stops after this many
+/// attempts.
+const RESUME_ATTEMPTS: u32 = 5;
+/// Longest wait between GET stream reconnects.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long a request waits for a legacy SSE server's `endpoint` event.
+const ENDPOINT_WAIT: Duration = Duration::from_secs(10);
+
+/// The pipe ends the relay uses.
+pub struct Started {
+    /// What the host pump writes to (in place of a child's stdin).
+    pub to_remote: PipeWriter,
+    /// What `pump_upstream` reads (in place of a child's stdout).
+    pub from_remote: PipeReader,
+}
+
+/// Starts the transport thread. It sends [`Event::RemoteClosed`] once the
+/// host's side closed and the session was ended.
+pub fn start(cfg: &ProxyConfig, events: Sender<Event>) -> io::Result<Started> {
+    let Some(remote_cfg) = cfg.remote.clone() else {
+        return Err(io::Error::other("not a remote upstream"));
+    };
+    let (host_r, host_w) = io::pipe()?;
+    let (srv_r, srv_w) = io::pipe()?;
+    let remote = Arc::new(Remote::new(remote_cfg, cfg.max_message_bytes, srv_w));
+    thread::Builder::new()
+        .name("bir-http".into())
+        .stack_size(512 * 1024)
+        .spawn(move || remote.run(host_r, &events))?;
+    Ok(Started {
+        to_remote: host_w,
+        from_remote: srv_r,
+    })
+}
+
+/// The URL as it may appear in messages and logs: no userinfo, query values
+/// and fragment replaced by `[REDACTED]`.
+pub fn redact_url(url: &Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    if u.query().is_some() {
+        let names: Vec<String> = url
+            .query_pairs()
+            .map(|(k, _)| format!("{k}=[REDACTED]"))
+            .collect();
+        u.set_query(Some(&names.join("&")));
+    }
+    if u.fragment().is_some() {
+        u.set_fragment(Some("[REDACTED]"));
+    }
+    u.to_string()
+}
+
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// Why a request got no usable HTTP answer.
+enum Failure {
+    Unreachable(String),
+    Refused(String),
+}
+
+/// Where an awaited answer goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Deliver {
+    Host,
+    /// The proxy's own request: the answer is kept, not relayed.
+    Swallow,
+}
+
+/// How reading an answer ended.
+enum Answer {
+    /// The awaited response arrived (its bytes when swallowed).
+    Answered(Option<Vec<u8>>),
+    /// The stream ended without it; the transport already told the host.
+    Lost,
+}
+
+#[derive(Default)]
+struct State {
+    session: Option<String>,
+    protocol: Option<String>,
+    /// Bumped each time a new session replaces an expired one.
+    epoch: u64,
+    /// The host's `initialize` and `notifications/initialized` lines.
+    initialize: Option<Vec<u8>>,
+    initialized: Option<Vec<u8>>,
+    /// The transport in use once known (auto mode decides at initialize).
+    mode: Option<TransportMode>,
+    /// Legacy HTTP+SSE: the endpoint from the `endpoint` event.
+    endpoint: Option<Url>,
+    /// Legacy HTTP+SSE: the stream ended; requests get an error.
+    legacy_closed: bool,
+}
+
+struct Remote {
+    cfg: Arc<RemoteConfig>,
+    max: u64,
+    agent: ureq::Agent,
+    out: Mutex<PipeWriter>,
+    state: Mutex<State>,
+    endpoint_ready: Condvar,
+    reinit_lock: Mutex<()>,
+    closing: AtomicBool,
+    get_started: AtomicBool,
+    own_ids: AtomicU64,
+}
+
+#[derive(Deserialize)]
+struct InitAnswer {
+    result: Option<InitResult>,
+}
+
+#[derive(Deserialize)]
+struct InitResult {
+    #[serde(rename = "protocolVersion")]
+    protocol_version: Option<String>,
+}
+
+fn header_safe(v: &str) -> bool {
+    !v.is_empty() && v.len() <= 256 && v.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+fn summarize(bytes: &[u8]) -> LineSummary {
+    let mut scanner = LineScanner::new();
+    let _ = scanner.scan(bytes);
+    scanner.end_line()
+}
+
+fn no_proxy_matches(host: &str) -> bool {
+    let list = std::env::var("NO_PROXY")
+        .or_else(|_| std::env::var("no_proxy"))
+        .unwrap_or_default();
+    list.split(',').map(str::trim).any(|entry| {
+        let entry = entry.trim_start_matches('.');
+        entry == "*"
+            || (!entry.is_empty()
+                && (host.eq_ignore_ascii_case(entry)
+                    || host
+                        .to_ascii_lowercase()
+                        .ends_with(&format!(".{}", entry.to_ascii_lowercase()))))
+    })
+}
+
+impl Remote {
+    fn new(cfg: Arc<RemoteConfig>, max: u64, out: PipeWriter) -> Remote {
+        let host = cfg.url.host_str().unwrap_or_default().to_string();
+        // ureq 2.12 reads ALL_PROXY / HTTPS_PROXY / HTTP_PROXY but not
+        // NO_PROXY: that one is applied here, and loopback never proxies.
+        let use_proxy = !is_loopback(&cfg.url) && !no_proxy_matches(&host);
+        let agent = ureq::AgentBuilder::new()
+            .redirects(0)
+            .timeout_connect(cfg.connect_timeout)
+            .try_proxy_from_env(use_proxy)
+            .user_agent(concat!("bir-proxy/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Remote {
+            cfg,
+            max,
+            agent,
+            out: Mutex::new(out),
+            state: Mutex::new(State::default()),
+            endpoint_ready: Condvar::new(),
+            reinit_lock: Mutex::new(()),
+            closing: AtomicBool::new(false),
+            get_started: AtomicBool::new(false),
+            own_ids: AtomicU64::new(1),
+        }
+    }
+
+    fn redacted(&self) -> String {
+        redact_url(&self.cfg.url)
+    }
+
+    // -- the host's side ---------------------------------------------------
+
+    fn run(self: Arc<Self>, input: PipeReader, events: &Sender<Event>) {
+        if self.cfg.mode == TransportMode::Sse {
+            lock(&self.state).mode = Some(TransportMode::Sse);
+            self.start_legacy_stream();
+        }
+        let mut reader = BufReader::with_capacity(64 * 1024, input);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match reader.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            while matches!(line.last(), Some(b'\n' | b'\r')) {
+                line.pop();
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            Arc::clone(&self).dispatch(std::mem::take(&mut line));
+        }
+        self.closing.store(true, Ordering::SeqCst);
+        self.end_session();
+        let _ = events.send(Event::RemoteClosed);
+    }
+
+    fn dispatch(self: Arc<Self>, body: Vec<u8>) {
+        let summary = summarize(&body);
+        match Kind::of(&summary) {
+            Kind::Request { id, method } => {
+                let id = id.to_vec();
+                if method == "initialize" {
+                    lock(&self.state).initialize = Some(body.clone());
+                    // Synchronously: what follows needs the session.
+                    self.request(&body, Some(&id), true);
+                    return;
+                }
+                let me = Arc::clone(&self);
+                let spawned = thread::Builder::new()
+                    .name("bir-http-req".into())
+                    .stack_size(256 * 1024)
+                    .spawn(move || me.request(&body, Some(&id), false));
+                if let Err(err) = spawned {
+                    log::error!("cannot start a request thread: {err}");
+                }
+            }
+            Kind::Notification { method } => {
+                let initialized = method == "notifications/initialized";
+                if initialized {
+                    lock(&self.state).initialized = Some(body.clone());
+                }
+                self.one_way(&body);
+                if initialized {
+                    self.start_get_stream();
+                }
+            }
+            Kind::Batch => {
+                let me = Arc::clone(&self);
+                let _ = thread::Builder::new()
+                    .name("bir-http-req".into())
+                    .spawn(move || me.request(&body, None, false));
+            }
+            _ => self.one_way(&body),
+        }
+    }
+
+    /// Writes one message to the host (through `pump_upstream`).
+    fn emit(&self, msg: &[u8]) {
+        let mut out = lock(&self.out);
+        let result = if memchr::memchr2(b'\n', b'\r', msg).is_some() {
+            let line: Vec<u8> = msg
+                .iter()
+                .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+                .collect();
+            out.write_all(&line)
+        } else {
+            out.write_all(msg)
+        };
+        if let Err(err) = result.and_then(|()| out.write_all(b"\n")) {
+            log::debug!("the relay stopped reading: {err}");
+        }
+    }
+
+    /// Answers a host request with an error the proxy made.
+    fn fail(&self, id: Option<&[u8]>, text: &str) {
+        log::warn!("{text}");
+        if let Some(id) = id {
+            let mut answer = message::error_response(id, -32000, text);
+            answer.pop();
+            self.emit(&answer);
+        }
+    }
+
+    fn failure_text(&self, failure: &Failure) -> String {
+        match failure {
+            Failure::Unreachable(why) => {
+                format!("upstream unreachable: {}: {why}", self.redacted())
+            }
+            Failure::Refused(why) => format!("upstream refused: {why}"),
+        }
+    }
+
+    fn status_text(&self, resp: &ureq::Response) -> String {
+        let status = resp.status();
+        if status == 401 {
+            let mut text = "upstream requires sign-in (HTTP 401)".to_string();
+            if let Some(url) = resp
+                .header("www-authenticate")
+                .and_then(resource_metadata)
+                .filter(|u| header_safe(u))
+            {
+                text.push_str(&format!("; resource metadata: {url}"));
+            }
+            return text;
+        }
+        format!("upstream answered HTTP {status}")
+    }
+
+    // -- HTTP ----------------------------------------------------------------
+
+    /// Sends one request, following redirects by hand: credentials (static
+    /// headers, session id) only to the configured origin; https → http off
+    /// loopback refused.
+    fn send(
+        &self,
+        method: &str,
+        url: &Url,
+        body: Option<&[u8]>,
+        extra: &[(&str, &str)],
+        session: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<ureq::Response, Failure> {
+        let origin = self.cfg.url.origin();
+        let mut url = url.clone();
+        let mut credentials = url.origin() == origin;
+        for _ in 0..=5 {
+            let mut req = self.agent.request_url(method, &url);
+            if let Some(t) = timeout {
+                req = req.timeout(t);
+            }
+            for (k, v) in extra {
+                req = req.set(k, v);
+            }
+            if credentials {
+                for (k, v) in &self.cfg.headers {
+                    req = req.set(k, v);
+                }
+                if let Some(s) = session {
+                    req = req.set("Mcp-Session-Id", s);
+                }
+            }
+            let result = match body {
+                Some(b) => req.send_bytes(b),
+                None => req.call(),
+            };
+            let resp = match result {
+                Ok(r) => r,
+                Err(ureq::Error::Status(_, r)) => r,
+                Err(ureq::Error::Transport(t)) => {
+                    let why = match std::error::Error::source(&t) {
+                        Some(src) => format!("{} ({src})", t.kind()),
+                        None => t.kind().to_string(),
+                    };
+                    return Err(Failure::Unreachable(why));
+                }
+            };
+            if !matches!(resp.status(), 301 | 302 | 303 | 307 | 308) {
+                return Ok(resp);
+            }
+            let Some(next) = resp.header("location").and_then(|l| url.join(l).ok()) else {
+                return Ok(resp);
+            };
+            if url.scheme() == "https" && next.scheme() != "https" && !is_loopback(&next) {
+                return Err(Failure::Refused(
+                    "a redirect from https to plain http".into(),
+                ));
+            }
+            if !matches!(next.scheme(), "http" | "https") {
+                return Err(Failure::Refused("a redirect to a non-HTTP URL".into()));
+            }
+            if next.origin() != origin && credentials {
+                log::warn!(
+                    "the server redirected to another origin: credentials are not sent there"
+                );
+                credentials = false;
+            }
+            url = next;
+        }
+        Err(Failure::Refused("too many redirects".into()))
+    }
+
+    /// The headers every MCP POST carries, and the session to send.
+    fn post_headers(&self) -> (Option<String>, Option<String>) {
+        let st = lock(&self.state);
+        (st.session.clone(), st.protocol.clone())
+    }
+
+    fn post(&self, url: &Url, body: &[u8], with_session: bool) -> Result<ureq::Response, Failure> {
+        let (session, protocol) = if with_session {
+            self.post_headers()
+        } else {
+            (None, None)
+        };
+        let mut extra: Vec<(&str, &str)> = vec![
+            ("Accept", ACCEPT_BOTH),
+            ("Content-Type", "application/json"),
+        ];
+        if let Some(p) = protocol.as_deref() {
+            extra.push(("MCP-Protocol-Version", p));
+        }
+        self.send("POST", url, Some(body), &extra, session.as_deref(), None)
+    }
+
+    /// A host request: POST it and deliver its answer.
+    fn request(self: &Arc<Self>, body: &[u8], id: Option<&[u8]>, is_init: bool) {
+        if self.current_mode() == Some(TransportMode::Sse) {
+            self.legacy_post(body, id);
+            return;
+        }
+        let mut retried = false;
+        loop {
+            let (epoch, had_session) = {
+                let st = lock(&self.state);
+                (st.epoch, st.session.is_some())
+            };
+            let resp = match self.post(&self.cfg.url, body, !is_init) {
+                Ok(r) => r,
+                Err(f) => return self.fail(id, &self.failure_text(&f)),
+            };
+            let status = resp.status();
+            match status {
+                202 => return,
+                200..=299 => {
+                    if is_init {
+                        let mut st = lock(&self.state);
+                        st.mode = Some(TransportMode::Http);
+                        st.session = resp
+                            .header("mcp-session-id")
+                            .filter(|s| header_safe(s))
+                            .map(str::to_string);
+                    }
+                    self.read_answer(resp, id, Deliver::Host, is_init);
+                    return;
+                }
+                404 if had_session && !is_init && !retried => {
+                    retried = true;
+                    if !self.reinit(epoch) {
+                        return self.fail(id, "upstream session expired and could not be renewed");
+                    }
+                }
+                400 | 404 | 405 if is_init && self.cfg.mode == TransportMode::Auto => {
+                    log::info!(
+                        "the server answered HTTP {status} to a Streamable HTTP initialize; trying the HTTP+SSE transport"
+                    );
+                    if self.probe_legacy() {
+                        self.legacy_post(body, id);
+                    } else {
+                        self.fail(id, &self.status_text(&resp));
+                    }
+                    return;
+                }
+                _ => return self.fail(id, &self.status_text(&resp)),
+            }
+        }
+    }
+
+    /// A notification or response from the host: POST it, expect 202.
+    fn one_way(&self, body: &[u8]) {
+        if self.current_mode() == Some(TransportMode::Sse) {
+            self.legacy_post(body, None);
+            return;
+        }
+        let mut retried = false;
+        loop {
+            let epoch = lock(&self.state).epoch;
+            match self.post(&self.cfg.url, body, true) {
+                Ok(resp) if resp.status() == 404 && !retried => {
+                    retried = true;
+                    if !self.reinit(epoch) {
+                        return;
+                    }
+                }
+                Ok(resp) if resp.status() >= 300 => {
+                    log::warn!(
+                        "the server refused a notification or response: {}",
+                        self.status_text(&resp)
+                    );
+                    return;
+                }
+                Ok(resp) => {
+                    // Some servers answer with a stream anyway: relay it.
+                    if resp.status() == 200 {
+                        self.read_answer(resp, None, Deliver::Host, false);
+                    }
+                    return;
+                }
+                Err(f) => {
+                    log::warn!("{}", self.failure_text(&f));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn current_mode(&self) -> Option<TransportMode> {
+        lock(&self.state).mode
+    }
+
+    /// Reads an answer (a JSON body or an SSE stream) until the response to
+    /// `want` arrived, relaying everything else.
+    fn read_answer(
+        &self,
+        resp: ureq::Response,
+        want: Option<&[u8]>,
+        deliver: Deliver,
+        learn_version: bool,
+    ) -> Answer {
+        let is_sse = resp
+            .header("content-type")
+            .is_some_and(|c| c.trim_start().starts_with("text/event-stream"));
+        if !is_sse {
+            let mut body = Vec::new();
+            let read = resp.into_reader().take(self.max + 1).read_to_end(&mut body);
+            if let Err(err) = read {
+                let text = format!("upstream closed the connection before answering ({err})");
+                self.fail(want, &text);
+                return Answer::Lost;
+            }
+            if body.len() as u64 > self.max {
+                let text = format!("upstream answer too large (over {} bytes)", self.max);
+                self.fail(want, &text);
+                return Answer::Lost;
+            }
+            if body.iter().all(u8::is_ascii_whitespace) {
+                return Answer::Lost;
+            }
+            if learn_version {
+                self.learn_version(&body);
+            }
+            if deliver == Deliver::Swallow {
+                return Answer::Answered(Some(body));
+            }
+            self.emit(&body);
+            return Answer::Answered(None);
+        }
+        let want_key = want.map(IdKey::from_raw);
+        let mut reader = Box::new(BufReader::with_capacity(64 * 1024, resp.into_reader()))
+            as Box<dyn BufRead + Send>;
+        let mut last_id: Option<String> = None;
+        let mut retry = Duration::from_millis(1000);
+        let mut attempts = 0u32;
+        loop {
+            let mut progressed = false;
+            let mut sse = SseReader::new(&mut reader, self.max);
+            loop {
+                let event = match sse.next_event() {
+                    Ok(Some(e)) => e,
+                    Ok(None) => break,
+                    Err(err) => {
+                        log::debug!("the answer stream broke: {err}");
+                        break;
+                    }
+                };
+                if let Some(ms) = event.retry {
+                    retry = Duration::from_millis(ms.min(60_000));
+                }
+                if let Some(id) = &event.id {
+                    last_id = Some(id.clone());
+                    progressed = true;
+                }
+                let Some(summary) = &event.summary else {
+                    continue; // a priming event: no data
+                };
+                let is_want = match (&want_key, Kind::of(summary)) {
+                    (Some(w), Kind::Response { id, .. }) => IdKey::from_raw(id) == *w,
+                    _ => false,
+                };
+                if event.oversized {
+                    self.oversized(summary, event.data_len());
+                    if is_want {
+                        return Answer::Lost;
+                    }
+                    continue;
+                }
+                if event.data.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                if is_want {
+                    if learn_version {
+                        self.learn_version(&event.data);
+                    }
+                    if deliver == Deliver::Swallow {
+                        return Answer::Answered(Some(event.data));
+                    }
+                    self.emit(&event.data);
+                    return Answer::Answered(None);
+                }
+                self.emit(&event.data);
+            }
+            if want.is_none() && deliver == Deliver::Host {
+                return Answer::Lost;
+            }
+            // The stream ended before the answer: resume it (SEP-1699).
+            let Some(resume_from) = last_id.clone() else {
+                self.fail(want, "upstream closed the stream before answering");
+                return Answer::Lost;
+            };
+            attempts = if progressed { 1 } else { attempts + 1 };
+            if attempts > RESUME_ATTEMPTS || self.closing.load(Ordering::SeqCst) {
+                self.fail(want, "upstream closed the stream before answering");
+                return Answer::Lost;
+            }
+            thread::sleep(retry);
+            match self.get(Some(&resume_from)) {
+                Ok(resp) if resp.status() == 200 => {
+                    reader = Box::new(BufReader::with_capacity(64 * 1024, resp.into_reader()));
+                }
+                Ok(resp) => {
+                    log::debug!("resuming the stream: HTTP {}", resp.status());
+                    self.fail(want, "upstream closed the stream before answering");
+                    return Answer::Lost;
+                }
+                Err(f) => {
+                    self.fail(want, &self.failure_text(&f));
+                    return Answer::Lost;
+                }
+            }
+        }
+    }
+
+    /// A message over the limit: the request waiting for it gets an error.
+    fn oversized(&self, summary: &LineSummary, size: u64) {
+        let text = format!(
+            "upstream answer too large ({size} bytes or more; the limit is {} bytes)",
+            self.max
+        );
+        match Kind::of(summary) {
+            Kind::Response { id, .. } => self.fail(Some(id), &text),
+            _ => log::warn!(
+                "dropped a message from the server over the {}-byte limit",
+                self.max
+            ),
+        }
+    }
+
+    fn learn_version(&self, answer: &[u8]) {
+        let version = serde_json::from_slice::<InitAnswer>(answer)
+            .ok()
+            .and_then(|a| a.result)
+            .and_then(|r| r.protocol_version)
+            .filter(|v| header_safe(v));
+        if let Some(v) = version {
+            lock(&self.state).protocol = Some(v);
+        }
+    }
+
+    fn get(&self, last_event_id: Option<&str>) -> Result<ureq::Response, Failure> {
+        let (session, protocol) = self.post_headers();
+        let mut extra: Vec<(&str, &str)> = vec![("Accept", "text/event-stream")];
+        if let Some(p) = protocol.as_deref() {
+            extra.push(("MCP-Protocol-Version", p));
+        }
+        if let Some(l) = last_event_id {
+            extra.push(("Last-Event-ID", l));
+        }
+        self.send("GET", &self.cfg.url, None, &extra, session.as_deref(), None)
+    }
+
+    /// A new session in place of an expired one: the host's `initialize`
+    /// under an id of the proxy's (its answer is swallowed), then
+    /// `notifications/initialized`. Invisible to the host.
+    fn reinit(&self, seen_epoch: u64) -> bool {
+        let _guard = lock(&self.reinit_lock);
+        let (init, initialized) = {
+            let st = lock(&self.state);
+            if st.epoch != seen_epoch {
+                return true; // another thread renewed it already
+            }
+            (st.initialize.clone(), st.initialized.clone())
+        };
+        let Some(init) = init else {
+            return false;
+        };
+        let id = format!(
+            "bir:reinit-{}",
+            self.own_ids.fetch_add(1, Ordering::Relaxed)
+        );
+        let Some(mut line) = super::with_own_id(&init, &id) else {
+            return false;
+        };
+        line.pop();
+        log::info!("the server's session expired (HTTP 404); starting a new one");
+        let resp = match self.post(&self.cfg.url, &line, false) {
+            Ok(r) if r.status() == 200 => r,
+            Ok(r) => {
+                log::warn!("renewing the session: {}", self.status_text(&r));
+                return false;
+            }
+            Err(f) => {
+                log::warn!("renewing the session: {}", self.failure_text(&f));
+                return false;
+            }
+        };
+        let session = resp
+            .header("mcp-session-id")
+            .filter(|s| header_safe(s))
+            .map(str::to_string);
+        let raw_id = serde_json::to_vec(&id).unwrap_or_default();
+        let Answer::Answered(Some(answer)) =
+            self.read_answer(resp, Some(&raw_id), Deliver::Swallow, false)
+        else {
+            return false;
+        };
+        {
+            let mut st = lock(&self.state);
+            st.session = session;
+            st.epoch += 1;
+        }
+        self.learn_version(&answer);
+        if let Some(initialized) = initialized
+            && let Err(f) = self.post(&self.cfg.url, &initialized, true)
+        {
+            log::warn!("renewing the session: {}", self.failure_text(&f));
+        }
+        true
+    }
+
+    /// Opens the GET stream for server-initiated messages (once).
+    fn start_get_stream(self: &Arc<Self>) {
+        if self.current_mode() != Some(TransportMode::Http)
+            || self.get_started.swap(true, Ordering::SeqCst)
+        {
+            return;
+        }
+        let me = Arc::clone(self);
+        let _ = thread::Builder::new()
+            .name("bir-http-get".into())
+            .stack_size(256 * 1024)
+            .spawn(move || me.get_stream_loop());
+    }
+
+    fn get_stream_loop(&self) {
+        let mut last_id: Option<String> = None;
+        let mut failures = 0u32;
+        let mut retry = Duration::from_millis(1000);
+        loop {
+            if self.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            let epoch = lock(&self.state).epoch;
+            let mut delivered = false;
+            match self.get(last_id.as_deref()) {
+                Ok(resp) if resp.status() == 200 => {
+                    let mut reader = BufReader::with_capacity(64 * 1024, resp.into_reader());
+                    let mut sse = SseReader::new(&mut reader, self.max);
+                    while let Ok(Some(event)) = sse.next_event() {
+                        if let Some(ms) = event.retry {
+                            retry = Duration::from_millis(ms.min(60_000));
+                        }
+                        if let Some(id) = &event.id {
+                            last_id = Some(id.clone());
+                        }
+                        delivered = true;
+                        let Some(summary) = &event.summary else {
+                            continue;
+                        };
+                        if event.oversized {
+                            self.oversized(summary, event.data_len());
+                        } else if !event.data.iter().all(u8::is_ascii_whitespace) {
+                            self.emit(&event.data);
+                        }
+                    }
+                }
+                Ok(resp) if resp.status() == 405 => {
+                    log::debug!("the server offers no GET stream (HTTP 405)");
+                    return;
+                }
+                Ok(resp) if resp.status() == 404 && lock(&self.state).session.is_some() => {
+                    last_id = None;
+                    if !self.reinit(epoch) {
+                        failures += 1;
+                    }
+                }
+                Ok(resp) => log::debug!("GET stream: HTTP {}", resp.status()),
+                Err(f) => log::debug!("GET stream: {}", self.failure_text(&f)),
+            }
+            failures = if delivered { 0 } else { failures + 1 };
+            let wait = if failures == 0 {
+                retry
+            } else {
+                (retry * 2u32.saturating_pow(failures.min(5))).min(MAX_BACKOFF)
+            };
+            if !self.sleep_unless_closing(wait) {
+                return;
+            }
+        }
+    }
+
+    fn sleep_unless_closing(&self, wait: Duration) -> bool {
+        let until = Instant::now() + wait;
+        while Instant::now() < until {
+            if self.closing.load(Ordering::SeqCst) {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(50).min(until - Instant::now()));
+        }
+        !self.closing.load(Ordering::SeqCst)
+    }
+
+    /// The host left: end the session (`DELETE`, bounded).
+    fn end_session(&self) {
+        let session = lock(&self.state).session.clone();
+        let Some(session) = session else {
+            return;
+        };
+        let protocol = lock(&self.state).protocol.clone();
+        let mut extra: Vec<(&str, &str)> = Vec::new();
+        if let Some(p) = protocol.as_deref() {
+            extra.push(("MCP-Protocol-Version", p));
+        }
+        match self.send(
+            "DELETE",
+            &self.cfg.url,
+            None,
+            &extra,
+            Some(&session),
+            Some(DELETE_TIMEOUT),
+        ) {
+            Ok(resp) => log::debug!("session ended (HTTP {})", resp.status()),
+            Err(f) => log::debug!("ending the session: {}", self.failure_text(&f)),
+        }
+    }
+
+    // -- legacy HTTP+SSE (2024-11-05) ----------------------------------------
+
+    /// Auto mode: the URL refused a Streamable HTTP initialize. Does it speak
+    /// HTTP+SSE (a GET stream whose first event is `endpoint`)?
+    fn probe_legacy(self: &Arc<Self>) -> bool {
+        lock(&self.state).mode = Some(TransportMode::Sse);
+        self.start_legacy_stream();
+        self.wait_endpoint().is_some()
+    }
+
+    fn start_legacy_stream(self: &Arc<Self>) {
+        if self.get_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = Arc::clone(self);
+        let _ = thread::Builder::new()
+            .name("bir-sse".into())
+            .stack_size(256 * 1024)
+            .spawn(move || me.legacy_stream());
+    }
+
+    fn wait_endpoint(&self) -> Option<Url> {
+        let deadline = Instant::now() + ENDPOINT_WAIT.max(self.cfg.connect_timeout);
+        let mut st = lock(&self.state);
+        loop {
+            if let Some(e) = &st.endpoint {
+                return Some(e.clone());
+            }
+            if st.legacy_closed {
+                return None;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            st = self
+                .endpoint_ready
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn legacy_stream(&self) {
+        let resp = match self.send(
+            "GET",
+            &self.cfg.url,
+            None,
+            &[("Accept", "text/event-stream")],
+            None,
+            None,
+        ) {
+            Ok(r) if r.status() == 200 => Ok(r),
+            Ok(r) => Err(self.status_text(&r)),
+            Err(f) => Err(self.failure_text(&f)),
+        };
+        match resp {
+            Err(text) => log::warn!("the HTTP+SSE stream: {text}"),
+            Ok(resp) => {
+                let mut reader = BufReader::with_capacity(64 * 1024, resp.into_reader());
+                let mut sse = SseReader::new(&mut reader, self.max);
+                while let Ok(Some(event)) = sse.next_event() {
+                    if event.event.as_deref() == Some("endpoint") {
+                        let target = std::str::from_utf8(&event.data)
+                            .ok()
+                            .and_then(|d| self.cfg.url.join(d.trim()).ok());
+                        match target {
+                            Some(t) if t.origin() == self.cfg.url.origin() => {
+                                lock(&self.state).endpoint = Some(t);
+                                self.endpoint_ready.notify_all();
+                            }
+                            _ => log::warn!(
+                                "ignored an endpoint event naming another origin or no URL"
+                            ),
+                        }
+                        continue;
+                    }
+                    let Some(summary) = &event.summary else {
+                        continue;
+                    };
+                    if event.oversized {
+                        self.oversized(summary, event.data_len());
+                    } else if !event.data.iter().all(u8::is_ascii_whitespace) {
+                        self.emit(&event.data);
+                    }
+                }
+                if !self.closing.load(Ordering::SeqCst) {
+                    log::warn!("the server closed the HTTP+SSE stream");
+                }
+            }
+        }
+        let mut st = lock(&self.state);
+        st.legacy_closed = true;
+        st.endpoint = None;
+        self.endpoint_ready.notify_all();
+    }
+
+    /// Legacy: POST a message to the endpoint; the answer comes on the stream.
+    fn legacy_post(&self, body: &[u8], id: Option<&[u8]>) {
+        let Some(endpoint) = self.wait_endpoint() else {
+            let text = format!(
+                "upstream unreachable: {}: no HTTP+SSE stream",
+                self.redacted()
+            );
+            return self.fail(id, &text);
+        };
+        let extra = [("Content-Type", "application/json")];
+        match self.send("POST", &endpoint, Some(body), &extra, None, None) {
+            Ok(resp) if resp.status() < 300 => {}
+            Ok(resp) => self.fail(id, &self.status_text(&resp)),
+            Err(f) => self.fail(id, &self.failure_text(&f)),
+        }
+    }
+}
+
+/// `resource_metadata="…"` from a `WWW-Authenticate` header.
+fn resource_metadata(header: &str) -> Option<String> {
+    let at = header.find("resource_metadata=")?;
+    let rest = &header[at + "resource_metadata=".len()..];
+    let value = match rest.strip_prefix('"') {
+        Some(quoted) => quoted.split('"').next()?,
+        None => rest.split([',', ' ']).next()?,
+    };
+    Some(value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_secrets_in_urls() {
+        let u = Url::parse("https://user:pw@mcp.example.com/mcp?token=abc&x=1#access_token=z")
+            .expect("url");
+        let r = redact_url(&u);
+        assert_eq!(
+            r,
+            "https://mcp.example.com/mcp?token=[REDACTED]&x=[REDACTED]#[REDACTED]"
+        );
+    }
+
+    #[test]
+    fn finds_resource_metadata() {
+        assert_eq!(
+            resource_metadata(
+                r#"Bearer error="invalid_token", resource_metadata="https://a.example/.well-known/oauth-protected-resource/mcp", scope="x""#
+            )
+            .as_deref(),
+            Some("https://a.example/.well-known/oauth-protected-resource/mcp")
+        );
+        assert_eq!(resource_metadata("Bearer realm=x"), None);
+    }
+}
