@@ -2,6 +2,8 @@
 //!
 //! * `dispatch` — one executable, three names.
 //! * `golden` — direct vs proxied transcripts (the core transparency test).
+//! * `http` — `bir proxy --url`: the real server-everything over
+//!   Streamable HTTP and legacy SSE, and a fault server on 127.0.0.1.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `relay` — byte-exactness under random read boundaries and large
 //!   messages.
@@ -10,6 +12,7 @@
 
 mod dispatch;
 mod golden;
+mod http;
 mod lifecycle;
 mod record;
 mod relay;
