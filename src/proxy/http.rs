@@ -400,13 +400,8 @@ impl Remote {
             let Some(next) = resp.header("location").and_then(|l| url.join(l).ok()) else {
                 return Ok(resp);
             };
-            if url.scheme() == "https" && next.scheme() != "https" && !is_loopback(&next) {
-                return Err(Failure::Refused(
-                    "a redirect from https to plain http".into(),
-                ));
-            }
-            if !matches!(next.scheme(), "http" | "https") {
-                return Err(Failure::Refused("a redirect to a non-HTTP URL".into()));
+            if let Err(why) = redirect_allowed(&url, &next) {
+                return Err(Failure::Refused(why.into()));
             }
             if next.origin() != origin && credentials {
                 log::warn!(
@@ -976,6 +971,18 @@ impl Remote {
     }
 }
 
+/// Whether the transport follows a redirect at all: never from https to
+/// plain http (off loopback), never to anything but http(s).
+fn redirect_allowed(from: &Url, to: &Url) -> Result<(), &'static str> {
+    if !matches!(to.scheme(), "http" | "https") {
+        return Err("a redirect to a non-HTTP URL");
+    }
+    if from.scheme() == "https" && to.scheme() == "http" && !is_loopback(to) {
+        return Err("a redirect from https to plain http");
+    }
+    Ok(())
+}
+
 /// `resource_metadata="…"` from a `WWW-Authenticate` header.
 fn resource_metadata(header: &str) -> Option<String> {
     let at = header.find("resource_metadata=")?;
@@ -1000,6 +1007,20 @@ mod tests {
             r,
             "https://mcp.example.com/mcp?token=[REDACTED]&x=[REDACTED]#[REDACTED]"
         );
+    }
+
+    #[test]
+    fn redirects_never_downgrade_off_loopback() {
+        let u = |s: &str| Url::parse(s).expect("url");
+        let https = u("https://mcp.example.com/mcp");
+        assert!(redirect_allowed(&https, &u("https://other.example.com/x")).is_ok());
+        assert_eq!(
+            redirect_allowed(&https, &u("http://mcp.example.com/mcp")),
+            Err("a redirect from https to plain http")
+        );
+        assert!(redirect_allowed(&https, &u("http://127.0.0.1:9/mcp")).is_ok());
+        assert!(redirect_allowed(&https, &u("http://localhost/mcp")).is_ok());
+        assert!(redirect_allowed(&https, &u("file:///etc/passwd")).is_err());
     }
 
     #[test]

@@ -871,3 +871,61 @@ fn connecting_is_bounded() {
         libc::close(fd);
     }
 }
+
+/// The Python SDK feature client (tests/peers/feature_client.py) over
+/// Streamable HTTP, direct and through `bir proxy --url`: every feature of
+/// server-everything gives the same normalised result.
+#[test]
+fn python_sdk_features_are_the_same_direct_and_proxied() {
+    let python = require(peers().join("venv/bin/python"));
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/feature_client.py");
+    let server = Everything::start("streamableHttp");
+    let url = server.url("/mcp");
+    let dir = TempDir::new("http-feature-client");
+    let run = |mode: &str, wrap: Option<String>| {
+        let mut cmd = command(&python, &dir);
+        cmd.arg(&client)
+            .args(["--mode", mode, "--", &url])
+            .env_remove("BIR_WRAP")
+            .env_remove("HTTP_PROXY")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("ALL_PROXY");
+        if let Some(w) = wrap {
+            cmd.env("BIR_WRAP", w);
+        }
+        let out = cmd.output().expect("run the feature client");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let wrap = format!("{} proxy --server-name everything --", bir().display());
+    for mode in ["legacy", "auto"] {
+        let (direct, proxied) = thread::scope(|s| {
+            let d = s.spawn(|| run(mode, None));
+            let p = s.spawn(|| run(mode, Some(wrap.clone())));
+            (d.join().expect("direct"), p.join().expect("proxied"))
+        });
+        let why = |out: &(Option<i32>, String, String)| {
+            let doc: Value = serde_json::from_str(&out.1).unwrap_or(Value::Null);
+            let failed: Vec<String> = doc["failed"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str())
+                .map(|f| format!("{f}: {}", doc["features"][f]))
+                .collect();
+            format!("{failed:#?}\n{}", out.2)
+        };
+        assert_eq!(direct.0, Some(0), "direct {mode} failed: {}", why(&direct));
+        assert_eq!(
+            proxied.0,
+            Some(0),
+            "proxied {mode} failed: {}",
+            why(&proxied)
+        );
+        assert_eq!(direct.1, proxied.1, "{mode}: direct and proxied differ");
+        assert!(direct.1.contains("\"sampling\""), "the tour ran");
+    }
+}
