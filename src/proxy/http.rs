@@ -25,6 +25,7 @@
 //!   Neither is ever logged.
 //! * Memory per stream is bounded by the message limit.
 
+use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, PipeReader, PipeWriter, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -37,6 +38,7 @@ use url::Url;
 
 use super::Event;
 use super::config::{ProxyConfig, RemoteConfig, TransportMode};
+use super::modern;
 use super::relay::lock;
 use super::sse::SseReader;
 use crate::jsonrpc::message::{self, IdKey, Kind};
@@ -158,6 +160,48 @@ struct Remote {
     closing: AtomicBool,
     get_started: AtomicBool,
     own_ids: AtomicU64,
+    /// 2026-07-28 requests in flight: set to cancel (close the stream).
+    modern_inflight: Mutex<HashMap<IdKey, Arc<AtomicBool>>>,
+    /// `x-mcp-header` annotations learned from `tools/list` answers.
+    param_headers: Mutex<modern::ParamHeaders>,
+}
+
+/// What to learn from an awaited answer.
+#[derive(Clone, Copy)]
+enum Learn {
+    Nothing,
+    /// The negotiated `protocolVersion` (an `initialize` answer).
+    Version,
+    /// `x-mcp-header` annotations (a `tools/list` answer).
+    Tools,
+}
+
+/// A host request as the transport sends it.
+struct Req {
+    method: String,
+    is_init: bool,
+    /// 2026-07-28: the headers mirroring the body.
+    modern: Option<Vec<(String, String)>>,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Req {
+    fn plain(method: &str, is_init: bool) -> Req {
+        Req {
+            method: method.to_string(),
+            is_init,
+            modern: None,
+            cancel: None,
+        }
+    }
+
+    fn learn(&self) -> Learn {
+        match self.method.as_str() {
+            "initialize" => Learn::Version,
+            "tools/list" => Learn::Tools,
+            _ => Learn::Nothing,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -219,6 +263,8 @@ impl Remote {
             closing: AtomicBool::new(false),
             get_started: AtomicBool::new(false),
             own_ids: AtomicU64::new(1),
+            modern_inflight: Mutex::new(HashMap::new()),
+            param_headers: Mutex::new(modern::ParamHeaders::new()),
         }
     }
 
@@ -259,20 +305,51 @@ impl Remote {
         match Kind::of(&summary) {
             Kind::Request { id, method } => {
                 let id = id.to_vec();
+                let method = method.into_owned();
                 if method == "initialize" {
                     lock(&self.state).initialize = Some(body.clone());
                     // Synchronously: what follows needs the session.
-                    self.request(&body, Some(&id), true);
+                    self.request(&body, Some(&id), &Req::plain(&method, true));
                     return;
                 }
+                let req = match modern::headers_for(&body, &lock(&self.param_headers)) {
+                    Some(headers) => {
+                        let cancel = Arc::new(AtomicBool::new(false));
+                        lock(&self.modern_inflight)
+                            .insert(IdKey::from_raw(&id), Arc::clone(&cancel));
+                        Req {
+                            method,
+                            is_init: false,
+                            modern: Some(headers),
+                            cancel: Some(cancel),
+                        }
+                    }
+                    None => Req::plain(&method, false),
+                };
                 let me = Arc::clone(&self);
                 let spawned = thread::Builder::new()
                     .name("bir-http-req".into())
                     .stack_size(256 * 1024)
-                    .spawn(move || me.request(&body, Some(&id), false));
+                    .spawn(move || {
+                        me.request(&body, Some(&id), &req);
+                        if req.modern.is_some() {
+                            lock(&me.modern_inflight).remove(&IdKey::from_raw(&id));
+                        }
+                    });
                 if let Err(err) = spawned {
                     log::error!("cannot start a request thread: {err}");
                 }
+            }
+            Kind::Notification { method } if method == "notifications/cancelled" => {
+                // 2026-07-28 over HTTP: cancelling is closing the request's
+                // stream; the notification itself is not sent.
+                if let Some(id) = modern::cancelled_request(&body)
+                    && let Some(flag) = lock(&self.modern_inflight).get(&IdKey::from_raw(&id))
+                {
+                    flag.store(true, Ordering::SeqCst);
+                    return;
+                }
+                self.one_way(&body);
             }
             Kind::Notification { method } => {
                 let initialized = method == "notifications/initialized";
@@ -288,7 +365,7 @@ impl Remote {
                 let me = Arc::clone(&self);
                 let _ = thread::Builder::new()
                     .name("bir-http-req".into())
-                    .spawn(move || me.request(&body, None, false));
+                    .spawn(move || me.request(&body, None, &Req::plain("", false)));
             }
             _ => self.one_way(&body),
         }
@@ -437,7 +514,11 @@ impl Remote {
     }
 
     /// A host request: POST it and deliver its answer.
-    fn request(self: &Arc<Self>, body: &[u8], id: Option<&[u8]>, is_init: bool) {
+    fn request(self: &Arc<Self>, body: &[u8], id: Option<&[u8]>, req: &Req) {
+        let is_init = req.is_init;
+        if let Some(headers) = &req.modern {
+            return self.modern_request(body, id, req, headers);
+        }
         if self.current_mode() == Some(TransportMode::Sse) {
             self.legacy_post(body, id);
             return;
@@ -464,7 +545,7 @@ impl Remote {
                             .filter(|s| header_safe(s))
                             .map(str::to_string);
                     }
-                    self.read_answer(resp, id, Deliver::Host, is_init);
+                    self.read_answer(resp, id, Deliver::Host, req.learn(), None);
                     return;
                 }
                 404 if had_session && !is_init && !retried => {
@@ -515,7 +596,7 @@ impl Remote {
                 Ok(resp) => {
                     // Some servers answer with a stream anyway: relay it.
                     if resp.status() == 200 {
-                        self.read_answer(resp, None, Deliver::Host, false);
+                        self.read_answer(resp, None, Deliver::Host, Learn::Nothing, None);
                     }
                     return;
                 }
@@ -538,7 +619,8 @@ impl Remote {
         resp: ureq::Response,
         want: Option<&[u8]>,
         deliver: Deliver,
-        learn_version: bool,
+        learn: Learn,
+        cancel: Option<&AtomicBool>,
     ) -> Answer {
         let is_sse = resp
             .header("content-type")
@@ -559,9 +641,7 @@ impl Remote {
             if body.iter().all(u8::is_ascii_whitespace) {
                 return Answer::Lost;
             }
-            if learn_version {
-                self.learn_version(&body);
-            }
+            self.learn(learn, &body);
             if deliver == Deliver::Swallow {
                 return Answer::Answered(Some(body));
             }
@@ -610,10 +690,12 @@ impl Remote {
                 if event.data.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
+                if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
+                    log::debug!("the host cancelled the request: its stream is closed");
+                    return Answer::Lost;
+                }
                 if is_want {
-                    if learn_version {
-                        self.learn_version(&event.data);
-                    }
+                    self.learn(learn, &event.data);
                     if deliver == Deliver::Swallow {
                         return Answer::Answered(Some(event.data));
                     }
@@ -665,6 +747,60 @@ impl Remote {
                 "dropped a message from the server over the {}-byte limit",
                 self.max
             ),
+        }
+    }
+
+    fn learn(&self, learn: Learn, answer: &[u8]) {
+        match learn {
+            Learn::Nothing => {}
+            Learn::Version => self.learn_version(answer),
+            Learn::Tools => {
+                let found = modern::param_headers_of(answer);
+                if !found.is_empty() {
+                    lock(&self.param_headers).extend(found);
+                }
+            }
+        }
+    }
+
+    /// A 2026-07-28 request: no session, the mirrored headers, and a JSON-RPC
+    /// error body for this request relayed as the answer it is.
+    fn modern_request(
+        &self,
+        body: &[u8],
+        id: Option<&[u8]>,
+        req: &Req,
+        headers: &[(String, String)],
+    ) {
+        let mut extra: Vec<(&str, &str)> = vec![
+            ("Accept", ACCEPT_BOTH),
+            ("Content-Type", "application/json"),
+        ];
+        extra.extend(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let resp = match self.send("POST", &self.cfg.url, Some(body), &extra, None, None) {
+            Ok(r) => r,
+            Err(f) => return self.fail(id, &self.failure_text(&f)),
+        };
+        let status = resp.status();
+        match status {
+            202 => {}
+            200..=299 => {
+                self.read_answer(resp, id, Deliver::Host, req.learn(), req.cancel.as_deref());
+            }
+            400 | 404 if id.is_some() => {
+                let want = id.map(IdKey::from_raw);
+                let mut bytes = Vec::new();
+                let _ = resp.into_reader().take(64 * 1024).read_to_end(&mut bytes);
+                let summary = summarize(&bytes);
+                match Kind::of(&summary) {
+                    Kind::Response {
+                        id: got,
+                        is_error: true,
+                    } if Some(IdKey::from_raw(got)) == want => self.emit(&bytes),
+                    _ => self.fail(id, &format!("upstream answered HTTP {status}")),
+                }
+            }
+            _ => self.fail(id, &self.status_text(&resp)),
         }
     }
 
@@ -732,7 +868,7 @@ impl Remote {
             .map(str::to_string);
         let raw_id = serde_json::to_vec(&id).unwrap_or_default();
         let Answer::Answered(Some(answer)) =
-            self.read_answer(resp, Some(&raw_id), Deliver::Swallow, false)
+            self.read_answer(resp, Some(&raw_id), Deliver::Swallow, Learn::Nothing, None)
         else {
             return false;
         };

@@ -30,6 +30,7 @@
 pub mod config;
 pub mod http;
 pub mod inflight;
+pub mod modern;
 pub mod relay;
 pub mod signals;
 pub mod sse;

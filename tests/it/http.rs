@@ -455,7 +455,8 @@ fn sse_reply(parts: Vec<(Duration, String)>, extra: &[(&str, &str)]) -> Reply {
         },
         None,
         None,
-    );
+    )
+    .with_chunked_threshold(0);
     for (k, v) in extra {
         r.add_header(header(k, v));
     }
@@ -928,4 +929,178 @@ fn python_sdk_features_are_the_same_direct_and_proxied() {
         assert_eq!(direct.1, proxied.1, "{mode}: direct and proxied differ");
         assert!(direct.1.contains("\"sampling\""), "the tour ran");
     }
+}
+
+// ------------------------------------------------- 2026-07-28 (stateless)
+
+/// A dual-era Python `mcp` 2.x server (tests/peers/modern_server.py) and the
+/// SDK client in auto mode: through the proxy the client still speaks
+/// 2026-07-28 (server/discover, `_meta`, mirrored headers incl.
+/// `Mcp-Param-*`) and gets the same results as directly.
+#[test]
+fn python_sdk_modern_era_is_the_same_direct_and_proxied() {
+    let python = require(peers().join("venv/bin/python"));
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers");
+    let port = free_port();
+    let mut server = Command::new("timeout")
+        .arg("120")
+        .arg(&python)
+        .arg(here.join("modern_server.py"))
+        .arg(port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the Python server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the Python server did not listen"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let dir = TempDir::new("http-modern");
+    let run = |wrap: &[String]| {
+        let out = command(&python, &dir)
+            .arg(here.join("modern_client.py"))
+            .arg(&url)
+            .args(wrap)
+            .env_remove("HTTP_PROXY")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("ALL_PROXY")
+            .output()
+            .expect("run the client");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("client output")
+    };
+    let direct = run(&[]);
+    let proxied = run(&[
+        bir().display().to_string(),
+        "proxy".into(),
+        "--server-name".into(),
+        "modern".into(),
+    ]);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(server.id() as i32, libc::SIGTERM);
+    }
+    let _ = server.wait();
+    assert_eq!(direct["protocolVersion"], "2026-07-28");
+    assert_eq!(direct, proxied);
+}
+
+/// The mirrored headers on the wire, no session, no GET, and cancellation
+/// by closing the request's stream (the notification is not sent).
+#[test]
+fn modern_requests_carry_mirrored_headers_and_cancel_by_closing() {
+    let closed = Arc::new(AtomicBool::new(false));
+    let closed2 = Arc::clone(&closed);
+    let server = Fault::start(move |s| {
+        let msg = s.json();
+        match msg["method"].as_str() {
+            Some("tools/list") => json_reply(
+                &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"resultType":"complete","tools":[{"name":"route","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}]}}),
+                &[],
+            ),
+            Some("tools/call") if msg["params"]["name"] == "route" => {
+                json_reply(&echo_result(&msg["id"], "routed"), &[])
+            }
+            Some("tools/call") => {
+                // A long call: progress every 100 ms; notices a closed stream.
+                // (Each event is padded past tiny_http's 8 KiB chunk buffer
+                // by an SSE comment, so it leaves at once.)
+                let closed = Arc::clone(&closed2);
+                let progress = json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"c","progress":1}});
+                let parts = (0..50)
+                    .map(|_| (Duration::from_millis(100), format!("data: {progress}\n\n: {}\n", "p".repeat(9000)).into_bytes()))
+                    .collect();
+                let body = Paced {
+                    parts,
+                    cur: io::Cursor::new(Vec::new()),
+                };
+                struct Watch(Paced, Arc<AtomicBool>);
+                impl Read for Watch {
+                    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                        self.0.read(buf)
+                    }
+                }
+                impl Drop for Watch {
+                    fn drop(&mut self) {
+                        if !self.0.parts.is_empty() {
+                            self.1.store(true, Ordering::SeqCst);
+                        }
+                    }
+                }
+                tiny_http::Response::new(
+                    tiny_http::StatusCode(200),
+                    vec![header("Content-Type", "text/event-stream")],
+                    Watch(body, closed),
+                    None,
+                    None,
+                )
+                .with_chunked_threshold(0)
+                .boxed()
+            }
+            _ => reply(
+                400,
+                &[("Content-Type", "application/json")],
+                json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"]}}}).to_string(),
+            ),
+        }
+    });
+    let dir = TempDir::new("http-modern-wire");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &[]));
+    let t = Duration::from_secs(10);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}});
+    host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":meta}}));
+    answer_to(&host, json!(1), t);
+    host.send(&json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"route","arguments":{"region":" eu"},"_meta":meta}}));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "routed");
+    // A modern error body for this request is relayed as the answer it is.
+    host.send(&json!({"jsonrpc":"2.0","id":3,"method":"prompts/list","params":{"_meta":meta}}));
+    assert_eq!(answer_to(&host, json!(3), t)["error"]["code"], -32022);
+    // Cancel a long call: its stream is closed, nothing more is relayed.
+    host.send(&json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"long","arguments":{},"_meta":meta}}));
+    wait_for(&host, "progress", t, |m| {
+        m["method"] == "notifications/progress"
+    });
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"user"}}));
+    let deadline = Instant::now() + t;
+    while !closed.load(Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the stream was not closed: {}",
+            host.stderr_so_far()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(
+        !seen.messages().iter().any(|m| m["id"] == 4),
+        "no answer to a cancelled call"
+    );
+
+    let reqs = server.seen();
+    assert!(reqs.iter().all(|r| r.method == "POST"), "no GET, no DELETE");
+    assert!(reqs.iter().all(|r| r.header("Mcp-Session-Id").is_none()));
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.json()["method"] == "notifications/cancelled")
+    );
+    let call = reqs.iter().find(|r| r.json()["id"] == 2).expect("call");
+    assert_eq!(call.header("MCP-Protocol-Version"), Some("2026-07-28"));
+    assert_eq!(call.header("Mcp-Method"), Some("tools/call"));
+    assert_eq!(call.header("Mcp-Name"), Some("route"));
+    assert_eq!(call.header("Mcp-Param-Region"), Some("=?base64?IGV1?="));
+    let list = reqs.iter().find(|r| r.json()["id"] == 1).expect("list");
+    assert_eq!(list.header("Mcp-Method"), Some("tools/list"));
+    assert_eq!(list.header("Mcp-Name"), None);
 }
