@@ -63,7 +63,7 @@ conformance: peers $(DEBUG_BIN)
 e2e: $(DEBUG_BIN)
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run.sh
 
-test: lint unit peer-tests conformance e2e
+test: lint peers unit peer-tests conformance e2e
 	@echo "make test: all suites passed"
 
 demo: $(DEBUG_BIN)

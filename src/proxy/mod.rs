@@ -58,6 +58,8 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// After the upstream exited, how long to wait for its stdout to close (a
 /// process it started may still hold it open).
 const STDOUT_GRACE: Duration = Duration::from_millis(500);
+/// A remote upstream: how long a host signal waits for the session's DELETE.
+const REMOTE_SIGNAL_GRACE: Duration = Duration::from_millis(1500);
 /// The most time the proxy spends flushing observations when it ends.
 const OBSERVER_DEADLINE: Duration = Duration::from_millis(500);
 
@@ -157,6 +159,8 @@ struct Session {
     signalled: bool,
     /// The last exit status, for a proxy that stays up after the upstream.
     dead_status: Option<Exit>,
+    /// A remote upstream: how to end once its session is ended.
+    remote_exit: Option<Exit>,
     timer: Option<(Instant, Timer)>,
 }
 
@@ -175,6 +179,7 @@ impl Session {
             host_eof: false,
             signalled: false,
             dead_status: None,
+            remote_exit: None,
             timer: None,
         }
     }
@@ -290,6 +295,19 @@ impl Session {
 
     fn on_event(&mut self, event: Event) -> Option<Exit> {
         match event {
+            Event::Signal(sig) if self.shared.cfg.remote.is_some() => {
+                if self.signalled {
+                    return Some(Exit::Signal(sig));
+                }
+                // A remote session is ended (DELETE, bounded) before dying
+                // of the signal; a second signal ends at once.
+                log::debug!("received signal {sig}; ending the remote session");
+                self.signalled = true;
+                self.remote_exit = Some(Exit::Signal(sig));
+                *lock(&self.shared.upstream_in) = None;
+                self.timer = Some((Instant::now() + REMOTE_SIGNAL_GRACE, Timer::GiveUp));
+                None
+            }
             Event::Signal(sig) => {
                 log::debug!("received signal {sig}; passing it on to the server");
                 self.signalled = true;
@@ -319,7 +337,7 @@ impl Session {
                 }
                 None
             }
-            Event::RemoteClosed => Some(Exit::Code(0)),
+            Event::RemoteClosed => Some(self.remote_exit.unwrap_or(Exit::Code(0))),
             Event::UpstreamEof { generation } if generation == self.generation => {
                 self.stdout_closed = true;
                 match self.exited {
@@ -355,6 +373,10 @@ impl Session {
                 signals::send_to_group(pid, libc::SIGKILL);
                 self.timer = Some((Instant::now() + STOP_GRACE, Timer::GiveUp));
                 None
+            }
+            Timer::GiveUp if self.shared.cfg.remote.is_some() => {
+                log::debug!("the remote session did not end in time; leaving");
+                Some(self.remote_exit.unwrap_or(Exit::Code(0)))
             }
             Timer::GiveUp => {
                 log::error!("server did not exit after SIGKILL; leaving");

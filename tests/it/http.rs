@@ -1104,3 +1104,27 @@ fn modern_requests_carry_mirrored_headers_and_cancel_by_closing() {
     assert_eq!(list.header("Mcp-Method"), Some("tools/list"));
     assert_eq!(list.header("Mcp-Name"), None);
 }
+
+/// A host signal: the session is DELETEd, then the proxy dies of it.
+#[test]
+fn a_host_signal_ends_the_remote_session() {
+    let server = mcp_server(|_, msg| json_reply(&echo_result(&msg["id"], "ok"), &[]));
+    let dir = TempDir::new("http-signal");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &[]));
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    host.send(&call(2, "echo", json!({})));
+    answer_to(&host, json!(2), t);
+    host.signal(libc::SIGTERM);
+    assert!(host.wait_exit(Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(1));
+    assert_eq!(seen.exit(), format!("signal {}", libc::SIGTERM));
+    let delete = server
+        .seen()
+        .into_iter()
+        .find(|r| r.method == "DELETE")
+        .expect("DELETE");
+    assert_eq!(delete.header("Mcp-Session-Id"), Some("s-1"));
+}
