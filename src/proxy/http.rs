@@ -535,7 +535,12 @@ impl Remote {
             };
             let status = resp.status();
             match status {
-                202 => return,
+                202 | 204 => {
+                    if id.is_some() {
+                        self.fail(id, "upstream accepted the request without answering it");
+                    }
+                    return;
+                }
                 200..=299 => {
                     if is_init {
                         let mut st = lock(&self.state);
@@ -639,6 +644,7 @@ impl Remote {
                 return Answer::Lost;
             }
             if body.iter().all(u8::is_ascii_whitespace) {
+                self.fail(want, "upstream answered with an empty body");
                 return Answer::Lost;
             }
             self.learn(learn, &body);
@@ -783,7 +789,7 @@ impl Remote {
         };
         let status = resp.status();
         match status {
-            202 => {}
+            202 | 204 => self.fail(id, "upstream accepted the request without answering it"),
             200..=299 => {
                 self.read_answer(resp, id, Deliver::Host, req.learn(), req.cancel.as_deref());
             }
