@@ -6,6 +6,7 @@
 #                 conformance suite, and the real Claude Code CLI offline
 #   make build    static release binary
 #   make bench    overhead benchmark (direct vs byte pump vs bir-proxy)
+#   make bench-http  bir-proxy --url vs supergateway, mcp-proxy, a direct HTTP client
 #   make golden   regenerate golden/ transcripts (then review `git diff golden/`)
 
 SHELL := /bin/bash
@@ -18,7 +19,7 @@ STATIC_RUSTFLAGS := -C target-feature=+crt-static
 RELEASE_BIN := target/$(TARGET)/release/bir
 DEBUG_BIN := target/debug/bir
 
-.PHONY: help build install uninstall test lint unit peers peer-tests conformance e2e demo golden bench clean
+.PHONY: help build install uninstall test lint unit peers peer-tests conformance e2e demo golden bench bench-http clean
 
 help:
 	@sed -n '1,12p' Makefile
@@ -76,6 +77,12 @@ golden:
 bench:
 	cargo build --release --locked
 	cargo bench --locked --bench relay
+
+# bir-proxy --url vs supergateway vs mcp-proxy vs a direct HTTP client.
+bench-http: peers
+	cargo build --release --locked
+	test -x .peers/bench-venv/bin/mcp-proxy || { python3 -m venv .peers/bench-venv && .peers/bench-venv/bin/pip install -q mcp-proxy==0.13.0; }
+	cargo bench --locked --bench http
 
 clean:
 	cargo clean

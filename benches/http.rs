@@ -239,11 +239,13 @@ impl DirectHost {
 
     fn call(&mut self, id: u64, message: &str) -> usize {
         let n = self.post(&call(id, message));
-        // The answer is one SSE event (or a JSON body); check it is ours.
+        // The answer is one SSE event after a priming event with empty data
+        // (or a JSON body); check it is ours.
         let text = &self.buf;
         let data = text
             .split(|&b| b == b'\n')
-            .find_map(|l| l.strip_prefix(b"data: "))
+            .filter_map(|l| l.strip_prefix(b"data:"))
+            .find(|d| d.iter().any(|b| !b.is_ascii_whitespace()))
             .unwrap_or(text);
         let env: Envelope = serde_json::from_slice(data).unwrap();
         assert_eq!(env.id.and_then(|v| v.as_u64()), Some(id));
