@@ -25,7 +25,7 @@
 //!   Neither is ever logged.
 //! * Memory per stream is bounded by the message limit.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, PipeReader, PipeWriter, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
@@ -164,6 +164,11 @@ struct Remote {
     modern_inflight: Mutex<HashMap<IdKey, Arc<AtomicBool>>>,
     /// `x-mcp-header` annotations learned from `tools/list` answers.
     param_headers: Mutex<modern::ParamHeaders>,
+    /// Legacy HTTP+SSE: host requests POSTed and not yet answered on the
+    /// stream (answered with an error if the stream ends).
+    legacy_pending: Mutex<HashMap<IdKey, Vec<u8>>>,
+    /// Legacy HTTP+SSE: ids of the proxy's own replayed requests.
+    legacy_swallow: Mutex<HashSet<IdKey>>,
 }
 
 /// What to learn from an awaited answer.
@@ -265,6 +270,8 @@ impl Remote {
             own_ids: AtomicU64::new(1),
             modern_inflight: Mutex::new(HashMap::new()),
             param_headers: Mutex::new(modern::ParamHeaders::new()),
+            legacy_pending: Mutex::new(HashMap::new()),
+            legacy_swallow: Mutex::new(HashSet::new()),
         }
     }
 
@@ -1041,58 +1048,136 @@ impl Remote {
         }
     }
 
+    /// Legacy: the GET stream, reconnected (with backoff) when it ends. A
+    /// new stream is a new session: the host's handshake is replayed to it
+    /// (answer swallowed) before requests go to its endpoint; requests the
+    /// old one left unanswered get an error.
     fn legacy_stream(&self) {
-        let resp = match self.send(
-            "GET",
-            &self.cfg.url,
-            None,
-            &[("Accept", "text/event-stream")],
-            None,
-            None,
-        ) {
-            Ok(r) if r.status() == 200 => Ok(r),
-            Ok(r) => Err(self.status_text(&r)),
-            Err(f) => Err(self.failure_text(&f)),
-        };
-        match resp {
-            Err(text) => log::warn!("the HTTP+SSE stream: {text}"),
-            Ok(resp) => {
-                let mut reader = BufReader::with_capacity(64 * 1024, resp.into_reader());
-                let mut sse = SseReader::new(&mut reader, self.max);
-                while let Ok(Some(event)) = sse.next_event() {
-                    if event.event.as_deref() == Some("endpoint") {
-                        let target = std::str::from_utf8(&event.data)
-                            .ok()
-                            .and_then(|d| self.cfg.url.join(d.trim()).ok());
-                        match target {
-                            Some(t) if t.origin() == self.cfg.url.origin() => {
-                                lock(&self.state).endpoint = Some(t);
-                                self.endpoint_ready.notify_all();
-                            }
-                            _ => log::warn!(
-                                "ignored an endpoint event naming another origin or no URL"
-                            ),
-                        }
-                        continue;
-                    }
-                    let Some(summary) = &event.summary else {
-                        continue;
-                    };
-                    if event.oversized {
-                        self.oversized(summary, event.data_len());
-                    } else if !event.data.iter().all(u8::is_ascii_whitespace) {
-                        self.emit(&event.data);
-                    }
+        let mut failures = 0u32;
+        let mut replay = false;
+        loop {
+            if self.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            let resp = match self.send(
+                "GET",
+                &self.cfg.url,
+                None,
+                &[("Accept", "text/event-stream")],
+                None,
+                None,
+            ) {
+                Ok(r) if r.status() == 200 => Ok(r),
+                Ok(r) => Err(self.status_text(&r)),
+                Err(f) => Err(self.failure_text(&f)),
+            };
+            match resp {
+                Err(text) => {
+                    log::warn!("the HTTP+SSE stream: {text}");
+                    failures += 1;
+                    lock(&self.state).legacy_closed = true;
+                    self.endpoint_ready.notify_all();
                 }
-                if !self.closing.load(Ordering::SeqCst) {
-                    log::warn!("the server closed the HTTP+SSE stream");
+                Ok(resp) => {
+                    failures = 0;
+                    self.read_legacy_stream(resp, replay);
+                    replay = true;
+                    {
+                        let mut st = lock(&self.state);
+                        st.endpoint = None;
+                    }
+                    if self.closing.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    log::warn!("the server closed the HTTP+SSE stream; reconnecting");
+                    let pending: Vec<Vec<u8>> = lock(&self.legacy_pending)
+                        .drain()
+                        .map(|(_, raw)| raw)
+                        .collect();
+                    for raw in pending {
+                        self.fail(
+                            Some(&raw),
+                            "upstream closed the HTTP+SSE stream before answering",
+                        );
+                    }
                 }
             }
+            let wait = (Duration::from_millis(500) * 2u32.saturating_pow(failures.min(6)))
+                .min(MAX_BACKOFF);
+            if !self.sleep_unless_closing(wait) {
+                return;
+            }
         }
-        let mut st = lock(&self.state);
-        st.legacy_closed = true;
-        st.endpoint = None;
-        self.endpoint_ready.notify_all();
+    }
+
+    fn read_legacy_stream(&self, resp: ureq::Response, replay: bool) {
+        let mut reader = BufReader::with_capacity(64 * 1024, resp.into_reader());
+        let mut sse = SseReader::new(&mut reader, self.max);
+        while let Ok(Some(event)) = sse.next_event() {
+            if event.event.as_deref() == Some("endpoint") {
+                let target = std::str::from_utf8(&event.data)
+                    .ok()
+                    .and_then(|d| self.cfg.url.join(d.trim()).ok());
+                match target {
+                    Some(t) if t.origin() == self.cfg.url.origin() => {
+                        if replay {
+                            self.legacy_replay(&t);
+                        }
+                        let mut st = lock(&self.state);
+                        st.endpoint = Some(t);
+                        st.legacy_closed = false;
+                        self.endpoint_ready.notify_all();
+                    }
+                    _ => log::warn!("ignored an endpoint event naming another origin or no URL"),
+                }
+                continue;
+            }
+            let Some(summary) = &event.summary else {
+                continue;
+            };
+            if let Kind::Response { id, .. } = Kind::of(summary) {
+                let key = IdKey::from_raw(id);
+                if lock(&self.legacy_swallow).remove(&key) {
+                    continue; // the answer to the proxy's own replay
+                }
+                lock(&self.legacy_pending).remove(&key);
+            }
+            if event.oversized {
+                self.oversized(summary, event.data_len());
+            } else if !event.data.iter().all(u8::is_ascii_whitespace) {
+                self.emit(&event.data);
+            }
+        }
+    }
+
+    /// A new legacy session: the host's `initialize` (under an id of the
+    /// proxy's; its answer is swallowed) and `notifications/initialized`.
+    fn legacy_replay(&self, endpoint: &Url) {
+        let (init, initialized) = {
+            let st = lock(&self.state);
+            (st.initialize.clone(), st.initialized.clone())
+        };
+        let Some(init) = init else {
+            return;
+        };
+        let id = format!(
+            "bir:reinit-{}",
+            self.own_ids.fetch_add(1, Ordering::Relaxed)
+        );
+        let Some(mut line) = super::with_own_id(&init, &id) else {
+            return;
+        };
+        line.pop();
+        let raw_id = serde_json::to_vec(&id).unwrap_or_default();
+        lock(&self.legacy_swallow).insert(IdKey::from_raw(&raw_id));
+        log::info!("new HTTP+SSE session: replaying the handshake");
+        let extra = [("Content-Type", "application/json")];
+        for body in std::iter::once(line).chain(initialized) {
+            if let Err(f) = self.send("POST", endpoint, Some(&body), &extra, None, None) {
+                log::warn!("replaying the handshake: {}", self.failure_text(&f));
+                return;
+            }
+        }
     }
 
     /// Legacy: POST a message to the endpoint; the answer comes on the stream.
@@ -1104,11 +1189,24 @@ impl Remote {
             );
             return self.fail(id, &text);
         };
+        if let Some(id) = id {
+            lock(&self.legacy_pending).insert(IdKey::from_raw(id), id.to_vec());
+        }
         let extra = [("Content-Type", "application/json")];
-        match self.send("POST", &endpoint, Some(body), &extra, None, None) {
-            Ok(resp) if resp.status() < 300 => {}
-            Ok(resp) => self.fail(id, &self.status_text(&resp)),
-            Err(f) => self.fail(id, &self.failure_text(&f)),
+        let failed = match self.send("POST", &endpoint, Some(body), &extra, None, None) {
+            Ok(resp) if resp.status() < 300 => None,
+            Ok(resp) => Some(self.status_text(&resp)),
+            Err(f) => Some(self.failure_text(&f)),
+        };
+        if let Some(text) = failed {
+            let still_pending = id.is_some_and(|id| {
+                lock(&self.legacy_pending)
+                    .remove(&IdKey::from_raw(id))
+                    .is_some()
+            });
+            if still_pending || id.is_none() {
+                self.fail(id, &text);
+            }
         }
     }
 }

@@ -1128,3 +1128,110 @@ fn a_host_signal_ends_the_remote_session() {
         .expect("DELETE");
     assert_eq!(delete.header("Mcp-Session-Id"), Some("s-1"));
 }
+
+/// A body fed through a channel (ends when the sender is dropped). Each
+/// piece is padded past tiny_http's 8 KiB chunk buffer with an SSE comment
+/// so it leaves at once.
+struct ChannelBody {
+    rx: std::sync::mpsc::Receiver<String>,
+    cur: io::Cursor<Vec<u8>>,
+}
+
+impl Read for ChannelBody {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.cur.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            match self.rx.recv() {
+                Ok(piece) => {
+                    self.cur =
+                        io::Cursor::new(format!("{piece}: {}\n\n", "p".repeat(9000)).into_bytes())
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+    }
+}
+
+/// Legacy HTTP+SSE: a stream that ends mid-call. The pending call gets an
+/// error, the proxy reconnects, replays the handshake to the new session
+/// (answer swallowed), and the next call works.
+#[test]
+fn a_legacy_stream_that_ends_is_reconnected_and_the_handshake_replayed() {
+    type Streams = Arc<Mutex<Vec<std::sync::mpsc::Sender<String>>>>;
+    let streams: Streams = Arc::new(Mutex::new(Vec::new()));
+    let s2 = Arc::clone(&streams);
+    let server = Fault::start(move |s| {
+        let mut streams = s2.lock().expect("lock");
+        if s.method == "GET" {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let n = streams.len() + 1;
+            let _ = tx.send(format!("event: endpoint\ndata: /messages?session={n}\n\n"));
+            streams.push(tx);
+            return tiny_http::Response::new(
+                tiny_http::StatusCode(200),
+                vec![header("Content-Type", "text/event-stream")],
+                ChannelBody {
+                    rx,
+                    cur: io::Cursor::new(Vec::new()),
+                },
+                None,
+                None,
+            )
+            .with_chunked_threshold(0)
+            .boxed();
+        }
+        let msg = s.json();
+        let n = streams.len();
+        let answer = match msg["method"].as_str() {
+            Some("initialize") => Some(init_result(&msg["id"])),
+            Some("tools/call") if msg["params"]["name"] == "drop" => {
+                // End the stream without answering.
+                if let Some(last) = streams.last_mut() {
+                    let (dead, _) = std::sync::mpsc::channel();
+                    *last = dead;
+                }
+                None
+            }
+            Some("tools/call") => Some(echo_result(&msg["id"], &format!("session {n}"))),
+            _ => None,
+        };
+        if let (Some(a), Some(tx)) = (answer, streams.last()) {
+            let _ = tx.send(format!("event: message\ndata: {a}\n\n"));
+        }
+        reply(202, &[], "Accepted")
+    });
+    let dir = TempDir::new("http-legacy-reconnect");
+    let mut host = Host::start(proxy(&dir, &server.url("/sse"), &["--transport", "sse"]));
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "session 1");
+    host.send(&call(3, "drop", json!({})));
+    let a = answer_to(&host, json!(3), t);
+    assert_eq!(
+        a["error"]["message"],
+        "upstream closed the HTTP+SSE stream before answering"
+    );
+    host.send(&call(4, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(4), t)), "session 2");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(seen.messages().len(), 4, "{:?}", seen.messages());
+    assert!(!contains(&seen.stdout, "bir:"));
+    let replay = server
+        .seen()
+        .into_iter()
+        .filter(|r| r.json()["method"] == "initialize")
+        .nth(1)
+        .expect("replayed initialize");
+    assert!(
+        replay.json()["id"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("bir:"))
+    );
+}
