@@ -254,6 +254,7 @@ impl Remote {
         let agent = ureq::AgentBuilder::new()
             .redirects(0)
             .timeout_connect(cfg.connect_timeout)
+            .tls_connector(Arc::new(BoundedTls::new(cfg.connect_timeout)))
             .try_proxy_from_env(use_proxy)
             .user_agent(concat!("bir-proxy/", env!("CARGO_PKG_VERSION")))
             .build();
@@ -1208,6 +1209,61 @@ impl Remote {
                 self.fail(id, &text);
             }
         }
+    }
+}
+
+/// rustls (webpki roots, TLS 1.2/1.3, ureq's own settings) with the
+/// handshake bounded like the TCP connect: ureq 2 bounds only the latter,
+/// and a socket read timeout would also cut a slow tool's answer, so it is
+/// set for the handshake alone.
+struct BoundedTls {
+    inner: Arc<ureq::rustls::ClientConfig>,
+    timeout: Duration,
+}
+
+impl BoundedTls {
+    fn new(timeout: Duration) -> BoundedTls {
+        use ureq::rustls;
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        };
+        let config = rustls::ClientConfig::builder_with_provider(
+            rustls::crypto::ring::default_provider().into(),
+        )
+        .with_protocol_versions(&[&rustls::version::TLS12, &rustls::version::TLS13])
+        .unwrap_or_else(|_| {
+            rustls::ClientConfig::builder_with_provider(
+                rustls::crypto::ring::default_provider().into(),
+            )
+            .with_safe_default_protocol_versions()
+            .unwrap_or_else(|_| unreachable!("ring supports TLS 1.2 and 1.3"))
+        })
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        BoundedTls {
+            inner: Arc::new(config),
+            timeout,
+        }
+    }
+}
+
+impl ureq::TlsConnector for BoundedTls {
+    fn connect(
+        &self,
+        dns_name: &str,
+        io: Box<dyn ureq::ReadWrite>,
+    ) -> Result<Box<dyn ureq::ReadWrite>, ureq::Error> {
+        let before = io.socket().map(|s| (s.read_timeout(), s.write_timeout()));
+        if let Some(s) = io.socket() {
+            let _ = s.set_read_timeout(Some(self.timeout));
+            let _ = s.set_write_timeout(Some(self.timeout));
+        }
+        let stream = self.inner.connect(dns_name, io)?;
+        if let (Some(s), Some((Ok(r), Ok(w)))) = (stream.socket(), before) {
+            let _ = s.set_read_timeout(r);
+            let _ = s.set_write_timeout(w);
+        }
+        Ok(stream)
     }
 }
 

@@ -880,10 +880,19 @@ fn connecting_is_bounded() {
 fn python_sdk_features_are_the_same_direct_and_proxied() {
     let python = require(peers().join("venv/bin/python"));
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/feature_client.py");
-    let server = Everything::start("streamableHttp");
-    let url = server.url("/mcp");
+    // One server per side: server-everything keeps session resources in a
+    // process-wide map by URI, so two concurrent clients would collide.
+    let (server_d, server_p) = (
+        Everything::start("streamableHttp"),
+        Everything::start("streamableHttp"),
+    );
     let dir = TempDir::new("http-feature-client");
     let run = |mode: &str, wrap: Option<String>| {
+        let url = if wrap.is_some() {
+            server_p.url("/mcp")
+        } else {
+            server_d.url("/mcp")
+        };
         let mut cmd = command(&python, &dir);
         cmd.arg(&client)
             .args(["--mode", mode, "--", &url])
@@ -1234,4 +1243,34 @@ fn a_legacy_stream_that_ends_is_reconnected_and_the_handshake_replayed() {
             .as_str()
             .is_some_and(|i| i.starts_with("bir:"))
     );
+}
+
+/// TLS to a server that does not speak it: a short error, never a
+/// downgrade to plain HTTP, and the proxy stays up.
+#[test]
+fn a_failed_tls_handshake_is_an_unreachable_error() {
+    let plain = mcp_server(|_, msg| json_reply(&echo_result(&msg["id"], "plain"), &[]));
+    let dir = TempDir::new("http-tls");
+    let mut cmd = proxy(&dir, &format!("https://127.0.0.1:{}/mcp", plain.port), &[]);
+    // The handshake is bounded like the connect (the plain server never
+    // answers a ClientHello).
+    cmd.env("BIR_UPSTREAM_CONNECT_TIMEOUT_MS", "700");
+    let mut host = Host::start(cmd);
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    host.send(&call(2, "echo", json!({})));
+    for id in [1, 2] {
+        let a = answer_to(&host, json!(id), t);
+        let text = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            text.starts_with(&format!(
+                "upstream unreachable: https://127.0.0.1:{}/mcp: ",
+                plain.port
+            )),
+            "{text}"
+        );
+    }
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(plain.seen().is_empty(), "nothing was sent in clear");
 }
