@@ -141,6 +141,10 @@ struct State {
     /// The host's `initialize` and `notifications/initialized` lines.
     initialize: Option<Vec<u8>>,
     initialized: Option<Vec<u8>>,
+    /// The host's last `logging/setLevel` and live `resources/subscribe`s
+    /// (by URI), replayed into a renewed session.
+    log_level: Option<Vec<u8>>,
+    subscriptions: Vec<(String, Vec<u8>)>,
     /// The transport in use once known (auto mode decides at initialize).
     mode: Option<TransportMode>,
     /// Legacy HTTP+SSE: the endpoint from the `endpoint` event.
@@ -319,6 +323,12 @@ impl Remote {
                     // Synchronously: what follows needs the session.
                     self.request(&body, Some(&id), &Req::plain(&method, true));
                     return;
+                }
+                if matches!(
+                    method.as_str(),
+                    "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe"
+                ) {
+                    self.remember_setup(&method, &body);
                 }
                 let req = match modern::headers_for(&body, &lock(&self.param_headers)) {
                     Some(headers) => {
@@ -897,7 +907,73 @@ impl Remote {
         {
             log::warn!("renewing the session: {}", self.failure_text(&f));
         }
+        // The session state the host set up: log level, subscriptions.
+        for line in self.session_setup() {
+            let id = format!(
+                "bir:reinit-{}",
+                self.own_ids.fetch_add(1, Ordering::Relaxed)
+            );
+            let Some(mut own) = super::with_own_id(&line, &id) else {
+                continue;
+            };
+            own.pop();
+            let raw_id = serde_json::to_vec(&id).unwrap_or_default();
+            match self.post(&self.cfg.url, &own, true) {
+                Ok(r) if r.status() == 200 => {
+                    self.read_answer(r, Some(&raw_id), Deliver::Swallow, Learn::Nothing, None);
+                }
+                Ok(r) => log::warn!("renewing the session: {}", self.status_text(&r)),
+                Err(f) => log::warn!("renewing the session: {}", self.failure_text(&f)),
+            }
+        }
         true
+    }
+
+    /// The host's last `logging/setLevel` and its live
+    /// `resources/subscribe`s, replayed into a new session.
+    fn session_setup(&self) -> Vec<Vec<u8>> {
+        let st = lock(&self.state);
+        st.log_level
+            .iter()
+            .cloned()
+            .chain(st.subscriptions.iter().map(|(_, line)| line.clone()))
+            .collect()
+    }
+
+    /// Remembers what a new session must be told again.
+    fn remember_setup(&self, method: &str, body: &[u8]) {
+        #[derive(Deserialize)]
+        struct UriParams {
+            uri: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct WithUri {
+            params: Option<UriParams>,
+        }
+        let uri = || {
+            serde_json::from_slice::<WithUri>(body)
+                .ok()
+                .and_then(|m| m.params)
+                .and_then(|p| p.uri)
+        };
+        let mut st = lock(&self.state);
+        match method {
+            "logging/setLevel" => st.log_level = Some(body.to_vec()),
+            "resources/subscribe" => {
+                if let Some(uri) = uri() {
+                    st.subscriptions.retain(|(u, _)| *u != uri);
+                    if st.subscriptions.len() < 1000 {
+                        st.subscriptions.push((uri, body.to_vec()));
+                    }
+                }
+            }
+            "resources/unsubscribe" => {
+                if let Some(uri) = uri() {
+                    st.subscriptions.retain(|(u, _)| *u != uri);
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Opens the GET stream for server-initiated messages (once).
@@ -1173,7 +1249,20 @@ impl Remote {
         lock(&self.legacy_swallow).insert(IdKey::from_raw(&raw_id));
         log::info!("new HTTP+SSE session: replaying the handshake");
         let extra = [("Content-Type", "application/json")];
-        for body in std::iter::once(line).chain(initialized) {
+        let mut setup = Vec::new();
+        for line in self.session_setup() {
+            let id = format!(
+                "bir:reinit-{}",
+                self.own_ids.fetch_add(1, Ordering::Relaxed)
+            );
+            if let Some(mut own) = super::with_own_id(&line, &id) {
+                own.pop();
+                let raw = serde_json::to_vec(&id).unwrap_or_default();
+                lock(&self.legacy_swallow).insert(IdKey::from_raw(&raw));
+                setup.push(own);
+            }
+        }
+        for body in std::iter::once(line).chain(initialized).chain(setup) {
             if let Err(f) = self.send("POST", endpoint, Some(&body), &extra, None, None) {
                 log::warn!("replaying the handshake: {}", self.failure_text(&f));
                 return;

@@ -579,7 +579,7 @@ fn an_expired_session_is_renewed_without_the_host_noticing() {
                 r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}"#,
             );
         }
-        if session == "s-1" {
+        if session == "s-1" && msg["method"] == "tools/call" {
             exp.store(true, Ordering::SeqCst);
         }
         json_reply(&echo_result(&msg["id"], &format!("via {session}")), &[])
@@ -594,15 +594,22 @@ fn an_expired_session_is_renewed_without_the_host_noticing() {
     host.send(&init(json!(1), json!({})));
     answer_to(&host, json!(1), t);
     host.send(&initialized());
+    // Session state the renewal must restore (the fake answers anything).
+    host.send(
+        &json!({"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"debug"}}),
+    );
+    answer_to(&host, json!(10), t);
+    host.send(&json!({"jsonrpc":"2.0","id":11,"method":"resources/subscribe","params":{"uri":"demo://a"}}));
+    answer_to(&host, json!(11), t);
     host.send(&call(2, "echo", json!({})));
     assert_eq!(text_of(&answer_to(&host, json!(2), t)), "via s-1");
     host.send(&call(3, "echo", json!({})));
     assert_eq!(text_of(&answer_to(&host, json!(3), t)), "via s-2");
     let seen = host.finish(Duration::from_secs(6));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
-    // The host saw exactly its three answers.
+    // The host saw exactly its five answers.
     let got = seen.messages();
-    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got.len(), 5, "{got:?}");
     assert!(!contains(&seen.stdout, "bir:"));
 
     let reqs = server.seen();
@@ -624,6 +631,19 @@ fn an_expired_session_is_renewed_without_the_host_noticing() {
         .map(|r| r.header("Mcp-Session-Id"))
         .collect();
     assert_eq!(initializeds, vec![Some("s-1"), Some("s-2")]);
+    for method in ["logging/setLevel", "resources/subscribe"] {
+        let replayed = reqs
+            .iter()
+            .filter(|r| r.json()["method"] == method)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{method} not replayed"));
+        assert_eq!(replayed.header("Mcp-Session-Id"), Some("s-2"));
+        assert!(
+            replayed.json()["id"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("bir:"))
+        );
+    }
     // Protocol version negotiated, then sent on every later request.
     let call3: Vec<&Seen> = reqs.iter().filter(|r| r.json()["id"] == 3).collect();
     assert_eq!(
