@@ -556,6 +556,11 @@ fn http_401_is_a_short_sign_in_error_and_credentials_stay_private() {
         );
         assert_eq!(r.header("X-Api-Key"), Some(API_KEY), "--header wins");
     }
+    let recorded = recorded_bytes(&dir);
+    assert!(
+        contains(&recorded, "upstream requires sign-in"),
+        "the call was recorded"
+    );
     for secret in [TOKEN, API_KEY] {
         assert!(!seen.stderr.contains(secret), "{secret} in the log");
         assert!(
