@@ -23,6 +23,8 @@ pub type ParamHeaders = HashMap<String, Vec<(Vec<String>, String)>>;
 /// The headers for a host request line, or `None` when it is not a
 /// 2026-07-28 request.
 pub fn headers_for(line: &[u8], params: &ParamHeaders) -> Option<Vec<(String, String)>> {
+    // Cheap test first: a legacy request (often large) is never parsed.
+    memchr::memmem::find(line, VERSION_META_KEY.as_bytes())?;
     let msg: Map<String, Value> = serde_json::from_slice(line).ok()?;
     let method = msg.get("method")?.as_str()?;
     let p = msg.get("params")?.as_object()?;
