@@ -349,7 +349,12 @@ impl Remote {
                     .name("bir-http-req".into())
                     .stack_size(256 * 1024)
                     .spawn(move || {
-                        me.request(&body, Some(&id), &req);
+                        let run =
+                            std::panic::AssertUnwindSafe(|| me.request(&body, Some(&id), &req));
+                        if std::panic::catch_unwind(run).is_err() {
+                            // A bug of ours: the host still gets an answer.
+                            me.fail(Some(&id), "bir-proxy internal error (see its log)");
+                        }
                         if req.modern.is_some() {
                             lock(&me.modern_inflight).remove(&IdKey::from_raw(&id));
                         }
