@@ -443,6 +443,18 @@ impl Remote {
             }
             return text;
         }
+        if status == 403 {
+            let header = resp.header("www-authenticate").unwrap_or_default();
+            if auth_param(header, "error").as_deref() == Some("insufficient_scope") {
+                let mut text =
+                    "upstream requires more access (HTTP 403 insufficient_scope)".to_string();
+                if let Some(scope) = auth_param(header, "scope").filter(|s| s.len() <= 512) {
+                    let scope: String = scope.chars().filter(|c| !c.is_control()).collect();
+                    text.push_str(&format!("; scope: {scope}"));
+                }
+                return text;
+            }
+        }
         format!("upstream answered HTTP {status}")
     }
 
@@ -1375,8 +1387,23 @@ fn redirect_allowed(from: &Url, to: &Url) -> Result<(), &'static str> {
 
 /// `resource_metadata="…"` from a `WWW-Authenticate` header.
 fn resource_metadata(header: &str) -> Option<String> {
-    let at = header.find("resource_metadata=")?;
-    let rest = &header[at + "resource_metadata=".len()..];
+    auth_param(header, "resource_metadata")
+}
+
+/// One `name=value` / `name="value"` parameter of a `WWW-Authenticate`
+/// header (matched as a whole word).
+fn auth_param(header: &str, name: &str) -> Option<String> {
+    let key = format!("{name}=");
+    let mut from = 0;
+    let at = loop {
+        let i = from + header[from..].find(&key)?;
+        let word_start = i == 0 || matches!(header.as_bytes()[i - 1], b' ' | b',' | b'\t');
+        if word_start {
+            break i;
+        }
+        from = i + key.len();
+    };
+    let rest = &header[at + key.len()..];
     let value = match rest.strip_prefix('"') {
         Some(quoted) => quoted.split('"').next()?,
         None => rest.split([',', ' ']).next()?,
@@ -1423,5 +1450,14 @@ mod tests {
             Some("https://a.example/.well-known/oauth-protected-resource/mcp")
         );
         assert_eq!(resource_metadata("Bearer realm=x"), None);
+        let h = r#"Bearer error="insufficient_scope", scope="files:read files:write", xscope=no"#;
+        assert_eq!(
+            auth_param(h, "error").as_deref(),
+            Some("insufficient_scope")
+        );
+        assert_eq!(
+            auth_param(h, "scope").as_deref(),
+            Some("files:read files:write")
+        );
     }
 }
