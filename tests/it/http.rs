@@ -1299,3 +1299,108 @@ fn a_failed_tls_handshake_is_an_unreachable_error() {
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     assert!(plain.seen().is_empty(), "nothing was sent in clear");
 }
+
+/// An HTTP proxy on 127.0.0.1 that sends every connection to `target`
+/// (tunnelling CONNECT, passing absolute-form requests on) and records the
+/// first line of each.
+fn connect_proxy(target: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = Arc::clone(&seen);
+    listener.set_nonblocking(true).expect("nonblocking");
+    thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < until {
+            let Ok((mut client, _)) = listener.accept() else {
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            let _ = client.set_nonblocking(false);
+            let seen = Arc::clone(&seen2);
+            thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+                    if client.read(&mut byte).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                seen.lock()
+                    .expect("lock")
+                    .push(head.lines().next().unwrap_or_default().to_string());
+                let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", target)) else {
+                    return;
+                };
+                use std::io::Write as _;
+                if head.starts_with("CONNECT ") {
+                    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+                } else {
+                    // An absolute-form request (an http:// URL): pass it on.
+                    let _ = upstream.write_all(head.as_bytes());
+                }
+                let (mut c2, mut u2) = (
+                    client.try_clone().expect("clone"),
+                    upstream.try_clone().expect("clone"),
+                );
+                thread::spawn(move || {
+                    let _ = io::copy(&mut c2, &mut u2);
+                });
+                let _ = io::copy(&mut upstream, &mut client);
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// HTTPS_PROXY is honoured (ureq 2.12), NO_PROXY too (bir's own check).
+#[test]
+fn https_proxy_is_used_and_no_proxy_bypasses_it() {
+    let server = mcp_server(|_, msg| json_reply(&echo_result(&msg["id"], "via proxy"), &[]));
+    let (proxy_port, connects) = connect_proxy(server.port);
+    let url = "http://mcp.bir-test.invalid/mcp";
+    let t = Duration::from_secs(10);
+
+    let dir = TempDir::new("http-proxy");
+    let mut cmd = proxy(&dir, url, &[]);
+    cmd.env("HTTPS_PROXY", format!("http://127.0.0.1:{proxy_port}"))
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy");
+    let mut host = Host::start(cmd);
+    host.send(&init(json!(1), json!({})));
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "via proxy");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let lines = connects.lock().expect("lock").clone();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("POST http://mcp.bir-test.invalid/mcp ")),
+        "{lines:?}"
+    );
+
+    // NO_PROXY names the host: direct (and `.invalid` does not resolve).
+    let before = connects.lock().expect("lock").len();
+    let dir = TempDir::new("http-no-proxy");
+    let mut cmd = proxy(&dir, url, &[]);
+    cmd.env("HTTPS_PROXY", format!("http://127.0.0.1:{proxy_port}"))
+        .env("NO_PROXY", "localhost,.bir-test.invalid");
+    let mut host = Host::start(cmd);
+    host.send(&init(json!(1), json!({})));
+    let a = answer_to(&host, json!(1), t);
+    assert!(
+        a["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("upstream unreachable: ")),
+        "{a}"
+    );
+    let _ = host.finish(Duration::from_secs(6));
+    assert_eq!(
+        connects.lock().expect("lock").len(),
+        before,
+        "NO_PROXY bypassed the proxy"
+    );
+}
