@@ -899,24 +899,27 @@ fn connecting_is_bounded() {
 }
 
 /// The Python SDK feature client (tests/peers/feature_client.py) over
-/// Streamable HTTP, direct and through `bir proxy --url`: every feature of
-/// server-everything gives the same normalised result.
+/// Streamable HTTP (legacy and auto modes) and legacy HTTP+SSE, direct and
+/// through `bir proxy --url`: every feature of server-everything gives the
+/// same normalised result.
 #[test]
 fn python_sdk_features_are_the_same_direct_and_proxied() {
     let python = require(peers().join("venv/bin/python"));
     let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/feature_client.py");
     // One server per side: server-everything keeps session resources in a
     // process-wide map by URI, so two concurrent clients would collide.
-    let (server_d, server_p) = (
+    let (http_d, http_p) = (
         Everything::start("streamableHttp"),
         Everything::start("streamableHttp"),
     );
+    let (sse_d, sse_p) = (Everything::start("sse"), Everything::start("sse"));
     let dir = TempDir::new("http-feature-client");
-    let run = |mode: &str, wrap: Option<String>| {
-        let url = if wrap.is_some() {
-            server_p.url("/mcp")
-        } else {
-            server_d.url("/mcp")
+    let run = |mode: &str, transport: &str, wrap: Option<String>| {
+        let url = match (transport, wrap.is_some()) {
+            ("sse", false) => format!("sse+{}", sse_d.url("/sse")),
+            ("sse", true) => format!("sse+{}", sse_p.url("/sse")),
+            (_, false) => http_d.url("/mcp"),
+            (_, true) => http_p.url("/mcp"),
         };
         let mut cmd = command(&python, &dir);
         cmd.arg(&client)
@@ -936,10 +939,10 @@ fn python_sdk_features_are_the_same_direct_and_proxied() {
         )
     };
     let wrap = format!("{} proxy --server-name everything --", bir().display());
-    for mode in ["legacy", "auto"] {
+    for (mode, transport) in [("legacy", "http"), ("auto", "http"), ("legacy", "sse")] {
         let (direct, proxied) = thread::scope(|s| {
-            let d = s.spawn(|| run(mode, None));
-            let p = s.spawn(|| run(mode, Some(wrap.clone())));
+            let d = s.spawn(|| run(mode, transport, None));
+            let p = s.spawn(|| run(mode, transport, Some(wrap.clone())));
             (d.join().expect("direct"), p.join().expect("proxied"))
         });
         let why = |out: &(Option<i32>, String, String)| {
@@ -953,14 +956,22 @@ fn python_sdk_features_are_the_same_direct_and_proxied() {
                 .collect();
             format!("{failed:#?}\n{}", out.2)
         };
-        assert_eq!(direct.0, Some(0), "direct {mode} failed: {}", why(&direct));
+        assert_eq!(
+            direct.0,
+            Some(0),
+            "direct {mode}/{transport} failed: {}",
+            why(&direct)
+        );
         assert_eq!(
             proxied.0,
             Some(0),
-            "proxied {mode} failed: {}",
+            "proxied {mode}/{transport} failed: {}",
             why(&proxied)
         );
-        assert_eq!(direct.1, proxied.1, "{mode}: direct and proxied differ");
+        assert_eq!(
+            direct.1, proxied.1,
+            "{mode}/{transport}: direct and proxied differ"
+        );
         assert!(direct.1.contains("\"sampling\""), "the tour ran");
     }
 }
