@@ -6,6 +6,7 @@
 #                 conformance suite, and the real Claude Code CLI offline
 #   make build    static release binary
 #   make bench    overhead benchmark (direct vs byte pump vs bir-proxy)
+#   make bench-http  bir-proxy --url vs supergateway, mcp-proxy, a direct HTTP client
 #   make golden   regenerate golden/ transcripts (then review `git diff golden/`)
 #   make dist     release archive dist/bir-<version>-<target>.tar.gz + SHA256SUMS
 
@@ -22,7 +23,7 @@ DEBUG_BIN := target/debug/bir
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 DIST_NAME := bir-$(VERSION)-$(TARGET)
 
-.PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e demo golden bench clean
+.PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e demo golden bench bench-http clean
 
 help:
 	@sed -n '1,13p' Makefile
@@ -89,7 +90,7 @@ e2e: $(DEBUG_BIN)
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run.sh
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run-install.sh
 
-test: lint unit peer-tests doctor-peers conformance e2e
+test: lint peers unit peer-tests doctor-peers conformance e2e
 	@echo "make test: all suites passed"
 
 demo: $(DEBUG_BIN)
@@ -103,6 +104,12 @@ bench:
 	cargo build --release --locked
 	cargo bench --locked --bench relay
 	cargo bench --locked --bench redact
+
+# bir-proxy --url vs supergateway vs mcp-proxy vs a direct HTTP client.
+bench-http: peers
+	cargo build --release --locked
+	test -x .peers/bench-venv/bin/mcp-proxy || { python3 -m venv .peers/bench-venv && .peers/bench-venv/bin/pip install -q mcp-proxy==0.13.0; }
+	cargo bench --locked --bench http
 
 clean:
 	cargo clean

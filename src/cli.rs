@@ -65,10 +65,15 @@ pub fn detect_role(argv0: &OsStr, first_arg: Option<&str>) -> (Role, usize) {
 /// starts the real server (without a shell) and relays newline-delimited
 /// JSON-RPC both ways.
 ///
+/// With `--url`, the server is remote (Streamable HTTP or the legacy HTTP+SSE
+/// transport) and no command is given.
+///
 /// Environment: BIR_UPSTREAM_MAX_MESSAGE_BYTES (largest message accepted from
 /// the server, default 134217728), BIR_PROXY_STAY_UP=1 (stay up answering
-/// errors after the server died), RUST_LOG (diagnostics on stderr, e.g.
-/// RUST_LOG=bir=debug).
+/// errors after the server died), BIR_UPSTREAM_HEADERS (remote: a JSON object
+/// of header name to value, read once and removed from the environment),
+/// BIR_UPSTREAM_CONNECT_TIMEOUT_MS (remote: default 10000), RUST_LOG
+/// (diagnostics on stderr, e.g. RUST_LOG=bir=debug).
 #[derive(FromArgs, Debug)]
 pub struct ProxyArgs {
     /// the server's name in logs and step reports (default: from the command)
@@ -82,6 +87,20 @@ pub struct ProxyArgs {
     /// if the server dies, start it again once and replay the handshake
     #[argh(switch)]
     pub restart: bool,
+
+    /// a remote MCP server's URL (instead of a command)
+    #[argh(option)]
+    pub url: Option<String>,
+
+    /// remote transport: auto (default), http (Streamable HTTP) or sse
+    /// (legacy HTTP+SSE)
+    #[argh(option)]
+    pub transport: Option<String>,
+
+    /// a header sent to the remote server, 'Name: value' (repeatable; wins
+    /// over BIR_UPSTREAM_HEADERS)
+    #[argh(option)]
+    pub header: Vec<String>,
 
     /// print the version and exit
     #[argh(switch)]

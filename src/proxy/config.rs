@@ -28,7 +28,45 @@ pub struct ProxyConfig {
     /// `CLAUDE_CODE_SESSION_ID`: Claude Code sets it for every server it
     /// starts; steps keep it so they can be joined to the session later.
     pub session_id: Option<Arc<str>>,
+    /// `--url`: the upstream is a remote server, not a command.
+    pub remote: Option<Arc<RemoteConfig>>,
 }
+
+/// Which remote transport to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportMode {
+    /// Streamable HTTP, falling back to HTTP+SSE (MCP-FACTS §4 probing).
+    Auto,
+    /// Streamable HTTP only.
+    Http,
+    /// The legacy HTTP+SSE transport (2024-11-05).
+    Sse,
+}
+
+/// A remote upstream (`--url`).
+#[derive(Clone)]
+pub struct RemoteConfig {
+    pub url: url::Url,
+    pub mode: TransportMode,
+    /// Static headers (credentials): never logged, never recorded, sent
+    /// only to the URL's origin.
+    pub headers: Vec<(String, String)>,
+    pub connect_timeout: std::time::Duration,
+}
+
+impl std::fmt::Debug for RemoteConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteConfig")
+            .field("url", &super::http::redact_url(&self.url))
+            .field("mode", &self.mode)
+            .field("headers", &format!("[{} REDACTED]", self.headers.len()))
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// Default for `BIR_UPSTREAM_CONNECT_TIMEOUT_MS`.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 
 /// Why the configuration could not be built.
 #[derive(Debug)]
@@ -36,18 +74,41 @@ pub struct UsageError(pub String);
 
 impl ProxyConfig {
     pub fn resolve(args: ProxyArgs) -> Result<ProxyConfig, UsageError> {
+        let remote = match &args.url {
+            Some(url) => {
+                if !args.command.is_empty() {
+                    return Err(UsageError(
+                        "give either --url or a server command, not both".into(),
+                    ));
+                }
+                Some(Arc::new(remote_config(url, &args)?))
+            }
+            None => {
+                if args.transport.is_some() || !args.header.is_empty() {
+                    return Err(UsageError("--transport and --header need --url".into()));
+                }
+                None
+            }
+        };
         let mut command = args.command.into_iter();
-        let program = command.next().ok_or_else(|| {
-            UsageError(
-                "no server command given. Usage: bir-proxy [--server-name NAME] -- <command> [args…]"
-                    .into(),
-            )
-        })?;
+        let program = match (command.next(), &remote) {
+            (Some(p), _) => p,
+            (None, Some(remote)) => super::http::redact_url(&remote.url),
+            (None, None) => {
+                return Err(UsageError(
+                    "no server command given. Usage: bir-proxy [--server-name NAME] -- <command> [args…] | --url URL"
+                        .into(),
+                ));
+            }
+        };
         let rest: Vec<String> = command.collect();
         let server_name = match args.server_name {
             Some(name) if !name.trim().is_empty() => name,
             Some(_) => return Err(UsageError("--server-name must not be empty".into())),
-            None => derive_server_name(&program, &rest),
+            None => match &remote {
+                Some(remote) => remote.url.host_str().unwrap_or("remote").to_string(),
+                None => derive_server_name(&program, &rest),
+            },
         };
         let max_message_bytes = match std::env::var("BIR_UPSTREAM_MAX_MESSAGE_BYTES") {
             Ok(v) => match v.trim().parse::<u64>() {
@@ -73,6 +134,7 @@ impl ProxyConfig {
                 .ok()
                 .filter(|s| !s.is_empty())
                 .map(Arc::from),
+            remote,
         })
     }
 
@@ -84,4 +146,98 @@ impl ProxyConfig {
 
 fn env_flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"))
+}
+
+/// `--url`, `--transport`, `--header` and the remote's environment.
+///
+/// `BIR_UPSTREAM_HEADERS` is read once and removed from the environment, so
+/// nothing started later inherits it.
+fn remote_config(url: &str, args: &ProxyArgs) -> Result<RemoteConfig, UsageError> {
+    let parsed = url::Url::parse(url).map_err(|_| UsageError("--url is not a valid URL".into()))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(UsageError(
+            "--url must be an http:// or https:// URL".into(),
+        ));
+    }
+    let mode = match args.transport.as_deref() {
+        None | Some("auto") => TransportMode::Auto,
+        Some("http") | Some("streamable-http") | Some("streamableHttp") => TransportMode::Http,
+        Some("sse") => TransportMode::Sse,
+        Some(other) => {
+            return Err(UsageError(format!(
+                "--transport {other:?}: expected auto, http or sse"
+            )));
+        }
+    };
+    let mut headers: Vec<(String, String)> = Vec::new();
+    if let Some(raw) = std::env::var_os("BIR_UPSTREAM_HEADERS") {
+        // SAFETY: the proxy is still single-threaded here (configuration is
+        // resolved before any thread starts), so no one reads the
+        // environment concurrently.
+        unsafe { std::env::remove_var("BIR_UPSTREAM_HEADERS") };
+        let map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(raw.as_encoded_bytes()).map_err(|_| {
+                UsageError("BIR_UPSTREAM_HEADERS is not a JSON object of name to value".into())
+            })?;
+        for (name, value) in map {
+            let serde_json::Value::String(value) = value else {
+                return Err(UsageError(format!(
+                    "BIR_UPSTREAM_HEADERS: the value of {name:?} is not a string"
+                )));
+            };
+            set_header(&mut headers, name, value)?;
+        }
+    }
+    for h in &args.header {
+        let Some((name, value)) = h.split_once(':') else {
+            return Err(UsageError("--header must look like 'Name: value'".into()));
+        };
+        set_header(
+            &mut headers,
+            name.trim().to_string(),
+            value.trim().to_string(),
+        )?;
+    }
+    let connect_timeout = match std::env::var("BIR_UPSTREAM_CONNECT_TIMEOUT_MS") {
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                log::warn!(
+                    "BIR_UPSTREAM_CONNECT_TIMEOUT_MS={v:?} is not a positive number of milliseconds; using {DEFAULT_CONNECT_TIMEOUT_MS}"
+                );
+                DEFAULT_CONNECT_TIMEOUT_MS
+            }
+        },
+        Err(_) => DEFAULT_CONNECT_TIMEOUT_MS,
+    };
+    Ok(RemoteConfig {
+        url: parsed,
+        mode,
+        headers,
+        connect_timeout: std::time::Duration::from_millis(connect_timeout),
+    })
+}
+
+/// Adds a header, replacing one of the same name (case-insensitive). The
+/// value is never echoed in an error.
+fn set_header(
+    headers: &mut Vec<(String, String)>,
+    name: String,
+    value: String,
+) -> Result<(), UsageError> {
+    let valid_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if !valid_name {
+        return Err(UsageError(format!("invalid header name {name:?}")));
+    }
+    if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(UsageError(format!(
+            "the value of header {name:?} contains a line break"
+        )));
+    }
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+    headers.push((name, value));
+    Ok(())
 }

