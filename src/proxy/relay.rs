@@ -306,15 +306,7 @@ fn flush_host_outbox(
     if !host_ok {
         let _ = events.send(Event::HostGone);
     }
-    for after in outbox.after.drain(..) {
-        match after {
-            After::Message(range) => shared
-                .observer
-                .message(Direction::HostToServer, framer.bytes(range)),
-            After::MadeMessage(direction, bytes) => shared.observer.message(direction, &bytes),
-            _ => {}
-        }
-    }
+    deliver_after(shared, framer, outbox, Direction::HostToServer);
 }
 
 fn on_host_frame(
@@ -751,11 +743,15 @@ fn flush_upstream_outbox(
     if !host_ok {
         let _ = events.send(Event::HostGone);
     }
+    deliver_after(shared, framer, outbox, Direction::ServerToHost);
+}
+
+/// Hands a chunk's observations to the observer, once its bytes are
+/// written. `relayed` is the direction of the pump's relayed lines.
+fn deliver_after(shared: &Shared, framer: &Framer, outbox: &mut Outbox, relayed: Direction) {
     for after in outbox.after.drain(..) {
         match after {
-            After::Message(range) => shared
-                .observer
-                .message(Direction::ServerToHost, framer.bytes(range)),
+            After::Message(range) => shared.observer.message(relayed, framer.bytes(range)),
             After::MadeMessage(direction, bytes) => shared.observer.message(direction, &bytes),
             After::Step(range, request) => {
                 observe_answered_call(shared, request, framer.bytes(range))
