@@ -398,11 +398,29 @@ fn rule_bit(rule: usize) -> u128 {
 }
 const PEM_KEYWORD: &str = "PRIVATE KEY";
 
+/// A rule of the table. Its regex is compiled the first time a keyword
+/// asks for it: most sessions meet few token shapes, and a compiled regex
+/// costs memory for the life of the proxy.
 struct Compiled {
     id: &'static str,
-    regex: Regex,
-    has_group: bool,
+    pattern: &'static str,
+    regex: std::sync::OnceLock<Option<Regex>>,
     check: Option<fn(&[u8]) -> bool>,
+}
+
+impl Compiled {
+    fn regex(&self) -> Option<&Regex> {
+        self.regex
+            .get_or_init(|| {
+                let built = RegexBuilder::new(self.pattern)
+                    .unicode(false)
+                    .size_limit(1 << 22)
+                    .build();
+                debug_assert!(built.is_ok(), "shape {} does not compile", self.id);
+                built.ok()
+            })
+            .as_ref()
+    }
 }
 
 pub(crate) struct Shapes {
@@ -424,19 +442,11 @@ impl Shapes {
         let mut keywords: Vec<&'static str> = Vec::new();
         let mut keyword_rule: Vec<usize> = Vec::new();
         for shape in SHAPES {
-            let Ok(regex) = RegexBuilder::new(shape.pattern)
-                .unicode(false)
-                .size_limit(1 << 22)
-                .build()
-            else {
-                debug_assert!(false, "shape {} does not compile", shape.id);
-                continue;
-            };
             let idx = rules.len();
             rules.push(Compiled {
                 id: shape.id,
-                has_group: regex.captures_len() > 1,
-                regex,
+                pattern: shape.pattern,
+                regex: std::sync::OnceLock::new(),
                 check: shape.check,
             });
             for kw in shape.keywords {
@@ -510,15 +520,16 @@ impl Shapes {
             if wanted & rule_bit(idx) == 0 {
                 continue;
             }
-            if rule.has_group {
-                for caps in rule.regex.captures_iter(bytes) {
+            let Some(regex) = rule.regex() else { continue };
+            if regex.captures_len() > 1 {
+                for caps in regex.captures_iter(bytes) {
                     let Some(g) = caps.get(1) else { continue };
                     if keep_match(g.as_bytes(), rule.check) {
                         spans.push((g.start(), g.end(), idx));
                     }
                 }
             } else {
-                for m in rule.regex.find_iter(bytes) {
+                for m in regex.find_iter(bytes) {
                     if keep_match(m.as_bytes(), rule.check) {
                         spans.push((m.start(), m.end(), idx));
                     }
