@@ -198,7 +198,7 @@ fn killed_at_random_points_every_journal_reopens() {
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let started = Instant::now();
     let mut iterations = 0;
-    while iterations < 100 && started.elapsed() < Duration::from_secs(25) {
+    while iterations < 300 && started.elapsed() < Duration::from_secs(30) {
         iterations += 1;
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -212,7 +212,7 @@ fn killed_at_random_points_every_journal_reopens() {
                 json!({"i": i, "pad": "x".repeat((seed % 4000) as usize)}),
             ));
         }
-        std::thread::sleep(Duration::from_micros(40_000 + seed % 160_000));
+        std::thread::sleep(Duration::from_micros(5_000 + seed % 100_000));
         host.signal(libc::SIGKILL);
         host.wait_exit(Duration::from_secs(5));
         host.finish(Duration::from_secs(5));
