@@ -41,6 +41,10 @@ use model::{
 use store::Store;
 use writer::LocalWriter;
 
+/// A payload more than this many times the cap is stored as a marker
+/// without being parsed and redacted whole.
+const LARGE_FACTOR: usize = 4;
+
 /// How long a finishing run waits for its forwarders.
 const FORWARD_DEADLINE: Duration = Duration::from_millis(300);
 
@@ -255,17 +259,27 @@ impl Recorder {
     /// capping, the number of redactions, and why it was withheld.
     fn prepare(&mut self, raw: Option<&str>) -> Prepared {
         let cap = self.cfg.payload_cap;
-        let redactor = self.redactor();
         let Some(raw) = raw else {
             return Prepared::default();
         };
+        // Far over the cap, and no binary block that stubbing could shrink:
+        // only the size and a preview will be kept, so there is no point in
+        // parsing and redacting megabytes.
+        let large = LARGE_FACTOR * cap;
+        if raw.len() > large && !raw.contains("\"data\"") && !raw.contains("\"blob\"") {
+            return self.preview_only(raw, raw.len());
+        }
         let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
             return Prepared {
                 withheld: Some("unparseable"),
                 ..Prepared::default()
             };
         };
-        truncate::stub_binaries(&mut value);
+        let stubbed = truncate::stub_binaries(&mut value);
+        if raw.len().saturating_sub(stubbed) > large {
+            return self.preview_only(raw, raw.len());
+        }
+        let redactor = self.redactor();
         let redacted = catch_unwind(AssertUnwindSafe(|| {
             let report = redactor.redact_value(&mut value);
             (value, report.redactions)
@@ -289,7 +303,13 @@ impl Recorder {
 
     /// A result too large to parse: its size and a redacted preview.
     fn prepare_clipped(&mut self, clipped: &crate::observe::step::ClippedResult) -> Prepared {
-        let head: String = clipped.head.chars().take(1024).collect();
+        self.preview_only(&clipped.head, clipped.original_bytes as usize)
+    }
+
+    /// The truncation marker for a payload of `size` bytes starting with
+    /// `text`: a token-safe preview of its start, redacted.
+    fn preview_only(&mut self, text: &str, size: usize) -> Prepared {
+        let head = truncate::token_safe_prefix(text, 1024).to_owned();
         let redacted = catch_unwind(AssertUnwindSafe(|| {
             self.redactor().redact_text(&head).into_owned()
         }));
@@ -302,7 +322,7 @@ impl Recorder {
         Prepared {
             value: Some(serde_json::json!({
                 "truncated": true,
-                "originalBytes": clipped.original_bytes,
+                "originalBytes": size,
                 "preview": preview,
             })),
             ..Prepared::default()

@@ -15,7 +15,8 @@ pub const DEFAULT_CAP: usize = 64 * 1024;
 /// How much of an oversized payload is kept as a preview.
 const PREVIEW: usize = 1024;
 
-/// Replaces binary content blocks with stubs, in place. Returns how many.
+/// Replaces binary content blocks with stubs, in place. Returns how many
+/// bytes of base64 they held.
 pub fn stub_binaries(v: &mut Value) -> usize {
     let mut stubbed = 0;
     let mut stack = vec![v];
@@ -41,16 +42,39 @@ pub fn stub_binaries(v: &mut Value) -> usize {
 fn stub_field(map: &mut Map<String, Value>, field: &str) -> usize {
     match map.get(field) {
         Some(Value::String(data)) if data.len() > 64 => {
+            let len = data.len();
             let stub = json!({
                 "omitted": "binary",
-                "base64Bytes": data.len(),
+                "base64Bytes": len,
                 "sha256": sha256_hex(data.as_bytes()),
             });
             map.insert(field.to_owned(), stub);
-            1
+            len
         }
         _ => 0,
     }
+}
+
+/// The start of `text`, at most `max` bytes, cut back to a delimiter so that
+/// no token is split: a credential cut in half would no longer match its
+/// shape and could slip past redaction.
+pub fn token_safe_prefix(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let is_delimiter = |c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '"' | '\'' | ',' | ':' | ';' | '{' | '}' | '[' | ']' | '(' | ')' | '<' | '>'
+            )
+    };
+    let cut = text[..end].rfind(is_delimiter).map_or(0, |i| i + 1);
+    &text[..cut]
 }
 
 /// The payload as stored: itself if it fits in `cap` bytes of JSON, else
@@ -60,12 +84,9 @@ pub fn cap(v: Value, cap: usize) -> (Value, bool) {
     if text.len() <= cap {
         return (v, false);
     }
-    let mut end = PREVIEW.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let preview = token_safe_prefix(&text, PREVIEW);
     (
-        json!({"truncated": true, "originalBytes": text.len(), "preview": &text[..end]}),
+        json!({"truncated": true, "originalBytes": text.len(), "preview": preview}),
         true,
     )
 }
@@ -75,12 +96,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn previews_never_split_a_token() {
+        let text = format!("key: {} tail", "A".repeat(50));
+        assert_eq!(token_safe_prefix(&text, 20), "key: ");
+        assert_eq!(token_safe_prefix("short", 20), "short");
+        assert_eq!(token_safe_prefix(&"x".repeat(40), 20), "");
+    }
+
+    #[test]
     fn images_become_stubs_and_big_payloads_markers() {
         let png = "iVBORw0KGgo".repeat(100);
         let mut v = json!({"content": [{"type": "image", "data": png, "mimeType": "image/png"},
                                         {"type": "resource", "resource": {"uri": "x:y", "blob": "QUJD".repeat(50)}},
                                         {"type": "text", "text": "hi"}]});
-        assert_eq!(stub_binaries(&mut v), 2);
+        assert_eq!(stub_binaries(&mut v), 1100 + 200);
         assert_eq!(v["content"][0]["data"]["omitted"], "binary");
         assert_eq!(v["content"][0]["mimeType"], "image/png");
         assert_eq!(v["content"][2]["text"], "hi");

@@ -221,9 +221,10 @@ fn killed_at_random_points_every_journal_reopens() {
         .map(|d| d.count())
         .unwrap_or(0);
     assert!(
-        runs > iterations / 4,
-        "only {runs} runs from {iterations} sessions"
+        iterations >= 100,
+        "only {iterations} kills in the time budget"
     );
+    assert!(runs >= 20, "only {runs} runs from {iterations} sessions");
     let (code, list, err) = bir_cmd(&dir, &["runs", "--json", "--limit", "1000"]);
     assert_eq!(code, 0, "{err}");
     let listed: Vec<Value> = list
