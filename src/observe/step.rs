@@ -39,6 +39,15 @@ pub enum CallOutcome {
 pub const OBSERVE_WHOLE: usize = 4 * 1024 * 1024;
 const HEAD: usize = 64 * 1024;
 const TAIL: usize = 1024;
+/// Whole answers larger than this are skimmed (head and tail) rather than
+/// parsed, unless they hold binary blocks (see `from_observed`).
+const SKIM_OVER: usize = 256 * 1024;
+
+/// Whether an answer may hold a base64 image, audio or blob block.
+fn has_binary_block(bytes: &[u8]) -> bool {
+    memchr::memmem::find(bytes, b"\"data\"").is_some()
+        || memchr::memmem::find(bytes, b"\"blob\"").is_some()
+}
 
 /// The upstream's answer as the relay handed it over.
 #[derive(Debug)]
@@ -203,17 +212,29 @@ impl StepReport {
             }
             Err(_) => report.unparseable = true,
         }
-        if let Some(ObservedBody::Clipped { head, tail, len }) = &call.response {
+        // A large answer with no binary block in it will be stored as a
+        // marker and a preview: read it like a clipped one, without parsing
+        // megabytes. (Binary blocks may shrink to fit once stubbed, so those
+        // answers are parsed whole.)
+        let skim = match &call.response {
+            Some(ObservedBody::Clipped { head, tail, len }) => Some((&head[..], &tail[..], *len)),
+            Some(ObservedBody::Whole(b)) if b.len() > SKIM_OVER && !has_binary_block(b) => Some((
+                &b[..HEAD.min(b.len())],
+                &b[b.len().saturating_sub(TAIL)..],
+                b.len() as u64,
+            )),
+            _ => None,
+        };
+        if let Some((head, tail, len)) = skim {
             let tail = String::from_utf8_lossy(tail);
             report.is_error =
                 tail.contains("\"isError\":true") || tail.contains("\"isError\": true");
             let head = String::from_utf8_lossy(head);
             report.result_clipped = Some(ClippedResult {
-                original_bytes: *len,
+                original_bytes: len,
                 head: head.trim_end_matches('\u{fffd}').to_owned(),
             });
-        }
-        if let Some(ObservedBody::Whole(response)) = &call.response {
+        } else if let Some(ObservedBody::Whole(response)) = &call.response {
             match serde_json::from_slice::<Response>(response) {
                 Ok(resp) => {
                     if let Some(result) = resp.result {
@@ -275,6 +296,38 @@ mod tests {
         assert!((r.duration_ms - 1.5).abs() < 1e-9);
         let json = serde_json::to_string(&r).expect("serialises");
         assert!(json.contains(r#""arguments":{"n":1.50,"m":"hi"}"#));
+    }
+
+    #[test]
+    fn large_text_answers_are_skimmed_but_binaries_are_parsed() {
+        let big_text = format!(
+            r#"{{"result":{{"content":[{{"type":"text","text":"{}"}}],"isError":true}},"jsonrpc":"2.0","id":1}}"#,
+            "x".repeat(300 * 1024)
+        );
+        let r = StepReport::from_observed(&observed(
+            r#"{"id":1,"method":"tools/call","params":{"name":"t"}}"#,
+            Some(&big_text),
+        ));
+        assert!(r.result.is_none());
+        assert!(r.is_error, "isError read from the tail");
+        assert_eq!(
+            r.result_clipped.as_ref().map(|c| c.original_bytes),
+            Some(big_text.len() as u64)
+        );
+
+        let big_image = big_text.replace(
+            r#""type":"text","text""#,
+            r#""type":"image","mimeType":"image/png","data""#,
+        );
+        let r = StepReport::from_observed(&observed(
+            r#"{"id":1,"method":"tools/call","params":{"name":"t"}}"#,
+            Some(&big_image),
+        ));
+        assert!(
+            r.result.is_some(),
+            "binary blocks are parsed so they can be stubbed"
+        );
+        assert!(r.result_clipped.is_none());
     }
 
     #[test]
