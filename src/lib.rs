@@ -28,6 +28,7 @@
 //!   configs, edited byte-preservingly and atomically, with a ledger to undo.
 
 pub mod cli;
+pub mod codec;
 pub mod hooks;
 pub mod install;
 pub mod jsonrpc;

@@ -341,8 +341,8 @@ impl Peer {
             let value = std::env::var(name).unwrap_or_default();
             let text = format!(
                 "plain={value} base64={} url={}",
-                base64(value.as_bytes()),
-                percent_encode(&value)
+                crate::codec::base64_encode(value.as_bytes(), false, true),
+                crate::codec::percent_encode(value.as_bytes(), true, false)
             );
             self.send_result(id, &text_result(&text));
         }
@@ -404,36 +404,4 @@ impl Peer {
             self.backlog.push_back(line);
         }
     }
-}
-
-fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

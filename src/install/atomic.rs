@@ -38,14 +38,8 @@ pub struct Outcome {
     pub changed: bool,
 }
 
-/// The hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, bytes)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+/// The hex sha256 of `bytes` (see [`crate::codec`]).
+pub use crate::codec::sha256_hex;
 
 /// The file a config path really is: symlinks followed. A dangling link is
 /// an error; a missing plain path is returned as is.

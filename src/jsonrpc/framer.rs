@@ -124,6 +124,16 @@ impl Framer {
         }
     }
 
+    /// The next frame; once the stream has ended (`eof`), also the final
+    /// line that had no `\n`. Returns `None` when nothing is left.
+    pub fn next_frame_or_final(&mut self, eof: bool) -> Option<Frame> {
+        match self.next_frame() {
+            Some(frame) => Some(frame),
+            None if eof => self.finish(),
+            None => None,
+        }
+    }
+
     /// At end of stream: the final line that had no `\n`, if any.
     pub fn finish(&mut self) -> Option<Frame> {
         if self.end == self.line_start && !self.skipping {

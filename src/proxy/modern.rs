@@ -138,28 +138,10 @@ pub fn encode(value: &str) -> String {
     if safe {
         return value.to_string();
     }
-    format!("=?base64?{}?=", base64(value.as_bytes()))
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ABC[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    format!(
+        "=?base64?{}?=",
+        crate::codec::base64_encode(value.as_bytes(), false, true)
+    )
 }
 
 #[cfg(test)]
@@ -197,7 +179,7 @@ mod tests {
         assert_eq!(encode("plain value"), "plain value");
         assert_eq!(encode(" lead"), "=?base64?IGxlYWQ=?=");
         assert_eq!(encode("=?base64?x?="), "=?base64?PT9iYXNlNjQ/eD89?=");
-        assert_eq!(base64(b"ab"), "YWI=");
-        assert_eq!(base64(b"abc"), "YWJj");
+        assert_eq!(crate::codec::base64_encode(b"ab", false, true), "YWI=");
+        assert_eq!(crate::codec::base64_encode(b"abc", false, true), "YWJj");
     }
 }

@@ -273,10 +273,7 @@ pub fn pump_host(shared: &Shared, events: &Sender<Event>) {
         };
         {
             let mut inflight = lock(&shared.inflight);
-            while let Some(frame) = framer.next_frame() {
-                on_host_frame(shared, &mut inflight, &framer, frame, &mut outbox);
-            }
-            if eof && let Some(frame) = framer.finish() {
+            while let Some(frame) = framer.next_frame_or_final(eof) {
                 on_host_frame(shared, &mut inflight, &framer, frame, &mut outbox);
             }
         }
@@ -512,17 +509,7 @@ pub fn pump_upstream(
         };
         {
             let mut inflight = lock(&shared.inflight);
-            while let Some(frame) = framer.next_frame() {
-                on_upstream_frame(
-                    shared,
-                    &mut inflight,
-                    &framer,
-                    frame,
-                    &mut outbox,
-                    &mut invalid_lines,
-                );
-            }
-            if eof && let Some(frame) = framer.finish() {
+            while let Some(frame) = framer.next_frame_or_final(eof) {
                 on_upstream_frame(
                     shared,
                     &mut inflight,

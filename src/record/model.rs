@@ -227,14 +227,8 @@ pub fn uuid_v4() -> String {
     )
 }
 
-/// Lowercase hex sha256.
-pub fn sha256_hex(data: &[u8]) -> String {
-    ring::digest::digest(&ring::digest::SHA256, data)
-        .as_ref()
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
-}
+/// Lowercase hex sha256 (see [`crate::codec`]).
+pub use crate::codec::sha256_hex;
 
 /// Canonical JSON: object keys sorted (serde_json's default map is
 /// ordered), no whitespace. Used for digests.

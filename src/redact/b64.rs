@@ -18,32 +18,6 @@ pub(crate) const MIN_RUN: usize = 24;
 /// How much of a blob is decoded before deciding it is text.
 const PROBE_CHARS: usize = 64;
 
-const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// Encodes `data`; `url` picks the URL-safe alphabet, `pad` the `=` tail.
-pub(crate) fn encode(data: &[u8], url: bool, pad: bool) -> String {
-    let alpha = if url { URL } else { STD };
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let n = match *chunk {
-            [a, b, c] => u32::from(a) << 16 | u32::from(b) << 8 | u32::from(c),
-            [a, b] => u32::from(a) << 16 | u32::from(b) << 8,
-            [a] => u32::from(a) << 16,
-            _ => 0,
-        };
-        let chars = chunk.len() + 1;
-        for k in 0..4 {
-            if k < chars {
-                out.push(char::from(alpha[(n >> (18 - 6 * k) & 63) as usize]));
-            } else if pad {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 fn value(c: u8) -> Option<u32> {
     Some(u32::from(match c {
         b'A'..=b'Z' => c - b'A',
@@ -213,20 +187,26 @@ mod tests {
         ] {
             for url in [false, true] {
                 for pad in [false, true] {
-                    let e = encode(data, url, pad);
+                    let e = crate::codec::base64_encode(data, url, pad);
                     assert_eq!(decode(e.as_bytes()).as_deref(), Some(data), "{e}");
                 }
             }
         }
-        assert_eq!(encode(b"foobar", false, true), "Zm9vYmFy");
-        assert_eq!(encode(b"fo", false, true), "Zm8=");
-        assert_eq!(encode(&[0xfb, 0xff], true, false), "-_8");
+        assert_eq!(
+            crate::codec::base64_encode(b"foobar", false, true),
+            "Zm9vYmFy"
+        );
+        assert_eq!(crate::codec::base64_encode(b"fo", false, true), "Zm8=");
+        assert_eq!(
+            crate::codec::base64_encode(&[0xfb, 0xff], true, false),
+            "-_8"
+        );
         assert_eq!(decode(b"Zm9v!"), None);
     }
 
     #[test]
     fn finds_text_blobs_only() {
-        let env = encode(b"API_KEY=abc\nDEBUG=1\n", false, true);
+        let env = crate::codec::base64_encode(b"API_KEY=abc\nDEBUG=1\n", false, true);
         let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
         let text = format!("env={env} img={png}");
         let spans = scan(&text, |t| t.contains("API_KEY")).expect("env blob");
@@ -237,14 +217,14 @@ mod tests {
         assert!(scan(hex, |_| true).is_none());
         let uuid = "123e4567-e89b-12d3-a456-426614174000";
         assert!(scan(uuid, |_| true).is_none());
-        let docker = encode(b"robot:hunter2hunter2", false, true);
+        let docker = crate::codec::base64_encode(b"robot:hunter2hunter2", false, true);
         assert!(scan(&format!("{{\"auth\":\"{docker}\"}}"), |_| false).is_some());
     }
 
     #[test]
     fn wrapped_blobs() {
         let long = "SECRET_TOKEN=".to_owned() + &"x".repeat(100);
-        let enc = encode(long.as_bytes(), false, true);
+        let enc = crate::codec::base64_encode(long.as_bytes(), false, true);
         let wrapped: Vec<&str> = enc
             .as_bytes()
             .chunks(76)

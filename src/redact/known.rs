@@ -82,12 +82,12 @@ fn forms_of(v: &str) -> Vec<String> {
     let mut forms = vec![v.to_owned()];
     for url in [false, true] {
         for pad in [false, true] {
-            forms.push(super::b64::encode(b, url, pad));
+            forms.push(crate::codec::base64_encode(b, url, pad));
         }
     }
-    forms.push(percent_encode(b, true, false));
-    forms.push(percent_encode(b, false, false));
-    forms.push(percent_encode(b, true, true));
+    forms.push(crate::codec::percent_encode(b, true, false));
+    forms.push(crate::codec::percent_encode(b, false, false));
+    forms.push(crate::codec::percent_encode(b, true, true));
     if let Ok(json) = serde_json::to_string(v)
         && json.len() >= 2
     {
@@ -98,25 +98,6 @@ fn forms_of(v: &str) -> Vec<String> {
     forms.sort();
     forms.dedup();
     forms
-}
-
-fn percent_encode(b: &[u8], upper: bool, plus_for_space: bool) -> String {
-    const UP: &[u8; 16] = b"0123456789ABCDEF";
-    const LO: &[u8; 16] = b"0123456789abcdef";
-    let hex = if upper { UP } else { LO };
-    let mut out = String::with_capacity(b.len() * 3);
-    for &c in b {
-        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(c));
-        } else if c == b' ' && plus_for_space {
-            out.push('+');
-        } else {
-            out.push('%');
-            out.push(char::from(hex[usize::from(c >> 4)]));
-            out.push(char::from(hex[usize::from(c & 15)]));
-        }
-    }
-    out
 }
 
 /// Every character as `\uXXXX` (UTF-16 units for characters outside the
@@ -151,7 +132,7 @@ mod tests {
         assert!(f.contains(
             &"\\u0061\\u0020\\u0062\\u002f\\u0063\\u0022\\u0064\\u0031\\u0032".to_owned()
         ));
-        assert!(f.contains(&super::super::b64::encode(b"a b/c\"d12", false, true)));
+        assert!(f.contains(&crate::codec::base64_encode(b"a b/c\"d12", false, true)));
     }
 
     #[test]

@@ -144,7 +144,7 @@ fn json_inside_strings() {
 #[test]
 fn media_blocks_are_not_scanned() {
     // A text-looking base64 that *would* be redacted if it were text.
-    let env_b64 = b64::encode(b"GITHUB_TOKEN=abc123def456\n", false, true);
+    let env_b64 = crate::codec::base64_encode(b"GITHUB_TOKEN=abc123def456\n", false, true);
     let (v, _) = red(json!([
         {"type": "image", "mimeType": "image/png", "data": env_b64},
         {"type": "text", "text": env_b64},
@@ -226,19 +226,19 @@ fn known_values_all_forms() {
         .collect();
     let text = format!(
         "plain={secret} b64={} url={} json={escaped} short",
-        b64::encode(secret.as_bytes(), false, true),
+        crate::codec::base64_encode(secret.as_bytes(), false, true),
         secret
     );
     let out = r.redact_text(&text);
     assert!(!out.contains(secret), "{out}");
     assert!(
-        !out.contains(&b64::encode(secret.as_bytes(), false, true)),
+        !out.contains(&crate::codec::base64_encode(secret.as_bytes(), false, true)),
         "{out}"
     );
     assert!(!out.contains(&escaped), "{out}");
     assert!(out.contains("short"), "{out}");
     // Inside a larger base64 blob (an echoed env dump).
-    let blob = b64::encode(format!("OPAQUE={secret}\n").as_bytes(), false, true);
+    let blob = crate::codec::base64_encode(format!("OPAQUE={secret}\n").as_bytes(), false, true);
     assert_eq!(r.redact_text(&blob), "[REDACTED:base64]");
 }
 

@@ -1,0 +1,74 @@
+//! Small encodings used in several places: sha256 in hex, base64 and
+//! percent-encoding. One implementation each, so the redactor looks for a
+//! secret in exactly the forms the rest of bir (and its tests) produce.
+
+/// Lowercase hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Base64 of `data`; `url` picks the URL-safe alphabet, `pad` the `=` tail.
+pub fn base64_encode(data: &[u8], url: bool, pad: bool) -> String {
+    let alpha = if url { URL } else { STD };
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = match *chunk {
+            [a, b, c] => u32::from(a) << 16 | u32::from(b) << 8 | u32::from(c),
+            [a, b] => u32::from(a) << 16 | u32::from(b) << 8,
+            [a] => u32::from(a) << 16,
+            _ => 0,
+        };
+        let chars = chunk.len() + 1;
+        for k in 0..4 {
+            if k < chars {
+                out.push(char::from(alpha[(n >> (18 - 6 * k) & 63) as usize]));
+            } else if pad {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Percent-encoding of everything but RFC 3986 unreserved characters;
+/// `upper` picks the hex case, `plus_for_space` the form encoding of ` `.
+pub fn percent_encode(b: &[u8], upper: bool, plus_for_space: bool) -> String {
+    const UP: &[u8; 16] = b"0123456789ABCDEF";
+    const LO: &[u8; 16] = b"0123456789abcdef";
+    let hex = if upper { UP } else { LO };
+    let mut out = String::with_capacity(b.len() * 3);
+    for &c in b {
+        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(c));
+        } else if c == b' ' && plus_for_space {
+            out.push('+');
+        } else {
+            out.push('%');
+            out.push(char::from(hex[usize::from(c >> 4)]));
+            out.push(char::from(hex[usize::from(c & 15)]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings() {
+        assert_eq!(base64_encode(b"ab", false, true), "YWI=");
+        assert_eq!(base64_encode(b"abc", false, true), "YWJj");
+        assert_eq!(base64_encode(b"\xfb\xff", true, false), "-_8");
+        assert_eq!(percent_encode(b"a b/", true, false), "a%20b%2F");
+        assert_eq!(percent_encode(b"a b", false, true), "a+b");
+        assert_eq!(sha256_hex(b"").len(), 64);
+    }
+}
