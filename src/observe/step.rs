@@ -44,7 +44,7 @@ const TAIL: usize = 1024;
 const SKIM_OVER: usize = 256 * 1024;
 
 /// Whether an answer may hold a base64 image, audio or blob block.
-fn has_binary_block(bytes: &[u8]) -> bool {
+pub fn has_binary_block(bytes: &[u8]) -> bool {
     memchr::memmem::find(bytes, b"\"data\"").is_some()
         || memchr::memmem::find(bytes, b"\"blob\"").is_some()
 }

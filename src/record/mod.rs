@@ -266,7 +266,7 @@ impl Recorder {
         // only the size and a preview will be kept, so there is no point in
         // parsing and redacting megabytes.
         let large = LARGE_FACTOR * cap;
-        if raw.len() > large && !raw.contains("\"data\"") && !raw.contains("\"blob\"") {
+        if raw.len() > large && !crate::observe::step::has_binary_block(raw.as_bytes()) {
             return self.preview_only(raw, raw.len());
         }
         let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
