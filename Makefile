@@ -100,9 +100,8 @@ golden:
 	BIR_UPDATE_GOLDEN=1 cargo test --locked --test it golden_transcripts
 	@git status --short golden/
 
-bench:
-	cargo build --release --locked
-	cargo bench --locked --bench relay
+bench: build
+	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench relay
 	cargo bench --locked --bench redact
 
 # bir-proxy --url vs supergateway vs mcp-proxy vs a direct HTTP client.

@@ -368,6 +368,42 @@ fn fake_recording_service() -> Option<String> {
 }
 
 /// Files and bytes under `dir`, recursively.
+/// How many of the session's tool calls the recorder kept (`bir runs
+/// --json` in the column's BIR_HOME): under saturation the bounded queue
+/// drops the oldest observations and marks the run lossy, by design.
+fn recorded_vs_made(bir: &OsString, home: &Path, name: &str, made: u64) -> String {
+    let out = Command::new(bir)
+        .args(["runs", "--json", "--limit", "1000"])
+        .env("BIR_HOME", home)
+        .output();
+    let Ok(out) = out else {
+        return format!("`{name}`: could not run `bir runs`");
+    };
+    // The measured session's run is the largest; the others are the
+    // probe's and the cold starts' (which make no calls, so no run).
+    let mut session: Option<(u64, bool)> = None;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Ok(v) = serde_json::from_str::<Value>(line) {
+            let calls = v["toolCalls"].as_u64().unwrap_or(0);
+            if session.is_none_or(|(best, _)| calls > best) {
+                session = Some((calls, v["lossy"].as_bool().unwrap_or(false)));
+            }
+        }
+    }
+    let Some((recorded, lossy)) = session else {
+        return format!("`{name}` recorder: no run found in its BIR_HOME");
+    };
+    format!(
+        "`{name}` recorder: the measured session made {made} tools/call, its run holds {recorded} ({:.1}% dropped while the recorder was behind; run {})",
+        if made > 0 {
+            100.0 * made.saturating_sub(recorded) as f64 / made as f64
+        } else {
+            0.0
+        },
+        if lossy { "marked lossy" } else { "not lossy" }
+    )
+}
+
 fn dir_usage(dir: &Path) -> (u64, u64) {
     let mut files = 0;
     let mut bytes = 0;
@@ -1308,6 +1344,11 @@ fn run() -> io::Result<()> {
         }
     }
     let _ = fs::remove_file(&transcript);
+    for (i, c) in cfgs.iter().enumerate() {
+        if c.relay && !c.recorder_off && c.argv[0] == bir.as_os_str() {
+            notes.push(recorded_vs_made(&c.argv[0], &c.home, &c.name, calls[i]));
+        }
+    }
     for c in &cfgs {
         let (files, bytes) = dir_usage(&c.home);
         if files > 0 {

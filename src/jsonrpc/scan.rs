@@ -26,6 +26,8 @@ use super::small::SmallBytes;
 
 /// The longest top-level key we bother to remember (`"method"` is 6 bytes).
 const KEY_CAPTURE: usize = 16;
+/// Keys of interest at any depth (`data`, `blob`) are this long.
+const KEY_PROBE: usize = 4;
 /// The longest raw `id` / `method` value we keep. Longer ones are reported as
 /// absent-but-oversized: such a message cannot be correlated.
 pub const VALUE_CAPTURE: usize = 1024;
@@ -46,6 +48,10 @@ pub struct LineSummary {
     pub has_error: bool,
     /// An `id` or `method` value was longer than [`VALUE_CAPTURE`].
     pub capture_overflow: bool,
+    /// A `"data"` or `"blob"` key occurs at some depth: where MCP puts
+    /// base64 image, audio and blob contents. (Spelled with escapes, such a
+    /// key is not noticed; the recorder then keeps a preview, never more.)
+    pub maybe_binary: bool,
 }
 
 /// The syntactic shape of a line.
@@ -156,6 +162,13 @@ pub struct LineScanner {
     value_started: bool,
     value_buf: Vec<u8>,
     value_overflow: bool,
+    /// Where the object key being lexed (at any depth) continues in the
+    /// current chunk.
+    key_from: Option<usize>,
+    /// The first bytes of that key, enough to tell `data` and `blob` from
+    /// every other key; a length over [`KEY_PROBE`] means "longer".
+    key_probe: [u8; KEY_PROBE],
+    key_probe_len: usize,
     summary: LineSummary,
 }
 
@@ -179,6 +192,9 @@ impl LineScanner {
             value_started: false,
             value_buf: Vec::new(),
             value_overflow: false,
+            key_from: None,
+            key_probe: [0; KEY_PROBE],
+            key_probe_len: 0,
             summary: LineSummary::default(),
         }
     }
@@ -323,7 +339,23 @@ impl LineScanner {
         }
         self.flush_capture(buf, &mut cap_from, buf.len());
         self.summary.len += buf.len() as u64;
+        if let Some(from) = self.key_from {
+            // The chunk ended inside a key: keep its first bytes, go on
+            // from the next chunk's start.
+            self.probe_key(&buf[from.min(buf.len())..]);
+            self.key_from = Some(0);
+        }
         None
+    }
+
+    fn probe_key(&mut self, piece: &[u8]) {
+        let n = self.key_probe_len;
+        if n + piece.len() > KEY_PROBE {
+            self.key_probe_len = KEY_PROBE + 1;
+        } else {
+            self.key_probe[n..n + piece.len()].copy_from_slice(piece);
+            self.key_probe_len += piece.len();
+        }
     }
 
     /// Finishes the current line (after `scan` reported its end, or at EOF
@@ -364,6 +396,7 @@ impl LineScanner {
         self.value_started = false;
         self.value_buf.clear();
         self.value_overflow = false;
+        self.key_from = None;
     }
 
     fn in_key_capture(&self) -> bool {
@@ -415,6 +448,8 @@ impl LineScanner {
                 if b == b'"' {
                     self.lex = Lex::Str;
                     self.in_key = true;
+                    self.key_from = Some(i + 1);
+                    self.key_probe_len = 0;
                     if self.stack.len() == 1 {
                         self.key_buf.clear();
                         self.key_overflow = false;
@@ -473,6 +508,12 @@ impl LineScanner {
     /// The closing quote of a string is at `buf[i]`.
     fn end_string(&mut self, buf: &[u8], cap_from: &mut Option<usize>, i: usize) {
         if self.in_key {
+            if let Some(from) = self.key_from.take() {
+                self.probe_key(&buf[from.min(i)..i]);
+            }
+            if self.key_probe_len == KEY_PROBE && matches!(&self.key_probe, b"data" | b"blob") {
+                self.summary.maybe_binary = true;
+            }
             if self.stack.len() == 1 {
                 // Key bytes are captured without the quotes.
                 self.flush_capture(buf, cap_from, i);
@@ -552,6 +593,7 @@ impl LineScanner {
         self.lex = Lex::Garbage;
         self.capturing = None;
         self.value_started = false;
+        self.key_from = None;
         *cap_from = None;
     }
 }
@@ -596,6 +638,30 @@ mod tests {
         assert_eq!(s.id.as_deref(), Some(&br#""abc""#[..]));
         assert!(s.has_result);
         assert_eq!(s.method_raw, None);
+    }
+
+    #[test]
+    fn binary_block_keys_are_noticed_at_any_depth() {
+        let image = r#"{"id":1,"result":{"content":[{"type":"image","data":"iVBORw0","mimeType":"image/png"}]}}"#;
+        let blob = r#"{"id":1,"result":{"contents":[{"uri":"a","blob":"AAAA"}]}}"#;
+        let text = r#"{"id":1,"result":{"content":[{"type":"text","text":"data blob "data""}],"database":1}}"#;
+        assert!(one(image).maybe_binary);
+        assert!(one(blob).maybe_binary);
+        assert!(
+            !one(text).maybe_binary,
+            "values and longer keys are not binary blocks"
+        );
+        // Cut at every byte: a key split by a read boundary is still seen.
+        for (line, binary) in [(image, true), (blob, true), (text, false)] {
+            for cut in 1..line.len() {
+                let mut s = LineScanner::new();
+                let line = format!("{line}\n");
+                let (a, b) = line.as_bytes().split_at(cut);
+                assert_eq!(s.scan(a), None);
+                assert!(s.scan(b).is_some());
+                assert_eq!(s.end_line().maybe_binary, binary, "{line} cut at {cut}");
+            }
+        }
     }
 
     #[test]

@@ -148,6 +148,7 @@ impl Observer {
         let spawned = thread::Builder::new()
             .name("bir-observer".into())
             .spawn(move || {
+                give_way_to_the_relay();
                 run_worker(&worker_queue, sinks);
                 let _ = done_tx.send(());
             });
@@ -220,6 +221,28 @@ impl Observer {
             && done.recv_timeout(deadline).is_err()
         {
             log::warn!("observer did not finish within {deadline:?}; some observations are lost");
+        }
+    }
+}
+
+/// How much the recording threads step back (the most `nice` allows).
+const RECORDING_NICENESS: i32 = 19;
+
+/// Lowers the calling thread's priority, so that on a busy CPU the kernel
+/// runs a waking relay thread ahead of recording work: recording uses the
+/// gaps between messages instead of sitting between a request and its
+/// answer. Called by the observer's worker and by the recording service's
+/// sender. (Linux: `setpriority` on a thread id affects that thread only.)
+pub fn give_way_to_the_relay() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: two system calls with no pointers; the id is our own.
+        let failed = unsafe {
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, RECORDING_NICENESS) != 0
+        };
+        if failed {
+            log::debug!("could not lower the recording thread's priority");
         }
     }
 }

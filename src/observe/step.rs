@@ -39,6 +39,9 @@ pub enum CallOutcome {
 pub const OBSERVE_WHOLE: usize = 4 * 1024 * 1024;
 const HEAD: usize = 64 * 1024;
 const TAIL: usize = 1024;
+/// Of a skimmed answer the recorder keeps a 1 KiB preview, cut where no
+/// token is split; this much head leaves room to find the cut.
+const ANSWER_HEAD: usize = 4 * 1024;
 /// Whole answers larger than this are skimmed (head and tail) rather than
 /// parsed, unless they hold binary blocks (see `from_observed`).
 const SKIM_OVER: usize = 256 * 1024;
@@ -70,6 +73,22 @@ impl ObservedBody {
         ObservedBody::Clipped {
             head: bytes[..HEAD].to_vec(),
             tail: bytes[bytes.len() - TAIL..].to_vec(),
+            len: bytes.len() as u64,
+        }
+    }
+
+    /// Copies a `tools/call` answer. A large one with no binary block in it
+    /// (`maybe_binary` false: the relay's scanner saw no `data` or `blob`
+    /// key) will be stored as a marker and a preview, so only its head and
+    /// tail are copied: the relay's thread does not copy megabytes nobody
+    /// will read.
+    pub fn of_answer(bytes: &[u8], maybe_binary: bool) -> ObservedBody {
+        if bytes.len() <= SKIM_OVER || (maybe_binary && bytes.len() <= OBSERVE_WHOLE) {
+            return ObservedBody::Whole(bytes.to_vec());
+        }
+        ObservedBody::Clipped {
+            head: bytes[..ANSWER_HEAD.min(bytes.len())].to_vec(),
+            tail: bytes[bytes.len().saturating_sub(TAIL)..].to_vec(),
             len: bytes.len() as u64,
         }
     }
@@ -219,7 +238,7 @@ impl StepReport {
         let skim = match &call.response {
             Some(ObservedBody::Clipped { head, tail, len }) => Some((&head[..], &tail[..], *len)),
             Some(ObservedBody::Whole(b)) if b.len() > SKIM_OVER && !has_binary_block(b) => Some((
-                &b[..HEAD.min(b.len())],
+                &b[..ANSWER_HEAD.min(b.len())],
                 &b[b.len().saturating_sub(TAIL)..],
                 b.len() as u64,
             )),

@@ -30,7 +30,9 @@ use super::inflight::{Admission, HostRequest, InFlight};
 use crate::jsonrpc::framer::{Frame, Framer};
 use crate::jsonrpc::message::{self, Kind};
 use crate::jsonrpc::scan::{LineScanner, LineSummary};
-use crate::observe::step::{CallOutcome, OBSERVE_WHOLE, ObservedBody, ToolCallObserved};
+use crate::observe::step::{
+    CallOutcome, OBSERVE_WHOLE, ObservedBody, ToolCallObserved, has_binary_block,
+};
 use crate::observe::{Direction, Observer};
 
 /// State shared by the pumps and the lifecycle loop.
@@ -175,8 +177,9 @@ enum After {
     Message(Range<usize>),
     /// A message the proxy made, for transcript sinks.
     MadeMessage(Direction, Vec<u8>),
-    /// A `tools/call` answer (the line at this range) to report.
-    Step(Range<usize>, HostRequest),
+    /// A `tools/call` answer (the line at this range) to report; the flag
+    /// is the scanner's `maybe_binary`.
+    Step(Range<usize>, HostRequest, bool),
     /// A `tools/call` answered inside a batch (the element's bytes).
     StepOwned(Vec<u8>, HostRequest),
     /// A `tools/call` the proxy answered itself.
@@ -566,7 +569,9 @@ fn on_upstream_frame(
                 outbox.after.push(After::Message(range.clone()));
             }
             if let Some(request) = step {
-                outbox.after.push(After::Step(range, request));
+                outbox
+                    .after
+                    .push(After::Step(range, request, summary.maybe_binary));
             }
         }
         Frame::Oversized { summary } => upstream_oversized(shared, inflight, &summary, outbox),
@@ -740,10 +745,13 @@ fn deliver_after(shared: &Shared, framer: &Framer, outbox: &mut Outbox, relayed:
         match after {
             After::Message(range) => shared.observer.message(relayed, framer.bytes(range)),
             After::MadeMessage(direction, bytes) => shared.observer.message(direction, &bytes),
-            After::Step(range, request) => {
-                observe_answered_call(shared, request, framer.bytes(range))
+            After::Step(range, request, maybe_binary) => {
+                observe_answered_call(shared, request, framer.bytes(range), maybe_binary)
             }
-            After::StepOwned(bytes, request) => observe_answered_call(shared, request, &bytes),
+            After::StepOwned(bytes, request) => {
+                let maybe_binary = has_binary_block(&bytes);
+                observe_answered_call(shared, request, &bytes, maybe_binary)
+            }
             After::Unanswered(request, outcome, size) => {
                 shared.observe_unanswered_call(request, outcome, size)
             }
@@ -751,7 +759,12 @@ fn deliver_after(shared: &Shared, framer: &Framer, outbox: &mut Outbox, relayed:
     }
 }
 
-fn observe_answered_call(shared: &Shared, request: HostRequest, response: &[u8]) {
+fn observe_answered_call(
+    shared: &Shared,
+    request: HostRequest,
+    response: &[u8],
+    maybe_binary: bool,
+) {
     let duration = request.started.elapsed();
     let started_at = request.started_at();
     let Some(kept_request) = request.kept_request else {
@@ -772,7 +785,7 @@ fn observe_answered_call(shared: &Shared, request: HostRequest, response: &[u8])
         started_at,
         duration,
         request: kept_request,
-        response: Some(ObservedBody::of(response)),
+        response: Some(ObservedBody::of_answer(response, maybe_binary)),
         outcome: if request.cancelled {
             CallOutcome::Cancelled
         } else {

@@ -140,6 +140,21 @@ pub struct Recorder {
     next_step: u64,
     metrics: RunMetrics,
     withheld: u64,
+    /// Exchanges seen before the run exists, still raw. They are read when
+    /// the first call opens the run: an idle proxy never parses, hashes or
+    /// redacts anything, so it keeps that code and memory out of its
+    /// resident set (most servers in a session sit idle).
+    pending_exchanges: Vec<PendingExchange>,
+}
+
+/// At most this many exchanges wait for a run (a handshake is two or three;
+/// a server that keeps re-listing its tools only needs its latest lists).
+const MAX_PENDING_EXCHANGES: usize = 32;
+
+struct PendingExchange {
+    method: String,
+    request: Vec<u8>,
+    response: Vec<u8>,
 }
 
 impl Recorder {
@@ -157,6 +172,7 @@ impl Recorder {
             next_step: 1,
             metrics: RunMetrics::default(),
             withheld: 0,
+            pending_exchanges: Vec::new(),
             cfg: cfg.clone(),
         }
     }
@@ -511,17 +527,9 @@ fn secret_env_values() -> Vec<String> {
         .collect()
 }
 
-impl Sink for Recorder {
-    fn message(
-        &mut self,
-        _at: SystemTime,
-        _direction: Direction,
-        _bytes: &[u8],
-        _total: Option<u64>,
-    ) {
-    }
-
-    fn exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
+impl Recorder {
+    /// Reads an answered `initialize`, `server/discover` or `tools/list`.
+    fn learn_from_exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
         let (Ok(request), Ok(response)) = (
             serde_json::from_slice::<Value>(request),
             serde_json::from_slice::<Value>(response),
@@ -539,8 +547,37 @@ impl Sink for Recorder {
             _ => {}
         }
     }
+}
+
+impl Sink for Recorder {
+    fn message(
+        &mut self,
+        _at: SystemTime,
+        _direction: Direction,
+        _bytes: &[u8],
+        _total: Option<u64>,
+    ) {
+    }
+
+    fn exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
+        if self.run_id.is_none() {
+            if self.pending_exchanges.len() == MAX_PENDING_EXCHANGES {
+                self.pending_exchanges.remove(0);
+            }
+            self.pending_exchanges.push(PendingExchange {
+                method: method.to_owned(),
+                request: request.to_vec(),
+                response: response.to_vec(),
+            });
+            return;
+        }
+        self.learn_from_exchange(method, request, response);
+    }
 
     fn step(&mut self, step: &StepReport) {
+        for pending in std::mem::take(&mut self.pending_exchanges) {
+            self.learn_from_exchange(&pending.method, &pending.request, &pending.response);
+        }
         self.record_call(step);
     }
 

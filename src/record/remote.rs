@@ -991,6 +991,7 @@ impl RemoteRecorder {
         let spawned = thread::Builder::new()
             .name("bir-remote".into())
             .spawn(move || {
+                crate::observe::give_way_to_the_relay();
                 // The client (and its TLS setup) is built here, off the
                 // proxy's start-up path.
                 let ran = catch_unwind(AssertUnwindSafe(|| {

@@ -148,6 +148,91 @@ fn an_idle_server_leaves_no_run_and_recording_can_be_switched_off() {
 }
 
 #[test]
+fn large_answers_are_stored_as_previews_unless_binary_blocks_shrink_them() {
+    let dir = TempDir::new("large");
+    let text = "word ".repeat(120_000); // 600 KB: over the skim threshold
+    let image = "iVBORw0KGgo".repeat(60_000); // 660 KB of base64
+    let script = json!({"rules": [
+        {"method": "tools/call", "tool": "prose", "do": [{"reply_text": text}]},
+        {"method": "tools/call", "tool": "picture", "do": [{"reply": {"content": [
+            {"type": "image", "data": image, "mimeType": "image/png"},
+            {"type": "text", "text": "a chart"}]}}]}]});
+    let mut host = Host::start(proxy(&dir, &script));
+    host.send(&init());
+    host.send(&call(1, "prose", json!({})));
+    host.send(&call(2, "picture", json!({})));
+    assert!(host.wait_lines(3, Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let answers = seen.messages();
+    assert_eq!(
+        answers[1]["result"]["content"][0]["text"],
+        text.as_str(),
+        "relayed whole"
+    );
+    assert_eq!(
+        answers[2]["result"]["content"][0]["data"],
+        image.as_str(),
+        "relayed whole"
+    );
+
+    let (code, doc, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(&doc).expect("export is JSON");
+    let prose = &doc["steps"][1]["output"];
+    assert_eq!(prose["truncated"], true, "{prose}");
+    assert!(
+        prose["originalBytes"].as_u64().unwrap_or(0) > 600_000,
+        "{prose}"
+    );
+    assert!(
+        prose["preview"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("{\"jsonrpc\"")),
+        "{prose}"
+    );
+    let picture = &doc["steps"][3]["output"];
+    assert_eq!(
+        picture["content"][0]["data"]["omitted"], "binary",
+        "{picture}"
+    );
+    assert_eq!(picture["content"][0]["data"]["base64Bytes"], image.len());
+    assert_eq!(picture["content"][1]["text"], "a chart", "the rest is kept");
+}
+
+#[test]
+fn recording_threads_run_at_the_lowest_priority() {
+    let dir = TempDir::new("nice");
+    let mut host = Host::start(proxy(&dir, &json!({})));
+    host.send(&init());
+    host.send(&call(1, "echo", json!({})));
+    assert!(host.wait_lines(2, Duration::from_secs(5)));
+    // /proc/<pid>/task/<tid>/stat: field 19 is the nice value; the
+    // command name (field 2) is in parentheses and holds no spaces here.
+    let mut niceness = std::collections::BTreeMap::new();
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", host.pid())).expect("task dir");
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let Some((name, rest)) = stat.split_once(") ") else {
+            continue;
+        };
+        let name = name.rsplit('(').next().unwrap_or("").to_owned();
+        let nice: i32 = rest
+            .split(' ')
+            .nth(16)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(99);
+        niceness.insert(name, nice);
+    }
+    host.finish(Duration::from_secs(5));
+    assert_eq!(niceness.get("bir-observer"), Some(&19), "{niceness:?}");
+    assert_eq!(niceness.get("bir-from-host"), Some(&0), "{niceness:?}");
+    assert_eq!(niceness.get("bir-from-server"), Some(&0), "{niceness:?}");
+}
+
+#[test]
 fn store_files_are_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("private");
