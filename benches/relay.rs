@@ -229,6 +229,13 @@ fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
     None
 }
 
+fn smaps_rollup_kib(pid: u32, key: &str) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+}
+
 /// All descendants of `pid` (children first), from /proc/<pid>/task/*/children.
 fn descendants(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -726,6 +733,10 @@ struct Res {
     tp10_rounds: Vec<f64>,
     pipe_rounds: Vec<f64>,
     idle_rss: Option<u64>,
+    /// Of the idle RSS, what is private to this process (anonymous pages:
+    /// heap, stacks); the rest is the executable's pages, shared with every
+    /// other process running it.
+    idle_private: Option<u64>,
     /// Time spent after rounds waiting for the process tree to go idle.
     settle: Duration,
     peak_rss: Option<u64>,
@@ -1247,6 +1258,7 @@ fn run() -> io::Result<()> {
     for (i, s) in sess.iter().enumerate() {
         if cfgs[i].relay {
             res[i].idle_rss = proc_status_kib(s.pid(), "VmRSS");
+            res[i].idle_private = smaps_rollup_kib(s.pid(), "Anonymous");
         }
     }
 
@@ -1495,6 +1507,13 @@ fn run() -> io::Result<()> {
             (f64::NAN, r.idle_rss.map(|k| k <= T_IDLE_RSS_KIB))
         })),
         "<= 4 MiB",
+        true,
+    );
+    row(
+        "of which private (anonymous) (MiB)",
+        Box::new(|r| rss(r.idle_private)),
+        None,
+        "(info: memory per extra proxy)",
         true,
     );
     row(

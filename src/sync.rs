@@ -12,7 +12,16 @@
 //! Only runs that are over are sent: finished ones, and unfinished ones
 //! whose journal has not changed for [`STALE_AFTER`] (the proxy that wrote
 //! it is presumably gone). A run still being recorded is left alone.
+//!
+//! The same sending also happens without anyone asking: a proxy whose own
+//! records reach the service catches up on earlier runs in the background
+//! ([`CatchUp`], switched off by `BIR_AUTO_SYNC=off`). One sender at a time
+//! per store: `bir sync` and the catch-up take the same advisory lock.
 
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use argh::FromArgs;
@@ -23,7 +32,7 @@ use crate::output::out;
 use crate::record::journal;
 use crate::record::model::{Record, RemoteAck, RunEvent};
 use crate::record::remote::{self, Client, Failure, ServiceConfig};
-use crate::record::store::{LoadedRun, Store};
+use crate::record::store::{self, LoadedRun, Store};
 
 /// An unfinished run counts as abandoned after this long without a write.
 pub const STALE_AFTER: Duration = Duration::from_secs(10 * 60);
@@ -73,6 +82,20 @@ pub fn main(_cmd: SyncCmd) -> Exit {
         Ok(s) => s,
         Err(err) => {
             eprintln!("bir sync: cannot open the run store: {err}");
+            return Exit::Code(1);
+        }
+    };
+    let lock = match SyncLock::take(&store, Wait::No) {
+        Ok(None) => {
+            eprintln!("bir sync: another bir is sending runs from this store; waiting for it…");
+            SyncLock::take(&store, Wait::Yes)
+        }
+        taken => taken,
+    };
+    let _lock = match lock {
+        Ok(lock) => lock,
+        Err(err) => {
+            eprintln!("bir sync: cannot lock {}: {err}", store.dir().display());
             return Exit::Code(1);
         }
     };
@@ -249,4 +272,113 @@ fn note_ack(store: &Store, run: &LoadedRun, up_to: u64) -> std::io::Result<()> {
     let mut file = store.open_writer(file_id)?;
     file.append(&journal::frame(&json))?;
     file.sync()
+}
+
+/// Whether to wait for another sender to finish.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Yes,
+    No,
+}
+
+/// The store's sender lock (`flock` on `runs/.sync.lock`), released when
+/// dropped or when the process ends, however it ends.
+struct SyncLock {
+    _file: File,
+}
+
+impl SyncLock {
+    /// `Ok(None)`: another bir holds it and `wait` is [`Wait::No`].
+    fn take(store: &Store, wait: Wait) -> std::io::Result<Option<SyncLock>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(store.dir().join(".sync.lock"))?;
+        let mut op = libc::LOCK_EX;
+        if wait == Wait::No {
+            op |= libc::LOCK_NB;
+        }
+        loop {
+            // SAFETY: `file` is open for as long as this call runs.
+            if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+                return Ok(Some(SyncLock { _file: file }));
+            }
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EWOULDBLOCK) if wait == Wait::No => return Ok(None),
+                _ => return Err(err),
+            }
+        }
+    }
+}
+
+/// A proxy's background catch-up: it sends, oldest first, the runs earlier
+/// sessions could not deliver. The recording-service thread drives it, one
+/// run per turn, only when it has no record of its own session to send and
+/// only once the service has taken one of them (so a service that is down
+/// costs nothing more). A failure ends the catch-up for this process; what
+/// is left waits for the next proxy or `bir sync`.
+pub struct CatchUp {
+    store: Store,
+    /// Journals not looked at yet, least recently written first.
+    queue: Vec<PathBuf>,
+    _lock: SyncLock,
+}
+
+impl CatchUp {
+    /// `None` when switched off (`BIR_AUTO_SYNC=off`), when there is no
+    /// store, or when another bir is sending from this store right now.
+    pub fn begin() -> Option<CatchUp> {
+        if std::env::var("BIR_AUTO_SYNC").is_ok_and(|v| matches!(v.trim(), "off" | "0")) {
+            return None;
+        }
+        let store = Store::open_default().ok()?;
+        let lock = SyncLock::take(&store, Wait::No).ok()??;
+        let mut queue = store.journal_paths().ok()?;
+        queue.reverse(); // popped from the end: oldest first
+        Some(CatchUp {
+            store,
+            queue,
+            _lock: lock,
+        })
+    }
+
+    /// Sends the next run that needs it, skipping the runs `is_live` names
+    /// (this process's own). `Ok(true)`: there may be more; `Ok(false)`:
+    /// done; `Err`: the service failed, stop for now.
+    pub fn send_next(
+        &mut self,
+        client: &mut Client,
+        is_live: &dyn Fn(&str) -> bool,
+    ) -> Result<bool, Failure> {
+        while let Some(path) = self.queue.pop() {
+            let Ok(run) = store::load_path(&path) else {
+                continue;
+            };
+            let pending = pending(&run);
+            if pending.is_empty()
+                || is_live(&run.id())
+                || run.header.is_none()
+                || (run.finish.is_none() && !stale(&run))
+            {
+                continue;
+            }
+            return match send_run(&self.store, client, &run, &pending) {
+                Outcome::Sent { records } => {
+                    log::info!(
+                        "caught up: sent run {} ({records} record(s)) that an earlier session could not",
+                        run.id()
+                    );
+                    Ok(!self.queue.is_empty())
+                }
+                Outcome::Failed { failure, .. } => Err(failure),
+                _ => Ok(!self.queue.is_empty()),
+            };
+        }
+        Ok(false)
+    }
 }

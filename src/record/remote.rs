@@ -56,7 +56,7 @@
 //! * One warning per run, naming the service and the request, never the
 //!   token or a body. Whatever was not acknowledged stays in the journal.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::io::Read;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -890,6 +890,9 @@ struct State {
     cool_until: Option<Instant>,
     dropped: u64,
     warned_overflow: bool,
+    /// A record of this session reached the service: it is up, and the
+    /// background catch-up may begin.
+    delivered_any: bool,
 }
 
 impl State {
@@ -1019,9 +1022,26 @@ impl RemoteRecorder {
     }
 }
 
+/// What the sender does next.
+enum Work {
+    /// A record of this session.
+    Live(Item),
+    /// A turn of the background catch-up on earlier runs.
+    CatchUp,
+}
+
+/// Where the background catch-up stands (see [`crate::sync::CatchUp`]).
+enum CatchUpState {
+    /// Not begun: waits for this session's first delivered record.
+    Waiting,
+    Running(crate::sync::CatchUp),
+    Over,
+}
+
 fn send_loop(shared: &Shared, client: &mut Client) {
+    let mut catch_up = CatchUpState::Waiting;
     loop {
-        let item = {
+        let work = {
             let mut st = shared.lock();
             loop {
                 if st.stop {
@@ -1037,49 +1057,85 @@ fn send_loop(shared: &Shared, client: &mut Client) {
                 }
                 if let Some(item) = st.pop() {
                     st.busy = true;
-                    break item;
+                    break Work::Live(item);
+                }
+                if st.delivered_any && !matches!(catch_up, CatchUpState::Over) {
+                    break Work::CatchUp;
                 }
                 st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
             }
         };
-        let mut sleep = |d: Duration, why: &Failure| {
-            let mut st = shared.lock();
-            if let Some(run) = st.runs.get_mut(&item.run_id) {
-                run.last_failure = Some(why.detail.clone());
-            }
-            let (st, _) = shared
-                .changed
-                .wait_timeout_while(st, d, |s| !s.stop)
-                .unwrap_or_else(|p| p.into_inner());
-            !st.stop
-        };
-        let result = client.deliver(&item.req, &mut sleep);
+        match work {
+            Work::Live(item) => send_live(shared, client, item),
+            Work::CatchUp => catch_up = catch_up_turn(shared, client, catch_up),
+        }
+    }
+}
+
+fn send_live(shared: &Shared, client: &mut Client, item: Item) {
+    let mut sleep = |d: Duration, why: &Failure| {
         let mut st = shared.lock();
-        st.busy = false;
-        st.settle(&item.run_id, item.seq, result.is_ok());
-        match result {
-            Ok(()) => {
-                st.failures = 0;
-                st.cool_until = None;
-            }
-            Err(failure) => {
-                st.failures += 1;
-                let pause = cool_down_for(st.failures);
-                st.cool_until = Some(Instant::now() + pause);
-                let run = st.runs.entry(item.run_id.clone()).or_default();
-                run.last_failure = Some(failure.detail.clone());
-                if !run.warned {
-                    run.warned = true;
-                    log::warn!(
-                        "recording service {}: {failure}. Run {} stays in the local store; `bir sync` sends it later. Sending pauses for {}s",
-                        display_url(client.base()),
-                        item.run_id,
-                        pause.as_secs()
-                    );
-                }
+        if let Some(run) = st.runs.get_mut(&item.run_id) {
+            run.last_failure = Some(why.detail.clone());
+        }
+        let (st, _) = shared
+            .changed
+            .wait_timeout_while(st, d, |s| !s.stop)
+            .unwrap_or_else(|p| p.into_inner());
+        !st.stop
+    };
+    let result = client.deliver(&item.req, &mut sleep);
+    let mut st = shared.lock();
+    st.busy = false;
+    st.settle(&item.run_id, item.seq, result.is_ok());
+    match result {
+        Ok(()) => {
+            st.failures = 0;
+            st.cool_until = None;
+            st.delivered_any = true;
+        }
+        Err(failure) => {
+            st.failures += 1;
+            let pause = cool_down_for(st.failures);
+            st.cool_until = Some(Instant::now() + pause);
+            let run = st.runs.entry(item.run_id.clone()).or_default();
+            run.last_failure = Some(failure.detail.clone());
+            if !run.warned {
+                run.warned = true;
+                log::warn!(
+                    "recording service {}: {failure}. Run {} stays in the local store; `bir sync` sends it later. Sending pauses for {}s",
+                    display_url(client.base()),
+                    item.run_id,
+                    pause.as_secs()
+                );
             }
         }
-        shared.changed.notify_all();
+    }
+    shared.changed.notify_all();
+}
+
+/// One run of the background catch-up. It is not `busy` work: the end of
+/// the session does not wait for it (an interrupted run is sent again
+/// later, under the same ids).
+fn catch_up_turn(shared: &Shared, client: &mut Client, state: CatchUpState) -> CatchUpState {
+    let mut running = match state {
+        CatchUpState::Waiting => match crate::sync::CatchUp::begin() {
+            Some(c) => c,
+            None => return CatchUpState::Over,
+        },
+        CatchUpState::Running(c) => c,
+        CatchUpState::Over => return CatchUpState::Over,
+    };
+    let live: HashSet<String> = shared.lock().runs.keys().cloned().collect();
+    match running.send_next(client, &|id| live.contains(id)) {
+        Ok(true) => CatchUpState::Running(running),
+        Ok(false) => CatchUpState::Over,
+        Err(failure) => {
+            log::debug!(
+                "catching up on earlier runs stopped: {failure}; `bir sync` sends them later"
+            );
+            CatchUpState::Over
+        }
     }
 }
 

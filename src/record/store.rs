@@ -161,6 +161,23 @@ impl Store {
         self.storage.open_append(&self.journal_path(run_id))
     }
 
+    /// The journals in the store, least recently written first, without
+    /// reading them (a caller that goes through them one at a time holds
+    /// one run in memory, not the whole store).
+    pub fn journal_paths(&self) -> io::Result<Vec<PathBuf>> {
+        let mut found = Vec::new();
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let path = entry.path();
+            if path.to_string_lossy().ends_with(JOURNAL_SUFFIX) {
+                let written = entry.metadata().and_then(|m| m.modified()).ok();
+                found.push((written, path));
+            }
+        }
+        found.sort();
+        Ok(found.into_iter().map(|(_, path)| path).collect())
+    }
+
     /// Every journal in the store, newest first (by start time).
     pub fn list(&self) -> io::Result<Vec<LoadedRun>> {
         let mut runs = Vec::new();

@@ -906,3 +906,85 @@ fn an_expired_token_is_refreshed_before_the_first_send() {
     assert_eq!(saved["token"], NEW_TOKEN);
     assert_eq!(saved["refreshToken"], REFRESH);
 }
+
+/// A host session that stays open until `until` holds (or 10 s pass).
+fn session_held_open_until(cmd: Command, until: impl Fn() -> bool) -> Seen {
+    let mut host = Host::start(cmd);
+    host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
+    host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n": 1}}}));
+    assert!(host.wait_lines(2, Duration::from_secs(10)), "no answers");
+    let started = Instant::now();
+    while !until() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    host.finish(Duration::from_secs(10))
+}
+
+#[test]
+fn a_later_session_catches_up_on_runs_the_service_missed() {
+    let dir = TempDir::new("remote-catch-up");
+    let down = closed_port_url();
+    write_creds(&dir, &creds_for(&down));
+    let (seen, _) = session(proxy(&dir, &down), 2);
+    assert_eq!(seen.exit(), "code 0");
+    let missed = journal_records(&dir)[0]["event"]["data"]["id"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+
+    let service = FakeService::ok();
+    write_creds(&dir, &creds_for(&service.base));
+    let finished = |s: &FakeService| {
+        s.lines()
+            .contains(&format!("POST /recordings/runs/{missed}/finish"))
+    };
+
+    // Switched off: a session sends its own run only.
+    let mut off = proxy(&dir, &service.base);
+    off.env("BIR_AUTO_SYNC", "off");
+    let seen = session_held_open_until(off, || {
+        let steps = service
+            .lines()
+            .iter()
+            .filter(|l| l.ends_with("/steps"))
+            .count();
+        if steps >= 2 {
+            // Its own call is in; a catch-up would begin now.
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        steps >= 2
+    });
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(!finished(&service), "{:?}", service.lines());
+    assert!(
+        service.lines().iter().all(|l| !l.contains(&missed)),
+        "{:?}",
+        service.lines()
+    );
+
+    // On (the default): the next session's proxy delivers the missed run
+    // in the background, each of its requests once and in order.
+    service.clear();
+    let seen = session_held_open_until(proxy(&dir, &service.base), || finished(&service));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(finished(&service), "{:?}", service.lines());
+    let for_missed: Vec<String> = service
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains(&missed))
+        .collect();
+    let mut want = expected_lines(&missed, 2);
+    want.remove(0); // `POST /recordings/runs` names no run in its path
+    assert_eq!(for_missed, want);
+    assert_token_only_in_auth_header(&service.requests(), TOKEN);
+
+    // It was noted as delivered: `bir sync` has nothing more for it.
+    service.clear();
+    let out = run_bir(&dir, &service.base, &["sync"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        service.lines().iter().all(|l| !l.contains(&missed)),
+        "sent twice: {:?}",
+        service.lines()
+    );
+}
