@@ -220,6 +220,14 @@ pub fn uuid_v4() -> String {
     out
 }
 
+/// A random number (for jitter; not for secrets).
+pub fn random_u64() -> u64 {
+    let b = random_16();
+    let mut le = [0u8; 8];
+    le.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(le)
+}
+
 /// 16 random bytes. Drawn from the OS a pool at a time: a run makes two
 /// step ids per call, and a system call for each was most of their cost.
 fn random_16() -> [u8; 16] {

@@ -49,7 +49,8 @@
 //!   Any other failure is final for that record.
 //! * HTTP 401: the token is refreshed once and the request sent once more.
 //! * After a failure, nothing is sent for a cool-down: 5 s, doubling to 60 s
-//!   while failures continue; records wait in the queue meanwhile.
+//!   while failures continue; records wait in the queue meanwhile. Our own
+//!   waits (not a service's `Retry-After`) get up to 20 % random jitter.
 //! * Each request has a total deadline (`BIR_SERVICE_TIMEOUT_MS`, 10 s).
 //! * Redirects are not followed (a 3xx is a failure), so the token never
 //!   goes anywhere but the configured origin.
@@ -645,7 +646,9 @@ impl Client {
             Answer::Status(409, _) => Attempt::Done,
             Answer::Status(404 | 405 | 501, _) if req.optional => Attempt::Done,
             Answer::Status(code @ (429 | 503), retry_after) => Attempt::Retry(
-                retry_after.unwrap_or(BUSY_RETRY_DELAY).min(RETRY_AFTER_CAP),
+                retry_after
+                    .unwrap_or_else(|| jittered(BUSY_RETRY_DELAY))
+                    .min(RETRY_AFTER_CAP),
                 Failure {
                     kind: FailKind::Busy,
                     detail: format!("HTTP {code} on {what}"),
@@ -671,7 +674,7 @@ impl Client {
                 detail: format!("HTTP {code} on {what}"),
             }),
             Answer::Unreached(why) => Attempt::Retry(
-                UNREACHED_RETRY_DELAY,
+                jittered(UNREACHED_RETRY_DELAY),
                 Failure {
                     kind: FailKind::Unreachable,
                     detail: format!("service unreachable ({why}) on {what}"),
@@ -853,6 +856,13 @@ pub fn cool_down_for(failures: u32) -> Duration {
     }
     let doubled = COOL_DOWN_FIRST.saturating_mul(1u32 << (failures - 1).min(16));
     doubled.min(COOL_DOWN_MAX)
+}
+
+/// `d` plus up to a fifth more, at random: proxies that failed together
+/// (a service restart) do not all come back in the same instant.
+pub fn jittered(d: Duration) -> Duration {
+    let fraction = (super::model::random_u64() % 1_000_001) as f64 / 1_000_000.0;
+    d + (d / 5).mul_f64(fraction)
 }
 
 struct Item {
@@ -1096,7 +1106,7 @@ fn send_live(shared: &Shared, client: &mut Client, item: Item) {
         }
         Err(failure) => {
             st.failures += 1;
-            let pause = cool_down_for(st.failures);
+            let pause = jittered(cool_down_for(st.failures));
             st.cool_until = Some(Instant::now() + pause);
             let run = st.runs.entry(item.run_id.clone()).or_default();
             run.last_failure = Some(failure.detail.clone());
@@ -1393,6 +1403,18 @@ mod tests {
     }
 
     #[test]
+    fn waits_are_jittered_up_to_a_fifth() {
+        let d = Duration::from_secs(5);
+        let waits: Vec<Duration> = (0..50).map(|_| jittered(d)).collect();
+        assert!(
+            waits.iter().all(|w| *w >= d && *w <= d + d / 5),
+            "{waits:?}"
+        );
+        let distinct: std::collections::HashSet<_> = waits.iter().collect();
+        assert!(distinct.len() > 10, "{waits:?}");
+    }
+
+    #[test]
     fn cool_down_doubles_to_a_minute() {
         let secs: Vec<u64> = (0..8).map(|n| cool_down_for(n).as_secs()).collect();
         assert_eq!(secs, vec![0, 5, 10, 20, 40, 60, 60, 60]);
@@ -1530,7 +1552,11 @@ mod tests {
             })
             .expect_err("busy");
         assert_eq!(err.kind, FailKind::Busy);
-        assert_eq!(waited, vec![BUSY_RETRY_DELAY]);
+        assert_eq!(waited.len(), 1);
+        assert!(
+            waited[0] >= BUSY_RETRY_DELAY && waited[0] <= BUSY_RETRY_DELAY * 6 / 5,
+            "{waited:?}"
+        );
         assert_eq!(seen.try_iter().count(), 2);
         // 500: no retry.
         let (base, seen) = service(vec![(500, vec![]), (200, vec![])]);
