@@ -21,13 +21,23 @@
 //!   would cost the SIMD string skip). Everything else follows the JSON
 //!   grammar (RFC 8259).
 //! * Duplicate top-level keys: the last one wins, as in serde_json.
+//! * The summary of a line does not depend on how the stream is cut into
+//!   chunks.
+//!
+//! How it stays fast: the line's end is found first with SIMD, so the lexer
+//! never checks for `\n`; the grammar state lives in a local while a chunk
+//! lasts; tokens are read whole by tight loops (strings eight bytes at a
+//! time), and keys and captured values that lie within one chunk are
+//! compared and copied in place. The general, resumable states take over
+//! only where a chunk ends mid-token. Tests hold it to the plain
+//! byte-at-a-time scanner it replaced (`scan/reference.rs`) on generated,
+//! damaged and arbitrarily cut input.
 
 use super::small::SmallBytes;
 
-/// The longest top-level key we bother to remember (`"method"` is 6 bytes).
+/// The longest object key we bother to remember when a chunk boundary cuts
+/// it (`"method"`, the longest key of interest, is 6 bytes).
 const KEY_CAPTURE: usize = 16;
-/// Keys of interest at any depth (`data`, `blob`) are this long.
-const KEY_PROBE: usize = 4;
 /// The longest raw `id` / `method` value we keep. Longer ones are reported as
 /// absent-but-oversized: such a message cannot be correlated.
 pub const VALUE_CAPTURE: usize = 1024;
@@ -70,12 +80,26 @@ pub enum Shape {
     Invalid,
 }
 
-/// Where the lexer is inside the current token.
+/// Where the scanner is: between tokens, with what the grammar expects
+/// next, or inside a token (after which the grammar's expectation follows
+/// from the token: a key wants a colon, a value ends a value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lex {
-    /// Between tokens, skipping whitespace.
-    Between,
-    /// Inside a string.
+enum State {
+    /// A value (top level, after `:` or after `,` in an array).
+    Value,
+    /// After `[`: a value or `]`.
+    ValueOrClose,
+    /// After `{`: a key or `}`.
+    KeyOrClose,
+    /// After `,` in an object: a key.
+    Key,
+    /// After a key.
+    Colon,
+    /// After a value inside a container.
+    CommaOrClose,
+    /// After the top-level value: only whitespace may follow.
+    Done,
+    /// Inside a string (an object key if `in_key`).
     Str,
     /// Just after a backslash inside a string.
     StrEscape,
@@ -113,25 +137,6 @@ impl Num {
     }
 }
 
-/// What the grammar expects next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Expect {
-    /// A value (top level, after `:` or after `,` in an array).
-    Value,
-    /// After `[`: a value or `]`.
-    ValueOrClose,
-    /// After `{`: a key or `}`.
-    KeyOrClose,
-    /// After `,` in an object: a key.
-    Key,
-    /// After a key.
-    Colon,
-    /// After a value inside a container.
-    CommaOrClose,
-    /// After the top-level value: only whitespace may follow.
-    Done,
-}
-
 /// Which top-level key's value is being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TopKey {
@@ -143,32 +148,41 @@ enum TopKey {
 }
 
 /// Incremental scanner for one direction of a newline-delimited stream.
+///
+/// State kept between calls is only what a chunk boundary can cut: the
+/// grammar state, the container stack, and the parts of a key or captured
+/// value that lie in earlier chunks. Keys and values that lie within one
+/// chunk (nearly all of them) are read in place, never copied.
 #[derive(Debug)]
 pub struct LineScanner {
-    lex: Lex,
-    expect: Expect,
+    state: State,
     /// Open containers, innermost last: `b'{'` or `b'['`.
     stack: Vec<u8>,
-    /// True while the string being lexed is an object key.
+    /// True while an object key (at any depth) is lexed by the general
+    /// string states: it holds an escape or runs past the end of a chunk.
+    /// A key read whole in place never sets it.
     in_key: bool,
     /// The top-level key whose value comes next (depth-1 objects only).
     top_key: TopKey,
-    key_buf: Vec<u8>,
-    key_overflow: bool,
+    /// The raw bytes (escapes as sent, no quotes) of the object key being
+    /// lexed that lie in earlier chunks.
+    key_buf: [u8; KEY_CAPTURE],
+    /// Bytes used in `key_buf`; `KEY_CAPTURE + 1` means the key is longer
+    /// than any key of interest.
+    key_len: usize,
     /// Capturing the raw value of the current top-level key.
     capturing: Option<TopKey>,
     /// The captured value's first byte has been seen (so a chunk boundary
     /// inside it must keep capturing from the next chunk's first byte).
     value_started: bool,
+    /// The part of the captured value that lies in earlier chunks.
     value_buf: Vec<u8>,
     value_overflow: bool,
-    /// Where the object key being lexed (at any depth) continues in the
-    /// current chunk.
-    key_from: Option<usize>,
-    /// The first bytes of that key, enough to tell `data` and `blob` from
-    /// every other key; a length over [`KEY_PROBE`] means "longer".
-    key_probe: [u8; KEY_PROBE],
-    key_probe_len: usize,
+    /// Bytes of the line so far. Kept apart from `summary` and added to it
+    /// only at the end of the line: `end_line` moves the summary out right
+    /// after the last `scan` wrote this count, and a move that rereads a
+    /// field just stored stalls the CPU (store forwarding).
+    len: u64,
     summary: LineSummary,
 }
 
@@ -181,20 +195,17 @@ impl Default for LineScanner {
 impl LineScanner {
     pub fn new() -> Self {
         LineScanner {
-            lex: Lex::Between,
-            expect: Expect::Value,
+            state: State::Value,
             stack: Vec::new(),
             in_key: false,
             top_key: TopKey::Other,
-            key_buf: Vec::with_capacity(KEY_CAPTURE),
-            key_overflow: false,
+            key_buf: [0; KEY_CAPTURE],
+            key_len: 0,
             capturing: None,
             value_started: false,
             value_buf: Vec::new(),
             value_overflow: false,
-            key_from: None,
-            key_probe: [0; KEY_PROBE],
-            key_probe_len: 0,
+            len: 0,
             summary: LineSummary::default(),
         }
     }
@@ -204,174 +215,255 @@ impl LineScanner {
     /// [`LineScanner::end_line`] and continues with `buf[n..]`. Returns `None`
     /// when all of `buf` belongs to the still-open line.
     pub fn scan(&mut self, buf: &[u8]) -> Option<usize> {
-        let mut i = 0;
-        // Start of a pending capture inside `buf`, flushed at token ends and
-        // at the end of the chunk.
-        let mut cap_from: Option<usize> =
-            if (self.capturing.is_some() && self.value_started) || self.in_key_capture() {
-                Some(0)
-            } else {
-                None
-            };
-        while i < buf.len() {
-            let b = buf[i];
-            if b == b'\n' {
-                self.flush_capture(buf, &mut cap_from, i);
-                self.summary.len += i as u64;
-                return Some(i + 1);
-            }
-            match self.lex {
-                Lex::Garbage => {
-                    // Fast skip to the newline.
-                    match memchr::memchr(b'\n', &buf[i..]) {
-                        Some(p) => i += p,
-                        None => i = buf.len(),
-                    }
-                    continue;
-                }
-                Lex::Str => {
-                    // Fast path over the bulk of a string: a short scalar
-                    // look first (most JSON-RPC strings are short), then a
-                    // SIMD search for long ones.
-                    let rest = &buf[i..];
-                    let is_stop = |c: &u8| matches!(*c, b'"' | b'\\' | b'\n');
-                    let head = rest.len().min(16);
-                    let stop = match rest[..head].iter().position(is_stop) {
-                        Some(p) => p,
-                        None => memchr::memchr3(b'"', b'\\', b'\n', &rest[head..])
-                            .map_or(rest.len(), |p| head + p),
-                    };
-                    i += stop;
-                    if i == buf.len() {
-                        break;
-                    }
-                    let c = buf[i];
-                    if c == b'"' {
-                        self.lex = Lex::Between;
-                        self.end_string(buf, &mut cap_from, i);
-                    } else if c == b'\\' {
-                        self.lex = Lex::StrEscape;
-                    } else if c == b'\n' {
-                        continue; // handled at the top of the loop
-                    } else {
-                        self.garbage(&mut cap_from);
-                    }
-                }
-                Lex::StrEscape => {
-                    self.lex = match b {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Lex::Str,
-                        b'u' => Lex::StrUnicode(4),
-                        _ => {
-                            self.garbage(&mut cap_from);
-                            continue;
-                        }
-                    };
-                }
-                Lex::StrUnicode(left) => {
-                    if b.is_ascii_hexdigit() {
-                        self.lex = if left == 1 {
-                            Lex::Str
-                        } else {
-                            Lex::StrUnicode(left - 1)
-                        };
-                    } else {
-                        self.garbage(&mut cap_from);
-                        continue;
-                    }
-                }
-                Lex::Num(n) => {
-                    let next = match (n, b) {
-                        (Num::Minus, b'0') => Some(Num::Zero),
-                        (Num::Minus, b'1'..=b'9') => Some(Num::Int),
-                        (Num::Int, b'0'..=b'9') => Some(Num::Int),
-                        (Num::Zero | Num::Int, b'.') => Some(Num::Dot),
-                        (Num::Dot | Num::Frac, b'0'..=b'9') => Some(Num::Frac),
-                        (Num::Zero | Num::Int | Num::Frac, b'e' | b'E') => Some(Num::Exp),
-                        (Num::Exp, b'+' | b'-') => Some(Num::ExpSign),
-                        (Num::Exp | Num::ExpSign | Num::ExpDigits, b'0'..=b'9') => {
-                            Some(Num::ExpDigits)
-                        }
-                        _ => None,
-                    };
-                    match next {
-                        Some(n) => self.lex = Lex::Num(n),
-                        None if n.accepting() => {
-                            // The number ended just before `b`; re-examine
-                            // `b` as the next token.
-                            self.lex = Lex::Between;
-                            if self.stack.len() == 1 {
-                                self.flush_capture(buf, &mut cap_from, i);
-                            }
-                            self.end_value();
-                            continue;
-                        }
-                        None => {
-                            self.garbage(&mut cap_from);
-                            continue;
-                        }
-                    }
-                }
-                Lex::Literal(word, at) => {
-                    if b == word[at as usize] {
-                        if at as usize + 1 == word.len() {
-                            self.lex = Lex::Between;
-                            if self.stack.len() == 1 {
-                                self.flush_capture(buf, &mut cap_from, i + 1);
-                            }
-                            self.end_value();
-                        } else {
-                            self.lex = Lex::Literal(word, at + 1);
-                        }
-                    } else {
-                        self.garbage(&mut cap_from);
-                        continue;
-                    }
-                }
-                Lex::Between => {
-                    if matches!(b, b' ' | b'\t' | b'\r') {
-                        i += 1;
-                        continue;
-                    }
-                    self.token_start(buf, b, i, &mut cap_from);
-                }
-            }
-            i += 1;
+        // The line's end is found first (SIMD), so the lexer runs over bytes
+        // that hold no `\n`: no state needs a per-byte newline check, and
+        // the end of its input is either the end of the line or the end of
+        // the chunk, handled alike (the state is kept; `end_line` judges it).
+        let nl = memchr::memchr(b'\n', buf);
+        let piece = buf.get(..nl.unwrap_or(buf.len())).unwrap_or(buf);
+        if self.state != State::Garbage {
+            self.lex_piece(piece);
         }
-        self.flush_capture(buf, &mut cap_from, buf.len());
-        self.summary.len += buf.len() as u64;
-        if let Some(from) = self.key_from {
-            // The chunk ended inside a key: keep its first bytes, go on
-            // from the next chunk's start.
-            self.probe_key(&buf[from.min(buf.len())..]);
-            self.key_from = Some(0);
-        }
-        None
+        self.len += piece.len() as u64;
+        nl.map(|p| p + 1)
     }
 
-    fn probe_key(&mut self, piece: &[u8]) {
-        let n = self.key_probe_len;
-        if n + piece.len() > KEY_PROBE {
-            self.key_probe_len = KEY_PROBE + 1;
-        } else {
-            self.key_probe[n..n + piece.len()].copy_from_slice(piece);
-            self.key_probe_len += piece.len();
+    /// Lexes `s`, a piece of the current line that holds no `\n`.
+    ///
+    /// The state lives in a local while `s` lasts. Each arm reads a whole
+    /// token when it can (a string without escapes, a number, a key and
+    /// the colon after it) and names the next state by a constant, so the
+    /// compiler can jump straight to that arm; the general states (`Str`,
+    /// `Num`, ...) take over where a token goes on past the end of `s`.
+    fn lex_piece(&mut self, s: &[u8]) {
+        let mut i = 0;
+        let mut st = self.state;
+        // Where the open key and the captured value (if any) continue in
+        // `s`: at 0 when they began in an earlier chunk. `key_from` is
+        // meaningful while a key is being lexed, `val_from` while
+        // `value_started`.
+        let mut key_from = 0;
+        let mut val_from = 0;
+        'piece: loop {
+            // The next byte that is not whitespace; at the end of `s`, out.
+            macro_rules! next_token {
+                () => {
+                    loop {
+                        let Some(&b) = s.get(i) else { break 'piece };
+                        if !matches!(b, b' ' | b'\t' | b'\r') {
+                            break b;
+                        }
+                        i += 1;
+                    }
+                };
+            }
+            match st {
+                State::Value | State::ValueOrClose => {
+                    let b = next_token!();
+                    if b == b']' && st == State::ValueOrClose {
+                        i += 1;
+                        self.stack.pop();
+                        st = self.value_end(s, val_from, i);
+                        continue;
+                    }
+                    // A value starts at `b`.
+                    if self.stack.is_empty() {
+                        self.summary.shape = match b {
+                            b'{' => Shape::Object,
+                            b'[' => Shape::Array,
+                            _ => Shape::Scalar,
+                        };
+                    }
+                    if self.capturing.is_some() && !self.value_started && self.stack.len() == 1 {
+                        self.value_started = true;
+                        val_from = i;
+                    }
+                    i += 1;
+                    st = match b {
+                        b'"' => {
+                            i = string_stop(s, i);
+                            if s.get(i) == Some(&b'"') {
+                                i += 1;
+                                self.value_end(s, val_from, i)
+                            } else {
+                                State::Str
+                            }
+                        }
+                        b'{' => {
+                            self.stack.push(b'{');
+                            State::KeyOrClose
+                        }
+                        b'[' => {
+                            self.stack.push(b'[');
+                            State::ValueOrClose
+                        }
+                        b'-' | b'0'..=b'9' => {
+                            let num = match b {
+                                b'-' => Num::Minus,
+                                b'0' => Num::Zero,
+                                _ => Num::Int,
+                            };
+                            match lex_number(s, &mut i, num) {
+                                NumEnd::More(num) => State::Num(num),
+                                NumEnd::Ended => self.value_end(s, val_from, i),
+                                NumEnd::Bad => self.garbage(),
+                            }
+                        }
+                        b't' => State::Literal(b"true", 1),
+                        b'f' => State::Literal(b"false", 1),
+                        b'n' => State::Literal(b"null", 1),
+                        _ => self.garbage(),
+                    };
+                }
+                State::KeyOrClose | State::Key => {
+                    let b = next_token!();
+                    if b == b'"' {
+                        i += 1;
+                        key_from = i;
+                        i = string_stop(s, i);
+                        if s.get(i) != Some(&b'"') {
+                            // An escape, or the end of `s`: the general way.
+                            self.in_key = true;
+                            self.key_len = 0;
+                            st = State::Str;
+                            continue;
+                        }
+                        self.key_is(s.get(key_from..i).unwrap_or_default());
+                        i += 1;
+                        // The colon nearly always follows at once.
+                        if s.get(i) == Some(&b':') {
+                            i += 1;
+                            if self.stack.len() == 1 {
+                                self.top_colon();
+                            }
+                            st = State::Value;
+                        } else {
+                            st = State::Colon;
+                        }
+                    } else if b == b'}' && st == State::KeyOrClose {
+                        i += 1;
+                        self.stack.pop();
+                        st = self.value_end(s, val_from, i);
+                    } else {
+                        st = self.garbage();
+                    }
+                }
+                State::Colon => {
+                    if next_token!() != b':' {
+                        st = self.garbage();
+                        continue;
+                    }
+                    i += 1;
+                    if self.stack.len() == 1 {
+                        self.top_colon();
+                    }
+                    st = State::Value;
+                }
+                State::CommaOrClose => {
+                    let b = next_token!();
+                    i += 1;
+                    st = match (b, self.stack.last()) {
+                        (b',', Some(b'{')) => State::Key,
+                        (b',', Some(_)) => State::Value,
+                        (b'}', Some(b'{')) | (b']', Some(b'[')) => {
+                            self.stack.pop();
+                            self.value_end(s, val_from, i)
+                        }
+                        _ => self.garbage(),
+                    };
+                }
+                State::Done => {
+                    next_token!();
+                    st = self.garbage();
+                }
+                State::Str => {
+                    i = string_stop(s, i);
+                    let Some(&c) = s.get(i) else { break 'piece };
+                    i += 1;
+                    st = if c == b'\\' {
+                        State::StrEscape
+                    } else if self.in_key {
+                        self.in_key = false;
+                        self.key_end(s.get(key_from..i - 1).unwrap_or_default());
+                        State::Colon
+                    } else {
+                        self.value_end(s, val_from, i)
+                    };
+                }
+                State::StrEscape => {
+                    let Some(&c) = s.get(i) else { break 'piece };
+                    i += 1;
+                    st = match c {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => State::Str,
+                        b'u' => State::StrUnicode(4),
+                        _ => self.garbage(),
+                    };
+                }
+                State::StrUnicode(left) => {
+                    let Some(&c) = s.get(i) else { break 'piece };
+                    i += 1;
+                    st = if !c.is_ascii_hexdigit() {
+                        self.garbage()
+                    } else if left == 1 {
+                        State::Str
+                    } else {
+                        State::StrUnicode(left - 1)
+                    };
+                }
+                State::Num(num) => match lex_number(s, &mut i, num) {
+                    NumEnd::More(num) => {
+                        st = State::Num(num);
+                        break 'piece;
+                    }
+                    // The number ended just before `s[i]`, which is
+                    // examined next as a token of its own.
+                    NumEnd::Ended => st = self.value_end(s, val_from, i),
+                    NumEnd::Bad => st = self.garbage(),
+                },
+                State::Literal(word, mut at) => {
+                    // At most four bytes: a plain loop beats a `memcmp`.
+                    while let Some(&want) = word.get(at as usize) {
+                        let Some(&c) = s.get(i) else {
+                            st = State::Literal(word, at);
+                            break 'piece;
+                        };
+                        if c != want {
+                            st = self.garbage();
+                            continue 'piece;
+                        }
+                        i += 1;
+                        at += 1;
+                    }
+                    st = self.value_end(s, val_from, i);
+                }
+                State::Garbage => break 'piece,
+            }
+        }
+        // `s` ran out: keep what the next chunk needs.
+        self.state = st;
+        if self.in_key {
+            self.append_key(s.get(key_from..).unwrap_or_default());
+        }
+        if self.value_started {
+            self.append_value(s.get(val_from..).unwrap_or_default());
         }
     }
 
     /// Finishes the current line (after `scan` reported its end, or at EOF
     /// for a final line without `\n`) and resets for the next one.
     pub fn end_line(&mut self) -> LineSummary {
-        let complete = match self.lex {
-            Lex::Between => self.expect == Expect::Done,
-            Lex::Num(n) => n.accepting() && self.stack.is_empty(),
+        let complete = match self.state {
+            State::Done => true,
+            State::Num(n) => n.accepting() && self.stack.is_empty(),
             _ => false,
         };
         let mut summary = std::mem::take(&mut self.summary);
-        if self.lex == Lex::Between && self.expect == Expect::Value && self.stack.is_empty() {
+        summary.len = std::mem::take(&mut self.len);
+        if self.state == State::Value && self.stack.is_empty() {
             summary.shape = Shape::Blank;
         } else if !complete {
             summary.shape = Shape::Invalid;
-        } else if matches!(self.lex, Lex::Num(_)) {
+        } else if matches!(self.state, State::Num(_)) {
             summary.shape = Shape::Scalar;
         }
         if summary.shape != Shape::Object {
@@ -385,218 +477,201 @@ impl LineScanner {
     }
 
     fn reset(&mut self) {
-        self.lex = Lex::Between;
-        self.expect = Expect::Value;
+        self.state = State::Value;
         self.stack.clear();
         self.in_key = false;
         self.top_key = TopKey::Other;
-        self.key_buf.clear();
-        self.key_overflow = false;
+        self.key_len = 0;
         self.capturing = None;
         self.value_started = false;
         self.value_buf.clear();
         self.value_overflow = false;
-        self.key_from = None;
     }
 
-    fn in_key_capture(&self) -> bool {
-        self.in_key
-            && self.stack.len() == 1
-            && matches!(self.lex, Lex::Str | Lex::StrEscape | Lex::StrUnicode(_))
+    /// A `:` after a top-level key.
+    fn top_colon(&mut self) {
+        match self.top_key {
+            TopKey::Id | TopKey::Method => {
+                self.capturing = Some(self.top_key);
+                self.value_buf.clear();
+                self.value_overflow = false;
+            }
+            TopKey::Result => self.summary.has_result = true,
+            TopKey::Error => self.summary.has_error = true,
+            TopKey::Other => {}
+        }
     }
 
-    /// A token begins at `buf[i]` (not whitespace).
-    fn token_start(&mut self, buf: &[u8], b: u8, i: usize, cap_from: &mut Option<usize>) {
-        match self.expect {
-            Expect::Done => return self.garbage(cap_from),
-            Expect::Colon => {
-                if b == b':' {
-                    self.expect = Expect::Value;
-                    if self.stack.len() == 1 {
-                        if matches!(self.top_key, TopKey::Id | TopKey::Method) {
-                            self.capturing = Some(self.top_key);
-                            self.value_buf.clear();
-                            self.value_overflow = false;
-                        }
-                        match self.top_key {
-                            TopKey::Result => self.summary.has_result = true,
-                            TopKey::Error => self.summary.has_error = true,
-                            _ => {}
-                        }
-                    }
-                } else {
-                    self.garbage(cap_from);
-                }
-                return;
-            }
-            Expect::CommaOrClose => {
-                match (b, self.stack.last()) {
-                    (b',', Some(b'{')) => self.expect = Expect::Key,
-                    (b',', Some(_)) => self.expect = Expect::Value,
-                    (b'}', Some(b'{')) | (b']', Some(b'[')) => {
-                        self.stack.pop();
-                        if self.capturing.is_some() && self.stack.len() == 1 {
-                            self.flush_capture(buf, cap_from, i + 1);
-                        }
-                        self.end_value();
-                    }
-                    _ => self.garbage(cap_from),
-                }
-                return;
-            }
-            Expect::KeyOrClose | Expect::Key => {
-                if b == b'"' {
-                    self.lex = Lex::Str;
-                    self.in_key = true;
-                    self.key_from = Some(i + 1);
-                    self.key_probe_len = 0;
-                    if self.stack.len() == 1 {
-                        self.key_buf.clear();
-                        self.key_overflow = false;
-                        *cap_from = Some(i + 1);
-                    }
-                } else if b == b'}' && self.expect == Expect::KeyOrClose {
-                    self.stack.pop();
-                    self.end_value();
-                } else {
-                    self.garbage(cap_from);
-                }
-                return;
-            }
-            Expect::ValueOrClose if b == b']' => {
-                self.stack.pop();
-                self.end_value();
-                return;
-            }
-            Expect::Value | Expect::ValueOrClose => {}
+    /// An object key that `in_key` followed across chunks ended; `tail` is
+    /// its part in the current chunk, the rest is in `key_buf`.
+    fn key_end(&mut self, tail: &[u8]) {
+        if self.key_len == 0 {
+            self.key_is(tail);
+        } else {
+            self.append_key(tail);
+            let buf = self.key_buf;
+            self.key_is(buf.get(..self.key_len).unwrap_or_default());
         }
-        // A value starts here.
-        if self.capturing.is_some() && self.stack.len() == 1 && !self.value_started {
-            self.value_started = true;
-            *cap_from = Some(i);
+    }
+
+    /// Notes what the raw key `key` means (a key too long to be of interest
+    /// arrives empty, which means nothing either).
+    #[inline(always)]
+    fn key_is(&mut self, key: &[u8]) {
+        if key == b"data" || key == b"blob" {
+            self.summary.maybe_binary = true;
         }
-        if self.stack.is_empty() {
-            self.summary.shape = match b {
-                b'{' => Shape::Object,
-                b'[' => Shape::Array,
-                _ => Shape::Scalar,
+        if self.stack.len() == 1 {
+            self.top_key = match key {
+                b"id" => TopKey::Id,
+                b"method" => TopKey::Method,
+                b"result" => TopKey::Result,
+                b"error" => TopKey::Error,
+                _ => TopKey::Other,
             };
         }
-        match b {
-            b'{' => {
-                self.stack.push(b'{');
-                self.expect = Expect::KeyOrClose;
+    }
+
+    fn append_key(&mut self, piece: &[u8]) {
+        let n = self.key_len;
+        match self.key_buf.get_mut(n..n + piece.len()) {
+            Some(room) => {
+                room.copy_from_slice(piece);
+                self.key_len += piece.len();
             }
-            b'[' => {
-                self.stack.push(b'[');
-                self.expect = Expect::ValueOrClose;
-            }
-            b'"' => {
-                self.lex = Lex::Str;
-                self.in_key = false;
-            }
-            b'-' => self.lex = Lex::Num(Num::Minus),
-            b'0' => self.lex = Lex::Num(Num::Zero),
-            b'1'..=b'9' => self.lex = Lex::Num(Num::Int),
-            b't' => self.lex = Lex::Literal(b"true", 1),
-            b'f' => self.lex = Lex::Literal(b"false", 1),
-            b'n' => self.lex = Lex::Literal(b"null", 1),
-            _ => self.garbage(cap_from),
+            None => self.key_len = KEY_CAPTURE + 1,
         }
     }
 
-    /// The closing quote of a string is at `buf[i]`.
-    fn end_string(&mut self, buf: &[u8], cap_from: &mut Option<usize>, i: usize) {
-        if self.in_key {
-            if let Some(from) = self.key_from.take() {
-                self.probe_key(&buf[from.min(i)..i]);
-            }
-            if self.key_probe_len == KEY_PROBE && matches!(&self.key_probe, b"data" | b"blob") {
-                self.summary.maybe_binary = true;
-            }
-            if self.stack.len() == 1 {
-                // Key bytes are captured without the quotes.
-                self.flush_capture(buf, cap_from, i);
-            }
-            self.in_key = false;
-            self.expect = Expect::Colon;
-            if self.stack.len() == 1 {
-                self.top_key = if self.key_overflow {
-                    TopKey::Other
-                } else {
-                    match self.key_buf.as_slice() {
-                        b"id" => TopKey::Id,
-                        b"method" => TopKey::Method,
-                        b"result" => TopKey::Result,
-                        b"error" => TopKey::Error,
-                        _ => TopKey::Other,
-                    }
-                };
-                self.key_buf.clear();
-            }
+    /// A complete value (scalar or container) just ended at `s[end - 1]`;
+    /// the captured value, if this was it, began at `s[val_from]` (or in an
+    /// earlier chunk). Returns what the grammar expects next.
+    #[inline(always)]
+    fn value_end(&mut self, s: &[u8], val_from: usize, end: usize) -> State {
+        if self.stack.len() <= 1 && self.value_started {
+            self.end_capture(s.get(val_from..end).unwrap_or_default());
+        }
+        if self.stack.is_empty() {
+            State::Done
         } else {
-            if self.capturing.is_some() && self.stack.len() == 1 {
-                self.flush_capture(buf, cap_from, i + 1);
-            }
-            self.end_value();
+            State::CommaOrClose
         }
     }
 
-    /// A complete value just ended (scalar or container).
-    fn end_value(&mut self) {
-        if self.stack.len() <= 1
-            && let Some(which) = self.capturing.take()
-        {
-            self.value_started = false;
-            if self.value_overflow {
-                self.summary.capture_overflow = true;
-            } else {
-                let raw = SmallBytes::new(&self.value_buf);
-                self.value_buf.clear();
-                match which {
-                    TopKey::Id => self.summary.id = Some(raw),
-                    TopKey::Method => self.summary.method_raw = Some(raw),
-                    _ => {}
-                }
-            }
-        }
-        self.expect = if self.stack.is_empty() {
-            Expect::Done
+    /// The captured value ended; `tail` is its part in the current chunk.
+    #[inline(never)]
+    fn end_capture(&mut self, tail: &[u8]) {
+        self.value_started = false;
+        let which = self.capturing.take();
+        let raw = if self.value_buf.is_empty() && !self.value_overflow {
+            tail
         } else {
-            Expect::CommaOrClose
+            self.append_value(tail);
+            &self.value_buf
         };
-    }
-
-    /// Appends `buf[from..to]` to whichever capture is open.
-    fn flush_capture(&mut self, buf: &[u8], cap_from: &mut Option<usize>, to: usize) {
-        let Some(from) = cap_from.take() else { return };
-        if from >= to {
+        if self.value_overflow || raw.len() > VALUE_CAPTURE {
+            self.summary.capture_overflow = true;
             return;
         }
-        let piece = &buf[from..to];
-        if self.in_key && self.stack.len() == 1 {
-            if self.key_buf.len() + piece.len() > KEY_CAPTURE {
-                self.key_overflow = true;
-            } else {
-                self.key_buf.extend_from_slice(piece);
-            }
-        } else if self.capturing.is_some() {
-            if self.value_buf.len() + piece.len() > VALUE_CAPTURE {
-                self.value_overflow = true;
-            } else {
-                self.value_buf.extend_from_slice(piece);
-            }
+        match which {
+            Some(TopKey::Id) => SmallBytes::store(&mut self.summary.id, raw),
+            Some(TopKey::Method) => SmallBytes::store(&mut self.summary.method_raw, raw),
+            _ => {}
         }
     }
 
-    fn garbage(&mut self, cap_from: &mut Option<usize>) {
-        self.lex = Lex::Garbage;
+    fn append_value(&mut self, piece: &[u8]) {
+        if self.value_buf.len() + piece.len() > VALUE_CAPTURE {
+            self.value_overflow = true;
+        } else {
+            self.value_buf.extend_from_slice(piece);
+        }
+    }
+
+    /// The line is not JSON: nothing more of it is looked at.
+    #[cold]
+    fn garbage(&mut self) -> State {
         self.capturing = None;
         self.value_started = false;
-        self.key_from = None;
-        *cap_from = None;
+        self.in_key = false;
+        State::Garbage
     }
 }
+
+/// The index of the first `"` or `\` in `s[i..]`, or `s.len()` if none.
+///
+/// Most JSON-RPC strings are short, so eight bytes are tested at a time
+/// (SWAR) before a long string is handed to `memchr2`.
+#[inline(always)]
+fn string_stop(s: &[u8], mut i: usize) -> usize {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let start = i;
+    while let Some(word) = s.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
+        let w = u64::from_le_bytes(*word);
+        let quote = w ^ (LO * b'"' as u64);
+        let slash = w ^ (LO * b'\\' as u64);
+        // A byte of `quote` / `slash` is zero where `w` holds that byte.
+        // The lowest flagged bit marks the first zero byte exactly (false
+        // flags, from borrows, only ever sit above a true one).
+        let hits = ((quote.wrapping_sub(LO) & !quote) | (slash.wrapping_sub(LO) & !slash)) & HI;
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+        if i - start >= 32 {
+            let rest = s.get(i..).unwrap_or_default();
+            return memchr::memchr2(b'"', b'\\', rest).map_or(s.len(), |p| i + p);
+        }
+    }
+    while let Some(&c) = s.get(i) {
+        if c == b'"' || c == b'\\' {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// How a number continued over a piece of input.
+enum NumEnd {
+    /// The input ran out in this state.
+    More(Num),
+    /// The number ended just before `s[i]`.
+    Ended,
+    /// Not a number.
+    Bad,
+}
+
+/// Runs the number grammar from `state` over `s[*i..]`.
+#[inline(always)]
+fn lex_number(s: &[u8], i: &mut usize, mut state: Num) -> NumEnd {
+    loop {
+        if matches!(state, Num::Int | Num::Frac | Num::ExpDigits) {
+            while let Some(b'0'..=b'9') = s.get(*i) {
+                *i += 1;
+            }
+        }
+        let Some(&b) = s.get(*i) else {
+            return NumEnd::More(state);
+        };
+        state = match (state, b) {
+            (Num::Minus, b'0') => Num::Zero,
+            (Num::Minus, b'1'..=b'9') => Num::Int,
+            (Num::Zero | Num::Int, b'.') => Num::Dot,
+            (Num::Dot, b'0'..=b'9') => Num::Frac,
+            (Num::Zero | Num::Int | Num::Frac, b'e' | b'E') => Num::Exp,
+            (Num::Exp, b'+' | b'-') => Num::ExpSign,
+            (Num::Exp | Num::ExpSign, b'0'..=b'9') => Num::ExpDigits,
+            _ if state.accepting() => return NumEnd::Ended,
+            _ => return NumEnd::Bad,
+        };
+        *i += 1;
+    }
+}
+
+#[cfg(test)]
+mod reference;
 
 #[cfg(test)]
 mod tests {
@@ -766,6 +841,350 @@ mod tests {
             }
             got.push(s.end_line());
             assert_eq!(got, whole, "step {step}");
+        }
+    }
+
+    /// Feeds `input` in chunks cut at `cuts` (sorted offsets) to `scan`
+    /// and `end` (one of the two scanners), the way the framer does.
+    fn chunked(
+        input: &[u8],
+        cuts: &[usize],
+        scan: &mut dyn FnMut(&[u8]) -> Option<usize>,
+        end: &mut dyn FnMut() -> LineSummary,
+    ) -> Vec<LineSummary> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        let mut pending = false;
+        for to in cuts.iter().copied().chain([input.len()]) {
+            let mut rest = &input[from..to];
+            while let Some(n) = scan(rest) {
+                out.push(end());
+                pending = false;
+                rest = &rest[n..];
+            }
+            pending |= !rest.is_empty();
+            from = to;
+        }
+        if pending {
+            out.push(end());
+        }
+        out
+    }
+
+    fn new_chunked(input: &[u8], cuts: &[usize]) -> Vec<LineSummary> {
+        let s = std::cell::RefCell::new(LineScanner::new());
+        chunked(input, cuts, &mut |b| s.borrow_mut().scan(b), &mut || {
+            s.borrow_mut().end_line()
+        })
+    }
+
+    fn reference_chunked(input: &[u8], cuts: &[usize]) -> Vec<LineSummary> {
+        let s = std::cell::RefCell::new(reference::LineScanner::new());
+        chunked(input, cuts, &mut |b| s.borrow_mut().scan(b), &mut || {
+            s.borrow_mut().end_line()
+        })
+    }
+
+    #[test]
+    fn empty_container_value_is_captured_whole() {
+        for (line, id) in [
+            (r#"{"id":{},"method":"m"}"#, "{}"),
+            (r#"{"id":[]}"#, "[]"),
+            (r#"{"id":[ ] }"#, "[ ]"),
+            (r#"{"method":{ },"id":[[],{}]}"#, "[[],{}]"),
+        ] {
+            let line = format!("{line}\n");
+            for cut in 0..line.len() {
+                let got = new_chunked(line.as_bytes(), &[cut]);
+                assert_eq!(got.len(), 1);
+                assert_eq!(
+                    got[0].id.as_deref(),
+                    Some(id.as_bytes()),
+                    "{line} cut {cut}"
+                );
+            }
+        }
+    }
+
+    /// A small deterministic generator (xorshift64*), so failures replay.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn one_in(&mut self, n: usize) -> bool {
+            self.below(n) == 0
+        }
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[self.below(items.len())]
+        }
+    }
+
+    fn gen_ws(r: &mut Rng, out: &mut Vec<u8>) {
+        if r.one_in(4) {
+            for _ in 0..r.below(3) {
+                out.push(*b" \t\r".get(r.below(3)).unwrap_or(&b' '));
+            }
+        }
+    }
+
+    fn gen_string(r: &mut Rng, out: &mut Vec<u8>) {
+        out.push(b'"');
+        let len = if r.one_in(20) {
+            r.below(1200)
+        } else {
+            r.below(12)
+        };
+        let bad = r.one_in(30);
+        for _ in 0..len {
+            match r.below(40) {
+                0 => out.extend_from_slice(br#"\""#),
+                1 => out.extend_from_slice(br"\\"),
+                2 => out.extend_from_slice(
+                    r.pick(&[r"\/", r"\b", r"\f", r"\n", r"\r", r"\t"])
+                        .as_bytes(),
+                ),
+                3 => out.extend_from_slice(
+                    r.pick(&[r"\u00e9", r"\uD83D", r"\uABCD", r"\uffFF"])
+                        .as_bytes(),
+                ),
+                4 if bad => {
+                    out.extend_from_slice(r.pick(&[r"\u12G4", r"\u", r"\x", r"\u0"]).as_bytes())
+                }
+                5 => out.extend_from_slice("é".as_bytes()),
+                6 => out.push(
+                    *b"\x01\x08\x09\x0b\x0c\x0d\x1f\x7f"
+                        .get(r.below(8))
+                        .unwrap_or(&1),
+                ),
+                _ => out.push(b'a' + r.below(26) as u8),
+            }
+        }
+        out.push(b'"');
+    }
+
+    fn gen_number(r: &mut Rng, out: &mut Vec<u8>) {
+        if r.one_in(60) {
+            let odd = [
+                "01", "1.", "-", "1e", "1e+", ".5", "-a", "1.e3", "--1", "+1", "1E-", "0x1",
+            ];
+            out.extend_from_slice(r.pick(&odd).as_bytes());
+            return;
+        }
+        if r.one_in(3) {
+            out.push(b'-');
+        }
+        if r.one_in(4) {
+            out.push(b'0');
+        } else {
+            out.push(b'1' + r.below(9) as u8);
+            for _ in 0..r.below(8) {
+                out.push(b'0' + r.below(10) as u8);
+            }
+        }
+        if r.one_in(3) {
+            out.push(b'.');
+            for _ in 0..1 + r.below(4) {
+                out.push(b'0' + r.below(10) as u8);
+            }
+        }
+        if r.one_in(4) {
+            out.push(*b"eE".get(r.below(2)).unwrap_or(&b'e'));
+            if r.one_in(2) {
+                out.push(*b"+-".get(r.below(2)).unwrap_or(&b'+'));
+            }
+            for _ in 0..1 + r.below(3) {
+                out.push(b'0' + r.below(10) as u8);
+            }
+        }
+    }
+
+    fn gen_key(r: &mut Rng, depth: usize, out: &mut Vec<u8>) {
+        if depth == 0 && r.one_in(2) {
+            out.push(b'"');
+            out.extend_from_slice(r.pick(&["id", "method", "result", "error"]).as_bytes());
+            out.push(b'"');
+            return;
+        }
+        let keys = [
+            "id",
+            "method",
+            "result",
+            "error",
+            "data",
+            "blob",
+            "jsonrpc",
+            "params",
+            r"i\u0064",
+            r#"d\"ta"#,
+            "dat",
+            "datas",
+            "",
+            "idx",
+            "abcdefghijklmnop",
+            "abcdefghijklmnopq",
+            "metho",
+            "resultx",
+        ];
+        if r.one_in(8) {
+            gen_string(r, out);
+        } else {
+            out.push(b'"');
+            out.extend_from_slice(r.pick(&keys).as_bytes());
+            out.push(b'"');
+        }
+    }
+
+    fn gen_value(r: &mut Rng, depth: usize, out: &mut Vec<u8>) {
+        gen_ws(r, out);
+        let containers = if depth < 6 { 4 } else { 0 };
+        match r.below(10 + containers) {
+            0..=2 => gen_string(r, out),
+            3..=5 => gen_number(r, out),
+            6 if r.one_in(30) => {
+                out.extend_from_slice(r.pick(&["tru", "nul", "fals", "nulll"]).as_bytes())
+            }
+            6 => out.extend_from_slice(r.pick(&["true", "false", "null"]).as_bytes()),
+            7..=9 if r.one_in(3) && depth > 0 => {
+                out.extend_from_slice(r.pick(&["{}", "[]", "[ ]", "{ }"]).as_bytes())
+            }
+            7..=9 => gen_string(r, out),
+            10 | 11 => gen_object(r, depth + 1, out),
+            _ => {
+                out.push(b'[');
+                for k in 0..r.below(4) {
+                    if k > 0 {
+                        out.push(b',');
+                    }
+                    gen_value(r, depth + 1, out);
+                }
+                gen_ws(r, out);
+                out.push(b']');
+            }
+        }
+        gen_ws(r, out);
+    }
+
+    fn gen_object(r: &mut Rng, depth: usize, out: &mut Vec<u8>) {
+        out.push(b'{');
+        for k in 0..r.below(6) {
+            if k > 0 {
+                out.push(b',');
+            }
+            gen_ws(r, out);
+            gen_key(r, depth, out);
+            gen_ws(r, out);
+            out.push(b':');
+            gen_value(r, depth, out);
+        }
+        gen_ws(r, out);
+        out.push(b'}');
+    }
+
+    /// One line: mostly JSON-RPC-like objects, some other values, some
+    /// damaged.
+    fn gen_line(r: &mut Rng) -> Vec<u8> {
+        let mut out = Vec::new();
+        match r.below(10) {
+            0 => gen_value(r, 0, &mut out),
+            1 if r.one_in(2) => {
+                let n = VALUE_CAPTURE - 4 + r.below(8);
+                let id = "x".repeat(n);
+                out.extend_from_slice(format!(r#"{{"id":"{id}","method":"m"}}"#).as_bytes());
+            }
+            _ => gen_object(r, 0, &mut out),
+        }
+        if r.one_in(4) {
+            // Damage it.
+            let noise = b"\n\"\\{}[],: 0123456789-.eEtrufalsn\r\x80\xff\x00x";
+            for _ in 0..1 + r.below(3) {
+                let at = r.below(out.len() + 1);
+                match r.below(4) {
+                    0 => out.truncate(at),
+                    1 if at < out.len() => {
+                        out.remove(at);
+                    }
+                    2 if !out.is_empty() => {
+                        let from = r.below(out.len());
+                        let to = (from + r.below(10)).min(out.len());
+                        let piece = out[from..to].to_vec();
+                        out.splice(at..at, piece);
+                    }
+                    _ => out.insert(at, noise[r.below(noise.len())]),
+                }
+            }
+        }
+        out
+    }
+
+    /// The scanner agrees with the reference (the plain byte-at-a-time
+    /// scanner it replaced) on generated and damaged lines, and gives the
+    /// same summaries however the stream is cut into chunks.
+    #[test]
+    fn same_as_reference() {
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        for round in 0..20_000 {
+            let mut input = Vec::new();
+            for _ in 0..1 + r.below(3) {
+                input.extend(gen_line(&mut r));
+                input.extend_from_slice(r.pick(&["\n", "\n", "\r\n", "\n\n"]).as_bytes());
+            }
+            if r.one_in(3) {
+                input.extend(gen_line(&mut r));
+            }
+            let want = reference_chunked(&input, &[]);
+            assert_eq!(
+                new_chunked(&input, &[]),
+                want,
+                "round {round}: {}",
+                String::from_utf8_lossy(&input)
+            );
+            for _ in 0..4 {
+                let mut cuts: Vec<usize> =
+                    (0..r.below(8)).map(|_| r.below(input.len() + 1)).collect();
+                cuts.sort_unstable();
+                assert_eq!(
+                    new_chunked(&input, &cuts),
+                    want,
+                    "round {round} cut at {cuts:?}: {}",
+                    String::from_utf8_lossy(&input)
+                );
+            }
+        }
+    }
+
+    /// Every single cut and every pair of cuts through lines that exercise
+    /// each token kind give the same summaries as the unsplit line.
+    #[test]
+    fn every_cut_same_result() {
+        let lines: [&[u8]; 6] = [
+            br#"{"id":-12.5e+3,"method":"a\"b\u00e9","result":{"data":[true,false,null,{}]},"blob":0}"#,
+            br#" { "jsonrpc" : "2.0" , "id" : [ 1 , { "x" : "y" } ] , "error" : null } "#,
+            br#"{"abcdefghijklmnopq":1,"i\u0064":2,"id":"\\","method":0E0}"#,
+            br#"{"id":1}{"#,
+            br#"[1,"two",{"data":3}] x"#,
+            b"-0.0e-00\r",
+        ];
+        for line in lines {
+            let whole = new_chunked(line, &[]);
+            assert_eq!(whole, reference_chunked(line, &[]));
+            for a in 0..=line.len() {
+                for b in a..=line.len() {
+                    assert_eq!(
+                        new_chunked(line, &[a, b]),
+                        whole,
+                        "{} cut at {a}, {b}",
+                        String::from_utf8_lossy(line)
+                    );
+                }
+            }
         }
     }
 }
