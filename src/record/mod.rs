@@ -585,7 +585,7 @@ impl Sink for Recorder {
 
     fn flush(&mut self) {
         if let Some(writer) = self.writer.as_mut() {
-            writer.sync();
+            writer.sync_soon();
         }
     }
 
