@@ -30,10 +30,11 @@ impl IdKey {
                 Ok(s) => IdKey::Str(s),
                 Err(_) => IdKey::Raw(raw.to_vec()),
             },
-            Some(b'-' | b'0'..=b'9') => match std::str::from_utf8(raw)
-                .ok()
-                .and_then(|s| s.parse::<f64>().ok())
-            {
+            Some(b'-' | b'0'..=b'9') => match small_integer(raw).or_else(|| {
+                std::str::from_utf8(raw)
+                    .ok()
+                    .and_then(|s| s.parse::<f64>().ok())
+            }) {
                 // `-0` and `0` pair, like in JavaScript (adding 0.0 turns
                 // -0.0 into +0.0 and changes no other value).
                 Some(f) => IdKey::Num((f + 0.0).to_bits()),
@@ -47,6 +48,24 @@ impl IdKey {
     pub fn own(id: &str) -> IdKey {
         IdKey::Str(id.to_owned())
     }
+}
+
+/// An integer of at most 15 digits, read directly: it is exact as an
+/// `f64`, so this is the value the float parse would give, without it (ids
+/// are read for every message).
+fn small_integer(raw: &[u8]) -> Option<f64> {
+    let (negative, digits) = match raw.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, raw),
+    };
+    if digits.is_empty() || digits.len() > 15 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits
+        .iter()
+        .fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+    let f = n as f64;
+    Some(if negative { -f } else { f })
 }
 
 /// The JSON-RPC role of one line. Borrows from the [`LineSummary`]: ids
@@ -154,6 +173,28 @@ fn json_string(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::jsonrpc::scan::LineScanner;
+
+    #[test]
+    fn integer_ids_read_directly_equal_the_float_parse() {
+        let mut raws: Vec<String> = vec!["0".into(), "-0".into(), "7".into(), "-7".into()];
+        for digits in 1..=17 {
+            let n = "9".repeat(digits);
+            raws.push(n.clone());
+            raws.push(format!("-{n}"));
+            raws.push(format!("1{}", "0".repeat(digits - 1)));
+        }
+        raws.extend((0..2000u64).map(|i| (i * 7_919_113 + 12_345).to_string()));
+        for raw in &raws {
+            let float: f64 = raw.parse().expect("number");
+            assert_eq!(
+                IdKey::from_raw(raw.as_bytes()),
+                IdKey::Num((float + 0.0).to_bits()),
+                "{raw}"
+            );
+        }
+        assert_eq!(IdKey::from_raw(b"1.0"), IdKey::from_raw(b"1"));
+        assert_eq!(IdKey::from_raw(b"-0"), IdKey::from_raw(b"0"));
+    }
 
     fn kind(line: &str) -> String {
         let mut s = LineScanner::new();

@@ -17,6 +17,7 @@
 //!   sees the dead flag itself.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
 use std::time::{Instant, SystemTime};
 
 use crate::jsonrpc::message::IdKey;
@@ -63,6 +64,82 @@ impl PartialEq<&str> for MethodName {
     }
 }
 
+/// Hashing for the in-flight maps, which every message touches: a
+/// multiply-rotate hash (as in rustc's FxHash) instead of the standard
+/// SipHash, several times cheaper on ids. Seeded at random per table, so a
+/// peer cannot pick colliding ids in advance; the tables are bounded
+/// ([`MAX_PENDING`]) besides.
+#[derive(Debug, Clone)]
+pub struct IdHashing {
+    seed: u64,
+}
+
+impl IdHashing {
+    fn new() -> IdHashing {
+        IdHashing {
+            seed: std::collections::hash_map::RandomState::new().hash_one(b"bir"),
+        }
+    }
+}
+
+impl BuildHasher for IdHashing {
+    type Hasher = IdHasher;
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher(self.seed)
+    }
+}
+
+#[derive(Debug)]
+pub struct IdHasher(u64);
+
+impl IdHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            let mut le = [0u8; 8];
+            le.copy_from_slice(word);
+            self.add(u64::from_le_bytes(le));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut le = [0u8; 8];
+            le[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(le) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        // The table takes buckets from the low bits, which a multiply only
+        // feeds from the operands' low bits, and numeric ids (stored as
+        // `f64` bits) differ in their high bits: finish with a full mix
+        // (MurmurHash3's `fmix64`).
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
+    }
+}
+
 /// A request from the host, relayed to the upstream.
 #[derive(Debug)]
 pub struct HostRequest {
@@ -97,12 +174,12 @@ pub struct InFlight {
     upstream_alive: bool,
     /// One entry per id; the rare second request with an id already in
     /// flight waits in `host_dups` (answered first-in, first-out).
-    host: HashMap<IdKey, HostRequest>,
-    host_dups: HashMap<IdKey, VecDeque<HostRequest>>,
+    host: HashMap<IdKey, HostRequest, IdHashing>,
+    host_dups: HashMap<IdKey, VecDeque<HostRequest>, IdHashing>,
     host_count: usize,
-    server: HashMap<IdKey, VecDeque<u64>>,
+    server: HashMap<IdKey, VecDeque<u64>, IdHashing>,
     server_count: usize,
-    own: HashMap<IdKey, OwnRequest>,
+    own: HashMap<IdKey, OwnRequest, IdHashing>,
     seq: u64,
     evicted: u64,
 }
@@ -126,12 +203,12 @@ impl InFlight {
     pub fn new() -> Self {
         InFlight {
             upstream_alive: true,
-            host: HashMap::new(),
-            host_dups: HashMap::new(),
+            host: HashMap::with_hasher(IdHashing::new()),
+            host_dups: HashMap::with_hasher(IdHashing::new()),
             host_count: 0,
-            server: HashMap::new(),
+            server: HashMap::with_hasher(IdHashing::new()),
             server_count: 0,
-            own: HashMap::new(),
+            own: HashMap::with_hasher(IdHashing::new()),
             seq: 0,
             evicted: 0,
         }
@@ -304,6 +381,20 @@ impl InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn id_hashes_spread_and_differ_per_table() {
+        let a = IdHashing::new();
+        let hashes: std::collections::HashSet<u64> = (0..10_000u64)
+            .map(|n| a.hash_one(IdKey::Num((n as f64).to_bits())))
+            .collect();
+        assert_eq!(hashes.len(), 10_000, "no collisions among sequential ids");
+        let buckets: std::collections::HashSet<u64> = hashes.iter().map(|h| h & 1023).collect();
+        assert!(buckets.len() > 900, "low bits spread: {}", buckets.len());
+        let b = IdHashing::new();
+        let key = IdKey::Str("abc".into());
+        assert_ne!(a.hash_one(&key), b.hash_one(&key), "seeded per table");
+    }
 
     #[test]
     fn pairs_by_normalised_id_fifo() {
