@@ -10,7 +10,10 @@
 //!   the server's `1` never meet.
 //! * Duplicate ids in flight are answered first-in, first-out.
 //! * The table is bounded ([`MAX_PENDING`] per direction); a peer that never
-//!   answers cannot grow it without limit. Evicted entries are counted.
+//!   answers cannot grow it without limit. When the host's side is full its
+//!   oldest tenth is evicted in one pass ([`EVICT_BATCH`]), so a full table
+//!   costs each request O(1) amortised, not a scan. Evicted entries are
+//!   counted (their answers are still relayed, just not timed).
 //! * `upstream_alive` lives under the same lock as the table, so "insert a
 //!   request" and "the upstream died: answer everything pending" can never
 //!   interleave badly: a request is either answered by the death handler or
@@ -25,6 +28,8 @@ use crate::jsonrpc::small::SmallBytes;
 
 /// The most unanswered requests kept per direction.
 pub const MAX_PENDING: usize = 10_000;
+/// How many of the oldest host requests a full table forgets at once.
+pub const EVICT_BATCH: usize = MAX_PENDING / 10;
 
 /// A method name, without an allocation for the ones the proxy cares about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -229,7 +234,7 @@ impl InFlight {
             return Admission::AnswerUnavailable;
         }
         if self.host_count >= MAX_PENDING {
-            self.evict_oldest_host();
+            self.evict_oldest_hosts();
         }
         self.seq += 1;
         let entry = HostRequest {
@@ -365,15 +370,22 @@ impl InFlight {
         all
     }
 
-    fn evict_oldest_host(&mut self) {
-        let oldest = self
-            .host
-            .iter()
-            .map(|(k, e)| (e.seq, k.clone()))
-            .min_by_key(|(seq, _)| *seq);
-        if let Some((_, key)) = oldest {
-            self.take_host(&key);
-            self.evicted += 1;
+    /// Forgets the [`EVICT_BATCH`] oldest host requests (by arrival) in one
+    /// pass over the table.
+    fn evict_oldest_hosts(&mut self) {
+        let mut by_age: Vec<(u64, &IdKey)> = self.host.iter().map(|(k, e)| (e.seq, k)).collect();
+        let batch = EVICT_BATCH.min(by_age.len());
+        if batch == 0 {
+            return;
+        }
+        if batch < by_age.len() {
+            by_age.select_nth_unstable_by_key(batch - 1, |(seq, _)| *seq);
+        }
+        let oldest: Vec<IdKey> = by_age[..batch].iter().map(|(_, k)| (*k).clone()).collect();
+        for key in &oldest {
+            if self.take_host(key).is_some() {
+                self.evicted += 1;
+            }
         }
     }
 }
@@ -449,8 +461,18 @@ mod tests {
         for i in 0..MAX_PENDING + 5 {
             t.insert_host(i.to_string().as_bytes(), "m", None);
         }
-        assert_eq!(t.evicted(), 5);
+        assert_eq!(t.evicted(), EVICT_BATCH as u64, "the oldest tenth, once");
+        let oldest = (EVICT_BATCH - 1).to_string();
         assert!(t.answer_host(b"0").is_none(), "oldest evicted");
-        assert!(t.answer_host(b"5").is_some());
+        assert!(t.answer_host(oldest.as_bytes()).is_none(), "oldest evicted");
+        let kept = EVICT_BATCH.to_string();
+        assert!(t.answer_host(kept.as_bytes()).is_some());
+        let newest = (MAX_PENDING + 4).to_string();
+        assert!(t.answer_host(newest.as_bytes()).is_some());
+        // Filling up again evicts again; the table never exceeds its bound.
+        for i in 0..3 * MAX_PENDING {
+            t.insert_host(format!("\"s{i}\"").as_bytes(), "m", None);
+            assert!(t.host_count <= MAX_PENDING);
+        }
     }
 }
