@@ -30,6 +30,8 @@ struct State<T> {
     items: VecDeque<T>,
     bytes: usize,
     closed: bool,
+    /// The consumer is blocked in `pop`, waiting to be woken.
+    consumer_asleep: bool,
 }
 
 impl<T: Weighed> Queue<T> {
@@ -39,6 +41,7 @@ impl<T: Weighed> Queue<T> {
                 items: VecDeque::new(),
                 bytes: 0,
                 closed: false,
+                consumer_asleep: false,
             }),
             ready: Condvar::new(),
             max_items: max_items.max(1),
@@ -71,10 +74,14 @@ impl<T: Weighed> Queue<T> {
         }
         state.bytes += weight;
         state.items.push_back(item);
-        // Wake the consumer only when a batch has built up: a wake-up per
-        // item would cost the relay a context switch per message. An idle
-        // consumer polls on its own (see `pop`'s timeout).
-        let wake = state.items.len() >= self.max_items / 2;
+        // Wake the consumer only when a batch has built up, and only if it
+        // sleeps: a wake-up (a system call) per item would cost the relay
+        // dearly, and a consumer at work, or falling behind, needs none. An
+        // idle consumer polls on its own (see `pop`'s timeout).
+        let wake = state.consumer_asleep && state.items.len() >= self.max_items / 2;
+        if wake {
+            state.consumer_asleep = false;
+        }
         drop(state);
         if wake {
             self.ready.notify_one();
@@ -93,8 +100,10 @@ impl<T: Weighed> Queue<T> {
             if state.closed {
                 return None;
             }
+            state.consumer_asleep = true;
             let (next, result) = self.ready.wait_timeout(state, timeout).ok()?;
             state = next;
+            state.consumer_asleep = false;
             if result.timed_out() && state.items.is_empty() {
                 return None;
             }
@@ -158,6 +167,31 @@ mod tests {
         q.push(vec![0; 50]);
         assert_eq!(q.dropped(), 2);
         assert_eq!(q.pop(Duration::ZERO).map(|v| v.len()), Some(50));
+    }
+
+    #[test]
+    fn a_sleeping_consumer_is_woken_once_a_batch_builds_up() {
+        let q = std::sync::Arc::new(Queue::new(10, usize::MAX));
+        let consumer = {
+            let q = std::sync::Arc::clone(&q);
+            std::thread::spawn(move || {
+                let started = std::time::Instant::now();
+                let first = q.pop(Duration::from_secs(30));
+                (first, started.elapsed())
+            })
+        };
+        // Let it fall asleep, then push half a queue's worth, slowly.
+        while !q.state.lock().is_ok_and(|s| s.consumer_asleep) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for i in 0..5u8 {
+            q.push(vec![i]);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let (first, waited) = consumer.join().expect("consumer");
+        assert_eq!(first, Some(vec![0]));
+        assert!(waited < Duration::from_secs(10), "woken, not timed out: {waited:?}");
+        assert!(!q.state.lock().is_ok_and(|s| s.consumer_asleep));
     }
 
     #[test]

@@ -161,9 +161,11 @@ pub struct HostRequest {
 }
 
 impl HostRequest {
-    /// Wall-clock start (derived, so the hot path reads one clock only).
-    pub fn started_at(&self) -> SystemTime {
-        SystemTime::now() - self.started.elapsed()
+    /// Wall-clock start, given the time since `started` (derived, so the
+    /// request's path reads one clock only).
+    pub fn started_at(&self, elapsed: std::time::Duration) -> SystemTime {
+        let now = SystemTime::now();
+        now.checked_sub(elapsed).unwrap_or(now)
     }
 }
 

@@ -148,13 +148,14 @@ impl Shared {
         if request.method != "tools/call" {
             return;
         }
-        let started_at = request.started_at();
+        let duration = request.started.elapsed();
+        let started_at = request.started_at(duration);
         if let Some(kept_request) = request.kept_request {
             self.observer.tool_call(ToolCallObserved {
                 server_name: Arc::clone(&self.cfg.server_name),
                 session_id: self.cfg.session_id.clone(),
                 started_at,
-                duration: request.started.elapsed(),
+                duration,
                 request: kept_request,
                 response: None,
                 outcome,
@@ -766,7 +767,7 @@ fn observe_answered_call(
     maybe_binary: bool,
 ) {
     let duration = request.started.elapsed();
-    let started_at = request.started_at();
+    let started_at = request.started_at(duration);
     let Some(kept_request) = request.kept_request else {
         return;
     };
