@@ -190,7 +190,10 @@ mod tests {
         }
         let (first, waited) = consumer.join().expect("consumer");
         assert_eq!(first, Some(vec![0]));
-        assert!(waited < Duration::from_secs(10), "woken, not timed out: {waited:?}");
+        assert!(
+            waited < Duration::from_secs(10),
+            "woken, not timed out: {waited:?}"
+        );
         assert!(!q.state.lock().is_ok_and(|s| s.consumer_asleep));
     }
 
