@@ -18,9 +18,8 @@
 //! ([`CatchUp`], switched off by `BIR_AUTO_SYNC=off`). One sender at a time
 //! per store: `bir sync` and the catch-up take the same advisory lock.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -290,12 +289,10 @@ struct SyncLock {
 impl SyncLock {
     /// `Ok(None)`: another bir holds it and `wait` is [`Wait::No`].
     fn take(store: &Store, wait: Wait) -> std::io::Result<Option<SyncLock>> {
-        let file = OpenOptions::new()
+        let file = store::private_file()
             .create(true)
             .truncate(false)
             .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(store.dir().join(".sync.lock"))?;
         let mut op = libc::LOCK_EX;
         if wait == Wait::No {
@@ -322,12 +319,28 @@ impl SyncLock {
 /// only once the service has taken one of them (so a service that is down
 /// costs nothing more). A failure ends the catch-up for this process; what
 /// is left waits for the next proxy or `bir sync`.
+///
+/// So that each proxy does not read the whole store, a complete pass leaves
+/// a watermark (`runs/.caught-up`): every journal last written before it was
+/// delivered, or cannot be. The next pass reads only journals written
+/// since. A run skipped because it was still being recorded holds the
+/// watermark below its own last write, so it is looked at again.
 pub struct CatchUp {
     store: Store,
-    /// Journals not looked at yet, least recently written first.
-    queue: Vec<PathBuf>,
+    /// Journals not looked at yet, with their last write, newest first
+    /// (popped from the end: the oldest goes first).
+    queue: Vec<(SystemTime, PathBuf)>,
+    /// Where the watermark goes if this pass completes.
+    low_water: SystemTime,
     _lock: SyncLock,
 }
+
+/// The watermark's file in the store.
+const WATERMARK: &str = ".caught-up";
+
+/// Journals written this close to a pass's start are looked at again: a
+/// file's time and the clock may disagree by a little.
+const WATERMARK_MARGIN: Duration = Duration::from_secs(2);
 
 impl CatchUp {
     /// `None` when switched off (`BIR_AUTO_SYNC=off`), when there is no
@@ -338,47 +351,147 @@ impl CatchUp {
         }
         let store = Store::open_default().ok()?;
         let lock = SyncLock::take(&store, Wait::No).ok()??;
-        let mut queue = store.journal_paths().ok()?;
-        queue.reverse(); // popped from the end: oldest first
-        Some(CatchUp {
+        Some(CatchUp::over(store, lock))
+    }
+
+    fn over(store: Store, lock: SyncLock) -> CatchUp {
+        let started = SystemTime::now();
+        let since = read_watermark(&store);
+        let mut queue = store.journals_written_after(since).unwrap_or_default();
+        log::debug!(
+            "catch-up: {} journal(s) written since the last complete pass",
+            queue.len()
+        );
+        queue.reverse();
+        CatchUp {
             store,
             queue,
+            low_water: started.checked_sub(WATERMARK_MARGIN).unwrap_or(started),
             _lock: lock,
-        })
+        }
     }
 
     /// Sends the next run that needs it, skipping the runs `is_live` names
     /// (this process's own). `Ok(true)`: there may be more; `Ok(false)`:
-    /// done; `Err`: the service failed, stop for now.
+    /// done (the watermark is moved up); `Err`: the service failed, stop
+    /// for now (the watermark stays).
     pub fn send_next(
         &mut self,
         client: &mut Client,
         is_live: &dyn Fn(&str) -> bool,
     ) -> Result<bool, Failure> {
-        while let Some(path) = self.queue.pop() {
+        while let Some((written, path)) = self.queue.pop() {
             let Ok(run) = store::load_path(&path) else {
                 continue;
             };
             let pending = pending(&run);
-            if pending.is_empty()
-                || is_live(&run.id())
-                || run.header.is_none()
-                || (run.finish.is_none() && !stale(&run))
-            {
+            if pending.is_empty() || run.header.is_none() {
                 continue;
             }
-            return match send_run(&self.store, client, &run, &pending) {
-                Outcome::Sent { records } => {
-                    log::info!(
-                        "caught up: sent run {} ({records} record(s)) that an earlier session could not",
-                        run.id()
-                    );
-                    Ok(!self.queue.is_empty())
-                }
-                Outcome::Failed { failure, .. } => Err(failure),
-                _ => Ok(!self.queue.is_empty()),
-            };
+            if is_live(&run.id()) || (run.finish.is_none() && !stale(&run)) {
+                // Not sent now: the next pass must see it again.
+                let before = written
+                    .checked_sub(Duration::from_millis(1))
+                    .unwrap_or(written);
+                self.low_water = self.low_water.min(before);
+                continue;
+            }
+            match send_run(&self.store, client, &run, &pending) {
+                Outcome::Sent { records } => log::info!(
+                    "caught up: sent run {} ({records} record(s)) that an earlier session could not",
+                    run.id()
+                ),
+                Outcome::Failed { failure, .. } => return Err(failure),
+                _ => {}
+            }
+            if !self.queue.is_empty() {
+                return Ok(true);
+            }
+        }
+        if let Err(err) = write_watermark(&self.store, self.low_water) {
+            log::debug!("catch-up: the watermark was not saved: {err}");
         }
         Ok(false)
+    }
+}
+
+fn read_watermark(store: &Store) -> Option<SystemTime> {
+    let text = std::fs::read_to_string(store.dir().join(WATERMARK)).ok()?;
+    let nanos: u64 = text.trim().parse().ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_nanos(nanos))
+}
+
+/// Replaces the watermark atomically (a torn one would be unreadable, and
+/// an unreadable one only means a full pass next time).
+fn write_watermark(store: &Store, at: SystemTime) -> std::io::Result<()> {
+    let nanos = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_err(std::io::Error::other)?
+        .as_nanos();
+    let tmp = store
+        .dir()
+        .join(format!("{WATERMARK}.{}", std::process::id()));
+    let mut file = store::private_file()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&tmp)?;
+    std::io::Write::write_all(&mut file, format!("{nanos}\n").as_bytes())?;
+    drop(file);
+    std::fs::rename(&tmp, store.dir().join(WATERMARK))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs::File;
+
+    #[test]
+    fn a_pass_reads_only_journals_written_since_the_watermark() {
+        let dir = std::env::temp_dir().join(format!("bir-catch-up-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), std::sync::Arc::new(journal::DiskStorage))
+            .expect("store");
+        let day = Duration::from_secs(86_400);
+        let now = SystemTime::now();
+        for (name, age) in [("old", 3 * day), ("mid", 2 * day), ("new", Duration::ZERO)] {
+            let path = store.dir().join(format!("run_{name}.journal"));
+            let file = File::create(&path).expect("create");
+            file.set_modified(now - age).expect("set mtime");
+        }
+        let names = |c: &CatchUp| -> Vec<String> {
+            c.queue
+                .iter()
+                .rev()
+                .filter_map(|(_, p)| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect()
+        };
+        let lock = || {
+            SyncLock::take(&store, Wait::No)
+                .expect("lock")
+                .expect("free")
+        };
+        // No watermark: everything, oldest first.
+        let all = CatchUp::over(store.clone(), lock());
+        assert_eq!(
+            names(&all),
+            ["run_old.journal", "run_mid.journal", "run_new.journal"]
+        );
+        drop(all);
+        // A pass that completed a day and a half ago: only what came since.
+        write_watermark(&store, now - day - day / 2).expect("write");
+        assert!(
+            read_watermark(&store).is_some_and(|w| w <= now - day),
+            "read back"
+        );
+        let later = CatchUp::over(store.clone(), lock());
+        assert_eq!(names(&later), ["run_new.journal"]);
+        // One bir sends at a time.
+        assert!(SyncLock::take(&store, Wait::No).expect("try").is_none());
+        drop(later);
+        // An unreadable watermark means a full pass, never a skipped run.
+        std::fs::write(store.dir().join(WATERMARK), "garbage").expect("write");
+        assert_eq!(names(&CatchUp::over(store.clone(), lock())).len(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

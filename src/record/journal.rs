@@ -51,12 +51,10 @@ impl JournalFile for DiskJournal {
 
 impl Storage for DiskStorage {
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn JournalFile>> {
-        let mut file = OpenOptions::new()
+        let mut file = super::store::private_file()
             .create(true)
             .read(true)
             .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(path)?;
         // Appending after a torn tail would bury good records behind bad
         // ones: cut the tail first.

@@ -33,6 +33,17 @@ pub fn bir_home() -> Option<PathBuf> {
 
 /// Creates `dir` (and parents) as private directories, or checks an
 /// existing one: a real directory, owned by us, no group/other access.
+/// Options for a file of bir's own: private (0600 when created) and never
+/// opened through a symlink.
+pub fn private_file() -> fs::OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = fs::OpenOptions::new();
+    options
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options
+}
+
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -161,21 +172,31 @@ impl Store {
         self.storage.open_append(&self.journal_path(run_id))
     }
 
-    /// The journals in the store, least recently written first, without
+    /// The journals in the store last written after `since` (all of them
+    /// if `None`), least recently written first, with that time, without
     /// reading them (a caller that goes through them one at a time holds
     /// one run in memory, not the whole store).
-    pub fn journal_paths(&self) -> io::Result<Vec<PathBuf>> {
+    pub fn journals_written_after(
+        &self,
+        since: Option<SystemTime>,
+    ) -> io::Result<Vec<(SystemTime, PathBuf)>> {
         let mut found = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
             let entry = entry?;
             let path = entry.path();
-            if path.to_string_lossy().ends_with(JOURNAL_SUFFIX) {
-                let written = entry.metadata().and_then(|m| m.modified()).ok();
+            if !path.to_string_lossy().ends_with(JOURNAL_SUFFIX) {
+                continue;
+            }
+            let written = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            if since.is_none_or(|t| written > t) {
                 found.push((written, path));
             }
         }
         found.sort();
-        Ok(found.into_iter().map(|(_, path)| path).collect())
+        Ok(found)
     }
 
     /// Every journal in the store, newest first (by start time).

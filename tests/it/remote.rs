@@ -965,9 +965,13 @@ fn a_later_session_catches_up_on_runs_the_service_missed() {
     // On (the default): the next session's proxy delivers the missed run
     // in the background, each of its requests once and in order.
     service.clear();
-    let seen = session_held_open_until(proxy(&dir, &service.base), || finished(&service));
+    let watermark = bir_home(&dir).join("runs/.caught-up");
+    let seen = session_held_open_until(proxy(&dir, &service.base), || {
+        finished(&service) && watermark.exists()
+    });
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     assert!(finished(&service), "{:?}", service.lines());
+    assert!(watermark.exists(), "a complete pass leaves its watermark");
     let for_missed: Vec<String> = service
         .lines()
         .into_iter()
