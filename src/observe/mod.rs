@@ -18,6 +18,7 @@ pub mod step;
 pub mod time;
 pub mod transcript;
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -225,6 +226,10 @@ impl Observer {
     }
 }
 
+/// The worker offers the CPU back after this many observations of a batch,
+/// so that a relay thread waiting for the CPU never waits for a whole batch.
+const YIELD_EVERY: usize = 16;
+
 /// How much the recording threads step back (the most `nice` allows).
 const RECORDING_NICENESS: i32 = 19;
 
@@ -249,19 +254,22 @@ pub fn give_way_to_the_relay() {
 
 fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
     let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut batch = VecDeque::new();
         loop {
-            match queue.pop(POLL) {
-                Some(obs) => deliver(&obs, &mut sinks),
-                None if queue.is_closed() => {
-                    // Drain whatever raced with the close.
-                    while let Some(obs) = queue.pop(Duration::ZERO) {
-                        deliver(&obs, &mut sinks);
-                    }
-                    let dropped = queue.dropped();
-                    sinks.iter_mut().for_each(|s| s.finish(dropped));
-                    break;
+            queue.take_all(POLL, &mut batch);
+            if batch.is_empty() && queue.is_closed() {
+                // Drain whatever raced with the close.
+                queue.take_all(Duration::ZERO, &mut batch);
+                batch.drain(..).for_each(|obs| deliver(&obs, &mut sinks));
+                let dropped = queue.dropped();
+                sinks.iter_mut().for_each(|s| s.finish(dropped));
+                break;
+            }
+            for (n, obs) in batch.drain(..).enumerate() {
+                if n > 0 && n % YIELD_EVERY == 0 {
+                    std::thread::yield_now();
                 }
-                None => {}
+                deliver(&obs, &mut sinks);
             }
             if queue.is_empty() {
                 sinks.iter_mut().for_each(|s| s.flush());

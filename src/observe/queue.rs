@@ -88,24 +88,35 @@ impl<T: Weighed> Queue<T> {
         }
     }
 
-    /// Takes the next item, waiting up to `timeout`. `None` on timeout, or
-    /// once the queue is closed and empty.
-    pub fn pop(&self, timeout: Duration) -> Option<T> {
-        let mut state = self.state.lock().ok()?;
+    /// Moves everything queued into `into` (which must be empty), waiting
+    /// up to `timeout` for something to arrive; `into` stays empty on
+    /// timeout, or once the queue is closed and drained.
+    ///
+    /// One short critical section per batch, not per item: the consumer
+    /// runs at a low priority, and a producer must never wait long for a
+    /// lock the consumer was preempted while holding.
+    pub fn take_all(&self, timeout: Duration, into: &mut VecDeque<T>) {
+        debug_assert!(into.is_empty());
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
         loop {
-            if let Some(item) = state.items.pop_front() {
-                state.bytes -= item.weight();
-                return Some(item);
+            if !state.items.is_empty() {
+                std::mem::swap(&mut state.items, into);
+                state.bytes = 0;
+                return;
             }
             if state.closed {
-                return None;
+                return;
             }
             state.consumer_asleep = true;
-            let (next, result) = self.ready.wait_timeout(state, timeout).ok()?;
+            let Ok((next, result)) = self.ready.wait_timeout(state, timeout) else {
+                return;
+            };
             state = next;
             state.consumer_asleep = false;
             if result.timed_out() && state.items.is_empty() {
-                return None;
+                return;
             }
         }
     }
@@ -146,6 +157,12 @@ mod tests {
         }
     }
 
+    fn take(q: &Queue<Vec<u8>>, timeout: Duration) -> Vec<Vec<u8>> {
+        let mut batch = VecDeque::new();
+        q.take_all(timeout, &mut batch);
+        batch.into()
+    }
+
     #[test]
     fn drops_oldest_by_count() {
         let q = Queue::new(2, usize::MAX);
@@ -153,9 +170,12 @@ mod tests {
         q.push(vec![2]);
         q.push(vec![3]);
         assert_eq!(q.dropped(), 1);
-        assert_eq!(q.pop(Duration::ZERO), Some(vec![2]));
-        assert_eq!(q.pop(Duration::ZERO), Some(vec![3]));
-        assert_eq!(q.pop(Duration::ZERO), None);
+        assert_eq!(take(&q, Duration::ZERO), [vec![2], vec![3]]);
+        assert!(take(&q, Duration::ZERO).is_empty());
+        // The batch left the queue: it has room for two more.
+        q.push(vec![4]);
+        q.push(vec![5]);
+        assert_eq!(q.dropped(), 1);
     }
 
     #[test]
@@ -166,7 +186,13 @@ mod tests {
         assert_eq!(q.dropped(), 1);
         q.push(vec![0; 50]);
         assert_eq!(q.dropped(), 2);
-        assert_eq!(q.pop(Duration::ZERO).map(|v| v.len()), Some(50));
+        assert_eq!(
+            take(&q, Duration::ZERO)
+                .iter()
+                .map(Vec::len)
+                .collect::<Vec<_>>(),
+            [50]
+        );
     }
 
     #[test]
@@ -176,8 +202,9 @@ mod tests {
             let q = std::sync::Arc::clone(&q);
             std::thread::spawn(move || {
                 let started = std::time::Instant::now();
-                let first = q.pop(Duration::from_secs(30));
-                (first, started.elapsed())
+                let mut batch = VecDeque::new();
+                q.take_all(Duration::from_secs(30), &mut batch);
+                (batch.pop_front(), started.elapsed())
             })
         };
         // Let it fall asleep, then push half a queue's worth, slowly.
@@ -203,8 +230,13 @@ mod tests {
         q.push(vec![1]);
         q.close();
         q.push(vec![2]);
-        assert_eq!(q.pop(Duration::from_secs(1)), Some(vec![1]));
-        assert_eq!(q.pop(Duration::from_secs(1)), None);
+        assert_eq!(take(&q, Duration::from_secs(1)), [vec![1]]);
+        let started = std::time::Instant::now();
+        assert!(take(&q, Duration::from_secs(1)).is_empty());
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "closed: no wait"
+        );
         assert_eq!(q.dropped(), 1);
     }
 }
