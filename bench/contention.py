@@ -36,6 +36,7 @@ def session(bir, cpu, calls, recorder, home):
         ["taskset", "-c", str(cpu), bir, "proxy", "--", ECHO],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env=env,
         bufsize=0,
     )
@@ -52,9 +53,12 @@ def session(bir, cpu, calls, recorder, home):
         if not proc.stdout.readline():
             sys.exit("contention: the proxy stopped answering")
         latencies.append((time.perf_counter() - started) * 1e6)
-    proc.stdin.close()
-    proc.wait(timeout=10)
-    return latencies
+    # End of input (communicate closes stdin), then wait for the proxy.
+    stderr = proc.communicate(timeout=10)[1].decode("utf-8", "replace")
+    # A recorder that could not finish its run within the proxy's shutdown
+    # deadline says so; count it (it should not happen).
+    late = stderr.count("did not finish")
+    return latencies, late
 
 
 def percentiles(values):
@@ -83,10 +87,13 @@ def main():
     try:
         time.sleep(0.3)
         results = {True: [], False: []}
+        late = 0
         with tempfile.TemporaryDirectory(prefix="bir-contention-") as home:
             for _ in range(args.rounds):
                 for recorder in (True, False):
-                    results[recorder] += session(args.bir, args.cpu, args.calls, recorder, home)
+                    latencies, lost = session(args.bir, args.cpu, args.calls, recorder, home)
+                    results[recorder] += latencies
+                    late += lost
     finally:
         hog.kill()
         hog.wait()
@@ -96,6 +103,7 @@ def main():
     for recorder, name in ((True, "bir"), (False, "bir (recorder off)")):
         p50, p99, p999, top = percentiles(results[recorder])
         print(f"| {name} | {p50:.0f} | {p99:.0f} | {p999:.0f} | {top:.0f} |")
+    print(f"sessions whose recorder missed the shutdown deadline: {late}")
 
 
 if __name__ == "__main__":

@@ -266,7 +266,9 @@ fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
                 break;
             }
             for (n, obs) in batch.drain(..).enumerate() {
-                if n > 0 && n % YIELD_EVERY == 0 {
+                // Not once the proxy is ending: then the worker has a
+                // deadline of its own (`Observer::finish`).
+                if n > 0 && n % YIELD_EVERY == 0 && !queue.is_closed() {
                     std::thread::yield_now();
                 }
                 deliver(&obs, &mut sinks);
