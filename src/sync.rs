@@ -115,18 +115,17 @@ pub fn main(_cmd: SyncCmd) -> Exit {
     let mut lines = Vec::new();
     for run in &runs {
         let pending = pending(run);
-        if pending.is_empty() {
-            up_to_date += 1;
-            continue;
-        }
-        let outcome = if run.finish.is_none() && !stale(run) {
-            Outcome::Recording
-        } else if run.header.is_none() {
-            Outcome::Broken("its journal has no run header (torn at the start)".into())
-        } else if down.is_some() {
-            Outcome::NotTried
-        } else {
-            send_run(&store, &mut client, run, &pending)
+        let outcome = match standing(run, &pending) {
+            Standing::UpToDate => {
+                up_to_date += 1;
+                continue;
+            }
+            Standing::Recording => Outcome::Recording,
+            Standing::Broken => {
+                Outcome::Broken("its journal has no run header (torn at the start)".into())
+            }
+            Standing::Ready if down.is_some() => Outcome::NotTried,
+            Standing::Ready => send_run(&store, &mut client, run, &pending),
         };
         let id = run.id();
         match outcome {
@@ -189,6 +188,29 @@ pub fn main(_cmd: SyncCmd) -> Exit {
         return Exit::Code(1);
     }
     Exit::Code(0)
+}
+
+/// Where a run stands for sending.
+enum Standing {
+    /// Nothing the service has not acknowledged.
+    UpToDate,
+    /// Unfinished and written to lately: its proxy is presumably still at it.
+    Recording,
+    /// No run header: it cannot be sent.
+    Broken,
+    Ready,
+}
+
+fn standing(run: &LoadedRun, pending: &[&Record]) -> Standing {
+    if pending.is_empty() {
+        Standing::UpToDate
+    } else if run.finish.is_none() && !stale(run) {
+        Standing::Recording
+    } else if run.header.is_none() {
+        Standing::Broken
+    } else {
+        Standing::Ready
+    }
 }
 
 /// The records the service has not acknowledged, in order.
@@ -385,16 +407,17 @@ impl CatchUp {
                 continue;
             };
             let pending = pending(&run);
-            if pending.is_empty() || run.header.is_none() {
-                continue;
-            }
-            if is_live(&run.id()) || (run.finish.is_none() && !stale(&run)) {
-                // Not sent now: the next pass must see it again.
-                let before = written
-                    .checked_sub(Duration::from_millis(1))
-                    .unwrap_or(written);
-                self.low_water = self.low_water.min(before);
-                continue;
+            match standing(&run, &pending) {
+                Standing::UpToDate | Standing::Broken => continue,
+                Standing::Ready if !is_live(&run.id()) => {}
+                Standing::Ready | Standing::Recording => {
+                    // Not sent now: the next pass must see it again.
+                    let before = written
+                        .checked_sub(Duration::from_millis(1))
+                        .unwrap_or(written);
+                    self.low_water = self.low_water.min(before);
+                    continue;
+                }
             }
             match send_run(&self.store, client, &run, &pending) {
                 Outcome::Sent { records } => log::info!(

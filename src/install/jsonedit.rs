@@ -561,6 +561,31 @@ impl Parser<'_> {
         self.s.get(self.i).copied()
     }
 
+    /// After a member or item of a container closed by `close`: consumes a
+    /// `,` (false: more follow) or the closing bracket (true: done). A trailing
+    /// comma is JSONC, not JSON.
+    fn after_element(&mut self, close: u8, inside: &str) -> PResult<bool> {
+        let close_char = char::from(close);
+        self.ws()?;
+        match self.peek() {
+            Some(b',') => {
+                let comma = self.i;
+                self.i += 1;
+                self.ws()?;
+                if self.peek() == Some(close) && self.flavor == Flavor::Json {
+                    return Err((comma, format!("trailing comma before `{close_char}`")));
+                }
+                Ok(false)
+            }
+            Some(c) if c == close => {
+                self.i += 1;
+                Ok(true)
+            }
+            None => Err((self.i, format!("unexpected end of file inside {inside}"))),
+            Some(_) => Err((self.i, format!("expected `,` or `{close_char}`"))),
+        }
+    }
+
     fn ws(&mut self) -> PResult<()> {
         while let Some(c) = self.peek() {
             match c {
@@ -643,24 +668,8 @@ impl Parser<'_> {
                         key_end,
                         value,
                     });
-                    self.ws()?;
-                    match self.peek() {
-                        Some(b',') => {
-                            let comma = self.i;
-                            self.i += 1;
-                            self.ws()?;
-                            if self.peek() == Some(b'}') && self.flavor == Flavor::Json {
-                                return Err((comma, "trailing comma before `}`".into()));
-                            }
-                        }
-                        Some(b'}') => {
-                            self.i += 1;
-                            break;
-                        }
-                        None => {
-                            return Err((self.i, "unexpected end of file inside an object".into()));
-                        }
-                        Some(_) => return Err((self.i, "expected `,` or `}`".into())),
+                    if self.after_element(b'}', "an object")? {
+                        break;
                     }
                 }
                 Ok(Node {
@@ -679,24 +688,8 @@ impl Parser<'_> {
                         break;
                     }
                     items.push(self.value(depth + 1)?);
-                    self.ws()?;
-                    match self.peek() {
-                        Some(b',') => {
-                            let comma = self.i;
-                            self.i += 1;
-                            self.ws()?;
-                            if self.peek() == Some(b']') && self.flavor == Flavor::Json {
-                                return Err((comma, "trailing comma before `]`".into()));
-                            }
-                        }
-                        Some(b']') => {
-                            self.i += 1;
-                            break;
-                        }
-                        None => {
-                            return Err((self.i, "unexpected end of file inside an array".into()));
-                        }
-                        Some(_) => return Err((self.i, "expected `,` or `]`".into())),
+                    if self.after_element(b']', "an array")? {
+                        break;
                     }
                 }
                 Ok(Node {

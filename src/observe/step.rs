@@ -42,8 +42,8 @@ const TAIL: usize = 1024;
 /// Of a skimmed answer the recorder keeps a 1 KiB preview, cut where no
 /// token is split; this much head leaves room to find the cut.
 const ANSWER_HEAD: usize = 4 * 1024;
-/// Whole answers larger than this are skimmed (head and tail) rather than
-/// parsed, unless they hold binary blocks (see `from_observed`).
+/// Answers larger than this are observed as head and tail (and never
+/// parsed), unless they may hold binary blocks (see `of_answer`).
 const SKIM_OVER: usize = 256 * 1024;
 
 /// Whether an answer may hold a base64 image, audio or blob block.
@@ -70,11 +70,7 @@ impl ObservedBody {
         if bytes.len() <= OBSERVE_WHOLE {
             return ObservedBody::Whole(bytes.to_vec());
         }
-        ObservedBody::Clipped {
-            head: bytes[..HEAD].to_vec(),
-            tail: bytes[bytes.len() - TAIL..].to_vec(),
-            len: bytes.len() as u64,
-        }
+        ObservedBody::clipped(bytes, HEAD)
     }
 
     /// Copies a `tools/call` answer. A large one with no binary block in it
@@ -86,8 +82,12 @@ impl ObservedBody {
         if bytes.len() <= SKIM_OVER || (maybe_binary && bytes.len() <= OBSERVE_WHOLE) {
             return ObservedBody::Whole(bytes.to_vec());
         }
+        ObservedBody::clipped(bytes, ANSWER_HEAD)
+    }
+
+    fn clipped(bytes: &[u8], head: usize) -> ObservedBody {
         ObservedBody::Clipped {
-            head: bytes[..ANSWER_HEAD.min(bytes.len())].to_vec(),
+            head: bytes[..head.min(bytes.len())].to_vec(),
             tail: bytes[bytes.len().saturating_sub(TAIL)..].to_vec(),
             len: bytes.len() as u64,
         }
@@ -231,26 +231,17 @@ impl StepReport {
             }
             Err(_) => report.unparseable = true,
         }
-        // A large answer with no binary block in it will be stored as a
-        // marker and a preview: read it like a clipped one, without parsing
-        // megabytes. (Binary blocks may shrink to fit once stubbed, so those
-        // answers are parsed whole.)
-        let skim = match &call.response {
-            Some(ObservedBody::Clipped { head, tail, len }) => Some((&head[..], &tail[..], *len)),
-            Some(ObservedBody::Whole(b)) if b.len() > SKIM_OVER && !has_binary_block(b) => Some((
-                &b[..ANSWER_HEAD.min(b.len())],
-                &b[b.len().saturating_sub(TAIL)..],
-                b.len() as u64,
-            )),
-            _ => None,
-        };
-        if let Some((head, tail, len)) = skim {
+        // A large answer with no binary block in it arrives clipped (see
+        // `of_answer`): it will be stored as a marker and a preview, so it is
+        // read from its head and tail, never parsed. (Binary blocks may
+        // shrink to fit once stubbed, so those answers come whole.)
+        if let Some(ObservedBody::Clipped { head, tail, len }) = &call.response {
             let tail = String::from_utf8_lossy(tail);
             report.is_error =
                 tail.contains("\"isError\":true") || tail.contains("\"isError\": true");
             let head = String::from_utf8_lossy(head);
             report.result_clipped = Some(ClippedResult {
-                original_bytes: len,
+                original_bytes: *len,
                 head: head.trim_end_matches('\u{fffd}').to_owned(),
             });
         } else if let Some(ObservedBody::Whole(response)) = &call.response {
@@ -286,7 +277,9 @@ mod tests {
             started_at: SystemTime::UNIX_EPOCH,
             duration: Duration::from_micros(1500),
             request: request.as_bytes().to_vec(),
-            response: response.map(|r| ObservedBody::Whole(r.as_bytes().to_vec())),
+            // As the relay hands answers over.
+            response: response
+                .map(|r| ObservedBody::of_answer(r.as_bytes(), has_binary_block(r.as_bytes()))),
             outcome: CallOutcome::Answered,
             response_bytes: None,
         }

@@ -883,14 +883,9 @@ impl Remote {
         let Some(init) = init else {
             return false;
         };
-        let id = format!(
-            "bir:reinit-{}",
-            self.own_ids.fetch_add(1, Ordering::Relaxed)
-        );
-        let Some(mut line) = super::with_own_id(&init, &id) else {
+        let Some((line, raw_id)) = self.reissue(&init) else {
             return false;
         };
-        line.pop();
         log::info!("the server's session expired (HTTP 404); starting a new one");
         let resp = match self.post(&self.cfg.url, &line, false) {
             Ok(r) if r.status() == 200 => r,
@@ -907,7 +902,6 @@ impl Remote {
             .header("mcp-session-id")
             .filter(|s| header_safe(s))
             .map(str::to_string);
-        let raw_id = serde_json::to_vec(&id).unwrap_or_default();
         let Answer::Answered(Some(answer)) =
             self.read_answer(resp, Some(&raw_id), Deliver::Swallow, Learn::Nothing, None)
         else {
@@ -926,15 +920,9 @@ impl Remote {
         }
         // The session state the host set up: log level, subscriptions.
         for line in self.session_setup() {
-            let id = format!(
-                "bir:reinit-{}",
-                self.own_ids.fetch_add(1, Ordering::Relaxed)
-            );
-            let Some(mut own) = super::with_own_id(&line, &id) else {
+            let Some((own, raw_id)) = self.reissue(&line) else {
                 continue;
             };
-            own.pop();
-            let raw_id = serde_json::to_vec(&id).unwrap_or_default();
             match self.post(&self.cfg.url, &own, true) {
                 Ok(r) if r.status() == 200 => {
                     self.read_answer(r, Some(&raw_id), Deliver::Swallow, Learn::Nothing, None);
@@ -944,6 +932,18 @@ impl Remote {
             }
         }
         true
+    }
+
+    /// The host's request `line` under a fresh id of the proxy's own
+    /// (`bir:reinit-N`), without its newline, and that id as raw JSON.
+    fn reissue(&self, line: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+        let id = format!(
+            "bir:reinit-{}",
+            self.own_ids.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut own = super::with_own_id(line, &id)?;
+        own.pop();
+        Some((own, serde_json::to_vec(&id).unwrap_or_default()))
     }
 
     /// The host's last `logging/setLevel` and its live
@@ -1254,28 +1254,16 @@ impl Remote {
         let Some(init) = init else {
             return;
         };
-        let id = format!(
-            "bir:reinit-{}",
-            self.own_ids.fetch_add(1, Ordering::Relaxed)
-        );
-        let Some(mut line) = super::with_own_id(&init, &id) else {
+        let Some((line, raw_id)) = self.reissue(&init) else {
             return;
         };
-        line.pop();
-        let raw_id = serde_json::to_vec(&id).unwrap_or_default();
         lock(&self.legacy_swallow).insert(IdKey::from_raw(&raw_id));
         log::info!("new HTTP+SSE session: replaying the handshake");
         let extra = [("Content-Type", "application/json")];
         let mut setup = Vec::new();
         for line in self.session_setup() {
-            let id = format!(
-                "bir:reinit-{}",
-                self.own_ids.fetch_add(1, Ordering::Relaxed)
-            );
-            if let Some(mut own) = super::with_own_id(&line, &id) {
-                own.pop();
-                let raw = serde_json::to_vec(&id).unwrap_or_default();
-                lock(&self.legacy_swallow).insert(IdKey::from_raw(&raw));
+            if let Some((own, raw_id)) = self.reissue(&line) {
+                lock(&self.legacy_swallow).insert(IdKey::from_raw(&raw_id));
                 setup.push(own);
             }
         }

@@ -145,23 +145,34 @@ impl Shared {
         outcome: CallOutcome,
         size: Option<u64>,
     ) {
-        if request.method != "tools/call" {
+        if request.method == "tools/call" {
+            self.report_call(request, None, outcome, size);
+        }
+    }
+
+    /// Hands a finished `tools/call` (its request kept, else nothing) to the
+    /// observer, timed now.
+    fn report_call(
+        &self,
+        mut request: HostRequest,
+        response: Option<ObservedBody>,
+        outcome: CallOutcome,
+        response_bytes: Option<u64>,
+    ) {
+        let Some(kept_request) = request.kept_request.take() else {
             return;
-        }
+        };
         let duration = request.started.elapsed();
-        let started_at = request.started_at(duration);
-        if let Some(kept_request) = request.kept_request {
-            self.observer.tool_call(ToolCallObserved {
-                server_name: Arc::clone(&self.cfg.server_name),
-                session_id: self.cfg.session_id.clone(),
-                started_at,
-                duration,
-                request: kept_request,
-                response: None,
-                outcome,
-                response_bytes: size,
-            });
-        }
+        self.observer.tool_call(ToolCallObserved {
+            server_name: Arc::clone(&self.cfg.server_name),
+            session_id: self.cfg.session_id.clone(),
+            started_at: request.started_at(duration),
+            duration,
+            request: kept_request,
+            response,
+            outcome,
+            response_bytes,
+        });
     }
 }
 
@@ -766,34 +777,26 @@ fn observe_answered_call(
     response: &[u8],
     maybe_binary: bool,
 ) {
-    let duration = request.started.elapsed();
-    let started_at = request.started_at(duration);
-    let Some(kept_request) = request.kept_request else {
-        return;
-    };
     if request.method != "tools/call" {
-        if response.len() <= OBSERVE_WHOLE {
-            let response = response.to_vec();
+        if let Some(kept_request) = request.kept_request
+            && response.len() <= OBSERVE_WHOLE
+        {
             shared
                 .observer
-                .exchange(request.method.as_str(), kept_request, response);
+                .exchange(request.method.as_str(), kept_request, response.to_vec());
         }
         return;
     }
-    shared.observer.tool_call(ToolCallObserved {
-        server_name: Arc::clone(&shared.cfg.server_name),
-        session_id: shared.cfg.session_id.clone(),
-        started_at,
-        duration,
-        request: kept_request,
-        response: Some(ObservedBody::of_answer(response, maybe_binary)),
-        outcome: if request.cancelled {
-            CallOutcome::Cancelled
-        } else {
-            CallOutcome::Answered
-        },
-        response_bytes: None,
-    });
+    if request.kept_request.is_none() {
+        return;
+    }
+    let outcome = if request.cancelled {
+        CallOutcome::Cancelled
+    } else {
+        CallOutcome::Answered
+    };
+    let body = ObservedBody::of_answer(response, maybe_binary);
+    shared.report_call(request, Some(body), outcome, None);
 }
 
 // ---------------------------------------------------------------------------
