@@ -118,6 +118,39 @@ pub trait Sink: Send {
     fn finish(&mut self, _dropped: u64) {}
 }
 
+/// Observations the relay gathered while handling one read, handed to the
+/// queue together ([`Observer::hand_over`]): one lock per read, however many
+/// messages it held. Kept by the relay and reused, so it does not allocate
+/// once warm.
+#[derive(Default)]
+pub struct Batch {
+    items: Vec<Observation>,
+}
+
+impl Batch {
+    /// A relayed or proxy-made message (the caller checked
+    /// [`Observer::wants_messages`]).
+    pub fn message(&mut self, direction: Direction, bytes: &[u8]) {
+        self.items.push(Observation::Message {
+            at: SystemTime::now(),
+            direction,
+            body: step::ObservedBody::of(bytes),
+        });
+    }
+
+    pub fn tool_call(&mut self, call: ToolCallObserved) {
+        self.items.push(Observation::ToolCall(call));
+    }
+
+    pub fn exchange(&mut self, method: &str, request: Vec<u8>, response: Vec<u8>) {
+        self.items.push(Observation::Exchange {
+            method: method.to_owned(),
+            request,
+            response,
+        });
+    }
+}
+
 /// The relay's handle on the observation pipeline. Cheap to share.
 pub struct Observer {
     queue: Arc<Queue<Observation>>,
@@ -189,13 +222,15 @@ impl Observer {
         }
     }
 
-    pub fn exchange(&self, method: &str, request: Vec<u8>, response: Vec<u8>) {
+    /// Queues everything in `batch` at once (and empties it).
+    pub fn hand_over(&self, batch: &mut Batch) {
+        if batch.items.is_empty() {
+            return;
+        }
         if self.enabled() {
-            self.queue.push(Observation::Exchange {
-                method: method.to_owned(),
-                request,
-                response,
-            });
+            self.queue.push_all(batch.items.drain(..));
+        } else {
+            batch.items.clear();
         }
     }
 

@@ -54,26 +54,38 @@ impl<T: Weighed> Queue<T> {
     /// Adds an item, dropping the oldest ones if the queue is full. Never
     /// blocks beyond the short critical section.
     pub fn push(&self, item: T) {
-        let weight = item.weight();
+        self.push_all(std::iter::once(item));
+    }
+
+    /// Adds items in order, as `push` would one by one, under one lock: the
+    /// relay hands over what one read produced in a single critical section.
+    pub fn push_all(&self, items: impl IntoIterator<Item = T>) {
+        let mut items = items.into_iter();
         let Ok(mut state) = self.state.lock() else {
             // A consumer panicked while holding the lock: count and move on.
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.dropped
+                .fetch_add(items.count() as u64, Ordering::Relaxed);
             return;
         };
         if state.closed {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            drop(state);
+            self.dropped
+                .fetch_add(items.count() as u64, Ordering::Relaxed);
             return;
         }
-        while !state.items.is_empty()
-            && (state.items.len() >= self.max_items || state.bytes + weight > self.max_bytes)
-        {
-            if let Some(old) = state.items.pop_front() {
-                state.bytes -= old.weight();
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+        for item in items.by_ref() {
+            let weight = item.weight();
+            while !state.items.is_empty()
+                && (state.items.len() >= self.max_items || state.bytes + weight > self.max_bytes)
+            {
+                if let Some(old) = state.items.pop_front() {
+                    state.bytes -= old.weight();
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
             }
+            state.bytes += weight;
+            state.items.push_back(item);
         }
-        state.bytes += weight;
-        state.items.push_back(item);
         // Wake the consumer only when a batch has built up, and only if it
         // sleeps: a wake-up (a system call) per item would cost the relay
         // dearly, and a consumer at work, or falling behind, needs none. An
@@ -176,6 +188,32 @@ mod tests {
         q.push(vec![4]);
         q.push(vec![5]);
         assert_eq!(q.dropped(), 1);
+    }
+
+    #[test]
+    fn a_batch_is_admitted_as_its_items_would_be_one_by_one() {
+        let one_by_one = Queue::new(3, 10);
+        let batched = Queue::new(3, 10);
+        let items = [
+            vec![0; 4],
+            vec![1; 4],
+            vec![2],
+            vec![3; 9],
+            vec![4],
+            vec![5],
+        ];
+        for item in items.clone() {
+            one_by_one.push(item);
+        }
+        batched.push_all(items);
+        assert_eq!(batched.dropped(), one_by_one.dropped());
+        assert_eq!(
+            take(&batched, Duration::ZERO),
+            take(&one_by_one, Duration::ZERO)
+        );
+        batched.close();
+        batched.push_all([vec![6], vec![7]]);
+        assert_eq!(batched.dropped(), one_by_one.dropped() + 2);
     }
 
     #[test]

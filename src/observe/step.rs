@@ -10,7 +10,7 @@
 //! id Claude Code puts in every server's environment.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -117,7 +117,9 @@ pub struct ClippedResult {
 pub struct ToolCallObserved {
     pub server_name: Arc<str>,
     pub session_id: Option<Arc<str>>,
-    pub started_at: SystemTime,
+    /// When the proxy read the request (a monotonic instant: the relay
+    /// reads no wall clock; the report derives one, off the relay's path).
+    pub started: Instant,
     pub duration: Duration,
     /// The request line exactly as the host sent it.
     pub request: Vec<u8>,
@@ -127,6 +129,14 @@ pub struct ToolCallObserved {
     pub outcome: CallOutcome,
     /// For `TooLarge`: the size of the answer that was not delivered.
     pub response_bytes: Option<u64>,
+}
+
+/// The wall-clock time of a past `instant`: now, less the time since. Exact
+/// unless the wall clock is stepped in between (reading it here, not on the
+/// relay's path, is the point).
+pub fn wall_clock_at(instant: Instant) -> SystemTime {
+    let now = SystemTime::now();
+    now.checked_sub(instant.elapsed()).unwrap_or(now)
 }
 
 /// One recorded tool call.
@@ -212,7 +222,7 @@ impl StepReport {
             is_error: !matches!(call.outcome, CallOutcome::Answered | CallOutcome::Cancelled),
             outcome: call.outcome,
             response_bytes: call.response_bytes,
-            started_at: time::rfc3339(call.started_at),
+            started_at: time::rfc3339(wall_clock_at(call.started)),
             duration_ms: call.duration.as_secs_f64() * 1000.0,
             unparseable: false,
         };
@@ -274,7 +284,7 @@ mod tests {
         ToolCallObserved {
             server_name: Arc::from("everything"),
             session_id: Some(Arc::from("sess-1")),
-            started_at: SystemTime::UNIX_EPOCH,
+            started: Instant::now(),
             duration: Duration::from_micros(1500),
             request: request.as_bytes().to_vec(),
             // As the relay hands answers over.

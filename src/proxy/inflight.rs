@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use crate::jsonrpc::message::IdKey;
 use crate::jsonrpc::small::SmallBytes;
@@ -151,6 +151,9 @@ pub struct HostRequest {
     /// The id exactly as the host spelled it (echoed in proxy answers).
     pub raw_id: SmallBytes,
     pub method: MethodName,
+    /// When the proxy read it: the time of the read that brought it (every
+    /// line of one read arrived by then), so a batch of requests costs one
+    /// clock read, not one each.
     pub started: Instant,
     /// The raw request line, kept for the methods the recorder learns from
     /// (`tools/call`, `initialize`, `server/discover`, `tools/list`).
@@ -160,14 +163,7 @@ pub struct HostRequest {
     seq: u64,
 }
 
-impl HostRequest {
-    /// Wall-clock start, given the time since `started` (derived, so the
-    /// request's path reads one clock only).
-    pub fn started_at(&self, elapsed: std::time::Duration) -> SystemTime {
-        let now = SystemTime::now();
-        now.checked_sub(elapsed).unwrap_or(now)
-    }
-}
+impl HostRequest {}
 
 /// A request the proxy sent to the upstream on its own behalf.
 #[derive(Debug)]
@@ -225,12 +221,14 @@ impl InFlight {
         self.upstream_alive
     }
 
-    /// Records a host request about to be relayed.
+    /// Records a host request about to be relayed; `read_at` is when the
+    /// proxy read it.
     pub fn insert_host(
         &mut self,
         raw_id: &[u8],
         method: &str,
         kept_request: Option<Vec<u8>>,
+        read_at: Instant,
     ) -> Admission {
         if !self.upstream_alive {
             return Admission::AnswerUnavailable;
@@ -242,7 +240,7 @@ impl InFlight {
         let entry = HostRequest {
             raw_id: SmallBytes::new(raw_id),
             method: MethodName::new(method),
-            started: Instant::now(),
+            started: read_at,
             kept_request,
             cancelled: false,
             seq: self.seq,
@@ -413,8 +411,14 @@ mod tests {
     #[test]
     fn pairs_by_normalised_id_fifo() {
         let mut t = InFlight::new();
-        assert_eq!(t.insert_host(b"5", "tools/call", None), Admission::Relay);
-        assert_eq!(t.insert_host(b"5", "ping", None), Admission::Relay);
+        assert_eq!(
+            t.insert_host(b"5", "tools/call", None, Instant::now()),
+            Admission::Relay
+        );
+        assert_eq!(
+            t.insert_host(b"5", "ping", None, Instant::now()),
+            Admission::Relay
+        );
         assert_eq!(
             t.answer_host(b"5.0").map(|e| e.method),
             Some(MethodName::new("tools/call"))
@@ -430,8 +434,8 @@ mod tests {
     #[test]
     fn death_answers_everything_and_refuses_more() {
         let mut t = InFlight::new();
-        t.insert_host(b"1", "a", None);
-        t.insert_host(br#""x""#, "b", None);
+        t.insert_host(b"1", "a", None, Instant::now());
+        t.insert_host(br#""x""#, "b", None, Instant::now());
         let pending = t.upstream_died();
         assert_eq!(
             pending
@@ -440,15 +444,21 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["a", "b"]
         );
-        assert_eq!(t.insert_host(b"2", "c", None), Admission::AnswerUnavailable);
+        assert_eq!(
+            t.insert_host(b"2", "c", None, Instant::now()),
+            Admission::AnswerUnavailable
+        );
         t.upstream_restarted();
-        assert_eq!(t.insert_host(b"2", "c", None), Admission::Relay);
+        assert_eq!(
+            t.insert_host(b"2", "c", None, Instant::now()),
+            Admission::Relay
+        );
     }
 
     #[test]
     fn directions_and_own_ids_do_not_mix() {
         let mut t = InFlight::new();
-        t.insert_host(b"1", "a", None);
+        t.insert_host(b"1", "a", None, Instant::now());
         t.insert_server(b"1");
         t.insert_own("bir:restart-1", None);
         assert!(t.answer_server(b"1"));
@@ -461,7 +471,7 @@ mod tests {
     fn bounded() {
         let mut t = InFlight::new();
         for i in 0..MAX_PENDING + 5 {
-            t.insert_host(i.to_string().as_bytes(), "m", None);
+            t.insert_host(i.to_string().as_bytes(), "m", None, Instant::now());
         }
         assert_eq!(t.evicted(), EVICT_BATCH as u64, "the oldest tenth, once");
         let oldest = (EVICT_BATCH - 1).to_string();
@@ -473,7 +483,7 @@ mod tests {
         assert!(t.answer_host(newest.as_bytes()).is_some());
         // Filling up again evicts again; the table never exceeds its bound.
         for i in 0..3 * MAX_PENDING {
-            t.insert_host(format!("\"s{i}\"").as_bytes(), "m", None);
+            t.insert_host(format!("\"s{i}\"").as_bytes(), "m", None, Instant::now());
             assert!(t.host_count <= MAX_PENDING);
         }
     }

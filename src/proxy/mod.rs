@@ -416,8 +416,12 @@ impl Session {
             for request in pending {
                 let answer = self.shared.unavailable_answer(&request);
                 self.shared.write_to_host(&answer, &self.tx);
-                self.shared
-                    .observe_unanswered_call(request, CallOutcome::UpstreamGone, None);
+                self.shared.observe_unanswered_call(
+                    request,
+                    CallOutcome::UpstreamGone,
+                    None,
+                    Instant::now(),
+                );
             }
         }
         if self.signalled || self.host_eof {

@@ -20,6 +20,7 @@ use std::ops::Range;
 use std::os::fd::FromRawFd;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -33,7 +34,7 @@ use crate::jsonrpc::scan::{LineScanner, LineSummary};
 use crate::observe::step::{
     CallOutcome, OBSERVE_WHOLE, ObservedBody, ToolCallObserved, has_binary_block,
 };
-use crate::observe::{Direction, Observer};
+use crate::observe::{Batch, Direction, Observer};
 
 /// State shared by the pumps and the lifecycle loop.
 pub struct Shared {
@@ -144,35 +145,37 @@ impl Shared {
         request: HostRequest,
         outcome: CallOutcome,
         size: Option<u64>,
+        ended: Instant,
     ) {
-        if request.method == "tools/call" {
-            self.report_call(request, None, outcome, size);
+        if request.method == "tools/call"
+            && let Some(call) = self.tool_call_observed(request, None, outcome, size, ended)
+        {
+            self.observer.tool_call(call);
         }
     }
 
-    /// Hands a finished `tools/call` (its request kept, else nothing) to the
-    /// observer, timed now.
-    fn report_call(
+    /// What the observer learns of a finished `tools/call` (nothing unless
+    /// its request was kept); `ended` is when the proxy read its answer (or
+    /// gave up).
+    fn tool_call_observed(
         &self,
         mut request: HostRequest,
         response: Option<ObservedBody>,
         outcome: CallOutcome,
         response_bytes: Option<u64>,
-    ) {
-        let Some(kept_request) = request.kept_request.take() else {
-            return;
-        };
-        let duration = request.started.elapsed();
-        self.observer.tool_call(ToolCallObserved {
+        ended: Instant,
+    ) -> Option<ToolCallObserved> {
+        let kept_request = request.kept_request.take()?;
+        Some(ToolCallObserved {
             server_name: Arc::clone(&self.cfg.server_name),
             session_id: self.cfg.session_id.clone(),
-            started_at: request.started_at(duration),
-            duration,
+            started: request.started,
+            duration: ended.saturating_duration_since(request.started),
             request: kept_request,
             response,
             outcome,
             response_bytes,
-        });
+        })
     }
 }
 
@@ -210,20 +213,27 @@ enum Piece {
 /// is locked and written after the lock is released: no I/O ever happens
 /// under that lock (a blocked pipe must never stall the other pump).
 struct Outbox {
+    /// When the chunk was read: the arrival time of every line in it (one
+    /// clock read per read, however many lines it holds).
+    read_at: Instant,
     /// For this pump's destination, in order.
     forward: Vec<Piece>,
     /// Proxy-made messages for the other side (the host, for the host pump;
     /// the upstream, for the upstream pump).
     back: Vec<Vec<u8>>,
     after: Vec<After>,
+    /// What `after` turns into, handed to the observer in one go.
+    observed: Batch,
 }
 
 impl Outbox {
     fn new() -> Outbox {
         Outbox {
+            read_at: Instant::now(),
             forward: Vec::new(),
             back: Vec::new(),
             after: Vec::new(),
+            observed: Batch::default(),
         }
     }
 
@@ -286,6 +296,7 @@ pub fn pump_host(shared: &Shared, events: &Sender<Event>) {
                 true
             }
         };
+        outbox.read_at = Instant::now();
         {
             let mut inflight = lock(&shared.inflight);
             while let Some(frame) = framer.next_frame_or_final(eof) {
@@ -420,7 +431,7 @@ fn host_request(
             method,
             "tools/call" | "initialize" | "server/discover" | "tools/list"
         );
-    match inflight.insert_host(id, method, keep.then(|| bytes.to_vec())) {
+    match inflight.insert_host(id, method, keep.then(|| bytes.to_vec()), outbox.read_at) {
         Admission::Relay => {
             if method == "initialize" && shared.cfg.restart {
                 lock(&shared.handshake).initialize = Some(bytes.to_vec());
@@ -522,6 +533,7 @@ pub fn pump_upstream(
                 true
             }
         };
+        outbox.read_at = Instant::now();
         {
             let mut inflight = lock(&shared.inflight);
             while let Some(frame) = framer.next_frame_or_final(eof) {
@@ -753,37 +765,49 @@ fn flush_upstream_outbox(
 /// Hands a chunk's observations to the observer, once its bytes are
 /// written. `relayed` is the direction of the pump's relayed lines.
 fn deliver_after(shared: &Shared, framer: &Framer, outbox: &mut Outbox, relayed: Direction) {
+    let batch = &mut outbox.observed;
     for after in outbox.after.drain(..) {
         match after {
-            After::Message(range) => shared.observer.message(relayed, framer.bytes(range)),
-            After::MadeMessage(direction, bytes) => shared.observer.message(direction, &bytes),
-            After::Step(range, request, maybe_binary) => {
-                observe_answered_call(shared, request, framer.bytes(range), maybe_binary)
-            }
+            After::Message(range) => batch.message(relayed, framer.bytes(range)),
+            After::MadeMessage(direction, bytes) => batch.message(direction, &bytes),
+            After::Step(range, request, maybe_binary) => observe_answered_call(
+                shared,
+                batch,
+                request,
+                framer.bytes(range),
+                maybe_binary,
+                outbox.read_at,
+            ),
             After::StepOwned(bytes, request) => {
                 let maybe_binary = has_binary_block(&bytes);
-                observe_answered_call(shared, request, &bytes, maybe_binary)
+                observe_answered_call(shared, batch, request, &bytes, maybe_binary, outbox.read_at)
             }
             After::Unanswered(request, outcome, size) => {
-                shared.observe_unanswered_call(request, outcome, size)
+                if request.method == "tools/call"
+                    && let Some(call) =
+                        shared.tool_call_observed(request, None, outcome, size, outbox.read_at)
+                {
+                    batch.tool_call(call);
+                }
             }
         }
     }
+    shared.observer.hand_over(batch);
 }
 
 fn observe_answered_call(
     shared: &Shared,
+    batch: &mut Batch,
     request: HostRequest,
     response: &[u8],
     maybe_binary: bool,
+    answered_at: Instant,
 ) {
     if request.method != "tools/call" {
         if let Some(kept_request) = request.kept_request
             && response.len() <= OBSERVE_WHOLE
         {
-            shared
-                .observer
-                .exchange(request.method.as_str(), kept_request, response.to_vec());
+            batch.exchange(request.method.as_str(), kept_request, response.to_vec());
         }
         return;
     }
@@ -796,7 +820,9 @@ fn observe_answered_call(
         CallOutcome::Answered
     };
     let body = ObservedBody::of_answer(response, maybe_binary);
-    shared.report_call(request, Some(body), outcome, None);
+    if let Some(call) = shared.tool_call_observed(request, Some(body), outcome, None, answered_at) {
+        batch.tool_call(call);
+    }
 }
 
 // ---------------------------------------------------------------------------

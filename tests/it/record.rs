@@ -200,6 +200,64 @@ fn large_answers_are_stored_as_previews_unless_binary_blocks_shrink_them() {
     assert_eq!(picture["content"][1]["text"], "a chart", "the rest is kept");
 }
 
+/// Milliseconds since the Unix epoch of a `YYYY-MM-DDTHH:MM:SS.mmmZ` stamp.
+fn unix_ms(stamp: &str) -> Option<i64> {
+    let num = |range: std::ops::Range<usize>| stamp.get(range)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + hh) * 60 + mm) * 60_000 + ss * 1000 + ms)
+}
+
+fn unix_ms_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The relay reads the clock once per read, and no wall clock at all: a
+/// step is timed from the read that brought its request to the read that
+/// brought its answer, and its wall-clock start is derived later. Both must
+/// still be right.
+#[test]
+fn a_step_is_timed_from_its_request_to_its_answer() {
+    let dir = TempDir::new("timing");
+    let script = json!({"rules": [{"method": "tools/call", "tool": "slow",
+        "do": [{"sleep_ms": 300}, {"reply_text": "done"}]}]});
+    let before = unix_ms_now();
+    let mut host = Host::start(proxy(&dir, &script));
+    host.send(&init());
+    host.send(&call(1, "slow", json!({})));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    // Sent once the slow answer is in (the peer answers in order).
+    host.send(&call(2, "echo", json!({})));
+    assert!(host.wait_lines(3, Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let after = unix_ms_now();
+
+    let (code, doc, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(&doc).expect("export is JSON");
+    let slow = &doc["steps"][1];
+    assert_eq!(slow["type"], "tool_response", "{doc}");
+    let took = slow["durationMs"].as_f64().unwrap_or(-1.0);
+    assert!((300.0..3000.0).contains(&took), "{slow}");
+    let started = slow["startedAt"].as_str().and_then(unix_ms).unwrap_or(0);
+    assert!(
+        (before - 5..=after - 300).contains(&started),
+        "started {started} not within {before}..{after} less the call: {slow}"
+    );
+    let quick = doc["steps"][3]["durationMs"].as_f64().unwrap_or(-1.0);
+    assert!((0.0..took / 2.0).contains(&quick), "{doc}");
+}
+
 #[test]
 fn recording_threads_run_at_the_lowest_priority() {
     let dir = TempDir::new("nice");
