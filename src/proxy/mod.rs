@@ -50,7 +50,7 @@ use crate::record::remote::RemoteRecorder;
 use crate::record::store::Store;
 use crate::record::{Recorder, RecorderConfig};
 use crate::{Exit, parse_args, print_version};
-use config::ProxyConfig;
+use config::{ProxyConfig, RemoteConfig};
 use relay::{Shared, lock};
 
 /// How long a closed stdin gets before SIGTERM, and SIGTERM before SIGKILL.
@@ -107,9 +107,35 @@ pub fn main(args: &[String]) -> Exit {
     Session::new(shared, tx, rx).run()
 }
 
+/// The credentials bir sends a remote upstream: its header values (and the
+/// credential alone where a scheme precedes it, `Bearer <token>`), the URL's
+/// password and its secret-named query values. A server that echoes one
+/// echoes it without the name that marks it.
+fn remote_credentials(remote: &RemoteConfig) -> Vec<String> {
+    let mut values = Vec::new();
+    for (_, value) in &remote.headers {
+        let value = value.trim();
+        values.push(value.to_owned());
+        if let Some((_, credential)) = value.rsplit_once(' ') {
+            values.push(credential.to_owned());
+        }
+    }
+    values.extend(remote.url.password().map(str::to_owned));
+    for (name, value) in remote.url.query_pairs() {
+        if crate::redact::is_secret_key(&name, false) {
+            values.push(value.into_owned());
+        }
+    }
+    values
+}
+
 fn start_observer(cfg: &ProxyConfig) -> Observer {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-    if let Some(rc) = RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone()) {
+    if let Some(mut rc) = RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone())
+    {
+        if let Some(remote) = &cfg.remote {
+            rc.known_secrets = remote_credentials(remote);
+        }
         let store = match Store::open_default() {
             Ok(store) => Some(store),
             Err(err) => {

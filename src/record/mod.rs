@@ -60,6 +60,9 @@ pub struct RecorderConfig {
     /// Delete finished runs older than this (`BIR_RUNS_MAX_AGE_DAYS`).
     pub max_age: Option<Duration>,
     pub redact: RedactConfig,
+    /// Values the proxy itself holds as credentials (the headers it sends a
+    /// remote upstream): redacted wherever they turn up, in any encoding.
+    pub known_secrets: Vec<String>,
 }
 
 impl RecorderConfig {
@@ -90,6 +93,7 @@ impl RecorderConfig {
                 legacy_substring_keys: std::env::var("BIR_REDACT_LEGACY_KEYS")
                     .is_ok_and(|v| v == "1"),
             },
+            known_secrets: Vec::new(),
         })
     }
 }
@@ -263,9 +267,11 @@ impl Recorder {
 
     fn redactor(&mut self) -> &Redactor {
         let cfg = self.cfg.redact;
+        let known = &self.cfg.known_secrets;
         self.redactor.get_or_insert_with(|| {
             let mut redactor = Redactor::new(cfg);
             redactor.add_known_secrets(secret_env_values());
+            redactor.add_known_secrets(known.iter().cloned());
             redactor
         })
     }
@@ -323,24 +329,25 @@ impl Recorder {
     }
 
     /// The truncation marker for a payload of `size` bytes starting with
-    /// `text`: a token-safe preview of its start, redacted.
+    /// `text`: a token-safe preview of its start, redacted as a stored
+    /// string is (a start that is JSON, cut short, is closed and redacted
+    /// by key name and position too, not only as text).
     fn preview_only(&mut self, text: &str, size: usize) -> Prepared {
-        let head = truncate::token_safe_prefix(text, 1024).to_owned();
-        let redacted = catch_unwind(AssertUnwindSafe(|| {
-            self.redactor().redact_text(&head).into_owned()
-        }));
-        let Ok(preview) = redacted else {
-            return Prepared {
-                withheld: Some("redaction_failed"),
-                ..Prepared::default()
-            };
-        };
+        let mut preview =
+            Value::String(truncate::token_safe_prefix(text, truncate::PREVIEW).to_owned());
+        let report = self.redactor().redact_value(&mut preview);
+        if let Value::String(redacted) = &mut preview {
+            // Redacted JSON is rendered again, and markers can lengthen it.
+            let cut = truncate::token_safe_prefix(redacted, truncate::PREVIEW).len();
+            redacted.truncate(cut);
+        }
         Prepared {
             value: Some(serde_json::json!({
                 "truncated": true,
                 "originalBytes": size,
                 "preview": preview,
             })),
+            redactions: report.redactions,
             ..Prepared::default()
         }
     }

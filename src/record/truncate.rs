@@ -13,7 +13,7 @@ use super::model::sha256_hex;
 /// Default cap per stored payload (`BIR_MAX_PAYLOAD_BYTES`).
 pub const DEFAULT_CAP: usize = 64 * 1024;
 /// How much of an oversized payload is kept as a preview.
-const PREVIEW: usize = 1024;
+pub const PREVIEW: usize = 1024;
 
 /// Replaces binary content blocks with stubs, in place. Returns how many
 /// bytes of base64 they held.

@@ -55,6 +55,7 @@
 mod b64;
 mod keys;
 mod known;
+mod prefix;
 mod shapes;
 mod text;
 mod url;
@@ -605,18 +606,25 @@ impl Redactor {
     /// A string holding a JSON object or array: parsed, walked and
     /// re-serialised if anything changed (`Some(Some(new))`), left as it is
     /// otherwise (`Some(None)`). `None` when it is not JSON.
+    ///
+    /// A string holding only the start of one (a preview of a payload too
+    /// large to keep, or JSON inside it cut at the same point) is closed
+    /// and walked the same way; if that finds nothing it is left to the
+    /// text layers, as before.
     fn json_string(&self, s: &str, nest: u8, report: &mut Report) -> Option<Option<String>> {
         let t = s.trim();
-        let looks_json = (t.starts_with('{') && t.ends_with('}'))
-            || (t.starts_with('[') && t.ends_with(']') && !t.starts_with("[REDACTED"));
-        if nest >= MAX_NEST || !looks_json {
+        let opens = t.starts_with('{') || (t.starts_with('[') && !t.starts_with("[REDACTED"));
+        if nest >= MAX_NEST || !opens {
             return None;
         }
-        let mut inner = serde_json::from_str::<Value>(t).ok()?;
+        let (mut inner, cut) = match serde_json::from_str::<Value>(t) {
+            Ok(v) => (v, false),
+            Err(_) => (prefix::parse_json_prefix(t)?, true),
+        };
         let mut r = Report::default();
         self.walk(&mut inner, nest + 1, &mut r);
         if r.is_empty() {
-            return Some(None);
+            return if cut { None } else { Some(None) };
         }
         report.merge(&r);
         // Serialising a Value cannot fail (string keys only); if it somehow

@@ -142,6 +142,33 @@ fn json_inside_strings() {
 }
 
 #[test]
+fn json_cut_short_is_redacted_as_json() {
+    // A preview: the start of a payload, cut after a delimiter. Its secrets
+    // sit where only keys and positions say they are secrets.
+    let cut = r#"{"auth":{"value":"opaque-1x2y3z"},"argv":["deploy","--token","opaque-4u5v6w"],"note":"the rest is cut off here, mid "#;
+    let (v, r) = red(json!({"preview": cut}));
+    let stored = v["preview"].as_str().unwrap_or("");
+    assert!(
+        !stored.contains("opaque-1x2y3z") && !stored.contains("opaque-4u5v6w"),
+        "{stored}"
+    );
+    assert!(stored.contains("the rest is cut off here"), "{stored}");
+    assert_eq!(r.redactions, 2);
+    // Redacting again finds nothing more.
+    let (again, r2) = red(v.clone());
+    assert_eq!(again, v);
+    assert!(r2.is_empty());
+    // A cut start with nothing to redact is left exactly as it was (the text
+    // layers still see it).
+    let plain = r#"{"items":[1,2,3],"title":"a long list, "#;
+    let (v, r) = red(json!({"preview": plain}));
+    assert_eq!(v, json!({"preview": plain}));
+    assert!(r.is_empty());
+    let (v, _) = red(json!({"preview": r#"{"note":"key=AKIAQ7Z3XK5N2B4V6D7F and "#}));
+    assert!(!v.to_string().contains("AKIAQ7Z3XK5N2B4V6D7F"), "{v}");
+}
+
+#[test]
 fn media_blocks_are_not_scanned() {
     // A text-looking base64 that *would* be redacted if it were text.
     let env_b64 = crate::codec::base64_encode(b"GITHUB_TOKEN=abc123def456\n", false, true);

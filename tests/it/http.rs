@@ -323,6 +323,8 @@ fn everything_over_legacy_sse() {
 #[derive(Debug, Clone)]
 struct Seen {
     method: String,
+    /// The request target: path and query.
+    target: String,
     headers: Vec<(String, String)>,
     body: String,
 }
@@ -368,6 +370,7 @@ impl Fault {
                 let _ = req.as_reader().read_to_string(&mut body);
                 let s = Seen {
                     method: req.method().to_string(),
+                    target: req.url().to_owned(),
                     headers: req
                         .headers()
                         .iter()
@@ -567,6 +570,69 @@ fn http_401_is_a_short_sign_in_error_and_credentials_stay_private() {
             !contains(&recorded_bytes(&dir), secret),
             "{secret} recorded"
         );
+    }
+}
+
+/// The credentials bir sends for the host are secrets it knows: a server
+/// that echoes one (alone, with no name or shape that marks it) does not get
+/// it into the run.
+#[test]
+fn credentials_a_server_echoes_are_not_recorded() {
+    const OPAQUE_BEARER: &str = "Vq7Lm2Xp9Rz4Tn6Wk1Hs";
+    const OPAQUE_KEY: &str = "Pd3Fg8Jk1Zx5Cv0Bn7Mq";
+    const OPAQUE_QUERY: &str = "Hy6Uj2Ik9Ol4Pz7Xa3Sw";
+    let server = mcp_server(|s, msg| {
+        let bearer = s
+            .header("Authorization")
+            .and_then(|a| a.rsplit(' ').next())
+            .unwrap_or_default();
+        let key = s.header("X-Api-Key").unwrap_or_default();
+        let query = s.target.rsplit('=').next().unwrap_or_default();
+        if msg["params"]["name"] == "fail" {
+            let error = json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32000,
+                "message": format!("no access for {key}")}});
+            json_reply(&error, &[])
+        } else {
+            let text = format!("you are {bearer}, and {key} too, via {query}");
+            json_reply(&echo_result(&msg["id"], &text), &[])
+        }
+    });
+    let dir = TempDir::new("http-echoed-credentials");
+    let mut cmd = proxy(
+        &dir,
+        &server.url(&format!("/mcp?api_key={OPAQUE_QUERY}")),
+        &["--header", &format!("X-Api-Key: {OPAQUE_KEY}")],
+    );
+    cmd.env(
+        "BIR_UPSTREAM_HEADERS",
+        json!({"Authorization": format!("Bearer {OPAQUE_BEARER}")}).to_string(),
+    );
+    let mut host = Host::start(cmd);
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    host.send(&call(2, "whoami", json!({})));
+    let answer = answer_to(&host, json!(2), t);
+    let text = text_of(&answer);
+    assert!(
+        text.contains(OPAQUE_BEARER) && text.contains(OPAQUE_QUERY),
+        "relayed untouched: {text}"
+    );
+    host.send(&call(3, "fail", json!({})));
+    answer_to(&host, json!(3), t);
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+
+    let recorded = recorded_bytes(&dir);
+    assert!(contains(&recorded, "you are"), "the call was recorded");
+    assert!(
+        contains(&recorded, "no access for"),
+        "the error was recorded"
+    );
+    for secret in [OPAQUE_BEARER, OPAQUE_KEY, OPAQUE_QUERY] {
+        assert!(!contains(&recorded, secret), "{secret} recorded");
+        assert!(!seen.stderr.contains(secret), "{secret} in the log");
     }
 }
 

@@ -23,6 +23,11 @@ const QUERY_TOKEN: &str = "qtok_9f8e7d6c5b4a3210";
 const ANTHROPIC: &str = "sk-ant-api03-Xh3kL9mN2pQ5rS8tU1vW4yZ7aB0cD3eF6gH9iJ2kL5mN8oP1qR4sT7uV0wX3yZ6aB9cD2eF5gH8iJ1kL4mN7oP0qR3sT6uV9wX2yZ5aB8cD1eF4AA";
 /// An opaque value with no known shape: only known-value scrubbing finds it.
 const OPAQUE_ENV: &str = "Zx9Qw7Er5Ty3Ui1Op2As4Df6Gh8Jk0Lm";
+/// Opaque values that only their key names (or the flag before them) mark
+/// as secret, sent at the start of payloads too large to be stored whole.
+const OPAQUE_AUTH: &str = "Qm4Rt8Yp2Wn6Vb0Xc3Zl7Kj9Hg5Fd1Sa";
+const OPAQUE_FLAG: &str = "Lp0Ok9Ij8Uh7Yg6Tf5Rd4Es3Wa2Qz1Xc";
+const OPAQUE_HEADER: &str = "Mn3Bv5Cx7Zl9Kj2Hg4Fd6Sa8Qw1Er3Ty";
 
 fn secrets() -> Vec<String> {
     let b64 = |s: &str| {
@@ -50,6 +55,9 @@ fn secrets() -> Vec<String> {
         ANTHROPIC.into(),
         OPAQUE_ENV.into(),
         b64(OPAQUE_ENV),
+        OPAQUE_AUTH.into(),
+        OPAQUE_FLAG.into(),
+        OPAQUE_HEADER.into(),
     ]
 }
 
@@ -63,7 +71,12 @@ fn no_secret_reaches_the_store_the_cli_or_the_logs() {
             {"type": "text", "text": format!("{{\"access_token\": \"{JWT}\", \"token_type\": \"bearer\"}}")}],
             "structuredContent": {"password": PASSWORD, "next": format!("https://api.example.com/v1/items?token={QUERY_TOKEN}&page=2")}}}]},
         {"method": "tools/call", "tool": "fail", "do": [{"reply_error": {"code": -32000,
-            "message": format!("auth failed for key {ANTHROPIC}")}}]}
+            "message": format!("auth failed for key {ANTHROPIC}")}}]},
+        // Far over the payload cap: stored as a preview of its start, which
+        // is where the secrets are.
+        {"method": "tools/call", "tool": "big_result", "do": [{"raw": format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{{\"_meta\":{{\"auth\":{{\"value\":\"{OPAQUE_AUTH}\"}}}},\"headers\":{{\"X-Api-Key\":\"{OPAQUE_HEADER}\"}},\"argv\":[\"deploy\",\"--token\",\"{OPAQUE_FLAG}\"],\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}}}\n",
+            "padding ".repeat(50_000))}]}
     ]});
     let script = dir.script("peer.json", &script);
     let service = FakeService::ok();
@@ -88,6 +101,12 @@ fn no_secret_reaches_the_store_the_cli_or_the_logs() {
         json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"leak_env","arguments":{}}}),
         json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"leak_result","arguments":{}}}),
         json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fail","arguments":{}}}),
+        json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"upload","arguments":{
+            "auth": {"value": OPAQUE_AUTH},
+            "argv": ["--token", OPAQUE_FLAG],
+            "headers": {"X-Api-Key": OPAQUE_HEADER},
+            "body": "padding ".repeat(50_000)}}}),
+        json!({"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"big_result","arguments":{}}}),
     ];
     for c in &calls {
         host.send(c);
