@@ -284,6 +284,7 @@ fn write_call(t: &mut String, selected: Option<&Step>, response: &Step, full: bo
         (_, Some("cancelled")) => "cancel",
         (_, Some("too_large")) => "large",
         (_, Some("upstream_gone")) => "gone",
+        (_, Some("session_ended")) => "ended",
         (true, _) => "ERROR",
         (false, _) => "ok",
     };

@@ -31,6 +31,10 @@ pub enum CallOutcome {
     /// The upstream died before answering; the host got an `isError` result
     /// from the proxy.
     UpstreamGone,
+    /// The session ended (the host closed it or stopped the proxy) while
+    /// the call was still running: nobody got an answer. Recorded so that
+    /// a run shows every call that was made, not only the finished ones.
+    SessionEnded,
 }
 
 /// Answers up to this size are copied whole for the recorder; larger ones
@@ -219,7 +223,10 @@ impl StepReport {
             result: None,
             error: None,
             result_clipped: None,
-            is_error: !matches!(call.outcome, CallOutcome::Answered | CallOutcome::Cancelled),
+            is_error: !matches!(
+                call.outcome,
+                CallOutcome::Answered | CallOutcome::Cancelled | CallOutcome::SessionEnded
+            ),
             outcome: call.outcome,
             response_bytes: call.response_bytes,
             started_at: time::rfc3339(wall_clock_at(call.started)),

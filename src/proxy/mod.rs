@@ -51,6 +51,7 @@ use crate::record::store::Store;
 use crate::record::{Recorder, RecorderConfig};
 use crate::{Exit, parse_args, print_version};
 use config::{ProxyConfig, RemoteConfig};
+use inflight::HostRequest;
 use relay::{Shared, lock};
 
 /// How long a closed stdin gets before SIGTERM, and SIGTERM before SIGKILL.
@@ -449,6 +450,8 @@ impl Session {
                     Instant::now(),
                 );
             }
+        } else {
+            self.record_session_ended(pending);
         }
         if self.signalled || self.host_eof {
             return Some(exit);
@@ -499,7 +502,20 @@ impl Session {
         Ok(())
     }
 
+    /// Calls the session ended under: recorded as such, not forgotten.
+    fn record_session_ended(&self, pending: Vec<HostRequest>) {
+        let now = Instant::now();
+        for request in pending {
+            self.shared
+                .observe_unanswered_call(request, CallOutcome::SessionEnded, None, now);
+        }
+    }
+
     fn finish(self, exit: Exit) -> Exit {
+        // Whatever is still in flight when the proxy ends (however it ends)
+        // was never answered.
+        let pending = lock(&self.shared.inflight).upstream_died();
+        self.record_session_ended(pending);
         let deadline = if self.signalled {
             Duration::from_millis(50)
         } else {

@@ -139,7 +139,8 @@ pub struct Step {
     pub is_error: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
-    /// `answered`, `cancelled`, `too_large`, `upstream_gone`.
+    /// `answered`, `cancelled`, `too_large`, `upstream_gone`,
+    /// `session_ended`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -34,7 +34,7 @@
 //!   string), `toolError` (a JSON-RPC error as a JSON string; for an
 //!   `isError` result, its text; otherwise the outcome), `isError`,
 //!   `durationMs`, `outcome` (`answered`, `cancelled`, `too_large`,
-//!   `upstream_gone`);
+//!   `upstream_gone`, `session_ended`);
 //! * `final_answer` (Tier 1): `answer`.
 //!
 //! `PATCH {base}/recordings/runs/{id}/steps/{stepId}` is reserved for Tier 1

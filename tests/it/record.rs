@@ -258,6 +258,55 @@ fn a_step_is_timed_from_its_request_to_its_answer() {
     assert!((0.0..took / 2.0).contains(&quick), "{doc}");
 }
 
+/// A call still running when the host ends the session (closing stdin, or
+/// a signal the way Claude Code stops its servers) is in the run, marked as
+/// ended by the session, next to the calls that finished.
+#[test]
+fn calls_still_running_when_the_session_ends_are_recorded() {
+    for how in ["stdin", "signal"] {
+        let dir = TempDir::new(&format!("ended-by-{how}"));
+        let script = json!({"rules": [{"method": "tools/call", "tool": "slow",
+            "do": [{"sleep_ms": 30000}, {"reply_text": "too late"}]}]});
+        let mut host = Host::start(proxy(&dir, &script));
+        host.send(&init());
+        host.send(&call(1, "echo", json!({"n": 1})));
+        assert!(host.wait_lines(2, Duration::from_secs(10)));
+        host.send(&call(2, "slow", json!({})));
+        std::thread::sleep(Duration::from_millis(300));
+        if how == "stdin" {
+            host.close_stdin();
+        } else {
+            host.signal(libc::SIGINT);
+        }
+        let seen = host.finish(Duration::from_secs(10));
+        assert_eq!(
+            seen.messages().len(),
+            2,
+            "{how}: the host got no answer added"
+        );
+
+        let (code, doc, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+        assert_eq!(code, 0);
+        let doc: Value = serde_json::from_str(&doc).expect("export is JSON");
+        let steps = doc["steps"].as_array().cloned().unwrap_or_default();
+        assert_eq!(steps.len(), 4, "{how}: {doc}");
+        assert_eq!(steps[1]["outcome"], "answered", "{how}");
+        assert_eq!(steps[2]["toolName"], "slow", "{how}");
+        assert_eq!(steps[3]["type"], "tool_response", "{how}");
+        assert_eq!(steps[3]["outcome"], "session_ended", "{how}: {doc}");
+        assert_eq!(steps[3]["isError"], false, "{how}");
+        assert!(
+            steps[3]["durationMs"].as_f64().unwrap_or(0.0) >= 250.0,
+            "{how}"
+        );
+        assert_eq!(doc["finish"]["metrics"]["toolCalls"], 2, "{how}: {doc}");
+
+        let (code, show, _) = bir_cmd(&dir, &["runs", "show", "latest"]);
+        assert_eq!(code, 0);
+        assert!(show.contains("ended"), "{how}: {show}");
+    }
+}
+
 #[test]
 fn recording_threads_run_at_the_lowest_priority() {
     let dir = TempDir::new("nice");
