@@ -23,7 +23,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use queue::{Queue, Weighed};
 use step::{StepReport, ToolCallObserved};
@@ -243,15 +243,27 @@ impl Observer {
         }
     }
 
+    /// Observations the relay lost before handing them over (the run is
+    /// then `lossy`, like one whose queue overflowed).
+    pub fn lost(&self, n: u64) {
+        if self.enabled() {
+            self.queue.count_lost(n);
+        }
+    }
+
     /// Observations lost because the queue was full.
     pub fn dropped(&self) -> u64 {
         self.queue.dropped()
     }
 
     /// Stops accepting observations and waits up to `deadline` for the
-    /// worker to drain and flush. Shutdown is never held up longer.
+    /// worker to drain and flush. Shutdown is never held up longer. The
+    /// worker delivers for three quarters of it at most, then counts what
+    /// is left as dropped: the last quarter is for closing the run, so a
+    /// run cut short still ends, marked lossy, rather than not at all.
     pub fn finish(&self, deadline: Duration) {
-        self.queue.close();
+        self.queue
+            .close_by(std::time::Instant::now() + deadline * 3 / 4);
         let done = self.done.lock().ok().and_then(|mut d| d.take());
         if let Some(done) = done
             && done.recv_timeout(deadline).is_err()
@@ -295,19 +307,12 @@ fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
             if batch.is_empty() && queue.is_closed() {
                 // Drain whatever raced with the close.
                 queue.take_all(Duration::ZERO, &mut batch);
-                batch.drain(..).for_each(|obs| deliver(&obs, &mut sinks));
+                deliver_batch(queue, &mut batch, &mut sinks);
                 let dropped = queue.dropped();
                 sinks.iter_mut().for_each(|s| s.finish(dropped));
                 break;
             }
-            for (n, obs) in batch.drain(..).enumerate() {
-                // Not once the proxy is ending: then the worker has a
-                // deadline of its own (`Observer::finish`).
-                if n > 0 && n % YIELD_EVERY == 0 && !queue.is_closed() {
-                    std::thread::yield_now();
-                }
-                deliver(&obs, &mut sinks);
-            }
+            deliver_batch(queue, &mut batch, &mut sinks);
             if queue.is_empty() {
                 sinks.iter_mut().for_each(|s| s.flush());
             }
@@ -317,6 +322,31 @@ fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
     if result.is_err() {
         log::error!("recording stopped after an internal error; relaying continues");
         queue.close();
+    }
+}
+
+/// Delivers a batch. While the proxy runs, it offers the CPU back every
+/// [`YIELD_EVERY`] observations. Once the proxy is ending (the queue closed
+/// with a time, [`Observer::finish`]) it does not yield, and at that time it
+/// counts the rest as dropped instead of delivering it.
+fn deliver_batch(
+    queue: &Queue<Observation>,
+    batch: &mut VecDeque<Observation>,
+    sinks: &mut [Box<dyn Sink>],
+) {
+    let mut delivered = 0;
+    while let Some(obs) = batch.pop_front() {
+        if queue.is_closed() {
+            if queue.deliver_until().is_some_and(|t| Instant::now() >= t) {
+                queue.count_lost(1 + batch.len() as u64);
+                batch.clear();
+                return;
+            }
+        } else if delivered > 0 && delivered % YIELD_EVERY == 0 {
+            std::thread::yield_now();
+        }
+        deliver(&obs, sinks);
+        delivered += 1;
     }
 }
 

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Something with a size, so the queue can bound memory as well as count.
 pub trait Weighed {
@@ -30,6 +30,8 @@ struct State<T> {
     items: VecDeque<T>,
     bytes: usize,
     closed: bool,
+    /// Set by [`Queue::close_by`]: when the consumer must stop delivering.
+    deliver_until: Option<Instant>,
     /// The consumer is blocked in `pop`, waiting to be woken.
     consumer_asleep: bool,
 }
@@ -41,6 +43,7 @@ impl<T: Weighed> Queue<T> {
                 items: VecDeque::new(),
                 bytes: 0,
                 closed: false,
+                deliver_until: None,
                 consumer_asleep: false,
             }),
             ready: Condvar::new(),
@@ -133,6 +136,21 @@ impl<T: Weighed> Queue<T> {
         }
     }
 
+    /// No more pushes; the consumer delivers what is left until `until`,
+    /// counts the rest as dropped ([`Queue::count_lost`]) and stops.
+    pub fn close_by(&self, until: Instant) {
+        if let Ok(mut state) = self.state.lock() {
+            state.deliver_until = Some(until);
+        }
+        self.close();
+    }
+
+    /// When a closed queue's consumer must stop delivering, if it was given
+    /// a time.
+    pub fn deliver_until(&self) -> Option<Instant> {
+        self.state.lock().ok().and_then(|s| s.deliver_until)
+    }
+
     /// No more pushes; the consumer drains what is left and then stops.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
@@ -151,6 +169,11 @@ impl<T: Weighed> Queue<T> {
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// Counts items lost before they reached the queue.
+    pub fn count_lost(&self, n: u64) {
+        self.dropped.fetch_add(n, Ordering::Relaxed);
     }
 
     /// How many items were dropped because the queue was full or closed.

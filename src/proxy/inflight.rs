@@ -185,6 +185,9 @@ pub struct InFlight {
     own: HashMap<IdKey, OwnRequest, IdHashing>,
     seq: u64,
     evicted: u64,
+    /// Of those, recorded `tools/call`s, not yet reported (the run must say
+    /// it lost them: [`InFlight::take_evicted_calls`]).
+    evicted_calls: u64,
 }
 
 /// What `insert_host` decided.
@@ -214,6 +217,7 @@ impl InFlight {
             own: HashMap::with_hasher(IdHashing::new()),
             seq: 0,
             evicted: 0,
+            evicted_calls: 0,
         }
     }
 
@@ -362,6 +366,12 @@ impl InFlight {
         self.evicted
     }
 
+    /// Recorded `tools/call`s forgotten since the last call: their steps
+    /// are lost, which the run must admit (it is then `lossy`).
+    pub fn take_evicted_calls(&mut self) -> u64 {
+        std::mem::take(&mut self.evicted_calls)
+    }
+
     fn take_all_host(&mut self) -> Vec<HostRequest> {
         let mut all: Vec<HostRequest> = self.host.drain().map(|(_, e)| e).collect();
         all.extend(self.host_dups.drain().flat_map(|(_, q)| q));
@@ -383,8 +393,11 @@ impl InFlight {
         }
         let oldest: Vec<IdKey> = by_age[..batch].iter().map(|(_, k)| (*k).clone()).collect();
         for key in &oldest {
-            if self.take_host(key).is_some() {
+            if let Some(entry) = self.take_host(key) {
                 self.evicted += 1;
+                if entry.kept_request.is_some() && entry.method == "tools/call" {
+                    self.evicted_calls += 1;
+                }
             }
         }
     }
@@ -486,5 +499,23 @@ mod tests {
             t.insert_host(format!("\"s{i}\"").as_bytes(), "m", None, Instant::now());
             assert!(t.host_count <= MAX_PENDING);
         }
+        assert_eq!(t.take_evicted_calls(), 0, "none of them was recorded");
+    }
+
+    #[test]
+    fn evicted_recorded_calls_are_reported_once() {
+        let mut t = InFlight::new();
+        for i in 0..MAX_PENDING {
+            let (method, kept) = if i % 2 == 0 {
+                ("tools/call", Some(b"{}".to_vec()))
+            } else {
+                ("ping", None)
+            };
+            t.insert_host(i.to_string().as_bytes(), method, kept, Instant::now());
+        }
+        assert_eq!(t.take_evicted_calls(), 0);
+        t.insert_host(b"new", "tools/call", None, Instant::now());
+        assert_eq!(t.take_evicted_calls(), EVICT_BATCH as u64 / 2);
+        assert_eq!(t.take_evicted_calls(), 0, "reported once");
     }
 }

@@ -431,7 +431,15 @@ fn host_request(
             method,
             "tools/call" | "initialize" | "server/discover" | "tools/list"
         );
-    match inflight.insert_host(id, method, keep.then(|| bytes.to_vec()), outbox.read_at) {
+    let admission = inflight.insert_host(id, method, keep.then(|| bytes.to_vec()), outbox.read_at);
+    let evicted = inflight.take_evicted_calls();
+    if evicted > 0 {
+        log::warn!(
+            "{evicted} recorded tools/call request(s) forgotten: over 10000 requests unanswered; the run is lossy"
+        );
+        shared.observer.lost(evicted);
+    }
+    match admission {
         Admission::Relay => {
             if method == "initialize" && shared.cfg.restart {
                 lock(&shared.handshake).initialize = Some(bytes.to_vec());

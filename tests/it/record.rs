@@ -307,6 +307,58 @@ fn calls_still_running_when_the_session_ends_are_recorded() {
     }
 }
 
+/// A burst the recorder cannot keep up with: every answer still reaches the
+/// host at once, and the run keeps what it could and says how much it lost.
+#[test]
+fn a_burst_the_recorder_cannot_keep_up_with_makes_the_run_lossy() {
+    let dir = TempDir::new("lossy");
+    // 40 KB answers: stored whole, so each costs the recorder a parse and a
+    // redaction (~0.3 ms), against a few microseconds to relay.
+    let script = json!({"rules": [{"method": "tools/call", "tool": "big",
+        "do": [{"big_reply_bytes": 40_000}]}]});
+    let mut host = Host::start(proxy(&dir, &script));
+    host.send(&init());
+    assert!(host.wait_lines(1, Duration::from_secs(10)));
+    let calls: u64 = 1000;
+    let mut burst = Vec::new();
+    for id in 1..=calls {
+        burst.extend(serde_json::to_vec(&call(id, "big", json!({}))).unwrap_or_default());
+        burst.push(b'\n');
+    }
+    host.send_raw(&burst);
+    assert!(host.wait_lines(1 + calls as usize, Duration::from_secs(30)));
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let answers = seen.messages();
+    assert!(
+        answers[1..]
+            .iter()
+            .all(|a| a["result"]["content"][0]["text"].as_str().map(str::len) == Some(40_000)),
+        "every answer relayed whole"
+    );
+
+    let (code, doc, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+    assert_eq!(code, 0);
+    let doc: Value = serde_json::from_str(&doc).expect("export is JSON");
+    let finish = &doc["finish"];
+    let kept = finish["metrics"]["toolCalls"].as_u64().unwrap_or(0);
+    let dropped = finish["dropped"].as_u64().unwrap_or(0);
+    // Every call is in the run or counted as lost. The count is of lost
+    // observations: the `initialize` exchange is one too, and it is the
+    // oldest in the queue if the recorder had not taken it yet.
+    assert!(
+        kept + dropped == calls || kept + dropped == calls + 1,
+        "every call is in the run or counted as lost: {finish}"
+    );
+    assert!(dropped > 0, "the recorder fell behind: {finish}");
+    assert_eq!(finish["lossy"], true, "{finish}");
+    assert_eq!(
+        doc["steps"].as_array().map_or(0, Vec::len) as u64,
+        2 * kept,
+        "a selected and a response step per kept call"
+    );
+}
+
 #[test]
 fn recording_threads_run_at_the_lowest_priority() {
     let dir = TempDir::new("nice");
