@@ -379,3 +379,114 @@ fn deliver(obs: &Observation, sinks: &mut [Box<dyn Sink>]) {
         Observation::Event { at, text } => sinks.iter_mut().for_each(|s| s.event(*at, text)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+
+    use super::*;
+    use crate::observe::step::{CallOutcome, ObservedBody};
+
+    fn call(n: u64) -> ToolCallObserved {
+        ToolCallObserved {
+            server_name: Arc::from("peer"),
+            session_id: None,
+            started: Instant::now(),
+            duration: Duration::from_millis(1),
+            request: format!(
+                r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"t"}}}}"#
+            )
+            .into_bytes(),
+            response: Some(ObservedBody::Whole(
+                format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{{}}}}"#).into_bytes(),
+            )),
+            outcome: CallOutcome::Answered,
+            response_bytes: None,
+        }
+    }
+
+    /// What a sink saw: steps delivered, and the drop count it was closed with.
+    #[derive(Default)]
+    struct Tally {
+        steps: AtomicU64,
+        finished_with: AtomicU64,
+    }
+
+    struct Counting {
+        tally: Arc<Tally>,
+        step_cost: Duration,
+        panic_at: Option<u64>,
+    }
+
+    impl Sink for Counting {
+        fn message(&mut self, _: SystemTime, _: Direction, _: &[u8], _: Option<u64>) {}
+        fn step(&mut self, _: &StepReport) {
+            let n = self.tally.steps.fetch_add(1, Ordering::SeqCst) + 1;
+            assert!(self.panic_at != Some(n), "a sink bug");
+            std::thread::sleep(self.step_cost);
+        }
+        fn event(&mut self, _: SystemTime, _: &str) {}
+        fn flush(&mut self) {}
+        fn finish(&mut self, dropped: u64) {
+            self.tally
+                .finished_with
+                .store(dropped + 1, Ordering::SeqCst);
+        }
+    }
+
+    fn observer(step_cost: Duration, panic_at: Option<u64>) -> (Observer, Arc<Tally>) {
+        let tally = Arc::new(Tally::default());
+        let sink = Counting {
+            tally: Arc::clone(&tally),
+            step_cost,
+            panic_at,
+        };
+        (Observer::start(vec![Box::new(sink)], false), tally)
+    }
+
+    #[test]
+    fn a_slow_sink_is_cut_off_at_the_deadline_and_still_closed() {
+        let (observer, tally) = observer(Duration::from_millis(20), None);
+        for n in 0..50 {
+            observer.tool_call(call(n));
+        }
+        let started = Instant::now();
+        observer.finish(Duration::from_millis(200));
+        assert!(started.elapsed() < Duration::from_millis(400), "bounded");
+        let delivered = tally.steps.load(Ordering::SeqCst);
+        let finished_with = tally.finished_with.load(Ordering::SeqCst);
+        assert!(finished_with > 0, "the sink was closed");
+        let dropped = finished_with - 1;
+        assert!(dropped > 0 && delivered < 50, "{delivered} delivered");
+        assert_eq!(delivered + dropped, 50, "each one delivered or counted");
+    }
+
+    #[test]
+    fn a_sink_that_panics_switches_observing_off_and_nothing_else() {
+        let (observer, tally) = observer(Duration::ZERO, Some(3));
+        let started = Instant::now();
+        for n in 0..1000 {
+            observer.tool_call(call(n));
+            if n % 100 == 0 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the producer never waits"
+        );
+        while observer.enabled() && started.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!observer.enabled(), "switched off after the panic");
+        observer.tool_call(call(1000));
+        observer.finish(Duration::from_millis(200));
+        assert_eq!(
+            tally.steps.load(Ordering::SeqCst),
+            3,
+            "nothing after the panic"
+        );
+    }
+}
