@@ -22,6 +22,8 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -35,13 +37,6 @@ const WARMUP: usize = 30;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 struct Server {
@@ -334,8 +329,8 @@ fn main() {
         });
     }
 
-    let small_calls = env_usize("BENCH_HTTP_CALLS", 1000);
-    let mib_calls = env_usize("BENCH_HTTP_MIB_CALLS", 20);
+    let small_calls = common::env_usize("BENCH_HTTP_CALLS", 1000);
+    let mib_calls = common::env_usize("BENCH_HTTP_MIB_CALLS", 20);
     let mib = "x".repeat(1 << 20);
 
     let mut hosts: Vec<Option<Host>> = configs

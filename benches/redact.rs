@@ -13,18 +13,13 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use bir::redact::{RedactConfig, Redactor};
 use serde_json::{Value, json};
-
-fn env_usize(k: &str, default: usize) -> usize {
-    std::env::var(k)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn lines(target: usize, dense: bool) -> Vec<String> {
     let mut out = Vec::new();
@@ -100,8 +95,8 @@ fn mbps(bytes: usize, d: Duration) -> f64 {
 
 fn main() {
     // cargo bench passes `--bench`; nothing to parse.
-    let mib = env_usize("BENCH_MIB", 1);
-    let rounds = env_usize("BENCH_ROUNDS", 20).max(3);
+    let mib = common::env_usize("BENCH_MIB", 1);
+    let rounds = common::env_usize("BENCH_ROUNDS", 20).max(3);
     let target = mib << 20;
 
     // Set-up cost.

@@ -15,17 +15,12 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
+mod common;
+
 use std::hint::black_box;
 use std::time::Instant;
 
 use bir::jsonrpc::scan::LineScanner;
-
-fn env_usize(k: &str, default: usize) -> usize {
-    std::env::var(k)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -49,8 +44,8 @@ fn time_per_line(lines: usize, rounds: usize, mut f: impl FnMut() -> usize) -> f
 }
 
 fn main() {
-    let lines = env_usize("BENCH_LINES", 1_000_000);
-    let rounds = env_usize("BENCH_ROUNDS", 5).max(1);
+    let lines = common::env_usize("BENCH_LINES", 1_000_000);
+    let rounds = common::env_usize("BENCH_ROUNDS", 5).max(1);
     let request = b"{\"jsonrpc\":\"2.0\",\"id\":123456,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{\"size\":16}}}\n";
     let answer = b"{\"jsonrpc\":\"2.0\",\"id\":123456,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"abcdefghijklmnop\"}]}}\n";
     println!("scan bench: {lines} lines per round, median of {rounds} rounds\n");
