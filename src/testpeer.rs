@@ -22,6 +22,8 @@
 //!
 //! Actions: `{"reply": RESULT}`, `{"reply_error": ERROR}`, `{"reply_text":
 //! "…"}`, `{"echo_arguments": true}`, `{"raw": "bytes written as is"}`,
+//! `{"raw_latin1": "…"}` (each character U+0000..=U+00FF written as that one
+//! byte, so a script can write invalid UTF-8),
 //! `{"notify": {"method", "params"}}`, `{"request": {"method", "params"}}`
 //! (sends it, waits for the host's answer and replies to the current
 //! request with that answer as text), `{"sleep_ms": N}`, `{"stderr": "…",
@@ -282,6 +284,16 @@ impl Peer {
         }
         if let Some(raw) = get("raw").and_then(Value::as_str) {
             self.write(raw.as_bytes());
+        }
+        if let Some(text) = get("raw_latin1").and_then(Value::as_str) {
+            match text
+                .chars()
+                .map(|c| u8::try_from(u32::from(c)))
+                .collect::<Result<Vec<u8>, _>>()
+            {
+                Ok(bytes) => self.write(&bytes),
+                Err(_) => eprintln!("testpeer: raw_latin1 holds a character above U+00FF"),
+            }
         }
         if let Some(n) = get("notify") {
             let line =

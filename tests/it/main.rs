@@ -1,5 +1,8 @@
 //! The single integration-test binary (one link step, shared support).
 //!
+//! * `damaged` — damaged and odd answers the host gets (lone surrogates,
+//!   NULs, invalid UTF-8, odd envelopes, shared ids, stray cancels): relayed
+//!   as written, recorded as what happened, their secrets not stored.
 //! * `dispatch` — one executable, three names.
 //! * `golden` — direct vs proxied transcripts (the core transparency test).
 //! * `install_cli` — `bir wrap`/`install`/`uninstall`/`status`/`doctor` on
@@ -14,6 +17,7 @@
 //! * `remote` — the recording service (a fake on 127.0.0.1): order,
 //!   retries, refresh, cool-down, `bir sync`, and where the token goes.
 
+mod damaged;
 mod dispatch;
 mod golden;
 mod http;

@@ -12,11 +12,11 @@ fn init() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it-host","version":"9"}}})
 }
 
-fn call(id: u64, tool: &str, args: Value) -> Value {
+pub(crate) fn call(id: u64, tool: &str, args: Value) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}})
 }
 
-fn proxy(dir: &TempDir, script: &Value) -> Command {
+pub(crate) fn proxy(dir: &TempDir, script: &Value) -> Command {
     let script = dir.script("peer.json", script);
     let mut cmd = command(dir.proxy_link(), dir);
     cmd.args(["--server-name", "peer", "--"])
@@ -26,11 +26,11 @@ fn proxy(dir: &TempDir, script: &Value) -> Command {
     cmd
 }
 
-fn runs_dir(dir: &TempDir) -> std::path::PathBuf {
+pub(crate) fn runs_dir(dir: &TempDir) -> std::path::PathBuf {
     dir.join("home/.baseinstrunner/runs")
 }
 
-fn bir_cmd(dir: &TempDir, args: &[&str]) -> (i32, String, String) {
+pub(crate) fn bir_cmd(dir: &TempDir, args: &[&str]) -> (i32, String, String) {
     let out = command(bir(), dir).args(args).output().expect("run bir");
     (
         out.status.code().unwrap_or(-1),

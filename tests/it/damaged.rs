@@ -1,0 +1,207 @@
+//! Damaged and odd answers that the host does get (RELIABILITY.md §4, rows
+//! A3, A4, B1, B3, B5), end to end: the real proxy, the scriptable peer
+//! writing the exact bytes of each answer, and the run it stored. Each case
+//! checks three things:
+//!
+//! * the host received exactly the bytes the server wrote (the relay does
+//!   not judge, repair or drop answers);
+//! * the run (`bir runs export latest`) says what happened: which call each
+//!   answer belongs to, how the call ended, and why a body is missing;
+//! * no secret these messages carry is stored: not in any file under the
+//!   store, not in `bir runs export`/`show`, not in the proxy's stderr.
+//!
+//! The secrets are opaque values (no known token shape): only their key
+//! names, or their place after `--token`, say they are secret.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::record::{bir_cmd, call, proxy, runs_dir};
+use crate::support::{Host, TempDir};
+
+/// What a session left: the bytes the host received, and the run.
+struct Recorded {
+    relayed: Vec<u8>,
+    /// `bir runs export latest` (JSON).
+    doc: Value,
+    /// Every place a stored secret could show: each file under the store,
+    /// both export formats, `bir runs show --full`, the proxy's stderr.
+    surfaces: Vec<(String, String)>,
+}
+
+impl Recorded {
+    fn steps(&self) -> Vec<Value> {
+        self.doc["steps"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The `tool_selected` and `tool_response` steps of the call to `tool`
+    /// (each tool is called once per session, except where a test says).
+    fn call(&self, tool: &str) -> (Value, Value) {
+        let of = |kind: &str| {
+            self.steps()
+                .into_iter()
+                .find(|s| s["toolName"] == tool && s["type"] == kind)
+                .unwrap_or_else(|| panic!("no {kind} step for {tool}: {:#}", self.doc))
+        };
+        (of("tool_selected"), of("tool_response"))
+    }
+
+    fn assert_relayed(&self, expected: &[u8]) {
+        assert!(
+            self.relayed == expected,
+            "the host did not get the server's bytes:\n got  {:?}\n sent {:?}",
+            String::from_utf8_lossy(&self.relayed),
+            String::from_utf8_lossy(expected)
+        );
+    }
+
+    fn assert_not_stored(&self, secrets: &[&str]) {
+        let mut leaks = Vec::new();
+        for (surface, text) in &self.surfaces {
+            for secret in secrets {
+                if text.contains(secret) {
+                    leaks.push(format!("{secret} in {surface}"));
+                }
+            }
+        }
+        assert!(leaks.is_empty(), "secrets stored:\n{}", leaks.join("\n"));
+    }
+}
+
+/// Runs a session against a peer following `script`, `drive` playing the
+/// host, then reads back everything the run left.
+fn session(tag: &str, script: &Value, drive: impl FnOnce(&mut Host)) -> Recorded {
+    let dir = TempDir::new(tag);
+    let mut host = Host::start(proxy(&dir, script));
+    drive(&mut host);
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+
+    let mut surfaces = Vec::new();
+    let mut dirs = vec![runs_dir(&dir)];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).expect("the store exists").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let bytes = std::fs::read(&path).expect("read a stored file");
+                surfaces.push((
+                    path.display().to_string(),
+                    String::from_utf8_lossy(&bytes).into_owned(),
+                ));
+            }
+        }
+    }
+    let mut doc = Value::Null;
+    for args in [
+        &["runs", "export", "latest"][..],
+        &["runs", "export", "latest", "--format", "jsonl"],
+        &["runs", "show", "latest", "--full"],
+    ] {
+        let (code, out, err) = bir_cmd(&dir, args);
+        assert_eq!(code, 0, "bir {args:?}: {err}");
+        if doc.is_null() {
+            doc = serde_json::from_str(&out).expect("export is JSON");
+        }
+        surfaces.push((format!("bir {}", args.join(" ")), out));
+    }
+    surfaces.push(("proxy stderr".into(), seen.stderr));
+    Recorded {
+        relayed: seen.stdout,
+        doc,
+        surfaces,
+    }
+}
+
+/// A rule answering `tool` with exactly these bytes.
+fn answer(tool: &str, bytes: &str) -> Value {
+    json!({"method": "tools/call", "tool": tool, "do": [{"raw": bytes}]})
+}
+
+/// Sends one call per tool (ids 1, 2, …) and waits for `lines` answers.
+fn call_each(host: &mut Host, tools: &[&str], lines: usize) {
+    for (i, tool) in tools.iter().enumerate() {
+        host.send(&call(i as u64 + 1, tool, json!({"n": i})));
+    }
+    assert!(
+        host.wait_lines(lines, Duration::from_secs(5)),
+        "answers missing; stderr:\n{}",
+        host.stderr_so_far()
+    );
+}
+
+/// B3: an answer with both `result` and `error`, one with `"jsonrpc":"1.0"`,
+/// an id answered twice, and an answer to an id never asked. The relay
+/// passes them all on; the recorder does not judge the envelope (the first
+/// answer to an id is the call's answer, stored with everything it holds),
+/// and an answer no call is waiting for (the duplicate, the orphan) is not
+/// recorded, so its secrets are not either. Neither disturbs the calls that
+/// come after, even those reusing the same ids.
+#[test]
+fn odd_envelopes_duplicates_and_orphans() {
+    const BOTH: &str = "Kp4Tz8Wq2Rn6Ym0Hv3Jd";
+    const V1: &str = "Gs5Lx9Fb1Mc7Qe3Ua8Wt";
+    const DUPLICATE: &str = "Nh2Vr6Bk0Zs4Xp8Cy1Df";
+    const ORPHAN: &str = "Ej7Wm3Tq9Ha5Lu1Ro6Ki";
+    let both = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"done\"}}]}},\"error\":{{\"code\":-32000,\"message\":\"also failed\",\"data\":{{\"headers\":{{\"Authorization\":\"Basic {BOTH}\"}}}}}}}}\n"
+    );
+    let v1 = format!(
+        "{{\"jsonrpc\":\"1.0\",\"id\":2,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"old style\"}}],\"structuredContent\":{{\"password\":\"{V1}\"}}}}}}\n"
+    );
+    let twice = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"first\"}}]}}}}\n{{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"second\"}}],\"structuredContent\":{{\"password\":\"{DUPLICATE}\"}}}}}}\n"
+    );
+    let orphan = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{{\"content\":[],\"structuredContent\":{{\"password\":\"{ORPHAN}\"}}}}}}\n{{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"mine\"}}]}}}}\n"
+    );
+    let again = "{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"asked this time\"}]}}\n";
+    let reused = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"id 3 again\"}]}}\n";
+    let script = json!({"rules": [
+        answer("both", &both),
+        answer("v1", &v1),
+        answer("twice", &twice),
+        answer("orphan", &orphan),
+        answer("again", again),
+        answer("reused", reused),
+    ]});
+    let run = session("odd-envelopes", &script, |host| {
+        call_each(host, &["both", "v1", "twice", "orphan"], 6);
+        host.send(&call(99, "again", json!({})));
+        host.send(&call(3, "reused", json!({})));
+        assert!(host.wait_lines(8, Duration::from_secs(5)));
+    });
+
+    run.assert_relayed(format!("{both}{v1}{twice}{orphan}{again}{reused}").as_bytes());
+    run.assert_not_stored(&[BOTH, V1, DUPLICATE, ORPHAN]);
+    assert_eq!(run.steps().len(), 12, "six calls, no more: {:#}", run.doc);
+
+    // Both members are kept (redacted): the reader sees what was sent.
+    let (_, both) = run.call("both");
+    assert_eq!(both["outcome"], "answered");
+    assert_eq!(both["isError"], true, "an error member makes it an error");
+    assert_eq!(both["output"]["content"][0]["text"], "done", "{both}");
+    assert_eq!(both["error"]["message"], "also failed", "{both}");
+    assert!(both["redactions"].as_u64() >= Some(1), "{both}");
+
+    let (_, v1) = run.call("v1");
+    assert_eq!(v1["outcome"], "answered");
+    assert_eq!(v1["output"]["content"][0]["text"], "old style", "{v1}");
+
+    let (_, twice) = run.call("twice");
+    assert_eq!(twice["output"]["content"][0]["text"], "first", "{twice}");
+    let (_, orphan) = run.call("orphan");
+    assert_eq!(orphan["output"]["content"][0]["text"], "mine", "{orphan}");
+    let (_, again) = run.call("again");
+    assert_eq!(again["requestId"], 99);
+    assert_eq!(
+        again["output"]["content"][0]["text"], "asked this time",
+        "{again}"
+    );
+    let (_, reused) = run.call("reused");
+    assert_eq!(reused["output"]["content"][0]["text"], "id 3 again");
+    assert_eq!(run.doc["finish"]["metrics"]["toolCalls"], 6);
+    assert_eq!(run.doc["finish"]["metrics"]["errors"], 1);
+}
