@@ -205,3 +205,73 @@ fn odd_envelopes_duplicates_and_orphans() {
     assert_eq!(run.doc["finish"]["metrics"]["toolCalls"], 6);
     assert_eq!(run.doc["finish"]["metrics"]["errors"], 1);
 }
+
+/// A3/A4 in answers too large to store (over 256 KiB, no binary block):
+/// what is kept is a preview of their start, redacted as JSON closed where
+/// it was cut. A lone surrogate escape or a raw NUL there made that JSON
+/// unparseable for serde_json, and the preview fell back to the text rules,
+/// which cannot tie `{"auth":{"value":…}}` or `["--token", …]` to a secret:
+/// both were stored. (Invalid UTF-8 is read as U+FFFD and was fine.)
+#[test]
+fn large_damaged_answers_keep_their_secrets_out_of_the_preview() {
+    let padding = "padding ".repeat(40_000);
+    let cases = [
+        ("surrogate", r"half an emoji \ud83d"),
+        ("nul", "a raw \u{0} byte"),
+        ("utf8", "caf\u{e9} \u{ff}\u{fe}"),
+    ];
+    let secrets = |n: usize| {
+        [
+            format!("Qm4Rt8Yp2Wn6{n}Xc3Zl7Kj9"),
+            format!("Lp0Ok9Ij8Uh7{n}Rd4Es3Wa2"),
+            format!("Mn3Bv5Cx7Zl9{n}Fd6Sa8Qw1"),
+        ]
+    };
+    let bodies: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (_, odd))| {
+            let [auth, flag, key] = secrets(i);
+            format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"structuredContent\":{{\"note\":\"{odd}\",\"auth\":{{\"value\":\"{auth}\"}},\"argv\":[\"deploy\",\"--token\",\"{flag}\"],\"api_key\":\"{key}\"}},\"content\":[{{\"type\":\"text\",\"text\":\"{padding}\"}}]}}}}\n",
+                i + 1
+            )
+        })
+        .collect();
+    let script = json!({"rules": cases.iter().zip(&bodies).map(|((tool, _), body)| {
+        // Invalid UTF-8 can only be written byte by byte.
+        json!({"method": "tools/call", "tool": tool, "do": [{"raw_latin1": body}]})
+    }).collect::<Vec<_>>()});
+    let tools: Vec<&str> = cases.iter().map(|(tool, _)| *tool).collect();
+    let run = session("large-damaged", &script, |host| {
+        call_each(host, &tools, tools.len())
+    });
+
+    let latin1: Vec<u8> = bodies
+        .concat()
+        .chars()
+        .map(|c| u8::try_from(u32::from(c)).expect("latin-1"))
+        .collect();
+    run.assert_relayed(&latin1);
+    let all: Vec<String> = (0..cases.len()).flat_map(secrets).collect();
+    run.assert_not_stored(&all.iter().map(String::as_str).collect::<Vec<_>>());
+    for (tool, _) in cases {
+        let (_, response) = run.call(tool);
+        let output = &response["output"];
+        assert_eq!(output["truncated"], true, "{tool}: {response}");
+        assert!(
+            output["originalBytes"].as_u64() > Some(320_000),
+            "{tool}: {output}"
+        );
+        let preview = output["preview"].as_str().unwrap_or_default();
+        assert!(
+            preview.contains("deploy") && preview.contains("padding"),
+            "{tool}: what is not secret is kept: {preview}"
+        );
+        assert!(
+            response["redactions"].as_u64() >= Some(3),
+            "{tool}: {response}"
+        );
+        assert_eq!(response["outcome"], "answered");
+    }
+}
