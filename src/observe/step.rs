@@ -168,9 +168,15 @@ pub struct StepReport {
     pub response_bytes: Option<u64>,
     pub started_at: String,
     pub duration_ms: f64,
-    /// The request or response could not be parsed; bodies were left out.
+    /// The request could not be parsed: its fields were left out.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub unparseable: bool,
+    pub request_unparseable: bool,
+    /// The answer could not be parsed (not JSON, invalid UTF-8, a lone
+    /// surrogate escape…): `result` and `error` were left out. Told apart
+    /// from the request's, so a call whose arguments were read is not
+    /// marked as if they had not been.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub response_unparseable: bool,
 }
 
 #[derive(Deserialize)]
@@ -231,7 +237,8 @@ impl StepReport {
             response_bytes: call.response_bytes,
             started_at: time::rfc3339(wall_clock_at(call.started)),
             duration_ms: call.duration.as_secs_f64() * 1000.0,
-            unparseable: false,
+            request_unparseable: false,
+            response_unparseable: false,
         };
         match serde_json::from_slice::<Request>(&call.request) {
             Ok(req) => {
@@ -246,7 +253,7 @@ impl StepReport {
                     report.tool_use_id = params.meta.and_then(|m| m.tool_use_id);
                 }
             }
-            Err(_) => report.unparseable = true,
+            Err(_) => report.request_unparseable = true,
         }
         // A large answer with no binary block in it arrives clipped (see
         // `of_answer`): it will be stored as a marker and a preview, so it is
@@ -276,7 +283,7 @@ impl StepReport {
                         report.error = Some(error.to_owned());
                     }
                 }
-                Err(_) => report.unparseable = true,
+                Err(_) => report.response_unparseable = true,
             }
         }
         report
@@ -371,6 +378,13 @@ mod tests {
             r#"{"id":1,"method":"tools/call","params":{"name":"\ud800"}"#,
             None,
         ));
-        assert!(r.unparseable);
+        assert!(r.request_unparseable && !r.response_unparseable);
+        let r = StepReport::from_observed(&observed(
+            r#"{"id":1,"method":"tools/call","params":{"name":"t"}}"#,
+            Some("{\"id\":1,\"result\":{\"text\":\"a\u{0}b\"}}"),
+        ));
+        assert!(r.response_unparseable && !r.request_unparseable);
+        assert_eq!(r.tool_name.as_deref(), Some("t"));
+        assert!(r.result.is_none() && r.error.is_none());
     }
 }

@@ -365,7 +365,9 @@ impl Recorder {
             result = self.prepare_clipped(clipped);
         }
         let error = self.prepare(report.error.as_deref().map(|r| r.get()));
-        let unparseable = report.unparseable.then_some("unparseable");
+        // Each step says only what its own side lost.
+        let request_unparseable = report.request_unparseable.then_some("unparseable");
+        let response_unparseable = report.response_unparseable.then_some("unparseable");
         let request_id = report
             .request_id
             .as_deref()
@@ -394,7 +396,7 @@ impl Recorder {
         let selected = Step {
             input: args.value,
             args_digest: args.digest,
-            withheld: unparseable.or(args.withheld).map(str::to_owned),
+            withheld: request_unparseable.or(args.withheld).map(str::to_owned),
             redactions: args.redactions,
             ..base.clone()
         };
@@ -409,7 +411,7 @@ impl Recorder {
             outcome: serde_json::to_value(report.outcome)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned)),
-            withheld: unparseable
+            withheld: response_unparseable
                 .or(result.withheld)
                 .or(error.withheld)
                 .map(str::to_owned),

@@ -47,6 +47,13 @@ impl Recorded {
         (of("tool_selected"), of("tool_response"))
     }
 
+    fn surface(&self, name: &str) -> &str {
+        self.surfaces
+            .iter()
+            .find(|(surface, _)| surface == name)
+            .map_or("", |(_, text)| text.as_str())
+    }
+
     fn assert_relayed(&self, expected: &[u8]) {
         assert!(
             self.relayed == expected,
@@ -274,4 +281,82 @@ fn large_damaged_answers_keep_their_secrets_out_of_the_preview() {
         );
         assert_eq!(response["outcome"], "answered");
     }
+}
+
+/// A3/A4 in answers of ordinary size: a lone surrogate escape next to a
+/// secret-named field, a `\u0000` escape (valid JSON), a raw NUL byte
+/// inside a string and invalid UTF-8 (both invalid JSON), and a line of
+/// NULs the server wrote before an answer. An answer serde_json cannot read
+/// is stored without its body, marked `withheld: "unparseable"` on its
+/// `tool_response` step only: the call's arguments, which did parse, are
+/// kept and not marked. A valid NUL is kept whole (no C-string cut), and
+/// the noise line neither desynchronises the pairing nor gets recorded.
+#[test]
+fn damaged_answers_are_withheld_and_only_they_are() {
+    const SURROGATE: &str = "Vq3Lm8Zt1Xw6Rb9Kc2Nd";
+    const NUL_ESCAPE: &str = "Fy7Hj2Sd5Gk0Pw4Tx9Mb";
+    const NUL_RAW: &str = "Rc6Vn1Qa8Ze3Jt5Ky0Lh";
+    const LATIN1: &str = "Bu9Xs4Wd2Yf7Np1Cq6Ge";
+    let result = |id: u64, text: &str, key: &str, secret: &str| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}],\"structuredContent\":{{\"{key}\":\"{secret}\",\"kept\":\"yes\"}}}}}}\n"
+        )
+    };
+    let bodies = [
+        result(1, r"half an emoji: \ud83d", "api_key", SURROGATE),
+        result(2, r"before\u0000after", "password", NUL_ESCAPE),
+        result(3, "before\u{0}after", "password", NUL_RAW),
+        result(4, "caf\u{e9} \u{ff}\u{fe}", "client_secret", LATIN1),
+        format!(
+            "{}\n{}",
+            "\u{0}".repeat(64),
+            result(5, "after the noise", "note", "not secret")
+        ),
+    ];
+    let tools = ["surrogate", "nul_escape", "nul_raw", "latin1", "noise"];
+    let script = json!({"rules": tools.iter().zip(&bodies).map(|(tool, body)| {
+        json!({"method": "tools/call", "tool": tool, "do": [{"raw_latin1": body}]})
+    }).collect::<Vec<_>>()});
+    let run = session("damaged", &script, |host| call_each(host, &tools, 6));
+
+    let latin1: Vec<u8> = bodies
+        .concat()
+        .chars()
+        .map(|c| u8::try_from(u32::from(c)).expect("latin-1"))
+        .collect();
+    run.assert_relayed(&latin1);
+    run.assert_not_stored(&[SURROGATE, NUL_ESCAPE, NUL_RAW, LATIN1]);
+    assert_eq!(run.steps().len(), 10, "{:#}", run.doc);
+
+    for tool in ["surrogate", "nul_raw", "latin1"] {
+        let (selected, response) = run.call(tool);
+        assert!(selected["input"]["n"].is_u64(), "{tool}: {selected}");
+        assert_eq!(selected["withheld"], Value::Null, "{tool}: {selected}");
+        assert_eq!(response["withheld"], "unparseable", "{tool}: {response}");
+        assert_eq!(response["output"], Value::Null, "{tool}: {response}");
+        assert_eq!(response["error"], Value::Null, "{tool}: {response}");
+        assert_eq!(response["outcome"], "answered", "{tool}: {response}");
+    }
+
+    let (_, nul) = run.call("nul_escape");
+    assert_eq!(nul["withheld"], Value::Null, "{nul}");
+    assert_eq!(
+        nul["output"]["content"][0]["text"], "before\u{0}after",
+        "{nul}"
+    );
+    assert_eq!(nul["output"]["structuredContent"]["kept"], "yes");
+    assert_eq!(nul["redactions"], 1, "{nul}");
+
+    let (_, noise) = run.call("noise");
+    assert_eq!(noise["requestId"], 5);
+    assert_eq!(
+        noise["output"]["content"][0]["text"], "after the noise",
+        "{noise}"
+    );
+    let show = run.surface("bir runs show latest --full");
+    assert_eq!(
+        show.matches("(payloads withheld: unparseable)").count(),
+        3,
+        "{show}"
+    );
 }
