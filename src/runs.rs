@@ -337,6 +337,12 @@ fn write_call(t: &mut String, selected: Option<&Step>, response: &Step, full: bo
     {
         let _ = writeln!(t, "        (payloads withheld: {why})");
     }
+    if response.correlation.as_deref() == Some("ambiguous") {
+        let _ = writeln!(
+            t,
+            "        (answer paired in arrival order: another call in flight had the same id)"
+        );
+    }
 }
 
 /// A `CallToolResult` as one readable line: the text blocks, other blocks

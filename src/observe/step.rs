@@ -133,6 +133,9 @@ pub struct ToolCallObserved {
     pub outcome: CallOutcome,
     /// For `TooLarge`: the size of the answer that was not delivered.
     pub response_bytes: Option<u64>,
+    /// Another request with the same id was in flight: `response` was
+    /// paired first-in, first-out and may answer the other one.
+    pub id_shared: bool,
 }
 
 /// The wall-clock time of a past `instant`: now, less the time since. Exact
@@ -177,6 +180,10 @@ pub struct StepReport {
     /// marked as if they had not been.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub response_unparseable: bool,
+    /// Another request with the same id was in flight: the answer was
+    /// paired first-in, first-out and may be the other call's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub id_shared: bool,
 }
 
 #[derive(Deserialize)]
@@ -239,6 +246,7 @@ impl StepReport {
             duration_ms: call.duration.as_secs_f64() * 1000.0,
             request_unparseable: false,
             response_unparseable: false,
+            id_shared: call.id_shared,
         };
         match serde_json::from_slice::<Request>(&call.request) {
             Ok(req) => {
@@ -306,6 +314,7 @@ mod tests {
                 .map(|r| ObservedBody::of_answer(r.as_bytes(), has_binary_block(r.as_bytes()))),
             outcome: CallOutcome::Answered,
             response_bytes: None,
+            id_shared: false,
         }
     }
 

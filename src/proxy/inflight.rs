@@ -160,6 +160,12 @@ pub struct HostRequest {
     pub kept_request: Option<Vec<u8>>,
     /// The host sent `notifications/cancelled` for it.
     pub cancelled: bool,
+    /// Another host request with the same id was in flight with this one.
+    /// Answers to them are paired first-in, first-out (the id is all that
+    /// JSON-RPC gives to tell them apart), so the answer this one gets may
+    /// be the other's: the recorder says so rather than present the
+    /// pairing as a fact.
+    pub id_shared: bool,
     seq: u64,
 }
 
@@ -241,16 +247,21 @@ impl InFlight {
             self.evict_oldest_hosts();
         }
         self.seq += 1;
-        let entry = HostRequest {
+        let mut entry = HostRequest {
             raw_id: SmallBytes::new(raw_id),
             method: MethodName::new(method),
             started: read_at,
             kept_request,
             cancelled: false,
+            id_shared: false,
             seq: self.seq,
         };
         match self.host.entry(IdKey::from_raw(raw_id)) {
-            std::collections::hash_map::Entry::Occupied(slot) => {
+            std::collections::hash_map::Entry::Occupied(mut slot) => {
+                // Those already waiting in `host_dups` were marked when
+                // they arrived.
+                slot.get_mut().id_shared = true;
+                entry.id_shared = true;
                 let key = slot.key().clone();
                 self.host_dups.entry(key).or_default().push_back(entry);
             }
@@ -433,14 +444,19 @@ mod tests {
             Admission::Relay
         );
         assert_eq!(
-            t.answer_host(b"5.0").map(|e| e.method),
-            Some(MethodName::new("tools/call"))
+            t.answer_host(b"5.0").map(|e| (e.method, e.id_shared)),
+            Some((MethodName::new("tools/call"), true))
         );
         assert_eq!(
-            t.answer_host(b"5").map(|e| e.method),
-            Some(MethodName::new("ping"))
+            t.answer_host(b"5").map(|e| (e.method, e.id_shared)),
+            Some((MethodName::new("ping"), true))
         );
         assert!(t.answer_host(b"5").is_none());
+        // Reusing an id once its request was answered is no sharing.
+        t.insert_host(b"5", "tools/call", None, Instant::now());
+        t.insert_host(b"6", "tools/call", None, Instant::now());
+        assert_eq!(t.answer_host(b"5").map(|e| e.id_shared), Some(false));
+        assert_eq!(t.answer_host(b"6").map(|e| e.id_shared), Some(false));
         assert!(t.answer_host(br#""5""#).is_none());
     }
 

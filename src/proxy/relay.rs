@@ -175,6 +175,7 @@ impl Shared {
             response,
             outcome,
             response_bytes,
+            id_shared: request.id_shared,
         })
     }
 }

@@ -390,6 +390,7 @@ impl Recorder {
             tool_use_id: report.tool_use_id.clone(),
             agent_id: None,
             args_digest: None,
+            correlation: None,
             withheld: None,
             redactions: 0,
         };
@@ -416,6 +417,7 @@ impl Recorder {
                 .or(error.withheld)
                 .map(str::to_owned),
             redactions: result.redactions + error.redactions,
+            correlation: report.id_shared.then(|| "ambiguous".to_owned()),
             ..base
         };
         if selected.withheld.is_some() || response.withheld.is_some() {

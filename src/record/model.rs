@@ -152,6 +152,12 @@ pub struct Step {
     /// sha256 of the canonical redacted arguments (before truncation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args_digest: Option<String>,
+    /// `tool_response`: `ambiguous` when another call with the same request
+    /// id was in flight with this one. The answer was paired first-in,
+    /// first-out (the id is all JSON-RPC gives), so it may be the other
+    /// call's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation: Option<String>,
     /// Why bodies are missing, when they are (`unparseable`,
     /// `redaction_failed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -34,7 +34,9 @@
 //!   string), `toolError` (a JSON-RPC error as a JSON string; for an
 //!   `isError` result, its text; otherwise the outcome), `isError`,
 //!   `durationMs`, `outcome` (`answered`, `cancelled`, `too_large`,
-//!   `upstream_gone`, `session_ended`);
+//!   `upstream_gone`, `session_ended`), `correlation` (`ambiguous`: the
+//!   answer was paired by arrival order with one of several calls sharing
+//!   a request id);
 //! * `final_answer` (Tier 1): `answer`.
 //!
 //! `PATCH {base}/recordings/runs/{id}/steps/{stepId}` is reserved for Tier 1
@@ -336,6 +338,9 @@ pub fn step_body(step: &Step) -> Value {
             }
             if let Some(o) = &step.outcome {
                 put("outcome", Value::from(o.clone()));
+            }
+            if let Some(c) = &step.correlation {
+                put("correlation", Value::from(c.clone()));
             }
         }
         StepType::FinalAnswer => {
@@ -1235,6 +1240,7 @@ mod tests {
             tool_use_id: Some("toolu_1".into()),
             agent_id: None,
             args_digest: Some("abc".into()),
+            correlation: None,
             withheld: None,
             redactions: 0,
         }
@@ -1277,6 +1283,7 @@ mod tests {
         s.is_error = true;
         s.duration_ms = Some(12.5);
         s.outcome = Some("answered".into());
+        s.correlation = Some("ambiguous".into());
         let body: Value = serde_json::from_slice(
             &request_for("r", &rec(4, RunEvent::Step(s.clone())))
                 .expect("sent")
@@ -1288,6 +1295,7 @@ mod tests {
         assert_eq!(body["isError"], true);
         assert_eq!(body["durationMs"], json!(12.5));
         assert_eq!(body["outcome"], "answered");
+        assert_eq!(body["correlation"], "ambiguous");
         let output: Value =
             serde_json::from_str(body["toolOutput"].as_str().expect("string")).expect("json");
         assert_eq!(output["isError"], true);

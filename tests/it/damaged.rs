@@ -360,3 +360,72 @@ fn damaged_answers_are_withheld_and_only_they_are() {
         "{show}"
     );
 }
+
+/// B1: two calls in flight with the same id, answered in reverse order.
+/// JSON-RPC gives nothing but the id to pair an answer with its request, so
+/// the proxy pairs first-in, first-out (the documented rule): here each
+/// call gets the other's answer. The run must not present that guess as a
+/// fact: both answers are marked `correlation: "ambiguous"`; calls whose
+/// id was not shared, before or after, are not.
+#[test]
+fn calls_sharing_an_id_are_paired_in_order_and_marked_ambiguous() {
+    const ARG: &str = "Wz5Ql1Ex8Rv3Tn6Yb0Uc";
+    const ANSWER: &str = "Hd8Jf2Kg6Ls0Az4Xm9Cp";
+    let text = |id: u64, text: &str| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}]}}}}\n"
+        )
+    };
+    let to_second = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"to second\"}}],\"structuredContent\":{{\"token\":\"{ANSWER}\"}}}}}}\n"
+    );
+    let reversed = format!("{to_second}{}", text(5, "to first"));
+    let script = json!({"rules": [
+        // The first call is answered only with the second, after it.
+        {"method": "tools/call", "tool": "first", "do": []},
+        answer("second", &reversed),
+        answer("alone", &text(6, "alone")),
+        answer("later", &text(5, "later")),
+    ]});
+    let run = session("shared-id", &script, |host| {
+        host.send(&call(5, "first", json!({"password": ARG})));
+        host.send(&call(5, "second", json!({})));
+        assert!(host.wait_lines(2, Duration::from_secs(5)));
+        host.send(&call(6, "alone", json!({})));
+        host.send(&call(5, "later", json!({})));
+        assert!(host.wait_lines(4, Duration::from_secs(5)));
+    });
+
+    run.assert_relayed(format!("{reversed}{}{}", text(6, "alone"), text(5, "later")).as_bytes());
+    run.assert_not_stored(&[ARG, ANSWER]);
+    let (first, first_answer) = run.call("first");
+    let (second, second_answer) = run.call("second");
+    assert_eq!(first["requestId"], 5);
+    assert_eq!(second["requestId"], 5);
+    // First in, first out: the first answer read goes to the first call.
+    assert_eq!(
+        first_answer["output"]["content"][0]["text"], "to second",
+        "{first_answer}"
+    );
+    assert_eq!(
+        second_answer["output"]["content"][0]["text"], "to first",
+        "{second_answer}"
+    );
+    for step in [&first_answer, &second_answer] {
+        assert_eq!(step["correlation"], "ambiguous", "{step}");
+        assert_eq!(step["outcome"], "answered", "{step}");
+    }
+    for tool in ["alone", "later"] {
+        let (_, step) = run.call(tool);
+        assert_eq!(step["correlation"], Value::Null, "{tool}: {step}");
+        assert_eq!(step["output"]["content"][0]["text"], tool, "{step}");
+    }
+    assert_eq!(
+        run.surface("bir runs show latest --full")
+            .matches("answer paired in arrival order")
+            .count(),
+        2,
+        "{}",
+        run.surface("bir runs show latest --full")
+    );
+}
