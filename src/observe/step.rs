@@ -24,6 +24,8 @@ pub enum CallOutcome {
     /// The upstream answered (result or error).
     Answered,
     /// The host cancelled it; `response` holds the late answer, if any.
+    /// Without one, the call ended when the host cancelled it (however
+    /// the session went on: the upstream dying, the session ending).
     Cancelled,
     /// The answer exceeded the size limit; the host got an `isError` result
     /// from the proxy instead.

@@ -158,8 +158,9 @@ pub struct HostRequest {
     /// The raw request line, kept for the methods the recorder learns from
     /// (`tools/call`, `initialize`, `server/discover`, `tools/list`).
     pub kept_request: Option<Vec<u8>>,
-    /// The host sent `notifications/cancelled` for it.
-    pub cancelled: bool,
+    /// When the host sent `notifications/cancelled` for it (the read that
+    /// brought the notification): where an unanswered call ends.
+    pub cancelled_at: Option<Instant>,
     /// Another host request with the same id was in flight with this one.
     /// Answers to them are paired first-in, first-out (the id is all that
     /// JSON-RPC gives to tell them apart), so the answer this one gets may
@@ -252,7 +253,7 @@ impl InFlight {
             method: MethodName::new(method),
             started: read_at,
             kept_request,
-            cancelled: false,
+            cancelled_at: None,
             id_shared: false,
             seq: self.seq,
         };
@@ -292,19 +293,22 @@ impl InFlight {
         Some(entry)
     }
 
-    /// The host cancelled one of its requests (it stays in flight: a late
-    /// answer is still relayed, and recorded as cancelled).
-    pub fn cancel_host(&mut self, raw_id: &[u8]) {
+    /// The host cancelled one of its requests, at `at` (it stays in flight:
+    /// a late answer is still relayed, and recorded as cancelled). A cancel
+    /// for an id not in flight is ignored (nothing is kept for a request
+    /// that may come later); one for a request already cancelled goes to
+    /// the next request sharing its id, if any.
+    pub fn cancel_host(&mut self, raw_id: &[u8], at: Instant) {
         let key = IdKey::from_raw(raw_id);
         match self.host.get_mut(&key) {
-            Some(entry) if !entry.cancelled => entry.cancelled = true,
+            Some(entry) if entry.cancelled_at.is_none() => entry.cancelled_at = Some(at),
             Some(_) => {
                 if let Some(entry) = self
                     .host_dups
                     .get_mut(&key)
-                    .and_then(|q| q.iter_mut().find(|e| !e.cancelled))
+                    .and_then(|q| q.iter_mut().find(|e| e.cancelled_at.is_none()))
                 {
-                    entry.cancelled = true;
+                    entry.cancelled_at = Some(at);
                 }
             }
             None => {}
@@ -458,6 +462,23 @@ mod tests {
         assert_eq!(t.answer_host(b"5").map(|e| e.id_shared), Some(false));
         assert_eq!(t.answer_host(b"6").map(|e| e.id_shared), Some(false));
         assert!(t.answer_host(br#""5""#).is_none());
+    }
+
+    #[test]
+    fn cancels_mark_only_the_request_in_flight() {
+        let mut t = InFlight::new();
+        let t0 = Instant::now();
+        let later = t0 + std::time::Duration::from_millis(5);
+        t.insert_host(b"9", "tools/call", None, t0);
+        t.cancel_host(b"77", t0);
+        t.cancel_host(b"9", t0);
+        t.cancel_host(b"9", later);
+        assert_eq!(t.answer_host(b"9").and_then(|e| e.cancelled_at), Some(t0));
+        // Neither the stray cancel nor the repeated one is kept for later.
+        t.insert_host(b"9", "tools/call", None, t0);
+        t.insert_host(b"77", "tools/call", None, t0);
+        assert_eq!(t.answer_host(b"9").map(|e| e.cancelled_at), Some(None));
+        assert_eq!(t.answer_host(b"77").map(|e| e.cancelled_at), Some(None));
     }
 
     #[test]

@@ -139,7 +139,11 @@ impl Shared {
         }
     }
 
-    /// Reports a `tools/call` the proxy had to answer itself.
+    /// Reports a `tools/call` that got no answer: the upstream died, or the
+    /// session ended first. One the host had cancelled is recorded as
+    /// `cancelled`, ended when the host cancelled it: the host stopped
+    /// waiting then, and a server that honours the cancel never answers,
+    /// so how the session went on says nothing about the call.
     pub fn observe_unanswered_call(
         &self,
         request: HostRequest,
@@ -147,6 +151,12 @@ impl Shared {
         size: Option<u64>,
         ended: Instant,
     ) {
+        let (outcome, ended) = match (request.cancelled_at, outcome) {
+            (Some(at), CallOutcome::UpstreamGone | CallOutcome::SessionEnded) => {
+                (CallOutcome::Cancelled, at)
+            }
+            _ => (outcome, ended),
+        };
         if request.method == "tools/call"
             && let Some(call) = self.tool_call_observed(request, None, outcome, size, ended)
         {
@@ -403,7 +413,7 @@ fn host_line(
             if !inflight.upstream_alive() {
                 return Verdict::Consumed;
             }
-            host_notification(shared, inflight, bytes, &method);
+            host_notification(shared, inflight, bytes, &method, outbox.read_at);
             Verdict::Relay
         }
         Kind::Response { id, .. } => {
@@ -472,7 +482,14 @@ struct NotificationEnvelope<'a> {
     params: Option<CancelledParams<'a>>,
 }
 
-fn host_notification(shared: &Shared, inflight: &mut InFlight, bytes: &[u8], method: &str) {
+/// `read_at`: when the proxy read the notification.
+fn host_notification(
+    shared: &Shared,
+    inflight: &mut InFlight,
+    bytes: &[u8],
+    method: &str,
+    read_at: Instant,
+) {
     match method {
         "notifications/initialized" if shared.cfg.restart => {
             lock(&shared.handshake).initialized = Some(bytes.to_vec());
@@ -481,7 +498,7 @@ fn host_notification(shared: &Shared, inflight: &mut InFlight, bytes: &[u8], met
             if let Ok(env) = serde_json::from_slice::<NotificationEnvelope>(bytes)
                 && let Some(id) = env.params.and_then(|p| p.request_id)
             {
-                inflight.cancel_host(id.get().as_bytes());
+                inflight.cancel_host(id.get().as_bytes(), read_at);
             }
         }
         _ => {}
@@ -504,7 +521,7 @@ fn host_batch(
                 host_request(shared, inflight, raw, id, &method, outbox);
             }
             Kind::Notification { method } if alive => {
-                host_notification(shared, inflight, raw, &method)
+                host_notification(shared, inflight, raw, &method, outbox.read_at)
             }
             Kind::Response { id, .. } => {
                 inflight.answer_server(id);
@@ -823,7 +840,7 @@ fn observe_answered_call(
     if request.kept_request.is_none() {
         return;
     }
-    let outcome = if request.cancelled {
+    let outcome = if request.cancelled_at.is_some() {
         CallOutcome::Cancelled
     } else {
         CallOutcome::Answered

@@ -127,6 +127,25 @@ fn answer(tool: &str, bytes: &str) -> Value {
     json!({"method": "tools/call", "tool": tool, "do": [{"raw": bytes}]})
 }
 
+/// A script answering each tool with its body, written byte by byte: each
+/// character stands for one byte (invalid UTF-8 cannot be written
+/// otherwise).
+fn answers_latin1(tools: &[&str], bodies: &[String]) -> Value {
+    let rules: Vec<Value> = tools
+        .iter()
+        .zip(bodies)
+        .map(|(tool, body)| json!({"method": "tools/call", "tool": tool, "do": [{"raw_latin1": body}]}))
+        .collect();
+    json!({ "rules": rules })
+}
+
+/// The bytes a `raw_latin1` action writes for `text`.
+fn latin1(text: &str) -> Vec<u8> {
+    text.chars()
+        .map(|c| u8::try_from(u32::from(c)).expect("a latin-1 character"))
+        .collect()
+}
+
 /// Sends one call per tool (ids 1, 2, …) and waits for `lines` answers.
 fn call_each(host: &mut Host, tools: &[&str], lines: usize) {
     for (i, tool) in tools.iter().enumerate() {
@@ -245,21 +264,13 @@ fn large_damaged_answers_keep_their_secrets_out_of_the_preview() {
             )
         })
         .collect();
-    let script = json!({"rules": cases.iter().zip(&bodies).map(|((tool, _), body)| {
-        // Invalid UTF-8 can only be written byte by byte.
-        json!({"method": "tools/call", "tool": tool, "do": [{"raw_latin1": body}]})
-    }).collect::<Vec<_>>()});
     let tools: Vec<&str> = cases.iter().map(|(tool, _)| *tool).collect();
+    let script = answers_latin1(&tools, &bodies);
     let run = session("large-damaged", &script, |host| {
         call_each(host, &tools, tools.len())
     });
 
-    let latin1: Vec<u8> = bodies
-        .concat()
-        .chars()
-        .map(|c| u8::try_from(u32::from(c)).expect("latin-1"))
-        .collect();
-    run.assert_relayed(&latin1);
+    run.assert_relayed(&latin1(&bodies.concat()));
     let all: Vec<String> = (0..cases.len()).flat_map(secrets).collect();
     run.assert_not_stored(&all.iter().map(String::as_str).collect::<Vec<_>>());
     for (tool, _) in cases {
@@ -314,17 +325,10 @@ fn damaged_answers_are_withheld_and_only_they_are() {
         ),
     ];
     let tools = ["surrogate", "nul_escape", "nul_raw", "latin1", "noise"];
-    let script = json!({"rules": tools.iter().zip(&bodies).map(|(tool, body)| {
-        json!({"method": "tools/call", "tool": tool, "do": [{"raw_latin1": body}]})
-    }).collect::<Vec<_>>()});
+    let script = answers_latin1(&tools, &bodies);
     let run = session("damaged", &script, |host| call_each(host, &tools, 6));
 
-    let latin1: Vec<u8> = bodies
-        .concat()
-        .chars()
-        .map(|c| u8::try_from(u32::from(c)).expect("latin-1"))
-        .collect();
-    run.assert_relayed(&latin1);
+    run.assert_relayed(&latin1(&bodies.concat()));
     run.assert_not_stored(&[SURROGATE, NUL_ESCAPE, NUL_RAW, LATIN1]);
     assert_eq!(run.steps().len(), 10, "{:#}", run.doc);
 
@@ -428,4 +432,76 @@ fn calls_sharing_an_id_are_paired_in_order_and_marked_ambiguous() {
         "{}",
         run.surface("bir runs show latest --full")
     );
+}
+
+/// B5: `notifications/cancelled` for an id never asked, and sent twice for
+/// the same call. Every message is relayed; the call the server answers
+/// anyway is recorded `cancelled` with its late answer; the stray and the
+/// repeated cancel mark nothing else, not even later calls reusing those
+/// ids. A call the server drops once cancelled (as the spec asks) and that
+/// is still unanswered when the session ends is `cancelled` too, timed to
+/// the cancel: the host stopped waiting then, not at the session's end.
+#[test]
+fn stray_and_repeated_cancels_leave_the_calls_outcomes_right() {
+    const LATE: &str = "Tb1Ny5Mu9Iq3Oe7Pw2Ar";
+    let late = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"late\"}}],\"structuredContent\":{{\"secret\":\"{LATE}\"}}}}}}\n"
+    );
+    let echo = |id: u64| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"echo {id}\"}}]}}}}\n"
+        )
+    };
+    let script = json!({"rules": [
+        {"method": "tools/call", "tool": "slow", "do": [{"sleep_ms": 300}, {"raw": late}]},
+        {"method": "tools/call", "tool": "echo9", "do": [{"raw": echo(9)}]},
+        {"method": "tools/call", "tool": "echo77", "do": [{"raw": echo(77)}]},
+        // Drops the call: never answers it.
+        {"method": "tools/call", "tool": "obedient", "do": [{"sleep_ms": 1500}]},
+    ]});
+    let cancel = |id: u64| json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":id,"reason":"user pressed escape"}});
+    let run = session("cancels", &script, |host| {
+        host.send(&call(9, "slow", json!({})));
+        host.send(&cancel(77));
+        host.send(&cancel(9));
+        host.send(&cancel(9));
+        assert!(host.wait_lines(1, Duration::from_secs(5)));
+        host.send(&call(9, "echo9", json!({})));
+        host.send(&call(77, "echo77", json!({})));
+        assert!(host.wait_lines(3, Duration::from_secs(5)));
+        host.send(&call(12, "obedient", json!({})));
+        std::thread::sleep(Duration::from_millis(100));
+        host.send(&cancel(12));
+        std::thread::sleep(Duration::from_millis(50));
+        // Ends the session while the server still holds the call.
+        host.close_stdin();
+    });
+
+    run.assert_relayed(format!("{late}{}{}", echo(9), echo(77)).as_bytes());
+    run.assert_not_stored(&[LATE]);
+    assert_eq!(run.steps().len(), 8, "{:#}", run.doc);
+
+    let (_, slow) = run.call("slow");
+    assert_eq!(slow["outcome"], "cancelled", "{slow}");
+    assert_eq!(slow["isError"], false);
+    assert_eq!(
+        slow["output"]["content"][0]["text"], "late",
+        "the late answer is kept"
+    );
+    assert!(slow["durationMs"].as_f64() >= Some(250.0), "{slow}");
+    for tool in ["echo9", "echo77"] {
+        let (_, step) = run.call(tool);
+        assert_eq!(step["outcome"], "answered", "{tool}: {step}");
+    }
+
+    let (_, obedient) = run.call("obedient");
+    assert_eq!(obedient["outcome"], "cancelled", "{obedient}");
+    assert_eq!(obedient["output"], Value::Null);
+    let took = obedient["durationMs"].as_f64().unwrap_or(-1.0);
+    assert!(
+        (50.0..1000.0).contains(&took),
+        "timed to the cancel: {obedient}"
+    );
+    assert_eq!(run.doc["finish"]["metrics"]["toolCalls"], 4);
+    assert_eq!(run.doc["finish"]["metrics"]["errors"], 0);
 }
