@@ -404,6 +404,7 @@ mod tests {
             )),
             outcome: CallOutcome::Answered,
             response_bytes: None,
+            id_shared: false,
         }
     }
 
