@@ -11,7 +11,13 @@
 //!
 //! Only runs that are over are sent: finished ones, and unfinished ones
 //! whose journal has not changed for [`STALE_AFTER`] (the proxy that wrote
-//! it is presumably gone). A run still being recorded is left alone.
+//! it is presumably gone). A run still being recorded is left alone: so is
+//! any run whose journal its proxy still holds (see `record/journal.rs`),
+//! however long it has been idle, and however far it got (a proxy that
+//! wrote its run's end is still delivering it and noting what the service
+//! acknowledged). A run is sent as the holder of its journal, read again
+//! once held, so nothing another process noted meanwhile is sent twice and
+//! the `remote_ack` is the journal's only new record.
 //!
 //! The same sending also happens without anyone asking: a proxy whose own
 //! records reach the service catches up on earlier runs in the background
@@ -19,7 +25,6 @@
 //! per store: `bir sync` and the catch-up take the same advisory lock.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -28,10 +33,10 @@ use argh::FromArgs;
 use crate::Exit;
 use crate::observe::time;
 use crate::output::out;
-use crate::record::journal;
+use crate::record::journal::{self, JournalFile};
 use crate::record::model::{Record, RemoteAck, RunEvent};
 use crate::record::remote::{self, Client, Failure, ServiceConfig};
-use crate::record::store::{self, LoadedRun, Store};
+use crate::record::store::{self, LoadedRun, Store, Wait};
 
 /// An unfinished run counts as abandoned after this long without a write.
 pub const STALE_AFTER: Duration = Duration::from_secs(10 * 60);
@@ -51,8 +56,9 @@ enum Outcome {
         of: usize,
         failure: Failure,
     },
-    /// Not tried: the service is down, per an earlier run.
-    NotTried,
+    /// Not tried: the service is down, per an earlier run. How many
+    /// records wait.
+    NotTried(usize),
     Recording,
     Broken(String),
 }
@@ -113,21 +119,33 @@ pub fn main(_cmd: SyncCmd) -> Exit {
         (0usize, 0usize, 0usize, 0usize, 0usize);
     let mut not_tried = 0usize;
     let mut lines = Vec::new();
-    for run in &runs {
-        let pending = pending(run);
-        let outcome = match standing(run, &pending) {
-            Standing::UpToDate => {
-                up_to_date += 1;
-                continue;
+    for listed in &runs {
+        if pending(listed).is_empty() {
+            up_to_date += 1;
+            continue;
+        }
+        let outcome = match hold(listed) {
+            Ok(Some((run, mut journal))) => {
+                let pending = pending(&run);
+                match standing(&run, &pending) {
+                    Standing::UpToDate => {
+                        up_to_date += 1;
+                        continue;
+                    }
+                    Standing::Recording => Outcome::Recording,
+                    Standing::Broken => {
+                        Outcome::Broken("its journal has no run header (torn at the start)".into())
+                    }
+                    Standing::Ready if down.is_some() => Outcome::NotTried(pending.len()),
+                    Standing::Ready => send_run(journal.as_mut(), &mut client, &run, &pending),
+                }
             }
-            Standing::Recording => Outcome::Recording,
-            Standing::Broken => {
-                Outcome::Broken("its journal has no run header (torn at the start)".into())
-            }
-            Standing::Ready if down.is_some() => Outcome::NotTried,
-            Standing::Ready => send_run(&store, &mut client, run, &pending),
+            Ok(None) => Outcome::Recording,
+            // Removed since it was listed.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => Outcome::Broken(format!("its journal cannot be opened: {err}")),
         };
-        let id = run.id();
+        let id = listed.id();
         match outcome {
             Outcome::Sent { records } => {
                 sent_runs += 1;
@@ -145,18 +163,17 @@ pub fn main(_cmd: SyncCmd) -> Exit {
                     down = Some(failure);
                 }
             }
-            Outcome::NotTried => {
+            Outcome::NotTried(waiting) => {
                 failed += 1;
                 not_tried += 1;
                 lines.push(format!(
-                    "{id}: not tried ({} record(s) waiting): the service is not taking records now",
-                    pending.len()
+                    "{id}: not tried ({waiting} record(s) waiting): the service is not taking records now"
                 ));
             }
             Outcome::Recording => {
                 recording += 1;
                 lines.push(format!(
-                    "{id}: skipped, still being recorded (sent once finished, or after {} min without a write)",
+                    "{id}: skipped, still being recorded (sent once its proxy is done; a run left unfinished, after {} min without a write)",
                     STALE_AFTER.as_secs() / 60
                 ));
             }
@@ -221,6 +238,18 @@ fn pending(run: &LoadedRun) -> Vec<&Record> {
         .collect()
 }
 
+/// Takes the journal of a run `listed` as needing sending, and reads the
+/// run again: `Ok(None)` while its proxy (or another bir) holds it. What
+/// the listing read may be out of date by then (the proxy may have noted
+/// its acknowledgements and ended since): sending from it would send
+/// records twice.
+fn hold(listed: &LoadedRun) -> std::io::Result<Option<(LoadedRun, Box<dyn JournalFile>)>> {
+    let Some(journal) = journal::claim(&listed.path)? else {
+        return Ok(None);
+    };
+    Ok(Some((store::load_path(&listed.path)?, journal)))
+}
+
 fn stale(run: &LoadedRun) -> bool {
     std::fs::metadata(&run.path)
         .and_then(|m| m.modified())
@@ -229,7 +258,14 @@ fn stale(run: &LoadedRun) -> bool {
         .is_some_and(|age| age >= STALE_AFTER)
 }
 
-fn send_run(store: &Store, client: &mut Client, run: &LoadedRun, pending: &[&Record]) -> Outcome {
+/// Sends `pending` of `run`, whose `journal` this process holds, and notes
+/// there what was delivered.
+fn send_run(
+    journal: &mut dyn JournalFile,
+    client: &mut Client,
+    run: &LoadedRun,
+    pending: &[&Record],
+) -> Outcome {
     let id = run.id();
     let mut delivered: Option<u64> = None;
     let mut sent = 0;
@@ -254,7 +290,7 @@ fn send_run(store: &Store, client: &mut Client, run: &LoadedRun, pending: &[&Rec
         }
     }
     if let Some(up_to) = delivered
-        && let Err(err) = note_ack(store, run, up_to)
+        && let Err(err) = note_ack(journal, run, up_to)
     {
         // Delivered, but not noted: the next sync sends it again (the
         // service sees the same ids).
@@ -273,8 +309,9 @@ fn send_run(store: &Store, client: &mut Client, run: &LoadedRun, pending: &[&Rec
     }
 }
 
-/// Appends `remote_ack {upTo}` to the run's journal.
-fn note_ack(store: &Store, run: &LoadedRun, up_to: u64) -> std::io::Result<()> {
+/// Appends `remote_ack {upTo}` to the run's journal (held by this process,
+/// so `seq` follows the run's last record and no other writer's).
+fn note_ack(journal: &mut dyn JournalFile, run: &LoadedRun, up_to: u64) -> std::io::Result<()> {
     let record = Record {
         seq: run.last_seq() + 1,
         event: RunEvent::RemoteAck(RemoteAck {
@@ -283,23 +320,8 @@ fn note_ack(store: &Store, run: &LoadedRun, up_to: u64) -> std::io::Result<()> {
         }),
     };
     let json = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-    // The journal's own name, whatever its header says.
-    let file_id = run
-        .path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".journal"))
-        .ok_or_else(|| std::io::Error::other("not a journal file name"))?;
-    let mut file = store.open_writer(file_id)?;
-    file.append(&journal::frame(&json))?;
-    file.sync()
-}
-
-/// Whether to wait for another sender to finish.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Wait {
-    Yes,
-    No,
+    journal.append(&journal::frame(&json))?;
+    journal.sync()
 }
 
 /// The store's sender lock (`flock` on `runs/.sync.lock`), released when
@@ -316,22 +338,8 @@ impl SyncLock {
             .truncate(false)
             .write(true)
             .open(store.dir().join(".sync.lock"))?;
-        let mut op = libc::LOCK_EX;
-        if wait == Wait::No {
-            op |= libc::LOCK_NB;
-        }
-        loop {
-            // SAFETY: `file` is open for as long as this call runs.
-            if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-                return Ok(Some(SyncLock { _file: file }));
-            }
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EWOULDBLOCK) if wait == Wait::No => return Ok(None),
-                _ => return Err(err),
-            }
-        }
+        let taken = store::lock_exclusive(&file, wait)?;
+        Ok(taken.then_some(SyncLock { _file: file }))
     }
 }
 
@@ -403,23 +411,35 @@ impl CatchUp {
         is_live: &dyn Fn(&str) -> bool,
     ) -> Result<bool, Failure> {
         while let Some((written, path)) = self.queue.pop() {
-            let Ok(run) = store::load_path(&path) else {
+            let Ok(listed) = store::load_path(&path) else {
                 continue;
+            };
+            if pending(&listed).is_empty() {
+                continue;
+            }
+            let held = if is_live(&listed.id()) {
+                Ok(None)
+            } else {
+                hold(&listed)
+            };
+            let (run, mut journal) = match held {
+                Ok(Some(held)) => held,
+                Ok(None) => {
+                    self.look_again(written);
+                    continue;
+                }
+                Err(_) => continue,
             };
             let pending = pending(&run);
             match standing(&run, &pending) {
                 Standing::UpToDate | Standing::Broken => continue,
-                Standing::Ready if !is_live(&run.id()) => {}
-                Standing::Ready | Standing::Recording => {
-                    // Not sent now: the next pass must see it again.
-                    let before = written
-                        .checked_sub(Duration::from_millis(1))
-                        .unwrap_or(written);
-                    self.low_water = self.low_water.min(before);
+                Standing::Recording => {
+                    self.look_again(written);
                     continue;
                 }
+                Standing::Ready => {}
             }
-            match send_run(&self.store, client, &run, &pending) {
+            match send_run(journal.as_mut(), client, &run, &pending) {
                 Outcome::Sent { records } => log::info!(
                     "caught up: sent run {} ({records} record(s)) that an earlier session could not",
                     run.id()
@@ -435,6 +455,15 @@ impl CatchUp {
             log::debug!("catch-up: the watermark was not saved: {err}");
         }
         Ok(false)
+    }
+
+    /// A journal last written at `written` was not sent now (it is being
+    /// recorded): the watermark stays below it, so the next pass sees it.
+    fn look_again(&mut self, written: SystemTime) {
+        let before = written
+            .checked_sub(Duration::from_millis(1))
+            .unwrap_or(written);
+        self.low_water = self.low_water.min(before);
     }
 }
 

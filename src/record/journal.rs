@@ -12,6 +12,13 @@
 //!   or EROFS on the Nth operation.
 //! * Files are created 0600 with `O_NOFOLLOW`, inside directories the store
 //!   checked (see `store.rs`).
+//! * One writer per journal: whoever appends holds an exclusive `flock` on
+//!   it for as long as the file is open (the proxy recording it, for its
+//!   whole life; `bir sync` or retention, while they deal with a run whose
+//!   proxy is gone). The lock is taken before the torn tail is cut, so no
+//!   one cuts a record another process is in the middle of writing; a
+//!   journal whose lock is held is in use (its proxy is alive, or another
+//!   bir is sending it) and is neither sent nor deleted by anyone else.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -50,21 +57,53 @@ impl JournalFile for DiskJournal {
 }
 
 impl Storage for DiskStorage {
+    /// Fails with [`io::ErrorKind::WouldBlock`] while another writer holds
+    /// the journal.
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn JournalFile>> {
-        let mut file = super::store::private_file()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(path)?;
-        // Appending after a torn tail would bury good records behind bad
-        // ones: cut the tail first.
-        let good = scan(&mut file)?.good_bytes;
-        if file.metadata()?.len() > good {
-            file.set_len(good)?;
+        match open_as_writer(path, Create::Yes)? {
+            Some(journal) => Ok(Box::new(journal)),
+            None => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("another bir is writing {}", path.display()),
+            )),
         }
-        file.seek(SeekFrom::End(0))?;
-        Ok(Box::new(DiskJournal(file)))
     }
+}
+
+/// Whether opening a journal may create it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Create {
+    Yes,
+    No,
+}
+
+/// Opens the journal at `path` as its one writer: `Ok(None)` while another
+/// open file holds it.
+fn open_as_writer(path: &Path, create: Create) -> io::Result<Option<DiskJournal>> {
+    let mut file = super::store::private_file()
+        .create(create == Create::Yes)
+        .read(true)
+        .append(true)
+        .open(path)?;
+    if !super::store::lock_exclusive(&file, super::store::Wait::No)? {
+        return Ok(None);
+    }
+    // Appending after a torn tail would bury good records behind bad
+    // ones: cut the tail first.
+    let good = scan(&mut file)?.good_bytes;
+    if file.metadata()?.len() > good {
+        file.set_len(good)?;
+    }
+    file.seek(SeekFrom::End(0))?;
+    Ok(Some(DiskJournal(file)))
+}
+
+/// Takes an existing journal as its writer, for someone other than the
+/// proxy that recorded it (`bir sync` noting an acknowledgement, retention
+/// deleting it): `Ok(None)` while its recorder (or another bir) holds it,
+/// so a live run is left alone. Never creates the file.
+pub fn claim(path: &Path) -> io::Result<Option<Box<dyn JournalFile>>> {
+    Ok(open_as_writer(path, Create::No)?.map(|j| Box::new(j) as Box<dyn JournalFile>))
 }
 
 /// Encodes one record.

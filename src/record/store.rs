@@ -9,10 +9,13 @@
 //!   record the recorder has synced survives a crash; a torn tail is cut on
 //!   the next open and never read as data.
 //! * Each proxy process writes only its own run files, so concurrent
-//!   sessions never interleave bytes.
+//!   sessions never interleave bytes; it holds its journal's lock while it
+//!   lives (see `journal.rs`), and nothing else writes or deletes a journal
+//!   whose lock is held.
 
-use std::fs::{self, DirBuilder};
+use std::fs::{self, DirBuilder, File};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,8 +34,6 @@ pub fn bir_home() -> Option<PathBuf> {
     }
 }
 
-/// Creates `dir` (and parents) as private directories, or checks an
-/// existing one: a real directory, owned by us, no group/other access.
 /// Options for a file of bir's own: private (0600 when created) and never
 /// opened through a symlink.
 pub fn private_file() -> fs::OpenOptions {
@@ -44,6 +45,37 @@ pub fn private_file() -> fs::OpenOptions {
     options
 }
 
+/// Whether to wait for a lock another process holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Yes,
+    No,
+}
+
+/// An exclusive `flock` on `file`. `Ok(false)`: another open file holds it
+/// and `wait` is [`Wait::No`]. The lock goes when the file is closed,
+/// however the process ends.
+pub fn lock_exclusive(file: &File, wait: Wait) -> io::Result<bool> {
+    let op = match wait {
+        Wait::Yes => libc::LOCK_EX,
+        Wait::No => libc::LOCK_EX | libc::LOCK_NB,
+    };
+    loop {
+        // SAFETY: `file` is open for as long as this call runs.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if wait == Wait::No => return Ok(false),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// Creates `dir` (and parents) as private directories, or checks an
+/// existing one: a real directory, owned by us, no group/other access.
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -248,6 +280,9 @@ impl Store {
 
     /// Deletes finished runs beyond `keep` (newest kept) or older than
     /// `max_age`. Unfinished runs are left alone: a proxy may be writing.
+    /// So is a finished run whose journal someone holds (its proxy still
+    /// noting what the service acknowledged, or `bir sync` sending it):
+    /// the journal is claimed before it is deleted.
     pub fn apply_retention(
         &self,
         keep: Option<usize>,
@@ -265,7 +300,11 @@ impl Store {
                     .and_then(|m| now.duration_since(m).ok())
                     .is_some_and(|d| d > age)
             });
-            if (too_many || too_old) && run.finish.is_some() && self.remove(run).is_ok() {
+            if (too_many || too_old)
+                && run.finish.is_some()
+                && let Ok(Some(_held)) = journal::claim(&run.path)
+                && self.remove(run).is_ok()
+            {
                 removed += 1;
             }
         }
@@ -303,4 +342,47 @@ pub fn load_path(path: &Path) -> io::Result<LoadedRun> {
         run.records.push(record);
     }
     Ok(run)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::model::{Record, RunFinish, RunMetrics};
+
+    /// A finished run whose journal someone holds (its proxy noting the
+    /// service's acknowledgements, or `bir sync` sending it) outlives
+    /// retention; once let go, it is removed.
+    #[test]
+    fn retention_leaves_a_held_journal_alone() {
+        let dir = std::env::temp_dir().join(format!("bir-store-held-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let finished = Record {
+            seq: 1,
+            event: RunEvent::RunFinished(RunFinish {
+                finished_at: "2026-01-01T00:00:00.000Z".into(),
+                output: None,
+                metrics: RunMetrics::default(),
+                lossy: false,
+                dropped: 0,
+            }),
+        };
+        let json = serde_json::to_vec(&finished).expect("json");
+        let mut held = store.open_writer("run_held").expect("open");
+        held.append(&journal::frame(&json)).expect("append");
+        held.sync().expect("sync");
+
+        assert_eq!(store.apply_retention(Some(0), None).expect("retention"), 0);
+        assert!(store.journal_path("run_held").exists(), "a held run");
+        assert!(
+            journal::claim(&store.journal_path("run_held"))
+                .expect("claim")
+                .is_none(),
+            "one writer at a time"
+        );
+        drop(held);
+        assert_eq!(store.apply_retention(Some(0), None).expect("retention"), 1);
+        assert!(!store.journal_path("run_held").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

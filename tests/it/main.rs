@@ -16,6 +16,8 @@
 //!   messages.
 //! * `remote` — the recording service (a fake on 127.0.0.1): order,
 //!   retries, refresh, cool-down, `bir sync`, and where the token goes.
+//! * `store` — the store under a live proxy: two proxies at once,
+//!   retention and `bir sync` from others, the store deleted or unwritable.
 
 mod damaged;
 mod dispatch;
@@ -28,4 +30,5 @@ mod record;
 mod relay;
 mod remote;
 mod secrets;
+mod store;
 mod support;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::support::{Host, TempDir, bir, command};
 
-fn init() -> Value {
+pub(crate) fn init() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it-host","version":"9"}}})
 }
 

@@ -39,17 +39,17 @@ impl Req {
             .map(|(_, v)| v.as_str())
     }
 
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
     }
 
-    fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!("{} {}", self.method, self.path)
     }
 }
 
 /// How the fake answers one request.
-enum Reply {
+pub(crate) enum Reply {
     Status(u16),
     With(u16, Vec<(&'static str, String)>, String),
     /// Holds the request this long, then drops it.
@@ -69,7 +69,7 @@ pub(crate) struct FakeService {
 }
 
 impl FakeService {
-    fn start(rule: impl FnMut(&Req, &[Req]) -> Reply + Send + 'static) -> FakeService {
+    pub(crate) fn start(rule: impl FnMut(&Req, &[Req]) -> Reply + Send + 'static) -> FakeService {
         let server = tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1");
         let base = format!("http://{}", server.server_addr().to_ip().expect("ip addr"));
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -138,11 +138,11 @@ impl FakeService {
         self.seen.lock().expect("lock").clone()
     }
 
-    fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         self.requests().iter().map(Req::line).collect()
     }
 
-    fn set_rule(&self, rule: impl FnMut(&Req, &[Req]) -> Reply + Send + 'static) {
+    pub(crate) fn set_rule(&self, rule: impl FnMut(&Req, &[Req]) -> Reply + Send + 'static) {
         *self.rule.lock().expect("lock") = Box::new(rule);
     }
 
