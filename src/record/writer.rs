@@ -8,6 +8,12 @@
 //! that do not fit in memory are dropped oldest first and counted; the run
 //! is then finished as `lossy`. The relay never notices any of this: the
 //! writer runs on the observer thread.
+//!
+//! If the journal is deleted under it (`rm -rf` of the store, `bir runs
+//! rm`), what it held is lost: the writer says so once, counts it, and
+//! continues in a new journal of the same name that starts with the run's
+//! header again, so the rest of the run still reads (and syncs) as that
+//! run, finished as `lossy`.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -39,6 +45,12 @@ pub struct LocalWriter {
     retry: Duration,
     warned: bool,
     lost: u64,
+    /// Of `lost`, what a warning already named (a deleted journal's
+    /// records): the end of the run does not say it again.
+    lost_told: u64,
+    /// The run's first record, framed: its header (the recorder writes it
+    /// first). A journal started again after a deletion begins with it.
+    header: Option<(u64, Vec<u8>)>,
     /// Written since the last successful sync.
     dirty: bool,
     /// Records appended to the current file.
@@ -59,6 +71,8 @@ impl LocalWriter {
             retry: RETRY,
             warned: false,
             lost: 0,
+            lost_told: 0,
+            header: None,
             dirty: false,
             written: 0,
             synced_at: None,
@@ -80,6 +94,9 @@ impl LocalWriter {
     /// are written in batches: when enough are queued, and at every `sync`.
     pub fn write(&mut self, seq: u64, payload: &[u8]) {
         let framed = journal::frame(payload);
+        if self.header.is_none() {
+            self.header = Some((seq, framed.clone()));
+        }
         self.queued_bytes += framed.len();
         self.queued.push_back((seq, framed));
         while self.queued.len() > MAX_QUEUED_RECORDS || self.queued_bytes > MAX_QUEUED_BYTES {
@@ -124,13 +141,13 @@ impl LocalWriter {
 
     /// At the end of a run: one last word if records are stuck in memory.
     pub fn report_if_degraded(&self) {
-        if !self.queued.is_empty() || self.lost > 0 {
+        if !self.queued.is_empty() || self.lost > self.lost_told {
             log::warn!(
                 "run {}: {} record(s) could not be written to {} and {} were dropped; the run is incomplete",
                 self.run_id,
                 self.queued.len(),
                 self.store.dir().display(),
-                self.lost
+                self.lost - self.lost_told
             );
         }
     }
@@ -195,21 +212,30 @@ impl LocalWriter {
     }
 
     /// The journal (or the whole store) was deleted while we had it open:
-    /// what was written is gone. Say so once, count it, start a new file.
+    /// what was written is gone. Say so once, count it, start a new file
+    /// with the run's header, so that what follows is still this run.
     fn check_journal_still_there(&mut self) {
         if self.file.is_none() || self.written == 0 {
             return;
         }
         let path = self.store.journal_path(&self.run_id);
         if std::fs::symlink_metadata(&path).is_err() {
+            // The header is written again; the rest of the file is lost.
+            let lost = self.written.saturating_sub(1);
             log::warn!(
-                "the journal {} was deleted while recording; {} record(s) are lost, continuing in a new file",
+                "the journal {} was deleted while recording; {lost} record(s) are lost, the run continues in a new file",
                 path.display(),
-                self.written
             );
-            self.lost += self.written;
+            self.lost += lost;
+            self.lost_told += lost;
             self.written = 0;
             self.file = None;
+            if let Some((seq, framed)) = self.header.clone()
+                && self.queued.front().is_none_or(|(first, _)| *first != seq)
+            {
+                self.queued_bytes += framed.len();
+                self.queued.push_front((seq, framed));
+            }
         }
     }
 

@@ -327,3 +327,79 @@ fn bir_sync_leaves_a_live_run_to_its_proxy() {
     );
     assert_whole(&dir, &id, 2);
 }
+
+/// What a host sees of `testpeer` for these calls, without the proxy.
+fn direct(dir: &TempDir, calls: &[Value]) -> Vec<u8> {
+    let path = dir.script("direct.json", &script());
+    let mut cmd = command(bir(), dir);
+    cmd.arg("testpeer").arg(path);
+    let mut host = start(cmd);
+    for c in calls {
+        host.send(c);
+    }
+    assert!(host.wait_lines(1 + calls.len(), Duration::from_secs(10)));
+    host.finish(Duration::from_secs(5)).stdout
+}
+
+/// A session of `calls` in which `break_store` runs once the first
+/// `before` of them are in the store; the rest follow at a pace that gives
+/// the recorder idle moments between them. The host must see what it sees
+/// without the proxy, byte for byte. Returns that, and the run's id.
+fn session_breaking_the_store(
+    dir: &TempDir,
+    calls: &[Value],
+    before: usize,
+    break_store: impl FnOnce(),
+) -> (Seen, String) {
+    let mut live = start(proxy(dir, &script()));
+    for c in &calls[..before] {
+        live.send(c);
+    }
+    assert!(live.wait_lines(1 + before, Duration::from_secs(5)));
+    let id = open_run(dir, before as u64);
+    break_store();
+    for (n, c) in calls[before..].iter().enumerate() {
+        live.send(c);
+        assert!(live.wait_lines(2 + before + n, Duration::from_secs(5)));
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    let seen = live.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(seen.stdout, direct(dir, calls), "the relay was disturbed");
+    (seen, id)
+}
+
+/// Warnings the proxy printed.
+fn warnings(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains(": warn: ")).collect()
+}
+
+/// `rm -rf` of the runs directory mid-session: the relay does not notice,
+/// the proxy says so once, and the run goes on in a new journal that
+/// still reads as that run (its header again, the loss counted).
+#[test]
+fn the_runs_directory_deleted_mid_session() {
+    let dir = TempDir::new("store-deleted");
+    let calls: Vec<Value> = (1..=6).map(|i| call(i, "echo", json!({"i": i}))).collect();
+    let (seen, id) = session_breaking_the_store(&dir, &calls, 2, || {
+        std::fs::remove_dir_all(runs_dir(&dir)).expect("rm -rf runs");
+    });
+    let warned = warnings(&seen.stderr);
+    assert_eq!(warned.len(), 1, "{}", seen.stderr);
+    assert!(warned[0].contains("was deleted"), "{}", seen.stderr);
+
+    let runs = listed_runs(&dir);
+    assert_eq!(ids(&runs), [id.as_str()], "{runs:?}");
+    assert_eq!(runs[0]["state"], "finished,lossy", "{runs:?}");
+    let doc = export(&dir, &id);
+    assert_eq!(doc["run"]["id"], id, "the new journal names its run");
+    let steps = doc["steps"].as_array().cloned().unwrap_or_default();
+    let inputs: Vec<Value> = steps
+        .iter()
+        .filter(|s| s["type"] == "tool_selected")
+        .map(|s| s["input"]["i"].clone())
+        .collect();
+    assert_eq!(inputs, [json!(3), json!(4), json!(5), json!(6)], "{doc}");
+    assert_eq!(doc["finish"]["metrics"]["toolCalls"], 6, "{doc}");
+    assert!(doc["finish"]["dropped"].as_u64() >= Some(4), "{doc}");
+}
