@@ -126,7 +126,17 @@ pub fn load(path: &Path) -> Result<Option<Credentials>, String> {
         .open(path)
     {
         Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // Not there, or a file stands where one of its directories should
+        // (then there are no credentials either; the proxy's warning about
+        // the store says what is wrong).
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     let meta = file

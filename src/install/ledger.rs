@@ -122,7 +122,7 @@ pub fn load() -> Result<Ledger, String> {
 pub fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), String> {
     let p = path()?;
     if let Some(dir) = p.parent() {
-        ensure_private_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        ensure_private_dir(dir).map_err(|e| e.to_string())?;
     }
     atomic::update(&p, &mut |before| {
         let mut ledger: Ledger = match before {

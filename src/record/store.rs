@@ -76,15 +76,22 @@ pub fn lock_exclusive(file: &File, wait: Wait) -> io::Result<bool> {
 
 /// Creates `dir` (and parents) as private directories, or checks an
 /// existing one: a real directory, owned by us, no group/other access.
+/// Every error names `dir` (an OS error alone, "Not a directory", does not
+/// say which).
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    let about = |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", dir.display()));
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(about)?;
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err(about(e)),
         Ok(_) => {}
     }
-    let meta = fs::symlink_metadata(dir)?;
+    let meta = fs::symlink_metadata(dir).map_err(about)?;
     if meta.file_type().is_symlink() || !meta.is_dir() {
         return Err(io::Error::other(format!(
             "{} is not a directory (a symlink or a file); refusing to store runs there",
@@ -101,7 +108,7 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
         )));
     }
     if meta.mode() & 0o077 != 0 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(about)?;
     }
     Ok(())
 }

@@ -403,3 +403,52 @@ fn the_runs_directory_deleted_mid_session() {
     assert_eq!(doc["finish"]["metrics"]["toolCalls"], 6, "{doc}");
     assert!(doc["finish"]["dropped"].as_u64() >= Some(4), "{doc}");
 }
+
+/// A store that cannot be created (its parent is a file), and one that
+/// turns unwritable mid-session (the runs directory replaced by a file):
+/// the relay goes on byte for byte, and the proxy warns, briefly.
+#[test]
+fn an_unwritable_store_leaves_the_relay_alone() {
+    let dir = TempDir::new("store-unwritable");
+    let calls: Vec<Value> = (1..=4).map(|i| call(i, "echo", json!({"i": i}))).collect();
+    let want = direct(&dir, &calls);
+
+    let blocker = dir.join("not-a-dir");
+    std::fs::write(&blocker, "a file").expect("write");
+    let home = blocker.join("bir");
+    let mut cmd = proxy(&dir, &script());
+    cmd.env("BIR_HOME", &home);
+    let mut host = start(cmd);
+    for c in &calls {
+        host.send(c);
+    }
+    assert!(host.wait_lines(1 + calls.len(), Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(seen.stdout, want, "the relay was disturbed");
+    let warned = warnings(&seen.stderr);
+    assert_eq!(warned.len(), 1, "{}", seen.stderr);
+    assert!(
+        warned[0].contains("runs will not be stored")
+            && warned[0].contains(&*home.to_string_lossy()),
+        "the warning names the store: {}",
+        seen.stderr
+    );
+
+    // Writable at first, then not.
+    let (seen, _) = session_breaking_the_store(&dir, &calls, 1, || {
+        std::fs::remove_dir_all(runs_dir(&dir)).expect("rm -rf runs");
+        std::fs::write(runs_dir(&dir), "a file").expect("write");
+    });
+    let warned = warnings(&seen.stderr);
+    assert!(
+        (1..=3).contains(&warned.len()),
+        "one warning, and one at the end: {}",
+        seen.stderr
+    );
+    assert!(
+        warned.iter().any(|w| w.contains("cannot write run")),
+        "{}",
+        seen.stderr
+    );
+}
