@@ -85,8 +85,20 @@ fn open_as_writer(path: &Path, create: Create) -> io::Result<Option<DiskJournal>
         .read(true)
         .append(true)
         .open(path)?;
-    if !super::store::lock_exclusive(&file, super::store::Wait::No)? {
-        return Ok(None);
+    match super::store::lock_exclusive(&file, super::store::Wait::No) {
+        Ok(true) => {}
+        Ok(false) => return Ok(None),
+        // A file system without `flock` (rare): the journal is written
+        // unlocked, as before there were locks, rather than not at all.
+        Err(err)
+            if matches!(
+                err.raw_os_error(),
+                Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS)
+            ) =>
+        {
+            log::debug!("{}: no file locks here ({err})", path.display());
+        }
+        Err(err) => return Err(err),
     }
     // Appending after a torn tail would bury good records behind bad
     // ones: cut the tail first.
