@@ -306,18 +306,10 @@ fn write_call(t: &mut String, selected: Option<&Step>, response: &Step, full: bo
     let result = response.output.as_ref().or(response.error.as_ref());
     if full {
         if let Some(a) = args {
-            let _ = writeln!(
-                t,
-                "        args   {}",
-                escape(&pretty(a)).replace('\n', "\n               ")
-            );
+            let _ = writeln!(t, "        args   {}", indented(&pretty(a)));
         }
         if let Some(r) = result {
-            let _ = writeln!(
-                t,
-                "        result {}",
-                escape(&pretty(r)).replace('\n', "\n               ")
-            );
+            let _ = writeln!(t, "        result {}", indented(&pretty(r)));
         }
     } else {
         if let Some(a) = args {
@@ -476,6 +468,17 @@ pub fn escape(s: &str) -> String {
         }
     }
     out
+}
+
+/// Pretty JSON under a label: each line escaped on its own (the line breaks
+/// are the layout's; a break inside a value is already `\n` in JSON), and
+/// indented to the label's column.
+fn indented(pretty: &str) -> String {
+    pretty
+        .lines()
+        .map(escape)
+        .collect::<Vec<_>>()
+        .join("\n               ")
 }
 
 fn clip(s: &str, width: usize) -> String {

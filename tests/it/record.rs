@@ -88,6 +88,17 @@ fn a_session_becomes_a_run_that_bir_runs_can_read() {
         "control characters reached the terminal"
     );
     assert!(show.contains("\\u{1b}[31mred"), "{show}");
+    let (code, full, _) = bir_cmd(&dir, &["runs", "show", "latest", "--full"]);
+    assert_eq!(code, 0);
+    assert!(
+        full.contains("        args   {\n                 \"message\": \"hi\"\n               }"),
+        "pretty JSON, one line per line: {full}"
+    );
+    assert!(!full.contains("\\u{a}"), "{full}");
+    assert!(
+        !full.contains('\u{1b}') && full.contains("\\u001b[31mred"),
+        "no control character reaches the terminal: {full}"
+    );
 
     let (code, json_doc, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
     assert_eq!(code, 0);
