@@ -18,8 +18,9 @@
 //!   tokens become spaces so the message stays one line.
 //! * The transport answers a request itself only when the server cannot:
 //!   unreachable, sign-in needed, an HTTP error, an answer too large, a
-//!   stream that ended unanswered. These answers never echo the server's
-//!   body, and name the URL only with its secrets redacted.
+//!   2xx without a JSON-RPC answer, a stream that ended unanswered. These
+//!   answers never echo the server's body, and name the URL only with its
+//!   secrets redacted; a body that is not JSON-RPC is never relayed.
 //! * Static headers and the session id go only to the configured origin; a
 //!   redirect elsewhere drops them, https→http off loopback is refused.
 //!   Neither is ever logged.
@@ -226,6 +227,20 @@ struct InitResult {
 
 fn header_safe(v: &str) -> bool {
     !v.is_empty() && v.len() <= 256 && v.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+/// The media type of a `Content-Type` header, lower case and without
+/// parameters (`None` when absent; `[unreadable]` when it would not be
+/// safe to show in an error message).
+fn media_type(header: Option<&str>) -> Option<String> {
+    let media = header?.split(';').next().unwrap_or_default().trim();
+    if media.is_empty() {
+        None
+    } else if media.len() <= 100 && media.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        Some(media.to_ascii_lowercase())
+    } else {
+        Some("[unreadable]".into())
+    }
 }
 
 fn summarize(bytes: &[u8]) -> LineSummary {
@@ -662,32 +677,9 @@ impl Remote {
         learn: Learn,
         cancel: Option<&AtomicBool>,
     ) -> Answer {
-        let is_sse = resp
-            .header("content-type")
-            .is_some_and(|c| c.trim_start().starts_with("text/event-stream"));
-        if !is_sse {
-            let mut body = Vec::new();
-            let read = resp.into_reader().take(self.max + 1).read_to_end(&mut body);
-            if let Err(err) = read {
-                let text = format!("upstream closed the connection before answering ({err})");
-                self.fail(want, &text);
-                return Answer::Lost;
-            }
-            if body.len() as u64 > self.max {
-                let text = format!("upstream answer too large (over {} bytes)", self.max);
-                self.fail(want, &text);
-                return Answer::Lost;
-            }
-            if body.iter().all(u8::is_ascii_whitespace) {
-                self.fail(want, "upstream answered with an empty body");
-                return Answer::Lost;
-            }
-            self.learn(learn, &body);
-            if deliver == Deliver::Swallow {
-                return Answer::Answered(Some(body));
-            }
-            self.emit(&body);
-            return Answer::Answered(None);
+        let media = media_type(resp.header("content-type"));
+        if media.as_deref() != Some("text/event-stream") {
+            return self.read_json_answer(resp, media, want, deliver, learn);
         }
         let want_key = want.map(IdKey::from_raw);
         let mut reader = Box::new(BufReader::with_capacity(64 * 1024, resp.into_reader()))
@@ -749,14 +741,13 @@ impl Remote {
                 return Answer::Lost;
             }
             // The stream ended before the answer: resume it (SEP-1699).
+            let closed = "upstream closed the stream before answering";
             let Some(resume_from) = last_id.clone() else {
-                self.fail(want, "upstream closed the stream before answering");
-                return Answer::Lost;
+                return self.lost(want, deliver, closed);
             };
             attempts = if progressed { 1 } else { attempts + 1 };
             if attempts > RESUME_ATTEMPTS || self.closing.load(Ordering::SeqCst) {
-                self.fail(want, "upstream closed the stream before answering");
-                return Answer::Lost;
+                return self.lost(want, deliver, closed);
             }
             thread::sleep(retry);
             match self.get(Some(&resume_from)) {
@@ -765,15 +756,83 @@ impl Remote {
                 }
                 Ok(resp) => {
                     log::debug!("resuming the stream: HTTP {}", resp.status());
-                    self.fail(want, "upstream closed the stream before answering");
-                    return Answer::Lost;
+                    return self.lost(want, deliver, closed);
                 }
-                Err(f) => {
-                    self.fail(want, &self.failure_text(&f));
-                    return Answer::Lost;
-                }
+                Err(f) => return self.lost(want, deliver, &self.failure_text(&f)),
             }
         }
+    }
+
+    /// Reads a whole (non-SSE) answer body. Only a JSON body that parses as
+    /// a JSON-RPC message is relayed: anything else (an HTML error page, a
+    /// truncated body) would reach the host as a line that is not JSON-RPC
+    /// while its request stayed unanswered, so the request gets an error
+    /// instead and the body is dropped (it may hold what the host should
+    /// not see). A message that is not the awaited response is relayed as
+    /// the server sent it, and the request still gets its error.
+    fn read_json_answer(
+        &self,
+        resp: ureq::Response,
+        media: Option<String>,
+        want: Option<&[u8]>,
+        deliver: Deliver,
+        learn: Learn,
+    ) -> Answer {
+        let mut body = Vec::new();
+        let read = resp.into_reader().take(self.max + 1).read_to_end(&mut body);
+        if let Err(err) = read {
+            let text = format!("upstream closed the connection before answering ({err})");
+            return self.lost(want, deliver, &text);
+        }
+        if body.len() as u64 > self.max {
+            let text = format!("upstream answer too large (over {} bytes)", self.max);
+            return self.lost(want, deliver, &text);
+        }
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return self.lost(want, deliver, "upstream answered with an empty body");
+        }
+        if media.as_deref() != Some("application/json") {
+            let what = media.map_or("no Content-Type".into(), |m| format!("Content-Type {m}"));
+            let text = format!("upstream answered with {what}, not JSON or an event stream");
+            return self.lost(want, deliver, &text);
+        }
+        let summary = summarize(&body);
+        let answers = match (Kind::of(&summary), want) {
+            (Kind::Invalid, _) => {
+                return self.lost(want, deliver, "upstream answered with invalid JSON");
+            }
+            (Kind::Unclassified | Kind::Blank, _) => {
+                let text = "upstream answered with JSON that is not a JSON-RPC message";
+                return self.lost(want, deliver, text);
+            }
+            (Kind::Response { id, .. }, Some(w)) => IdKey::from_raw(id) == IdKey::from_raw(w),
+            (Kind::Batch, _) | (_, None) => true,
+            _ => false,
+        };
+        if !answers {
+            if deliver == Deliver::Host {
+                self.emit(&body);
+            }
+            let text = "upstream answered with a message that is not the response to this request";
+            return self.lost(want, deliver, text);
+        }
+        self.learn(learn, &body);
+        if deliver == Deliver::Swallow {
+            return Answer::Answered(Some(body));
+        }
+        self.emit(&body);
+        Answer::Answered(None)
+    }
+
+    /// An awaited answer that will not come. The host's request gets an
+    /// error; the proxy's own (swallowed) request only a log line, since
+    /// its `bir:` id means nothing to the host and must not reach it.
+    fn lost(&self, want: Option<&[u8]>, deliver: Deliver, text: &str) -> Answer {
+        match deliver {
+            Deliver::Host => self.fail(want, text),
+            Deliver::Swallow => log::warn!("{text}"),
+        }
+        Answer::Lost
     }
 
     /// A message over the limit: the request waiting for it gets an error.

@@ -1481,3 +1481,275 @@ fn https_proxy_is_used_and_no_proxy_bypasses_it() {
         "NO_PROXY bypassed the proxy"
     );
 }
+
+// ------------------------------------- C9: what a host sees of faults
+
+/// The text of a JSON-RPC error answer ("" when it is not one).
+fn error_text(answer: &Value) -> &str {
+    answer["error"]["message"].as_str().unwrap_or_default()
+}
+
+/// A host through `bir proxy --url` that has done the handshake.
+fn handshaken(dir: &TempDir, url: &str) -> Host {
+    let mut host = Host::start(proxy(dir, url, &[]));
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), Duration::from_secs(5));
+    host.send(&initialized());
+    host
+}
+
+/// Asserts that nothing in `secrets` reached the host, the log or the run.
+fn assert_private(dir: &TempDir, seen: &crate::support::Seen, secrets: &[&str]) {
+    let recorded = recorded_bytes(dir);
+    for secret in secrets {
+        assert!(!contains(&seen.stdout, secret), "{secret} relayed");
+        assert!(!seen.stderr.contains(secret), "{secret} in the log");
+        assert!(!contains(&recorded, secret), "{secret} recorded");
+    }
+}
+
+/// 5xx and 403 answers to requests: each request gets one short `-32000`
+/// error naming the status (a scope from `WWW-Authenticate` when it asks
+/// for more access), never the body; the proxy stays up, a later
+/// `initialize` and call go through, and the failed calls are recorded as
+/// the errors the host saw.
+#[test]
+fn http_error_statuses_answer_each_request_without_the_body() {
+    const BODY: &str = "BODY-MUST-NOT-LEAK";
+    let first_init = Arc::new(AtomicBool::new(true));
+    let first = Arc::clone(&first_init);
+    let server = Fault::start(move |s| {
+        let msg = s.json();
+        if s.method != "POST" {
+            return reply(405, &[], "");
+        }
+        if msg["method"] == "initialize" {
+            if first.swap(false, Ordering::SeqCst) {
+                return reply(503, &[("Retry-After", "1")], "");
+            }
+            return json_reply(&init_result(&msg["id"]), &[("Mcp-Session-Id", "s-1")]);
+        }
+        if msg.get("id").is_none() {
+            return reply(202, &[], "");
+        }
+        let html = ("Content-Type", "text/html");
+        let json = ("Content-Type", "application/json");
+        let rpc_error =
+            json!({"jsonrpc":"2.0","id":msg["id"],"error":{"code":-32603,"message":BODY}})
+                .to_string();
+        match msg["params"]["name"].as_str().unwrap_or_default() {
+            "e500" => reply(500, &[json], rpc_error),
+            "e502" => reply(502, &[], ""),
+            "e503" => reply(
+                503,
+                &[html],
+                format!("<html><body>{BODY} {TOKEN}</body></html>"),
+            ),
+            "e403" => reply(403, &[json], rpc_error),
+            "scope" => reply(
+                403,
+                &[(
+                    "WWW-Authenticate",
+                    r#"Bearer error="insufficient_scope", scope="files:write", resource_metadata="http://127.0.0.1:9/prm""#,
+                )],
+                BODY,
+            ),
+            _ => json_reply(&echo_result(&msg["id"], "ok"), &[]),
+        }
+    });
+    let dir = TempDir::new("http-5xx");
+    let mut cmd = proxy(&dir, &server.url("/mcp"), &[]);
+    cmd.env(
+        "BIR_UPSTREAM_HEADERS",
+        json!({"Authorization": format!("Bearer {TOKEN}")}).to_string(),
+    );
+    let mut host = Host::start(cmd);
+    let t = Duration::from_secs(5);
+    host.send(&init(json!(1), json!({})));
+    assert_eq!(
+        error_text(&answer_to(&host, json!(1), t)),
+        "upstream answered HTTP 503"
+    );
+    // The host tries again: the proxy is still there, the server is back.
+    host.send(&init(json!(2), json!({})));
+    assert_eq!(
+        answer_to(&host, json!(2), t)["result"]["serverInfo"]["name"],
+        "fault"
+    );
+    host.send(&initialized());
+    let cases = [
+        (10, "e500", "upstream answered HTTP 500"),
+        (11, "e502", "upstream answered HTTP 502"),
+        (12, "e503", "upstream answered HTTP 503"),
+        (13, "e403", "upstream answered HTTP 403"),
+        (
+            14,
+            "scope",
+            "upstream requires more access (HTTP 403 insufficient_scope); scope: files:write",
+        ),
+    ];
+    for (id, tool, _) in cases {
+        host.send(&call(id, tool, json!({})));
+    }
+    // A request other than a call gets the same.
+    host.send(&json!({"jsonrpc":"2.0","id":15,"method":"prompts/get","params":{"name":"e500"}}));
+    for (id, _, want) in cases {
+        let a = answer_to(&host, json!(id), t);
+        assert_eq!(error_text(&a), want, "{a}");
+        assert_eq!(a["error"]["code"], -32000);
+    }
+    assert_eq!(
+        error_text(&answer_to(&host, json!(15), t)),
+        "upstream answered HTTP 500"
+    );
+    host.send(&call(16, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(16), t)), "ok");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(
+        seen.messages().len(),
+        9,
+        "one answer each: {:?}",
+        seen.messages()
+    );
+    assert_private(&dir, &seen, &[BODY, TOKEN]);
+    let recorded = recorded_bytes(&dir);
+    for (_, _, want) in cases {
+        assert!(contains(&recorded, want), "{want} not recorded");
+    }
+    // No retries of its own: one POST per host message.
+    let posts = server.seen().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 10, "{:?}", server.seen());
+}
+
+/// 2xx answers that carry no usable answer: a 202 or an empty 200 to a
+/// request, a body that is not JSON (HTML), invalid JSON, JSON that is not
+/// the request's response. Each request gets one error that says so, the
+/// body never reaches the host (nor the run), and the proxy goes on. A
+/// notification answered with a non-JSON 200 relays nothing.
+#[test]
+fn a_2xx_without_a_usable_answer_is_an_error() {
+    const BODY: &str = "BODY-MUST-NOT-LEAK";
+    let server = Fault::start(move |s| {
+        let msg = s.json();
+        if s.method != "POST" {
+            return reply(405, &[], "");
+        }
+        if msg["method"] == "initialize" {
+            return json_reply(&init_result(&msg["id"]), &[("Mcp-Session-Id", "s-1")]);
+        }
+        let json = ("Content-Type", "application/json");
+        if msg.get("id").is_none() {
+            // A notification answered 200 with a page instead of 202.
+            return reply(200, &[("Content-Type", "text/plain")], format!("OK {BODY}"));
+        }
+        match msg["params"]["name"].as_str().unwrap_or_default() {
+            "accepted" => reply(202, &[], ""),
+            "empty" => reply(200, &[json], ""),
+            "html" => reply(
+                200,
+                &[("Content-Type", "text/html; charset=utf-8")],
+                format!("<html>\n<body>{BODY}</body>\n</html>"),
+            ),
+            "untyped" => reply(200, &[], BODY),
+            "invalid" => reply(
+                200,
+                &[json],
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{},"result":{{"text":"{BODY}""#,
+                    msg["id"]
+                ),
+            ),
+            "not-rpc" => reply(200, &[json], format!(r#"{{"status":"{BODY}"}}"#)),
+            "other-id" => json_reply(&echo_result(&json!(999), "stray"), &[]),
+            _ => json_reply(&echo_result(&msg["id"], "ok"), &[]),
+        }
+    });
+    let dir = TempDir::new("http-bad-2xx");
+    let mut host = handshaken(&dir, &server.url("/mcp"));
+    let t = Duration::from_secs(5);
+    let cases = [
+        (
+            10,
+            "accepted",
+            "upstream accepted the request without answering it",
+        ),
+        (11, "empty", "upstream answered with an empty body"),
+        (
+            12,
+            "html",
+            "upstream answered with Content-Type text/html, not JSON or an event stream",
+        ),
+        (
+            13,
+            "untyped",
+            "upstream answered with no Content-Type, not JSON or an event stream",
+        ),
+        (14, "invalid", "upstream answered with invalid JSON"),
+        (
+            15,
+            "not-rpc",
+            "upstream answered with JSON that is not a JSON-RPC message",
+        ),
+        (
+            16,
+            "other-id",
+            "upstream answered with a message that is not the response to this request",
+        ),
+    ];
+    for (id, tool, _) in cases {
+        host.send(&call(id, tool, json!({})));
+    }
+    for (id, _, want) in cases {
+        let a = answer_to(&host, json!(id), t);
+        assert_eq!(error_text(&a), want, "{a}");
+    }
+    host.send(&call(17, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(17), t)), "ok");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    // Every line the host got is JSON: no page, no broken JSON relayed.
+    for line in seen.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        assert!(
+            serde_json::from_slice::<Value>(line).is_ok(),
+            "{}",
+            String::from_utf8_lossy(line)
+        );
+    }
+    let recorded = recorded_bytes(&dir);
+    for (_, _, want) in cases {
+        assert!(contains(&recorded, want), "{want} not recorded");
+    }
+    assert_private(&dir, &seen, &[BODY]);
+}
+
+/// The session expires and the server answers the proxy's own renewing
+/// `initialize` with an empty 200: the host's request gets the renewal
+/// error, and nothing under the proxy's own id reaches the host.
+#[test]
+fn a_renewal_the_server_does_not_answer_fails_only_the_request() {
+    let server = Fault::start(|s| {
+        let msg = s.json();
+        match (s.method.as_str(), msg["method"].as_str()) {
+            ("POST", Some("initialize")) if msg["id"] == 1 => {
+                json_reply(&init_result(&msg["id"]), &[("Mcp-Session-Id", "s-1")])
+            }
+            ("POST", Some("initialize")) => reply(200, &[("Content-Type", "application/json")], ""),
+            ("POST", Some("tools/call")) => reply(404, &[], ""),
+            ("POST", _) => reply(202, &[], ""),
+            _ => reply(405, &[], ""),
+        }
+    });
+    let dir = TempDir::new("http-renewal-unanswered");
+    let mut host = handshaken(&dir, &server.url("/mcp"));
+    let t = Duration::from_secs(5);
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(
+        error_text(&answer_to(&host, json!(2), t)),
+        "upstream session expired and could not be renewed"
+    );
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(seen.messages().len(), 2, "{:?}", seen.messages());
+    assert!(!contains(&seen.stdout, "bir:"), "the proxy's own id leaked");
+}
