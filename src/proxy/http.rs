@@ -163,7 +163,10 @@ struct Remote {
     endpoint_ready: Condvar,
     reinit_lock: Mutex<()>,
     closing: AtomicBool,
+    /// The Streamable HTTP GET stream was started.
     get_started: AtomicBool,
+    /// The legacy HTTP+SSE stream thread is running.
+    legacy_started: AtomicBool,
     own_ids: AtomicU64,
     /// 2026-07-28 requests in flight: set to cancel (close the stream).
     modern_inflight: Mutex<HashMap<IdKey, Arc<AtomicBool>>>,
@@ -287,6 +290,7 @@ impl Remote {
             reinit_lock: Mutex::new(()),
             closing: AtomicBool::new(false),
             get_started: AtomicBool::new(false),
+            legacy_started: AtomicBool::new(false),
             own_ids: AtomicU64::new(1),
             modern_inflight: Mutex::new(HashMap::new()),
             param_headers: Mutex::new(modern::ParamHeaders::new()),
@@ -1161,15 +1165,27 @@ impl Remote {
     // -- legacy HTTP+SSE (2024-11-05) ----------------------------------------
 
     /// Auto mode: the URL refused a Streamable HTTP initialize. Does it speak
-    /// HTTP+SSE (a GET stream whose first event is `endpoint`)?
+    /// HTTP+SSE (a GET stream whose first event is `endpoint`)? If not, the
+    /// transport is left undecided again: later requests get the server's
+    /// own answer (not "no HTTP+SSE stream"), the legacy stream stops
+    /// polling, and the host's next `initialize` probes afresh (the server
+    /// may have been down or redeploying).
     fn probe_legacy(self: &Arc<Self>) -> bool {
-        lock(&self.state).mode = Some(TransportMode::Sse);
+        {
+            let mut st = lock(&self.state);
+            st.mode = Some(TransportMode::Sse);
+            st.legacy_closed = false;
+        }
         self.start_legacy_stream();
-        self.wait_endpoint().is_some()
+        if self.wait_endpoint().is_some() {
+            return true;
+        }
+        lock(&self.state).mode = None;
+        false
     }
 
     fn start_legacy_stream(self: &Arc<Self>) {
-        if self.get_started.swap(true, Ordering::SeqCst) {
+        if self.legacy_started.swap(true, Ordering::SeqCst) {
             return;
         }
         let me = Arc::clone(self);
@@ -1205,12 +1221,23 @@ impl Remote {
     /// new stream is a new session: the host's handshake is replayed to it
     /// (answer swallowed) before requests go to its endpoint; requests the
     /// old one left unanswered get an error.
+    ///
+    /// It ends when the transport is no longer HTTP+SSE (a failed probe):
+    /// `legacy_started` is cleared under the state lock, so a probe that sets
+    /// the mode again either finds this thread still going or starts one.
     fn legacy_stream(&self) {
         let mut failures = 0u32;
         let mut replay = false;
         loop {
             if self.closing.load(Ordering::SeqCst) {
                 return;
+            }
+            {
+                let st = lock(&self.state);
+                if st.mode != Some(TransportMode::Sse) {
+                    self.legacy_started.store(false, Ordering::SeqCst);
+                    return;
+                }
             }
             let resp = match self.send(
                 "GET",

@@ -1266,6 +1266,23 @@ impl Read for ChannelBody {
     }
 }
 
+/// A 200 SSE answer whose body is what `rx` receives, piece by piece.
+fn channel_sse(rx: std::sync::mpsc::Receiver<String>) -> Reply {
+    let body = ChannelBody {
+        rx,
+        cur: io::Cursor::new(Vec::new()),
+    };
+    tiny_http::Response::new(
+        tiny_http::StatusCode(200),
+        vec![header("Content-Type", "text/event-stream")],
+        body,
+        None,
+        None,
+    )
+    .with_chunked_threshold(0)
+    .boxed()
+}
+
 /// Legacy HTTP+SSE: a stream that ends mid-call. The pending call gets an
 /// error, the proxy reconnects, replays the handshake to the new session
 /// (answer swallowed), and the next call works.
@@ -1281,18 +1298,7 @@ fn a_legacy_stream_that_ends_is_reconnected_and_the_handshake_replayed() {
             let n = streams.len() + 1;
             let _ = tx.send(format!("event: endpoint\ndata: /messages?session={n}\n\n"));
             streams.push(tx);
-            return tiny_http::Response::new(
-                tiny_http::StatusCode(200),
-                vec![header("Content-Type", "text/event-stream")],
-                ChannelBody {
-                    rx,
-                    cur: io::Cursor::new(Vec::new()),
-                },
-                None,
-                None,
-            )
-            .with_chunked_threshold(0)
-            .boxed();
+            return channel_sse(rx);
         }
         let msg = s.json();
         let n = streams.len();
@@ -1752,4 +1758,140 @@ fn a_renewal_the_server_does_not_answer_fails_only_the_request() {
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     assert_eq!(seen.messages().len(), 2, "{:?}", seen.messages());
     assert!(!contains(&seen.stdout, "bir:"), "the proxy's own id leaked");
+}
+
+/// A legacy HTTP+SSE server (GET stream + `endpoint` event, POSTs to the
+/// endpoint, answers on the stream) that answers anything else on its
+/// stream URL with `status`.
+fn legacy_server(status: u16) -> Fault {
+    let stream: Arc<Mutex<Option<std::sync::mpsc::Sender<String>>>> = Arc::new(Mutex::new(None));
+    Fault::start(move |s| {
+        let mut stream = stream.lock().expect("lock");
+        match (s.method.as_str(), s.target.as_str()) {
+            ("GET", "/sse") => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let _ = tx.send("event: endpoint\ndata: /messages?session=1\n\n".into());
+                *stream = Some(tx);
+                channel_sse(rx)
+            }
+            ("POST", "/messages?session=1") => {
+                let msg = s.json();
+                let answer = match msg["method"].as_str() {
+                    Some("initialize") => Some(init_result(&msg["id"])),
+                    Some("tools/call") => Some(echo_result(&msg["id"], "legacy")),
+                    _ => None,
+                };
+                if let (Some(a), Some(tx)) = (answer, stream.as_ref()) {
+                    let _ = tx.send(format!("event: message\ndata: {a}\n\n"));
+                }
+                reply(202, &[], "Accepted")
+            }
+            _ => reply(
+                status,
+                &[("Content-Type", "text/plain")],
+                "BODY-MUST-NOT-LEAK",
+            ),
+        }
+    })
+}
+
+/// Auto mode (the default) against a legacy HTTP+SSE server whose stream
+/// URL answers the Streamable HTTP `initialize` POST with 404 or 405: the
+/// proxy falls back to the legacy transport (MCP-FACTS §4) and the host
+/// notices nothing; the first POST is the only one to the stream URL.
+#[test]
+fn auto_mode_falls_back_to_legacy_sse_on_404_and_405() {
+    for status in [404, 405] {
+        let server = legacy_server(status);
+        let dir = TempDir::new("http-auto-legacy");
+        let mut host = Host::start(proxy(&dir, &server.url("/sse"), &[]));
+        let t = Duration::from_secs(5);
+        host.send(&init(json!(1), json!({})));
+        let a = answer_to(&host, json!(1), t);
+        assert_eq!(a["result"]["serverInfo"]["name"], "fault", "{status}: {a}");
+        host.send(&initialized());
+        host.send(&call(2, "echo", json!({})));
+        assert_eq!(text_of(&answer_to(&host, json!(2), t)), "legacy");
+        let seen = host.finish(Duration::from_secs(6));
+        assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+        assert_eq!(seen.messages().len(), 2, "{:?}", seen.messages());
+        assert!(!contains(&seen.stdout, "BODY-MUST-NOT-LEAK"));
+        let reqs = server.seen();
+        let to_stream_url: Vec<&Seen> = reqs
+            .iter()
+            .filter(|r| r.method == "POST" && r.target == "/sse")
+            .collect();
+        assert_eq!(to_stream_url.len(), 1, "{status}: {reqs:?}");
+        assert_eq!(to_stream_url[0].json()["method"], "initialize");
+        let posted: Vec<Value> = reqs
+            .iter()
+            .filter(|r| r.target.starts_with("/messages"))
+            .map(|r| r.json()["method"].clone())
+            .collect();
+        assert_eq!(
+            posted,
+            vec![
+                json!("initialize"),
+                json!("notifications/initialized"),
+                json!("tools/call")
+            ]
+        );
+        assert!(
+            contains(&recorded_bytes(&dir), "legacy"),
+            "the call was recorded"
+        );
+    }
+}
+
+/// Auto mode against a URL that speaks neither transport yet (404 to the
+/// POST and to the GET, say mid-deploy): the `initialize` gets the POST's
+/// status, a request after it the same (not "no HTTP+SSE stream"), the
+/// legacy stream is not polled on, and once the server speaks Streamable
+/// HTTP the host's next `initialize` finds it.
+#[test]
+fn auto_mode_decides_again_after_a_server_that_spoke_neither() {
+    let up = Arc::new(AtomicBool::new(false));
+    let up2 = Arc::clone(&up);
+    let server = Fault::start(move |s| {
+        if !up2.load(Ordering::SeqCst) {
+            return reply(404, &[("Content-Type", "text/plain")], "BODY-MUST-NOT-LEAK");
+        }
+        let msg = s.json();
+        match (s.method.as_str(), msg["method"].as_str()) {
+            ("POST", Some("initialize")) => {
+                json_reply(&init_result(&msg["id"]), &[("Mcp-Session-Id", "s-1")])
+            }
+            ("POST", Some("tools/call")) => json_reply(&echo_result(&msg["id"], "up"), &[]),
+            ("POST", _) | ("DELETE", _) => reply(202, &[], ""),
+            _ => reply(405, &[], ""),
+        }
+    });
+    let dir = TempDir::new("http-auto-neither");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &[]));
+    let t = Duration::from_secs(5);
+    host.send(&init(json!(1), json!({})));
+    assert_eq!(
+        error_text(&answer_to(&host, json!(1), t)),
+        "upstream answered HTTP 404"
+    );
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(
+        error_text(&answer_to(&host, json!(2), t)),
+        "upstream answered HTTP 404"
+    );
+    thread::sleep(Duration::from_millis(1500));
+    let gets = server.seen().iter().filter(|r| r.method == "GET").count();
+    assert_eq!(gets, 1, "the legacy stream was polled on");
+    up.store(true, Ordering::SeqCst);
+    host.send(&init(json!(3), json!({})));
+    assert_eq!(
+        answer_to(&host, json!(3), t)["result"]["serverInfo"]["name"],
+        "fault"
+    );
+    host.send(&initialized());
+    host.send(&call(4, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(4), t)), "up");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(!contains(&seen.stdout, "BODY-MUST-NOT-LEAK"));
 }
