@@ -28,6 +28,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufRead, BufReader, PipeReader, PipeWriter, Read, Write};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};
@@ -168,8 +169,8 @@ struct Remote {
     /// The legacy HTTP+SSE stream thread is running.
     legacy_started: AtomicBool,
     own_ids: AtomicU64,
-    /// 2026-07-28 requests in flight: set to cancel (close the stream).
-    modern_inflight: Mutex<HashMap<IdKey, Arc<AtomicBool>>>,
+    /// 2026-07-28 requests in flight, each cancelled by closing its stream.
+    modern_inflight: Mutex<HashMap<IdKey, Arc<Cancel>>>,
     /// `x-mcp-header` annotations learned from `tools/list` answers.
     param_headers: Mutex<modern::ParamHeaders>,
     /// Legacy HTTP+SSE: host requests POSTed and not yet answered on the
@@ -195,7 +196,7 @@ struct Req {
     is_init: bool,
     /// 2026-07-28: the headers mirroring the body.
     modern: Option<Vec<(String, String)>>,
-    cancel: Option<Arc<AtomicBool>>,
+    cancel: Option<Arc<Cancel>>,
 }
 
 impl Req {
@@ -214,6 +215,105 @@ impl Req {
             "tools/list" => Learn::Tools,
             _ => Learn::Nothing,
         }
+    }
+}
+
+/// How the host cancels a 2026-07-28 request over HTTP: by closing its
+/// stream. A thread blocked reading a silent stream would only notice a flag
+/// at the server's next event, which may never come (and until then the
+/// server does not learn of the cancel), so the connection is shut down.
+///
+/// Invariant: `cancel` and `began` both take `conn`'s lock, so whichever
+/// runs second sees the other: a stream that began is shut down, one that
+/// begins after the cancel is not read.
+#[derive(Default)]
+struct Cancel {
+    asked: AtomicBool,
+    /// The (local, peer) addresses of the connection the answer streams on.
+    conn: Mutex<Option<(SocketAddr, SocketAddr)>>,
+}
+
+impl Cancel {
+    fn asked(&self) -> bool {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    /// The host cancelled: close the stream if it began.
+    fn cancel(&self) {
+        let conn = lock(&self.conn);
+        self.asked.store(true, Ordering::SeqCst);
+        if let Some((local, peer)) = *conn {
+            shut_down_connection(local, peer);
+        }
+    }
+
+    /// The answer's event stream began on `resp`'s connection; true if the
+    /// request is already cancelled (then the stream is not to be read). A
+    /// JSON answer is not registered: it comes whole, and cutting it would
+    /// only turn it into an error the host did not ask for.
+    fn began(&self, resp: &ureq::Response) -> bool {
+        let mut conn = lock(&self.conn);
+        *conn = Some((resp.local_addr(), resp.remote_addr()));
+        self.asked()
+    }
+}
+
+/// Shuts down the TCP connection between `local` and `peer`, so that a
+/// thread blocked reading it returns (end of stream) at once. ureq 2 does
+/// not hand out its sockets: the connection is found among the process's
+/// descriptors (Linux `/proc/self/fd`) by its two addresses, which name one
+/// connected socket. Elsewhere, or if it is already gone, nothing happens.
+fn shut_down_connection(local: SocketAddr, peer: SocketAddr) {
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    for entry in fds.flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        if socket_addr(fd, libc::getsockname) == Some(local)
+            && socket_addr(fd, libc::getpeername) == Some(peer)
+        {
+            // SAFETY: shutdown takes a descriptor number and no memory; on
+            // one that is not (or no longer) a socket it fails harmlessly.
+            unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+            return;
+        }
+    }
+}
+
+type NameFn =
+    unsafe extern "C" fn(libc::c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> libc::c_int;
+
+/// A socket's own (`getsockname`) or peer (`getpeername`) address, if
+/// `fd` is an IP socket.
+fn socket_addr(fd: libc::c_int, name: NameFn) -> Option<SocketAddr> {
+    // SAFETY: an all-zero sockaddr_storage is a valid value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `storage` is writable for `len` bytes, as the call requires.
+    let rc = unsafe { name(fd, (&raw mut storage).cast(), &raw mut len) };
+    if rc != 0 {
+        return None;
+    }
+    match libc::c_int::from(storage.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let v4: libc::sockaddr_in = unsafe { *(&raw const storage).cast() };
+            let ip = std::net::Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
+            Some(SocketAddr::from((ip, u16::from_be(v4.sin_port))))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let v6: libc::sockaddr_in6 = unsafe { *(&raw const storage).cast() };
+            Some(SocketAddr::V6(std::net::SocketAddrV6::new(
+                v6.sin6_addr.s6_addr.into(),
+                u16::from_be(v6.sin6_port),
+                v6.sin6_flowinfo,
+                v6.sin6_scope_id,
+            )))
+        }
+        _ => None,
     }
 }
 
@@ -351,7 +451,7 @@ impl Remote {
                 }
                 let req = match modern::headers_for(&body, &lock(&self.param_headers)) {
                     Some(headers) => {
-                        let cancel = Arc::new(AtomicBool::new(false));
+                        let cancel = Arc::new(Cancel::default());
                         lock(&self.modern_inflight)
                             .insert(IdKey::from_raw(&id), Arc::clone(&cancel));
                         Req {
@@ -386,9 +486,9 @@ impl Remote {
                 // 2026-07-28 over HTTP: cancelling is closing the request's
                 // stream; the notification itself is not sent.
                 if let Some(id) = modern::cancelled_request(&body)
-                    && let Some(flag) = lock(&self.modern_inflight).get(&IdKey::from_raw(&id))
+                    && let Some(cancel) = lock(&self.modern_inflight).get(&IdKey::from_raw(&id))
                 {
-                    flag.store(true, Ordering::SeqCst);
+                    cancel.cancel();
                     return;
                 }
                 self.one_way(&body);
@@ -679,11 +779,15 @@ impl Remote {
         want: Option<&[u8]>,
         deliver: Deliver,
         learn: Learn,
-        cancel: Option<&AtomicBool>,
+        cancel: Option<&Cancel>,
     ) -> Answer {
         let media = media_type(resp.header("content-type"));
         if media.as_deref() != Some("text/event-stream") {
             return self.read_json_answer(resp, media, want, deliver, learn);
+        }
+        if cancel.is_some_and(|c| c.began(&resp)) {
+            log::debug!("the host cancelled the request: its stream is not read");
+            return Answer::Lost;
         }
         let want_key = want.map(IdKey::from_raw);
         let mut reader = Box::new(BufReader::with_capacity(64 * 1024, resp.into_reader()))
@@ -727,7 +831,7 @@ impl Remote {
                 if event.data.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
+                if cancel.is_some_and(Cancel::asked) {
                     log::debug!("the host cancelled the request: its stream is closed");
                     return Answer::Lost;
                 }
@@ -742,6 +846,10 @@ impl Remote {
                 self.emit(&event.data);
             }
             if want.is_none() && deliver == Deliver::Host {
+                return Answer::Lost;
+            }
+            if cancel.is_some_and(Cancel::asked) {
+                log::debug!("the host cancelled the request: its stream is closed");
                 return Answer::Lost;
             }
             // The stream ended before the answer: resume it (SEP-1699).
@@ -1512,6 +1620,51 @@ mod tests {
         assert!(redirect_allowed(&https, &u("http://127.0.0.1:9/mcp")).is_ok());
         assert!(redirect_allowed(&https, &u("http://localhost/mcp")).is_ok());
         assert!(redirect_allowed(&https, &u("file:///etc/passwd")).is_err());
+    }
+
+    #[test]
+    fn media_types_are_bare_and_safe_to_show() {
+        let m = |h: Option<&str>| media_type(h);
+        assert_eq!(
+            m(Some("Application/JSON; charset=utf-8")).as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(
+            m(Some(" text/event-stream")).as_deref(),
+            Some("text/event-stream")
+        );
+        assert_eq!(m(Some(" ; x=1")), None);
+        assert_eq!(m(None), None);
+        assert_eq!(m(Some("text/ht ml")).as_deref(), Some("[unreadable]"));
+    }
+
+    #[test]
+    fn a_connection_is_shut_down_by_its_addresses() {
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::os::fd::AsRawFd;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (mut server, _) = listener.accept().expect("accept");
+        let (local, peer) = (
+            client.local_addr().expect("local"),
+            client.peer_addr().expect("peer"),
+        );
+        assert_eq!(
+            socket_addr(client.as_raw_fd(), libc::getsockname),
+            Some(local)
+        );
+        assert_eq!(
+            socket_addr(client.as_raw_fd(), libc::getpeername),
+            Some(peer)
+        );
+        shut_down_connection(local, peer);
+        // The server sees the end of the stream; the client cannot read.
+        server
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        assert_eq!(server.read(&mut [0u8; 8]).expect("read"), 0);
+        assert_eq!((&client).read(&mut [0u8; 8]).expect("read"), 0);
+        let _ = client.shutdown(Shutdown::Both);
     }
 
     #[test]

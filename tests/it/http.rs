@@ -1383,6 +1383,21 @@ fn a_failed_tls_handshake_is_an_unreachable_error() {
     assert!(plain.seen().is_empty(), "nothing was sent in clear");
 }
 
+/// An HTTP request's head (request line and headers), read a byte at a
+/// time so that nothing after it is consumed; `None` if the peer closed
+/// first.
+fn read_head(conn: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16384 {
+        if conn.read(&mut byte).unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
 /// An HTTP proxy on 127.0.0.1 that sends every connection to `target`
 /// (tunnelling CONNECT, passing absolute-form requests on) and records the
 /// first line of each.
@@ -1402,15 +1417,9 @@ fn connect_proxy(target: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
             let _ = client.set_nonblocking(false);
             let seen = Arc::clone(&seen2);
             thread::spawn(move || {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
-                    if client.read(&mut byte).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
+                let Some(head) = read_head(&mut client) else {
+                    return;
+                };
                 seen.lock()
                     .expect("lock")
                     .push(head.lines().next().unwrap_or_default().to_string());
@@ -1760,6 +1769,62 @@ fn a_renewal_the_server_does_not_answer_fails_only_the_request() {
     assert!(!contains(&seen.stdout, "bir:"), "the proxy's own id leaked");
 }
 
+/// A server that opens a call's SSE stream and then goes silent. bir sets
+/// no bound of its own on an answer (a slow tool is the host's to time
+/// out, as on stdio): the call waits while other requests go through; the
+/// host's cancel is POSTed to the server; the call is recorded as
+/// cancelled; and the host leaving ends the proxy at once.
+#[test]
+fn a_stalled_answer_stream_waits_for_the_host_to_cancel() {
+    type Held = Arc<Mutex<Vec<std::sync::mpsc::Sender<String>>>>;
+    let held: Held = Arc::new(Mutex::new(Vec::new()));
+    let held2 = Arc::clone(&held);
+    let server = mcp_server(move |_, msg| {
+        if msg["params"]["name"] != "stall" {
+            return json_reply(&echo_result(&msg["id"], "ok"), &[]);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let _ = tx.send("id: ev-0\ndata:\n\n".into());
+        held2.lock().expect("lock").push(tx);
+        channel_sse(rx)
+    });
+    let dir = TempDir::new("http-stall");
+    let mut host = handshaken(&dir, &server.url("/mcp"));
+    let t = Duration::from_secs(5);
+    host.send(&call(2, "stall", json!({})));
+    let deadline = Instant::now() + t;
+    while held.lock().expect("lock").is_empty() {
+        assert!(Instant::now() < deadline, "the call was not sent");
+        thread::sleep(Duration::from_millis(10));
+    }
+    host.send(&call(3, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(3), t)), "ok");
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"timed out"}}));
+    let deadline = Instant::now() + t;
+    while !server
+        .seen()
+        .iter()
+        .any(|r| r.json()["method"] == "notifications/cancelled")
+    {
+        assert!(Instant::now() < deadline, "the cancel was not sent");
+        thread::sleep(Duration::from_millis(10));
+    }
+    host.send(&call(4, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(4), t)), "ok");
+    let seen = host.finish(Duration::from_secs(3));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(
+        !seen.messages().iter().any(|m| m["id"] == 2),
+        "nothing made up for the cancelled call"
+    );
+    let recorded = recorded_bytes(&dir);
+    assert!(
+        contains(&recorded, r#""outcome":"cancelled""#),
+        "the call recorded as cancelled"
+    );
+    drop(held);
+}
+
 /// A legacy HTTP+SSE server (GET stream + `endpoint` event, POSTs to the
 /// endpoint, answers on the stream) that answers anything else on its
 /// stream URL with `status`.
@@ -1894,4 +1959,99 @@ fn auto_mode_decides_again_after_a_server_that_spoke_neither() {
     let seen = host.finish(Duration::from_secs(6));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     assert!(!contains(&seen.stdout, "BODY-MUST-NOT-LEAK"));
+}
+
+/// A bare HTTP/1.1 server on 127.0.0.1, one request per connection
+/// (`Connection: close`): `handle` gets the request body and the socket to
+/// answer on, and to watch (a read returns 0 once the client closed).
+fn raw_server(handle: impl Fn(Value, TcpStream) + Send + Sync + 'static) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let handle = Arc::new(handle);
+    thread::spawn(move || {
+        for conn in listener.incoming().take(50) {
+            let Ok(mut conn) = conn else { continue };
+            let handle = Arc::clone(&handle);
+            thread::spawn(move || {
+                let Some(head) = read_head(&mut conn) else {
+                    return;
+                };
+                let head = head.to_ascii_lowercase();
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0u8; len];
+                if conn.read_exact(&mut body).is_ok() {
+                    handle(serde_json::from_slice(&body).unwrap_or(Value::Null), conn);
+                }
+            });
+        }
+    });
+    port
+}
+
+/// 2026-07-28: the host cancels a call whose stream has gone silent (no
+/// event, not even a keep-alive). Cancelling is closing the stream, so the
+/// proxy closes it at once rather than at an event that never comes: the
+/// server learns of the cancel; the host gets nothing for the call, and
+/// its next call goes through.
+#[test]
+fn a_modern_cancel_closes_even_a_silent_stream() {
+    use std::io::Write as _;
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel::<Instant>();
+    let closed_tx = Mutex::new(closed_tx);
+    let port = raw_server(move |msg, mut conn| {
+        if msg["params"]["name"] == "silent" {
+            let progress = json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s","progress":1}});
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\ndata: {progress}\n\n"
+            );
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+            if matches!(conn.read(&mut [0u8; 64]), Ok(0)) {
+                let _ = closed_tx.lock().expect("lock").send(Instant::now());
+            }
+        } else {
+            let answer = echo_result(&msg["id"], "after").to_string();
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+        }
+    });
+    let dir = TempDir::new("http-modern-silent");
+    let mut host = Host::start(proxy(&dir, &format!("http://127.0.0.1:{port}/mcp"), &[]));
+    let t = Duration::from_secs(5);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}});
+    host.send(&json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"silent","arguments":{},"_meta":meta}}));
+    wait_for(&host, "progress", t, |m| {
+        m["method"] == "notifications/progress"
+    });
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}}));
+    let cancelled = Instant::now();
+    let closed = closed_rx
+        .recv_timeout(Duration::from_secs(3))
+        .expect("the silent stream was not closed");
+    assert!(
+        closed - cancelled < Duration::from_secs(1),
+        "{:?}",
+        closed - cancelled
+    );
+    host.send(&json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":meta}}));
+    assert_eq!(text_of(&answer_to(&host, json!(3), t)), "after");
+    let seen = host.finish(Duration::from_secs(3));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(
+        !seen.messages().iter().any(|m| m["id"] == 2),
+        "{:?}",
+        seen.messages()
+    );
+    let recorded = recorded_bytes(&dir);
+    assert!(
+        contains(&recorded, r#""outcome":"cancelled""#),
+        "the call recorded as cancelled"
+    );
 }
