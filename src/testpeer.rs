@@ -31,7 +31,10 @@
 //! in pieces), `{"exit": CODE}`, `{"signal": "KILL"}`, `{"close_stdout":
 //! true}`, `{"ignore_signals": true}`, `{"pidfile": PATH}` (writes its pid),
 //! `{"hang": true}` (stops reading, forever), `{"reply_env": "NAME"}` (a text
-//! result leaking that variable's value, plain, base64 and percent-encoded).
+//! result leaking that variable's value, plain, base64 and percent-encoded),
+//! `{"drip": {"text": "…", "bytes": N, "every_ms": M}}` (writes `text` N
+//! bytes at a time, M ms apart; between pieces it reads, and logs, the lines
+//! the host sent meanwhile, handling them afterwards).
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -358,6 +361,9 @@ impl Peer {
             );
             self.send_result(id, &text_result(&text));
         }
+        if let Some(drip) = get("drip") {
+            self.drip(drip);
+        }
         if let Some(path) = get("pidfile").and_then(Value::as_str) {
             let _ = std::fs::write(path, std::process::id().to_string());
         }
@@ -387,6 +393,52 @@ impl Peer {
             return Some(Exit::Signal(signal));
         }
         None
+    }
+
+    /// Writes `drip.text` a few bytes at a time with pauses between the
+    /// pieces, the way a slow server streams one long answer.
+    fn drip(&mut self, drip: &Value) {
+        let text = drip.get("text").and_then(Value::as_str).unwrap_or_default();
+        let size = drip
+            .get("bytes")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1);
+        let pause = drip.get("every_ms").and_then(Value::as_u64).unwrap_or(10);
+        for (i, piece) in text.as_bytes().chunks(size as usize).enumerate() {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(pause));
+                self.take_ready_lines();
+            }
+            self.write(piece);
+        }
+    }
+
+    /// Reads (and logs) the complete lines the host has already sent,
+    /// without waiting for more; they are handled after the current action.
+    fn take_ready_lines(&mut self) {
+        loop {
+            let buffered = self.input.buffer().contains(&b'\n');
+            let mut poll = libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, zero timeout.
+            let ready = buffered || unsafe { libc::poll(&mut poll, 1, 0) } > 0;
+            if !ready {
+                return;
+            }
+            let mut line = Vec::new();
+            match self.input.read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if let Some(log) = self.log.as_mut() {
+                let _ = log.write_all(&line);
+            }
+            self.backlog.push_back(line);
+        }
     }
 
     /// Reads until the host answers request `id`; other lines are kept.

@@ -332,3 +332,125 @@ fn memory_stays_bounded_while_an_oversized_answer_is_skipped() {
     );
     eprintln!("proxy peak RSS while skipping a 64 MiB answer: {peak_kib} KiB");
 }
+
+/// Waits until `path` holds `needle`, up to `timeout`.
+fn wait_for_text(path: &std::path::Path, needle: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle)) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// C5: a server that writes its answer a few bytes at a time. bir adds no
+/// timeout of its own, the host gets exactly the bytes written (a piece
+/// may end inside a UTF-8 character), the host's own messages reach the
+/// server meanwhile, and the step is the whole answer, timed to its end.
+#[test]
+fn a_slowly_dripped_answer_arrives_whole_while_the_host_keeps_talking() {
+    const PIECE: usize = 9;
+    const EVERY_MS: u64 = 20;
+    let dir = TempDir::new("drip");
+    let text = format!("{} ünïcödé 🚀 end", "slow ".repeat(40));
+    let answer = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}]}}}}\n"
+    );
+    let pieces = answer.len().div_ceil(PIECE) as u64;
+    let script = json!({"rules": [{"method": "tools/call", "tool": "slow",
+        "do": [{"drip": {"text": answer, "bytes": PIECE, "every_ms": EVERY_MS}}]}]});
+    let transcript = dir.join("transcript.jsonl");
+    let transcript_arg = transcript.display().to_string();
+    let mut host = Host::start(proxy_cmd(
+        &dir,
+        &script,
+        &["--transcript", transcript_arg.as_str()],
+    ));
+    host.send(&init());
+    assert!(host.wait_lines(1, Duration::from_secs(5)));
+    host.send(&call(1, "slow"));
+    std::thread::sleep(Duration::from_millis(100));
+    // The other direction, while the answer is half written.
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/roots/list_changed"}));
+    host.send(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
+    assert!(
+        wait_for_text(
+            &dir.join("upstream.log"),
+            r#""id":2"#,
+            Duration::from_secs(3)
+        ),
+        "the host's ping did not reach the server during the drip"
+    );
+    assert!(
+        !host.wait_lines(2, Duration::ZERO),
+        "the drip should still be going on: the test proves nothing"
+    );
+    assert!(host.wait_lines(3, Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let lines: Vec<&[u8]> = seen.stdout.split_inclusive(|&b| b == b'\n').collect();
+    assert_eq!(lines.len(), 3, "{}", String::from_utf8_lossy(&seen.stdout));
+    assert_eq!(lines[1], answer.as_bytes(), "the exact bytes, once");
+    assert_eq!(
+        lines[2],
+        b"{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n".as_slice(),
+        "the ping, answered once the drip was done"
+    );
+
+    let steps: Vec<Value> = std::fs::read_to_string(&transcript)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "step")
+        .collect();
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0]["outcome"], "answered");
+    assert_eq!(steps[0]["result"]["content"][0]["text"], text.as_str());
+    let took = steps[0]["durationMs"].as_f64().unwrap_or(-1.0);
+    let drip_ms = ((pieces - 1) * EVERY_MS) as f64;
+    assert!(
+        took >= drip_ms && took < drip_ms + 3000.0,
+        "the step lasted {took} ms; the drip {drip_ms} ms at least"
+    );
+}
+
+/// C8: SIGHUP (a closing terminal) and SIGQUIT are stop signals like SIGINT
+/// and SIGTERM: passed on to the server's process group at once; the proxy
+/// then dies of the signal its server died of, leaving nothing behind.
+#[test]
+fn sighup_and_sigquit_are_passed_on_and_end_both() {
+    for sig in [libc::SIGHUP, libc::SIGQUIT] {
+        let dir = TempDir::new(&format!("sig{sig}"));
+        let mut cmd = proxy_cmd(&dir, &pidfile_script(&dir, json!({})), &[]);
+        // A server killed by SIGQUIT may dump core: never into the repository.
+        cmd.current_dir(dir.path());
+        let mut host = Host::start(cmd);
+        host.send(&init());
+        assert!(host.wait_lines(1, Duration::from_secs(5)));
+        let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(5));
+        let sent = Instant::now();
+        host.signal(sig);
+        assert!(
+            host.wait_exit(Duration::from_secs(2)),
+            "signal {sig}: proxy still running"
+        );
+        let took = sent.elapsed();
+        let seen = host.finish(Duration::from_secs(2));
+        assert_eq!(
+            seen.exit(),
+            format!("signal {sig}"),
+            "the server died of it, and so did the proxy: {}",
+            seen.stderr
+        );
+        assert_eq!(seen.messages().len(), 1, "nothing added for the host");
+        assert!(
+            wait_gone(peer, Duration::from_secs(1)),
+            "signal {sig}: orphan"
+        );
+        assert!(took < Duration::from_millis(500), "signal {sig}: {took:?}");
+    }
+}
