@@ -61,7 +61,8 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 const STDOUT_GRACE: Duration = Duration::from_millis(500);
 /// A remote upstream: how long a host signal waits for the session's DELETE.
 const REMOTE_SIGNAL_GRACE: Duration = Duration::from_millis(1500);
-/// The most time the proxy spends flushing observations when it ends.
+/// The most time the proxy spends flushing observations (and the server's
+/// last stderr lines) when it ends.
 const OBSERVER_DEADLINE: Duration = Duration::from_millis(500);
 
 /// What the lifecycle loop reacts to.
@@ -188,6 +189,8 @@ struct Session {
     dead_status: Option<Exit>,
     /// A remote upstream: how to end once its session is ended.
     remote_exit: Option<Exit>,
+    /// Disconnects when the current upstream's stderr is copied out.
+    stderr_copied: Option<Receiver<()>>,
     timer: Option<(Instant, Timer)>,
 }
 
@@ -207,6 +210,7 @@ impl Session {
             signalled: false,
             dead_status: None,
             remote_exit: None,
+            stderr_copied: None,
             timer: None,
         }
     }
@@ -269,7 +273,10 @@ impl Session {
         self.exited = None;
         self.stdout_closed = false;
         *lock(&self.shared.upstream_in) = Some(Box::new(spawned.stdin));
-        upstream::spawn_stderr_copier(&self.shared.cfg.server_name, spawned.stderr);
+        self.stderr_copied = Some(upstream::spawn_stderr_copier(
+            &self.shared.cfg.server_name,
+            spawned.stderr,
+        ));
 
         let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
         let stdout = spawned.stdout;
@@ -521,7 +528,14 @@ impl Session {
         } else {
             OBSERVER_DEADLINE
         };
+        let until = Instant::now() + deadline;
         self.shared.observer.finish(deadline);
+        // The server's last stderr lines (often why it exited) still on
+        // their way through the copier: within the same bound, which the
+        // copier has been using in parallel.
+        if let Some(copied) = &self.stderr_copied {
+            let _ = copied.recv_timeout(until.saturating_duration_since(Instant::now()));
+        }
         exit
     }
 }

@@ -8,11 +8,13 @@
 //!   `PR_SET_PDEATHSIG`), so a killed proxy leaves no orphan.
 //! * Its stderr is copied to the proxy's stderr line by line with a
 //!   `[name] ` prefix, on a thread of its own, so a chatty server never
-//!   blocks on a full pipe because of the relay.
+//!   blocks on a full pipe because of the relay. The proxy lets the copier
+//!   finish (bounded) before it exits, so the server's last lines survive.
 
 use std::io::{self, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
 use std::thread;
 
 use super::config::ProxyConfig;
@@ -96,12 +98,21 @@ fn enlarge_pipe(pipe: &impl std::os::fd::AsRawFd) {
 }
 
 /// Copies the server's stderr to ours, each line prefixed with `[name] `.
-pub fn spawn_stderr_copier(name: &str, mut from: ChildStderr) {
+///
+/// The returned receiver disconnects once everything the server wrote has
+/// been passed on (its stderr closed, or the copier could not start): the
+/// proxy waits on it, bounded, before it exits, because a server's last
+/// lines (why it failed) are the ones a user needs, and a proxy that exits
+/// first loses whatever the copier had not written yet.
+pub fn spawn_stderr_copier(name: &str, mut from: ChildStderr) -> Receiver<()> {
     let prefix = format!("[{name}] ").into_bytes();
+    let (copying, copied) = mpsc::channel::<()>();
     let spawned = thread::Builder::new()
         .name("bir-stderr".into())
         .stack_size(128 * 1024)
         .spawn(move || {
+            // Dropped when the thread ends: that is the signal.
+            let _copying = copying;
             let mut buf = vec![0u8; 16 * 1024];
             let mut at_line_start = true;
             let mut out = Vec::with_capacity(buf.len() + 256);
@@ -130,6 +141,7 @@ pub fn spawn_stderr_copier(name: &str, mut from: ChildStderr) {
     if let Err(err) = spawned {
         log::warn!("cannot copy the server's stderr: {err}");
     }
+    copied
 }
 
 /// A name for the server when none is given: the script or package the

@@ -454,3 +454,48 @@ fn sighup_and_sigquit_are_passed_on_and_end_both() {
         assert!(took < Duration::from_millis(500), "signal {sig}: {took:?}");
     }
 }
+
+/// A server's last stderr lines (often why it failed) reach the host before
+/// the proxy exits, even when the host reads stderr slowly: the proxy waits,
+/// bounded, for its copier instead of exiting as soon as the server did.
+#[test]
+fn the_servers_last_words_reach_the_host_before_the_proxy_exits() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::process::Stdio;
+    let dir = TempDir::new("lastwords");
+    let script = json!({"on_start": [
+        {"stderr": "x".repeat(99), "repeat": 200},
+        {"stderr": "last words: cannot open the database"}],
+        "exit_code_on_eof": 3});
+    // The host closed stdin at once: nothing of the proxy's own competes
+    // with the copier for the pipe.
+    let mut child = proxy_cmd(&dir, &script, &[])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the proxy");
+    let mut stderr = child.stderr.take().expect("stderr");
+    // A small pipe, read slowly: the copier is still writing when the
+    // server is gone (20 KB at 4 KB per 10 ms).
+    // SAFETY: fcntl on a descriptor this test owns.
+    unsafe {
+        libc::fcntl(stderr.as_raw_fd(), libc::F_SETPIPE_SZ, 4096);
+    }
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = stderr.read(&mut buf) {
+        seen.extend_from_slice(&buf[..n]);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = child.wait().expect("wait for the proxy");
+    let seen = String::from_utf8_lossy(&seen);
+    assert_eq!(crate::support::describe_status(status), "code 3");
+    assert!(
+        seen.contains("[peer] last words: cannot open the database\n"),
+        "{} bytes of stderr, ending {:?}",
+        seen.len(),
+        &seen[seen.len().saturating_sub(300)..]
+    );
+}
