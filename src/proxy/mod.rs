@@ -218,9 +218,10 @@ impl Session {
     fn run(mut self) -> Exit {
         if let Err(err) = self.start_upstream() {
             eprintln!(
-                "bir-proxy[{}]: cannot start '{}': {err}",
+                "bir-proxy[{}]: cannot start '{}': {}",
                 self.shared.cfg.server_name,
-                self.command_line()
+                self.command_line(),
+                upstream::start_error(&self.shared.cfg.program, &err)
             );
             if !self.shared.cfg.stay_up {
                 return self.finish(Exit::Code(1));

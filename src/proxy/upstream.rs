@@ -12,7 +12,9 @@
 //!   finish (bounded) before it exits, so the server's last lines survive.
 
 use std::io::{self, Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::thread;
@@ -80,6 +82,75 @@ pub fn spawn(cfg: &ProxyConfig) -> io::Result<Spawned> {
         stdout,
         stderr,
     })
+}
+
+/// Why the server could not start, for a user: the OS's reason, and what
+/// it means where the OS misleads. `execve` says "No such file or
+/// directory" of a script whose `#!` interpreter is missing (the script is
+/// right there) and of a name not on PATH, "Permission denied" of a
+/// directory; the file, or the PATH, is what to fix.
+pub fn start_error(program: &str, err: &io::Error) -> String {
+    let hint = match locate(program) {
+        Some(path) => what_is_wrong(&path, err),
+        None if err.kind() == io::ErrorKind::NotFound => {
+            Some(format!("'{program}' is not on PATH"))
+        }
+        None => None,
+    };
+    match hint {
+        Some(hint) => format!("{err}; {hint}"),
+        None => err.to_string(),
+    }
+}
+
+/// The file `program` runs: itself when it holds a slash, else the first
+/// match on PATH (where `execvp` looks).
+fn locate(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.exists())
+}
+
+/// What is wrong with an existing file `execve` refused, when its error
+/// does not say it; `None` where the error is already the whole story.
+fn what_is_wrong(path: &Path, err: &io::Error) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    let shown = path.display();
+    if meta.is_dir() {
+        return Some(format!("'{shown}' is a directory"));
+    }
+    match err.raw_os_error()? {
+        libc::EACCES if meta.permissions().mode() & 0o111 == 0 => {
+            Some(format!("'{shown}' is not executable (chmod +x)"))
+        }
+        libc::ENOENT => Some(match interpreter(path) {
+            Some(interpreter) => {
+                format!("'{shown}' exists, but its interpreter '{interpreter}' (line 1) does not")
+            }
+            None => format!(
+                "'{shown}' exists, but the loader it needs does not (built for another system?)"
+            ),
+        }),
+        _ => None,
+    }
+}
+
+/// The interpreter a `#!` line names, if the file starts with one.
+fn interpreter(path: &Path) -> Option<String> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next().unwrap_or(line);
+    let name = line
+        .split(u8::is_ascii_whitespace)
+        .find(|w| !w.is_empty())?;
+    Some(String::from_utf8_lossy(name).into_owned())
 }
 
 /// The capacity asked for the server's stdout pipe. A default pipe holds

@@ -499,3 +499,103 @@ fn the_servers_last_words_reach_the_host_before_the_proxy_exits() {
         &seen[seen.len().saturating_sub(300)..]
     );
 }
+
+/// C7: a command that exists but cannot run. Like a missing one, the proxy
+/// exits 1 at once, adds nothing to stdout (the host reports its usual
+/// failure to connect) and says on stderr which command and why: the OS's
+/// reason, and where that reason misleads, what it means.
+#[test]
+fn a_server_that_cannot_run_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("cannotrun");
+    let file = |name: &str, text: &str, mode: u32| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path.display().to_string()
+    };
+    let not_executable = file("not-executable", "#!/bin/sh\n", 0o644);
+    let bad_interpreter = file("bad-interpreter", "#!/nonexistent/node --flag\n", 0o755);
+    let directory = dir.join("home").display().to_string();
+    let cases = [
+        (
+            not_executable.clone(),
+            "Permission denied (os error 13)",
+            format!("'{not_executable}' is not executable"),
+        ),
+        (
+            directory.clone(),
+            "Permission denied (os error 13)",
+            format!("'{directory}' is a directory"),
+        ),
+        (
+            bad_interpreter.clone(),
+            "No such file or directory (os error 2)",
+            format!(
+                "'{bad_interpreter}' exists, but its interpreter '/nonexistent/node' (line 1) does not"
+            ),
+        ),
+        (
+            "bir-no-such-server".into(),
+            "No such file or directory (os error 2)",
+            "'bir-no-such-server' is not on PATH".into(),
+        ),
+    ];
+    for (program, reason, meaning) in cases {
+        let mut cmd = command(dir.proxy_link(), &dir);
+        cmd.args(["--server-name", "broken", "--", &program, "--flag"]);
+        let mut host = Host::start(cmd);
+        host.send(&init());
+        let seen = host.finish(Duration::from_secs(5));
+        assert_eq!(seen.exit(), "code 1", "{program}: {}", seen.stderr);
+        assert!(
+            seen.elapsed < Duration::from_secs(1),
+            "{program}: {:?}",
+            seen.elapsed
+        );
+        assert!(seen.stdout.is_empty(), "{program}");
+        let expected =
+            format!("bir-proxy[broken]: cannot start '{program} --flag': {reason}; {meaning}");
+        assert!(
+            seen.stderr.contains(&expected),
+            "{program}: {}",
+            seen.stderr
+        );
+    }
+}
+
+/// C7, ENOEXEC: a file that is executable but no program. `execvp` (which
+/// the proxy uses, as Node's `spawn` does) hands it to `/bin/sh`, so the
+/// server "starts" and the shell fails: the host sees what it would see
+/// without bir — the shell's complaint on stderr, its exit status — and if
+/// the request was still pending when the shell died, the proxy's answer.
+#[test]
+fn an_executable_that_is_no_program_fails_as_it_would_without_bir() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("noexec");
+    let path = dir.join("garbage");
+    std::fs::write(&path, b"\x7fELF but not really\x00\x01\n").expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut cmd = command(dir.proxy_link(), &dir);
+    cmd.args(["--server-name", "broken", "--"]).arg(&path);
+    let mut host = Host::start(cmd);
+    host.send(&init());
+    assert!(
+        host.wait_exit(Duration::from_secs(2)),
+        "the proxy did not exit"
+    );
+    let seen = host.finish(Duration::from_secs(2));
+    assert_eq!(seen.exit(), "code 127", "{}", seen.stderr);
+    assert!(
+        seen.stderr
+            .contains(&format!("[broken] {}", path.display())),
+        "{}",
+        seen.stderr
+    );
+    for msg in seen.messages() {
+        assert_eq!(
+            msg["error"]["message"],
+            "MCP server \"broken\" is not available"
+        );
+    }
+}
