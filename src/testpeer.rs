@@ -18,15 +18,19 @@
 //! client's protocol version with the script's capabilities and serverInfo,
 //! `tools/list` returns `tools`, `ping` returns `{}`, `tools/call` echoes its
 //! arguments as text, and anything else gets -32601. Notifications are
-//! ignored.
+//! ignored. A batch gets one array of default answers; an empty batch `[]`
+//! gets the single -32600 error (id null) JSON-RPC prescribes.
 //!
 //! Actions: `{"reply": RESULT}`, `{"reply_error": ERROR}`, `{"reply_text":
 //! "…"}`, `{"echo_arguments": true}`, `{"raw": "bytes written as is"}`,
 //! `{"raw_latin1": "…"}` (each character U+0000..=U+00FF written as that one
 //! byte, so a script can write invalid UTF-8),
-//! `{"notify": {"method", "params"}}`, `{"request": {"method", "params"}}`
+//! `{"notify": {"method", "params"}, "repeat": N}` (N copies, written in
+//! large pieces; default 1), `{"request": {"method", "params"}}`
 //! (sends it, waits for the host's answer and replies to the current
-//! request with that answer as text), `{"sleep_ms": N}`, `{"stderr": "…",
+//! request with that answer as text), `{"sleep_ms": N}`, `{"trickle_bytes":
+//! N, "chunk": C, "every_ms": M}` (N bytes of `x`, C at a time, M ms apart,
+//! no newline: a line that arrives slowly and never ends), `{"stderr": "…",
 //! "repeat": N}`, `{"big_reply_bytes": N}` (a text result of N bytes, written
 //! in pieces), `{"exit": CODE}`, `{"signal": "KILL"}`, `{"close_stdout":
 //! true}`, `{"ignore_signals": true}`, `{"pidfile": PATH}` (writes its pid),
@@ -208,6 +212,12 @@ impl Peer {
         let Ok(items) = serde_json::from_slice::<Vec<Incoming>>(line) else {
             return;
         };
+        if items.is_empty() {
+            self.write(
+                b"{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":\"Invalid Request\"}}\n",
+            );
+            return;
+        }
         let mut answers = Vec::new();
         for item in items {
             let (Some(method), Some(id)) = (item.method.as_deref(), item.id.as_deref()) else {
@@ -301,7 +311,14 @@ impl Peer {
         if let Some(n) = get("notify") {
             let line =
                 json!({"jsonrpc": "2.0", "method": n.get("method"), "params": n.get("params")});
-            self.write(format!("{line}\n").as_bytes());
+            let line = format!("{line}\n");
+            let mut left = get("repeat").and_then(Value::as_u64).unwrap_or(1);
+            let per_write = (64 * 1024 / line.len()).max(1) as u64;
+            while left > 0 {
+                let k = left.min(per_write);
+                self.write(line.repeat(k as usize).as_bytes());
+                left -= k;
+            }
         }
         if let Some(req) = get("request") {
             self.next_id += 1;
@@ -318,6 +335,22 @@ impl Peer {
         }
         if let Some(ms) = get("sleep_ms").and_then(Value::as_u64) {
             std::thread::sleep(Duration::from_millis(ms));
+        }
+        if let Some(n) = get("trickle_bytes").and_then(Value::as_u64) {
+            let chunk = get("chunk")
+                .and_then(Value::as_u64)
+                .unwrap_or(1024)
+                .clamp(1, 1 << 20);
+            let every =
+                Duration::from_millis(get("every_ms").and_then(Value::as_u64).unwrap_or(10));
+            let piece = vec![b'x'; chunk as usize];
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(chunk) as usize;
+                self.write(&piece[..k]);
+                left -= k as u64;
+                std::thread::sleep(every);
+            }
         }
         if let Some(text) = get("stderr").and_then(Value::as_str) {
             let repeat = get("repeat").and_then(Value::as_u64).unwrap_or(1);

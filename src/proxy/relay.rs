@@ -63,9 +63,18 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The proxy's stdout: the host's side of the protocol.
+///
+/// Every message written here starts on a line of its own. Relayed lines
+/// end in `\n`, except a server's last line cut off by its exit (relayed as
+/// it came, with no `\n`); whatever follows it (the proxy's answer to the
+/// request that line would have answered, a restarted server's first line)
+/// would be glued to that fragment and lost with it in the host's parser.
+/// So the line is ended first: one `\n` added, never a byte changed.
 pub struct HostOut {
     out: ManuallyDrop<File>,
     broken: bool,
+    /// The last byte written was not a `\n`.
+    line_open: bool,
 }
 
 impl HostOut {
@@ -74,11 +83,16 @@ impl HostOut {
         // SAFETY: fd 1 is open for the life of the process; ManuallyDrop
         // keeps this File from closing it.
         let out = ManuallyDrop::new(unsafe { File::from_raw_fd(1) });
-        HostOut { out, broken: false }
+        HostOut {
+            out,
+            broken: false,
+            line_open: false,
+        }
     }
 
-    /// Writes whole messages. Once the host has gone away, further writes
-    /// are dropped (and reported once, by the caller).
+    /// Writes whole messages (ending an open line first). Once the host has
+    /// gone away, further writes are dropped (and reported once, by the
+    /// caller).
     pub fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         if self.broken {
             return Err(io::Error::new(
@@ -86,10 +100,20 @@ impl HostOut {
                 "host output closed",
             ));
         }
-        let result = self.out.write_all(bytes);
+        let Some(&last) = bytes.last() else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        if self.line_open {
+            result = self.out.write_all(b"\n");
+        }
+        if result.is_ok() {
+            result = self.out.write_all(bytes);
+        }
         if result.is_err() {
             self.broken = true;
         }
+        self.line_open = last != b'\n';
         result
     }
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Host, TempDir, alive, bir, command, read_pid, wait_gone};
+use crate::support::{Host, TempDir, alive, bir, command, peak_rss_kib, read_pid, wait_gone};
 
 fn init() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}})
@@ -310,12 +310,7 @@ fn memory_stays_bounded_while_an_oversized_answer_is_skipped() {
     host.send(&init());
     host.send(&call(1, "huge"));
     assert!(host.wait_lines(2, Duration::from_secs(30)));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", host.pid())).expect("status");
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM");
+    let peak_kib = peak_rss_kib(host.pid());
     let seen = host.finish(Duration::from_secs(5));
     let msgs = seen.messages();
     assert_eq!(msgs[1]["result"]["isError"], true);

@@ -39,6 +39,13 @@ pub(crate) fn bir_cmd(dir: &TempDir, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `bir runs export ID` (or `latest`), parsed.
+pub(crate) fn export(dir: &TempDir, id: &str) -> Value {
+    let (code, out, err) = bir_cmd(dir, &["runs", "export", id]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).expect("export is JSON")
+}
+
 fn session(dir: &TempDir, script: &Value, calls: &[Value]) {
     let mut host = Host::start(proxy(dir, script));
     host.send(&init());

@@ -1,9 +1,16 @@
-//! Byte-exactness of the relay itself, with `cat` as the upstream: every
-//! byte the host writes comes back unchanged, however the writes are cut.
+//! The relay itself. With `cat` as the upstream: every byte the host
+//! writes comes back unchanged, however the writes are cut. With the
+//! testpeer: the protocol's edges (RELIABILITY.md §4, rows A2, B4, B6): a
+//! line that never ends, traffic before the handshake is done, batches
+//! empty and huge, floods.
 
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
-use crate::support::{Host, TempDir, command};
+use serde_json::{Value, json};
+
+use crate::record::{call, export, init, proxy};
+use crate::support::{Host, TempDir, command, peak_rss_kib};
 
 /// A small deterministic PRNG (xorshift64*), so failures reproduce.
 struct Rng(u64);
@@ -129,4 +136,166 @@ fn deep_nesting_and_nul_bytes_pass_through() {
     input.push_str("{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"a\":1}}\n");
     let out = through_cat(input.as_bytes(), &mut rng, 1 << 16);
     assert!(out == input.as_bytes(), "deeply nested line changed");
+}
+
+// ---------------------------------------------------------------------------
+// Edges, with the testpeer as the upstream.
+
+/// `record::proxy`, the testpeer appending every line it reads to
+/// `upstream.log`.
+fn logged_proxy(dir: &TempDir, script: &Value) -> Command {
+    let mut cmd = proxy(dir, script);
+    cmd.arg("--log").arg(dir.join("upstream.log"));
+    cmd
+}
+
+fn upstream_log(dir: &TempDir) -> Vec<u8> {
+    std::fs::read(dir.join("upstream.log")).expect("upstream log")
+}
+
+/// A session through `cmd`, past the `initialize` answer.
+fn initialized(cmd: Command) -> Host {
+    let mut host = Host::start(cmd);
+    host.send(&init());
+    assert!(host.wait_lines(1, Duration::from_secs(10)));
+    host
+}
+
+/// The start of an answer to request 1 that a dying server never finishes.
+const CUT_HEAD: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":""#;
+
+/// A server that dies in the middle of a line: the fragment is relayed as
+/// it came, and the answer the proxy then gives the call that was waiting
+/// starts on a line of its own. Glued to the fragment, it was one broken
+/// line the host's parser threw away, and the call never got an answer.
+#[test]
+fn a_line_cut_off_by_the_servers_exit_does_not_swallow_the_answer_after_it() {
+    let dir = TempDir::new("cutoff");
+    let script = json!({"rules": [{"method": "tools/call", "do": [
+        {"raw": CUT_HEAD},
+        {"trickle_bytes": 100_000, "chunk": 5_000, "every_ms": 10},
+        {"exit": 3}]}]});
+    let mut host = initialized(proxy(&dir, &script));
+    let before = host.stdout_so_far().len();
+    host.send(&call(1, "dies", json!({})));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 3", "{}", seen.stderr);
+
+    let out = &seen.stdout[before..];
+    let fragment = format!("{CUT_HEAD}{}", "x".repeat(100_000));
+    assert!(
+        out.starts_with(fragment.as_bytes()),
+        "the fragment is relayed as it came"
+    );
+    let rest = &out[fragment.len()..];
+    assert!(
+        rest.starts_with(b"\n"),
+        "the fragment's line is ended: {}",
+        String::from_utf8_lossy(&rest[..rest.len().min(200)])
+    );
+    assert_eq!(
+        rest.iter().filter(|&&b| b == b'\n').count(),
+        2,
+        "one answer"
+    );
+    let answer: Value =
+        serde_json::from_slice(&rest[1..]).expect("the answer is a line of its own");
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["result"]["isError"], true);
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        "MCP server \"peer\" is not available"
+    );
+
+    let doc = export(&dir, "latest");
+    assert_eq!(doc["steps"][1]["outcome"], "upstream_gone", "{doc}");
+}
+
+/// A line that arrives slowly and never ends, then the server exits
+/// (catalogue A2). Past the size limit it is skipped as it streams in, so
+/// memory stays flat; the host is served meanwhile; at the end, the call
+/// the line would have answered and a request sent meanwhile get the
+/// documented answers (README: a server that exits on its own).
+#[test]
+fn a_line_that_trickles_in_and_never_ends_is_skipped_in_bounded_memory() {
+    let dir = TempDir::new("trickle");
+    let script = json!({"rules": [{"method": "tools/call", "do": [
+        {"raw": CUT_HEAD},
+        {"trickle_bytes": 32u64 << 20, "chunk": 256u64 << 10, "every_ms": 12},
+        {"exit": 3}]}]});
+    let mut cmd = proxy(&dir, &script);
+    cmd.env("BIR_UPSTREAM_MAX_MESSAGE_BYTES", "1048576")
+        .env("BIR_PROXY_STAY_UP", "1");
+    let mut host = initialized(cmd);
+    host.send(&call(1, "trickle", json!({})));
+    std::thread::sleep(Duration::from_millis(300));
+    // While the line streams in: a line the proxy answers itself, and a
+    // request relayed to the (busy) server.
+    let asked = Instant::now();
+    host.send_raw(b"not json\n");
+    assert!(
+        host.wait_lines(2, Duration::from_secs(2)),
+        "the host is answered while the line streams in"
+    );
+    let answered_in = asked.elapsed();
+    host.send(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
+    assert!(host.wait_lines(4, Duration::from_secs(20)));
+    let peak_kib = peak_rss_kib(host.pid());
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 3", "{}", seen.stderr);
+
+    let msgs = seen.messages();
+    assert_eq!(msgs.len(), 4, "{}", String::from_utf8_lossy(&seen.stdout));
+    assert_eq!(
+        msgs[1]["error"]["code"], -32700,
+        "answered before the server exited"
+    );
+    let by_id = |id: u64| msgs.iter().find(|m| m["id"] == id).expect("answered");
+    assert_eq!(by_id(1)["result"]["isError"], true, "{msgs:?}");
+    assert_eq!(
+        by_id(1)["result"]["content"][0]["text"],
+        "MCP server \"peer\" is not available"
+    );
+    assert_eq!(by_id(2)["error"]["code"], -32000, "{msgs:?}");
+    assert!(
+        !seen
+            .stdout
+            .windows(64)
+            .any(|w| w.iter().all(|&b| b == b'x')),
+        "nothing of the line reached the host"
+    );
+    assert!(
+        seen.stderr.contains("dropped a") && seen.stderr.contains("over the 1048576-byte limit"),
+        "{}",
+        seen.stderr
+    );
+    assert!(
+        peak_kib < 16 * 1024,
+        "proxy peak RSS {peak_kib} KiB while 32 MiB trickled in"
+    );
+    let doc = export(&dir, "latest");
+    assert_eq!(doc["steps"][1]["outcome"], "upstream_gone", "{doc}");
+    eprintln!("peak RSS {peak_kib} KiB; the host answered in {answered_in:?} meanwhile");
+}
+
+/// A host whose last line has no newline (it wrote and closed its end):
+/// the request reaches the server as it came, and its answer the host and
+/// the run. (The bytes alone: `a_last_line_without_newline_is_relayed_at_end_of_input`.)
+#[test]
+fn a_last_host_request_without_newline_is_answered_and_recorded() {
+    let dir = TempDir::new("host-tail");
+    let mut host = initialized(logged_proxy(&dir, &json!({})));
+    let last = serde_json::to_vec(&call(1, "echo", json!({"tail": true}))).expect("json");
+    host.send_raw(&last);
+    host.close_stdin();
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let msgs = seen.messages();
+    assert_eq!(msgs.len(), 2, "{}", String::from_utf8_lossy(&seen.stdout));
+    assert_eq!(msgs[1]["result"]["content"][0]["text"], r#"{"tail":true}"#);
+    assert!(upstream_log(&dir).ends_with(&last), "relayed as it came");
+    let doc = export(&dir, "latest");
+    assert_eq!(doc["steps"][1]["outcome"], "answered", "{doc}");
+    assert_eq!(doc["steps"][1]["requestId"], 1, "{doc}");
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::record::{bir_cmd, call, init, proxy, runs_dir};
+use crate::record::{bir_cmd, call, export, init, proxy, runs_dir};
 use crate::remote::{FakeService, Reply, creds_for, write_creds};
 use crate::support::{Host, Seen, TempDir, alive, bir, command};
 
@@ -42,13 +42,6 @@ fn ids(runs: &[Value]) -> Vec<String> {
     runs.iter()
         .filter_map(|r| r["id"].as_str().map(str::to_owned))
         .collect()
-}
-
-/// `bir runs export ID`.
-fn export(dir: &TempDir, id: &str) -> Value {
-    let (code, out, err) = bir_cmd(dir, &["runs", "export", id]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).expect("export is JSON")
 }
 
 /// The records of a run, as `bir runs export --format jsonl` gives them.

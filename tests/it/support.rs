@@ -321,3 +321,13 @@ pub fn read_pid(path: &Path, timeout: Duration) -> i32 {
         thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// The peak resident memory of a live process (`VmHWM`), in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}
