@@ -583,6 +583,13 @@ impl Sink for Recorder {
             return;
         }
         self.learn_from_exchange(method, request, response);
+        // The run is open, so its start has written the snapshot it could:
+        // an `initialize` (or `server/discover`) answered after a call (a
+        // server may answer out of order) is written now, or never. A
+        // `tools/list` writes its own once its last page is in.
+        if method != "tools/list" {
+            self.write_snapshot_if_changed();
+        }
     }
 
     fn step(&mut self, step: &StepReport) {

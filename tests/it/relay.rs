@@ -161,6 +161,13 @@ fn initialized(cmd: Command) -> Host {
     host
 }
 
+/// One line as sent (with its `\n`).
+fn line(msg: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(msg).expect("json");
+    bytes.push(b'\n');
+    bytes
+}
+
 /// The start of an answer to request 1 that a dying server never finishes.
 const CUT_HEAD: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":""#;
 
@@ -298,4 +305,132 @@ fn a_last_host_request_without_newline_is_answered_and_recorded() {
     let doc = export(&dir, "latest");
     assert_eq!(doc["steps"][1]["outcome"], "answered", "{doc}");
     assert_eq!(doc["steps"][1]["requestId"], 1, "{doc}");
+}
+
+/// Traffic before the handshake is done (catalogue B4): the server logs
+/// and asks the host for roots and a sampling before it has even answered
+/// `initialize`; the host sent a `tools/call` without waiting for that
+/// answer. Enforcing the order is not the proxy's job: every line passes
+/// as it came, in order, both ways, and the call is recorded with its
+/// answer.
+#[test]
+fn traffic_before_the_handshake_completes_is_relayed_in_order_and_recorded() {
+    let dir = TempDir::new("early");
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"early"}}"#;
+    let script = json!({"on_start": [
+        {"raw": format!("{note}\n")},
+        {"request": {"method": "roots/list"}},
+        {"request": {"method": "sampling/createMessage",
+                     "params": {"messages": [], "maxTokens": 1}}}]});
+    let mut host = Host::start(logged_proxy(&dir, &script));
+    let mut sent = Vec::new();
+    let mut send = |host: &mut Host, bytes: &[u8]| {
+        host.send_raw(bytes);
+        sent.extend_from_slice(bytes);
+    };
+    // In one write: the call goes out before `initialize` is answered.
+    let mut first = line(&init());
+    first.extend(line(&call(1, "echo", json!({"early": true}))));
+    send(&mut host, &first);
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    // The host's answers, spelled the way no serializer would: relayed as is.
+    send(
+        &mut host,
+        b"{ \"result\" : {\"roots\":[{\"uri\":\"file:///w\",\"name\":\"w\"}]}, \"id\":\"tp-1\" ,\"jsonrpc\":\"2.0\"}\n",
+    );
+    assert!(host.wait_lines(3, Duration::from_secs(10)));
+    send(
+        &mut host,
+        b"{\"jsonrpc\":\"2.0\",\"id\":\"tp-2\",\"result\":{\"role\":\"assistant\",\"content\":{\"type\":\"text\",\"text\":\"hi\"},\"model\":\"m\",\"stopReason\":\"endTurn\"}}\n",
+    );
+    assert!(host.wait_lines(5, Duration::from_secs(10)));
+    send(
+        &mut host,
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+    );
+    send(&mut host, &line(&call(2, "echo", json!({"late": true}))));
+    assert!(host.wait_lines(6, Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+
+    assert!(
+        seen.stdout.starts_with(format!("{note}\n").as_bytes()),
+        "server → host as written"
+    );
+    let msgs = seen.messages();
+    assert_eq!(msgs.len(), 6, "{}", String::from_utf8_lossy(&seen.stdout));
+    assert_eq!(
+        (&msgs[1]["method"], &msgs[1]["id"]),
+        (&json!("roots/list"), &json!("tp-1"))
+    );
+    assert_eq!(
+        (&msgs[2]["method"], &msgs[2]["id"]),
+        (&json!("sampling/createMessage"), &json!("tp-2"))
+    );
+    assert_eq!(msgs[3]["id"], 0);
+    assert!(
+        msgs[3]["result"]["protocolVersion"].is_string(),
+        "{}",
+        msgs[3]
+    );
+    assert_eq!(msgs[4]["id"], 1);
+    assert_eq!(msgs[4]["result"]["content"][0]["text"], r#"{"early":true}"#);
+    assert_eq!(msgs[5]["id"], 2);
+    assert!(
+        upstream_log(&dir) == sent,
+        "host → server: every byte, in order:\n{}",
+        String::from_utf8_lossy(&upstream_log(&dir))
+    );
+
+    let doc = export(&dir, "latest");
+    let steps = doc["steps"].as_array().cloned().unwrap_or_default();
+    assert_eq!(steps.len(), 4, "{doc}");
+    assert_eq!(steps[0]["requestId"], 1);
+    assert_eq!(steps[0]["input"], json!({"early": true}));
+    assert_eq!(steps[1]["outcome"], "answered", "{doc}");
+    assert_eq!(
+        steps[1]["output"]["content"][0]["text"],
+        r#"{"early":true}"#
+    );
+    assert_eq!(steps[3]["requestId"], 2, "{doc}");
+}
+
+/// The other side of B4: the server answers the call sent before
+/// `initialize` was answered ahead of `initialize` itself. The host gets
+/// both in the server's order; the run, opened at that call, still gets the
+/// server's snapshot from the `initialize` answer that came after it.
+#[test]
+fn a_call_answered_before_initialize_still_leaves_the_servers_snapshot() {
+    let dir = TempDir::new("early-answer");
+    let call_answer =
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"first"}]}}"#;
+    let script = json!({"rules": [
+        {"method": "initialize", "do": [
+            {"raw": format!("{call_answer}\n")},
+            {"reply": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "early-bird", "version": "2"}}}]},
+        {"method": "tools/call", "do": []}]});
+    let mut host = Host::start(proxy(&dir, &script));
+    let mut first = line(&init());
+    first.extend(line(&call(1, "echo", json!({}))));
+    host.send_raw(&first);
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert!(
+        seen.stdout
+            .starts_with(format!("{call_answer}\n").as_bytes())
+    );
+    assert_eq!(seen.messages()[1]["id"], 0);
+
+    let doc = export(&dir, "latest");
+    assert_eq!(doc["steps"][1]["outcome"], "answered", "{doc}");
+    assert_eq!(
+        doc["steps"][1]["output"]["content"][0]["text"], "first",
+        "{doc}"
+    );
+    let servers = doc["servers"].as_array().cloned().unwrap_or_default();
+    assert_eq!(servers.len(), 1, "{doc}");
+    assert_eq!(servers[0]["serverInfo"]["name"], "early-bird", "{doc}");
+    assert_eq!(servers[0]["protocolVersion"], "2025-11-25", "{doc}");
 }
