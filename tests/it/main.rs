@@ -13,7 +13,8 @@
 //!   Streamable HTTP and legacy SSE, and a fault server on 127.0.0.1.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `relay` — byte-exactness under random read boundaries and large
-//!   messages.
+//!   messages; the protocol's edges: a line that never ends, traffic
+//!   before the handshake, empty and huge batches, floods.
 //! * `remote` — the recording service (a fake on 127.0.0.1): order,
 //!   retries, refresh, cool-down, `bir sync`, and where the token goes.
 //! * `store` — the store under a live proxy: two proxies at once,

@@ -434,3 +434,156 @@ fn a_call_answered_before_initialize_still_leaves_the_servers_snapshot() {
     assert_eq!(servers[0]["serverInfo"]["name"], "early-bird", "{doc}");
     assert_eq!(servers[0]["protocolVersion"], "2025-11-25", "{doc}");
 }
+
+/// An empty batch from the host (catalogue B6). JSON-RPC has the server
+/// answer `[]` with one -32600 error. The proxy relays batches as they are
+/// and answers by itself only lines that are not JSON (README, "What the
+/// proxy does by itself"), so `[]` reaches the server unchanged and its
+/// error comes back unchanged; the session goes on.
+#[test]
+fn an_empty_batch_is_relayed_and_the_servers_error_comes_back() {
+    let dir = TempDir::new("emptybatch");
+    let mut host = initialized(logged_proxy(&dir, &json!({})));
+    let before = host.stdout_so_far().len();
+    host.send_raw(b"[]\n");
+    host.send(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
+    assert!(host.wait_lines(3, Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&seen.stdout[before..]),
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":\"Invalid Request\"}}\n\
+         {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}\n"
+    );
+    let log = upstream_log(&dir);
+    assert!(log.windows(4).any(|w| w == b"\n[]\n"), "relayed as it came");
+}
+
+/// A batch of 10 000 `tools/call`s (catalogue B6) while another call is
+/// still running: relayed whole, answered whole. The in-flight table holds
+/// 10 000 requests, so the oldest tenth (the running call first) is
+/// forgotten: their answers are still relayed, and the run counts them as
+/// lost. Of the rest, the run keeps what the observation queue holds (250)
+/// and counts the others: every call is in the run or counted, and each
+/// kept answer is paired with its own request.
+#[test]
+fn a_batch_of_ten_thousand_calls_is_relayed_whole_and_recorded_within_bounds() {
+    let dir = TempDir::new("batch10k");
+    let script = json!({"rules": [{"method": "tools/call", "tool": "slow",
+        "do": [{"sleep_ms": 500}, {"reply_text": "slow"}]}]});
+    let mut host = initialized(logged_proxy(&dir, &script));
+    host.send(&json!({"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"slow","arguments":{}}}));
+    let n = 10_000u64;
+    let elements: Vec<String> = (1..=n)
+        .map(|i| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"echo","arguments":{{"i":{i}}}}}}}"#
+            )
+        })
+        .collect();
+    let batch = format!("[{}]\n", elements.join(","));
+    host.send_raw(batch.as_bytes());
+    assert!(host.wait_lines(3, Duration::from_secs(20)));
+    host.send(&call(n + 1, "echo", json!({"i": n + 1})));
+    assert!(host.wait_lines(4, Duration::from_secs(10)));
+    let peak_kib = peak_rss_kib(host.pid());
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+
+    let msgs = seen.messages();
+    assert_eq!(msgs.len(), 4);
+    assert_eq!(
+        msgs[1]["id"], "slow",
+        "a forgotten call's answer is relayed"
+    );
+    let answers = msgs[2].as_array().expect("the batch's answer");
+    assert_eq!(answers.len(), n as usize);
+    for (i, answer) in (1..=n).zip(answers) {
+        assert_eq!(answer["id"], i);
+        assert_eq!(
+            answer["result"]["content"][0]["text"],
+            format!(r#"{{"i":{i}}}"#)
+        );
+    }
+    assert_eq!(msgs[3]["id"], n + 1);
+    let log = upstream_log(&dir);
+    assert!(
+        log.windows(batch.len()).any(|w| w == batch.as_bytes()),
+        "the batch is relayed as one unchanged line"
+    );
+    assert!(
+        seen.stderr
+            .contains("1000 recorded tools/call request(s) forgotten"),
+        "{}",
+        seen.stderr
+    );
+
+    let doc = export(&dir, "latest");
+    let finish = &doc["finish"];
+    let kept = finish["metrics"]["toolCalls"].as_u64().unwrap_or(0);
+    let dropped = finish["dropped"].as_u64().unwrap_or(0);
+    // `slow`, the batch and the last call; the `initialize` exchange is an
+    // observation too, lost if the recorder had not taken it yet.
+    let calls = n + 2;
+    assert!(
+        kept + dropped == calls || kept + dropped == calls + 1,
+        "every call is in the run or counted as lost: kept {kept}, {finish}"
+    );
+    assert!(dropped >= 1000, "{finish}");
+    assert_eq!(finish["lossy"], true, "{finish}");
+    let steps = doc["steps"].as_array().cloned().unwrap_or_default();
+    assert_eq!(steps.len() as u64, 2 * kept, "{finish}");
+    for step in steps.iter().filter(|s| s["type"] == "tool_response") {
+        let id = step["requestId"].as_u64().expect("numeric id");
+        assert_eq!(
+            step["output"]["content"][0]["text"],
+            format!(r#"{{"i":{id}}}"#),
+            "paired with its own request"
+        );
+    }
+    assert!(
+        steps.iter().any(|s| s["requestId"] == n + 1),
+        "the call after the batch is recorded"
+    );
+    assert!(peak_kib < 48 * 1024, "proxy peak RSS {peak_kib} KiB");
+    eprintln!("batch of {n}: kept {kept}, dropped {dropped}, peak RSS {peak_kib} KiB");
+}
+
+/// A flood of 100 000 progress notifications while a call runs (catalogue
+/// B6): every one is relayed, the answer arrives after them, memory stays
+/// flat, and the run records the call (notifications cost the recorder
+/// nothing: it is not lossy).
+#[test]
+fn a_flood_of_notifications_does_not_hold_up_the_call_or_memory() {
+    let dir = TempDir::new("flood");
+    let flood = 100_000usize;
+    let script = json!({"rules": [{"method": "tools/call", "tool": "busy", "do": [
+        {"notify": {"method": "notifications/progress",
+                    "params": {"progressToken": "p", "progress": 1}}, "repeat": flood},
+        {"echo_arguments": true}]}]});
+    let mut host = initialized(proxy(&dir, &script));
+    let started = Instant::now();
+    host.send(&call(1, "busy", json!({"n": 1})));
+    assert!(host.wait_lines(2 + flood, Duration::from_secs(20)));
+    let took = started.elapsed();
+    let peak_kib = peak_rss_kib(host.pid());
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+
+    let lines: Vec<&[u8]> = seen.stdout.split(|&b| b == b'\n').collect();
+    assert_eq!(lines.len(), 2 + flood + 1, "lines and the empty tail");
+    let progress = lines
+        .iter()
+        .filter(|l| l.windows(22).any(|w| w == b"notifications/progress"))
+        .count();
+    assert_eq!(progress, flood);
+    let answer: Value = serde_json::from_slice(lines[1 + flood]).expect("answer");
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["result"]["content"][0]["text"], r#"{"n":1}"#);
+    assert!(peak_kib < 32 * 1024, "proxy peak RSS {peak_kib} KiB");
+
+    let doc = export(&dir, "latest");
+    assert_eq!(doc["steps"][1]["outcome"], "answered", "{doc}");
+    assert_eq!(doc["finish"]["lossy"], false, "{doc}");
+    eprintln!("{flood} notifications and the answer in {took:?}; peak RSS {peak_kib} KiB");
+}
