@@ -822,10 +822,13 @@ impl Remote {
                     _ => false,
                 };
                 if event.oversized {
-                    self.oversized(summary, event.data_len());
                     if is_want {
-                        return Answer::Lost;
+                        // Answered as the awaited request is: an error for
+                        // the host's, a log line for the proxy's own.
+                        let text = self.too_large_text(event.data_len());
+                        return self.lost(want, deliver, &text);
                     }
+                    self.oversized(summary, event.data_len());
                     continue;
                 }
                 if event.data.iter().all(u8::is_ascii_whitespace) {
@@ -947,12 +950,17 @@ impl Remote {
         Answer::Lost
     }
 
-    /// A message over the limit: the request waiting for it gets an error.
-    fn oversized(&self, summary: &LineSummary, size: u64) {
-        let text = format!(
+    fn too_large_text(&self, size: u64) -> String {
+        format!(
             "upstream answer too large ({size} bytes or more; the limit is {} bytes)",
             self.max
-        );
+        )
+    }
+
+    /// A message over the limit that no request on this stream awaits: the
+    /// request it answers (the host's) gets an error.
+    fn oversized(&self, summary: &LineSummary, size: u64) {
+        let text = self.too_large_text(size);
         match Kind::of(summary) {
             Kind::Response { id, .. } => self.fail(Some(id), &text),
             _ => log::warn!(

@@ -636,6 +636,55 @@ fn credentials_a_server_echoes_are_not_recorded() {
     }
 }
 
+/// While renewing a session, bir replays the host's setup under ids of its
+/// own; an answer to one of those that is over the size limit is bir's
+/// problem: the host never sees a `bir:` id.
+#[test]
+fn an_oversized_answer_to_the_proxys_own_request_stays_with_the_proxy() {
+    let expired = Arc::new(AtomicBool::new(false));
+    let exp = Arc::clone(&expired);
+    let big = "x".repeat(5000);
+    let server = mcp_server(move |s, msg| {
+        let session = s.header("Mcp-Session-Id").unwrap_or("");
+        if session == "s-1" && exp.load(Ordering::SeqCst) {
+            return reply(404, &[], "");
+        }
+        if session == "s-1" && msg["method"] == "tools/call" {
+            exp.store(true, Ordering::SeqCst);
+        }
+        let replayed = msg["id"].as_str().is_some_and(|id| id.starts_with("bir:"));
+        if replayed && msg["method"] == "logging/setLevel" {
+            let answer = echo_result(&msg["id"], &big);
+            return sse_reply(vec![(Duration::ZERO, format!("data: {answer}\n\n"))], &[]);
+        }
+        json_reply(&echo_result(&msg["id"], &format!("via {session}")), &[])
+    });
+    let dir = TempDir::new("http-own-oversized");
+    let mut cmd = proxy(&dir, &server.url("/mcp"), &[]);
+    cmd.env("BIR_UPSTREAM_MAX_MESSAGE_BYTES", "2000");
+    let mut host = Host::start(cmd);
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    host.send(
+        &json!({"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"debug"}}),
+    );
+    answer_to(&host, json!(10), t);
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "via s-1");
+    host.send(&call(3, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(&host, json!(3), t)), "via s-2");
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(seen.messages().len(), 4, "{:?}", seen.messages());
+    assert!(
+        !contains(&seen.stdout, "bir:"),
+        "a bir: id reached the host"
+    );
+    assert!(seen.stderr.contains("too large"), "{}", seen.stderr);
+}
+
 #[test]
 fn an_expired_session_is_renewed_without_the_host_noticing() {
     // The server forgets session s-1 after its first tools/call.
