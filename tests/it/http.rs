@@ -641,40 +641,21 @@ fn credentials_a_server_echoes_are_not_recorded() {
 /// problem: the host never sees a `bir:` id.
 #[test]
 fn an_oversized_answer_to_the_proxys_own_request_stays_with_the_proxy() {
-    let expired = Arc::new(AtomicBool::new(false));
-    let exp = Arc::clone(&expired);
     let big = "x".repeat(5000);
-    let server = mcp_server(move |s, msg| {
-        let session = s.header("Mcp-Session-Id").unwrap_or("");
-        if session == "s-1" && exp.load(Ordering::SeqCst) {
-            return reply(404, &[], "");
-        }
-        if session == "s-1" && msg["method"] == "tools/call" {
-            exp.store(true, Ordering::SeqCst);
-        }
+    let server = forgetful_server(move |_, msg| {
         let replayed = msg["id"].as_str().is_some_and(|id| id.starts_with("bir:"));
-        if replayed && msg["method"] == "logging/setLevel" {
+        (replayed && msg["method"] == "logging/setLevel").then(|| {
             let answer = echo_result(&msg["id"], &big);
-            return sse_reply(vec![(Duration::ZERO, format!("data: {answer}\n\n"))], &[]);
-        }
-        json_reply(&echo_result(&msg["id"], &format!("via {session}")), &[])
+            sse_reply(vec![(Duration::ZERO, format!("data: {answer}\n\n"))], &[])
+        })
     });
     let dir = TempDir::new("http-own-oversized");
     let mut cmd = proxy(&dir, &server.url("/mcp"), &[]);
     cmd.env("BIR_UPSTREAM_MAX_MESSAGE_BYTES", "2000");
     let mut host = Host::start(cmd);
-    let t = Duration::from_secs(10);
-    host.send(&init(json!(1), json!({})));
-    answer_to(&host, json!(1), t);
-    host.send(&initialized());
-    host.send(
-        &json!({"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"debug"}}),
-    );
-    answer_to(&host, json!(10), t);
-    host.send(&call(2, "echo", json!({})));
-    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "via s-1");
-    host.send(&call(3, "echo", json!({})));
-    assert_eq!(text_of(&answer_to(&host, json!(3), t)), "via s-2");
+    let set_level =
+        json!({"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"debug"}});
+    drive_through_a_renewal(&mut host, &[set_level]);
     let seen = host.finish(Duration::from_secs(6));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     assert_eq!(seen.messages().len(), 4, "{:?}", seen.messages());
@@ -685,14 +666,16 @@ fn an_oversized_answer_to_the_proxys_own_request_stays_with_the_proxy() {
     assert!(seen.stderr.contains("too large"), "{}", seen.stderr);
 }
 
-#[test]
-fn an_expired_session_is_renewed_without_the_host_noticing() {
-    // The server forgets session s-1 after its first tools/call.
-    let expired = Arc::new(AtomicBool::new(false));
-    let exp = Arc::clone(&expired);
-    let server = mcp_server(move |s, msg| {
+/// A server that forgets session `s-1` after its first `tools/call` (404
+/// from then on), and otherwise answers `via <session>`, unless `special`
+/// answers first.
+fn forgetful_server(
+    special: impl Fn(&Seen, &Value) -> Option<Reply> + Send + Sync + 'static,
+) -> Fault {
+    let expired = AtomicBool::new(false);
+    mcp_server(move |s, msg| {
         let session = s.header("Mcp-Session-Id").unwrap_or("");
-        if session == "s-1" && exp.load(Ordering::SeqCst) {
+        if session == "s-1" && expired.load(Ordering::SeqCst) {
             return reply(
                 404,
                 &[("Content-Type", "application/json")],
@@ -700,31 +683,49 @@ fn an_expired_session_is_renewed_without_the_host_noticing() {
             );
         }
         if session == "s-1" && msg["method"] == "tools/call" {
-            exp.store(true, Ordering::SeqCst);
+            expired.store(true, Ordering::SeqCst);
+        }
+        if let Some(answer) = special(s, msg) {
+            return answer;
         }
         json_reply(&echo_result(&msg["id"], &format!("via {session}")), &[])
-    });
+    })
+}
+
+/// The host's side of a session renewal: the handshake, `setup` requests
+/// (each answered), a call in session s-1, and one that needs s-2.
+fn drive_through_a_renewal(host: &mut Host, setup: &[Value]) {
+    let t = Duration::from_secs(10);
+    host.send(&init(json!(1), json!({})));
+    answer_to(host, json!(1), t);
+    host.send(&initialized());
+    for request in setup {
+        host.send(request);
+        answer_to(host, request["id"].clone(), t);
+    }
+    host.send(&call(2, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(host, json!(2), t)), "via s-1");
+    host.send(&call(3, "echo", json!({})));
+    assert_eq!(text_of(&answer_to(host, json!(3), t)), "via s-2");
+}
+
+#[test]
+fn an_expired_session_is_renewed_without_the_host_noticing() {
+    let server = forgetful_server(|_, _| None);
     let dir = TempDir::new("http-404");
     let mut host = Host::start(proxy(
         &dir,
         &server.url("/mcp"),
         &["--header", &format!("Authorization: Bearer {TOKEN}")],
     ));
-    let t = Duration::from_secs(10);
-    host.send(&init(json!(1), json!({})));
-    answer_to(&host, json!(1), t);
-    host.send(&initialized());
     // Session state the renewal must restore (the fake answers anything).
-    host.send(
-        &json!({"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"debug"}}),
+    drive_through_a_renewal(
+        &mut host,
+        &[
+            json!({"jsonrpc":"2.0","id":10,"method":"logging/setLevel","params":{"level":"debug"}}),
+            json!({"jsonrpc":"2.0","id":11,"method":"resources/subscribe","params":{"uri":"demo://a"}}),
+        ],
     );
-    answer_to(&host, json!(10), t);
-    host.send(&json!({"jsonrpc":"2.0","id":11,"method":"resources/subscribe","params":{"uri":"demo://a"}}));
-    answer_to(&host, json!(11), t);
-    host.send(&call(2, "echo", json!({})));
-    assert_eq!(text_of(&answer_to(&host, json!(2), t)), "via s-1");
-    host.send(&call(3, "echo", json!({})));
-    assert_eq!(text_of(&answer_to(&host, json!(3), t)), "via s-2");
     let seen = host.finish(Duration::from_secs(6));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     // The host saw exactly its five answers.
