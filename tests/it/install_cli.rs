@@ -533,8 +533,17 @@ fn claude_install_wraps_approved_servers_and_uninstall_restores_every_byte() {
             .expect("changes")
             .is_empty()
     );
+    // A second uninstall is a clean no-op: exit 0, says so, writes nothing.
+    let ledger_after = fs::read(&ledger_path).expect("read");
     let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("Nothing to undo"), "{}", text(&out));
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+    assert_eq!(
+        fs::read_to_string(f.dir.join("proj/.mcp.json")).expect("read"),
+        mcp
+    );
+    assert_eq!(fs::read(&ledger_path).expect("read"), ledger_after);
 }
 
 #[test]
@@ -1411,4 +1420,105 @@ fn other_clients_remote_entries_wrap_in_place_and_refuse_placeholders() {
     );
     let back = fs::read_to_string(f.dir.join("home/.cursor/mcp.json")).expect("read");
     assert_eq!(back, cursor.replace("\\u0073tatic", "static"));
+}
+
+/// Every file under `dir` (recursively) whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            found.extend(files_containing(&p, needle));
+        } else if fs::read(&p)
+            .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+        {
+            found.push(p);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_wrapped_remote_entry_runs_without_its_credential_in_argv_or_logs() {
+    let f = Fixture::new("cc-remote-argv");
+    let project = f.project();
+    // Port 9 on loopback: nothing listens, so the proxy answers with an
+    // error at once and keeps running until its host closes stdin.
+    let claude = format!(
+        r#"{{
+  "projects": {{
+    "{project}": {{
+      "mcpServers": {{
+        "api": {{"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {{"Authorization": "{SECRET}"}}}}
+      }},
+      "hasTrustDialogAccepted": true
+    }}
+  }}
+}}
+"#
+    );
+    fs::write(f.claude_json(), &claude).expect("write");
+    let out = f.bir(&["install", "--server", "api"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(!all.contains("s3cr3t"), "{all}");
+
+    // Start the entry the way Claude Code does: command, args, env.
+    let written: Value =
+        serde_json::from_str(&fs::read_to_string(f.claude_json()).expect("read")).expect("json");
+    let entry = &written["projects"][&project]["mcpServers"]["api"];
+    assert!(!entry["args"].to_string().contains("s3cr3t"), "{entry}");
+    let mut cmd = command(entry["command"].as_str().expect("command"), &f.dir);
+    cmd.args(
+        entry["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("string arg")),
+    );
+    for (k, v) in entry["env"].as_object().expect("env") {
+        cmd.env(k, v.as_str().expect("string env"));
+    }
+    // Even at the most verbose level nothing logs the credential.
+    cmd.env("RUST_LOG", "trace");
+    let mut host = Host::start(cmd);
+    host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
+    assert!(
+        host.wait_lines(1, Duration::from_secs(10)),
+        "{}",
+        host.stderr_so_far()
+    );
+    // The proxy is running (it answered and waits for more): what `ps`
+    // shows of it never holds the credential; its environment does.
+    let pid = host.pid();
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).expect("cmdline");
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    assert!(
+        cmdline.contains("--url http://127.0.0.1:9/mcp"),
+        "{cmdline}"
+    );
+    assert!(!cmdline.contains("s3cr3t"), "{cmdline}");
+    let environ = fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    assert!(String::from_utf8_lossy(&environ).contains("s3cr3t"));
+    host.close_stdin();
+    let seen = host.finish(Duration::from_secs(10));
+    let answers = seen.messages();
+    assert!(
+        answers[0]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unreachable")),
+        "{answers:?}"
+    );
+    assert!(!seen.stderr.is_empty(), "the failure is logged");
+    assert!(!seen.stderr.contains("s3cr3t"), "{}", seen.stderr);
+    assert!(!String::from_utf8_lossy(&seen.stdout).contains("s3cr3t"));
+    // Nothing bir wrote (ledger, logs, recordings) holds it: only the
+    // client's own config, where the client put it.
+    assert_eq!(
+        files_containing(&f.dir.join("home"), "s3cr3t"),
+        vec![f.claude_json()]
+    );
 }
