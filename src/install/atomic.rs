@@ -224,7 +224,8 @@ fn write_temp(target: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
         Err(e) => {
             let _ = fs::remove_file(&tmp);
             Err(format!(
-                "cannot write a temporary file in {} ({e}); {} was not changed",
+                "cannot write a temporary file in {} ({e}); {} was not changed. \
+                 Make the directory writable or free some space there, then run the command again",
                 dir.display(),
                 target.display()
             ))

@@ -1522,3 +1522,86 @@ fn a_wrapped_remote_entry_runs_without_its_credential_in_argv_or_logs() {
         vec![f.claude_json()]
     );
 }
+
+/// Runs bir with files capped at `max_bytes` (RLIMIT_FSIZE, SIGXFSZ
+/// ignored): a write past the cap fails with EFBIG, like a full disk,
+/// even for root (whom a read-only mode does not stop).
+fn bir_with_file_cap(f: &Fixture, args: &[&str], max_bytes: u64) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = command(bir(), &f.dir);
+    cmd.args(args)
+        .env_remove("BIR_PROXY_PATH")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("XDG_CONFIG_HOME")
+        .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
+        .current_dir(f.dir.join("proj"));
+    // SAFETY: signal and setrlimit are async-signal-safe; nothing is
+    // allocated between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let cap = libc::rlimit {
+                rlim_cur: max_bytes,
+                rlim_max: max_bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &cap) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().expect("run bir")
+}
+
+/// The sorted names in `dir` (a failed write must leave no new file).
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_write_that_fails_midway_leaves_the_config_untouched_and_no_temp_file() {
+    let (f, claude, _) = standard_fixture("cc-efbig");
+    let home = f.dir.join("home");
+    let listed = names(&home);
+
+    // Install: the temp file is cut off at the original's size (the wrapped
+    // file is longer), so the write fails part-way through.
+    let out = bir_with_file_cap(&f, &["install"], claude.len() as u64);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("cannot write a temporary file")
+            && all.contains(&format!("{} was not changed", f.claude_json().display()))
+            && all.contains("free some space"),
+        "{all}"
+    );
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+    assert_eq!(names(&home), listed, "no temp file, no ledger");
+
+    // Uninstall: the restored file is shorter, so a smaller cap.
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let installed = fs::read_to_string(f.claude_json()).expect("read");
+    let ledger = f.ledger();
+    let listed = names(&home);
+    let out = bir_with_file_cap(&f, &["uninstall"], 64);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains("cannot write a temporary file"), "{all}");
+    assert_eq!(
+        fs::read_to_string(f.claude_json()).expect("read"),
+        installed
+    );
+    assert_eq!(names(&home), listed, "no temp file left behind");
+    assert_eq!(f.ledger(), ledger, "the changes stay recorded");
+    // Once the disk has room again, uninstall restores every byte.
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+}
