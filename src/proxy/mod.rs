@@ -346,8 +346,15 @@ impl Session {
             Event::Signal(sig) => {
                 log::debug!("received signal {sig}; passing it on to the server");
                 self.signalled = true;
-                match self.pid {
-                    Some(pid) if self.exited.is_none() => signals::send_to_group(pid, sig),
+                match (self.pid, self.exited) {
+                    (Some(pid), None) => signals::send_to_group(pid, sig),
+                    // The server has exited and something it started still
+                    // holds its stdout: stop that, and end the way the
+                    // server ended (what the host would have seen).
+                    (Some(pid), Some(status)) if self.dead_status.is_none() => {
+                        signals::send_to_group(pid, sig);
+                        return Some(exit_of(status));
+                    }
                     // Nothing left to stop: end now, the way we were told to.
                     _ => return Some(self.dead_status.unwrap_or(Exit::Signal(sig))),
                 }

@@ -76,6 +76,31 @@ fn sigint_is_passed_on_and_the_proxy_leaves_at_once() {
     eprintln!("proxy gone {took:?} after SIGINT");
 }
 
+/// The server has exited, but something it started still holds its stdout
+/// (the proxy waits a moment for it): a host's signal then stops what is
+/// left, and the proxy ends the way its server ended, as the host would
+/// have seen without bir.
+#[test]
+fn a_signal_after_the_server_exited_keeps_its_exit_status() {
+    let dir = TempDir::new("exited-then-signal");
+    let pidfile = dir.join("left.pid");
+    let script = format!("sleep 30 & echo $! > {}; exit 3", pidfile.display());
+    let mut cmd = command(dir.proxy_link(), &dir);
+    cmd.args(["--server-name", "sh", "--", "sh", "-c", &script]);
+    let mut host = Host::start(cmd);
+    let left = read_pid(&pidfile, Duration::from_secs(5));
+    // The proxy has seen its server exit and waits for the stdout it shares
+    // with `sleep` to close (500 ms); the host stops it meanwhile.
+    std::thread::sleep(Duration::from_millis(150));
+    host.signal(libc::SIGTERM);
+    let seen = host.finish(Duration::from_secs(3));
+    assert_eq!(seen.exit(), "code 3", "{}", seen.stderr);
+    assert!(
+        wait_gone(left, Duration::from_secs(2)),
+        "what the server left behind is stopped too"
+    );
+}
+
 #[test]
 fn a_killed_proxy_leaves_no_orphan() {
     let dir = TempDir::new("sigkill");
