@@ -87,7 +87,7 @@ fn a_signal_after_the_server_exited_keeps_its_exit_status() {
     let script = format!("sleep 30 & echo $! > {}; exit 3", pidfile.display());
     let mut cmd = command(dir.proxy_link(), &dir);
     cmd.args(["--server-name", "sh", "--", "sh", "-c", &script]);
-    let mut host = Host::start(cmd);
+    let host = Host::start(cmd);
     let left = read_pid(&pidfile, Duration::from_secs(5));
     // The proxy has seen its server exit and waits for the stdout it shares
     // with `sleep` to close (500 ms); the host stops it meanwhile.
