@@ -88,6 +88,17 @@ pub enum Observation {
     },
 }
 
+impl Observation {
+    /// A copy of a relayed or proxy-made message, stamped now.
+    fn message(direction: Direction, bytes: &[u8]) -> Observation {
+        Observation::Message {
+            at: SystemTime::now(),
+            direction,
+            body: step::ObservedBody::of(bytes),
+        }
+    }
+}
+
 impl Weighed for Observation {
     fn weight(&self) -> usize {
         match self {
@@ -131,11 +142,7 @@ impl Batch {
     /// A relayed or proxy-made message (the caller checked
     /// [`Observer::wants_messages`]).
     pub fn message(&mut self, direction: Direction, bytes: &[u8]) {
-        self.items.push(Observation::Message {
-            at: SystemTime::now(),
-            direction,
-            body: step::ObservedBody::of(bytes),
-        });
+        self.items.push(Observation::message(direction, bytes));
     }
 
     pub fn tool_call(&mut self, call: ToolCallObserved) {
@@ -208,11 +215,7 @@ impl Observer {
     /// Copies a message for the sinks, if any wants messages.
     pub fn message(&self, direction: Direction, bytes: &[u8]) {
         if self.wants_messages() {
-            self.queue.push(Observation::Message {
-                at: SystemTime::now(),
-                direction,
-                body: step::ObservedBody::of(bytes),
-            });
+            self.queue.push(Observation::message(direction, bytes));
         }
     }
 
@@ -335,9 +338,12 @@ fn deliver_batch(
     sinks: &mut [Box<dyn Sink>],
 ) {
     let mut delivered = 0;
+    // Read once the queue is closed (it is set before the close).
+    let mut until: Option<Option<Instant>> = None;
     while let Some(obs) = batch.pop_front() {
         if queue.is_closed() {
-            if queue.deliver_until().is_some_and(|t| Instant::now() >= t) {
+            let until = *until.get_or_insert_with(|| queue.deliver_until());
+            if until.is_some_and(|t| Instant::now() >= t) {
                 queue.count_lost(1 + batch.len() as u64);
                 batch.clear();
                 return;

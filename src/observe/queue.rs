@@ -32,7 +32,7 @@ struct State<T> {
     closed: bool,
     /// Set by [`Queue::close_by`]: when the consumer must stop delivering.
     deliver_until: Option<Instant>,
-    /// The consumer is blocked in `pop`, waiting to be woken.
+    /// The consumer is blocked in `take_all`, waiting to be woken.
     consumer_asleep: bool,
 }
 
@@ -92,7 +92,7 @@ impl<T: Weighed> Queue<T> {
         // Wake the consumer only when a batch has built up, and only if it
         // sleeps: a wake-up (a system call) per item would cost the relay
         // dearly, and a consumer at work, or falling behind, needs none. An
-        // idle consumer polls on its own (see `pop`'s timeout).
+        // idle consumer polls on its own (see `take_all`'s timeout).
         let wake = state.consumer_asleep && state.items.len() >= self.max_items / 2;
         if wake {
             state.consumer_asleep = false;
@@ -139,10 +139,7 @@ impl<T: Weighed> Queue<T> {
     /// No more pushes; the consumer delivers what is left until `until`,
     /// counts the rest as dropped ([`Queue::count_lost`]) and stops.
     pub fn close_by(&self, until: Instant) {
-        if let Ok(mut state) = self.state.lock() {
-            state.deliver_until = Some(until);
-        }
-        self.close();
+        self.close_with(Some(until));
     }
 
     /// When a closed queue's consumer must stop delivering, if it was given
@@ -153,10 +150,17 @@ impl<T: Weighed> Queue<T> {
 
     /// No more pushes; the consumer drains what is left and then stops.
     pub fn close(&self) {
-        self.closed.store(true, Ordering::Release);
+        self.close_with(None);
+    }
+
+    /// Closes under one lock. The time is in place before `is_closed` can
+    /// say so, so a consumer that sees the queue closed sees its time too.
+    fn close_with(&self, deliver_until: Option<Instant>) {
         if let Ok(mut state) = self.state.lock() {
+            state.deliver_until = state.deliver_until.or(deliver_until);
             state.closed = true;
         }
+        self.closed.store(true, Ordering::Release);
         self.ready.notify_all();
     }
 

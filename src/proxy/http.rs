@@ -900,7 +900,7 @@ impl Remote {
             return self.lost(want, deliver, &text);
         }
         if body.len() as u64 > self.max {
-            let text = format!("upstream answer too large (over {} bytes)", self.max);
+            let text = self.too_large_text(body.len() as u64);
             return self.lost(want, deliver, &text);
         }
         if body.iter().all(u8::is_ascii_whitespace) {

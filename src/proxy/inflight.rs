@@ -170,8 +170,6 @@ pub struct HostRequest {
     seq: u64,
 }
 
-impl HostRequest {}
-
 /// A request the proxy sent to the upstream on its own behalf.
 #[derive(Debug)]
 pub struct OwnRequest {

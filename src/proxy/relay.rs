@@ -175,17 +175,30 @@ impl Shared {
         size: Option<u64>,
         ended: Instant,
     ) {
+        if let Some(call) = self.unanswered_call(request, outcome, size, ended) {
+            self.observer.tool_call(call);
+        }
+    }
+
+    /// What the observer learns of a `tools/call` that got no answer (see
+    /// [`Shared::observe_unanswered_call`]); nothing for other methods.
+    fn unanswered_call(
+        &self,
+        request: HostRequest,
+        outcome: CallOutcome,
+        size: Option<u64>,
+        ended: Instant,
+    ) -> Option<ToolCallObserved> {
+        if request.method != "tools/call" {
+            return None;
+        }
         let (outcome, ended) = match (request.cancelled_at, outcome) {
             (Some(at), CallOutcome::UpstreamGone | CallOutcome::SessionEnded) => {
                 (CallOutcome::Cancelled, at)
             }
             _ => (outcome, ended),
         };
-        if request.method == "tools/call"
-            && let Some(call) = self.tool_call_observed(request, None, outcome, size, ended)
-        {
-            self.observer.tool_call(call);
-        }
+        self.tool_call_observed(request, None, outcome, size, ended)
     }
 
     /// What the observer learns of a finished `tools/call` (nothing unless
@@ -833,10 +846,7 @@ fn deliver_after(shared: &Shared, framer: &Framer, outbox: &mut Outbox, relayed:
                 observe_answered_call(shared, batch, request, &bytes, maybe_binary, outbox.read_at)
             }
             After::Unanswered(request, outcome, size) => {
-                if request.method == "tools/call"
-                    && let Some(call) =
-                        shared.tool_call_observed(request, None, outcome, size, outbox.read_at)
-                {
+                if let Some(call) = shared.unanswered_call(request, outcome, size, outbox.read_at) {
                     batch.tool_call(call);
                 }
             }

@@ -7,7 +7,9 @@
 //! `method` value (`"id":{}`) was captured as an empty value, or as `{`
 //! when a chunk boundary fell inside it; both scanners now capture `{}`.
 
-use super::{LineSummary, Shape, VALUE_CAPTURE};
+// The grammar's data types are shared; the logic below is this
+// scanner's own, which is what makes it a reference.
+use super::{LineSummary, Num, Shape, TopKey, VALUE_CAPTURE};
 use crate::jsonrpc::small::SmallBytes;
 
 const KEY_CAPTURE: usize = 16;
@@ -31,31 +33,6 @@ enum Lex {
     Garbage,
 }
 
-/// States of the JSON number grammar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Num {
-    /// After `-`: a digit must follow.
-    Minus,
-    /// After a leading `0`.
-    Zero,
-    /// In the integer digits.
-    Int,
-    /// After `.`: a digit must follow.
-    Dot,
-    Frac,
-    /// After `e` / `E`: a sign or digit must follow.
-    Exp,
-    /// After the exponent's sign: a digit must follow.
-    ExpSign,
-    ExpDigits,
-}
-
-impl Num {
-    fn accepting(self) -> bool {
-        matches!(self, Num::Zero | Num::Int | Num::Frac | Num::ExpDigits)
-    }
-}
-
 /// What the grammar expects next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Expect {
@@ -73,16 +50,6 @@ enum Expect {
     CommaOrClose,
     /// After the top-level value: only whitespace may follow.
     Done,
-}
-
-/// Which top-level key's value is being read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TopKey {
-    Id,
-    Method,
-    Result,
-    Error,
-    Other,
 }
 
 /// Incremental scanner for one direction of a newline-delimited stream.
