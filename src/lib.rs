@@ -27,6 +27,7 @@
 //! * [`install`] — `bir wrap`/`install`/`uninstall`/`status`/`doctor`: client
 //!   configs, edited byte-preservingly and atomically, with a ledger to undo.
 
+pub mod bound;
 pub mod cli;
 pub mod codec;
 pub mod hooks;

@@ -241,6 +241,7 @@ impl Recorder {
             session_id: self.cfg.session_id.as_deref().map(str::to_owned),
             bir_version: env!("CARGO_PKG_VERSION").into(),
             lossy: false,
+            model: None,
         };
         self.run_id = Some(id.clone());
         self.emit(RunEvent::RunStarted(RunHeader {
@@ -393,6 +394,12 @@ impl Recorder {
             correlation: None,
             withheld: None,
             redactions: 0,
+            kind: None,
+            agent_type: None,
+            parent_tool_use_id: None,
+            context: None,
+            turn: None,
+            permission: None,
         };
         let selected = Step {
             input: args.value,
@@ -618,6 +625,7 @@ impl Sink for Recorder {
             metrics: self.metrics.clone(),
             lossy: dropped > 0 || lost > 0,
             dropped: dropped + lost,
+            reason: None,
         };
         self.emit(RunEvent::RunFinished(finish));
         if let Some(writer) = self.writer.as_mut() {

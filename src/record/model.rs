@@ -34,6 +34,14 @@ pub enum RunEvent {
     /// recorded once per run (and again if the tools change).
     ServerSnapshot(ServerSnapshot),
     Step(Step),
+    /// A prompt that starts a turn of a bound run (Tier 1). The first one is
+    /// also the run header's `input`.
+    Turn(Turn),
+    /// Something the host session did that is not a tool step: compaction,
+    /// a subagent starting or stopping, a permission request or denial, a
+    /// notification, an elicitation (Tier 1). Kept so nothing the hooks
+    /// told is thrown away.
+    SessionEvent(SessionEvent),
     RunFinished(RunFinish),
     /// The recording service acknowledged every record up to `upTo`.
     RemoteAck(RemoteAck),
@@ -72,6 +80,9 @@ pub struct RunMetadata {
     /// Set at the end if any observation was lost.
     #[serde(default)]
     pub lossy: bool,
+    /// Bound runs only: the model the host session used, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -165,6 +176,72 @@ pub struct Step {
     /// Secrets replaced in this step's payloads.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub redactions: u32,
+    /// Bound runs only: what kind of tool this is. Absent in standalone
+    /// runs, where every step is an MCP call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<StepKind>,
+    /// Bound runs only: the subagent type (`agent_type`) when the step ran
+    /// inside a subagent; `agent_id` names the instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
+    /// Bound runs only: the `tool_use_id` of the Agent step a subagent's
+    /// step is nested under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_tool_use_id: Option<String>,
+    /// Bound runs only: the model's text (and thinking summary, where the
+    /// transcript has one) just before it chose this tool. Redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Bound runs only: the turn (1, 2, …) this step belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// Bound runs only: the permission decision the host reported for
+    /// this call (`PermissionRequest`, `PermissionDenied`), redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<Value>,
+}
+
+/// What kind of tool a bound run's step used.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    /// A host built-in (Bash, Read, Edit, …).
+    Builtin,
+    /// A tool of an MCP server (`mcp__<server>__<tool>`).
+    Mcp,
+    /// The tool that launches a subagent (Claude Code's `Agent`/`Task`).
+    Agent,
+}
+
+/// A prompt of a bound run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Turn {
+    /// 1 for the session's first prompt, then 2, 3, …
+    pub turn: u32,
+    pub at: String,
+    /// The prompt text, redacted and truncated.
+    pub prompt: String,
+    /// Set when the prompt is not the user's but the host's (a background
+    /// subagent's `<task-notification>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// A session event that is not a tool step (see [`RunEvent::SessionEvent`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionEvent {
+    /// The hook event's name as the host sent it (`PreCompact`,
+    /// `SubagentStart`, …), kept verbatim so unknown events survive.
+    pub name: String,
+    pub at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// The rest of the payload, redacted (session-wide fields such as
+    /// `session_id` and `transcript_path` left out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -181,6 +258,10 @@ pub struct RunFinish {
     pub lossy: bool,
     /// Observations lost before they reached the recorder.
     pub dropped: u64,
+    /// Bound runs only: why the run ended (`session_end`, `idle_timeout`,
+    /// `daemon_shutdown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -289,7 +289,10 @@ pub fn request_for(run_id: &str, record: &Record) -> Option<WireRequest> {
                 false,
             )
         }
-        RunEvent::RemoteAck(_) => return None,
+        // The service's API has no place for a later prompt or a session
+        // event yet; they stay in the local journal (the first prompt
+        // travels as the run's `input`).
+        RunEvent::RemoteAck(_) | RunEvent::Turn(_) | RunEvent::SessionEvent(_) => return None,
     };
     Some(WireRequest {
         method,
@@ -1243,6 +1246,12 @@ mod tests {
             correlation: None,
             withheld: None,
             redactions: 0,
+            kind: None,
+            agent_type: None,
+            parent_tool_use_id: None,
+            context: None,
+            turn: None,
+            permission: None,
         }
     }
 
@@ -1362,6 +1371,7 @@ mod tests {
             metrics: RunMetrics::default(),
             lossy: true,
             dropped: 2,
+            reason: None,
         };
         let req = request_for("run_a", &rec(9, RunEvent::RunFinished(finish))).expect("sent");
         assert_eq!(req.path, "/recordings/runs/run_a/finish");

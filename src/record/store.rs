@@ -22,7 +22,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::journal::{self, DiskStorage, JournalFile, Storage};
-use super::model::{Record, RunEvent, RunFinish, RunHeader, ServerSnapshot, Step, StepType};
+use super::model::{
+    Record, RunEvent, RunFinish, RunHeader, ServerSnapshot, SessionEvent, Step, StepType, Turn,
+};
 
 const JOURNAL_SUFFIX: &str = ".journal";
 
@@ -127,6 +129,10 @@ pub struct LoadedRun {
     pub header: Option<RunHeader>,
     pub snapshots: Vec<ServerSnapshot>,
     pub steps: Vec<Step>,
+    /// Bound runs: the prompts, in order.
+    pub turns: Vec<Turn>,
+    /// Bound runs: session events that are not steps.
+    pub events: Vec<SessionEvent>,
     pub finish: Option<RunFinish>,
     pub records: Vec<Record>,
     /// Highest sequence number the recording service acknowledged.
@@ -345,6 +351,8 @@ pub fn load_path(path: &Path) -> io::Result<LoadedRun> {
             RunEvent::Step(s) => run.steps.push(s.clone()),
             RunEvent::RunFinished(f) => run.finish = Some(f.clone()),
             RunEvent::RemoteAck(a) => run.acked = run.acked.max(a.up_to),
+            RunEvent::Turn(t) => run.turns.push(t.clone()),
+            RunEvent::SessionEvent(e) => run.events.push(e.clone()),
         }
         run.records.push(record);
     }
@@ -372,6 +380,7 @@ mod tests {
                 metrics: RunMetrics::default(),
                 lossy: false,
                 dropped: 0,
+                reason: None,
             }),
         };
         let json = serde_json::to_vec(&finished).expect("json");

@@ -1,0 +1,139 @@
+// Until the daemon (issue 11) uses it, the interface is not called yet.
+#![allow(dead_code)]
+//! The bound tier (Tier 1): one run per host session, told by the host's
+//! hooks and the session's proxies together.
+//!
+//! This module is the daemon's brain and does no I/O of its own (sans-IO):
+//! the daemon (`crate::daemon`) feeds it [`Input`]s with the time they
+//! arrived and carries out the [`Output`]s it returns — journal records to
+//! write, transcripts to read. Everything here can therefore be tested on
+//! plain event sequences, in any order and at any simulated time.
+//!
+//! ```text
+//! bir-hooks ──POST /hook/<Event>──┐
+//!                                 ├─▶ daemon ─▶ Engine::handle ─▶ Output::Record ─▶ sinks
+//! bir-proxy ──POST /proxy/*───────┘                            └▶ Output::ReadTranscript
+//! ```
+//!
+//! Invariants:
+//! * One `stepIndex` counter and one `seq` counter per run, both allocated
+//!   here, so a run's order is the order the engine decided, whoever
+//!   reported first.
+//! * Every string that leaves the engine in a [`Record`] has been through
+//!   the redactor. Hook payloads arrive raw (from the host, on loopback);
+//!   proxy records arrive already redacted by the proxy's recorder.
+//! * The engine never waits: a view that is still missing (the proxy's
+//!   answer after the hook's, or the other way round) is held for a grace
+//!   period and released by [`Engine::tick`].
+
+pub(crate) mod wire;
+
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use crate::record::model::Record;
+
+/// Something the daemon heard.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// A hook event exactly as the host posted it (`bir-hooks <Event>`
+    /// forwards stdin unchanged). `event` is the route's event name; the
+    /// payload's own `hook_event_name` wins when they differ.
+    Hook { event: String, payload: Value },
+    /// A proxy announced itself for a session.
+    ProxyRegistered(wire::ProxyRegister),
+    /// A batch of a proxy's prepared (redacted) records.
+    ProxyRecords(wire::ProxyRecords),
+    /// A proxy said goodbye, or its registration expired.
+    ProxyGone { proxy_id: String },
+    /// The transcript the engine asked for ([`Output::ReadTranscript`]),
+    /// read from `offset`: whatever bytes were there (possibly ending in a
+    /// line still being written).
+    TranscriptRead {
+        session_id: String,
+        agent_id: Option<String>,
+        offset: u64,
+        bytes: Vec<u8>,
+    },
+}
+
+/// Something the daemon must do.
+#[derive(Debug)]
+pub(crate) enum Output {
+    /// Append `record` to run `run_id`'s journal and hand it to the other
+    /// sinks. The first record of a run is its `run_started`; after
+    /// `run_finished` no record of that run follows.
+    Record { run_id: String, record: Box<Record> },
+    /// Read `path` from byte `offset` and answer with
+    /// [`Input::TranscriptRead`].
+    ReadTranscript {
+        session_id: String,
+        agent_id: Option<String>,
+        path: String,
+        offset: u64,
+    },
+}
+
+/// A session as `bir status` shows it.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionSummary {
+    pub session_id: String,
+    pub run_id: String,
+    pub cwd: String,
+    pub steps: u64,
+    pub proxies: Vec<String>,
+    pub last_event_at: SystemTime,
+}
+
+/// Tunables of the engine (the daemon reads them from the environment).
+#[derive(Debug, Clone)]
+pub(crate) struct EngineConfig {
+    pub redact: crate::redact::RedactConfig,
+    /// Cap per stored payload, as for standalone runs.
+    pub payload_cap: usize,
+    /// A session with no event for this long is finished as `idle_timeout`.
+    pub idle_end: std::time::Duration,
+    /// How long a step waits for its other view (hook or proxy).
+    pub join_grace: std::time::Duration,
+    /// How far apart a fingerprint match may be.
+    pub fingerprint_window: std::time::Duration,
+}
+
+/// All sessions the daemon is recording.
+///
+/// Placeholder until the join engine lands: it accepts every input and
+/// records nothing, so the daemon and the proxies can be built against the
+/// final interface.
+pub(crate) struct Engine {
+    #[allow(dead_code)]
+    cfg: EngineConfig,
+}
+
+impl Engine {
+    pub(crate) fn new(cfg: EngineConfig) -> Engine {
+        Engine { cfg }
+    }
+
+    /// Takes one input that arrived at `now`.
+    pub(crate) fn handle(&mut self, input: Input, now: SystemTime) -> Vec<Output> {
+        let _ = (input, now);
+        Vec::new()
+    }
+
+    /// Releases what waited long enough (join grace, idle sessions).
+    pub(crate) fn tick(&mut self, now: SystemTime) -> Vec<Output> {
+        let _ = now;
+        Vec::new()
+    }
+
+    /// Finishes every open run (the daemon is going down).
+    pub(crate) fn shutdown(&mut self, now: SystemTime) -> Vec<Output> {
+        let _ = now;
+        Vec::new()
+    }
+
+    pub(crate) fn sessions(&self) -> Vec<SessionSummary> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,62 @@
+//! The bodies of the daemon's `/proxy/*` routes, shared by the proxy (which
+//! sends them) and the daemon (which reads them). JSON, camelCase.
+//!
+//! A proxy sends only what its own recorder prepared — redacted, truncated
+//! records — so nothing raw leaves the proxy process (the same rule as for
+//! the local store and the recording service).
+
+use serde::{Deserialize, Serialize};
+
+use crate::record::model::{ServerSnapshot, Step};
+
+/// `POST /proxy/register`: a proxy announces itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProxyRegister {
+    /// Random per proxy process; names it in later requests.
+    pub proxy_id: String,
+    /// `CLAUDE_CODE_SESSION_ID` (or the SDK session's id).
+    pub session_id: String,
+    pub server_name: String,
+    pub pid: u32,
+    pub cwd: String,
+    pub bir_version: String,
+}
+
+/// `POST /proxy/records`: what a bound proxy recorded since its last post.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProxyRecords {
+    pub proxy_id: String,
+    pub session_id: String,
+    pub server_name: String,
+    pub items: Vec<ProxyItem>,
+    /// Observations the proxy lost before they were prepared (its queue
+    /// overflowed, or it was unbound while they happened): the run becomes
+    /// `lossy`.
+    #[serde(default)]
+    pub lost: u64,
+}
+
+/// One thing a proxy recorded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub(crate) enum ProxyItem {
+    /// The server's `initialize` answer and `tools/list`, as for standalone runs.
+    Snapshot(Box<ServerSnapshot>),
+    /// One `tools/call`: its `tool_selected` and `tool_response` steps as
+    /// the proxy's recorder prepared them. Their `stepIndex` is the
+    /// proxy's own and is replaced by the run's; `toolUseId` (from
+    /// `_meta["claudecode/toolUseId"]`) is the join key.
+    Call {
+        selected: Box<Step>,
+        response: Box<Step>,
+    },
+}
+
+/// `POST /proxy/unregister`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ProxyUnregister {
+    pub proxy_id: String,
+}
