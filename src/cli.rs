@@ -4,6 +4,11 @@
 //! (`bir-proxy`, `bir-hooks`, `bir`; a `.exe` suffix and any directory are
 //! ignored); for plain `bir`, the first argument may name the role instead
 //! (`bir proxy …` is `bir-proxy …`). Role detection is pure and unit-tested.
+//!
+//! This module is a leaf of the command layer: every argh struct, [`Exit`],
+//! [`parse_args`] and the version text live here, and it imports nothing
+//! from the crate but the [`Secret`](crate::secret::Secret) type a flag
+//! parses into. The commands import it; it never imports them.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -153,16 +158,16 @@ pub struct CliArgs {
 #[argh(subcommand)]
 pub enum CliCommand {
     Version(VersionCmd),
-    Runs(crate::runs::RunsCmd),
-    Sync(crate::sync::SyncCmd),
-    Login(crate::login::LoginCmd),
-    Logout(crate::login::LogoutCmd),
-    Whoami(crate::login::WhoamiCmd),
-    Wrap(crate::install::wrap::WrapCmd),
-    Install(crate::install::commands::InstallCmd),
-    Uninstall(crate::install::commands::UninstallCmd),
-    Status(crate::install::commands::StatusCmd),
-    Doctor(crate::install::doctor::DoctorCmd),
+    Runs(RunsCmd),
+    Sync(SyncCmd),
+    Login(LoginCmd),
+    Logout(LogoutCmd),
+    Whoami(WhoamiCmd),
+    Wrap(WrapCmd),
+    Install(InstallCmd),
+    Uninstall(UninstallCmd),
+    Status(StatusCmd),
+    Doctor(DoctorCmd),
 }
 
 /// Print the version and the build it came from.
@@ -177,6 +182,297 @@ pub fn version_line(program: &str) -> String {
         env!("CARGO_PKG_VERSION"),
         env!("BIR_BUILD")
     )
+}
+
+/// How a personality wants the process to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Exit with this status.
+    Code(u8),
+    /// Die of this signal, as the wrapped server did (exit parity: the host
+    /// sees exactly what it would have seen without bir).
+    Signal(i32),
+}
+
+/// Parses arguments with argh, printing help or errors the way argh means.
+/// `Err` carries the exit to take (0 after `--help`, 2 after a usage error).
+pub fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit> {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    T::from_args(&[program], &refs).map_err(|early| {
+        if early.status.is_ok() {
+            // Help text is what the user asked for: it goes to stdout.
+            #[expect(clippy::print_stdout, reason = "help output requested by the user")]
+            {
+                print!("{}", early.output);
+            }
+            Exit::Code(0)
+        } else {
+            eprint!("{}", early.output);
+            eprintln!("Run {program} --help for more information.");
+            Exit::Code(2)
+        }
+    })
+}
+
+/// Prints `<program> <version> (build <hash>)` to stdout.
+pub fn print_version(program: &str) -> Exit {
+    #[expect(clippy::print_stdout, reason = "the version is the command's output")]
+    {
+        println!("{}", version_line(program));
+    }
+    Exit::Code(0)
+}
+
+// ---- `runs`
+
+/// List, show, export and remove recorded runs.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "runs")]
+pub struct RunsCmd {
+    #[argh(subcommand)]
+    pub action: Option<RunsAction>,
+
+    /// how many runs to list (default 20)
+    #[argh(option, default = "20")]
+    pub limit: usize,
+
+    /// list as JSON lines instead of a table
+    #[argh(switch)]
+    pub json: bool,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum RunsAction {
+    Show(ShowCmd),
+    Export(ExportCmd),
+    Rm(RmCmd),
+}
+
+/// Draw a run as a timeline of its steps.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "show")]
+pub struct ShowCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional, default = "String::from(\"latest\")")]
+    pub run: String,
+
+    /// print whole arguments and results instead of one-line previews
+    #[argh(switch)]
+    pub full: bool,
+}
+
+/// Write a run as JSON (one document) or JSONL (its records) to stdout.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "export")]
+pub struct ExportCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional)]
+    pub run: String,
+
+    /// json (default) or jsonl
+    #[argh(option, default = "String::from(\"json\")")]
+    pub format: String,
+}
+
+/// Remove runs by id, by age, or beyond a count.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "rm")]
+pub struct RmCmd {
+    /// runs to remove (ids or unique prefixes)
+    #[argh(positional)]
+    pub runs: Vec<String>,
+
+    /// remove finished runs older than this (e.g. 7d, 12h, 30m)
+    #[argh(option)]
+    pub older_than: Option<String>,
+
+    /// keep only the newest N finished runs
+    #[argh(option)]
+    pub keep: Option<usize>,
+}
+
+// ---- `sync`
+
+/// Send runs the recording service has not acknowledged yet.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "sync")]
+pub struct SyncCmd {}
+
+// ---- `login`
+
+/// Sign in to a recording service: save its URL and your token.
+///
+/// Without --token the token is read from standard input (without echo on
+/// a terminal). Piped input may also be the JSON document your service
+/// issued, with token, refreshToken, expiresAt and refreshUrl.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "login")]
+pub struct LoginCmd {
+    /// the service's base URL (default: BIR_SERVICE_URL, or the one you
+    /// logged in to before)
+    #[argh(option)]
+    pub service: Option<String>,
+
+    /// the token (visible in your shell history and the process list:
+    /// prefer standard input)
+    #[argh(option)]
+    pub token: Option<crate::secret::Secret>,
+}
+
+/// Forget the recording service's credentials.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "logout")]
+pub struct LogoutCmd {}
+
+/// Show which recording service runs go to, and which token (fingerprint
+/// only).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "whoami")]
+pub struct WhoamiCmd {}
+
+// ---- `install wrap`
+
+/// Print a server entry that runs the server through bir-proxy, or write it
+/// into a config file's server map (--config FILE --name NAME).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "wrap")]
+pub struct WrapCmd {
+    /// the server's name in recordings (default: --name, else derived from
+    /// the command)
+    #[argh(option)]
+    pub server_name: Option<String>,
+
+    /// write the entry into this JSON file instead of printing it
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+
+    /// the entry's key in the file's server map (required with --config)
+    #[argh(option)]
+    pub name: Option<String>,
+
+    /// the server map's key in the file (default mcpServers; VS Code uses
+    /// servers, Zed context_servers)
+    #[argh(option, default = "String::from(\"mcpServers\")")]
+    pub map_key: String,
+
+    /// the file may hold comments and trailing commas (VS Code, Zed)
+    #[argh(switch)]
+    pub jsonc: bool,
+
+    /// replace an existing entry of that name
+    #[argh(switch)]
+    pub force: bool,
+
+    /// print the change as a diff and write nothing
+    #[argh(switch)]
+    pub dry_run: bool,
+
+    /// the server command and its arguments, after `--`
+    #[argh(positional, greedy)]
+    pub command: Vec<String>,
+}
+
+// ---- `install commands`
+
+/// Wrap this project's MCP servers with bir-proxy (Claude Code).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "install")]
+pub struct InstallCmd {
+    /// the client to configure (today: claude-code; others: use `bir wrap
+    /// --config`)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// wrap only this server (repeatable); also wraps a `.mcp.json` server
+    /// Claude Code has not asked about yet (never a rejected one), or a
+    /// remote server the client signs in itself
+    #[argh(option)]
+    pub server: Vec<String>,
+
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// print the exact diff and change nothing
+    #[argh(switch)]
+    pub dry_run: bool,
+
+    /// wrap `.mcp.json` servers in place instead of copying them into the
+    /// local scope (also BIR_WRAP_MCP_JSON=1)
+    #[argh(switch)]
+    pub mcp_json: bool,
+
+    /// wrap the stdio servers of this JSON file (any client) in place
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+
+    /// with --config: the server map's key (default mcpServers)
+    #[argh(option, default = "String::from(\"mcpServers\")")]
+    pub map_key: String,
+
+    /// with --config: the file may hold comments and trailing commas
+    #[argh(switch)]
+    pub jsonc: bool,
+}
+
+/// Undo `bir install`: restore the entries bir wrapped.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "uninstall")]
+pub struct UninstallCmd {
+    /// every project on this machine, not just the current one
+    #[argh(switch)]
+    pub all: bool,
+
+    /// only this server (repeatable)
+    #[argh(option)]
+    pub server: Vec<String>,
+
+    /// only this client's changes, in every project (e.g. cursor)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// only the changes in this file
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// print the exact diff and change nothing
+    #[argh(switch)]
+    pub dry_run: bool,
+}
+
+/// Show which MCP servers are wrapped, per client and scope.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "status")]
+pub struct StatusCmd {
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+}
+
+// ---- `install doctor`
+
+/// Check that every wrapped MCP server starts and answers through bir-proxy.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "doctor")]
+pub struct DoctorCmd {
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// only this client (default: Claude Code and every other client whose
+    /// config exists)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// how long each server may take to answer initialize and tools/list,
+    /// in milliseconds (default 15000)
+    #[argh(option, default = "15000")]
+    pub timeout_ms: u64,
 }
 
 #[cfg(test)]
@@ -211,5 +507,17 @@ mod tests {
         assert_eq!(role("", None), (Role::Cli, 0));
         assert_eq!(role("/", Some("proxy")), (Role::Proxy, 1));
         assert_eq!(role("bir-proxyx", None), (Role::Cli, 0));
+    }
+
+    #[test]
+    fn a_token_on_the_command_line_is_not_in_debug() {
+        use argh::FromArgs;
+        let cmd =
+            LoginCmd::from_args(&["login"], &["--token", "tok_supersecret_cli"]).expect("parse");
+        assert!(!format!("{cmd:?}").contains("supersecret"));
+        assert_eq!(
+            cmd.token.as_ref().map(crate::secret::Secret::expose),
+            Some("tok_supersecret_cli")
+        );
     }
 }

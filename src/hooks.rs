@@ -8,8 +8,8 @@
 
 use std::io::Read;
 
+use crate::cli::{Exit, parse_args, print_version};
 use crate::cli::{HooksArgs, Role};
-use crate::{Exit, parse_args, print_version};
 
 /// The most of a hook payload we read before giving up on it.
 const MAX_PAYLOAD: u64 = 16 * 1024 * 1024;

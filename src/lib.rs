@@ -30,6 +30,7 @@
 pub mod bound;
 pub mod cli;
 pub mod codec;
+pub mod home;
 pub mod hooks;
 pub mod install;
 pub mod jsonrpc;
@@ -41,24 +42,17 @@ pub mod proxy;
 pub mod record;
 pub mod redact;
 pub mod runs;
+pub mod secret;
+pub mod service;
 pub mod sync;
+pub mod sys;
 pub mod testpeer;
+pub mod time;
+pub mod urls;
 
 use std::process::ExitCode;
 
-use argh::FromArgs;
-
-use cli::{CliArgs, CliCommand, Role};
-
-/// How a personality wants the process to end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    /// Exit with this status.
-    Code(u8),
-    /// Die of this signal, as the wrapped server did (exit parity: the host
-    /// sees exactly what it would have seen without bir).
-    Signal(i32),
-}
+use cli::{CliArgs, CliCommand, Exit, Role, parse_args, print_version};
 
 /// Entry point shared by every personality.
 pub fn main() -> ExitCode {
@@ -102,26 +96,6 @@ fn finish(exit: Exit) -> ExitCode {
     }
 }
 
-/// Parses arguments with argh, printing help or errors the way argh means.
-/// `Err` carries the exit to take (0 after `--help`, 2 after a usage error).
-pub fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit> {
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    T::from_args(&[program], &refs).map_err(|early| {
-        if early.status.is_ok() {
-            // Help text is what the user asked for: it goes to stdout.
-            #[expect(clippy::print_stdout, reason = "help output requested by the user")]
-            {
-                print!("{}", early.output);
-            }
-            Exit::Code(0)
-        } else {
-            eprint!("{}", early.output);
-            eprintln!("Run {program} --help for more information.");
-            Exit::Code(2)
-        }
-    })
-}
-
 fn cli_main(args: &[String]) -> Exit {
     let parsed: CliArgs = match parse_args(Role::Cli.program_name(), args) {
         Ok(p) => p,
@@ -147,13 +121,4 @@ fn cli_main(args: &[String]) -> Exit {
             Exit::Code(2)
         }
     }
-}
-
-/// Prints `<program> <version> (build <hash>)` to stdout.
-pub fn print_version(program: &str) -> Exit {
-    #[expect(clippy::print_stdout, reason = "the version is the command's output")]
-    {
-        println!("{}", cli::version_line(program));
-    }
-    Exit::Code(0)
 }

@@ -7,80 +7,12 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use argh::FromArgs;
 use serde_json::{Value, json};
 
-use crate::Exit;
-use crate::output::out;
+use crate::cli::{Exit, RmCmd, RunsAction, RunsCmd};
+use crate::output::{escape, out};
 use crate::record::model::{Step, StepType};
 use crate::record::store::{LoadedRun, Store};
-
-/// List, show, export and remove recorded runs.
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "runs")]
-pub struct RunsCmd {
-    #[argh(subcommand)]
-    pub action: Option<RunsAction>,
-
-    /// how many runs to list (default 20)
-    #[argh(option, default = "20")]
-    pub limit: usize,
-
-    /// list as JSON lines instead of a table
-    #[argh(switch)]
-    pub json: bool,
-}
-
-#[derive(FromArgs, Debug)]
-#[argh(subcommand)]
-pub enum RunsAction {
-    Show(ShowCmd),
-    Export(ExportCmd),
-    Rm(RmCmd),
-}
-
-/// Draw a run as a timeline of its steps.
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "show")]
-pub struct ShowCmd {
-    /// the run: its id, a unique prefix of it, or `latest`
-    #[argh(positional, default = "String::from(\"latest\")")]
-    pub run: String,
-
-    /// print whole arguments and results instead of one-line previews
-    #[argh(switch)]
-    pub full: bool,
-}
-
-/// Write a run as JSON (one document) or JSONL (its records) to stdout.
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "export")]
-pub struct ExportCmd {
-    /// the run: its id, a unique prefix of it, or `latest`
-    #[argh(positional)]
-    pub run: String,
-
-    /// json (default) or jsonl
-    #[argh(option, default = "String::from(\"json\")")]
-    pub format: String,
-}
-
-/// Remove runs by id, by age, or beyond a count.
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "rm")]
-pub struct RmCmd {
-    /// runs to remove (ids or unique prefixes)
-    #[argh(positional)]
-    pub runs: Vec<String>,
-
-    /// remove finished runs older than this (e.g. 7d, 12h, 30m)
-    #[argh(option)]
-    pub older_than: Option<String>,
-
-    /// keep only the newest N finished runs
-    #[argh(option)]
-    pub keep: Option<usize>,
-}
 
 pub fn main(cmd: RunsCmd) -> Exit {
     let store = match Store::open_default() {
@@ -454,20 +386,6 @@ pub fn parse_age(s: &str) -> Result<Duration, String> {
 
 fn short_id(id: &str) -> String {
     id.get(..14).unwrap_or(id).to_owned()
-}
-
-/// Control characters (C0, DEL, C1) are shown as `\u{…}` so recorded
-/// content cannot move the cursor, change colours or retitle the terminal.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202e}' | '\u{200f}') {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Pretty JSON under a label: each line escaped on its own (the line breaks

@@ -52,9 +52,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::Exit;
+use crate::cli::Exit;
+use crate::cli::parse_args;
 use crate::cli::{Role, TestPeerArgs};
-use crate::parse_args;
 
 #[derive(Deserialize, Default)]
 struct Script {

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use super::atomic;
 use super::entry::{EntryKind, classify};
 use super::jsonedit::{Doc, Flavor, Node};
+use super::vocab::{Client, Decision, Found, Scope};
 
 /// Names Claude Code reserves (and skips).
 pub const RESERVED: &[&str] = &[
@@ -107,35 +108,6 @@ pub fn key_candidates(key: &str) -> Vec<String> {
         out.push(format!("{}{}", flipped as char, &key[1..]));
     }
     out
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Scope {
-    Local,
-    Project,
-    User,
-}
-
-impl Scope {
-    pub fn label(self) -> &'static str {
-        match self {
-            Scope::Local => "local",
-            Scope::Project => "project",
-            Scope::User => "user",
-        }
-    }
-}
-
-/// One server entry as found in one scope.
-#[derive(Debug, Clone)]
-pub struct Found {
-    pub name: String,
-    pub scope: Scope,
-    pub file: PathBuf,
-    /// The keys leading to the entry inside `file`.
-    pub path: Vec<String>,
-    pub raw: String,
-    pub kind: EntryKind,
 }
 
 /// `.mcp.json` approvals, from every settings file that counts.
@@ -380,18 +352,6 @@ fn read_policy(root: &Node, file: &Path, p: &mut Policy) {
     }
 }
 
-/// Why a server is not wrapped, or how it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Wrap: a copy in the local scope (from project/user), or in place
-    /// (a local-scope entry).
-    Copy,
-    InPlace,
-    /// Already wrapped by bir.
-    Already,
-    Skip(String),
-}
-
 /// Decides, per winning server, what `bir install` does. `only` restricts
 /// to these names (and forces servers not yet approved).
 pub fn decide(r: &Resolved, only: &[String]) -> Vec<(Found, Decision)> {
@@ -450,7 +410,7 @@ fn decide_remote(r: &Resolved, f: &Found, forced: bool) -> Decision {
         Ok(d) => d,
         Err(e) => return Decision::Skip(format!("cannot read the entry ({e})")),
     };
-    if let Err(why) = super::remote::assess(&doc.root, super::clients::CLAUDE_CODE, forced) {
+    if let Err(why) = super::remote::assess(&doc.root, Client::ClaudeCode.name(), forced) {
         return Decision::Skip(format!("remote server: {why}"));
     }
     if let Some(d) = approval {

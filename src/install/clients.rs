@@ -16,24 +16,10 @@
 use std::path::{Path, PathBuf};
 
 use super::atomic;
-use super::claude::{Decision, Found, Scope};
 use super::entry::{EntryKind, classify};
 use super::jsonedit::{Doc, Flavor};
+use super::vocab::{Client, Decision, Found, Scope};
 use crate::output::out;
-
-pub const CLAUDE_CODE: &str = "claude-code";
-
-/// Every client name `--client` accepts.
-pub const CLIENTS: &[&str] = &[
-    CLAUDE_CODE,
-    "cursor",
-    "vscode",
-    "windsurf",
-    "gemini",
-    "claude-desktop",
-    "zed",
-    "codex",
-];
 
 /// One config file of one client.
 #[derive(Debug, Clone)]
@@ -75,7 +61,8 @@ fn file(
 }
 
 /// Every file bir knows for `client`, whether it exists or not.
-pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
+pub fn files_of(which: Client, home: &Path, project: &Path) -> Vec<ClientFile> {
+    let client = which.name();
     let mac = cfg!(target_os = "macos");
     let config = if mac {
         home.join("Library/Application Support")
@@ -85,8 +72,8 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
             .map_or_else(|| home.join(".config"), PathBuf::from)
     };
     let (json, jsonc) = (Flavor::Json, Flavor::Jsonc);
-    match client {
-        "cursor" => vec![
+    match which {
+        Client::Cursor => vec![
             file(
                 client,
                 "Cursor (user)",
@@ -104,7 +91,7 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
                 Scope::Project,
             ),
         ],
-        "vscode" => vec![
+        Client::Vscode => vec![
             file(
                 client,
                 "VS Code (workspace)",
@@ -122,7 +109,7 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
                 Scope::User,
             ),
         ],
-        "windsurf" => vec![file(
+        Client::Windsurf => vec![file(
             client,
             "Windsurf",
             home.join(".codeium/windsurf/mcp_config.json"),
@@ -130,7 +117,7 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
             json,
             Scope::User,
         )],
-        "gemini" => vec![
+        Client::Gemini => vec![
             file(
                 client,
                 "Gemini CLI (user)",
@@ -148,7 +135,7 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
                 Scope::Project,
             ),
         ],
-        "claude-desktop" => vec![file(
+        Client::ClaudeDesktop => vec![file(
             client,
             "Claude Desktop",
             config.join("Claude/claude_desktop_config.json"),
@@ -156,7 +143,7 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
             json,
             Scope::User,
         )],
-        "zed" => vec![
+        Client::Zed => vec![
             file(
                 client,
                 "Zed (user)",
@@ -174,7 +161,7 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
                 Scope::Project,
             ),
         ],
-        "codex" => {
+        Client::Codex => {
             let codex_home = std::env::var_os("CODEX_HOME")
                 .filter(|d| !d.is_empty())
                 .map_or_else(|| home.join(".codex"), PathBuf::from);
@@ -198,7 +185,8 @@ pub fn files_of(client: &str, home: &Path, project: &Path) -> Vec<ClientFile> {
             proj.toml = true;
             vec![user, proj]
         }
-        _ => Vec::new(),
+        // Claude Code has no single file: its adapter is `claude`.
+        Client::ClaudeCode => Vec::new(),
     }
 }
 
@@ -231,15 +219,15 @@ pub fn targets(
     let project =
         std::path::absolute(project).map_err(|e| format!("{}: {e}", project.display()))?;
     match client {
-        Some(CLAUDE_CODE) => Ok(vec![Target::ClaudeCode]),
-        Some(c) if CLIENTS.contains(&c) => {
-            let existing: Vec<Target> = files_of(c, &home, &project)
+        Some(c) if Client::ClaudeCode.is(c) => Ok(vec![Target::ClaudeCode]),
+        Some(c) if let Some(which) = Client::named(c) => {
+            let existing: Vec<Target> = files_of(which, &home, &project)
                 .into_iter()
                 .filter(|f| f.file.exists())
                 .map(Target::File)
                 .collect();
             if existing.is_empty() {
-                let looked: Vec<String> = files_of(c, &home, &project)
+                let looked: Vec<String> = files_of(which, &home, &project)
                     .iter()
                     .map(|f| f.file.display().to_string())
                     .collect();
@@ -252,13 +240,13 @@ pub fn targets(
         }
         Some(c) => Err(format!(
             "no adapter for client \"{c}\" (known: {}); for any file with an mcpServers-style map use `bir install --config FILE [--map-key KEY]`",
-            CLIENTS.join(", ")
+            Client::ALL.map(Client::name).join(", ")
         )),
         None => {
             let mut out = vec![Target::ClaudeCode];
-            for c in &CLIENTS[1..] {
+            for which in &Client::ALL[1..] {
                 out.extend(
-                    files_of(c, &home, &project)
+                    files_of(*which, &home, &project)
                         .into_iter()
                         .filter(|f| f.file.exists())
                         .map(Target::File),
@@ -288,7 +276,8 @@ pub fn entries(cf: &ClientFile, forced: &[String]) -> Result<Vec<(Found, Decisio
         return Ok(servers
             .into_iter()
             .map(|(name, json, kind)| {
-                let decision = decision_for(&kind, &json, "codex", forced.contains(&name));
+                let decision =
+                    decision_for(&kind, &json, Client::Codex.name(), forced.contains(&name));
                 (
                     Found {
                         name: name.clone(),

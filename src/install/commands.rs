@@ -12,97 +12,17 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use argh::FromArgs;
-
 use super::atomic::{self, sha256_hex};
-use super::claude::{self, Decision, Found, Paths, Resolved};
+use super::claude::{self, Paths, Resolved};
 use super::diff;
 use super::entry::{EntryKind, ProxyForm, classify, set_command, wrapped_entry_text};
 use super::jsonedit::{Doc, Flavor, json_string};
 use super::ledger::{self, ACTION_IN_PLACE, ACTION_INSERTED, Change};
-use crate::Exit;
+use super::vocab::{Decision, Found, Scope};
+use crate::cli::{Exit, InstallCmd, StatusCmd, UninstallCmd};
 use crate::output::out;
 
 const CLIENT: &str = "claude-code";
-
-/// Wrap this project's MCP servers with bir-proxy (Claude Code).
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "install")]
-pub struct InstallCmd {
-    /// the client to configure (today: claude-code; others: use `bir wrap
-    /// --config`)
-    #[argh(option)]
-    pub client: Option<String>,
-
-    /// wrap only this server (repeatable); also wraps a `.mcp.json` server
-    /// Claude Code has not asked about yet (never a rejected one), or a
-    /// remote server the client signs in itself
-    #[argh(option)]
-    pub server: Vec<String>,
-
-    /// the project directory (default: the current directory)
-    #[argh(option)]
-    pub project: Option<PathBuf>,
-
-    /// print the exact diff and change nothing
-    #[argh(switch)]
-    pub dry_run: bool,
-
-    /// wrap `.mcp.json` servers in place instead of copying them into the
-    /// local scope (also BIR_WRAP_MCP_JSON=1)
-    #[argh(switch)]
-    pub mcp_json: bool,
-
-    /// wrap the stdio servers of this JSON file (any client) in place
-    #[argh(option)]
-    pub config: Option<PathBuf>,
-
-    /// with --config: the server map's key (default mcpServers)
-    #[argh(option, default = "String::from(\"mcpServers\")")]
-    pub map_key: String,
-
-    /// with --config: the file may hold comments and trailing commas
-    #[argh(switch)]
-    pub jsonc: bool,
-}
-
-/// Undo `bir install`: restore the entries bir wrapped.
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "uninstall")]
-pub struct UninstallCmd {
-    /// every project on this machine, not just the current one
-    #[argh(switch)]
-    pub all: bool,
-
-    /// only this server (repeatable)
-    #[argh(option)]
-    pub server: Vec<String>,
-
-    /// only this client's changes, in every project (e.g. cursor)
-    #[argh(option)]
-    pub client: Option<String>,
-
-    /// only the changes in this file
-    #[argh(option)]
-    pub config: Option<PathBuf>,
-
-    /// the project directory (default: the current directory)
-    #[argh(option)]
-    pub project: Option<PathBuf>,
-
-    /// print the exact diff and change nothing
-    #[argh(switch)]
-    pub dry_run: bool,
-}
-
-/// Show which MCP servers are wrapped, per client and scope.
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "status")]
-pub struct StatusCmd {
-    /// the project directory (default: the current directory)
-    #[argh(option)]
-    pub project: Option<PathBuf>,
-}
 
 fn project_dir(p: &Option<PathBuf>) -> PathBuf {
     p.clone()
@@ -110,7 +30,7 @@ fn project_dir(p: &Option<PathBuf>) -> PathBuf {
 }
 
 fn now() -> String {
-    crate::observe::time::rfc3339(SystemTime::now())
+    crate::time::rfc3339(SystemTime::now())
 }
 
 fn fail(cmd: &str, e: &str) -> Exit {
@@ -445,9 +365,7 @@ pub fn install(cmd: InstallCmd) -> Exit {
                             found: p.found.clone(),
                             copy_to: None,
                         }),
-                        Decision::Copy
-                            if in_place_mcp_json && p.found.scope == claude::Scope::Project =>
-                        {
+                        Decision::Copy if in_place_mcp_json && p.found.scope == Scope::Project => {
                             mcp.ops.push(Op {
                                 found: p.found.clone(),
                                 copy_to: None,
@@ -571,7 +489,7 @@ fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: boo
     for p in plan {
         let f = &p.found;
         let (state, why) = match &p.decision {
-            Decision::Copy if in_place_mcp_json && f.scope == claude::Scope::Project => (
+            Decision::Copy if in_place_mcp_json && f.scope == Scope::Project => (
                 if applied { "wrapped" } else { "wrap" },
                 "project scope entry, wrapped in place in .mcp.json (BIR_WRAP_MCP_JSON / --mcp-json)".to_owned(),
             ),
@@ -599,9 +517,7 @@ fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: boo
     }
     for s in &r.shadowed {
         let winner_is_ours = r.winners.iter().any(|w| {
-            w.name == s.name
-                && w.scope == claude::Scope::Local
-                && matches!(w.kind, EntryKind::Wrapped(_))
+            w.name == s.name && w.scope == Scope::Local && matches!(w.kind, EntryKind::Wrapped(_))
         });
         if winner_is_ours {
             continue; // the original of bir's own copy

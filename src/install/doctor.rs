@@ -21,34 +21,14 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use argh::FromArgs;
 use serde_json::{Value, json};
 
-use super::claude::{Decision, Found, Scope};
 use super::commands::resolve_for;
 use super::entry::{EntryKind, is_executable};
 use super::jsonedit::{Doc, Flavor, Kind, Node};
-use crate::Exit;
+use super::vocab::{Decision, Found, Scope};
+use crate::cli::{DoctorCmd, Exit};
 use crate::output::out;
-
-/// Check that every wrapped MCP server starts and answers through bir-proxy.
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "doctor")]
-pub struct DoctorCmd {
-    /// the project directory (default: the current directory)
-    #[argh(option)]
-    pub project: Option<PathBuf>,
-
-    /// only this client (default: Claude Code and every other client whose
-    /// config exists)
-    #[argh(option)]
-    pub client: Option<String>,
-
-    /// how long each server may take to answer initialize and tools/list,
-    /// in milliseconds (default 15000)
-    #[argh(option, default = "15000")]
-    pub timeout_ms: u64,
-}
 
 /// Expands `${VAR}` and `${VAR:-default}` like Claude Code: an unset
 /// variable without a default stays as written.
@@ -279,7 +259,7 @@ fn probe(l: &Launch, deadline: Duration) -> Probe {
 }
 
 fn check_home() -> String {
-    let Some(home) = crate::record::store::bir_home() else {
+    let Some(home) = crate::home::bir_home() else {
         return "BIR_HOME: cannot be determined (set BIR_HOME or HOME)".into();
     };
     let meta = match std::fs::symlink_metadata(&home) {

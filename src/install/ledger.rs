@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::atomic;
-use crate::record::store::{bir_home, ensure_private_dir};
+use crate::home::{bir_home, ensure_private_dir};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Ledger {

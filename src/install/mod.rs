@@ -22,4 +22,5 @@ pub mod entry;
 pub mod jsonedit;
 pub mod ledger;
 pub mod remote;
+pub mod vocab;
 pub mod wrap;

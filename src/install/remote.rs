@@ -26,6 +26,7 @@
 
 use super::entry::ProxyForm;
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
+use super::vocab::Client;
 
 /// The env variable the proxy reads its static headers from.
 pub const HEADERS_ENV: &str = "BIR_UPSTREAM_HEADERS";
@@ -41,7 +42,7 @@ pub fn transport_for(entry: &Node, client: &str) -> &'static str {
     if entry.get("httpUrl").is_some() {
         return "http"; // Gemini CLI: httpUrl is streamable HTTP
     }
-    if client == "gemini" && entry.get("type").is_none() && entry.get("url").is_some() {
+    if Client::Gemini.is(client) && entry.get("type").is_none() && entry.get("url").is_some() {
         return "sse"; // Gemini CLI: url is SSE
     }
     match entry
@@ -86,7 +87,7 @@ pub fn has_placeholder(v: &str, client: &str) -> bool {
     if v.contains("${") {
         return true;
     }
-    client == "gemini"
+    Client::Gemini.is(client)
         && v.as_bytes()
             .windows(2)
             .any(|w| w[0] == b'$' && (w[1].is_ascii_alphabetic() || w[1] == b'_'))
@@ -95,7 +96,7 @@ pub fn has_placeholder(v: &str, client: &str) -> bool {
 /// Whether the client expands `${VAR}` inside a stdio entry's `env` values
 /// (so a placeholder can travel inside `BIR_UPSTREAM_HEADERS`).
 pub fn client_expands_env(client: &str) -> bool {
-    client == super::clients::CLAUDE_CODE
+    Client::ClaudeCode.is(client)
 }
 
 /// The URL carries a credential of its own (userinfo password, or a query
@@ -124,7 +125,7 @@ fn url_secret(url: &str) -> Option<&'static str> {
 /// Whether bir wraps this remote entry of `client`: `Ok(notes)` (what the
 /// wrap gives up, when forced), or `Err(why not)`.
 pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, String> {
-    if client == "codex" {
+    if Client::Codex.is(client) {
         return Err(
             "remote Codex server (url, bearer_token_env_var, http_headers): not wrapped by bir yet"
                 .into(),
@@ -283,7 +284,7 @@ pub fn wrapped_text(
     let entry = &doc.root;
     let url = url_of(entry).ok_or("no URL")?;
     let args = form.remote_args(server_name, url, transport_for(entry, client));
-    let keep_type = client == "vscode";
+    let keep_type = Client::Vscode.is(client);
     let mut members: Vec<String> = Vec::new();
     let mut placed = false;
     let command_members = |members: &mut Vec<String>| {

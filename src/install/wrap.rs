@@ -1,57 +1,13 @@
 //! `bir wrap -- <cmd> [args…]`: a wrapped entry for a client bir has no
 //! adapter for, printed, or written into a config file's server map.
 
-use std::path::PathBuf;
-
-use argh::FromArgs;
-
 use super::atomic;
 use super::diff;
 use super::entry::{ProxyForm, json_array};
 use super::jsonedit::{Doc, Flavor, Style, json_string, render};
 use super::ledger;
-use crate::Exit;
+use crate::cli::{Exit, WrapCmd};
 use crate::output::out;
-
-/// Print a server entry that runs the server through bir-proxy, or write it
-/// into a config file's server map (--config FILE --name NAME).
-#[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "wrap")]
-pub struct WrapCmd {
-    /// the server's name in recordings (default: --name, else derived from
-    /// the command)
-    #[argh(option)]
-    pub server_name: Option<String>,
-
-    /// write the entry into this JSON file instead of printing it
-    #[argh(option)]
-    pub config: Option<PathBuf>,
-
-    /// the entry's key in the file's server map (required with --config)
-    #[argh(option)]
-    pub name: Option<String>,
-
-    /// the server map's key in the file (default mcpServers; VS Code uses
-    /// servers, Zed context_servers)
-    #[argh(option, default = "String::from(\"mcpServers\")")]
-    pub map_key: String,
-
-    /// the file may hold comments and trailing commas (VS Code, Zed)
-    #[argh(switch)]
-    pub jsonc: bool,
-
-    /// replace an existing entry of that name
-    #[argh(switch)]
-    pub force: bool,
-
-    /// print the change as a diff and write nothing
-    #[argh(switch)]
-    pub dry_run: bool,
-
-    /// the server command and its arguments, after `--`
-    #[argh(positional, greedy)]
-    pub command: Vec<String>,
-}
 
 /// Pretty-prints JSON text (2 spaces, `": "`), keeping scalars as written.
 pub fn pretty(text: &str) -> String {
@@ -92,7 +48,7 @@ pub fn main(cmd: WrapCmd) -> Exit {
         .clone()
         .or_else(|| cmd.name.clone())
         .unwrap_or_else(|| {
-            crate::proxy::upstream::derive_server_name(&cmd.command[0], &cmd.command[1..])
+            crate::proxy::config::derive_server_name(&cmd.command[0], &cmd.command[1..])
         });
     let text = entry_text(&form, &server_name, &cmd.command);
     let Some(config) = &cmd.config else {
@@ -243,7 +199,7 @@ fn record(o: &atomic::Outcome, path: &[&str], keep: usize, flavor: Flavor) {
         original_text: None,
         entry_sha256: hash,
         file_sha256: atomic::sha256_hex(&o.after),
-        at: crate::observe::time::rfc3339(std::time::SystemTime::now()),
+        at: crate::time::rfc3339(std::time::SystemTime::now()),
     };
     if let Err(e) = ledger::modify(&mut |l| {
         l.changes

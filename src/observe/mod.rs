@@ -15,7 +15,6 @@
 
 pub mod queue;
 pub mod step;
-pub mod time;
 pub mod transcript;
 
 use std::collections::VecDeque;

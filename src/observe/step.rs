@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::time;
+use crate::time;
 
 /// How a `tools/call` ended, as far as the proxy could see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

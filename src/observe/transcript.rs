@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::step::StepReport;
-use super::{Direction, Sink, time};
+use super::{Direction, Sink};
 use crate::jsonrpc::scan::{LineScanner, Shape};
+use crate::time;
 
 pub struct Transcript {
     path: PathBuf,

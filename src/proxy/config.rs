@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::upstream::derive_server_name;
 use crate::cli::ProxyArgs;
 
 /// Default for `BIR_UPSTREAM_MAX_MESSAGE_BYTES`: 128 MiB.
@@ -57,7 +56,7 @@ pub struct RemoteConfig {
 impl std::fmt::Debug for RemoteConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteConfig")
-            .field("url", &super::http::redact_url(&self.url))
+            .field("url", &crate::urls::redacted(&self.url))
             .field("mode", &self.mode)
             .field("headers", &format!("[{} REDACTED]", self.headers.len()))
             .field("connect_timeout", &self.connect_timeout)
@@ -93,7 +92,7 @@ impl ProxyConfig {
         let mut command = args.command.into_iter();
         let program = match (command.next(), &remote) {
             (Some(p), _) => p,
-            (None, Some(remote)) => super::http::redact_url(&remote.url),
+            (None, Some(remote)) => crate::urls::redacted(&remote.url),
             (None, None) => {
                 return Err(UsageError(
                     "no server command given. Usage: bir-proxy [--server-name NAME] -- <command> [args…] | --url URL"
@@ -240,4 +239,77 @@ fn set_header(
     headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
     headers.push((name, value));
     Ok(())
+}
+
+/// A name for the server when none is given: the script or package the
+/// command runs (`npx -y @scope/server-x@1.2` → `server-x`), else the
+/// program's name.
+pub fn derive_server_name(program: &str, args: &[String]) -> String {
+    const RUNNERS: &[&str] = &[
+        "node", "nodejs", "npx", "bun", "bunx", "deno", "pnpm", "yarn", "python", "python3", "uv",
+        "uvx", "pipx", "ruby", "java", "docker", "podman", "sh", "bash", "env",
+    ];
+    let base = |s: &str| -> String {
+        let s = s.rsplit(['/', '\\']).next().unwrap_or(s);
+        let s = s.strip_suffix(".exe").unwrap_or(s);
+        s.to_owned()
+    };
+    let program_base = base(program);
+    if RUNNERS.contains(&program_base.as_str()) {
+        let skip_words = ["run", "exec", "dlx", "x", "--from", "tool", "-m"];
+        if let Some(target) = args
+            .iter()
+            .find(|a| !a.starts_with('-') && !skip_words.contains(&a.as_str()) && !a.is_empty())
+        {
+            // `@scope/name@version` → `name`.
+            let unscoped = target.strip_prefix('@').map_or(target.as_str(), |t| {
+                t.split_once('/').map_or(t, |(_, rest)| rest)
+            });
+            let unversioned = unscoped.split('@').next().unwrap_or(unscoped);
+            let name = base(unversioned);
+            let name = name
+                .strip_suffix(".js")
+                .or_else(|| name.strip_suffix(".mjs"))
+                .or_else(|| name.strip_suffix(".py"))
+                .or_else(|| name.strip_suffix(".ts"))
+                .unwrap_or(&name);
+            if !name.is_empty() {
+                return name.to_owned();
+            }
+        }
+    }
+    if program_base.is_empty() {
+        "server".to_owned()
+    } else {
+        program_base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(cmd: &[&str]) -> String {
+        let args: Vec<String> = cmd[1..].iter().map(|s| s.to_string()).collect();
+        derive_server_name(cmd[0], &args)
+    }
+
+    #[test]
+    fn derives_names() {
+        assert_eq!(
+            name(&[
+                "npx",
+                "-y",
+                "@modelcontextprotocol/server-everything@2026.8.31"
+            ]),
+            "server-everything"
+        );
+        assert_eq!(
+            name(&["/usr/bin/python3", "-m", "mcp_server_time"]),
+            "mcp_server_time"
+        );
+        assert_eq!(name(&["node", "/x/dist/server.js", "stdio"]), "server");
+        assert_eq!(name(&["/opt/bin/github-mcp", "stdio"]), "github-mcp");
+        assert_eq!(name(&["uvx", "mcp-server-git"]), "mcp-server-git");
+    }
 }

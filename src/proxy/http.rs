@@ -41,10 +41,11 @@ use url::Url;
 use super::Event;
 use super::config::{ProxyConfig, RemoteConfig, TransportMode};
 use super::modern;
-use super::relay::lock;
 use super::sse::SseReader;
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::jsonrpc::scan::{LineScanner, LineSummary};
+use crate::sys::lock;
+use crate::urls;
 
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 /// How long the `DELETE` of the session may take when the host leaves.
@@ -82,34 +83,6 @@ pub fn start(cfg: &ProxyConfig, events: Sender<Event>) -> io::Result<Started> {
         to_remote: host_w,
         from_remote: srv_r,
     })
-}
-
-/// The URL as it may appear in messages and logs: no userinfo, query values
-/// and fragment replaced by `[REDACTED]`.
-pub fn redact_url(url: &Url) -> String {
-    let mut u = url.clone();
-    let _ = u.set_username("");
-    let _ = u.set_password(None);
-    if u.query().is_some() {
-        let names: Vec<String> = url
-            .query_pairs()
-            .map(|(k, _)| format!("{k}=[REDACTED]"))
-            .collect();
-        u.set_query(Some(&names.join("&")));
-    }
-    if u.fragment().is_some() {
-        u.set_fragment(Some("[REDACTED]"));
-    }
-    u.to_string()
-}
-
-fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    }
 }
 
 /// Why a request got no usable HTTP answer.
@@ -372,7 +345,7 @@ impl Remote {
         let host = cfg.url.host_str().unwrap_or_default().to_string();
         // ureq 2.12 reads ALL_PROXY / HTTPS_PROXY / HTTP_PROXY but not
         // NO_PROXY: that one is applied here, and loopback never proxies.
-        let use_proxy = !is_loopback(&cfg.url) && !no_proxy_matches(&host);
+        let use_proxy = !urls::is_loopback(&cfg.url) && !no_proxy_matches(&host);
         let agent = ureq::AgentBuilder::new()
             .redirects(0)
             .timeout_connect(cfg.connect_timeout)
@@ -400,7 +373,7 @@ impl Remote {
     }
 
     fn redacted(&self) -> String {
-        redact_url(&self.cfg.url)
+        urls::redacted(&self.cfg.url)
     }
 
     // -- the host's side ---------------------------------------------------
@@ -1569,7 +1542,7 @@ fn redirect_allowed(from: &Url, to: &Url) -> Result<(), &'static str> {
     if !matches!(to.scheme(), "http" | "https") {
         return Err("a redirect to a non-HTTP URL");
     }
-    if from.scheme() == "https" && to.scheme() == "http" && !is_loopback(to) {
+    if from.scheme() == "https" && to.scheme() == "http" && !urls::is_loopback(to) {
         return Err("a redirect from https to plain http");
     }
     Ok(())
@@ -1609,7 +1582,7 @@ mod tests {
     fn redacts_secrets_in_urls() {
         let u = Url::parse("https://user:pw@mcp.example.com/mcp?token=abc&x=1#access_token=z")
             .expect("url");
-        let r = redact_url(&u);
+        let r = urls::redacted(&u);
         assert_eq!(
             r,
             "https://mcp.example.com/mcp?token=[REDACTED]&x=[REDACTED]#[REDACTED]"

@@ -42,17 +42,18 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::cli::{Exit, parse_args, print_version};
 use crate::cli::{ProxyArgs, Role};
 use crate::observe::step::CallOutcome;
 use crate::observe::transcript::Transcript;
 use crate::observe::{Observer, Sink};
-use crate::record::remote::RemoteRecorder;
 use crate::record::store::Store;
 use crate::record::{Recorder, RecorderConfig};
-use crate::{Exit, parse_args, print_version};
+use crate::service::forwarder::RemoteRecorder;
+use crate::sys::lock;
 use config::{ProxyConfig, RemoteConfig};
 use inflight::HostRequest;
-use relay::{Shared, lock};
+use relay::Shared;
 
 /// How long a closed stdin gets before SIGTERM, and SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(2);

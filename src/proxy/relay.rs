@@ -19,7 +19,7 @@ use std::mem::ManuallyDrop;
 use std::ops::Range;
 use std::os::fd::FromRawFd;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Deserialize;
@@ -35,6 +35,7 @@ use crate::observe::step::{
     CallOutcome, OBSERVE_WHOLE, ObservedBody, ToolCallObserved, has_binary_block,
 };
 use crate::observe::{Batch, Direction, Observer};
+use crate::sys::lock;
 
 /// State shared by the pumps and the lifecycle loop.
 pub struct Shared {
@@ -54,12 +55,6 @@ pub struct Shared {
 pub struct Handshake {
     pub initialize: Option<Vec<u8>>,
     pub initialized: Option<Vec<u8>>,
-}
-
-/// Locks a mutex, recovering the data if a panicking thread poisoned it:
-/// every structure here stays consistent between statements.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The proxy's stdout: the host's side of the protocol.

@@ -80,12 +80,12 @@ enum Create {
 /// Opens the journal at `path` as its one writer: `Ok(None)` while another
 /// open file holds it.
 fn open_as_writer(path: &Path, create: Create) -> io::Result<Option<DiskJournal>> {
-    let mut file = super::store::private_file()
+    let mut file = crate::home::private_file()
         .create(create == Create::Yes)
         .read(true)
         .append(true)
         .open(path)?;
-    match super::store::lock_exclusive(&file, super::store::Wait::No) {
+    match crate::home::lock_exclusive(&file, crate::home::Wait::No) {
         Ok(true) => {}
         Ok(false) => return Ok(None),
         // A file system without `flock` (rare): the journal is written

@@ -19,7 +19,6 @@
 
 pub mod journal;
 pub mod model;
-pub mod remote;
 pub mod store;
 pub mod truncate;
 mod writer;
@@ -32,8 +31,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 
 use crate::observe::step::StepReport;
-use crate::observe::{Direction, Sink, time};
+use crate::observe::{Direction, Sink};
 use crate::redact::{RedactConfig, Redactor};
+use crate::time;
 use model::{
     HostInfo, Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics, ServerSnapshot,
     Step, StepType,

@@ -11,6 +11,8 @@
 //!   served from 127.0.0.1.
 //! * `http` — `bir proxy --url`: the real server-everything over
 //!   Streamable HTTP and legacy SSE, and a fault server on 127.0.0.1.
+//! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a
+//!   layer, no module cycle.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `relay` — byte-exactness under random read boundaries and large
 //!   messages; the protocol's edges: a line that never ends, traffic
@@ -26,6 +28,7 @@ mod golden;
 mod http;
 mod install_cli;
 mod install_sh;
+mod layers;
 mod lifecycle;
 mod record;
 mod relay;

@@ -1,0 +1,99 @@
+//! bir's own place on disk and the few OS primitives every writer of it
+//! shares: `$BIR_HOME`, private files and directories, advisory `flock`s.
+//!
+//! A leaf: the store, the recording service's credentials and catch-up,
+//! the install ledger and `bir doctor` all use it; it uses nothing of the
+//! crate.
+
+use std::fs::{self, DirBuilder, File};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// `$BIR_HOME`, else `~/.baseinstrunner`.
+pub fn bir_home() -> Option<PathBuf> {
+    match std::env::var_os("BIR_HOME") {
+        Some(h) if !h.is_empty() => Some(PathBuf::from(h)),
+        _ => home::home_dir().map(|h| h.join(".baseinstrunner")),
+    }
+}
+
+/// Options for a file of bir's own: private (0600 when created) and never
+/// opened through a symlink.
+pub fn private_file() -> fs::OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = fs::OpenOptions::new();
+    options
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options
+}
+
+/// Whether to wait for a lock another process holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Yes,
+    No,
+}
+
+/// An exclusive `flock` on `file`. `Ok(false)`: another open file holds it
+/// and `wait` is [`Wait::No`]. The lock goes when the file is closed,
+/// however the process ends.
+pub fn lock_exclusive(file: &File, wait: Wait) -> io::Result<bool> {
+    let op = match wait {
+        Wait::Yes => libc::LOCK_EX,
+        Wait::No => libc::LOCK_EX | libc::LOCK_NB,
+    };
+    loop {
+        // SAFETY: `file` is open for as long as this call runs.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if wait == Wait::No => return Ok(false),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// Creates `dir` (and parents) as private directories, or checks an
+/// existing one: a real directory, owned by us, no group/other access.
+/// Every error names `dir` (an OS error alone, "Not a directory", does not
+/// say which).
+pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    let about = |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", dir.display()));
+    match fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(about)?;
+        }
+        Err(e) => return Err(about(e)),
+        Ok(_) => {}
+    }
+    let meta = fs::symlink_metadata(dir).map_err(about)?;
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory (a symlink or a file); refusing to store runs there",
+            dir.display()
+        )));
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(io::Error::other(format!(
+            "{} belongs to another user (uid {}); refusing to store runs there",
+            dir.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(about)?;
+    }
+    Ok(())
+}

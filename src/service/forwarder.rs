@@ -1,0 +1,450 @@
+//! The recorder's forwarder: records sent to the service as they are
+//! journaled, from a bounded queue, by one background thread.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::client::*;
+use super::wire::*;
+use crate::record::Forwarder;
+use crate::record::model::Record;
+use crate::urls;
+
+/// First cool-down after a failure, and its ceiling.
+pub const COOL_DOWN_FIRST: Duration = Duration::from_secs(5);
+pub const COOL_DOWN_MAX: Duration = Duration::from_secs(60);
+/// The send queue's bounds.
+pub(super) const MAX_QUEUED: usize = 1000;
+pub(super) const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
+
+/// The cool-down after failures: 5 s, doubling to 60 s.
+pub fn cool_down_for(failures: u32) -> Duration {
+    if failures == 0 {
+        return Duration::ZERO;
+    }
+    let doubled = COOL_DOWN_FIRST.saturating_mul(1u32 << (failures - 1).min(16));
+    doubled.min(COOL_DOWN_MAX)
+}
+
+pub(super) struct Item {
+    run_id: String,
+    seq: u64,
+    req: WireRequest,
+}
+
+/// What the service acknowledged of one run.
+#[derive(Default)]
+struct RunAck {
+    /// Every record up to here was acknowledged.
+    acked: u64,
+    /// A record of this run was dropped or failed: later acknowledgements
+    /// no longer extend `acked` (`bir sync` resends from there).
+    broken: bool,
+    /// The last seq handed to `forward`.
+    forwarded: u64,
+    /// The one warning for this run was given.
+    warned: bool,
+    /// The latest failed attempt, for the warning.
+    last_failure: Option<String>,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    queue: VecDeque<Item>,
+    queued_bytes: usize,
+    runs: HashMap<String, RunAck>,
+    /// The sender is working on an item.
+    busy: bool,
+    /// Stop the sender (the forwarder was dropped, or it died).
+    stop: bool,
+    failures: u32,
+    cool_until: Option<Instant>,
+    dropped: u64,
+    warned_overflow: bool,
+    /// A record of this session reached the service: it is up, and the
+    /// background catch-up may begin.
+    delivered_any: bool,
+}
+
+impl State {
+    fn push(&mut self, item: Item) {
+        let run = self.runs.entry(item.run_id.clone()).or_default();
+        if item.seq != run.forwarded + 1 {
+            // A record of this run never reached us.
+            run.broken = true;
+        }
+        run.forwarded = item.seq;
+        self.queued_bytes += item.req.body.len();
+        self.queue.push_back(item);
+        while self.queue.len() > MAX_QUEUED || self.queued_bytes > MAX_QUEUED_BYTES {
+            let Some(old) = self.queue.pop_front() else {
+                break;
+            };
+            self.queued_bytes -= old.req.body.len();
+            self.dropped += 1;
+            if let Some(run) = self.runs.get_mut(&old.run_id) {
+                run.broken = true;
+            }
+            if !self.warned_overflow {
+                self.warned_overflow = true;
+                log::warn!(
+                    "the recording service is not keeping up; records wait in the local store for `bir sync`"
+                );
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<Item> {
+        let item = self.queue.pop_front()?;
+        self.queued_bytes -= item.req.body.len();
+        Some(item)
+    }
+
+    fn settle(&mut self, run_id: &str, seq: u64, delivered: bool) {
+        let run = self.runs.entry(run_id.to_owned()).or_default();
+        if !delivered {
+            run.broken = true;
+        } else if !run.broken && seq > run.acked {
+            run.acked = seq;
+        }
+    }
+
+    fn cooling(&self, now: Instant) -> Option<Duration> {
+        self.cool_until
+            .and_then(|t| t.checked_duration_since(now))
+            .filter(|d| !d.is_zero())
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The recording-service sink of a [`super::Recorder`].
+pub struct RemoteRecorder {
+    shared: Arc<Shared>,
+    /// The service, fit for a message.
+    label: String,
+}
+
+impl fmt::Debug for RemoteRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RemoteRecorder")
+    }
+}
+
+impl RemoteRecorder {
+    /// The remote recorder the environment asks for, if any (see
+    /// [`ServiceConfig::resolve`]). Problems are logged, never fatal.
+    pub fn from_env() -> Option<RemoteRecorder> {
+        match ServiceConfig::resolve() {
+            Ok(Some(cfg)) => RemoteRecorder::start(cfg),
+            Ok(None) => None,
+            Err(msg) => {
+                log::warn!("runs are not sent to the recording service: {msg}");
+                None
+            }
+        }
+    }
+
+    /// Starts the sender thread for `cfg`.
+    pub fn start(cfg: ServiceConfig) -> Option<RemoteRecorder> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        let label = urls::display(&cfg.base);
+        let worker = Arc::clone(&shared);
+        let spawned = thread::Builder::new()
+            .name("bir-remote".into())
+            .spawn(move || {
+                crate::observe::give_way_to_the_relay();
+                // The client (and its TLS setup) is built here, off the
+                // proxy's start-up path.
+                let ran = catch_unwind(AssertUnwindSafe(|| {
+                    let mut client = Client::new(cfg);
+                    send_loop(&worker, &mut client);
+                }));
+                if ran.is_err() {
+                    log::error!("sending to the recording service stopped after an internal error; runs stay in the local store");
+                }
+                let mut st = worker.lock();
+                st.stop = true;
+                st.busy = false;
+                st.queue.clear();
+                worker.changed.notify_all();
+            });
+        match spawned {
+            Ok(_) => Some(RemoteRecorder { shared, label }),
+            Err(err) => {
+                log::warn!(
+                    "runs are not sent to the recording service: cannot start a thread: {err}"
+                );
+                None
+            }
+        }
+    }
+}
+
+/// What the sender does next.
+enum Work {
+    /// A record of this session.
+    Live(Item),
+    /// A turn of the background catch-up on earlier runs.
+    CatchUp,
+}
+
+/// Where the background catch-up stands (see [`super::sync::CatchUp`]).
+enum CatchUpState {
+    /// Not begun: waits for this session's first delivered record.
+    Waiting,
+    Running(super::sync::CatchUp),
+    Over,
+}
+
+fn send_loop(shared: &Shared, client: &mut Client) {
+    let mut catch_up = CatchUpState::Waiting;
+    loop {
+        let work = {
+            let mut st = shared.lock();
+            loop {
+                if st.stop {
+                    return;
+                }
+                if let Some(wait) = st.cooling(Instant::now()) {
+                    st = shared
+                        .changed
+                        .wait_timeout(st, wait)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                    continue;
+                }
+                if let Some(item) = st.pop() {
+                    st.busy = true;
+                    break Work::Live(item);
+                }
+                if st.delivered_any && !matches!(catch_up, CatchUpState::Over) {
+                    break Work::CatchUp;
+                }
+                st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        match work {
+            Work::Live(item) => send_live(shared, client, item),
+            Work::CatchUp => catch_up = catch_up_turn(shared, client, catch_up),
+        }
+    }
+}
+
+fn send_live(shared: &Shared, client: &mut Client, item: Item) {
+    let mut sleep = |d: Duration, why: &Failure| {
+        let mut st = shared.lock();
+        if let Some(run) = st.runs.get_mut(&item.run_id) {
+            run.last_failure = Some(why.detail.clone());
+        }
+        let (st, _) = shared
+            .changed
+            .wait_timeout_while(st, d, |s| !s.stop)
+            .unwrap_or_else(|p| p.into_inner());
+        !st.stop
+    };
+    let result = client.deliver(&item.req, &mut sleep);
+    let mut st = shared.lock();
+    st.busy = false;
+    st.settle(&item.run_id, item.seq, result.is_ok());
+    match result {
+        Ok(()) => {
+            st.failures = 0;
+            st.cool_until = None;
+            st.delivered_any = true;
+        }
+        Err(failure) => {
+            st.failures += 1;
+            let pause = jittered(cool_down_for(st.failures));
+            st.cool_until = Some(Instant::now() + pause);
+            let run = st.runs.entry(item.run_id.clone()).or_default();
+            run.last_failure = Some(failure.detail.clone());
+            if !run.warned {
+                run.warned = true;
+                log::warn!(
+                    "recording service {}: {failure}. Run {} stays in the local store; `bir sync` sends it later. Sending pauses for {}s",
+                    urls::display(client.base()),
+                    item.run_id,
+                    pause.as_secs()
+                );
+            }
+        }
+    }
+    shared.changed.notify_all();
+}
+
+/// One run of the background catch-up. It is not `busy` work: the end of
+/// the session does not wait for it (an interrupted run is sent again
+/// later, under the same ids).
+fn catch_up_turn(shared: &Shared, client: &mut Client, state: CatchUpState) -> CatchUpState {
+    let mut running = match state {
+        CatchUpState::Waiting => match super::sync::CatchUp::begin() {
+            Some(c) => c,
+            None => return CatchUpState::Over,
+        },
+        CatchUpState::Running(c) => c,
+        CatchUpState::Over => return CatchUpState::Over,
+    };
+    let live: HashSet<String> = shared.lock().runs.keys().cloned().collect();
+    match running.send_next(client, &|id| live.contains(id)) {
+        Ok(true) => CatchUpState::Running(running),
+        Ok(false) => CatchUpState::Over,
+        Err(failure) => {
+            log::debug!(
+                "catching up on earlier runs stopped: {failure}; `bir sync` sends them later"
+            );
+            CatchUpState::Over
+        }
+    }
+}
+
+impl Forwarder for RemoteRecorder {
+    fn forward(&mut self, run_id: &str, record: &Record) {
+        let Some(req) = request_for(run_id, record) else {
+            return;
+        };
+        let mut st = self.shared.lock();
+        if st.stop {
+            return;
+        }
+        st.push(Item {
+            run_id: run_id.to_owned(),
+            seq: record.seq,
+            req,
+        });
+        self.shared.changed.notify_all();
+    }
+
+    fn acked(&self, run_id: &str) -> u64 {
+        self.shared.lock().runs.get(run_id).map_or(0, |r| r.acked)
+    }
+
+    fn finish(&mut self, deadline: Duration) {
+        let until = Instant::now() + deadline;
+        let mut st = self.shared.lock();
+        loop {
+            let idle = st.queue.is_empty() && !st.busy;
+            let now = Instant::now();
+            // In a cool-down nothing will be sent before the deadline.
+            if idle || st.stop || now >= until || (!st.busy && st.cooling(now).is_some()) {
+                break;
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, until - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        // The process may end now: the one warning for each run that did
+        // not get through, if the sender has not given it yet.
+        for (run_id, run) in st.runs.iter_mut() {
+            if run.acked < run.forwarded && !run.warned {
+                run.warned = true;
+                log::warn!(
+                    "recording service {}: run {run_id} was not fully delivered ({}). It stays in the local store; `bir sync` sends it later",
+                    self.label,
+                    run.last_failure
+                        .as_deref()
+                        .unwrap_or("still sending when the session ended")
+                );
+            }
+        }
+    }
+}
+
+impl Drop for RemoteRecorder {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_are_jittered_up_to_a_fifth() {
+        let d = Duration::from_secs(5);
+        let waits: Vec<Duration> = (0..50).map(|_| jittered(d)).collect();
+        assert!(
+            waits.iter().all(|w| *w >= d && *w <= d + d / 5),
+            "{waits:?}"
+        );
+        let distinct: std::collections::HashSet<_> = waits.iter().collect();
+        assert!(distinct.len() > 10, "{waits:?}");
+    }
+
+    #[test]
+    fn cool_down_doubles_to_a_minute() {
+        let secs: Vec<u64> = (0..8).map(|n| cool_down_for(n).as_secs()).collect();
+        assert_eq!(secs, vec![0, 5, 10, 20, 40, 60, 60, 60]);
+        assert_eq!(cool_down_for(u32::MAX), COOL_DOWN_MAX);
+    }
+
+    fn item(run: &str, seq: u64, bytes: usize) -> Item {
+        Item {
+            run_id: run.into(),
+            seq,
+            req: WireRequest {
+                method: "POST",
+                path: "/x".into(),
+                body: vec![b' '; bytes],
+                optional: false,
+            },
+        }
+    }
+
+    #[test]
+    fn acknowledgements_stop_at_the_first_gap() {
+        let mut st = State::default();
+        for seq in 1..=4 {
+            st.push(item("a", seq, 1));
+        }
+        st.settle("a", 1, true);
+        st.settle("a", 2, true);
+        assert_eq!(st.runs["a"].acked, 2);
+        st.settle("a", 3, false);
+        st.settle("a", 4, true);
+        assert_eq!(st.runs["a"].acked, 2, "4 was delivered, 3 was not");
+        // A run whose first records the forwarder never saw acks nothing.
+        st.push(item("b", 5, 1));
+        st.settle("b", 5, true);
+        assert_eq!(st.runs["b"].acked, 0);
+    }
+
+    #[test]
+    fn overflow_drops_the_oldest_and_breaks_its_run() {
+        let mut st = State::default();
+        for seq in 1..=(MAX_QUEUED as u64 + 1) {
+            st.push(item("a", seq, 1));
+        }
+        assert_eq!(st.queue.len(), MAX_QUEUED);
+        assert_eq!(st.dropped, 1);
+        assert_eq!(st.queue.front().map(|i| i.seq), Some(2));
+        assert!(st.runs["a"].broken);
+        // Bytes bound too.
+        let mut st = State::default();
+        st.push(item("a", 1, MAX_QUEUED_BYTES));
+        st.push(item("a", 2, 10));
+        assert_eq!(st.queue.len(), 1);
+        assert_eq!(st.queued_bytes, 10);
+    }
+}

@@ -1,0 +1,549 @@
+//! The layer rules of `ARCHITECTURE.md`, enforced.
+//!
+//! Reads every `use` path and every inline `crate::`/`super::`/`self::`
+//! path in `src/`, resolves it to the module it names, and fails on:
+//!
+//! * a top-level module that the layer table does not place;
+//! * an import from a top-level module to one in the same or a higher
+//!   layer, unless the exception list names that pair;
+//! * a cycle between top-level modules, or between the submodules of one
+//!   module (a child using its parent's items is not a cycle).
+//!
+//! The table and the exceptions are read from `ARCHITECTURE.md` itself (the
+//! fenced blocks tagged `layers` and `layer-exceptions`), so the document
+//! and the code cannot drift apart.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+type ModPath = Vec<String>;
+
+/// One resolved import: who, whom, and where it was written.
+struct Edge {
+    from: ModPath,
+    to: ModPath,
+    file: PathBuf,
+    path: String,
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = fs::read_dir(dir)
+        .expect("read src")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module a file defines: `src/a/b.rs` and `src/a/b/mod.rs` are
+/// `a::b`; `lib.rs` and `main.rs` are the crate root (empty path).
+fn module_of(src: &Path, file: &Path) -> ModPath {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    if parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main") {
+        parts.clear();
+    }
+    parts
+}
+
+/// The source with comments, string and character literals blanked out
+/// (so a path in a doc comment or a message is not an import).
+fn code_only(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    let blank = |out: &mut Vec<u8>, c: u8| out.push(if c == b'\n' { b'\n' } else { b' ' });
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if c == b'/' && next == Some(b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                blank(&mut out, b[i]);
+                i += 1;
+            }
+        } else if c == b'/' && next == Some(b'*') {
+            let mut depth = 0usize;
+            while i < b.len() {
+                if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+                    depth += 1;
+                    out.extend_from_slice(b"  ");
+                    i += 2;
+                } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+                    depth -= 1;
+                    out.extend_from_slice(b"  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    blank(&mut out, b[i]);
+                    i += 1;
+                }
+            }
+        } else if (c == b'r' || c == b'b')
+            && !b[..i]
+                .last()
+                .is_some_and(|p| p.is_ascii_alphanumeric() || *p == b'_')
+            && raw_string_len(&b[i..]).is_some()
+        {
+            let n = raw_string_len(&b[i..]).unwrap_or(1);
+            for &x in &b[i..i + n] {
+                blank(&mut out, x);
+            }
+            i += n;
+        } else if c == b'"' {
+            blank(&mut out, c);
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    blank(&mut out, b[i]);
+                    i += 1;
+                }
+                if i < b.len() {
+                    blank(&mut out, b[i]);
+                    i += 1;
+                }
+            }
+            if i < b.len() {
+                blank(&mut out, b[i]);
+                i += 1;
+            }
+        } else if c == b'\'' {
+            // A character literal ('a', '\n', '\u{1F}', '"'), or a lifetime.
+            let len = if next == Some(b'\\') {
+                b[i + 2..].iter().position(|&x| x == b'\'').map(|p| p + 3)
+            } else {
+                let ch_len = src[i + 1..].chars().next().map_or(1, char::len_utf8);
+                (b.get(i + 1 + ch_len) == Some(&b'\'')).then_some(ch_len + 2)
+            };
+            match len {
+                Some(n) => {
+                    out.extend(std::iter::repeat_n(b' ', n));
+                    i += n;
+                }
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The length of a raw string literal (`r"…"`, `r#"…"#`, `br"…"`) starting
+/// here, if one does.
+fn raw_string_len(b: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    if b.first() == Some(&b'b') {
+        i += 1;
+    }
+    if b.get(i) != Some(&b'r') {
+        return None;
+    }
+    i += 1;
+    let hashes = b[i..].iter().take_while(|&&c| c == b'#').count();
+    i += hashes;
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    i += 1;
+    while i < b.len() {
+        if b[i] == b'"'
+            && b[i + 1..]
+                .iter()
+                .take(hashes)
+                .filter(|&&c| c == b'#')
+                .count()
+                == hashes
+        {
+            return Some(i + 1 + hashes);
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Splits a `use` tree (`a::{b, c::{d, e}}`) into its leaf paths.
+fn flatten_use(tree: &str, prefix: &str, out: &mut Vec<String>) {
+    let tree = tree.trim();
+    if tree.is_empty() {
+        return;
+    }
+    if let Some(open) = tree.find('{') {
+        let head = tree[..open].trim().trim_end_matches("::");
+        let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+        let base = join(prefix, head);
+        let mut depth = 0usize;
+        let mut start = 0;
+        for (k, ch) in inner.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    flatten_use(&inner[start..k], &base, out);
+                    start = k + 1;
+                }
+                _ => {}
+            }
+        }
+        flatten_use(&inner[start..], &base, out);
+    } else {
+        let item = tree.split(" as ").next().unwrap_or(tree).trim();
+        out.push(join(prefix, item));
+    }
+}
+
+fn join(prefix: &str, rest: &str) -> String {
+    match (prefix.is_empty(), rest.is_empty()) {
+        (true, _) => rest.to_owned(),
+        (_, true) => prefix.to_owned(),
+        _ => format!("{prefix}::{rest}"),
+    }
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Every path in the code that starts at `crate`, `super` or `self`.
+fn paths_in(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    // `use` declarations, flattened.
+    let mut rest = code;
+    let mut offset = 0;
+    while let Some(at) = rest.find("use ") {
+        let abs = offset + at;
+        let before = code[..abs].chars().next_back();
+        let end = code[abs..].find(';').map(|e| abs + e);
+        if before.is_none_or(|c| !is_ident(c))
+            && let Some(end) = end
+        {
+            let mut leaves = Vec::new();
+            flatten_use(&code[abs + 4..end], "", &mut leaves);
+            out.extend(
+                leaves
+                    .into_iter()
+                    .map(|p| p.replace(char::is_whitespace, "")),
+            );
+        }
+        offset = abs + 4;
+        rest = &code[offset..];
+    }
+    // Inline paths (`crate::a::b(…)`, `super::x::Y`).
+    for root in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(at) = code[from..].find(root) {
+            let abs = from + at;
+            from = abs + root.len();
+            if code[..abs]
+                .chars()
+                .next_back()
+                .is_some_and(|c| is_ident(c) || c == ':')
+            {
+                continue;
+            }
+            let mut end = abs;
+            let bytes = code.as_bytes();
+            while end < code.len() {
+                let c = bytes[end] as char;
+                if is_ident(c) || (c == ':' && bytes.get(end + 1) == Some(&b':')) {
+                    end += if c == ':' { 2 } else { 1 };
+                } else {
+                    break;
+                }
+            }
+            out.push(code[abs..end].trim_end_matches("::").to_owned());
+        }
+    }
+    out
+}
+
+/// The module a path names, from the module it is written in: the longest
+/// prefix that is a module of the crate.
+fn resolve(path: &str, here: &ModPath, modules: &BTreeSet<ModPath>) -> Option<ModPath> {
+    let mut segs = path.split("::").filter(|s| !s.is_empty());
+    let mut base: ModPath = match segs.next()? {
+        "crate" => Vec::new(),
+        "self" => here.clone(),
+        "super" => here[..here.len().checked_sub(1)?].to_vec(),
+        _ => return None,
+    };
+    for seg in segs {
+        if seg == "super" {
+            base.pop();
+            continue;
+        }
+        let mut next = base.clone();
+        next.push(seg.to_owned());
+        if !modules.contains(&next) {
+            break;
+        }
+        base = next;
+    }
+    Some(base)
+}
+
+struct Rules {
+    layer_of: HashMap<String, (u32, String)>,
+    exceptions: BTreeSet<(String, String)>,
+}
+
+/// Reads the fenced `layers` and `layer-exceptions` blocks of
+/// `ARCHITECTURE.md`.
+fn rules() -> Rules {
+    let doc = fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let block = |tag: &str| -> Vec<String> {
+        let fence = format!("```{tag}\n");
+        let start = doc
+            .find(&fence)
+            .unwrap_or_else(|| panic!("ARCHITECTURE.md has no ```{tag} block"));
+        let body = &doc[start + fence.len()..];
+        let end = body.find("```").expect("closed block");
+        body[..end].lines().map(str::to_owned).collect()
+    };
+    let mut layer_of = HashMap::new();
+    for line in block("layers") {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        // `5 daemon: daemon` — a number, a layer's name, its modules.
+        let (head, mods) = line.split_once(':').expect("`N name: modules`");
+        let mut head = head.split_whitespace();
+        let n: u32 = head
+            .next()
+            .and_then(|n| n.parse().ok())
+            .expect("layer number");
+        let name = head.collect::<Vec<_>>().join(" ");
+        for m in mods.split_whitespace() {
+            let previous = layer_of.insert(m.to_owned(), (n, name.clone()));
+            assert!(previous.is_none(), "{m} is placed twice in the layer table");
+        }
+    }
+    let mut exceptions = BTreeSet::new();
+    for line in block("layer-exceptions") {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        // `a -> b: why`
+        let (pair, _why) = line.split_once(':').unwrap_or((line, ""));
+        let (a, b) = pair.split_once("->").expect("`a -> b: why`");
+        exceptions.insert((a.trim().to_owned(), b.trim().to_owned()));
+    }
+    Rules {
+        layer_of,
+        exceptions,
+    }
+}
+
+fn edges() -> (BTreeSet<ModPath>, Vec<Edge>) {
+    let src = root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: BTreeSet<ModPath> = files.iter().map(|f| module_of(&src, f)).collect();
+    let mut edges = Vec::new();
+    for file in &files {
+        let here = module_of(&src, file);
+        let text = fs::read_to_string(file).expect("read source");
+        for path in paths_in(&code_only(&text)) {
+            if let Some(to) = resolve(&path, &here, &modules) {
+                edges.push(Edge {
+                    from: here.clone(),
+                    to,
+                    file: file.strip_prefix(root()).unwrap_or(file).to_path_buf(),
+                    path,
+                });
+            }
+        }
+    }
+    (modules, edges)
+}
+
+/// One cycle in `graph`, if it has one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut HashMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_owned(), 1);
+        stack.push(n.to_owned());
+        for m in graph.get(n).into_iter().flatten() {
+            match state.get(m.as_str()) {
+                Some(1) => {
+                    let from = stack.iter().position(|s| s == m).unwrap_or(0);
+                    let mut cycle = stack[from..].to_vec();
+                    cycle.push(m.clone());
+                    return Some(cycle);
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(c) = visit(m, graph, state, stack) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(n.to_owned(), 2);
+        None
+    }
+    let mut state = HashMap::new();
+    for n in graph.keys() {
+        if !state.contains_key(n.as_str())
+            && let Some(c) = visit(n, graph, &mut state, &mut Vec::new())
+        {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn every_import_goes_down_a_layer_and_no_module_cycle_exists() {
+    let rules = rules();
+    let (modules, edges) = edges();
+    let mut problems = Vec::new();
+
+    for m in modules.iter().filter(|m| m.len() == 1) {
+        if !rules.layer_of.contains_key(&m[0]) {
+            problems.push(format!(
+                "src/{0}: top-level module `{0}` has no place in ARCHITECTURE.md's layer table",
+                m[0]
+            ));
+        }
+    }
+
+    let mut top: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &edges {
+        let (Some(a), Some(b)) = (e.from.first(), e.to.first()) else {
+            continue; // the crate root dispatches to everything
+        };
+        if a == b {
+            continue;
+        }
+        top.entry(a.clone()).or_default().insert(b.clone());
+        let (Some((la, na)), Some((lb, nb))) = (rules.layer_of.get(a), rules.layer_of.get(b))
+        else {
+            continue;
+        };
+        if la <= lb && !rules.exceptions.contains(&(a.clone(), b.clone())) {
+            problems.push(format!(
+                "{}: `{a}` (layer {la}, {na}) imports `{}` from `{b}` (layer {lb}, {nb}); \
+                 a module may only import from lower layers",
+                e.file.display(),
+                e.path
+            ));
+        }
+    }
+    if let Some(cycle) = find_cycle(&top) {
+        problems.push(format!(
+            "a cycle between top-level modules: {}",
+            cycle.join(" -> ")
+        ));
+    }
+
+    // Within each module: its submodules must not import each other in a
+    // circle. Edges to the parent itself (its shared types) are allowed.
+    let mut inner: BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for e in &edges {
+        let common = e.from.iter().zip(&e.to).take_while(|(x, y)| x == y).count();
+        if common < e.from.len() && common < e.to.len() {
+            inner
+                .entry(e.from[..common].to_vec())
+                .or_default()
+                .entry(e.from[common].clone())
+                .or_default()
+                .insert(e.to[common].clone());
+        }
+    }
+    for (parent, graph) in &inner {
+        if parent.is_empty() {
+            continue; // top level: checked above
+        }
+        if let Some(cycle) = find_cycle(graph) {
+            problems.push(format!(
+                "a cycle inside `{}`: {}",
+                parent.join("::"),
+                cycle.join(" -> ")
+            ));
+        }
+    }
+
+    assert!(
+        problems.is_empty(),
+        "layer rules broken (see ARCHITECTURE.md, \"Layers\"):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The checker itself: it must see the imports it is meant to judge.
+#[test]
+fn the_reader_finds_use_trees_and_inline_paths_but_not_comments_or_strings() {
+    let code = code_only(
+        "use crate::{a::{b, c as d}, e};\n\
+         // use crate::commented;\n\
+         let s = \"crate::in_a_string\"; let c = '\"'; let r = r#\"crate::raw\"#;\n\
+         fn f<'a>(x: &'a str) { super::sibling::call(x); }\n",
+    );
+    let paths = paths_in(&code);
+    for want in [
+        "crate::a::b",
+        "crate::a::c",
+        "crate::e",
+        "super::sibling::call",
+    ] {
+        assert!(
+            paths.iter().any(|p| p == want),
+            "missing {want} in {paths:?}"
+        );
+    }
+    for unwanted in ["commented", "in_a_string", "raw"] {
+        assert!(
+            !paths.iter().any(|p| p.contains(unwanted)),
+            "{unwanted} read as an import: {paths:?}"
+        );
+    }
+    let modules: BTreeSet<ModPath> = [vec!["x".to_owned()], vec!["x".into(), "y".into()]]
+        .into_iter()
+        .collect();
+    let here = vec!["x".to_owned(), "z".to_owned()];
+    assert_eq!(
+        resolve("super::y::Thing", &here, &modules),
+        Some(vec!["x".to_owned(), "y".to_owned()])
+    );
+    assert_eq!(
+        resolve("crate::x::Other", &here, &modules),
+        Some(vec!["x".to_owned()])
+    );
+    let mut graph = BTreeMap::new();
+    graph.insert("a".to_owned(), BTreeSet::from(["b".to_owned()]));
+    graph.insert("b".to_owned(), BTreeSet::from(["a".to_owned()]));
+    assert!(find_cycle(&graph).is_some());
+    graph.remove("b");
+    assert!(find_cycle(&graph).is_none());
+}
