@@ -126,6 +126,10 @@ pub struct HooksArgs {
 
     /// the hook event name and any further arguments
     #[argh(positional, greedy)]
+    #[allow(
+        dead_code,
+        reason = "accepted so that every hook event parses; read once hooks do more than answer"
+    )]
     pub rest: Vec<String>,
 }
 

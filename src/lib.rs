@@ -2,53 +2,55 @@
 //!
 //! # Layout
 //!
-//! The crate follows the data flow (see `ARCHITECTURE.md` for the codemap and
-//! the invariants):
+//! The modules follow the data flow and sit in layers: a module imports
+//! only from layers below its own (`ARCHITECTURE.md` has the table, the
+//! codemap and the invariants; `tests/it/layers.rs` enforces the table).
 //!
-//! * [`cli`] — which personality runs (`bir`, `bir-proxy`, `bir-hooks`) and
-//!   the arguments of each.
-//! * [`jsonrpc`] — the sans-IO core: framing and envelope scanning of
-//!   newline-delimited JSON-RPC, and the few messages bir writes itself.
-//! * [`proxy`] — `bir-proxy`: the upstream child, the two relay pumps, the
-//!   in-flight table and the lifecycle (signals, exit parity, restarts).
-//! * [`observe`] — what the relay hands off its hot path: the bounded
-//!   observation queue, step reports and the `--transcript` writer.
-//! * [`redact`] — the single choke point every recorded payload passes
-//!   through before a store, the network, a log or a terminal.
-//! * [`testpeer`] — a scriptable fake MCP server for faults real servers will
-//!   not produce on demand (hidden `bir testpeer`).
-//! * [`record`] — runs: the Tier 2 recorder (an observer sink), the
-//!   journal, the local store; [`redact`] is its single choke point.
-//! * [`runs`] — `bir runs`: list, show, export, remove.
-//! * [`login`] — `bir login`/`logout`/`whoami`: the recording service's
-//!   credentials; [`sync`] — `bir sync`: send what the service has not
-//!   acknowledged (the live sender is `record::remote`).
-//! * [`hooks`] — `bir-hooks` (for now: answers every event harmlessly).
-//! * [`install`] — `bir wrap`/`install`/`uninstall`/`status`/`doctor`: client
-//!   configs, edited byte-preservingly and atomically, with a ledger to undo.
+//! * foundation (leaves): `codec`, `home`, [`jsonrpc`], `output`, `secret`,
+//!   `sys`, `time`, `urls`;
+//! * vocabulary: `cli` (every argh struct, `Exit`, the version text),
+//!   [`redact`] (the single choke point every recorded payload passes);
+//! * plumbing: `logging`, `observe` (what the relay hands off its hot path);
+//! * runs: `record` (the recorder sink, the journal, the local store);
+//! * engines: `service` (the recording service), `bound` (the bound tier);
+//! * personalities: `proxy` (`bir-proxy`), `hooks` (`bir-hooks`),
+//!   `testpeer` (hidden: a scriptable fake MCP server);
+//! * commands: `install`, `login`, `runs`, `sync` (thin, over the above).
+//!
+//! # Public surface
+//!
+//! Deliberately small; everything else is crate-private, so the compiler
+//! reports what is unused. Public are only what the integration tests and
+//! benchmarks drive without going through the binary:
+//!
+//! * [`main`] — the entry point of the one executable;
+//! * [`jsonrpc::scan::LineScanner`] (and the types of its answers) — the
+//!   envelope scanner, benchmarked per line (`benches/scan.rs`);
+//! * [`redact::Redactor`] and [`redact::RedactConfig`] — the redactor,
+//!   benchmarked for throughput (`benches/redact.rs`).
 
-pub mod bound;
-pub mod cli;
-pub mod codec;
-pub mod home;
-pub mod hooks;
-pub mod install;
+mod bound;
+mod cli;
+mod codec;
+mod home;
+mod hooks;
+mod install;
 pub mod jsonrpc;
-pub mod logging;
-pub mod login;
-pub mod observe;
-pub mod output;
-pub mod proxy;
-pub mod record;
+mod logging;
+mod login;
+mod observe;
+mod output;
+mod proxy;
+mod record;
 pub mod redact;
-pub mod runs;
-pub mod secret;
-pub mod service;
-pub mod sync;
-pub mod sys;
-pub mod testpeer;
-pub mod time;
-pub mod urls;
+mod runs;
+mod secret;
+mod service;
+mod sync;
+mod sys;
+mod testpeer;
+mod time;
+mod urls;
 
 use std::process::ExitCode;
 

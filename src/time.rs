@@ -20,13 +20,6 @@ pub fn rfc3339(at: SystemTime) -> String {
     )
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn unix_ms(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
 /// (Howard Hinnant's algorithm).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {

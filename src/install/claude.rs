@@ -175,7 +175,7 @@ fn strings(node: Option<&Node>) -> Vec<String> {
     .unwrap_or_default()
 }
 
-fn collect(doc: &Doc, file: &Path, scope: Scope, path: &[&str], out: &mut Vec<Found>) {
+fn collect(doc: &Doc, scope: Scope, path: &[&str], out: &mut Vec<Found>) {
     let Some(map) = doc.root.at(path) else {
         return;
     };
@@ -185,7 +185,6 @@ fn collect(doc: &Doc, file: &Path, scope: Scope, path: &[&str], out: &mut Vec<Fo
         out.push(Found {
             name: m.key.clone(),
             scope,
-            file: file.to_owned(),
             path: p,
             raw: doc.raw(&m.value).to_owned(),
             kind: classify(&m.value),
@@ -211,30 +210,17 @@ pub fn resolve(paths: &Paths) -> Result<Resolved, String> {
         }
         collect(
             doc,
-            &paths.claude_json,
             Scope::Local,
             &["projects", &local_key, "mcpServers"],
             &mut all,
         );
-        collect(
-            doc,
-            &paths.claude_json,
-            Scope::User,
-            &["mcpServers"],
-            &mut all,
-        );
+        collect(doc, Scope::User, &["mcpServers"], &mut all);
         if let Some(p) = doc.root.at(&["projects", &local_key]) {
             read_approvals(p, &mut approvals);
         }
     }
     if let Some(doc) = &mcp_json {
-        collect(
-            doc,
-            &paths.mcp_json(),
-            Scope::Project,
-            &["mcpServers"],
-            &mut all,
-        );
+        collect(doc, Scope::Project, &["mcpServers"], &mut all);
     }
     let mut policy = Policy::default();
     let mut settings = vec![

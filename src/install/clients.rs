@@ -282,7 +282,6 @@ pub fn entries(cf: &ClientFile, forced: &[String]) -> Result<Vec<(Found, Decisio
                     Found {
                         name: name.clone(),
                         scope: cf.scope,
-                        file: cf.file.clone(),
                         path: vec![cf.map_key.clone(), name],
                         raw: json,
                         kind,
@@ -319,7 +318,6 @@ pub fn entries(cf: &ClientFile, forced: &[String]) -> Result<Vec<(Found, Decisio
             Found {
                 name: m.key.clone(),
                 scope: cf.scope,
-                file: cf.file.clone(),
                 path: vec![cf.map_key.clone(), m.key.clone()],
                 raw: doc.raw(&m.value).to_owned(),
                 kind,

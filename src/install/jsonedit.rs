@@ -174,16 +174,6 @@ impl Doc {
         })
     }
 
-    /// The file's bytes with the BOM, if it had one.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.text.len() + 3);
-        if self.bom {
-            out.extend_from_slice(BOM.as_bytes());
-        }
-        out.extend_from_slice(self.text.as_bytes());
-        out
-    }
-
     /// The raw text of a node.
     pub fn raw(&self, node: &Node) -> &str {
         &self.text[node.start..node.end]

@@ -5,8 +5,6 @@
 //! `codex`) so that they can speak of the same things without importing
 //! each other.
 
-use std::path::PathBuf;
-
 use super::entry::EntryKind;
 
 /// An MCP client bir has an adapter for. Its [`name`](Client::name) is what
@@ -84,8 +82,7 @@ impl Scope {
 pub struct Found {
     pub name: String,
     pub scope: Scope,
-    pub file: PathBuf,
-    /// The keys leading to the entry inside `file`.
+    /// The keys leading to the entry inside its config file.
     pub path: Vec<String>,
     pub raw: String,
     pub kind: EntryKind,

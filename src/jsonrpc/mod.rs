@@ -4,7 +4,7 @@
 //! message; `message` turns a scanned line into the facts the relay acts on
 //! (kind, id key, method) and builds the few messages the proxy writes itself.
 
-pub mod framer;
-pub mod message;
+pub(crate) mod framer;
+pub(crate) mod message;
 pub mod scan;
-pub mod small;
+pub(crate) mod small;

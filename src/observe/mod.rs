@@ -253,11 +253,6 @@ impl Observer {
         }
     }
 
-    /// Observations lost because the queue was full.
-    pub fn dropped(&self) -> u64 {
-        self.queue.dropped()
-    }
-
     /// Stops accepting observations and waits up to `deadline` for the
     /// worker to drain and flush. Shutdown is never held up longer. The
     /// worker delivers for three quarters of it at most, then counts what

@@ -375,6 +375,7 @@ impl InFlight {
     }
 
     /// How many unanswered requests were forgotten because the table was full.
+    #[cfg(test)]
     pub fn evicted(&self) -> u64 {
         self.evicted
     }

@@ -187,11 +187,6 @@ impl Recorder {
         self
     }
 
-    /// The id of the run, once it exists.
-    pub fn run_id(&self) -> Option<&str> {
-        self.run_id.as_deref()
-    }
-
     fn emit(&mut self, event: RunEvent) {
         let record = Record {
             seq: self.next_seq,
