@@ -31,7 +31,7 @@ use crate::secret::Secret;
 use crate::service::credentials::{
     Credentials, credentials_path, fingerprint, load, save, valid_token,
 };
-use crate::service::url as remote;
+use crate::service::url as service_url;
 use crate::urls;
 
 /// What was read from standard input.
@@ -55,7 +55,7 @@ pub fn login(cmd: LoginCmd) -> Exit {
     let previous = load(&path).ok().flatten();
     let service = cmd
         .service
-        .or_else(remote::service_url_from_env)
+        .or_else(service_url::service_url_from_env)
         .or_else(|| previous.as_ref().map(|c| c.service.clone()));
     let Some(service) = service else {
         eprintln!(
@@ -63,7 +63,7 @@ pub fn login(cmd: LoginCmd) -> Exit {
         );
         return Exit::Code(2);
     };
-    let service = match remote::parse_service_url(&service) {
+    let service = match service_url::parse_service_url(&service) {
         Ok(s) => s,
         Err(msg) => {
             eprintln!("bir login: {msg}");
@@ -98,7 +98,7 @@ pub fn login(cmd: LoginCmd) -> Exit {
         return Exit::Code(2);
     }
     if let Some(url) = &issued.refresh_url
-        && let Err(msg) = remote::parse_service_url(url)
+        && let Err(msg) = service_url::parse_service_url(url)
     {
         eprintln!("bir login: refreshUrl: {msg}");
         return Exit::Code(2);
@@ -199,7 +199,7 @@ pub fn logout(_cmd: LogoutCmd) -> Exit {
             out(&format!(
                 "Logged out: removed {}. Runs are recorded locally only{}.",
                 path.display(),
-                if remote::service_url_from_env().is_some() {
+                if service_url::service_url_from_env().is_some() {
                     " (but BIR_SERVICE_URL is set: runs still go there, without a token)"
                 } else {
                     ""
@@ -233,7 +233,7 @@ pub fn whoami(_cmd: WhoamiCmd) -> Exit {
             return Exit::Code(1);
         }
     };
-    let env_url = remote::service_url_from_env();
+    let env_url = service_url::service_url_from_env();
     let Some(creds) = creds else {
         match env_url {
             Some(url) => out(&format!(
@@ -267,11 +267,11 @@ pub fn whoami(_cmd: WhoamiCmd) -> Exit {
         }
     ));
     lines.push(format!("file:    {}", path.display()));
-    if remote::env_service() == remote::EnvService::Off {
+    if service_url::env_service() == service_url::EnvService::Off {
         lines.push("note:    BIR_SERVICE_URL=off: runs are not sent while it is set".into());
     }
     if let Some(url) = env_url
-        && remote::origin(&url) != remote::origin(&creds.service)
+        && service_url::origin(&url) != service_url::origin(&creds.service)
     {
         lines.push(format!(
             "note:    BIR_SERVICE_URL={} overrides the service; the token is not sent there",

@@ -28,17 +28,17 @@ use crate::cli::{Exit, SyncCmd};
 use crate::home::Wait;
 use crate::output::out;
 use crate::record::store::Store;
-use crate::service::client::Failure;
+use crate::service::client::SendFailure;
 use crate::service::client::{Client, ServiceConfig};
 use crate::service::sync::{
     Outcome, STALE_AFTER, Standing, SyncLock, hold, pending, send_run, standing,
 };
-use crate::service::url as remote;
+use crate::service::url as service_url;
 
 pub fn main(_cmd: SyncCmd) -> Exit {
     let cfg = match ServiceConfig::resolve() {
         Ok(Some(cfg)) => cfg,
-        Ok(None) if remote::env_service() == remote::EnvService::Off => {
+        Ok(None) if service_url::env_service() == service_url::EnvService::Off => {
             eprintln!(
                 "bir sync: BIR_SERVICE_URL=off switches sending off; unset it (or give a URL) to sync."
             );
@@ -86,7 +86,7 @@ pub fn main(_cmd: SyncCmd) -> Exit {
     runs.reverse(); // oldest first
     let service = crate::urls::display(&cfg.base);
     let mut client = Client::new(cfg);
-    let mut down: Option<Failure> = None;
+    let mut down: Option<SendFailure> = None;
     let (mut sent_runs, mut sent_records, mut up_to_date, mut failed, mut recording) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
     let mut not_tried = 0usize;

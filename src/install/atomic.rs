@@ -38,9 +38,6 @@ pub struct Outcome {
     pub changed: bool,
 }
 
-/// The hex sha256 of `bytes` (see [`crate::codec`]).
-pub use crate::codec::sha256_hex;
-
 /// The file a config path really is: symlinks followed. A dangling link is
 /// an error; a missing plain path is returned as is.
 pub fn resolve(path: &Path) -> Result<PathBuf, String> {

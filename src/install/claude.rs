@@ -354,7 +354,7 @@ pub fn decide(r: &Resolved, only: &[String]) -> Vec<(Found, Decision)> {
 }
 
 /// [`decide_one`] for a remote entry: the policy, the approvals, then
-/// whether the client signs in itself ([`super::remote::assess`]).
+/// whether the client signs in itself ([`super::remote_entry::assess`]).
 fn decide_remote(r: &Resolved, f: &Found, forced: bool) -> Decision {
     if r.policy.deny_names.contains(&f.name) {
         return Decision::Skip("denied by policy (deniedMcpServers, by name); not wrapped".into());
@@ -396,7 +396,7 @@ fn decide_remote(r: &Resolved, f: &Found, forced: bool) -> Decision {
         Ok(d) => d,
         Err(e) => return Decision::Skip(format!("cannot read the entry ({e})")),
     };
-    if let Err(why) = super::remote::assess(&doc.root, Client::ClaudeCode.name(), forced) {
+    if let Err(why) = super::remote_entry::assess(&doc.root, Client::ClaudeCode.name(), forced) {
         return Decision::Skip(format!("remote server: {why}"));
     }
     if let Some(d) = approval {

@@ -1,6 +1,6 @@
 //! Clients other than Claude Code: one config file each (or one per scope),
 //! a server map under a known key, every stdio server (and remote server,
-//! see [`super::remote`]) wrapped in place.
+//! see [`super::remote_entry`]) wrapped in place.
 //!
 //! | client | file(s) | map key | flavor |
 //! |---|---|---|---|
@@ -335,7 +335,7 @@ fn decision_for(kind: &EntryKind, raw: &str, client: &str, forced: bool) -> Deci
         EntryKind::Remote { .. } => {
             let assessed = Doc::parse(raw.as_bytes(), Flavor::Jsonc)
                 .map_err(|e| format!("cannot read the entry ({e})"))
-                .and_then(|d| super::remote::assess(&d.root, client, forced));
+                .and_then(|d| super::remote_entry::assess(&d.root, client, forced));
             match assessed {
                 Ok(_) => Decision::InPlace,
                 Err(why) => Decision::Skip(format!("remote server: {why}")),
@@ -372,7 +372,7 @@ pub fn summary(cf: &ClientFile, plan: &[(Found, Decision)], applied: bool) {
         };
         let why = match (&f.kind, d) {
             (EntryKind::Remote { .. }, Decision::InPlace | Decision::Copy) => {
-                why + &super::remote::summary_notes(&f.raw, &cf.client)
+                why + &super::remote_entry::summary_notes(&f.raw, &cf.client)
             }
             _ => why,
         };

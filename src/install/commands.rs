@@ -1,7 +1,7 @@
 //! `bir install`, `bir uninstall`, `bir status` (Claude Code).
 //!
 //! `bir install` wraps every approved server this project's Claude Code
-//! sees (stdio servers, and remote ones as [`super::remote`] describes), writing the wrapped copy into the project's **local scope**
+//! sees (stdio servers, and remote ones as [`super::remote_entry`] describes), writing the wrapped copy into the project's **local scope**
 //! (`~/.claude.json` → `projects[<key>].mcpServers`), which beats the
 //! project (`.mcp.json`) and user scopes: the team's `.mcp.json` and the
 //! user scope are never edited. A server already in the local scope is
@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::atomic::{self, sha256_hex};
+use super::atomic;
 use super::claude::{self, Paths, Resolved};
 use super::diff;
 use super::entry::{EntryKind, ProxyForm, classify, set_command, wrapped_entry_text};
@@ -20,6 +20,7 @@ use super::jsonedit::{Doc, Flavor, json_string};
 use super::ledger::{self, ACTION_IN_PLACE, ACTION_INSERTED, Change};
 use super::vocab::{Decision, Found, Scope};
 use crate::cli::{Exit, InstallCmd, StatusCmd, UninstallCmd};
+use crate::codec::sha256_hex;
 use crate::output::out;
 
 const CLIENT: &str = "claude-code";
@@ -139,7 +140,7 @@ fn apply_ops(
                 change.keep_parents = doc.existing_parents(&path);
                 let text = match &f.kind {
                     EntryKind::Remote { .. } => {
-                        super::remote::wrapped_text(&f.raw, form, &f.name, &job.client)?
+                        super::remote_entry::wrapped_text(&f.raw, form, &f.name, &job.client)?
                     }
                     _ => wrapped_entry_text(&f.raw, form, &f.name)?,
                 };
@@ -158,8 +159,8 @@ fn apply_ops(
                     if !matches!(f.kind, EntryKind::Remote { .. }) || raw != f.raw {
                         continue; // changed meanwhile
                     }
-                    change.original_text = Some(super::remote::template(raw)?);
-                    let text = super::remote::wrapped_text(raw, form, &f.name, &job.client)?;
+                    change.original_text = Some(super::remote_entry::template(raw)?);
+                    let text = super::remote_entry::wrapped_text(raw, form, &f.name, &job.client)?;
                     bytes = doc.set(&path, &text)?;
                     changes.push(change);
                     continue;
@@ -509,7 +510,7 @@ fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: boo
         };
         let why = match (&f.kind, &p.decision) {
             (EntryKind::Remote { .. }, Decision::Copy | Decision::InPlace) => {
-                why + &super::remote::summary_notes(&f.raw, CLIENT)
+                why + &super::remote_entry::summary_notes(&f.raw, CLIENT)
             }
             _ => why,
         };
@@ -766,7 +767,7 @@ fn reverse(doc: &Doc, c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
     // A remote entry wrapped in place: the original text, its header
     // values read back from the wrapped entry.
     if let Some(template) = &c.original_text {
-        let text = match super::remote::restore(template, node, doc) {
+        let text = match super::remote_entry::restore(template, node, doc) {
             Ok(t) => t,
             Err(e) => {
                 return Ok((

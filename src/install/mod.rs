@@ -7,7 +7,7 @@
 //!   [`clients`] — the other clients' files; [`codex`] — Codex TOML;
 //!   [`commands`] — `install`/`uninstall`/`status`; [`ledger`] — what bir
 //!   changed; [`doctor`] — launches every wrapped entry; [`wrap`] and
-//!   [`entry`] — wrapped entries; [`remote`] — remote (HTTP/SSE) entries; [`diff`] — `--dry-run` output.
+//!   [`entry`] — wrapped entries; [`remote_entry`] — remote (HTTP/SSE) server entries; [`diff`] — `--dry-run` output.
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
@@ -21,6 +21,6 @@ pub mod doctor;
 pub mod entry;
 pub mod jsonedit;
 pub mod ledger;
-pub mod remote;
+pub mod remote_entry;
 pub mod vocab;
 pub mod wrap;

@@ -179,7 +179,7 @@ fn record(o: &atomic::Outcome, path: &[&str], keep: usize, flavor: Flavor) {
         .and_then(|d| {
             d.root
                 .at(path)
-                .map(|n| atomic::sha256_hex(d.raw(n).as_bytes()))
+                .map(|n| crate::codec::sha256_hex(d.raw(n).as_bytes()))
         })
         .unwrap_or_default();
     let change = ledger::Change {
@@ -198,7 +198,7 @@ fn record(o: &atomic::Outcome, path: &[&str], keep: usize, flavor: Flavor) {
         original: None,
         original_text: None,
         entry_sha256: hash,
-        file_sha256: atomic::sha256_hex(&o.after),
+        file_sha256: crate::codec::sha256_hex(&o.after),
         at: crate::time::rfc3339(std::time::SystemTime::now()),
     };
     if let Err(e) = ledger::modify(&mut |l| {

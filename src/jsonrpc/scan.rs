@@ -670,6 +670,15 @@ fn lex_number(s: &[u8], i: &mut usize, mut state: Num) -> NumEnd {
     }
 }
 
+/// The envelope of one complete JSON value (no newline inside), scanned
+/// on its own: for the few places (a message the proxy made, an HTTP body)
+/// that hold a whole message rather than a stream.
+pub(crate) fn summarize(bytes: &[u8]) -> LineSummary {
+    let mut scanner = LineScanner::new();
+    let _ = scanner.scan(bytes);
+    scanner.end_line()
+}
+
 #[cfg(test)]
 mod reference;
 

@@ -28,7 +28,7 @@ pub struct ProxyConfig {
     /// starts; steps keep it so they can be joined to the session later.
     pub session_id: Option<Arc<str>>,
     /// `--url`: the upstream is a remote server, not a command.
-    pub remote: Option<Arc<RemoteConfig>>,
+    pub upstream_http: Option<Arc<UpstreamHttpConfig>>,
 }
 
 /// Which remote transport to speak.
@@ -44,7 +44,7 @@ pub enum TransportMode {
 
 /// A remote upstream (`--url`).
 #[derive(Clone)]
-pub struct RemoteConfig {
+pub struct UpstreamHttpConfig {
     pub url: url::Url,
     pub mode: TransportMode,
     /// Static headers (credentials): never logged, never recorded, sent
@@ -53,9 +53,9 @@ pub struct RemoteConfig {
     pub connect_timeout: std::time::Duration,
 }
 
-impl std::fmt::Debug for RemoteConfig {
+impl std::fmt::Debug for UpstreamHttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RemoteConfig")
+        f.debug_struct("UpstreamHttpConfig")
             .field("url", &crate::urls::redacted(&self.url))
             .field("mode", &self.mode)
             .field("headers", &format!("[{} REDACTED]", self.headers.len()))
@@ -80,7 +80,7 @@ impl ProxyConfig {
                         "give either --url or a server command, not both".into(),
                     ));
                 }
-                Some(Arc::new(remote_config(url, &args)?))
+                Some(Arc::new(upstream_http_config(url, &args)?))
             }
             None => {
                 if args.transport.is_some() || !args.header.is_empty() {
@@ -133,7 +133,7 @@ impl ProxyConfig {
                 .ok()
                 .filter(|s| !s.is_empty())
                 .map(Arc::from),
-            remote,
+            upstream_http: remote,
         })
     }
 
@@ -151,7 +151,7 @@ fn env_flag(name: &str) -> bool {
 ///
 /// `BIR_UPSTREAM_HEADERS` is read once and removed from the environment, so
 /// nothing started later inherits it.
-fn remote_config(url: &str, args: &ProxyArgs) -> Result<RemoteConfig, UsageError> {
+fn upstream_http_config(url: &str, args: &ProxyArgs) -> Result<UpstreamHttpConfig, UsageError> {
     let parsed = url::Url::parse(url).map_err(|_| UsageError("--url is not a valid URL".into()))?;
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
         return Err(UsageError(
@@ -209,7 +209,7 @@ fn remote_config(url: &str, args: &ProxyArgs) -> Result<RemoteConfig, UsageError
         },
         Err(_) => DEFAULT_CONNECT_TIMEOUT_MS,
     };
-    Ok(RemoteConfig {
+    Ok(UpstreamHttpConfig {
         url: parsed,
         mode,
         headers,

@@ -39,11 +39,11 @@ use serde::Deserialize;
 use url::Url;
 
 use super::Event;
-use super::config::{ProxyConfig, RemoteConfig, TransportMode};
+use super::config::{ProxyConfig, TransportMode, UpstreamHttpConfig};
 use super::modern;
 use super::sse::SseReader;
 use crate::jsonrpc::message::{self, IdKey, Kind};
-use crate::jsonrpc::scan::{LineScanner, LineSummary};
+use crate::jsonrpc::scan::{self, LineSummary};
 use crate::sys::lock;
 use crate::urls;
 
@@ -61,32 +61,32 @@ const ENDPOINT_WAIT: Duration = Duration::from_secs(10);
 /// The pipe ends the relay uses.
 pub struct Started {
     /// What the host pump writes to (in place of a child's stdin).
-    pub to_remote: PipeWriter,
+    pub to_upstream_http: PipeWriter,
     /// What `pump_upstream` reads (in place of a child's stdout).
-    pub from_remote: PipeReader,
+    pub from_upstream_http: PipeReader,
 }
 
-/// Starts the transport thread. It sends [`Event::RemoteClosed`] once the
+/// Starts the transport thread. It sends [`Event::UpstreamHttpClosed`] once the
 /// host's side closed and the session was ended.
 pub fn start(cfg: &ProxyConfig, events: Sender<Event>) -> io::Result<Started> {
-    let Some(remote_cfg) = cfg.remote.clone() else {
+    let Some(http_cfg) = cfg.upstream_http.clone() else {
         return Err(io::Error::other("not a remote upstream"));
     };
     let (host_r, host_w) = io::pipe()?;
     let (srv_r, srv_w) = io::pipe()?;
-    let remote = Arc::new(Remote::new(remote_cfg, cfg.max_message_bytes, srv_w));
+    let remote = Arc::new(UpstreamHttp::new(http_cfg, cfg.max_message_bytes, srv_w));
     thread::Builder::new()
         .name("bir-http".into())
         .stack_size(512 * 1024)
         .spawn(move || remote.run(host_r, &events))?;
     Ok(Started {
-        to_remote: host_w,
-        from_remote: srv_r,
+        to_upstream_http: host_w,
+        from_upstream_http: srv_r,
     })
 }
 
 /// Why a request got no usable HTTP answer.
-enum Failure {
+enum HttpFailure {
     Unreachable(String),
     Refused(String),
 }
@@ -128,8 +128,8 @@ struct State {
     legacy_closed: bool,
 }
 
-struct Remote {
-    cfg: Arc<RemoteConfig>,
+struct UpstreamHttp {
+    cfg: Arc<UpstreamHttpConfig>,
     max: u64,
     agent: ureq::Agent,
     out: Mutex<PipeWriter>,
@@ -319,12 +319,6 @@ fn media_type(header: Option<&str>) -> Option<String> {
     }
 }
 
-fn summarize(bytes: &[u8]) -> LineSummary {
-    let mut scanner = LineScanner::new();
-    let _ = scanner.scan(bytes);
-    scanner.end_line()
-}
-
 fn no_proxy_matches(host: &str) -> bool {
     let list = std::env::var("NO_PROXY")
         .or_else(|_| std::env::var("no_proxy"))
@@ -340,8 +334,8 @@ fn no_proxy_matches(host: &str) -> bool {
     })
 }
 
-impl Remote {
-    fn new(cfg: Arc<RemoteConfig>, max: u64, out: PipeWriter) -> Remote {
+impl UpstreamHttp {
+    fn new(cfg: Arc<UpstreamHttpConfig>, max: u64, out: PipeWriter) -> UpstreamHttp {
         let host = cfg.url.host_str().unwrap_or_default().to_string();
         // ureq 2.12 reads ALL_PROXY / HTTPS_PROXY / HTTP_PROXY but not
         // NO_PROXY: that one is applied here, and loopback never proxies.
@@ -353,7 +347,7 @@ impl Remote {
             .try_proxy_from_env(use_proxy)
             .user_agent(concat!("bir-proxy/", env!("CARGO_PKG_VERSION")))
             .build();
-        Remote {
+        UpstreamHttp {
             cfg,
             max,
             agent,
@@ -401,11 +395,11 @@ impl Remote {
         }
         self.closing.store(true, Ordering::SeqCst);
         self.end_session();
-        let _ = events.send(Event::RemoteClosed);
+        let _ = events.send(Event::UpstreamHttpClosed);
     }
 
     fn dispatch(self: Arc<Self>, body: Vec<u8>) {
-        let summary = summarize(&body);
+        let summary = scan::summarize(&body);
         match Kind::of(&summary) {
             Kind::Request { id, method } => {
                 let id = id.to_vec();
@@ -513,12 +507,12 @@ impl Remote {
         }
     }
 
-    fn failure_text(&self, failure: &Failure) -> String {
+    fn failure_text(&self, failure: &HttpFailure) -> String {
         match failure {
-            Failure::Unreachable(why) => {
+            HttpFailure::Unreachable(why) => {
                 format!("upstream unreachable: {}: {why}", self.redacted())
             }
-            Failure::Refused(why) => format!("upstream refused: {why}"),
+            HttpFailure::Refused(why) => format!("upstream refused: {why}"),
         }
     }
 
@@ -563,7 +557,7 @@ impl Remote {
         extra: &[(&str, &str)],
         session: Option<&str>,
         timeout: Option<Duration>,
-    ) -> Result<ureq::Response, Failure> {
+    ) -> Result<ureq::Response, HttpFailure> {
         let origin = self.cfg.url.origin();
         let mut url = url.clone();
         let mut credentials = url.origin() == origin;
@@ -595,7 +589,7 @@ impl Remote {
                         Some(src) => format!("{} ({src})", t.kind()),
                         None => t.kind().to_string(),
                     };
-                    return Err(Failure::Unreachable(why));
+                    return Err(HttpFailure::Unreachable(why));
                 }
             };
             if !matches!(resp.status(), 301 | 302 | 303 | 307 | 308) {
@@ -605,7 +599,7 @@ impl Remote {
                 return Ok(resp);
             };
             if let Err(why) = redirect_allowed(&url, &next) {
-                return Err(Failure::Refused(why.into()));
+                return Err(HttpFailure::Refused(why.into()));
             }
             if next.origin() != origin && credentials {
                 log::warn!(
@@ -615,7 +609,7 @@ impl Remote {
             }
             url = next;
         }
-        Err(Failure::Refused("too many redirects".into()))
+        Err(HttpFailure::Refused("too many redirects".into()))
     }
 
     /// The headers every MCP POST carries, and the session to send.
@@ -624,7 +618,12 @@ impl Remote {
         (st.session.clone(), st.protocol.clone())
     }
 
-    fn post(&self, url: &Url, body: &[u8], with_session: bool) -> Result<ureq::Response, Failure> {
+    fn post(
+        &self,
+        url: &Url,
+        body: &[u8],
+        with_session: bool,
+    ) -> Result<ureq::Response, HttpFailure> {
         let (session, protocol) = if with_session {
             self.post_headers()
         } else {
@@ -884,7 +883,7 @@ impl Remote {
             let text = format!("upstream answered with {what}, not JSON or an event stream");
             return self.lost(want, deliver, &text);
         }
-        let summary = summarize(&body);
+        let summary = scan::summarize(&body);
         let answers = match (Kind::of(&summary), want) {
             (Kind::Invalid, _) => {
                 return self.lost(want, deliver, "upstream answered with invalid JSON");
@@ -984,7 +983,7 @@ impl Remote {
                 let want = id.map(IdKey::from_raw);
                 let mut bytes = Vec::new();
                 let _ = resp.into_reader().take(64 * 1024).read_to_end(&mut bytes);
-                let summary = summarize(&bytes);
+                let summary = scan::summarize(&bytes);
                 match Kind::of(&summary) {
                     Kind::Response {
                         id: got,
@@ -1008,7 +1007,7 @@ impl Remote {
         }
     }
 
-    fn get(&self, last_event_id: Option<&str>) -> Result<ureq::Response, Failure> {
+    fn get(&self, last_event_id: Option<&str>) -> Result<ureq::Response, HttpFailure> {
         let (session, protocol) = self.post_headers();
         let mut extra: Vec<(&str, &str)> = vec![("Accept", "text/event-stream")];
         if let Some(p) = protocol.as_deref() {

@@ -49,9 +49,9 @@ use crate::observe::transcript::Transcript;
 use crate::observe::{Observer, Sink};
 use crate::record::store::Store;
 use crate::record::{Recorder, RecorderConfig};
-use crate::service::forwarder::RemoteRecorder;
+use crate::service::forwarder::ServiceForwarder;
 use crate::sys::lock;
-use config::{ProxyConfig, RemoteConfig};
+use config::{ProxyConfig, UpstreamHttpConfig};
 use inflight::HostRequest;
 use relay::Shared;
 
@@ -81,7 +81,7 @@ pub enum Event {
     UpstreamExited { generation: u32, status: ExitStatus },
     /// A remote upstream's transport finished after the host left (the
     /// session was ended).
-    RemoteClosed,
+    UpstreamHttpClosed,
 }
 
 /// Runs `bir-proxy` with the arguments after the program name.
@@ -114,7 +114,7 @@ pub fn main(args: &[String]) -> Exit {
 /// credential alone where a scheme precedes it, `Bearer <token>`), the URL's
 /// password and its secret-named query values. A server that echoes one
 /// echoes it without the name that marks it.
-fn remote_credentials(remote: &RemoteConfig) -> Vec<String> {
+fn upstream_http_credentials(remote: &UpstreamHttpConfig) -> Vec<String> {
     let mut values = Vec::new();
     for (_, value) in &remote.headers {
         let value = value.trim();
@@ -136,8 +136,8 @@ fn start_observer(cfg: &ProxyConfig) -> Observer {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
     if let Some(mut rc) = RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone())
     {
-        if let Some(remote) = &cfg.remote {
-            rc.known_secrets = remote_credentials(remote);
+        if let Some(remote) = &cfg.upstream_http {
+            rc.known_secrets = upstream_http_credentials(remote);
         }
         let store = match Store::open_default() {
             Ok(store) => Some(store),
@@ -148,7 +148,7 @@ fn start_observer(cfg: &ProxyConfig) -> Observer {
         };
         let mut recorder = Recorder::new(rc, store);
         // The recording service, when BIR_SERVICE_URL or `bir login` names one.
-        if let Some(remote) = RemoteRecorder::from_env() {
+        if let Some(remote) = ServiceForwarder::from_env() {
             recorder = recorder.with_forwarder(Box::new(remote));
         }
         sinks.push(Box::new(recorder));
@@ -189,7 +189,7 @@ struct Session {
     /// The last exit status, for a proxy that stays up after the upstream.
     dead_status: Option<Exit>,
     /// A remote upstream: how to end once its session is ended.
-    remote_exit: Option<Exit>,
+    upstream_http_exit: Option<Exit>,
     /// Disconnects when the current upstream's stderr is copied out.
     stderr_copied: Option<Receiver<()>>,
     timer: Option<(Instant, Timer)>,
@@ -210,7 +210,7 @@ impl Session {
             host_eof: false,
             signalled: false,
             dead_status: None,
-            remote_exit: None,
+            upstream_http_exit: None,
             stderr_copied: None,
             timer: None,
         }
@@ -265,8 +265,8 @@ impl Session {
 
     /// Starts (or restarts) the upstream and its threads.
     fn start_upstream(&mut self) -> std::io::Result<()> {
-        if self.shared.cfg.remote.is_some() {
-            return self.start_remote();
+        if self.shared.cfg.upstream_http.is_some() {
+            return self.start_upstream_http();
         }
         let spawned = upstream::spawn(&self.shared.cfg)?;
         self.generation += 1;
@@ -297,13 +297,13 @@ impl Session {
 
     /// A remote upstream: the HTTP transport behind two pipes. It never
     /// exits on its own: unreachable, it answers each request with an error.
-    fn start_remote(&mut self) -> std::io::Result<()> {
+    fn start_upstream_http(&mut self) -> std::io::Result<()> {
         let started = http::start(&self.shared.cfg, self.tx.clone())?;
         self.generation += 1;
         let generation = self.generation;
-        *lock(&self.shared.upstream_in) = Some(Box::new(started.to_remote));
+        *lock(&self.shared.upstream_in) = Some(Box::new(started.to_upstream_http));
         let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
-        let from = started.from_remote;
+        let from = started.from_upstream_http;
         self.spawn_thread("bir-from-server", move || {
             relay::pump_upstream(&shared, &tx, from, generation);
         })
@@ -331,7 +331,7 @@ impl Session {
 
     fn on_event(&mut self, event: Event) -> Option<Exit> {
         match event {
-            Event::Signal(sig) if self.shared.cfg.remote.is_some() => {
+            Event::Signal(sig) if self.shared.cfg.upstream_http.is_some() => {
                 if self.signalled {
                     return Some(Exit::Signal(sig));
                 }
@@ -339,7 +339,7 @@ impl Session {
                 // of the signal; a second signal ends at once.
                 log::debug!("received signal {sig}; ending the remote session");
                 self.signalled = true;
-                self.remote_exit = Some(Exit::Signal(sig));
+                self.upstream_http_exit = Some(Exit::Signal(sig));
                 *lock(&self.shared.upstream_in) = None;
                 self.timer = Some((Instant::now() + REMOTE_SIGNAL_GRACE, Timer::GiveUp));
                 None
@@ -374,13 +374,13 @@ impl Session {
                 if self.exited.is_none() && self.pid.is_some() {
                     self.timer = Some((Instant::now() + STOP_GRACE, Timer::SendTerm));
                 }
-                if self.shared.cfg.remote.is_some() {
+                if self.shared.cfg.upstream_http.is_some() {
                     // The transport ends the session (bounded), then says so.
                     self.timer = Some((Instant::now() + 2 * STOP_GRACE, Timer::GiveUp));
                 }
                 None
             }
-            Event::RemoteClosed => Some(self.remote_exit.unwrap_or(Exit::Code(0))),
+            Event::UpstreamHttpClosed => Some(self.upstream_http_exit.unwrap_or(Exit::Code(0))),
             Event::UpstreamEof { generation } if generation == self.generation => {
                 self.stdout_closed = true;
                 match self.exited {
@@ -417,9 +417,9 @@ impl Session {
                 self.timer = Some((Instant::now() + STOP_GRACE, Timer::GiveUp));
                 None
             }
-            Timer::GiveUp if self.shared.cfg.remote.is_some() => {
+            Timer::GiveUp if self.shared.cfg.upstream_http.is_some() => {
                 log::debug!("the remote session did not end in time; leaving");
-                Some(self.remote_exit.unwrap_or(Exit::Code(0)))
+                Some(self.upstream_http_exit.unwrap_or(Exit::Code(0)))
             }
             Timer::GiveUp => {
                 log::error!("server did not exit after SIGKILL; leaving");

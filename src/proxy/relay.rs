@@ -30,7 +30,7 @@ use super::config::ProxyConfig;
 use super::inflight::{Admission, HostRequest, InFlight};
 use crate::jsonrpc::framer::{Frame, Framer};
 use crate::jsonrpc::message::{self, Kind};
-use crate::jsonrpc::scan::{LineScanner, LineSummary};
+use crate::jsonrpc::scan::{self, LineSummary};
 use crate::observe::step::{
     CallOutcome, OBSERVE_WHOLE, ObservedBody, ToolCallObserved, has_binary_block,
 };
@@ -547,7 +547,7 @@ fn host_batch(
     let alive = inflight.upstream_alive();
     for element in batch_elements(bytes) {
         let raw = element.get().as_bytes();
-        match Kind::of(&summarize(raw)) {
+        match Kind::of(&scan::summarize(raw)) {
             Kind::Request { id, method } => {
                 // A dead upstream: each request gets its own answer.
                 host_request(shared, inflight, raw, id, &method, outbox);
@@ -705,7 +705,7 @@ fn upstream_line(
             let mut steps = Vec::new();
             for element in batch_elements(bytes) {
                 let raw = element.get().as_bytes();
-                match Kind::of(&summarize(raw)) {
+                match Kind::of(&scan::summarize(raw)) {
                     Kind::Response { id, .. } => {
                         if let Some(request) = inflight.answer_host(id)
                             && request.kept_request.is_some()
@@ -885,11 +885,4 @@ fn observe_answered_call(
 /// The elements of a JSON array line (empty if it does not parse).
 fn batch_elements(bytes: &[u8]) -> Vec<&RawValue> {
     serde_json::from_slice::<Vec<&RawValue>>(bytes).unwrap_or_default()
-}
-
-/// Scans one complete JSON value (no newline inside).
-fn summarize(bytes: &[u8]) -> LineSummary {
-    let mut scanner = LineScanner::new();
-    let _ = scanner.scan(bytes);
-    scanner.end_line()
 }

@@ -309,7 +309,7 @@ impl Recorder {
                 ..Prepared::default()
             };
         };
-        let digest = model::sha256_hex(&model::canonical(&value));
+        let digest = crate::codec::sha256_hex(&model::canonical(&value));
         let (value, _) = truncate::cap(value, cap);
         Prepared {
             value: Some(value),
@@ -485,7 +485,10 @@ impl Recorder {
         for tool in &mut tools {
             let _ = catch_unwind(AssertUnwindSafe(|| redactor.redact_value(tool)));
             if let Some(name) = tool["name"].as_str() {
-                hashes.insert(name.to_owned(), model::sha256_hex(&model::canonical(tool)));
+                hashes.insert(
+                    name.to_owned(),
+                    crate::codec::sha256_hex(&model::canonical(tool)),
+                );
             }
         }
         let k = &mut self.knowledge;
@@ -506,7 +509,7 @@ impl Recorder {
             .iter()
             .map(|(name, hash)| format!("{name}:{hash}\n"))
             .collect();
-        s.tools_digest = model::sha256_hex(joined.as_bytes());
+        s.tools_digest = crate::codec::sha256_hex(joined.as_bytes());
     }
 }
 

@@ -352,9 +352,6 @@ fn random_16() -> [u8; 16] {
     })
 }
 
-/// Lowercase hex sha256 (see [`crate::codec`]).
-pub use crate::codec::sha256_hex;
-
 /// Canonical JSON: object keys sorted (serde_json's default map is
 /// ordered), no whitespace. Used for digests.
 pub fn canonical(v: &Value) -> Vec<u8> {

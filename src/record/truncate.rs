@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::model::sha256_hex;
+use crate::codec::sha256_hex;
 
 /// Default cap per stored payload (`BIR_MAX_PAYLOAD_BYTES`).
 pub const DEFAULT_CAP: usize = 64 * 1024;

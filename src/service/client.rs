@@ -113,13 +113,13 @@ pub enum FailKind {
 }
 
 #[derive(Debug, Clone)]
-pub struct Failure {
+pub struct SendFailure {
     pub kind: FailKind,
     /// Short, safe to log: no token, no body, no query.
     pub detail: String,
 }
 
-impl Failure {
+impl SendFailure {
     /// True when the service as a whole is not taking records now (so
     /// trying the next run is pointless).
     pub fn service_down(&self) -> bool {
@@ -156,7 +156,7 @@ impl Failure {
     }
 }
 
-impl fmt::Display for Failure {
+impl fmt::Display for SendFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.detail)
     }
@@ -174,8 +174,8 @@ enum Answer {
 enum Attempt {
     Done,
     /// Worth one more try after this long.
-    Retry(Duration, Failure),
-    Failed(Failure),
+    Retry(Duration, SendFailure),
+    Failed(SendFailure),
 }
 
 /// A blocking client for the recording service. Holds the token; its
@@ -226,8 +226,8 @@ impl Client {
     pub fn deliver(
         &mut self,
         req: &WireRequest,
-        sleep: &mut dyn FnMut(Duration, &Failure) -> bool,
-    ) -> Result<(), Failure> {
+        sleep: &mut dyn FnMut(Duration, &SendFailure) -> bool,
+    ) -> Result<(), SendFailure> {
         match self.attempt(req) {
             Attempt::Done => Ok(()),
             Attempt::Failed(f) => Err(f),
@@ -276,12 +276,12 @@ impl Client {
                 retry_after
                     .unwrap_or_else(|| jittered(BUSY_RETRY_DELAY))
                     .min(RETRY_AFTER_CAP),
-                Failure {
+                SendFailure {
                     kind: FailKind::Busy,
                     detail: format!("HTTP {code} on {what}"),
                 },
             ),
-            Answer::Status(401, _) => Attempt::Failed(Failure {
+            Answer::Status(401, _) => Attempt::Failed(SendFailure {
                 kind: FailKind::Unauthorized,
                 detail: format!(
                     "HTTP 401 on {what}: {}",
@@ -292,26 +292,26 @@ impl Client {
                     }
                 ),
             }),
-            Answer::Status(code @ 300..=399, _) => Attempt::Failed(Failure {
+            Answer::Status(code @ 300..=399, _) => Attempt::Failed(SendFailure {
                 kind: FailKind::Redirected,
                 detail: format!("HTTP {code} (a redirect, not followed) on {what}"),
             }),
-            Answer::Status(code, _) => Attempt::Failed(Failure {
+            Answer::Status(code, _) => Attempt::Failed(SendFailure {
                 kind: FailKind::Status(code),
                 detail: format!("HTTP {code} on {what}"),
             }),
             Answer::Unreached(why) => Attempt::Retry(
                 jittered(UNREACHED_RETRY_DELAY),
-                Failure {
+                SendFailure {
                     kind: FailKind::Unreachable,
                     detail: format!("service unreachable ({why}) on {what}"),
                 },
             ),
-            Answer::Tls(why) => Attempt::Failed(Failure {
+            Answer::Tls(why) => Attempt::Failed(SendFailure {
                 kind: FailKind::Tls,
                 detail: format!("TLS failed ({why}) on {what}"),
             }),
-            Answer::Broken(why) => Attempt::Failed(Failure {
+            Answer::Broken(why) => Attempt::Failed(SendFailure {
                 kind: FailKind::Transport,
                 detail: format!("{why} on {what}"),
             }),
@@ -333,8 +333,8 @@ impl Client {
 
     /// Gets a fresh token (README: "the auth contract"). Another process
     /// may have refreshed already: a newer token on disk is taken as is.
-    fn refresh(&mut self) -> Result<(), Failure> {
-        let fail = |detail: String| Failure {
+    fn refresh(&mut self) -> Result<(), SendFailure> {
+        let fail = |detail: String| SendFailure {
             kind: FailKind::Unauthorized,
             detail,
         };

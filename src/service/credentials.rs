@@ -173,7 +173,7 @@ pub fn save(path: &Path, creds: &Credentials) -> io::Result<()> {
 /// A printable stand-in for a token: its first 4 characters (for tokens
 /// long enough that this gives nothing away) and a sha256 prefix.
 pub fn fingerprint(token: &str) -> String {
-    let digest = crate::record::model::sha256_hex(token.as_bytes());
+    let digest = crate::codec::sha256_hex(token.as_bytes());
     let head: String = token.chars().take(4).collect();
     if token.chars().count() >= 20 {
         format!("{head}… (sha256:{})", &digest[..12])

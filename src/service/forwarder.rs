@@ -132,24 +132,24 @@ impl Shared {
 }
 
 /// The recording-service sink of a [`super::Recorder`].
-pub struct RemoteRecorder {
+pub struct ServiceForwarder {
     shared: Arc<Shared>,
     /// The service, fit for a message.
     label: String,
 }
 
-impl fmt::Debug for RemoteRecorder {
+impl fmt::Debug for ServiceForwarder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("RemoteRecorder")
+        f.write_str("ServiceForwarder")
     }
 }
 
-impl RemoteRecorder {
+impl ServiceForwarder {
     /// The remote recorder the environment asks for, if any (see
     /// [`ServiceConfig::resolve`]). Problems are logged, never fatal.
-    pub fn from_env() -> Option<RemoteRecorder> {
+    pub fn from_env() -> Option<ServiceForwarder> {
         match ServiceConfig::resolve() {
-            Ok(Some(cfg)) => RemoteRecorder::start(cfg),
+            Ok(Some(cfg)) => ServiceForwarder::start(cfg),
             Ok(None) => None,
             Err(msg) => {
                 log::warn!("runs are not sent to the recording service: {msg}");
@@ -159,7 +159,7 @@ impl RemoteRecorder {
     }
 
     /// Starts the sender thread for `cfg`.
-    pub fn start(cfg: ServiceConfig) -> Option<RemoteRecorder> {
+    pub fn start(cfg: ServiceConfig) -> Option<ServiceForwarder> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -186,7 +186,7 @@ impl RemoteRecorder {
                 worker.changed.notify_all();
             });
         match spawned {
-            Ok(_) => Some(RemoteRecorder { shared, label }),
+            Ok(_) => Some(ServiceForwarder { shared, label }),
             Err(err) => {
                 log::warn!(
                     "runs are not sent to the recording service: cannot start a thread: {err}"
@@ -248,7 +248,7 @@ fn send_loop(shared: &Shared, client: &mut Client) {
 }
 
 fn send_live(shared: &Shared, client: &mut Client, item: Item) {
-    let mut sleep = |d: Duration, why: &Failure| {
+    let mut sleep = |d: Duration, why: &SendFailure| {
         let mut st = shared.lock();
         if let Some(run) = st.runs.get_mut(&item.run_id) {
             run.last_failure = Some(why.detail.clone());
@@ -314,7 +314,7 @@ fn catch_up_turn(shared: &Shared, client: &mut Client, state: CatchUpState) -> C
     }
 }
 
-impl Forwarder for RemoteRecorder {
+impl Forwarder for ServiceForwarder {
     fn forward(&mut self, run_id: &str, record: &Record) {
         let Some(req) = request_for(run_id, record) else {
             return;
@@ -369,7 +369,7 @@ impl Forwarder for RemoteRecorder {
     }
 }
 
-impl Drop for RemoteRecorder {
+impl Drop for ServiceForwarder {
     fn drop(&mut self) {
         self.shared.lock().stop = true;
         self.shared.changed.notify_all();

@@ -12,7 +12,7 @@
 //!
 //! # The forwarder
 //!
-//! [`RemoteRecorder`] is a [`Forwarder`]: the recorder hands it each record
+//! [`ServiceForwarder`] is a [`Forwarder`]: the recorder hands it each record
 //! after the local journal has it. It never blocks: records go onto a
 //! bounded queue (on overflow the oldest is dropped — it stays in the
 //! journal) and one thread sends them, in order, one request at a time.
@@ -55,7 +55,7 @@
 //! (a hook adding the model's reasoning to a step already sent); a Tier 2
 //! step is complete when recorded, so nothing here uses it.
 //!
-//! # Failure policy (design §10 "Recorder HTTP fails", RELIABILITY D1–D3)
+//! # SendFailure policy (design §10 "Recorder HTTP fails", RELIABILITY D1–D3)
 //!
 //! * A failed send is retried once, in the background, and only after HTTP
 //!   429/503 (after `Retry-After`, at most [`RETRY_AFTER_CAP`]) or when the

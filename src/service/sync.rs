@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use super::client::{Client, Failure};
+use super::client::{Client, SendFailure};
 use crate::home::{self, Wait};
 use crate::record::journal::{self, JournalFile};
 use crate::record::model::{Record, RemoteAck, RunEvent};
@@ -29,7 +29,7 @@ pub(crate) enum Outcome {
     Failed {
         sent: usize,
         of: usize,
-        failure: Failure,
+        failure: SendFailure,
     },
     /// Not tried: the service is down, per an earlier run. How many
     /// records wait.
@@ -107,7 +107,7 @@ pub(crate) fn send_run(
         let Some(req) = super::wire::request_for(&id, record) else {
             continue;
         };
-        let mut sleep = |d: Duration, _: &Failure| {
+        let mut sleep = |d: Duration, _: &SendFailure| {
             std::thread::sleep(d);
             true
         };
@@ -242,7 +242,7 @@ impl CatchUp {
         &mut self,
         client: &mut Client,
         is_live: &dyn Fn(&str) -> bool,
-    ) -> Result<bool, Failure> {
+    ) -> Result<bool, SendFailure> {
         while let Some((written, path)) = self.queue.pop() {
             let Ok(listed) = store::load_path(&path) else {
                 continue;

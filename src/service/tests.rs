@@ -275,7 +275,7 @@ fn req() -> WireRequest {
 
 #[test]
 fn the_retry_policy() {
-    let mut no_wait = |_d: Duration, _f: &Failure| true;
+    let mut no_wait = |_d: Duration, _f: &SendFailure| true;
     // 503 then 200: delivered on the one retry.
     let (base, seen) = service(vec![(503, vec![("Retry-After", "0")]), (200, vec![])]);
     let mut c = client(&base, Some("tok_abcdefghijklmnopqrstuvwxyz"));
@@ -396,7 +396,7 @@ fn a_failed_tls_handshake_is_not_retried() {
 #[test]
 fn the_forwarder_acks_in_order_and_finishes() {
     let (base, seen) = service(vec![(200, vec![]), (200, vec![]), (200, vec![])]);
-    let mut fwd = RemoteRecorder::start(ServiceConfig {
+    let mut fwd = ServiceForwarder::start(ServiceConfig {
         base,
         creds: None,
         creds_path: None,
