@@ -10,14 +10,14 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use super::atomic;
 use super::claude::{self, Paths, Resolved};
 use super::diff;
-use super::entry::{EntryKind, ProxyForm, classify, set_command, wrapped_entry_text};
-use super::jsonedit::{Doc, Flavor, json_string};
-use super::ledger::{self, ACTION_IN_PLACE, ACTION_INSERTED, Change};
+use super::entry::{EntryKind, ProxyForm};
+use super::format::{self, FileJob, Op};
+use super::jsonedit::{Flavor, json_string};
+use super::ledger::{self, Change};
 use super::vocab::{Decision, Found, Scope};
 use crate::cli::{Exit, InstallCmd, StatusCmd, UninstallCmd};
 use crate::codec::sha256_hex;
@@ -30,227 +30,14 @@ fn project_dir(p: &Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
 }
 
-fn now() -> String {
-    crate::time::rfc3339(SystemTime::now())
-}
-
 fn fail(cmd: &str, e: &str) -> Exit {
     eprintln!("bir {cmd}: {e}");
     Exit::Code(1)
 }
 
-/// Arguments that look like credentials (`--token x`, `KEY=secret`, token
-/// shapes) are not copied into the ledger.
-fn args_look_secret(args: &[String]) -> bool {
-    // Conservative on purpose: withholding costs nothing (uninstall reads the
-    // arguments back from the wrapped entry).
-    let secret_name = |k: &str| {
-        let k = k.to_ascii_lowercase();
-        [
-            "token",
-            "secret",
-            "password",
-            "passwd",
-            "key",
-            "auth",
-            "credential",
-            "cookie",
-            "bearer",
-        ]
-        .iter()
-        .any(|w| k.contains(w))
-    };
-    let redactor = crate::redact::Redactor::new(crate::redact::RedactConfig::default());
-    args.iter().enumerate().any(|(i, a)| {
-        let flag_before = i > 0 && args[i - 1].starts_with('-') && secret_name(&args[i - 1]);
-        let kv = a.split_once('=').is_some_and(|(k, _)| secret_name(k));
-        flag_before || kv || matches!(redactor.redact_text(a), std::borrow::Cow::Owned(_))
-    })
-}
-
 struct Planned {
     found: Found,
     decision: Decision,
-}
-
-/// One entry to wrap: a copy at `copy_to` in the job's file, or in place
-/// (at `found.path` in the job's file).
-struct Op {
-    found: Found,
-    copy_to: Option<Vec<String>>,
-}
-
-/// Everything to do in one file.
-struct FileJob {
-    file: PathBuf,
-    flavor: Flavor,
-    /// A Codex TOML file.
-    toml: bool,
-    client: String,
-    project: Option<String>,
-    ops: Vec<Op>,
-}
-
-/// Applies a job's operations to `before`: the new bytes (None: nothing to
-/// change) and the ledger entries (hashes filled in later).
-fn apply_ops(
-    job: &FileJob,
-    form: &ProxyForm,
-    before: Option<&[u8]>,
-) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
-    let mut changes = Vec::new();
-    if job.toml {
-        return apply_toml_ops(job, form, before);
-    }
-    let mut bytes = before.map_or_else(|| b"{\n}\n".to_vec(), <[u8]>::to_vec);
-    for op in &job.ops {
-        let doc = Doc::parse(&bytes, job.flavor)
-            .map_err(|e| format!("{}:{e}; nothing was changed", job.file.display()))?;
-        let f = &op.found;
-        let mut change = Change {
-            client: job.client.clone(),
-            file: job.file.clone(),
-            path: f.path.clone(),
-            action: ACTION_IN_PLACE.into(),
-            server: f.name.clone(),
-            project: job.project.clone(),
-            source_scope: f.scope.label().into(),
-            keep_parents: 0,
-            original_command: None,
-            original_args: None,
-            args_absent: false,
-            args_withheld: false,
-            original: None,
-            original_text: None,
-            entry_sha256: String::new(),
-            file_sha256: String::new(),
-            at: now(),
-        };
-        let secret = match &f.kind {
-            EntryKind::Stdio { args, .. } => args_look_secret(args),
-            _ => true,
-        };
-        change.original = ledger::sanitized(&f.raw, secret);
-        match &op.copy_to {
-            Some(to) => {
-                let path: Vec<&str> = to.iter().map(String::as_str).collect();
-                if doc.root.at(&path).is_some() {
-                    continue; // someone added one meanwhile; theirs wins
-                }
-                change.keep_parents = doc.existing_parents(&path);
-                let text = match &f.kind {
-                    EntryKind::Remote { .. } => {
-                        super::remote_entry::wrapped_text(&f.raw, form, &f.name, &job.client)?
-                    }
-                    _ => wrapped_entry_text(&f.raw, form, &f.name)?,
-                };
-                bytes = doc.set(&path, &text)?;
-                change.path = to.clone();
-                change.action = ACTION_INSERTED.into();
-            }
-            None => {
-                let path: Vec<&str> = f.path.iter().map(String::as_str).collect();
-                let Some(node) = doc.root.at(&path) else {
-                    continue;
-                };
-                let kind = classify(node);
-                if let EntryKind::Remote { .. } = kind {
-                    let raw = doc.raw(node);
-                    if !matches!(f.kind, EntryKind::Remote { .. }) || raw != f.raw {
-                        continue; // changed meanwhile
-                    }
-                    change.original_text = Some(super::remote_entry::template(raw)?);
-                    let text = super::remote_entry::wrapped_text(raw, form, &f.name, &job.client)?;
-                    bytes = doc.set(&path, &text)?;
-                    changes.push(change);
-                    continue;
-                }
-                let EntryKind::Stdio { command, args } = kind else {
-                    continue; // changed meanwhile
-                };
-                change.original_command = node.get("command").map(|n| doc.raw(n).to_owned());
-                let args_node = node.get("args");
-                change.args_withheld = args_look_secret(&args);
-                if !change.args_withheld {
-                    change.original_args = args_node.map(|n| doc.raw(n).to_owned());
-                }
-                change.args_absent = args_node.is_none();
-                let new_args = form.args(&f.name, &command, &args);
-                bytes = set_command(&doc, &path, &form.command(), Some(&new_args))?;
-            }
-        }
-        changes.push(change);
-    }
-    let changed = before != Some(&bytes[..]);
-    Ok((changed.then_some(bytes), changes))
-}
-
-/// [`apply_ops`] for a Codex TOML file: every op is an in-place wrap.
-fn apply_toml_ops(
-    job: &FileJob,
-    form: &ProxyForm,
-    before: Option<&[u8]>,
-) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
-    let Some(before) = before else {
-        return Ok((None, Vec::new()));
-    };
-    let mut text = String::from_utf8(before.to_vec())
-        .map_err(|_| format!("{} is not UTF-8", job.file.display()))?;
-    let mut changes = Vec::new();
-    for op in &job.ops {
-        let f = &op.found;
-        let current = super::codex::servers(&text)
-            .map_err(|e| format!("{}:{e}; nothing was changed", job.file.display()))?;
-        let Some((_, _, EntryKind::Stdio { args, .. })) =
-            current.iter().find(|(n, _, _)| *n == f.name)
-        else {
-            continue; // changed meanwhile
-        };
-        let secret = args_look_secret(args);
-        let w = super::codex::wrap(&text, &f.name, form)?;
-        text = w.text;
-        changes.push(Change {
-            client: job.client.clone(),
-            file: job.file.clone(),
-            path: f.path.clone(),
-            action: ACTION_IN_PLACE.into(),
-            server: f.name.clone(),
-            project: job.project.clone(),
-            source_scope: f.scope.label().into(),
-            keep_parents: 0,
-            original_command: Some(w.original_command),
-            original_args: if secret { None } else { w.original_args },
-            args_absent: w.args_absent,
-            args_withheld: secret,
-            original: ledger::sanitized(&f.raw, secret),
-            original_text: None,
-            entry_sha256: String::new(),
-            file_sha256: String::new(),
-            at: now(),
-        });
-    }
-    let changed = text.as_bytes() != before;
-    Ok((changed.then(|| text.into_bytes()), changes))
-}
-
-/// The hash of an entry as it is in `bytes`, to tell later whether it was
-/// edited since.
-fn entry_hash(bytes: &[u8], toml: bool, flavor: Flavor, path: &[String]) -> String {
-    if toml {
-        let text = String::from_utf8_lossy(bytes);
-        let name = path.last().map(String::as_str).unwrap_or_default();
-        return super::codex::entry_fingerprint(&text, name)
-            .map(|f| sha256_hex(f.as_bytes()))
-            .unwrap_or_default();
-    }
-    let Ok(doc) = Doc::parse(bytes, flavor) else {
-        return String::new();
-    };
-    let path: Vec<&str> = path.iter().map(String::as_str).collect();
-    doc.root
-        .at(&path)
-        .map(|n| sha256_hex(doc.raw(n).as_bytes()))
-        .unwrap_or_default()
 }
 
 /// Runs the jobs (or, with `dry_run`, prints their diffs). Returns, per
@@ -264,7 +51,7 @@ fn run_jobs(
     for job in jobs.iter().filter(|j| !j.ops.is_empty()) {
         if dry_run {
             let before = atomic::read(&job.file)?;
-            if let (Some(after), _) = apply_ops(job, form, before.as_deref())? {
+            if let (Some(after), _) = format::of_job(job).apply(job, form, before.as_deref())? {
                 out(&diff::unified(
                     &job.file.display().to_string(),
                     before.as_deref().unwrap_or_default(),
@@ -275,7 +62,7 @@ fn run_jobs(
         }
         let changes: RefCell<Vec<Change>> = RefCell::new(Vec::new());
         let outcome = atomic::update(&job.file, &mut |before| {
-            let (after, c) = apply_ops(job, form, before)?;
+            let (after, c) = format::of_job(job).apply(job, form, before)?;
             *changes.borrow_mut() = c;
             Ok(after)
         })?;
@@ -285,7 +72,7 @@ fn run_jobs(
         }
         let file_hash = sha256_hex(&outcome.after);
         for c in &mut changes {
-            c.entry_sha256 = entry_hash(&outcome.after, job.toml, job.flavor, &c.path);
+            c.entry_sha256 = format::of_job(job).entry_hash(&outcome.after, &c.path);
             c.file_sha256 = file_hash.clone();
             c.file = outcome.target.clone();
         }
@@ -603,16 +390,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
             // Newest first, the inverse of install: the objects an earlier
             // change created are pruned once the changes after it are gone.
             for c in mine.iter().rev() {
-                let (next, note) = if is_toml(&file) {
-                    reverse_toml(&bytes, c)
-                        .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?
-                } else {
-                    // JSONC accepts plain JSON too; bir only splices, so a
-                    // file gains no comment it did not have.
-                    let doc = Doc::parse(&bytes, Flavor::Jsonc)
-                        .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?;
-                    reverse(&doc, c)?
-                };
+                let (next, note) = format::of_file(&file).reverse(&file, &bytes, c)?;
                 if let Some(next) = next {
                     bytes = next;
                 }
@@ -669,170 +447,6 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
         );
     }
     Exit::Code(u8::from(failed))
-}
-
-fn is_toml(file: &Path) -> bool {
-    file.extension().is_some_and(|e| e == "toml")
-}
-
-/// [`reverse`] for a Codex TOML file.
-fn reverse_toml(bytes: &[u8], c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
-    let text = String::from_utf8(bytes.to_vec()).map_err(|_| "the file is not UTF-8".to_owned())?;
-    let name = c.path.last().map(String::as_str).unwrap_or_default();
-    let servers = super::codex::servers(&text)?;
-    match servers.iter().find(|(n, _, _)| n == name) {
-        None => {
-            return Ok((
-                None,
-                format!("{}: already gone; nothing to restore", c.server),
-            ));
-        }
-        Some((_, _, EntryKind::Wrapped(_))) => {}
-        Some(_) => {
-            return Ok((
-                None,
-                format!(
-                    "{}: no longer wrapped by bir (changed since); left as it is",
-                    c.server
-                ),
-            ));
-        }
-    }
-    let fingerprint = super::codex::entry_fingerprint(&text, name).unwrap_or_default();
-    let edited = sha256_hex(fingerprint.as_bytes()) != c.entry_sha256;
-    let exact = !edited && (c.args_absent || c.original_args.is_some());
-    let out = if exact {
-        super::codex::restore(
-            &text,
-            name,
-            c.original_command.as_deref(),
-            c.original_args.as_deref(),
-            c.args_absent,
-        )?
-    } else {
-        super::codex::restore(&text, name, None, None, c.args_absent)?
-    };
-    let note = if exact {
-        format!("{}: restored the original entry", c.server)
-    } else if edited {
-        format!(
-            "{}: the entry was edited since install; restored its server command from the current entry",
-            c.server
-        )
-    } else {
-        format!(
-            "{}: restored the server command (its arguments were read back from the wrapped entry)",
-            c.server
-        )
-    };
-    Ok((Some(out.into_bytes()), note))
-}
-
-/// The reverse of one change on `doc`: the new bytes (None: nothing to do)
-/// and a note for the user.
-fn reverse(doc: &Doc, c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
-    let path: Vec<&str> = c.path.iter().map(String::as_str).collect();
-    let Some(node) = doc.root.at(&path) else {
-        return Ok((
-            None,
-            format!("{}: already gone; nothing to restore", c.server),
-        ));
-    };
-    let EntryKind::Wrapped(wrapped) = classify(node) else {
-        return Ok((
-            None,
-            format!(
-                "{}: no longer wrapped by bir (changed since); left as it is",
-                c.server
-            ),
-        ));
-    };
-    let edited = sha256_hex(doc.raw(node).as_bytes()) != c.entry_sha256;
-    if c.action == ACTION_INSERTED {
-        let bytes = doc
-            .remove_pruning(&path, c.keep_parents)
-            .ok_or("internal: entry vanished")?;
-        let note = format!(
-            "{}: removed the wrapped copy from the local scope{} (the {} scope entry is used again)",
-            c.server,
-            if edited {
-                " (it was edited since install)"
-            } else {
-                ""
-            },
-            c.source_scope
-        );
-        return Ok((Some(bytes), note));
-    }
-    // A remote entry wrapped in place: the original text, its header
-    // values read back from the wrapped entry.
-    if let Some(template) = &c.original_text {
-        let text = match super::remote_entry::restore(template, node, doc) {
-            Ok(t) => t,
-            Err(e) => {
-                return Ok((
-                    None,
-                    format!(
-                        "{}: cannot restore the original remote entry ({e}); left as it is — put its headers back by hand",
-                        c.server
-                    ),
-                ));
-            }
-        };
-        let bytes = doc.splice(node.start, node.end, &text);
-        let note = if edited {
-            format!(
-                "{}: the entry was edited since install; restored the original remote entry (header values from the current entry)",
-                c.server
-            )
-        } else {
-            format!("{}: restored the original entry", c.server)
-        };
-        return Ok((Some(bytes), note));
-    }
-    if wrapped.remote.is_some() {
-        return Ok((
-            None,
-            format!(
-                "{}: wraps a remote server, but the ledger has no original to restore; left as it is",
-                c.server
-            ),
-        ));
-    }
-    // Wrapped in place: restore command and args.
-    if !edited
-        && let Some(cmd_raw) = &c.original_command
-        && (c.args_absent || c.original_args.is_some())
-    {
-        let cmd_node = node.get("command").ok_or("internal: no command")?;
-        let bytes = doc.splice(cmd_node.start, cmd_node.end, cmd_raw);
-        let doc2 = Doc::parse(&bytes, doc.flavor).map_err(|e| format!("internal: {e}"))?;
-        let mut args_path = path.clone();
-        args_path.push("args");
-        let bytes = match (&c.original_args, doc2.root.at(&args_path)) {
-            (Some(raw), Some(n)) => doc2.splice(n.start, n.end, raw),
-            (None, Some(_)) if c.args_absent => doc2.remove(&args_path).unwrap_or(bytes),
-            _ => bytes,
-        };
-        return Ok((
-            Some(bytes),
-            format!("{}: restored the original entry", c.server),
-        ));
-    }
-    // Edited since (or args withheld): take the server command from the
-    // wrapped entry as it is now.
-    let args = if c.args_absent && wrapped.args.is_empty() {
-        None
-    } else {
-        Some(wrapped.args.as_slice())
-    };
-    let bytes = set_command(doc, &path, &wrapped.command, args)?;
-    let why = if edited {
-        "the entry was edited since install; restored its server command from the current entry"
-    } else {
-        "restored the server command (its arguments were read back from the wrapped entry)"
-    };
-    Ok((Some(bytes), format!("{}: {why}", c.server)))
 }
 
 pub fn status(cmd: StatusCmd) -> Exit {
@@ -943,17 +557,4 @@ pub fn resolve_for(project: &Path) -> Result<(Resolved, Vec<(Found, Decision)>),
     let r = claude::resolve(&paths)?;
     let d = claude::decide(&r, &[]);
     Ok((r, d))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn credential_like_arguments_are_withheld() {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert!(args_look_secret(&s(&["--api-key", "abc"])));
-        assert!(args_look_secret(&s(&["--token=abc"])));
-        assert!(!args_look_secret(&s(&["-y", "@scope/server", "."])));
-    }
 }

@@ -19,6 +19,7 @@ pub mod commands;
 pub mod diff;
 pub mod doctor;
 pub mod entry;
+pub mod format;
 pub mod jsonedit;
 pub mod ledger;
 pub mod remote_entry;
