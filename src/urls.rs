@@ -55,3 +55,19 @@ pub fn display(url: &str) -> String {
         None => url.rsplit_once('@').map_or(url, |(_, h)| h).to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_secrets_in_urls() {
+        let u = Url::parse("https://user:pw@mcp.example.com/mcp?token=abc&x=1#access_token=z")
+            .expect("url");
+        let r = redacted(&u);
+        assert_eq!(
+            r,
+            "https://mcp.example.com/mcp?token=[REDACTED]&x=[REDACTED]#[REDACTED]"
+        );
+    }
+}

@@ -28,13 +28,13 @@
 //!   the host ended the session (signal, end of input), nothing is added.
 
 pub mod config;
-pub mod http;
 pub mod inflight;
 pub mod modern;
 pub mod relay;
 pub mod signals;
 pub mod sse;
 pub mod upstream;
+pub mod upstream_http;
 
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -298,7 +298,7 @@ impl Session {
     /// A remote upstream: the HTTP transport behind two pipes. It never
     /// exits on its own: unreachable, it answers each request with an error.
     fn start_upstream_http(&mut self) -> std::io::Result<()> {
-        let started = http::start(&self.shared.cfg, self.tx.clone())?;
+        let started = upstream_http::start(&self.shared.cfg, self.tx.clone())?;
         self.generation += 1;
         let generation = self.generation;
         *lock(&self.shared.upstream_in) = Some(Box::new(started.to_upstream_http));
