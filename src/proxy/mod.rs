@@ -494,7 +494,8 @@ impl Session {
         self.start_upstream()?;
         lock(&self.shared.inflight).upstream_restarted();
         // Copy the handshake out first: the pumps take the in-flight lock
-        // before the handshake lock, so this must never hold both.
+        // before the handshake lock, so this must never hold both (the lock
+        // order is documented on `Shared`).
         let (initialize, initialized) = {
             let handshake = lock(&self.shared.handshake);
             (handshake.initialize.clone(), handshake.initialized.clone())

@@ -38,15 +38,41 @@ use crate::observe::{Batch, Direction, Observer};
 use crate::sys::lock;
 
 /// State shared by the pumps and the lifecycle loop.
+///
+/// Four locks, each guarding one thing, each held only for as long as that
+/// thing is used (never across a read from a pipe or the host):
+///
+/// * `host_out` — the proxy's stdout. Held for the writes of one read's
+///   pieces, so a proxy-made message never lands inside a relayed one.
+/// * `upstream_in` — the current upstream's stdin. Held for one write.
+/// * `inflight` — the in-flight tables of both directions. Held while one
+///   read's frames are decided, never while writing: the decisions go into
+///   an outbox that is written after the lock is released.
+/// * `handshake` — the host's handshake, for a restart. Held for one copy.
+///
+/// **Lock order.** Two locks are ever held together only in this order:
+/// `host_out` before `upstream_in` (`flush_upstream_outbox` writes the
+/// proxy's own requests to the upstream inside the host write), and
+/// `inflight` before `handshake` (`on_host_frame` keeps a host's
+/// `initialize` while deciding it). So the lifecycle loop, restarting the
+/// upstream, copies the handshake out under its lock alone and never holds
+/// it together with `inflight`; nothing takes `host_out` while holding
+/// `upstream_in`; and `inflight` is never held together with `host_out` or
+/// `upstream_in`.
 pub struct Shared {
+    /// The proxy's configuration (immutable).
     pub cfg: ProxyConfig,
+    /// The proxy's stdout, the only writer of it (see [`HostOut`]).
     pub host_out: Mutex<HostOut>,
     /// The current upstream's stdin (a child's, or the pipe into the HTTP
     /// transport); `None` once closed (host EOF) or dead.
     pub upstream_in: Mutex<Option<Box<dyn Write + Send>>>,
+    /// Requests awaiting answers in both directions, plus the proxy's own;
+    /// also whether the upstream is alive (see `inflight.rs`).
     pub inflight: Mutex<InFlight>,
     /// The host's handshake, replayed to a restarted upstream.
     pub handshake: Mutex<Handshake>,
+    /// Where observations go after their bytes are written (never blocks).
     pub observer: Observer,
 }
 
