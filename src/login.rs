@@ -1,19 +1,9 @@
-//! `bir login`, `bir logout`, `bir whoami`: the credentials for the
-//! recording service.
-//!
-//! Credentials live in `$BIR_HOME/credentials.json` (a 0700 directory, a
-//! 0600 file, replaced atomically: a private temp file, fsync, rename):
-//!
-//! ```json
-//! {"service": "https://recordings.example.com", "token": "…",
-//!  "refreshToken": "…", "expiresAt": "2026-12-01T10:00:00Z",
-//!  "refreshUrl": "https://recordings.example.com/auth/refresh"}
-//! ```
-//!
-//! Only `service` and `token` are required. `expiresAt` is an RFC 3339
-//! time or Unix seconds. How the token is refreshed is the README's
-//! "Recording service: the auth contract"; the HTTP side lives in
-//! `record/remote.rs`.
+//! `bir login`, `bir logout`, `bir whoami`: thin commands over the
+//! recording service's credentials ([`crate::service::credentials`], which
+//! describes `credentials.json`) and its URL rules
+//! ([`crate::service::url`]). How the token is refreshed is the README's
+//! "Recording service: the auth contract"; the HTTP side is
+//! [`crate::service::client`].
 //!
 //! Invariants: the token is never printed (only a fingerprint), never put
 //! in a URL, an argument we pass on, or a log line; `Debug` of anything

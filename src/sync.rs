@@ -4,7 +4,7 @@
 //! `remote_ack` (other than `remote_ack` records themselves). Runs go
 //! oldest first, each record in order from the acknowledged one on, with
 //! the same requests and the same failure policy as the live sender
-//! (`record/remote.rs`). What was delivered is then noted in the run's
+//! (`service::client`). What was delivered is then noted in the run's
 //! journal as a new `remote_ack` record, so a second `bir sync` sends
 //! nothing. Ids are the recorded ones: a record the service saw before is
 //! the same row to it.
@@ -21,8 +21,9 @@
 //!
 //! The same sending also happens without anyone asking: a proxy whose own
 //! records reach the service catches up on earlier runs in the background
-//! ([`CatchUp`], switched off by `BIR_AUTO_SYNC=off`). One sender at a time
-//! per store: `bir sync` and the catch-up take the same advisory lock.
+//! ([`crate::service::sync::CatchUp`], switched off by `BIR_AUTO_SYNC=off`).
+//! One sender at a time per store: `bir sync` and the catch-up take the
+//! same advisory lock.
 
 use crate::cli::{Exit, SyncCmd};
 use crate::home::Wait;

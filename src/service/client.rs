@@ -9,8 +9,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::credentials::{self, Credentials};
-use super::url::*;
-use super::wire::*;
+use super::url::{EnvService, env_service, origin, parse_service_url};
+use super::wire::WireRequest;
 use crate::secret::Secret;
 use crate::urls;
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::client::*;
-use super::wire::*;
+use super::client::{Client, SendFailure, ServiceConfig, jittered};
+use super::wire::{WireRequest, request_for};
 use crate::record::Forwarder;
 use crate::record::model::Record;
 use crate::urls;

@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::url::*;
+use super::url::segment;
 use crate::record::model::{Record, RunEvent, Step, StepType};
 
 /// One request to the service.
