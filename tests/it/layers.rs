@@ -9,9 +9,12 @@
 //! * a cycle between top-level modules, or between the submodules of one
 //!   module (a child using its parent's items is not a cycle).
 //!
-//! The table and the exceptions are read from `ARCHITECTURE.md` itself (the
-//! fenced blocks tagged `layers` and `layer-exceptions`), so the document
-//! and the code cannot drift apart.
+//! * an import that an invariant of the form "X never reaches Y" forbids.
+//!
+//! The table, the exceptions and the absences are read from
+//! `ARCHITECTURE.md` itself (the fenced blocks tagged `layers`,
+//! `layer-exceptions` and `import-absences`), so the document and the code
+//! cannot drift apart.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -308,6 +311,9 @@ fn resolve(path: &str, here: &ModPath, modules: &BTreeSet<ModPath>) -> Option<Mo
 struct Rules {
     layer_of: HashMap<String, (u32, String)>,
     exceptions: BTreeSet<(String, String)>,
+    /// `(module, never)`: `module` (and everything inside it) imports
+    /// nothing from `never` (and everything inside it).
+    absences: Vec<(ModPath, ModPath)>,
 }
 
 /// Reads the fenced `layers` and `layer-exceptions` blocks of
@@ -353,9 +359,23 @@ fn rules() -> Rules {
         let (a, b) = pair.split_once("->").expect("`a -> b: why`");
         exceptions.insert((a.trim().to_owned(), b.trim().to_owned()));
     }
+    let mut absences = Vec::new();
+    for line in block("import-absences") {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        // `proxy::relay: record redact service`
+        let (module, never) = line.split_once(": ").expect("`module: modules`");
+        let split = |m: &str| m.split("::").map(str::to_owned).collect::<ModPath>();
+        for n in never.split_whitespace() {
+            absences.push((split(module.trim()), split(n)));
+        }
+    }
     Rules {
         layer_of,
         exceptions,
+        absences,
     }
 }
 
@@ -458,6 +478,20 @@ fn every_import_goes_down_a_layer_and_no_module_cycle_exists() {
                 e.file.display(),
                 e.path
             ));
+        }
+    }
+    for e in &edges {
+        for (module, never) in &rules.absences {
+            if e.from.starts_with(module) && e.to.starts_with(never) {
+                problems.push(format!(
+                    "{}: `{}` imports `{}`, but ARCHITECTURE.md says `{}` never reaches `{}`",
+                    e.file.display(),
+                    e.from.join("::"),
+                    e.path,
+                    module.join("::"),
+                    never.join("::")
+                ));
+            }
         }
     }
     if let Some(cycle) = find_cycle(&top) {
