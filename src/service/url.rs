@@ -1,7 +1,7 @@
 //! The recording service's URL: where it comes from (`BIR_SERVICE_URL`,
-//! the saved credentials), which URLs are acceptable, and how one is shown.
-
-// ---------------------------------------------------------------- URLs
+//! the saved credentials), which URLs are acceptable, what "same origin"
+//! means, and how a request path segment is encoded. How a URL is shown in
+//! messages is [`crate::urls::display`].
 
 /// What `BIR_SERVICE_URL` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
