@@ -97,7 +97,7 @@ demo: $(DEBUG_BIN)
 	scripts/demo.sh
 
 golden:
-	BIR_UPDATE_GOLDEN=1 cargo test --locked --test it golden_transcripts
+	BIR_UPDATE_GOLDEN=1 cargo test --locked --test it golden::
 	@git status --short golden/
 
 bench: build

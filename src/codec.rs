@@ -44,6 +44,40 @@ pub fn base64_encode(data: &[u8], url: bool, pad: bool) -> String {
     out
 }
 
+/// The value of one base64 character, of either alphabet.
+fn base64_value(c: u8) -> Option<u32> {
+    Some(u32::from(match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'+' | b'-' => 62,
+        b'/' | b'_' => 63,
+        _ => return None,
+    }))
+}
+
+/// Decodes base64 of either alphabet, leniently: `=`, line breaks and a
+/// dangling final character are ignored (the redactor meets wrapped and cut
+/// blobs). `None` on any other byte.
+pub fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(s.len() / 4 * 3 + 3);
+    let mut acc = 0u32;
+    let mut bits = 0u32;
+    for &c in s {
+        if matches!(c, b'=' | b'\n' | b'\r') {
+            continue;
+        }
+        acc = acc << 6 | base64_value(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits & 0xff) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
 /// Percent-encoding of everything but RFC 3986 unreserved characters;
 /// `upper` picks the hex case, `plus_for_space` the form encoding of ` `.
 pub fn percent_encode(b: &[u8], upper: bool, plus_for_space: bool) -> String {
@@ -77,5 +111,13 @@ mod tests {
         assert_eq!(percent_encode(b"a b/", true, false), "a%20b%2F");
         assert_eq!(percent_encode(b"a b", false, true), "a+b");
         assert_eq!(sha256_hex(b"").len(), 64);
+        for data in [&b""[..], b"a", b"ab", b"abc", b"\xfb\xff\x00"] {
+            for (url, pad) in [(false, true), (true, false)] {
+                let e = base64_encode(data, url, pad);
+                assert_eq!(base64_decode(e.as_bytes()).as_deref(), Some(data), "{e}");
+            }
+        }
+        assert_eq!(base64_decode(b"YW\nJj"), Some(b"abc".to_vec()));
+        assert_eq!(base64_decode(b"YW J"), None);
     }
 }

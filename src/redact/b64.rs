@@ -1,5 +1,5 @@
-//! Base64: the encoder the known-value layer needs, a lenient decoder, and
-//! the layer that looks inside base64 blobs.
+//! Base64: the layer that looks inside base64 blobs (the lenient decoder is
+//! [`crate::codec::base64_decode`]).
 //!
 //! A blob is a run of at least [`MIN_RUN`] characters of either alphabet
 //! (`A–Z a–z 0–9 + /` or `- _`), with up to two `=`, possibly wrapped over
@@ -13,45 +13,15 @@
 //! look-alikes (hex digests, UUIDs, long identifiers) do not decode to text
 //! and stay as they are; only their first 48 bytes are ever decoded.
 
+use crate::codec::base64_decode as decode;
+
 /// Shortest run worth decoding (18 bytes of text).
 pub(crate) const MIN_RUN: usize = 24;
 /// How much of a blob is decoded before deciding it is text.
 const PROBE_CHARS: usize = 64;
 
-fn value(c: u8) -> Option<u32> {
-    Some(u32::from(match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' | b'-' => 62,
-        b'/' | b'_' => 63,
-        _ => return None,
-    }))
-}
-
 fn is_b64(c: u8) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_')
-}
-
-/// Decodes either alphabet, ignoring `=`, line breaks and a dangling final
-/// character. `None` on any other byte.
-pub(crate) fn decode(s: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len() / 4 * 3 + 3);
-    let mut acc = 0u32;
-    let mut bits = 0u32;
-    for &c in s {
-        if matches!(c, b'=' | b'\n' | b'\r') {
-            continue;
-        }
-        acc = acc << 6 | value(c)?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits & 0xff) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
 }
 
 /// Mostly printable UTF-8: valid (a character cut at the end is fine) and

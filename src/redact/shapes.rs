@@ -684,7 +684,8 @@ fn looks_like_token(v: &[u8]) -> bool {
 
 /// After `Basic`: base64 that decodes to `user:password`.
 fn is_basic_credential(v: &[u8]) -> bool {
-    super::b64::decode(v).is_some_and(|d| d.contains(&b':') && d.iter().all(|&c| c >= 0x20))
+    crate::codec::base64_decode(v)
+        .is_some_and(|d| d.contains(&b':') && d.iter().all(|&c| c >= 0x20))
 }
 
 #[cfg(test)]

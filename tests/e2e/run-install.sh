@@ -68,10 +68,13 @@ cp "$HERE/unwrapped-echo/prompt.txt" "$HERE/unwrapped-echo/script.json" "$HERE/u
 cp "$HERE/unwrapped-echo/mcp.json" "$PROJECT/.mcp.json"   # placeholders stay: the harness fills them later
 sed -e "s#@@PROJECT@@#$PROJECT#g" "$HARNESS/fixtures/claude.json" >"$STAGE/home/.claude.json"
 cp "$STAGE/home/.claude.json" "$STAGE/claude.json.orig"
+# bir starts from an empty environment plus an allow-list: a developer's
+# CODEX_HOME, CLAUDE_CONFIG_DIR or any variable a client reads must not steer
+# `bir install` at their real configs.
 bir() {
-  env -u CLAUDE_CONFIG_DIR -u BIR_WRAP_MCP_JSON HOME="$STAGE/home" BIR_HOME="$STAGE/bir-home" \
+  env -i PATH="$PATH" ${TMPDIR:+TMPDIR="$TMPDIR"} HOME="$STAGE/home" BIR_HOME="$STAGE/bir-home" \
     BIR_PROXY_PATH="$WORK/bin/bir-proxy" BIR_CLAUDE_MANAGED_DIR="$STAGE/managed" \
-    XDG_CONFIG_HOME="$STAGE/home/.config" "$BIR_BIN" "$@"
+    XDG_CONFIG_HOME="$STAGE/home/.config" BIR_SERVICE_URL=off "$BIR_BIN" "$@"
 }
 if bir install --project "$PROJECT" >"$WORK/bir-install.txt" 2>&1 &&
    grep -q 'wrapped  everything' "$WORK/bir-install.txt"; then
@@ -106,7 +109,8 @@ run_session() { # run_session NAME CLAUDE_JSON -> runs the scenario into $OUT, k
 
 # --- 1. the installed config: the server runs through bir-proxy and is recorded ---------
 run_session installed "$STAGE/home/.claude.json"
-if BIR_HOME="$WORK/runs/installed/home/.baseinstrunner" "$BIR_BIN" runs export latest >"$WORK/export.json" 2>"$WORK/export.err" &&
+if env -i PATH="$PATH" HOME="$WORK/runs/installed/home" BIR_HOME="$WORK/runs/installed/home/.baseinstrunner" \
+     "$BIR_BIN" runs export latest >"$WORK/export.json" 2>"$WORK/export.err" &&
    verdict="$(python3 - "$WORK/export.json" "$MESSAGE" <<'PY' 2>&1
 import json, sys
 doc = json.load(open(sys.argv[1]))

@@ -132,7 +132,7 @@ fi
 
 # --- the wrapped session was recorded (Tier 2 run in the session's HOME) -----------------
 RUN_HOME="$WORK/runs/wrapped-echo/home/.baseinstrunner"
-if BIR_HOME="$RUN_HOME" "$BIR_BIN" runs export latest >"$WORK/run-export.json" 2>"$WORK/run-export.err"; then
+if env -i PATH="$PATH" HOME="$(dirname "$RUN_HOME")" BIR_HOME="$RUN_HOME" "$BIR_BIN" runs export latest >"$WORK/run-export.json" 2>"$WORK/run-export.err"; then
   if verdict="$(python3 - "$WORK/run-export.json" "$MESSAGE" <<'PY' 2>&1
 import json, sys
 doc = json.load(open(sys.argv[1]))

@@ -13,50 +13,31 @@
 //! by design (a host line that is not JSON, a dead upstream, an oversized
 //! answer): they skip 1–2 and rely on the expected file.
 //!
+//! Each case is its own test, named after its file (`golden::smoke` runs
+//! `golden/smoke.case.json`), so one case runs alone
+//! (`cargo test --test it golden::smoke`) and a failure names its case.
+//! A case file must be listed in [`golden_cases!`]; a test checks none is
+//! forgotten.
+//!
 //! Regenerate the expected files with `BIR_UPDATE_GOLDEN=1 cargo test
-//! golden` (or `make golden`) and review the diff. A mismatch leaves
-//! `golden/<case>.current` beside the expected file.
+//! --test it golden::` (or `make golden`) and review the diff. A mismatch
+//! leaves `golden/<case>.current` beside the expected file.
+//!
+//! The stored run is read with the crate's own journal reader
+//! (`bir::record::journal::read`) and `send_b64` steps decoded with its
+//! codec (`bir::codec::base64_decode`): the harness checks what bir
+//! stored, it does not carry a second copy of the format.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use base64_lite::decode;
-use std::collections::BTreeMap;
-
+use bir::codec::base64_decode;
+use bir::record::journal;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::support::{Host, TempDir, bir, command};
-
-mod base64_lite {
-    /// Decodes standard base64 (test inputs only).
-    pub fn decode(s: &str) -> Vec<u8> {
-        let val = |c: u8| -> u32 {
-            match c {
-                b'A'..=b'Z' => (c - b'A') as u32,
-                b'a'..=b'z' => (c - b'a' + 26) as u32,
-                b'0'..=b'9' => (c - b'0' + 52) as u32,
-                b'+' => 62,
-                b'/' => 63,
-                _ => 0,
-            }
-        };
-        let clean: Vec<u8> = s
-            .bytes()
-            .filter(|&c| c != b'=' && !c.is_ascii_whitespace())
-            .collect();
-        let mut out = Vec::new();
-        for chunk in clean.chunks(4) {
-            let mut acc = 0u32;
-            for (i, &c) in chunk.iter().enumerate() {
-                acc |= val(c) << (18 - 6 * i);
-            }
-            let bytes = [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8];
-            out.extend_from_slice(&bytes[..chunk.len().saturating_sub(1)]);
-        }
-        out
-    }
-}
 
 /// Everything observable about one run of a case.
 struct Outcome {
@@ -117,7 +98,9 @@ fn run_case(case: &Value, name: &str, via_proxy: bool) -> Outcome {
         } else if let Some(raw) = step.get("send_raw").and_then(Value::as_str) {
             host.send_raw(raw.as_bytes());
         } else if let Some(b64) = step.get("send_b64").and_then(Value::as_str) {
-            host.send_raw(&decode(b64));
+            let bytes = base64_decode(b64.as_bytes())
+                .unwrap_or_else(|| panic!("{name}: send_b64 is not base64: {b64}"));
+            host.send_raw(&bytes);
         } else if let Some(n) = step.get("wait_lines").and_then(Value::as_u64) {
             assert!(
                 host.wait_lines(n as usize, Duration::from_secs(10)),
@@ -158,22 +141,17 @@ fn stored_records(runs_dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(runs_dir) else {
         return Vec::new();
     };
+    let mut journals: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    journals.sort();
     let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let data = std::fs::read(entry.path()).unwrap_or_default();
-        let mut at = 0;
-        // len | crc | payload | '\n'
-        while at + 8 <= data.len() {
-            let len =
-                u32::from_le_bytes([data[at], data[at + 1], data[at + 2], data[at + 3]]) as usize;
-            let Some(payload) = data.get(at + 8..at + 8 + len) else {
-                break;
-            };
+    for path in journals {
+        let read = journal::read(&path).expect("read the journal");
+        assert_eq!(read.torn_bytes, 0, "{}: a torn tail", path.display());
+        for payload in read.records {
             let mut record: Value =
-                serde_json::from_slice(payload).expect("journal record is JSON");
+                serde_json::from_slice(&payload).expect("journal record is JSON");
             mask_record(&mut record);
             out.push(serde_json::to_string(&record).unwrap_or_default());
-            at += 8 + len + 1;
         }
     }
     out
@@ -245,67 +223,103 @@ fn render(o: &Outcome) -> Vec<u8> {
     out
 }
 
+/// One `#[test]` per case file: `name => "file stem"`.
+macro_rules! golden_cases {
+    ($($test:ident => $case:literal,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                check_case($case);
+            }
+        )*
+
+        /// Every case listed above, by file stem.
+        const CASES: &[&str] = &[$($case),*];
+    };
+}
+
+golden_cases! {
+    batch_2025_03_26 => "batch-2025-03-26",
+    cancellation => "cancellation",
+    discover_probe_first => "discover-probe-first",
+    exit_status_parity => "exit-status-parity",
+    framing_and_numbers => "framing-and-numbers",
+    host_sends_invalid_json => "host-sends-invalid-json",
+    oversized_messages => "oversized-messages",
+    server_notifications => "server-notifications",
+    server_requests_the_host => "server-requests-the-host",
+    smoke => "smoke",
+    upstream_dies_mid_call => "upstream-dies-mid-call",
+    upstream_killed_by_signal => "upstream-killed-by-signal",
+}
+
+/// Every `golden/*.case.json` has its test above, and every listed case
+/// its file: a new case cannot be added without being run.
 #[test]
-fn golden_transcripts() {
-    let dir = golden_dir();
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
+fn every_case_file_has_a_test() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(golden_dir())
         .expect("golden/ exists")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".case.json"))
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".case.json"))
+                .map(str::to_owned)
+        })
         .collect();
-    cases.sort();
-    assert!(
-        cases.len() >= 8,
-        "expected the golden cases in {}",
-        dir.display()
+    on_disk.sort();
+    let mut listed: Vec<String> = CASES.iter().map(|&c| c.to_owned()).collect();
+    listed.sort();
+    assert_eq!(
+        on_disk, listed,
+        "golden_cases! lists exactly golden/*.case.json"
     );
+}
+
+/// Runs one case (direct and through the proxy) and compares it with its
+/// expected file, or rewrites that file under `BIR_UPDATE_GOLDEN=1`.
+fn check_case(name: &str) {
+    let dir = golden_dir();
+    let path = dir.join(format!("{name}.case.json"));
+    let case: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read case")).expect("case is JSON");
     let update = std::env::var("BIR_UPDATE_GOLDEN").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
-    for path in &cases {
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".case.json"))
-            .unwrap_or("case")
-            .to_owned();
-        let case: Value =
-            serde_json::from_slice(&std::fs::read(path).expect("read case")).expect("case is JSON");
-        let proxied = run_case(&case, &name, true);
-        if !case
-            .get("proxy_only")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-        {
-            let direct = run_case(&case, &name, false);
-            if direct.stdout != proxied.stdout {
-                failures.push(format!(
-                    "{name}: host saw different bytes\n--- direct\n{}\n--- via bir-proxy\n{}",
-                    String::from_utf8_lossy(&direct.stdout),
-                    String::from_utf8_lossy(&proxied.stdout)
-                ));
-            }
-            if direct.exit != proxied.exit {
-                failures.push(format!(
-                    "{name}: exit differs: direct {}, via bir-proxy {}",
-                    direct.exit, proxied.exit
-                ));
-            }
-            if direct.upstream_received != proxied.upstream_received {
-                failures.push(format!(
-                    "{name}: upstream received different bytes\n--- direct\n{}\n--- via bir-proxy\n{}",
-                    String::from_utf8_lossy(&direct.upstream_received),
-                    String::from_utf8_lossy(&proxied.upstream_received)
-                ));
-            }
+    let proxied = run_case(&case, name, true);
+    if !case
+        .get("proxy_only")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+    {
+        let direct = run_case(&case, name, false);
+        if direct.stdout != proxied.stdout {
+            failures.push(format!(
+                "host saw different bytes\n--- direct\n{}\n--- via bir-proxy\n{}",
+                String::from_utf8_lossy(&direct.stdout),
+                String::from_utf8_lossy(&proxied.stdout)
+            ));
         }
-        let rendered = render(&proxied);
-        let expected_path = dir.join(format!("{name}.expected"));
-        let current_path = dir.join(format!("{name}.current"));
-        if update {
-            std::fs::write(&expected_path, &rendered).expect("write golden");
-            let _ = std::fs::remove_file(&current_path);
-            continue;
+        if direct.exit != proxied.exit {
+            failures.push(format!(
+                "exit differs: direct {}, via bir-proxy {}",
+                direct.exit, proxied.exit
+            ));
         }
+        if direct.upstream_received != proxied.upstream_received {
+            failures.push(format!(
+                "upstream received different bytes\n--- direct\n{}\n--- via bir-proxy\n{}",
+                String::from_utf8_lossy(&direct.upstream_received),
+                String::from_utf8_lossy(&proxied.upstream_received)
+            ));
+        }
+    }
+    let rendered = render(&proxied);
+    let expected_path = dir.join(format!("{name}.expected"));
+    let current_path = dir.join(format!("{name}.current"));
+    if update {
+        std::fs::write(&expected_path, &rendered).expect("write golden");
+        let _ = std::fs::remove_file(&current_path);
+    } else {
         match std::fs::read(&expected_path) {
             Ok(expected) if expected == rendered => {
                 let _ = std::fs::remove_file(&current_path);
@@ -313,7 +327,7 @@ fn golden_transcripts() {
             Ok(_) => {
                 let _ = std::fs::write(&current_path, &rendered);
                 failures.push(format!(
-                    "{name}: differs from {} (see {}; accept with BIR_UPDATE_GOLDEN=1)",
+                    "differs from {} (see {}; accept with BIR_UPDATE_GOLDEN=1)",
                     expected_path.display(),
                     current_path.display()
                 ));
@@ -321,7 +335,7 @@ fn golden_transcripts() {
             Err(_) => {
                 let _ = std::fs::write(&current_path, &rendered);
                 failures.push(format!(
-                    "{name}: no {} yet (wrote {}; accept with BIR_UPDATE_GOLDEN=1)",
+                    "no {} yet (wrote {}; accept with BIR_UPDATE_GOLDEN=1)",
                     expected_path.display(),
                     current_path.display()
                 ));
@@ -330,8 +344,7 @@ fn golden_transcripts() {
     }
     assert!(
         failures.is_empty(),
-        "{} golden case(s) failed:\n\n{}",
-        failures.len(),
+        "golden case {name} failed:\n\n{}",
         failures.join("\n\n")
     );
 }

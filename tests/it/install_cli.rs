@@ -13,9 +13,6 @@ use crate::support::{Host, TempDir, bir, command};
 fn run(dir: &TempDir, args: &[&str]) -> Output {
     command(bir(), dir)
         .args(args)
-        .env_remove("BIR_PROXY_PATH")
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .env_remove("XDG_CONFIG_HOME")
         .current_dir(dir.path())
         .output()
         .expect("run bir")
@@ -309,11 +306,6 @@ impl Fixture {
     fn bir(&self, args: &[&str]) -> Output {
         command(bir(), &self.dir)
             .args(args)
-            .env_remove("BIR_PROXY_PATH")
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env_remove("BIR_RECORDER")
-            .env_remove("BIR_WRAP_MCP_JSON")
-            .env_remove("XDG_CONFIG_HOME")
             .env("BIR_CLAUDE_MANAGED_DIR", self.dir.join("managed"))
             .current_dir(self.dir.join("proj"))
             .output()
@@ -651,7 +643,6 @@ fn claude_config_dir_and_a_symlinked_crlf_bom_config_round_trip() {
             .args(args)
             .env("CLAUDE_CONFIG_DIR", f.dir.join("conf"))
             .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
-            .env_remove("BIR_PROXY_PATH")
             .current_dir(f.dir.join("proj"))
             .output()
             .expect("run")
@@ -815,7 +806,6 @@ fn doctor_launches_every_wrapped_entry_and_names_the_broken_one() {
         .args(["doctor", "--timeout-ms", "10000"])
         .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
         .env("PATH", &path)
-        .env_remove("CLAUDE_CONFIG_DIR")
         .current_dir(f.dir.join("proj"))
         .output()
         .expect("doctor");
@@ -1530,9 +1520,6 @@ fn bir_with_file_cap(f: &Fixture, args: &[&str], max_bytes: u64) -> Output {
     use std::os::unix::process::CommandExt;
     let mut cmd = command(bir(), &f.dir);
     cmd.args(args)
-        .env_remove("BIR_PROXY_PATH")
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .env_remove("XDG_CONFIG_HOME")
         .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
         .current_dir(f.dir.join("proj"));
     // SAFETY: signal and setrlimit are async-signal-safe; nothing is
@@ -1604,4 +1591,104 @@ fn a_write_that_fails_midway_leaves_the_config_untouched_and_no_temp_file() {
     let out = f.bir(&["uninstall"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(fs::read_to_string(f.claude_json()).expect("read"), claude);
+}
+
+/// A Codex config with one wrappable stdio server, as `bir install` finds it.
+fn codex_config(f: &Fixture) -> String {
+    format!(
+        "[mcp_servers.peer]\ncommand = '{}'\nargs = [ \"testpeer\", '{}' ]\n",
+        bir().display(),
+        peer_script(&f.dir)
+    )
+}
+
+/// The environment variable the probe below is driven by.
+const CODEX_PROBE: &str = "BIR_IT_CODEX_HOME_PROBE";
+
+/// A developer's `CODEX_HOME` (set in the test process, as it would be in
+/// their shell) never reaches a spawned `bir`: `bir install` run by the
+/// tests leaves the Codex config it names untouched and wraps the fixture
+/// home's own `~/.codex/config.toml` instead.
+///
+/// The variable is set for a second run of this test binary (not with
+/// `std::env::set_var`, which would race the other tests' threads); that
+/// run executes [`codex_home_probe`].
+#[test]
+fn a_developer_codex_home_does_not_reach_a_spawned_bir() {
+    let f = Fixture::new("codex-home-leak");
+    let sentinel = f.dir.join("developer-codex");
+    fs::create_dir_all(&sentinel).expect("mkdir");
+    let config = sentinel.join("config.toml");
+    let original = codex_config(&f);
+    fs::write(&config, &original).expect("write");
+
+    // The control: handed to bir on purpose, this CODEX_HOME is the one
+    // `bir install` edits, so the check below can fail.
+    let control = f.dir.join("control-codex");
+    fs::create_dir_all(&control).expect("mkdir");
+    fs::write(control.join("config.toml"), &original).expect("write");
+    let out = command(bir(), &f.dir)
+        .args(["install", "--client", "codex"])
+        .env("CODEX_HOME", &control)
+        .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
+        .current_dir(f.dir.join("proj"))
+        .output()
+        .expect("run bir");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_ne!(
+        fs::read_to_string(control.join("config.toml")).expect("read"),
+        original,
+        "a CODEX_HOME given to bir is where it installs"
+    );
+
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "install_cli::codex_home_probe",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("CODEX_HOME", &sentinel)
+        .env(CODEX_PROBE, "1")
+        .output()
+        .expect("run the probe");
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("1 passed"), "the probe ran: {all}");
+    assert_eq!(
+        fs::read_to_string(&config).expect("read"),
+        original,
+        "the developer's Codex config is untouched"
+    );
+}
+
+/// Run by [`a_developer_codex_home_does_not_reach_a_spawned_bir`] with
+/// `CODEX_HOME` set; on its own it has nothing to check.
+#[test]
+#[ignore = "run by a_developer_codex_home_does_not_reach_a_spawned_bir"]
+fn codex_home_probe() {
+    if std::env::var_os(CODEX_PROBE).is_none() {
+        return;
+    }
+    let developer = std::env::var_os("CODEX_HOME").expect("the driver sets CODEX_HOME");
+    let f = Fixture::new("codex-home-probe");
+    fs::create_dir_all(f.dir.join("home/.codex")).expect("mkdir");
+    let own = f.dir.join("home/.codex/config.toml");
+    let original = codex_config(&f);
+    fs::write(&own, &original).expect("write");
+    let out = f.bir(&["install", "--client", "codex"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        !all.contains(&*developer.to_string_lossy()),
+        "bir saw the developer's CODEX_HOME: {all}"
+    );
+    assert!(
+        fs::read_to_string(&own)
+            .expect("read")
+            .contains("\"--server-name\", \"peer\", \"--\""),
+        "the fixture home's Codex config was wrapped: {all}"
+    );
 }

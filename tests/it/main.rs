@@ -7,8 +7,8 @@
 //! * `golden` — direct vs proxied transcripts (the core transparency test).
 //! * `install_cli` — `bir wrap`/`install`/`uninstall`/`status`/`doctor` on
 //!   fixture homes.
-//! * `install_sh` — `install/install.sh` run by `sh`/`dash` against a release
-//!   served from 127.0.0.1.
+//! * `install_sh` — `install/install.sh` run by `sh`, `dash` and `busybox sh`
+//!   against a release served from 127.0.0.1.
 //! * `http` — `bir proxy --url`: the real server-everything over
 //!   Streamable HTTP and legacy SSE, and a fault server on 127.0.0.1.
 //! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a

@@ -325,10 +325,11 @@ fn calls_still_running_when_the_session_ends_are_recorded() {
     }
 }
 
-/// A burst the recorder cannot keep up with: every answer still reaches the
-/// host at once, and the run keeps what it could and says how much it lost.
+/// A burst the recorder may not keep up with: every answer still reaches the
+/// host at once, and the run keeps what it could and says how much it lost
+/// (kept + lost = calls; lossy exactly when something was lost).
 #[test]
-fn a_burst_the_recorder_cannot_keep_up_with_makes_the_run_lossy() {
+fn a_burst_reaches_the_host_whole_and_the_run_accounts_for_every_call() {
     let dir = TempDir::new("lossy");
     // 40 KB answers: stored whole, so each costs the recorder a parse and a
     // redaction (~0.3 ms), against a few microseconds to relay.
@@ -358,20 +359,37 @@ fn a_burst_the_recorder_cannot_keep_up_with_makes_the_run_lossy() {
     let (code, doc, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
     assert_eq!(code, 0);
     let doc: Value = serde_json::from_str(&doc).expect("export is JSON");
+    let steps = doc["steps"].as_array().map_or(0, Vec::len) as u64;
     let finish = &doc["finish"];
+    if finish.is_null() {
+        // The proxy gives its recorder a bounded time to close the run
+        // (shutdown is never held up); on a machine busy enough to miss it
+        // the run stays open and has no counts to check. What it has must
+        // still be whole calls.
+        eprintln!("the run was not closed within the proxy's shutdown deadline: {steps} steps");
+        assert!(steps % 2 == 0 && steps <= 2 * calls, "{doc}");
+        return;
+    }
     let kept = finish["metrics"]["toolCalls"].as_u64().unwrap_or(0);
     let dropped = finish["dropped"].as_u64().unwrap_or(0);
-    // Every call is in the run or counted as lost. The count is of lost
-    // observations: the `initialize` exchange is one too, and it is the
-    // oldest in the queue if the recorder had not taken it yet.
+    // Every call is in the run or counted as lost, and the run says it is
+    // lossy exactly when something was lost. Whether anything is lost
+    // depends on how fast the recorder is, so that is not asserted.
+    //
+    // `dropped` counts lost observations, and two of this session's are
+    // not calls: the `initialize` exchange (the run's `serverInfo` comes
+    // from it, so without one it was lost) and the "upstream exited" event
+    // (which the run does not show, so it may or may not be among them).
+    let handshake_lost = u64::from(doc["run"]["metadata"]["serverInfo"].is_null());
+    let accounted = kept + dropped;
     assert!(
-        kept + dropped == calls || kept + dropped == calls + 1,
-        "every call is in the run or counted as lost: {finish}"
+        (calls + handshake_lost..=calls + handshake_lost + 1).contains(&accounted),
+        "every call is in the run or counted as lost ({kept} kept + {dropped} lost, \
+         handshake lost: {handshake_lost}): {finish}"
     );
-    assert!(dropped > 0, "the recorder fell behind: {finish}");
-    assert_eq!(finish["lossy"], true, "{finish}");
+    assert_eq!(finish["lossy"], dropped > 0, "lossy iff dropped: {finish}");
     assert_eq!(
-        doc["steps"].as_array().map_or(0, Vec::len) as u64,
+        steps,
         2 * kept,
         "a selected and a response step per kept call"
     );

@@ -743,7 +743,6 @@ fn a_hanging_service_does_not_hold_up_the_session() {
 fn login_whoami_logout_never_show_the_token() {
     let dir = TempDir::new("remote-login");
     let mut login = command(bir(), &dir)
-        .env_remove("BIR_SERVICE_URL")
         .args(["login", "--service", "https://Recordings.example.com/"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -776,11 +775,7 @@ fn login_whoami_logout_never_show_the_token() {
         json!({"service": "https://recordings.example.com", "token": TOKEN})
     );
 
-    let out = command(bir(), &dir)
-        .env_remove("BIR_SERVICE_URL")
-        .arg("whoami")
-        .output()
-        .expect("whoami");
+    let out = command(bir(), &dir).arg("whoami").output().expect("whoami");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(text.contains("https://recordings.example.com"), "{text}");
@@ -803,11 +798,7 @@ fn login_whoami_logout_never_show_the_token() {
     let out = command(bir(), &dir).arg("logout").output().expect("logout");
     assert!(out.status.success());
     assert!(!path.exists());
-    let out = command(bir(), &dir)
-        .env_remove("BIR_SERVICE_URL")
-        .arg("whoami")
-        .output()
-        .expect("whoami");
+    let out = command(bir(), &dir).arg("whoami").output().expect("whoami");
     assert_eq!(out.status.code(), Some(1));
 }
 

@@ -63,18 +63,38 @@ impl Drop for TempDir {
     }
 }
 
-/// A command isolated from the developer's machine.
+/// The variables a spawned process inherits from the test process. Nothing
+/// else crosses: a child starts from an empty environment, gets these, and
+/// then what [`command`] and the test itself set.
+///
+/// An allow-list, not a deny-list: a developer's `CODEX_HOME`,
+/// `CLAUDE_CONFIG_DIR`, `BIR_SERVICE_URL` or a variable some client adds
+/// next year would otherwise steer `bir install` at the developer's real
+/// files, or a test's recording at a real service.
+///
+/// * `PATH` — to find `sh`, `tar`, `node`, the shells and helper tools.
+/// * `TMPDIR` — where the test process itself puts scratch files.
+/// * `LLVM_PROFILE_FILE` — coverage tools collect from spawned binaries.
+pub const INHERITED_ENV: [&str; 3] = ["PATH", "TMPDIR", "LLVM_PROFILE_FILE"];
+
+/// A command isolated from the developer's machine: an empty environment
+/// plus [`INHERITED_ENV`], with `HOME` and `BIR_HOME` inside `home`.
 pub fn command(program: impl AsRef<std::ffi::OsStr>, home: &TempDir) -> Command {
+    isolated(program, &home.join("home"))
+}
+
+/// Like [`command`], for a `HOME` that is not a [`TempDir`]'s (`BIR_HOME` is
+/// `<home>/.baseinstrunner`).
+pub fn isolated(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
     let mut cmd = Command::new(program);
-    cmd.env("HOME", home.join("home"))
-        .env("BIR_HOME", home.join("home/.baseinstrunner"))
-        .env_remove("RUST_LOG")
-        .env_remove("BIR_PROXY_STAY_UP")
-        .env_remove("BIR_UPSTREAM_MAX_MESSAGE_BYTES")
-        .env_remove("CLAUDE_CODE_SESSION_ID")
-        // A developer's own recording service is never a test's target.
-        .env_remove("BIR_SERVICE_URL")
-        .env_remove("BIR_SERVICE_TIMEOUT_MS");
+    cmd.env_clear();
+    for name in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    cmd.env("HOME", home)
+        .env("BIR_HOME", home.join(".baseinstrunner"));
     cmd
 }
 

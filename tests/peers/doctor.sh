@@ -55,8 +55,11 @@ echo '{"enableAllProjectMcpServers": true}' >"$W/home/.claude/settings.json"
 echo '{}' >"$W/home/.claude.json"
 cp "$W/home/.claude.json" "$W/claude.json.orig"
 
+# bir starts from an empty environment plus an allow-list: a developer's
+# CODEX_HOME, CLAUDE_CONFIG_DIR or any variable a client reads must not steer
+# `bir install` at their real configs.
 bir() {
-  (cd "$W/proj" && env -u CLAUDE_CONFIG_DIR -u BIR_WRAP_MCP_JSON HOME="$W/home" BIR_HOME="$W/home/.baseinstrunner" \
+  (cd "$W/proj" && env -i PATH="$PATH" ${TMPDIR:+TMPDIR="$TMPDIR"} HOME="$W/home" BIR_HOME="$W/home/.baseinstrunner" \
     BIR_PROXY_PATH="$W/bin/bir-proxy" BIR_CLAUDE_MANAGED_DIR="$W/managed" XDG_CONFIG_HOME="$W/home/.config" \
     BIR_SERVICE_URL=off "$BIR" "$@")
 }
