@@ -39,7 +39,7 @@ build:
 dist: build
 	rm -rf dist/stage && mkdir -p dist/stage/$(DIST_NAME)
 	cp $(RELEASE_BIN) dist/stage/$(DIST_NAME)/bir
-	cp README.md dist/stage/$(DIST_NAME)/
+	cp -R README.md docs dist/stage/$(DIST_NAME)/
 	tar -C dist/stage --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner \
 		-cf - $(DIST_NAME) | gzip -9n > dist/$(DIST_NAME).tar.gz
 	rm -rf dist/stage

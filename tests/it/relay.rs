@@ -223,7 +223,7 @@ fn a_line_cut_off_by_the_servers_exit_does_not_swallow_the_answer_after_it() {
 /// (catalogue A2). Past the size limit it is skipped as it streams in, so
 /// memory stays flat; the host is served meanwhile; at the end, the call
 /// the line would have answered and a request sent meanwhile get the
-/// documented answers (README: a server that exits on its own).
+/// documented answers (docs/proxy.md: a server that exits on its own).
 #[test]
 fn a_line_that_trickles_in_and_never_ends_is_skipped_in_bounded_memory() {
     let dir = TempDir::new("trickle");
@@ -437,7 +437,7 @@ fn a_call_answered_before_initialize_still_leaves_the_servers_snapshot() {
 
 /// An empty batch from the host (catalogue B6). JSON-RPC has the server
 /// answer `[]` with one -32600 error. The proxy relays batches as they are
-/// and answers by itself only lines that are not JSON (README, "What the
+/// and answers by itself only lines that are not JSON (docs/proxy.md, "What the
 /// proxy does by itself"), so `[]` reaches the server unchanged and its
 /// error comes back unchanged; the session goes on.
 #[test]
