@@ -32,6 +32,7 @@
 mod bound;
 mod cli;
 mod codec;
+mod error;
 mod home;
 mod hooks;
 mod install;

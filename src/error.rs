@@ -1,0 +1,198 @@
+//! One error path for `bir`'s commands.
+//!
+//! A command returns `Result<ExitStatus, Error>`:
+//!
+//! * `Ok(status)` — the command ran to its end and already said how it went
+//!   (a `bir doctor` table with a FAILED row, a `bir sync` line per run not
+//!   delivered): `status` is only the exit status that goes with it.
+//! * `Err(error)` — it stopped on an error nobody has printed yet.
+//!
+//! [`report`] is the one place that prints such an error (`<command>:
+//! <what failed>: <why>: <why that>…` on stderr) and turns the outcome into
+//! the process's exit status. The command that routes to a subcommand names
+//! it ([`Error::in_command`]), so the message says which one failed.
+//!
+//! Hand-written rather than `anyhow`/`thiserror`: bir needs one error type
+//! that carries an exit status and a chain of causes, which is some sixty
+//! lines; `anyhow` would need downcasting to find the status, and
+//! `thiserror` buys derive sugar for a single type at the cost of a
+//! proc-macro build dependency.
+
+use std::fmt;
+
+/// How a `bir` command ends. The numbers are part of bir's interface:
+/// scripts, CI and the tests read them, so they never change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// It did what was asked (0).
+    Success,
+    /// It ran and failed (1): a file it could not read or write, a config
+    /// it refuses to edit, a server that did not answer, a run not
+    /// delivered.
+    Failure,
+    /// The command line asks for something it cannot do (2): a missing or
+    /// conflicting argument, a value it does not accept.
+    Usage,
+}
+
+impl ExitStatus {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            ExitStatus::Success => 0,
+            ExitStatus::Failure => 1,
+            ExitStatus::Usage => 2,
+        }
+    }
+
+    /// [`ExitStatus::Failure`] when `failed`, else [`ExitStatus::Success`].
+    pub fn failure_if(failed: bool) -> ExitStatus {
+        if failed {
+            ExitStatus::Failure
+        } else {
+            ExitStatus::Success
+        }
+    }
+}
+
+/// Why something failed, below the command's own words.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A command's error: what it could not do, why, and how the process ends.
+#[derive(Debug)]
+pub struct Error {
+    /// [`ExitStatus::Failure`] or [`ExitStatus::Usage`], never success.
+    status: ExitStatus,
+    /// What failed, in the command's words (`cannot read /x`).
+    message: String,
+    /// Why; its own [`std::error::Error::source`] chain says why further.
+    cause: Option<Cause>,
+    /// The command as the user typed it (`bir runs rm`), when the command
+    /// that routed to it named it.
+    command: Option<&'static str>,
+}
+
+impl Error {
+    /// The command ran and failed (exit status 1).
+    pub fn failure(message: impl Into<String>) -> Error {
+        Error {
+            status: ExitStatus::Failure,
+            message: message.into(),
+            cause: None,
+            command: None,
+        }
+    }
+
+    /// The command line was wrong (exit status 2).
+    pub fn usage(message: impl Into<String>) -> Error {
+        Error {
+            status: ExitStatus::Usage,
+            ..Error::failure(message)
+        }
+    }
+
+    /// The same error, caused by `cause` (printed after the message).
+    pub fn because(mut self, cause: impl Into<Cause>) -> Error {
+        self.cause = Some(cause.into());
+        self
+    }
+
+    /// Names the command that failed, unless a subcommand already did.
+    pub fn in_command(mut self, command: &'static str) -> Error {
+        self.command.get_or_insert(command);
+        self
+    }
+
+    /// The exit status this error ends the process with.
+    pub fn status(&self) -> ExitStatus {
+        self.status
+    }
+}
+
+impl fmt::Display for Error {
+    /// The message, then `: <cause>`. A cause prints itself as its own
+    /// `Display` does (ours with its own cause), so a message reads as it
+    /// did when it was written out with `format!("…: {err}")`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        match &self.cause {
+            Some(cause) => write!(f, ": {cause}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|c| c as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// Adds what was being done to an error from below:
+/// `fs::read(p).context(|| format!("cannot read {}", p.display()))?`.
+pub trait Context<T> {
+    /// On error, a [`ExitStatus::Failure`] saying `message`, caused by it.
+    fn context(self, message: impl FnOnce() -> String) -> Result<T, Error>;
+}
+
+impl<T, E: Into<Cause>> Context<T> for Result<T, E> {
+    fn context(self, message: impl FnOnce() -> String) -> Result<T, Error> {
+        self.map_err(|e| Error::failure(message()).because(e))
+    }
+}
+
+/// The one place a command's outcome becomes an exit status: an error is
+/// printed on stderr as `<command>: <error>`, `<command>` being the one the
+/// error names or else `command`.
+pub fn report(command: &str, outcome: Result<ExitStatus, Error>) -> ExitStatus {
+    match outcome {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!("{}: {error}", error.command.unwrap_or(command));
+            error.status
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_keep_their_numbers() {
+        assert_eq!(ExitStatus::Success.code(), 0);
+        assert_eq!(ExitStatus::Failure.code(), 1);
+        assert_eq!(ExitStatus::Usage.code(), 2);
+        assert_eq!(ExitStatus::failure_if(true), ExitStatus::Failure);
+        assert_eq!(ExitStatus::failure_if(false), ExitStatus::Success);
+    }
+
+    #[test]
+    fn an_error_prints_its_causes_in_order() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let inner = Error::failure("cannot read /x").because(io);
+        let outer = Error::failure("cannot load the ledger").because(inner);
+        assert_eq!(
+            outer.to_string(),
+            "cannot load the ledger: cannot read /x: gone"
+        );
+        assert_eq!(outer.status(), ExitStatus::Failure);
+
+        let from_string: Result<(), String> = Err("bad line 3".into());
+        let e = from_string.context(|| "cannot parse".into()).unwrap_err();
+        assert_eq!(e.to_string(), "cannot parse: bad line 3");
+    }
+
+    #[test]
+    fn usage_errors_exit_2_and_the_innermost_command_names_itself() {
+        let e = Error::usage("name runs to remove")
+            .in_command("bir runs rm")
+            .in_command("bir runs");
+        assert_eq!(e.status(), ExitStatus::Usage);
+        assert_eq!(e.command, Some("bir runs rm"));
+        assert_eq!(report("bir", Err(e)), ExitStatus::Usage);
+        assert_eq!(report("bir", Ok(ExitStatus::Failure)), ExitStatus::Failure);
+    }
+}
