@@ -181,7 +181,9 @@ mod tests {
         assert_eq!(outer.status(), ExitStatus::Failure);
 
         let from_string: Result<(), String> = Err("bad line 3".into());
-        let e = from_string.context(|| "cannot parse".into()).unwrap_err();
+        let e = from_string
+            .context(|| "cannot parse".into())
+            .expect_err("an error stays one");
         assert_eq!(e.to_string(), "cannot parse: bad line 3");
     }
 

@@ -367,7 +367,7 @@ fn a_burst_reaches_the_host_whole_and_the_run_accounts_for_every_call() {
         // the run stays open and has no counts to check. What it has must
         // still be whole calls.
         eprintln!("the run was not closed within the proxy's shutdown deadline: {steps} steps");
-        assert!(steps % 2 == 0 && steps <= 2 * calls, "{doc}");
+        assert!(steps.is_multiple_of(2) && steps <= 2 * calls, "{doc}");
         return;
     }
     let kept = finish["metrics"]["toolCalls"].as_u64().unwrap_or(0);
