@@ -13,6 +13,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use crate::error::ExitStatus;
 use argh::FromArgs;
 
 /// The personality this process runs as.
@@ -198,6 +199,12 @@ pub enum Exit {
     Signal(i32),
 }
 
+impl From<ExitStatus> for Exit {
+    fn from(status: ExitStatus) -> Exit {
+        Exit::Code(status.code())
+    }
+}
+
 /// Parses arguments with argh, printing help or errors the way argh means.
 /// `Err` carries the exit to take (0 after `--help`, 2 after a usage error).
 pub fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit> {
@@ -209,11 +216,11 @@ pub fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit
             {
                 print!("{}", early.output);
             }
-            Exit::Code(0)
+            ExitStatus::Success.into()
         } else {
             eprint!("{}", early.output);
             eprintln!("Run {program} --help for more information.");
-            Exit::Code(2)
+            ExitStatus::Usage.into()
         }
     })
 }
@@ -224,7 +231,7 @@ pub fn print_version(program: &str) -> Exit {
     {
         println!("{}", version_line(program));
     }
-    Exit::Code(0)
+    ExitStatus::Success.into()
 }
 
 // ---- `runs`

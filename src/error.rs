@@ -97,15 +97,20 @@ impl Error {
         self
     }
 
+    /// The same error, ending the process with `status` instead: whether a
+    /// bad value is a usage error depends on where it came from (a URL on
+    /// the command line, or one saved in a file).
+    pub fn with_status(mut self, status: ExitStatus) -> Error {
+        if status != ExitStatus::Success {
+            self.status = status;
+        }
+        self
+    }
+
     /// Names the command that failed, unless a subcommand already did.
     pub fn in_command(mut self, command: &'static str) -> Error {
         self.command.get_or_insert(command);
         self
-    }
-
-    /// The exit status this error ends the process with.
-    pub fn status(&self) -> ExitStatus {
-        self.status
     }
 }
 
@@ -144,16 +149,23 @@ impl<T, E: Into<Cause>> Context<T> for Result<T, E> {
 }
 
 /// The one place a command's outcome becomes an exit status: an error is
-/// printed on stderr as `<command>: <error>`, `<command>` being the one the
-/// error names or else `command`.
+/// [`print`]ed, and its status returned.
 pub fn report(command: &str, outcome: Result<ExitStatus, Error>) -> ExitStatus {
     match outcome {
         Ok(status) => status,
         Err(error) => {
-            eprintln!("{}: {error}", error.command.unwrap_or(command));
+            print(command, &error);
             error.status
         }
     }
+}
+
+/// Prints an error on stderr as `<command>: <error>`, `<command>` being the
+/// one the error names or else `command`. [`report`] prints this way, and
+/// so does a command that goes on past an error (`bir runs rm` of several
+/// runs, one of which it could not remove).
+pub fn print(command: &str, error: &Error) {
+    eprintln!("{}: {error}", error.command.unwrap_or(command));
 }
 
 #[cfg(test)]
@@ -178,7 +190,7 @@ mod tests {
             outer.to_string(),
             "cannot load the ledger: cannot read /x: gone"
         );
-        assert_eq!(outer.status(), ExitStatus::Failure);
+        assert_eq!(outer.status, ExitStatus::Failure);
 
         let from_string: Result<(), String> = Err("bad line 3".into());
         let e = from_string
@@ -192,7 +204,7 @@ mod tests {
         let e = Error::usage("name runs to remove")
             .in_command("bir runs rm")
             .in_command("bir runs");
-        assert_eq!(e.status(), ExitStatus::Usage);
+        assert_eq!(e.status, ExitStatus::Usage);
         assert_eq!(e.command, Some("bir runs rm"));
         assert_eq!(report("bir", Err(e)), ExitStatus::Usage);
         assert_eq!(report("bir", Ok(ExitStatus::Failure)), ExitStatus::Failure);

@@ -10,6 +10,7 @@ use std::io::Read;
 
 use crate::cli::{Exit, parse_args, print_version};
 use crate::cli::{HooksArgs, Role};
+use crate::error::ExitStatus;
 
 /// The most of a hook payload we read before giving up on it.
 const MAX_PAYLOAD: u64 = 16 * 1024 * 1024;
@@ -28,5 +29,5 @@ pub fn main(args: &[String]) -> Exit {
         "hook event ignored ({} bytes): recording hooks is not built yet",
         sink.len()
     );
-    Exit::Code(0)
+    ExitStatus::Success.into()
 }

@@ -27,7 +27,11 @@
 //! * [`jsonrpc::scan::LineScanner`] (and the types of its answers) — the
 //!   envelope scanner, benchmarked per line (`benches/scan.rs`);
 //! * [`redact::Redactor`] and [`redact::RedactConfig`] — the redactor,
-//!   benchmarked for throughput (`benches/redact.rs`).
+//!   benchmarked for throughput (`benches/redact.rs`);
+//! * [`read_journal`] (with [`ReadOutcome`]) and [`base64_decode`] — the
+//!   golden harness (`tests/it/golden.rs`) reads the run bir stored with
+//!   bir's own journal reader, and decodes its inputs with bir's codec,
+//!   rather than carrying a second copy of either.
 
 mod bound;
 mod cli;
@@ -53,6 +57,9 @@ mod testpeer;
 mod time;
 mod urls;
 
+pub use codec::base64_decode;
+pub use record::journal::{ReadOutcome, read as read_journal};
+
 use std::process::ExitCode;
 
 use cli::{CliArgs, CliCommand, Exit, Role, parse_args, print_version};
@@ -68,11 +75,11 @@ pub fn main() -> ExitCode {
     {
         Ok(v) => v,
         Err(bad) => {
-            eprintln!(
-                "bir: argument is not valid UTF-8: {}",
+            let err = error::Error::usage(format!(
+                "argument is not valid UTF-8: {}",
                 bad.to_string_lossy()
-            );
-            return ExitCode::from(2);
+            ));
+            return finish(error::report("bir", Err(err)).into());
         }
     };
     let (role, used) = cli::detect_role(&argv0, rest.first().map(String::as_str));
@@ -99,29 +106,33 @@ fn finish(exit: Exit) -> ExitCode {
     }
 }
 
+/// `bir <command>`: each command returns its outcome, and
+/// [`error::report`] prints an error (the one place that does) and turns
+/// the outcome into the exit status.
 fn cli_main(args: &[String]) -> Exit {
     let parsed: CliArgs = match parse_args(Role::Cli.program_name(), args) {
         Ok(p) => p,
         Err(exit) => return exit,
     };
-    match parsed.command {
-        _ if parsed.version => print_version("bir"),
-        Some(CliCommand::Version(_)) => print_version("bir"),
-        Some(CliCommand::Runs(cmd)) => runs::main(cmd),
-        Some(CliCommand::Sync(cmd)) => sync::main(cmd),
-        Some(CliCommand::Login(cmd)) => login::login(cmd),
-        Some(CliCommand::Logout(cmd)) => login::logout(cmd),
-        Some(CliCommand::Whoami(cmd)) => login::whoami(cmd),
-        Some(CliCommand::Wrap(cmd)) => install::wrap::main(cmd),
-        Some(CliCommand::Install(cmd)) => install::commands::install(cmd),
-        Some(CliCommand::Uninstall(cmd)) => install::commands::uninstall(cmd),
-        Some(CliCommand::Status(cmd)) => install::commands::status(cmd),
-        Some(CliCommand::Doctor(cmd)) => install::doctor::main(cmd),
-        None => {
-            eprintln!(
-                "bir: no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy."
-            );
-            Exit::Code(2)
-        }
-    }
+    let (command, outcome) = match parsed.command {
+        _ if parsed.version => return print_version("bir"),
+        Some(CliCommand::Version(_)) => return print_version("bir"),
+        Some(CliCommand::Runs(cmd)) => ("bir runs", runs::main(cmd)),
+        Some(CliCommand::Sync(cmd)) => ("bir sync", sync::main(cmd)),
+        Some(CliCommand::Login(cmd)) => ("bir login", login::login(cmd)),
+        Some(CliCommand::Logout(cmd)) => ("bir logout", login::logout(cmd)),
+        Some(CliCommand::Whoami(cmd)) => ("bir whoami", login::whoami(cmd)),
+        Some(CliCommand::Wrap(cmd)) => ("bir wrap", install::wrap::main(cmd)),
+        Some(CliCommand::Install(cmd)) => ("bir install", install::commands::install(cmd)),
+        Some(CliCommand::Uninstall(cmd)) => ("bir uninstall", install::commands::uninstall(cmd)),
+        Some(CliCommand::Status(cmd)) => ("bir status", install::commands::status(cmd)),
+        Some(CliCommand::Doctor(cmd)) => ("bir doctor", install::doctor::main(cmd)),
+        None => (
+            "bir",
+            Err(error::Error::usage(
+                "no command given. Run `bir --help` for the commands, or `bir-proxy --help` for the proxy.",
+            )),
+        ),
+    };
+    error::report(command, outcome).into()
 }

@@ -15,7 +15,8 @@ use std::io::{self, BufRead, Read, Write};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cli::{Exit, LoginCmd, LogoutCmd, WhoamiCmd};
+use crate::cli::{LoginCmd, LogoutCmd, WhoamiCmd};
+use crate::error::{Context, Error, ExitStatus};
 use crate::output::out;
 use crate::secret::Secret;
 use crate::service::credentials::{
@@ -37,29 +38,23 @@ struct Issued {
     refresh_url: Option<String>,
 }
 
-pub fn login(cmd: LoginCmd) -> Exit {
-    let Some(path) = credentials_path() else {
-        eprintln!("bir login: no home directory; set BIR_HOME to say where credentials go");
-        return Exit::Code(1);
-    };
+/// `bir login`: a bad URL or token is a usage error (exit status 2).
+pub fn login(cmd: LoginCmd) -> Result<ExitStatus, Error> {
+    let path = credentials_path().ok_or_else(|| {
+        Error::failure("no home directory; set BIR_HOME to say where credentials go")
+    })?;
     let previous = load(&path).ok().flatten();
     let service = cmd
         .service
         .or_else(service_url::service_url_from_env)
         .or_else(|| previous.as_ref().map(|c| c.service.clone()));
-    let Some(service) = service else {
-        eprintln!(
-            "bir login: which recording service? Give its URL: bir login --service https://recordings.example.com"
-        );
-        return Exit::Code(2);
-    };
-    let service = match service_url::parse_service_url(&service) {
-        Ok(s) => s,
-        Err(msg) => {
-            eprintln!("bir login: {msg}");
-            return Exit::Code(2);
-        }
-    };
+    let service = service.ok_or_else(|| {
+        Error::usage(
+            "which recording service? Give its URL: bir login --service https://recordings.example.com",
+        )
+    })?;
+    let service =
+        service_url::parse_service_url(&service).map_err(|e| e.with_status(ExitStatus::Usage))?;
     let issued = match cmd.token {
         Some(token) => {
             eprintln!(
@@ -72,26 +67,18 @@ pub fn login(cmd: LoginCmd) -> Exit {
                 refresh_url: None,
             }
         }
-        None => match read_token(&service) {
-            Ok(i) => i,
-            Err(msg) => {
-                eprintln!("bir login: {msg}");
-                return Exit::Code(1);
-            }
-        },
+        None => read_token(&service)?,
     };
     let token = issued.token.trim().to_owned();
     if !valid_token(&token) {
-        eprintln!(
-            "bir login: that token is empty or contains spaces or control characters; paste it again"
-        );
-        return Exit::Code(2);
+        return Err(Error::usage(
+            "that token is empty or contains spaces or control characters; paste it again",
+        ));
     }
     if let Some(url) = &issued.refresh_url
-        && let Err(msg) = service_url::parse_service_url(url)
+        && let Err(err) = service_url::parse_service_url(url)
     {
-        eprintln!("bir login: refreshUrl: {msg}");
-        return Exit::Code(2);
+        return Err(Error::usage("refreshUrl").because(err));
     }
     let creds = Credentials {
         service: service.clone(),
@@ -103,27 +90,24 @@ pub fn login(cmd: LoginCmd) -> Exit {
         expires_at: issued.expires_at,
         refresh_url: issued.refresh_url,
     };
-    if let Err(err) = save(&path, &creds) {
-        eprintln!("bir login: cannot write {}: {err}", path.display());
-        return Exit::Code(1);
-    }
+    save(&path, &creds).context(|| format!("cannot write {}", path.display()))?;
     out(&format!(
         "Logged in to {service} with token {}.\nCredentials: {} (mode 0600). Runs recorded from now on are sent there; `bir sync` sends the runs recorded before.",
         fingerprint(creds.token.expose()),
         path.display()
     ));
-    Exit::Code(0)
+    Ok(ExitStatus::Success)
 }
 
 /// Reads the token from stdin: without echo on a terminal, else one line
 /// (or a JSON document).
-fn read_token(service: &str) -> Result<Issued, String> {
+fn read_token(service: &str) -> Result<Issued, Error> {
     // SAFETY: isatty only inspects the descriptor.
     let tty = unsafe { libc::isatty(0) } == 1;
     let text = if tty {
         eprint!("Token for {service}: ");
         let _ = io::stderr().flush();
-        let line = read_line_without_echo().map_err(|e| format!("cannot read the token: {e}"))?;
+        let line = read_line_without_echo().context(|| "cannot read the token".into())?;
         eprintln!();
         line
     } else {
@@ -132,21 +116,22 @@ fn read_token(service: &str) -> Result<Issued, String> {
             .lock()
             .take(1 << 20)
             .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read the token from standard input: {e}"))?;
+            .context(|| "cannot read the token from standard input".into())?;
         text
     };
     let trimmed = text.trim();
     if trimmed.starts_with('{') {
         return serde_json::from_str::<Issued>(trimmed).map_err(|e| {
-            format!("standard input looks like JSON but is not {{\"token\": …}} ({e})")
+            Error::failure(format!(
+                "standard input looks like JSON but is not {{\"token\": …}} ({e})"
+            ))
         });
     }
     let first = trimmed.lines().next().unwrap_or("").trim().to_owned();
     if first.is_empty() {
-        return Err(
-            "no token on standard input. Paste it at the prompt, or: echo \"$TOKEN\" | bir login --service URL"
-                .into(),
-        );
+        return Err(Error::failure(
+            "no token on standard input. Paste it at the prompt, or: echo \"$TOKEN\" | bir login --service URL",
+        ));
     }
     Ok(Issued {
         token: first,
@@ -179,11 +164,9 @@ fn read_line_without_echo() -> io::Result<String> {
     read.map(|_| line)
 }
 
-pub fn logout(_cmd: LogoutCmd) -> Exit {
-    let Some(path) = credentials_path() else {
-        eprintln!("bir logout: no home directory; set BIR_HOME");
-        return Exit::Code(1);
-    };
+pub fn logout(_cmd: LogoutCmd) -> Result<ExitStatus, Error> {
+    let path =
+        credentials_path().ok_or_else(|| Error::failure("no home directory; set BIR_HOME"))?;
     match fs::remove_file(&path) {
         Ok(()) => {
             out(&format!(
@@ -195,34 +178,24 @@ pub fn logout(_cmd: LogoutCmd) -> Exit {
                     ""
                 }
             ));
-            Exit::Code(0)
+            Ok(ExitStatus::Success)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             out(&format!(
                 "Not logged in ({} does not exist).",
                 path.display()
             ));
-            Exit::Code(0)
+            Ok(ExitStatus::Success)
         }
-        Err(e) => {
-            eprintln!("bir logout: cannot remove {}: {e}", path.display());
-            Exit::Code(1)
-        }
+        Err(e) => Err(Error::failure(format!("cannot remove {}", path.display())).because(e)),
     }
 }
 
-pub fn whoami(_cmd: WhoamiCmd) -> Exit {
-    let Some(path) = credentials_path() else {
-        eprintln!("bir whoami: no home directory; set BIR_HOME");
-        return Exit::Code(1);
-    };
-    let creds = match load(&path) {
-        Ok(c) => c,
-        Err(msg) => {
-            eprintln!("bir whoami: {msg}");
-            return Exit::Code(1);
-        }
-    };
+/// `bir whoami`: fails (exit status 1) when not logged in.
+pub fn whoami(_cmd: WhoamiCmd) -> Result<ExitStatus, Error> {
+    let path =
+        credentials_path().ok_or_else(|| Error::failure("no home directory; set BIR_HOME"))?;
+    let creds = load(&path)?;
     let env_url = service_url::service_url_from_env();
     let Some(creds) = creds else {
         match env_url {
@@ -234,7 +207,7 @@ pub fn whoami(_cmd: WhoamiCmd) -> Exit {
                 "Not logged in: runs are recorded locally only. `bir login --service URL` sends them to a recording service.",
             ),
         }
-        return Exit::Code(1);
+        return Ok(ExitStatus::Failure);
     };
     let mut lines = vec![
         format!("service: {}", urls::display(&creds.service)),
@@ -269,5 +242,5 @@ pub fn whoami(_cmd: WhoamiCmd) -> Exit {
         ));
     }
     out(&lines.join("\n"));
-    Exit::Code(0)
+    Ok(ExitStatus::Success)
 }

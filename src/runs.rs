@@ -9,51 +9,36 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::cli::{Exit, RmCmd, RunsAction, RunsCmd};
+use crate::cli::{RmCmd, RunsAction, RunsCmd};
+use crate::error::{self, Context, Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::record::model::{Step, StepType};
 use crate::record::store::{LoadedRun, Store};
 
-pub fn main(cmd: RunsCmd) -> Exit {
-    let store = match Store::open_default() {
-        Ok(s) => s,
-        Err(err) => {
-            eprintln!("bir runs: cannot open the run store: {err}");
-            return Exit::Code(1);
-        }
-    };
+/// `bir runs` and its subcommands; errors name `bir runs` unless a
+/// subcommand names itself.
+pub fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
+    let store = Store::open_default().context(|| "cannot open the run store".into())?;
     match cmd.action {
         None => list(&store, cmd.limit, cmd.json),
-        Some(RunsAction::Show(s)) => with_run(&store, &s.run, |run| show(run, s.full)),
-        Some(RunsAction::Export(e)) => with_run(&store, &e.run, |run| export(run, &e.format)),
-        Some(RunsAction::Rm(r)) => rm(&store, r),
+        Some(RunsAction::Show(s)) => show(&store.find(&s.run)?, s.full),
+        Some(RunsAction::Export(e)) => {
+            export(&store.find(&e.run)?, &e.format).map_err(|err| err.in_command("bir runs export"))
+        }
+        Some(RunsAction::Rm(r)) => rm(&store, r).map_err(|err| err.in_command("bir runs rm")),
     }
 }
 
-fn with_run(store: &Store, wanted: &str, f: impl FnOnce(&LoadedRun) -> Exit) -> Exit {
-    match store.find(wanted) {
-        Ok(run) => f(&run),
-        Err(msg) => {
-            eprintln!("bir runs: {msg}");
-            Exit::Code(1)
-        }
-    }
-}
-
-fn list(store: &Store, limit: usize, as_json: bool) -> Exit {
-    let runs = match store.list() {
-        Ok(r) => r,
-        Err(err) => {
-            eprintln!("bir runs: cannot read {}: {err}", store.dir().display());
-            return Exit::Code(1);
-        }
-    };
+fn list(store: &Store, limit: usize, as_json: bool) -> Result<ExitStatus, Error> {
+    let runs = store
+        .list()
+        .context(|| format!("cannot read {}", store.dir().display()))?;
     if runs.is_empty() && !as_json {
         out(&format!(
             "No runs yet in {}.\nWrap an MCP server with bir-proxy (see the README) and use it: each proxy records a run.",
             store.dir().display()
         ));
-        return Exit::Code(0);
+        return Ok(ExitStatus::Success);
     }
     let mut text = String::new();
     if !as_json {
@@ -93,7 +78,7 @@ fn list(store: &Store, limit: usize, as_json: bool) -> Exit {
         let _ = writeln!(text, "… {} more (--limit)", runs.len() - limit);
     }
     out(text.trim_end());
-    Exit::Code(0)
+    Ok(ExitStatus::Success)
 }
 
 fn state_of(run: &LoadedRun) -> String {
@@ -108,7 +93,7 @@ fn state_of(run: &LoadedRun) -> String {
     parts.join(",")
 }
 
-fn show(run: &LoadedRun, full: bool) -> Exit {
+fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
     let mut t = String::new();
     let id = run.id();
     let _ = writeln!(t, "{id}");
@@ -204,7 +189,7 @@ fn show(run: &LoadedRun, full: bool) -> Exit {
         );
     }
     out(t.trim_end());
-    Exit::Code(0)
+    Ok(ExitStatus::Success)
 }
 
 fn write_call(t: &mut String, selected: Option<&Step>, response: &Step, full: bool) {
@@ -297,7 +282,7 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
-fn export(run: &LoadedRun, format: &str) -> Exit {
+fn export(run: &LoadedRun, format: &str) -> Result<ExitStatus, Error> {
     match format {
         "json" => {
             let doc = json!({
@@ -309,7 +294,7 @@ fn export(run: &LoadedRun, format: &str) -> Exit {
                 "tornBytes": run.torn_bytes,
             });
             out(&serde_json::to_string_pretty(&doc).unwrap_or_default());
-            Exit::Code(0)
+            Ok(ExitStatus::Success)
         }
         "jsonl" => {
             let lines: Vec<String> = run
@@ -318,68 +303,61 @@ fn export(run: &LoadedRun, format: &str) -> Exit {
                 .filter_map(|r| serde_json::to_string(r).ok())
                 .collect();
             out(&lines.join("\n"));
-            Exit::Code(0)
+            Ok(ExitStatus::Success)
         }
-        other => {
-            eprintln!("bir runs export: unknown format `{other}` (use json or jsonl)");
-            Exit::Code(2)
-        }
+        other => Err(Error::usage(format!(
+            "unknown format `{other}` (use json or jsonl)"
+        ))),
     }
 }
 
-fn rm(store: &Store, cmd: RmCmd) -> Exit {
+/// Removes what `cmd` names. A run it cannot find or remove is reported
+/// and the others are still removed; the exit status then says it failed.
+fn rm(store: &Store, cmd: RmCmd) -> Result<ExitStatus, Error> {
     if cmd.runs.is_empty() && cmd.older_than.is_none() && cmd.keep.is_none() {
-        eprintln!("bir runs rm: name runs to remove, or give --older-than or --keep");
-        return Exit::Code(2);
+        return Err(Error::usage(
+            "name runs to remove, or give --older-than or --keep",
+        ));
     }
     let mut failed = false;
+    let mut carry_on = |err: Error| {
+        error::print("bir runs rm", &err);
+        failed = true;
+    };
     for wanted in &cmd.runs {
         match store.find(wanted) {
             Ok(run) => match store.remove(&run) {
                 Ok(()) => out(&format!("removed {}", run.id())),
-                Err(err) => {
-                    eprintln!("bir runs rm: cannot remove {}: {err}", run.path.display());
-                    failed = true;
-                }
+                Err(err) => carry_on(
+                    Error::failure(format!("cannot remove {}", run.path.display())).because(err),
+                ),
             },
-            Err(msg) => {
-                eprintln!("bir runs rm: {msg}");
-                failed = true;
-            }
+            Err(err) => carry_on(err),
         }
     }
     if cmd.older_than.is_some() || cmd.keep.is_some() {
-        let age = match cmd.older_than.as_deref().map(parse_age).transpose() {
-            Ok(a) => a,
-            Err(msg) => {
-                eprintln!("bir runs rm: {msg}");
-                return Exit::Code(2);
-            }
-        };
+        let age = cmd.older_than.as_deref().map(parse_age).transpose()?;
         match store.apply_retention(cmd.keep, age) {
             Ok(n) => out(&format!("removed {n} run(s)")),
-            Err(err) => {
-                eprintln!("bir runs rm: {err}");
-                failed = true;
-            }
+            Err(err) => carry_on(Error::failure(err.to_string())),
         }
     }
-    Exit::Code(u8::from(failed))
+    Ok(ExitStatus::failure_if(failed))
 }
 
 /// `7d`, `12h`, `30m`, `45s`.
-pub fn parse_age(s: &str) -> Result<Duration, String> {
+/// A value that is not an age is a usage error.
+pub fn parse_age(s: &str) -> Result<Duration, Error> {
     let s = s.trim();
+    let not_an_age = || Error::usage(format!("`{s}` is not an age like 7d, 12h or 30m"));
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not an age like 7d, 12h or 30m"))?;
+    let n: u64 = num.parse().map_err(|_| not_an_age())?;
     let secs = match unit {
         "d" => n * 86_400,
         "h" => n * 3600,
         "m" => n * 60,
         "s" | "" => n,
-        _ => return Err(format!("`{s}` is not an age like 7d, 12h or 30m")),
+        _ => return Err(not_an_age()),
     };
     Ok(Duration::from_secs(secs))
 }
@@ -423,8 +401,9 @@ mod tests {
 
     #[test]
     fn ages() {
-        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(604_800)));
-        assert_eq!(parse_age("30m"), Ok(Duration::from_secs(1800)));
-        assert!(parse_age("soon").is_err());
+        assert_eq!(parse_age("7d").ok(), Some(Duration::from_secs(604_800)));
+        assert_eq!(parse_age("30m").ok(), Some(Duration::from_secs(1800)));
+        let err = parse_age("soon").expect_err("not an age");
+        assert_eq!(err.to_string(), "`soon` is not an age like 7d, 12h or 30m");
     }
 }

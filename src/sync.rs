@@ -25,7 +25,8 @@
 //! One sender at a time per store: `bir sync` and the catch-up take the
 //! same advisory lock.
 
-use crate::cli::{Exit, SyncCmd};
+use crate::cli::SyncCmd;
+use crate::error::{Context, Error, ExitStatus};
 use crate::home::Wait;
 use crate::output::out;
 use crate::record::store::Store;
@@ -36,33 +37,24 @@ use crate::service::sync::{
 };
 use crate::service::url as service_url;
 
-pub fn main(_cmd: SyncCmd) -> Exit {
+/// `bir sync`: a line per run; fails (exit status 1) when a run was not
+/// delivered.
+pub fn main(_cmd: SyncCmd) -> Result<ExitStatus, Error> {
     let cfg = match ServiceConfig::resolve() {
         Ok(Some(cfg)) => cfg,
         Ok(None) if service_url::env_service() == service_url::EnvService::Off => {
-            eprintln!(
-                "bir sync: BIR_SERVICE_URL=off switches sending off; unset it (or give a URL) to sync."
-            );
-            return Exit::Code(1);
+            return Err(Error::failure(
+                "BIR_SERVICE_URL=off switches sending off; unset it (or give a URL) to sync.",
+            ));
         }
         Ok(None) => {
-            eprintln!(
-                "bir sync: no recording service is configured. Run `bir login --service URL` (or set BIR_SERVICE_URL), then `bir sync`."
-            );
-            return Exit::Code(1);
+            return Err(Error::failure(
+                "no recording service is configured. Run `bir login --service URL` (or set BIR_SERVICE_URL), then `bir sync`.",
+            ));
         }
-        Err(msg) => {
-            eprintln!("bir sync: {msg}");
-            return Exit::Code(1);
-        }
+        Err(err) => return Err(err),
     };
-    let store = match Store::open_default() {
-        Ok(s) => s,
-        Err(err) => {
-            eprintln!("bir sync: cannot open the run store: {err}");
-            return Exit::Code(1);
-        }
-    };
+    let store = Store::open_default().context(|| "cannot open the run store".into())?;
     let lock = match SyncLock::take(&store, Wait::No) {
         Ok(None) => {
             eprintln!("bir sync: another bir is sending runs from this store; waiting for it…");
@@ -70,20 +62,10 @@ pub fn main(_cmd: SyncCmd) -> Exit {
         }
         taken => taken,
     };
-    let _lock = match lock {
-        Ok(lock) => lock,
-        Err(err) => {
-            eprintln!("bir sync: cannot lock {}: {err}", store.dir().display());
-            return Exit::Code(1);
-        }
-    };
-    let mut runs = match store.list() {
-        Ok(r) => r,
-        Err(err) => {
-            eprintln!("bir sync: cannot read {}: {err}", store.dir().display());
-            return Exit::Code(1);
-        }
-    };
+    let _lock = lock.context(|| format!("cannot lock {}", store.dir().display()))?;
+    let mut runs = store
+        .list()
+        .context(|| format!("cannot read {}", store.dir().display()))?;
     runs.reverse(); // oldest first
     let service = crate::urls::display(&cfg.base);
     let mut client = Client::new(cfg);
@@ -162,20 +144,17 @@ pub fn main(_cmd: SyncCmd) -> Exit {
         out(&format!(
             "Nothing to send to {service}: {up_to_date} run(s) up to date."
         ));
-        return Exit::Code(0);
+        return Ok(ExitStatus::Success);
     }
     lines.push(format!(
         "sync to {service}: {sent_runs} run(s) sent ({sent_records} records), {failed} not delivered, {recording} still recording, {up_to_date} up to date"
     ));
     out(&lines.join("\n"));
-    if failed > 0 {
-        if let Some(f) = down.filter(|_| not_tried > 0) {
-            eprintln!(
-                "bir sync: stopped early ({f}); {not_tried} run(s) not tried. Next: {}",
-                f.next_step()
-            );
-        }
-        return Exit::Code(1);
+    if let Some(f) = down.filter(|_| failed > 0 && not_tried > 0) {
+        return Err(Error::failure(format!(
+            "stopped early ({f}); {not_tried} run(s) not tried. Next: {}",
+            f.next_step()
+        )));
     }
-    Exit::Code(0)
+    Ok(ExitStatus::failure_if(failed > 0))
 }

@@ -55,6 +55,7 @@ use serde_json::{Value, json};
 use crate::cli::Exit;
 use crate::cli::parse_args;
 use crate::cli::{Role, TestPeerArgs};
+use crate::error::{self, Error};
 
 #[derive(Deserialize, Default)]
 struct Script {
@@ -112,8 +113,8 @@ pub fn main(args: &[String]) -> Exit {
     {
         Ok(s) => s,
         Err(err) => {
-            eprintln!("testpeer: cannot read {}: {err}", parsed.script.display());
-            return Exit::Code(2);
+            let err = Error::usage(format!("cannot read {}", parsed.script.display())).because(err);
+            return error::report("testpeer", Err(err)).into();
         }
     };
     let log = parsed.log.as_deref().and_then(|p| {

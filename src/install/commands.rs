@@ -19,8 +19,9 @@ use super::format::{self, FileJob, Op};
 use super::jsonedit::{Flavor, json_string};
 use super::ledger::{self, Change};
 use super::vocab::{Decision, Found, Scope};
-use crate::cli::{Exit, InstallCmd, StatusCmd, UninstallCmd};
+use crate::cli::{InstallCmd, StatusCmd, UninstallCmd};
 use crate::codec::sha256_hex;
+use crate::error::{self, Error, ExitStatus};
 use crate::output::out;
 
 const CLIENT: &str = "claude-code";
@@ -28,11 +29,6 @@ const CLIENT: &str = "claude-code";
 fn project_dir(p: &Option<PathBuf>) -> PathBuf {
     p.clone()
         .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
-}
-
-fn fail(cmd: &str, e: &str) -> Exit {
-    eprintln!("bir {cmd}: {e}");
-    Exit::Code(1)
 }
 
 struct Planned {
@@ -98,7 +94,7 @@ fn wrap_mcp_json_in_place(flag: bool) -> bool {
     flag || std::env::var("BIR_WRAP_MCP_JSON").is_ok_and(|v| v.trim() == "1")
 }
 
-pub fn install(cmd: InstallCmd) -> Exit {
+pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     let project = project_dir(&cmd.project);
     let targets = match super::clients::targets(
         cmd.client.as_deref(),
@@ -108,7 +104,7 @@ pub fn install(cmd: InstallCmd) -> Exit {
         &project,
     ) {
         Ok(t) => t,
-        Err(e) => return fail("install", &e),
+        Err(e) => return Err(Error::failure(e)),
     };
     let form = ProxyForm::detect();
     let mut jobs: Vec<FileJob> = Vec::new();
@@ -119,11 +115,11 @@ pub fn install(cmd: InstallCmd) -> Exit {
             super::clients::Target::ClaudeCode => {
                 let paths = match Paths::from_env(&project) {
                     Ok(p) => p,
-                    Err(e) => return fail("install", &e),
+                    Err(e) => return Err(Error::failure(e)),
                 };
                 let resolved = match claude::resolve(&paths) {
                     Ok(r) => r,
-                    Err(e) => return fail("install", &e),
+                    Err(e) => return Err(Error::failure(e)),
                 };
                 known_names.extend(resolved.winners.iter().map(|f| f.name.clone()));
                 let plan: Vec<Planned> = claude::decide(&resolved, &cmd.server)
@@ -180,7 +176,7 @@ pub fn install(cmd: InstallCmd) -> Exit {
             super::clients::Target::File(cf) => {
                 let found = match super::clients::entries(&cf, &cmd.server) {
                     Ok(f) => f,
-                    Err(e) => return fail("install", &e),
+                    Err(e) => return Err(Error::failure(e)),
                 };
                 known_names.extend(found.iter().map(|(f, _)| f.name.clone()));
                 let plan: Vec<(Found, Decision)> = found
@@ -214,10 +210,9 @@ pub fn install(cmd: InstallCmd) -> Exit {
     }
     for s in &cmd.server {
         if !known_names.contains(s) {
-            return fail(
-                "install",
-                &format!("no MCP server named \"{s}\" in the configs bir looked at"),
-            );
+            return Err(Error::failure(format!(
+                "no MCP server named \"{s}\" in the configs bir looked at"
+            )));
         }
     }
     if cmd.dry_run {
@@ -227,9 +222,9 @@ pub fn install(cmd: InstallCmd) -> Exit {
         return match run_jobs(&jobs, &form, true) {
             Ok(_) => {
                 out("(dry run: nothing was written)");
-                Exit::Code(0)
+                Ok(ExitStatus::Success)
             }
-            Err(e) => fail("install", &e),
+            Err(e) => Err(Error::failure(e)),
         };
     }
     let result = run_jobs(&jobs, &form, false);
@@ -239,7 +234,7 @@ pub fn install(cmd: InstallCmd) -> Exit {
     match result {
         Ok(files) if files.is_empty() => {
             out("\nNothing to change.");
-            Exit::Code(0)
+            Ok(ExitStatus::Success)
         }
         Ok(files) => {
             out("");
@@ -252,9 +247,9 @@ pub fn install(cmd: InstallCmd) -> Exit {
             }
             out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
             out("Check: bir doctor     Restart the clients' sessions to use the wrapped servers.");
-            Exit::Code(0)
+            Ok(ExitStatus::Success)
         }
-        Err(e) => fail("install", &e),
+        Err(e) => Err(Error::failure(e)),
     }
 }
 
@@ -324,10 +319,12 @@ fn this_project_keys(paths: &Paths) -> Vec<String> {
     claude::key_candidates(&paths.key)
 }
 
-pub fn uninstall(cmd: UninstallCmd) -> Exit {
+/// `bir uninstall`: a file it cannot restore is reported and the others
+/// are still restored; the exit status then says it failed.
+pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
     let ledger = match ledger::load() {
         Ok(l) => l,
-        Err(e) => return fail("uninstall", &e),
+        Err(e) => return Err(Error::failure(e)),
     };
     let by_file = cmd
         .config
@@ -335,7 +332,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
         .map(|c| atomic::resolve(&std::path::absolute(c).unwrap_or_else(|_| c.clone())));
     let by_file = match by_file {
         Some(Ok(f)) => Some(f),
-        Some(Err(e)) => return fail("uninstall", &e),
+        Some(Err(e)) => return Err(Error::failure(e)),
         None => None,
     };
     let everywhere = cmd.all || cmd.client.is_some() || by_file.is_some();
@@ -344,7 +341,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
     } else {
         match Paths::from_env(&project_dir(&cmd.project)) {
             Ok(p) => this_project_keys(&p),
-            Err(e) => return fail("uninstall", &e),
+            Err(e) => return Err(Error::failure(e)),
         }
     };
     let selected: Vec<Change> = ledger
@@ -362,7 +359,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
         } else {
             "Nothing to undo for this project (bir uninstall --all covers every project)."
         });
-        return Exit::Code(0);
+        return Ok(ExitStatus::Success);
     }
     let mut files: Vec<PathBuf> = selected.iter().map(|c| c.file.clone()).collect();
     files.sort();
@@ -402,7 +399,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
         if cmd.dry_run {
             let before = match atomic::read(&file) {
                 Ok(b) => b,
-                Err(e) => return fail("uninstall", &e),
+                Err(e) => return Err(Error::failure(e)),
             };
             match edit(before.as_deref()) {
                 Ok(after) => {
@@ -414,7 +411,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
                     }
                 }
                 Err(e) => {
-                    eprintln!("bir uninstall: {e}");
+                    error::print("bir uninstall", &Error::failure(e));
                     failed = true;
                 }
             }
@@ -429,34 +426,34 @@ pub fn uninstall(cmd: UninstallCmd) -> Exit {
                 done.extend(resolved_now.into_inner());
             }
             Err(e) => {
-                eprintln!("bir uninstall: {e}");
+                error::print("bir uninstall", &Error::failure(e));
                 failed = true;
             }
         }
     }
     if cmd.dry_run {
         out("(dry run: nothing was written)");
-        return Exit::Code(u8::from(failed));
+        return Ok(ExitStatus::failure_if(failed));
     }
     if let Err(e) = ledger::modify(&mut |l| {
         l.changes.retain(|c| !done.contains(c));
     }) {
-        return fail(
-            "uninstall",
-            &format!("the configs were restored, but the ledger could not be updated: {e}"),
-        );
+        return Err(Error::failure(
+            "the configs were restored, but the ledger could not be updated",
+        )
+        .because(e));
     }
-    Exit::Code(u8::from(failed))
+    Ok(ExitStatus::failure_if(failed))
 }
 
-pub fn status(cmd: StatusCmd) -> Exit {
+pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
     let paths = match Paths::from_env(&project_dir(&cmd.project)) {
         Ok(p) => p,
-        Err(e) => return fail("status", &e),
+        Err(e) => return Err(Error::failure(e)),
     };
     let resolved = match claude::resolve(&paths) {
         Ok(r) => r,
-        Err(e) => return fail("status", &e),
+        Err(e) => return Err(Error::failure(e)),
     };
     let plan: Vec<Planned> = claude::decide(&resolved, &[])
         .into_iter()
@@ -548,7 +545,7 @@ pub fn status(cmd: StatusCmd) -> Exit {
         }
         Err(e) => out(&format!("Ledger: {e}")),
     }
-    Exit::Code(0)
+    Ok(ExitStatus::Success)
 }
 
 /// Used by doctor: the resolved Claude Code config for a project.

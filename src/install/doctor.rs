@@ -27,7 +27,8 @@ use super::commands::resolve_for;
 use super::entry::{EntryKind, is_executable};
 use super::jsonedit::{Doc, Flavor, Kind, Node};
 use super::vocab::{Decision, Found, Scope};
-use crate::cli::{DoctorCmd, Exit};
+use crate::cli::DoctorCmd;
+use crate::error::{Error, ExitStatus};
 use crate::output::out;
 
 /// Expands `${VAR}` and `${VAR:-default}` like Claude Code: an unset
@@ -354,7 +355,9 @@ fn check_path_proxy() -> (String, bool) {
     }
 }
 
-pub fn main(cmd: DoctorCmd) -> Exit {
+/// `bir doctor`: a table of every wrapped server; fails (exit status 1)
+/// when a server or a check failed.
+pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     let project = cmd
         .project
         .clone()
@@ -363,13 +366,8 @@ pub fn main(cmd: DoctorCmd) -> Exit {
     // Sections: a header and the (entry, decision) pairs, per client file.
     let mut sections: Vec<(String, Vec<(Found, Decision)>)> = Vec::new();
     let targets =
-        match super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("bir doctor: {e}");
-                return Exit::Code(1);
-            }
-        };
+        super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project)
+            .map_err(Error::failure)?;
     for t in targets {
         match t {
             super::clients::Target::ClaudeCode => match resolve_for(&project) {
@@ -382,17 +380,11 @@ pub fn main(cmd: DoctorCmd) -> Exit {
                     ),
                     decisions,
                 )),
-                Err(e) => {
-                    eprintln!("bir doctor: {e}");
-                    return Exit::Code(1);
-                }
+                Err(e) => return Err(Error::failure(e)),
             },
             super::clients::Target::File(cf) => match super::clients::entries(&cf, &[]) {
                 Ok(d) => sections.push((format!("{} — {}", cf.label, cf.file.display()), d)),
-                Err(e) => {
-                    eprintln!("bir doctor: {e}");
-                    return Exit::Code(1);
-                }
+                Err(e) => return Err(Error::failure(e)),
             },
         }
     }
@@ -491,10 +483,10 @@ pub fn main(cmd: DoctorCmd) -> Exit {
     }
     if failures > 0 {
         out(&format!("{failures} problem(s) found."));
-        Exit::Code(1)
+        Ok(ExitStatus::Failure)
     } else {
         out("All wrapped servers answer.");
-        Exit::Code(0)
+        Ok(ExitStatus::Success)
     }
 }
 

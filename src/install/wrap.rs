@@ -6,7 +6,8 @@ use super::diff;
 use super::entry::{ProxyForm, json_array};
 use super::jsonedit::{Doc, Flavor, Style, json_string, render};
 use super::ledger;
-use crate::cli::{Exit, WrapCmd};
+use crate::cli::WrapCmd;
+use crate::error::{self, Error, ExitStatus};
 use crate::output::out;
 
 /// Pretty-prints JSON text (2 spaces, `": "`), keeping scalars as written.
@@ -35,12 +36,11 @@ pub fn entry_text(form: &ProxyForm, server_name: &str, command: &[String]) -> St
     )
 }
 
-pub fn main(cmd: WrapCmd) -> Exit {
+pub fn main(cmd: WrapCmd) -> Result<ExitStatus, Error> {
     if cmd.command.is_empty() {
-        eprintln!(
-            "bir wrap: no server command given; usage: bir wrap [--server-name N] -- <command> [args…]"
-        );
-        return Exit::Code(2);
+        return Err(Error::usage(
+            "no server command given; usage: bir wrap [--server-name N] -- <command> [args…]",
+        ));
     }
     let form = ProxyForm::detect();
     let server_name = cmd
@@ -61,12 +61,12 @@ pub fn main(cmd: WrapCmd) -> Exit {
         } else {
             out(&pretty(&text));
         }
-        return Exit::Code(0);
+        return Ok(ExitStatus::Success);
     };
-    let Some(name) = cmd.name.as_deref() else {
-        eprintln!("bir wrap: --config needs --name (the entry's key in the server map)");
-        return Exit::Code(2);
-    };
+    let name = cmd
+        .name
+        .as_deref()
+        .ok_or_else(|| Error::usage("--config needs --name (the entry's key in the server map)"))?;
     let flavor = if cmd.jsonc {
         Flavor::Jsonc
     } else {
@@ -100,13 +100,7 @@ pub fn main(cmd: WrapCmd) -> Exit {
         doc.set(&path, &text).map(Some)
     };
     if cmd.dry_run {
-        let before = match atomic::read(config) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("bir wrap: {e}");
-                return Exit::Code(1);
-            }
-        };
+        let before = atomic::read(config).map_err(Error::failure)?;
         return match edit(before.as_deref()) {
             Ok(Some(after)) => {
                 out(&diff::unified(
@@ -115,16 +109,13 @@ pub fn main(cmd: WrapCmd) -> Exit {
                     &after,
                 ));
                 out("(dry run: nothing was written)");
-                Exit::Code(0)
+                Ok(ExitStatus::Success)
             }
             Ok(None) => {
                 out(&format!("{}: already up to date", config.display()));
-                Exit::Code(0)
+                Ok(ExitStatus::Success)
             }
-            Err(e) => {
-                eprintln!("bir wrap: {e}");
-                Exit::Code(1)
-            }
+            Err(e) => Err(Error::failure(e)),
         };
     }
     // What existed before, for the ledger: how many parents, and whether
@@ -155,19 +146,16 @@ pub fn main(cmd: WrapCmd) -> Exit {
                     config.display()
                 ));
             }
-            Exit::Code(0)
+            Ok(ExitStatus::Success)
         }
         Ok(o) => {
             out(&format!(
                 "{}: \"{name}\" is already wrapped; nothing to do",
                 o.target.display()
             ));
-            Exit::Code(0)
+            Ok(ExitStatus::Success)
         }
-        Err(e) => {
-            eprintln!("bir wrap: {e}");
-            Exit::Code(1)
-        }
+        Err(e) => Err(Error::failure(e)),
     }
 }
 
@@ -206,6 +194,11 @@ fn record(o: &atomic::Outcome, path: &[&str], keep: usize, flavor: Flavor) {
             .retain(|c| !(c.file == change.file && c.path == change.path));
         l.changes.push(change.clone());
     }) {
-        eprintln!("bir wrap: the entry was written, but not recorded for `bir uninstall`: {e}");
+        // The entry is written: the command succeeds, and says what is missing.
+        error::print(
+            "bir wrap",
+            &Error::failure("the entry was written, but not recorded for `bir uninstall`")
+                .because(e),
+        );
     }
 }

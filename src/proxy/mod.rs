@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use crate::cli::{Exit, parse_args, print_version};
 use crate::cli::{ProxyArgs, Role};
+use crate::error::{self, Error, ExitStatus as Status};
 use crate::observe::step::CallOutcome;
 use crate::observe::transcript::Transcript;
 use crate::observe::{Observer, Sink};
@@ -96,8 +97,7 @@ pub fn main(args: &[String]) -> Exit {
     let cfg = match ProxyConfig::resolve(parsed) {
         Ok(cfg) => cfg,
         Err(err) => {
-            eprintln!("bir-proxy: {}", err.0);
-            return Exit::Code(2);
+            return error::report("bir-proxy", Err(Error::usage(err.0))).into();
         }
     };
     crate::logging::set_server_name(&cfg.server_name);
@@ -225,10 +225,10 @@ impl Session {
                 upstream::start_error(&self.shared.cfg.program, &err)
             );
             if !self.shared.cfg.stay_up {
-                return self.finish(Exit::Code(1));
+                return self.finish(Exit::from(Status::Failure));
             }
             let _ = lock(&self.shared.inflight).upstream_died();
-            self.dead_status = Some(Exit::Code(1));
+            self.dead_status = Some(Exit::from(Status::Failure));
         }
         self.start_host_pump();
         loop {
@@ -239,11 +239,13 @@ impl Session {
                 {
                     Ok(event) => Some(event),
                     Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => return self.finish(Exit::Code(1)),
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return self.finish(Exit::from(Status::Failure));
+                    }
                 },
                 None => match self.rx.recv() {
                     Ok(event) => Some(event),
-                    Err(_) => return self.finish(Exit::Code(1)),
+                    Err(_) => return self.finish(Exit::from(Status::Failure)),
                 },
             };
             let outcome = match event {
@@ -380,7 +382,10 @@ impl Session {
                 }
                 None
             }
-            Event::UpstreamHttpClosed => Some(self.upstream_http_exit.unwrap_or(Exit::Code(0))),
+            Event::UpstreamHttpClosed => Some(
+                self.upstream_http_exit
+                    .unwrap_or(Exit::from(Status::Success)),
+            ),
             Event::UpstreamEof { generation } if generation == self.generation => {
                 self.stdout_closed = true;
                 match self.exited {
@@ -419,11 +424,14 @@ impl Session {
             }
             Timer::GiveUp if self.shared.cfg.upstream_http.is_some() => {
                 log::debug!("the remote session did not end in time; leaving");
-                Some(self.upstream_http_exit.unwrap_or(Exit::Code(0)))
+                Some(
+                    self.upstream_http_exit
+                        .unwrap_or(Exit::from(Status::Success)),
+                )
             }
             Timer::GiveUp => {
                 log::error!("server did not exit after SIGKILL; leaving");
-                Some(Exit::Code(1))
+                Some(Exit::from(Status::Failure))
             }
             Timer::StdoutGrace => {
                 // The server is gone but something it started holds its

@@ -23,6 +23,7 @@ use super::journal::{self, DiskStorage, JournalFile, Storage};
 use super::model::{
     Record, RunEvent, RunFinish, RunHeader, ServerSnapshot, SessionEvent, Step, StepType, Turn,
 };
+use crate::error::{Context, Error};
 use crate::home::{bir_home, ensure_private_dir};
 
 const JOURNAL_SUFFIX: &str = ".journal";
@@ -177,15 +178,15 @@ impl Store {
 
     /// Finds a run by id, unique id prefix (with or without `run_`), or
     /// `latest`.
-    pub fn find(&self, wanted: &str) -> Result<LoadedRun, String> {
+    pub fn find(&self, wanted: &str) -> Result<LoadedRun, Error> {
         let runs = self
             .list()
-            .map_err(|e| format!("cannot read {}: {e}", self.dir.display()))?;
+            .context(|| format!("cannot read {}", self.dir.display()))?;
         if wanted == "latest" {
             return runs
                 .into_iter()
                 .next()
-                .ok_or_else(|| format!("no runs in {}", self.dir.display()));
+                .ok_or_else(|| Error::failure(format!("no runs in {}", self.dir.display())));
         }
         let bare = wanted.strip_prefix("run_").unwrap_or(wanted);
         let mut matches: Vec<LoadedRun> = runs
@@ -193,9 +194,13 @@ impl Store {
             .filter(|r| r.id().strip_prefix("run_").unwrap_or("").starts_with(bare))
             .collect();
         match matches.len() {
-            0 => Err(format!("no run matches `{wanted}` (see `bir runs`)")),
+            0 => Err(Error::failure(format!(
+                "no run matches `{wanted}` (see `bir runs`)"
+            ))),
             1 => Ok(matches.remove(0)),
-            n => Err(format!("`{wanted}` matches {n} runs; give more of the id")),
+            n => Err(Error::failure(format!(
+                "`{wanted}` matches {n} runs; give more of the id"
+            ))),
         }
     }
 

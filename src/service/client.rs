@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::credentials::{self, Credentials};
 use super::url::{EnvService, env_service, origin, parse_service_url};
 use super::wire::WireRequest;
+use crate::error::Error;
 use crate::secret::Secret;
 use crate::urls;
 
@@ -40,7 +41,7 @@ pub struct ServiceConfig {
 
 impl ServiceConfig {
     /// `Ok(None)`: no service configured (or `BIR_SERVICE_URL=off`).
-    pub fn resolve() -> Result<Option<ServiceConfig>, String> {
+    pub fn resolve() -> Result<Option<ServiceConfig>, Error> {
         let env = env_service();
         if env == EnvService::Off {
             return Ok(None);

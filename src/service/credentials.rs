@@ -25,6 +25,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::{Context, Error};
 use crate::home::{bir_home, ensure_private_dir};
 use crate::secret::Secret;
 use crate::time;
@@ -83,7 +84,7 @@ pub fn credentials_path() -> Option<PathBuf> {
 }
 
 /// Reads the credentials file. `Ok(None)`: there is none (not logged in).
-pub fn load(path: &Path) -> Result<Option<Credentials>, String> {
+pub fn load(path: &Path) -> Result<Option<Credentials>, Error> {
     let file = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -101,18 +102,18 @@ pub fn load(path: &Path) -> Result<Option<Credentials>, String> {
         {
             return Ok(None);
         }
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => return Err(Error::failure(format!("cannot read {}", path.display())).because(e)),
     };
     let meta = file
         .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .context(|| format!("cannot read {}", path.display()))?;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if !meta.is_file() || meta.uid() != me {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "{} is not a regular file of yours; refusing to use it (remove it and run `bir login`)",
             path.display()
-        ));
+        )));
     }
     if meta.mode() & 0o077 != 0 {
         log::warn!(
@@ -124,13 +125,13 @@ pub fn load(path: &Path) -> Result<Option<Credentials>, String> {
     let mut text = String::new();
     file.take(1 << 20)
         .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .context(|| format!("cannot read {}", path.display()))?;
     // serde's message names a line and column, never the content.
     let creds: Credentials = serde_json::from_str(&text).map_err(|e| {
-        format!(
+        Error::failure(format!(
             "{} is not valid credentials JSON ({e}); run `bir login` again",
             path.display()
-        )
+        ))
     })?;
     Ok(Some(creds))
 }

@@ -3,6 +3,8 @@
 //! means, and how a request path segment is encoded. How a URL is shown in
 //! messages is [`crate::urls::display`].
 
+use crate::error::Error;
+
 /// What `BIR_SERVICE_URL` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EnvService {
@@ -32,39 +34,39 @@ pub fn service_url_from_env() -> Option<String> {
 /// without a trailing slash. Refused: anything but http(s), credentials or
 /// a query in the URL (credentials belong in `bir login`), and plain http
 /// except to loopback (the token would cross the network in clear).
-pub fn parse_service_url(raw: &str) -> Result<String, String> {
+pub fn parse_service_url(raw: &str) -> Result<String, Error> {
     let raw = raw.trim();
     let shown = crate::urls::display(raw);
     let Some((scheme, rest)) = raw.split_once("://") else {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "`{shown}` is not a URL; give https://host[:port][/path]"
-        ));
+        )));
     };
     let scheme = scheme.to_ascii_lowercase();
     if scheme != "https" && scheme != "http" {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "`{shown}`: only https:// (or http:// to loopback) is supported"
-        ));
+        )));
     }
     if rest.contains(['?', '#']) {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "`{shown}`: the service URL may not carry a query or fragment (credentials go in `bir login`, not in the URL)"
-        ));
+        )));
     }
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     if authority.contains('@') {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "`{shown}`: the service URL may not carry user:password@ (use `bir login` for the token)"
-        ));
+        )));
     }
     if authority.is_empty() || authority.contains(char::is_whitespace) {
-        return Err(format!("`{shown}` has no host"));
+        return Err(Error::failure(format!("`{shown}` has no host")));
     }
     let authority = authority.to_ascii_lowercase();
     if scheme == "http" && !is_loopback_host(host_of(&authority)) {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "`{shown}`: plain http would send your token unencrypted; use https:// (http is accepted for 127.0.0.1, ::1 and localhost only)"
-        ));
+        )));
     }
     Ok(format!(
         "{scheme}://{authority}{}",

@@ -24,16 +24,15 @@
 //! leaves `golden/<case>.current` beside the expected file.
 //!
 //! The stored run is read with the crate's own journal reader
-//! (`bir::record::journal::read`) and `send_b64` steps decoded with its
-//! codec (`bir::codec::base64_decode`): the harness checks what bir
-//! stored, it does not carry a second copy of the format.
+//! (`bir::read_journal`) and `send_b64` steps decoded with its codec
+//! (`bir::base64_decode`): the harness checks what bir stored, it does not
+//! carry a second copy of the format.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bir::codec::base64_decode;
-use bir::record::journal;
+use bir::{base64_decode, read_journal};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -145,7 +144,7 @@ fn stored_records(runs_dir: &Path) -> Vec<String> {
     journals.sort();
     let mut out = Vec::new();
     for path in journals {
-        let read = journal::read(&path).expect("read the journal");
+        let read = read_journal(&path).expect("read the journal");
         assert_eq!(read.torn_bytes, 0, "{}: a torn tail", path.display());
         for payload in read.records {
             let mut record: Value =
