@@ -127,6 +127,20 @@ impl fmt::Display for Error {
     }
 }
 
+/// A bare message is a failure (exit status 1): `Err("…".into())` and `?`
+/// on a helper whose error is its own text.
+impl From<String> for Error {
+    fn from(message: String) -> Error {
+        Error::failure(message)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(message: &str) -> Error {
+        Error::failure(message)
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.cause

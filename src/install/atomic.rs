@@ -11,6 +11,7 @@
 //! Symlinks are written through (the link is kept); a dangling link or a
 //! target owned by another user is refused.
 
+use crate::error::Error;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -25,7 +26,7 @@ const ATTEMPTS: u32 = 6;
 
 /// An edit: the current bytes (None: no file) → the new bytes, or None
 /// when nothing needs to change.
-pub type Edit<'a> = dyn FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>, String> + 'a;
+pub type Edit<'a> = dyn FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>, Error> + 'a;
 
 /// What [`update`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,15 +41,19 @@ pub struct Outcome {
 
 /// The file a config path really is: symlinks followed. A dangling link is
 /// an error; a missing plain path is returned as is.
-pub fn resolve(path: &Path) -> Result<PathBuf, String> {
+pub fn resolve(path: &Path) -> Result<PathBuf, Error> {
     match fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path.to_owned()),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        Err(e) => Err(Error::failure(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
         Ok(meta) if meta.file_type().is_symlink() => fs::canonicalize(path).map_err(|e| {
             format!(
                 "{} is a symlink whose target cannot be reached ({e}); fix or remove the link",
                 path.display()
             )
+            .into()
         }),
         Ok(_) => Ok(path.to_owned()),
     }
@@ -56,30 +61,38 @@ pub fn resolve(path: &Path) -> Result<PathBuf, String> {
 
 /// Reads a config file (None if it does not exist), refusing one over the
 /// cap or owned by another user.
-pub fn read(path: &Path) -> Result<Option<Vec<u8>>, String> {
+pub fn read(path: &Path) -> Result<Option<Vec<u8>>, Error> {
     let target = resolve(path)?;
     let mut file = match File::open(&target) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", target.display())),
+        Err(e) => {
+            return Err(Error::failure(format!(
+                "cannot read {}: {e}",
+                target.display()
+            )));
+        }
         Ok(f) => f,
     };
     let meta = file
         .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", target.display()))?;
+        .map_err(|e| Error::failure(format!("cannot read {}: {e}", target.display())))?;
     if !meta.is_file() {
-        return Err(format!("{} is not a regular file", target.display()));
+        return Err(Error::failure(format!(
+            "{} is not a regular file",
+            target.display()
+        )));
     }
     if meta.len() > MAX_CONFIG_BYTES {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "{} is {} MiB; bir edits config files up to {} MiB only",
             target.display(),
             meta.len() >> 20,
             MAX_CONFIG_BYTES >> 20
-        ));
+        )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     file.read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", target.display()))?;
+        .map_err(|e| Error::failure(format!("cannot read {}: {e}", target.display())))?;
     Ok(Some(bytes))
 }
 
@@ -87,7 +100,7 @@ pub fn read(path: &Path) -> Result<Option<Vec<u8>>, String> {
 /// `edit` gets the current bytes (None: no file) and returns the new bytes,
 /// or None when nothing needs to change; an `Err` aborts with the file
 /// untouched.
-pub fn update(path: &Path, edit: &mut Edit<'_>) -> Result<Outcome, String> {
+pub fn update(path: &Path, edit: &mut Edit<'_>) -> Result<Outcome, Error> {
     update_with_hook(path, edit, &mut |_| {})
 }
 
@@ -97,7 +110,7 @@ pub fn update_with_hook(
     path: &Path,
     edit: &mut Edit<'_>,
     before_rename: &mut dyn FnMut(u32),
-) -> Result<Outcome, String> {
+) -> Result<Outcome, Error> {
     let target = resolve(path)?;
     let mut first_before = None;
     for attempt in 0..ATTEMPTS {
@@ -112,18 +125,18 @@ pub fn update_with_hook(
             // SAFETY: geteuid has no preconditions.
             let me = unsafe { libc::geteuid() };
             if meta.uid() != me {
-                return Err(format!(
+                return Err(Error::failure(format!(
                     "{} belongs to another user (uid {}); refusing to edit it",
                     target.display(),
                     meta.uid()
-                ));
+                )));
             }
             if meta.permissions().mode() & 0o200 == 0 {
-                return Err(format!(
+                return Err(Error::failure(format!(
                     "{} is read-only (mode {:o}); bir leaves it alone. Make it writable (chmod u+w) to let bir edit it",
                     target.display(),
                     meta.permissions().mode() & 0o7777
-                ));
+                )));
             }
         }
         let Some(after) = edit(before.as_deref())? else {
@@ -149,7 +162,10 @@ pub fn update_with_hook(
         }
         if let Err(e) = fs::rename(&tmp, &target) {
             let _ = fs::remove_file(&tmp);
-            return Err(format!("cannot replace {}: {e}", target.display()));
+            return Err(Error::failure(format!(
+                "cannot replace {}: {e}",
+                target.display()
+            )));
         }
         if let Some(dir) = target.parent()
             && let Ok(d) = File::open(if dir.as_os_str().is_empty() {
@@ -170,18 +186,18 @@ pub fn update_with_hook(
             });
         }
     }
-    Err(format!(
+    Err(Error::failure(format!(
         "another process kept rewriting {} while bir tried to edit it ({ATTEMPTS} attempts); \
          the file was left as that process wrote it. Close running Claude Code sessions \
          (or the client that owns the file) and run the command again, or add the entry \
          with the client's own command (e.g. `claude mcp add-json`)",
         target.display()
-    ))
+    )))
 }
 
 /// Writes `bytes` to a new temporary file beside `target`, with the
 /// target's mode (0600 for a new file), fsynced. Returns its path.
-fn write_temp(target: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
+fn write_temp(target: &Path, bytes: &[u8]) -> Result<PathBuf, Error> {
     let dir = target
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -220,12 +236,12 @@ fn write_temp(target: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
         Ok(()) => Ok(tmp),
         Err(e) => {
             let _ = fs::remove_file(&tmp);
-            Err(format!(
+            Err(Error::failure(format!(
                 "cannot write a temporary file in {} ({e}); {} was not changed. \
                  Make the directory writable or free some space there, then run the command again",
                 dir.display(),
                 target.display()
-            ))
+            )))
         }
     }
 }
@@ -242,9 +258,7 @@ mod tests {
         d
     }
 
-    fn append(
-        suffix: &'static str,
-    ) -> impl FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>, String> {
+    fn append(suffix: &'static str) -> impl FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>, Error> {
         move |b| {
             let mut v = b.unwrap_or_default().to_vec();
             if v.ends_with(suffix.as_bytes()) {
@@ -307,7 +321,9 @@ mod tests {
         let f = d.join("c.json");
         fs::write(&f, "1").expect("write");
         fs::set_permissions(&f, fs::Permissions::from_mode(0o444)).expect("chmod");
-        let err = update(&f, &mut append("x")).expect_err("read-only");
+        let err = update(&f, &mut append("x"))
+            .expect_err("read-only")
+            .to_string();
         assert!(
             err.contains("read-only (mode 444)") && err.contains("chmod u+w"),
             "{err}"
@@ -316,7 +332,9 @@ mod tests {
         let big = d.join("big.json");
         let file = File::create(&big).expect("create");
         file.set_len(MAX_CONFIG_BYTES + 1).expect("sparse");
-        let err = update(&big, &mut append("x")).expect_err("too large");
+        let err = update(&big, &mut append("x"))
+            .expect_err("too large")
+            .to_string();
         assert!(err.contains("up to 64 MiB"), "{err}");
         assert!(leftovers(&d).is_empty());
         let _ = fs::remove_dir_all(&d);
@@ -326,7 +344,9 @@ mod tests {
     fn dangling_symlink_is_refused() {
         let d = tmpdir("dangling");
         symlink(d.join("nowhere"), d.join("link.json")).expect("link");
-        let err = update(&d.join("link.json"), &mut append("b")).expect_err("dangling");
+        let err = update(&d.join("link.json"), &mut append("b"))
+            .expect_err("dangling")
+            .to_string();
         assert!(err.contains("cannot be reached"), "{err}");
         assert!(fs::symlink_metadata(d.join("nowhere")).is_err());
         let _ = fs::remove_dir_all(&d);
@@ -361,7 +381,8 @@ mod tests {
         let err = update_with_hook(&f, &mut append("-bir"), &mut |attempt| {
             fs::write(&f2, format!("client{attempt}")).expect("write");
         })
-        .expect_err("never settles");
+        .expect_err("never settles")
+        .to_string();
         assert!(
             err.contains("kept rewriting") && err.contains("claude mcp add-json"),
             "{err}"
@@ -379,7 +400,9 @@ mod tests {
         let d = tmpdir("err");
         let f = d.join("c.json");
         fs::write(&f, "1").expect("write");
-        let err = update(&f, &mut |_| Err("malformed".into())).expect_err("error");
+        let err = update(&f, &mut |_| Err(Error::failure("malformed")))
+            .expect_err("error")
+            .to_string();
         assert_eq!(err, "malformed");
         assert_eq!(fs::read_to_string(&f).expect("read"), "1");
         let _ = fs::remove_dir_all(&d);
@@ -395,7 +418,9 @@ mod tests {
         let f = d.join("c.json");
         fs::write(&f, "1").expect("write");
         fs::set_permissions(&d, fs::Permissions::from_mode(0o500)).expect("chmod");
-        let err = update(&f, &mut append("x")).expect_err("read-only dir");
+        let err = update(&f, &mut append("x"))
+            .expect_err("read-only dir")
+            .to_string();
         fs::set_permissions(&d, fs::Permissions::from_mode(0o700)).expect("chmod");
         assert!(err.contains("cannot write a temporary file"), "{err}");
         assert_eq!(fs::read_to_string(&f).expect("read"), "1");

@@ -18,6 +18,7 @@ use super::atomic;
 use super::entry::{EntryKind, classify};
 use super::jsonedit::{Doc, Flavor, Node};
 use super::vocab::{Client, Decision, Found, Scope};
+use crate::error::Error;
 
 /// Names Claude Code reserves (and skips).
 pub const RESERVED: &[&str] = &[
@@ -43,7 +44,7 @@ impl Paths {
     /// `BIR_CLAUDE_MANAGED_DIR` (the managed-policy directory; default
     /// `/etc/claude-code`, or `/Library/Application Support/ClaudeCode` on
     /// macOS).
-    pub fn from_env(project: &Path) -> Result<Paths, String> {
+    pub fn from_env(project: &Path) -> Result<Paths, Error> {
         let home = home::home_dir().ok_or("cannot find the home directory (HOME is not set)")?;
         let (claude_json, settings_dir) = match std::env::var_os("CLAUDE_CONFIG_DIR") {
             Some(d) if !d.is_empty() => {
@@ -60,7 +61,7 @@ impl Paths {
             _ => PathBuf::from("/etc/claude-code"),
         };
         let project = std::path::absolute(project)
-            .map_err(|e| format!("cannot resolve {}: {e}", project.display()))?;
+            .map_err(|e| Error::failure(format!("cannot resolve {}: {e}", project.display())))?;
         let key = project_key(&project.to_string_lossy());
         Ok(Paths {
             claude_json,
@@ -153,14 +154,14 @@ pub struct Resolved {
     pub policy: Policy,
 }
 
-fn parse_file(path: &Path) -> Result<Option<Doc>, String> {
+fn parse_file(path: &Path) -> Result<Option<Doc>, Error> {
     match atomic::read(path)? {
         None => Ok(None),
         Some(bytes) => Doc::parse(&bytes, Flavor::Json).map(Some).map_err(|e| {
             format!(
                 "{}:{e}; bir does not edit a file it cannot parse (Claude Code keeps backups in ~/.claude/backups)",
                 path.display()
-            )
+            ).into()
         }),
     }
 }
@@ -193,7 +194,7 @@ fn collect(doc: &Doc, scope: Scope, path: &[&str], out: &mut Vec<Found>) {
 }
 
 /// Reads every scope, the approvals and the policy.
-pub fn resolve(paths: &Paths) -> Result<Resolved, String> {
+pub fn resolve(paths: &Paths) -> Result<Resolved, Error> {
     let claude = parse_file(&paths.claude_json)?;
     let mcp_json = parse_file(&paths.mcp_json())?;
     let mut local_key = paths.key.clone();

@@ -19,6 +19,7 @@ use super::atomic;
 use super::entry::{EntryKind, classify};
 use super::jsonedit::{Doc, Flavor};
 use super::vocab::{Client, Decision, Found, Scope};
+use crate::error::Error;
 use crate::output::out;
 
 /// One config file of one client.
@@ -199,9 +200,10 @@ pub fn targets(
     map_key: &str,
     jsonc: bool,
     project: &Path,
-) -> Result<Vec<Target>, String> {
+) -> Result<Vec<Target>, Error> {
     if let Some(c) = config {
-        let path = std::path::absolute(c).map_err(|e| format!("{}: {e}", c.display()))?;
+        let path =
+            std::path::absolute(c).map_err(|e| Error::failure(format!("{}: {e}", c.display())))?;
         let toml = path.extension().is_some_and(|e| e == "toml");
         let map_key = if toml { "mcp_servers" } else { map_key };
         let mut cf = file(
@@ -216,8 +218,8 @@ pub fn targets(
         return Ok(vec![Target::File(cf)]);
     }
     let home = home::home_dir().ok_or("cannot find the home directory (HOME is not set)")?;
-    let project =
-        std::path::absolute(project).map_err(|e| format!("{}: {e}", project.display()))?;
+    let project = std::path::absolute(project)
+        .map_err(|e| Error::failure(format!("{}: {e}", project.display())))?;
     match client {
         Some(c) if Client::ClaudeCode.is(c) => Ok(vec![Target::ClaudeCode]),
         Some(c) if let Some(which) = Client::named(c) => {
@@ -231,17 +233,17 @@ pub fn targets(
                     .iter()
                     .map(|f| f.file.display().to_string())
                     .collect();
-                return Err(format!(
+                return Err(Error::failure(format!(
                     "no {c} config found (looked at {})",
                     looked.join(", ")
-                ));
+                )));
             }
             Ok(existing)
         }
-        Some(c) => Err(format!(
+        Some(c) => Err(Error::failure(format!(
             "no adapter for client \"{c}\" (known: {}); for any file with an mcpServers-style map use `bir install --config FILE [--map-key KEY]`",
             Client::ALL.map(Client::name).join(", ")
-        )),
+        ))),
         None => {
             let mut out = vec![Target::ClaudeCode];
             for which in &Client::ALL[1..] {
@@ -260,13 +262,13 @@ pub fn targets(
 /// The entries of a client file and what install does with each; `forced`
 /// names the servers `--server` named (a remote server the client signs in
 /// itself is wrapped only then).
-pub fn entries(cf: &ClientFile, forced: &[String]) -> Result<Vec<(Found, Decision)>, String> {
+pub fn entries(cf: &ClientFile, forced: &[String]) -> Result<Vec<(Found, Decision)>, Error> {
     let Some(bytes) = atomic::read(&cf.file)? else {
         return Ok(Vec::new());
     };
     if cf.toml {
-        let text =
-            String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", cf.file.display()))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::failure(format!("{} is not UTF-8", cf.file.display())))?;
         let servers = super::codex::servers(&text).map_err(|e| {
             format!(
                 "{}:{e}; bir does not edit a file it cannot parse",
@@ -334,7 +336,7 @@ fn decision_for(kind: &EntryKind, raw: &str, client: &str, forced: bool) -> Deci
         EntryKind::Wrapped(_) => Decision::Already,
         EntryKind::Remote { .. } => {
             let assessed = Doc::parse(raw.as_bytes(), Flavor::Jsonc)
-                .map_err(|e| format!("cannot read the entry ({e})"))
+                .map_err(|e| Error::failure(format!("cannot read the entry ({e})")))
                 .and_then(|d| super::remote_entry::assess(&d.root, client, forced));
             match assessed {
                 Ok(_) => Decision::InPlace,

@@ -12,9 +12,10 @@ use toml_edit::{Document, Item};
 
 use super::entry::{EntryKind, ProxyForm, classify};
 use super::jsonedit::{Doc, Flavor, json_string};
+use crate::error::Error;
 
 /// A parse error, with the position `toml_edit` reports.
-pub fn parse(text: &str) -> Result<Document<String>, String> {
+pub fn parse(text: &str) -> Result<Document<String>, Error> {
     Document::parse(text.to_owned()).map_err(|e| {
         let pos = e
             .span()
@@ -23,7 +24,7 @@ pub fn parse(text: &str) -> Result<Document<String>, String> {
                 format!("{l}:{c}: ")
             })
             .unwrap_or_default();
-        format!("{pos}{}", e.message())
+        Error::failure(format!("{pos}{}", e.message()))
     })
 }
 
@@ -44,7 +45,7 @@ fn toml_array(items: &[String]) -> String {
 
 /// The server names and, per server, a JSON rendering of what matters for
 /// wrapping (`command`, `args`, `env` keys, `url`), classified.
-pub fn servers(text: &str) -> Result<Vec<(String, String, EntryKind)>, String> {
+pub fn servers(text: &str) -> Result<Vec<(String, String, EntryKind)>, Error> {
     let doc = parse(text)?;
     let Some(map) = doc
         .as_item()
@@ -106,9 +107,10 @@ pub struct Wrapped {
 }
 
 /// Wraps server `name` in place.
-pub fn wrap(text: &str, name: &str, form: &ProxyForm) -> Result<Wrapped, String> {
+pub fn wrap(text: &str, name: &str, form: &ProxyForm) -> Result<Wrapped, Error> {
     let doc = parse(text)?;
-    let item = server(&doc, name).ok_or_else(|| format!("no [mcp_servers.{name}]"))?;
+    let item =
+        server(&doc, name).ok_or_else(|| Error::failure(format!("no [mcp_servers.{name}]")))?;
     let (cmd_span, cmd_raw) =
         span_text(text, item.get("command")).ok_or("the server has no command")?;
     let command = item
@@ -192,9 +194,10 @@ pub fn restore(
     original_command: Option<&str>,
     original_args: Option<&str>,
     args_absent: bool,
-) -> Result<String, String> {
+) -> Result<String, Error> {
     let doc = parse(text)?;
-    let item = server(&doc, name).ok_or_else(|| format!("no [mcp_servers.{name}]"))?;
+    let item =
+        server(&doc, name).ok_or_else(|| Error::failure(format!("no [mcp_servers.{name}]")))?;
     let wrapped = wrapped_of(text, name).ok_or("not wrapped by bir")?;
     let (cmd_span, _) = span_text(text, item.get("command")).ok_or("no command")?;
     let cmd_text = original_command.map_or_else(|| toml_string(&wrapped.command), str::to_owned);
@@ -282,7 +285,9 @@ mod tests {
             restore(&w.text, "x", Some(&w.original_command), None, true).expect("restore"),
             text
         );
-        let err = parse("[mcp_servers.x]\ncommand = \n").expect_err("malformed");
+        let err = parse("[mcp_servers.x]\ncommand = \n")
+            .expect_err("malformed")
+            .to_string();
         assert!(err.starts_with("2:"), "{err}");
     }
 }

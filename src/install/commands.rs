@@ -42,7 +42,7 @@ fn run_jobs(
     jobs: &[FileJob],
     form: &ProxyForm,
     dry_run: bool,
-) -> Result<Vec<(PathBuf, usize)>, String> {
+) -> Result<Vec<(PathBuf, usize)>, Error> {
     let mut changed_files = Vec::new();
     for job in jobs.iter().filter(|j| !j.ops.is_empty()) {
         if dry_run {
@@ -96,16 +96,13 @@ fn wrap_mcp_json_in_place(flag: bool) -> bool {
 
 pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     let project = project_dir(&cmd.project);
-    let targets = match super::clients::targets(
+    let targets = super::clients::targets(
         cmd.client.as_deref(),
         cmd.config.as_deref(),
         &cmd.map_key,
         cmd.jsonc,
         &project,
-    ) {
-        Ok(t) => t,
-        Err(e) => return Err(Error::failure(e)),
-    };
+    )?;
     let form = ProxyForm::detect();
     let mut jobs: Vec<FileJob> = Vec::new();
     let mut known_names: Vec<String> = Vec::new();
@@ -113,14 +110,8 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     for target in targets {
         match target {
             super::clients::Target::ClaudeCode => {
-                let paths = match Paths::from_env(&project) {
-                    Ok(p) => p,
-                    Err(e) => return Err(Error::failure(e)),
-                };
-                let resolved = match claude::resolve(&paths) {
-                    Ok(r) => r,
-                    Err(e) => return Err(Error::failure(e)),
-                };
+                let paths = Paths::from_env(&project)?;
+                let resolved = claude::resolve(&paths)?;
                 known_names.extend(resolved.winners.iter().map(|f| f.name.clone()));
                 let plan: Vec<Planned> = claude::decide(&resolved, &cmd.server)
                     .into_iter()
@@ -174,10 +165,7 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
                 }));
             }
             super::clients::Target::File(cf) => {
-                let found = match super::clients::entries(&cf, &cmd.server) {
-                    Ok(f) => f,
-                    Err(e) => return Err(Error::failure(e)),
-                };
+                let found = super::clients::entries(&cf, &cmd.server)?;
                 known_names.extend(found.iter().map(|(f, _)| f.name.clone()));
                 let plan: Vec<(Found, Decision)> = found
                     .into_iter()
@@ -224,7 +212,7 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
                 out("(dry run: nothing was written)");
                 Ok(ExitStatus::Success)
             }
-            Err(e) => Err(Error::failure(e)),
+            Err(e) => Err(e),
         };
     }
     let result = run_jobs(&jobs, &form, false);
@@ -249,7 +237,7 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
             out("Check: bir doctor     Restart the clients' sessions to use the wrapped servers.");
             Ok(ExitStatus::Success)
         }
-        Err(e) => Err(Error::failure(e)),
+        Err(e) => Err(e),
     }
 }
 
@@ -322,17 +310,14 @@ fn this_project_keys(paths: &Paths) -> Vec<String> {
 /// `bir uninstall`: a file it cannot restore is reported and the others
 /// are still restored; the exit status then says it failed.
 pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
-    let ledger = match ledger::load() {
-        Ok(l) => l,
-        Err(e) => return Err(Error::failure(e)),
-    };
+    let ledger = ledger::load()?;
     let by_file = cmd
         .config
         .as_ref()
         .map(|c| atomic::resolve(&std::path::absolute(c).unwrap_or_else(|_| c.clone())));
     let by_file = match by_file {
         Some(Ok(f)) => Some(f),
-        Some(Err(e)) => return Err(Error::failure(e)),
+        Some(Err(e)) => return Err(e),
         None => None,
     };
     let everywhere = cmd.all || cmd.client.is_some() || by_file.is_some();
@@ -341,7 +326,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
     } else {
         match Paths::from_env(&project_dir(&cmd.project)) {
             Ok(p) => this_project_keys(&p),
-            Err(e) => return Err(Error::failure(e)),
+            Err(e) => return Err(e),
         }
     };
     let selected: Vec<Change> = ledger
@@ -370,7 +355,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         let mine: Vec<&Change> = selected.iter().filter(|c| c.file == file).collect();
         let notes: RefCell<Vec<String>> = RefCell::new(Vec::new());
         let resolved_now: RefCell<Vec<Change>> = RefCell::new(Vec::new());
-        let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, String> {
+        let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, Error> {
             notes.borrow_mut().clear();
             resolved_now.borrow_mut().clear();
             let Some(before) = before else {
@@ -397,10 +382,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
             Ok((bytes != before).then_some(bytes))
         };
         if cmd.dry_run {
-            let before = match atomic::read(&file) {
-                Ok(b) => b,
-                Err(e) => return Err(Error::failure(e)),
-            };
+            let before = atomic::read(&file)?;
             match edit(before.as_deref()) {
                 Ok(after) => {
                     for n in notes.borrow().iter() {
@@ -411,7 +393,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
                     }
                 }
                 Err(e) => {
-                    error::print("bir uninstall", &Error::failure(e));
+                    error::print("bir uninstall", &e);
                     failed = true;
                 }
             }
@@ -426,7 +408,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
                 done.extend(resolved_now.into_inner());
             }
             Err(e) => {
-                error::print("bir uninstall", &Error::failure(e));
+                error::print("bir uninstall", &e);
                 failed = true;
             }
         }
@@ -447,14 +429,8 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
 }
 
 pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
-    let paths = match Paths::from_env(&project_dir(&cmd.project)) {
-        Ok(p) => p,
-        Err(e) => return Err(Error::failure(e)),
-    };
-    let resolved = match claude::resolve(&paths) {
-        Ok(r) => r,
-        Err(e) => return Err(Error::failure(e)),
-    };
+    let paths = Paths::from_env(&project_dir(&cmd.project))?;
+    let resolved = claude::resolve(&paths)?;
     let plan: Vec<Planned> = claude::decide(&resolved, &[])
         .into_iter()
         .map(|(found, decision)| Planned { found, decision })
@@ -549,7 +525,7 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
 }
 
 /// Used by doctor: the resolved Claude Code config for a project.
-pub fn resolve_for(project: &Path) -> Result<(Resolved, Vec<(Found, Decision)>), String> {
+pub fn resolve_for(project: &Path) -> Result<(Resolved, Vec<(Found, Decision)>), Error> {
     let paths = Paths::from_env(project)?;
     let r = claude::resolve(&paths)?;
     let d = claude::decide(&r, &[]);

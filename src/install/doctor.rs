@@ -78,7 +78,7 @@ struct Launch {
     cwd: PathBuf,
 }
 
-fn launch_spec(entry: &Node, project: &Path) -> Result<Launch, String> {
+fn launch_spec(entry: &Node, project: &Path) -> Result<Launch, Error> {
     let env_lookup = |k: &str| std::env::var(k).ok();
     let program = entry
         .get("command")
@@ -193,7 +193,7 @@ fn probe(l: &Launch, deadline: Duration) -> Probe {
             let _ = s.write_all(line.as_bytes()).and_then(|_| s.flush());
         }
     };
-    let wait_for = |id: u64| -> Result<Value, String> {
+    let wait_for = |id: u64| -> Result<Value, Error> {
         loop {
             let left = deadline.saturating_sub(started.elapsed());
             match rx.recv_timeout(left) {
@@ -202,10 +202,15 @@ fn probe(l: &Launch, deadline: Duration) -> Probe {
                 }
                 Ok(_) => continue,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(format!("no answer within {} ms", deadline.as_millis()));
+                    return Err(Error::failure(format!(
+                        "no answer within {} ms",
+                        deadline.as_millis()
+                    )));
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err("the server closed its output (exited) before answering".into());
+                    return Err(Error::failure(
+                        "the server closed its output (exited) before answering",
+                    ));
                 }
             }
         }
@@ -217,7 +222,7 @@ fn probe(l: &Launch, deadline: Duration) -> Probe {
     );
     let result = wait_for(0).and_then(|init| {
         if let Some(e) = init.get("error") {
-            return Err(format!("initialize failed: {e}"));
+            return Err(Error::failure(format!("initialize failed: {e}")));
         }
         let server = init["result"]["serverInfo"]["name"]
             .as_str()
@@ -227,7 +232,7 @@ fn probe(l: &Launch, deadline: Duration) -> Probe {
         send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
         let list = wait_for(1)?;
         if let Some(e) = list.get("error") {
-            return Err(format!("tools/list failed: {e}"));
+            return Err(Error::failure(format!("tools/list failed: {e}")));
         }
         let tools = list["result"]["tools"].as_array().map_or(0, Vec::len);
         Ok((tools, server))
@@ -252,7 +257,7 @@ fn probe(l: &Launch, deadline: Duration) -> Probe {
             // Give the stderr copier a moment to catch the last lines.
             thread::sleep(Duration::from_millis(50));
             Probe::Failed {
-                why,
+                why: why.to_string(),
                 stderr_tail: tail(&stderr_buf),
             }
         }
@@ -366,8 +371,7 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     // Sections: a header and the (entry, decision) pairs, per client file.
     let mut sections: Vec<(String, Vec<(Found, Decision)>)> = Vec::new();
     let targets =
-        super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project)
-            .map_err(Error::failure)?;
+        super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project)?;
     for t in targets {
         match t {
             super::clients::Target::ClaudeCode => match resolve_for(&project) {
@@ -380,11 +384,11 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
                     ),
                     decisions,
                 )),
-                Err(e) => return Err(Error::failure(e)),
+                Err(e) => return Err(e),
             },
             super::clients::Target::File(cf) => match super::clients::entries(&cf, &[]) {
                 Ok(d) => sections.push((format!("{} — {}", cf.label, cf.file.display()), d)),
-                Err(e) => return Err(Error::failure(e)),
+                Err(e) => return Err(e),
             },
         }
     }
@@ -494,8 +498,9 @@ fn scope_label(s: Scope) -> &'static str {
     s.label()
 }
 
-fn entry_launch(found: &Found, project: &Path) -> Result<Launch, String> {
-    let doc = Doc::parse(found.raw.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
+fn entry_launch(found: &Found, project: &Path) -> Result<Launch, Error> {
+    let doc = Doc::parse(found.raw.as_bytes(), Flavor::Jsonc)
+        .map_err(|e| Error::failure(e.to_string()))?;
     launch_spec(&doc.root, project)
 }
 

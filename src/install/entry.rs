@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
+use crate::error::Error;
 
 /// How entries start the proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,11 +261,12 @@ pub fn set_command(
     path: &[&str],
     command: &str,
     args: Option<&[String]>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, Error> {
     let mut p: Vec<&str> = path.to_vec();
     p.push("command");
     let bytes = doc.set(&p, &json_string(command))?;
-    let doc = Doc::parse(&bytes, doc.flavor).map_err(|e| format!("internal: {e}"))?;
+    let doc =
+        Doc::parse(&bytes, doc.flavor).map_err(|e| Error::failure(format!("internal: {e}")))?;
     p.pop();
     p.push("args");
     match args {
@@ -279,14 +281,15 @@ pub fn wrapped_entry_text(
     entry_text: &str,
     form: &ProxyForm,
     server_name: &str,
-) -> Result<String, String> {
-    let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
+) -> Result<String, Error> {
+    let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc)
+        .map_err(|e| Error::failure(e.to_string()))?;
     let EntryKind::Stdio { command, args } = classify(&doc.root) else {
-        return Err("not a stdio entry".into());
+        return Err(Error::failure("not a stdio entry"));
     };
     let new_args = form.args(server_name, &command, &args);
     let bytes = set_command(&doc, &[], &form.command(), Some(&new_args))?;
-    String::from_utf8(bytes).map_err(|e| e.to_string())
+    String::from_utf8(bytes).map_err(|e| Error::failure(e.to_string()))
 }
 
 /// True when `path` exists and is an executable file (for `doctor`).

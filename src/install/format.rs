@@ -13,6 +13,7 @@ use super::jsonedit::{Doc, Flavor};
 use super::ledger::{self, ACTION_IN_PLACE, ACTION_INSERTED, Change};
 use super::vocab::Found;
 use crate::codec::sha256_hex;
+use crate::error::Error;
 
 /// What `install` and `uninstall` do to one config file, per format.
 pub(super) trait ConfigFormat {
@@ -23,7 +24,7 @@ pub(super) trait ConfigFormat {
         job: &FileJob,
         form: &ProxyForm,
         before: Option<&[u8]>,
-    ) -> Result<(Option<Vec<u8>>, Vec<Change>), String>;
+    ) -> Result<(Option<Vec<u8>>, Vec<Change>), Error>;
 
     /// The hash of the entry at `path` as it is in `bytes`, to tell later
     /// whether it was edited since.
@@ -36,7 +37,7 @@ pub(super) trait ConfigFormat {
         file: &Path,
         bytes: &[u8],
         c: &Change,
-    ) -> Result<(Option<Vec<u8>>, String), String>;
+    ) -> Result<(Option<Vec<u8>>, String), Error>;
 }
 
 /// A JSON file, or JSONC (comments and trailing commas allowed).
@@ -71,7 +72,7 @@ impl ConfigFormat for Json {
         job: &FileJob,
         form: &ProxyForm,
         before: Option<&[u8]>,
-    ) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
+    ) -> Result<(Option<Vec<u8>>, Vec<Change>), Error> {
         apply_json(job, form, before)
     }
 
@@ -84,9 +85,9 @@ impl ConfigFormat for Json {
         file: &Path,
         bytes: &[u8],
         c: &Change,
-    ) -> Result<(Option<Vec<u8>>, String), String> {
+    ) -> Result<(Option<Vec<u8>>, String), Error> {
         let doc = Doc::parse(bytes, self.0)
-            .map_err(|e| format!("{}:{e}; nothing was changed", file.display()))?;
+            .map_err(|e| Error::failure(format!("{}:{e}; nothing was changed", file.display())))?;
         reverse_json(&doc, c)
     }
 }
@@ -97,7 +98,7 @@ impl ConfigFormat for CodexToml {
         job: &FileJob,
         form: &ProxyForm,
         before: Option<&[u8]>,
-    ) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
+    ) -> Result<(Option<Vec<u8>>, Vec<Change>), Error> {
         apply_toml(job, form, before)
     }
 
@@ -110,8 +111,9 @@ impl ConfigFormat for CodexToml {
         file: &Path,
         bytes: &[u8],
         c: &Change,
-    ) -> Result<(Option<Vec<u8>>, String), String> {
-        reverse_toml(bytes, c).map_err(|e| format!("{}:{e}; nothing was changed", file.display()))
+    ) -> Result<(Option<Vec<u8>>, String), Error> {
+        reverse_toml(bytes, c)
+            .map_err(|e| Error::failure(format!("{}:{e}; nothing was changed", file.display())))
     }
 }
 
@@ -172,12 +174,13 @@ fn apply_json(
     job: &FileJob,
     form: &ProxyForm,
     before: Option<&[u8]>,
-) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
+) -> Result<(Option<Vec<u8>>, Vec<Change>), Error> {
     let mut changes = Vec::new();
     let mut bytes = before.map_or_else(|| b"{\n}\n".to_vec(), <[u8]>::to_vec);
     for op in &job.ops {
-        let doc = Doc::parse(&bytes, job.flavor)
-            .map_err(|e| format!("{}:{e}; nothing was changed", job.file.display()))?;
+        let doc = Doc::parse(&bytes, job.flavor).map_err(|e| {
+            Error::failure(format!("{}:{e}; nothing was changed", job.file.display()))
+        })?;
         let f = &op.found;
         let mut change = Change {
             client: job.client.clone(),
@@ -262,17 +265,18 @@ fn apply_toml(
     job: &FileJob,
     form: &ProxyForm,
     before: Option<&[u8]>,
-) -> Result<(Option<Vec<u8>>, Vec<Change>), String> {
+) -> Result<(Option<Vec<u8>>, Vec<Change>), Error> {
     let Some(before) = before else {
         return Ok((None, Vec::new()));
     };
     let mut text = String::from_utf8(before.to_vec())
-        .map_err(|_| format!("{} is not UTF-8", job.file.display()))?;
+        .map_err(|_| Error::failure(format!("{} is not UTF-8", job.file.display())))?;
     let mut changes = Vec::new();
     for op in &job.ops {
         let f = &op.found;
-        let current = super::codex::servers(&text)
-            .map_err(|e| format!("{}:{e}; nothing was changed", job.file.display()))?;
+        let current = super::codex::servers(&text).map_err(|e| {
+            Error::failure(format!("{}:{e}; nothing was changed", job.file.display()))
+        })?;
         let Some((_, _, EntryKind::Stdio { args, .. })) =
             current.iter().find(|(n, _, _)| *n == f.name)
         else {
@@ -332,8 +336,9 @@ fn is_toml(file: &Path) -> bool {
 }
 
 /// [`reverse_json`] for a Codex TOML file.
-fn reverse_toml(bytes: &[u8], c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
-    let text = String::from_utf8(bytes.to_vec()).map_err(|_| "the file is not UTF-8".to_owned())?;
+fn reverse_toml(bytes: &[u8], c: &Change) -> Result<(Option<Vec<u8>>, String), Error> {
+    let text =
+        String::from_utf8(bytes.to_vec()).map_err(|_| Error::failure("the file is not UTF-8"))?;
     let name = c.path.last().map(String::as_str).unwrap_or_default();
     let servers = super::codex::servers(&text)?;
     match servers.iter().find(|(n, _, _)| n == name) {
@@ -386,7 +391,7 @@ fn reverse_toml(bytes: &[u8], c: &Change) -> Result<(Option<Vec<u8>>, String), S
 
 /// The reverse of one change on `doc`: the new bytes (None: nothing to do)
 /// and a note for the user.
-fn reverse_json(doc: &Doc, c: &Change) -> Result<(Option<Vec<u8>>, String), String> {
+fn reverse_json(doc: &Doc, c: &Change) -> Result<(Option<Vec<u8>>, String), Error> {
     let path: Vec<&str> = c.path.iter().map(String::as_str).collect();
     let Some(node) = doc.root.at(&path) else {
         return Ok((
@@ -462,7 +467,8 @@ fn reverse_json(doc: &Doc, c: &Change) -> Result<(Option<Vec<u8>>, String), Stri
     {
         let cmd_node = node.get("command").ok_or("internal: no command")?;
         let bytes = doc.splice(cmd_node.start, cmd_node.end, cmd_raw);
-        let doc2 = Doc::parse(&bytes, doc.flavor).map_err(|e| format!("internal: {e}"))?;
+        let doc2 =
+            Doc::parse(&bytes, doc.flavor).map_err(|e| Error::failure(format!("internal: {e}")))?;
         let mut args_path = path.clone();
         args_path.push("args");
         let bytes = match (&c.original_args, doc2.root.at(&args_path)) {

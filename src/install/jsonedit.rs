@@ -12,6 +12,7 @@
 //! plain JSON they are an error, like any other syntax error, reported with
 //! its line and column.
 
+use crate::error::Error;
 use std::fmt;
 
 /// What the file's client accepts.
@@ -182,19 +183,19 @@ impl Doc {
     /// Sets `path` (object keys; at least one) to `value` (JSON text, in any
     /// layout). Missing objects along the path are created. Returns the new
     /// file's bytes; only the changed span differs.
-    pub fn set(&self, path: &[&str], value: &str) -> Result<Vec<u8>, String> {
+    pub fn set(&self, path: &[&str], value: &str) -> Result<Vec<u8>, Error> {
         let (last, parents) = path.split_last().ok_or("empty path")?;
         let value_doc = Doc::parse(value.as_bytes(), Flavor::Jsonc)
-            .map_err(|e| format!("bir produced an invalid value ({e}): {value}"))?;
+            .map_err(|e| Error::failure(format!("bir produced an invalid value ({e}): {value}")))?;
         let mut obj = &self.root;
         for (i, key) in parents.iter().enumerate() {
             match obj.get(key) {
                 Some(next) if next.is_object() => obj = next,
                 Some(_) => {
-                    return Err(format!(
+                    return Err(Error::failure(format!(
                         "`{}` is not an object; refusing to edit it",
                         parents[..=i].join(".")
-                    ));
+                    )));
                 }
                 None => {
                     // Create the rest of the path as nested objects.
@@ -203,13 +204,15 @@ impl Doc {
                         nested = format!("{{{}:{}}}", json_string(k), nested);
                     }
                     let nested_doc = Doc::parse(nested.as_bytes(), Flavor::Json)
-                        .map_err(|e| format!("internal: {e}"))?;
+                        .map_err(|e| Error::failure(format!("internal: {e}")))?;
                     return Ok(self.insert_member(obj, key, &nested_doc));
                 }
             }
         }
         if !obj.is_object() {
-            return Err("the file's top level is not an object; refusing to edit it".into());
+            return Err(Error::failure(
+                "the file's top level is not an object; refusing to edit it",
+            ));
         }
         match obj.member(last) {
             Some(m) => {
@@ -1001,7 +1004,8 @@ mod tests {
         let d = doc("{\"projects\": []}");
         let err = d
             .set(&["projects", "x", "y"], "1")
-            .expect_err("not an object");
+            .expect_err("not an object")
+            .to_string();
         assert!(err.contains("`projects` is not an object"), "{err}");
     }
 }

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::atomic;
+use crate::error::Error;
 use crate::home::{bir_home, ensure_private_dir};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -96,13 +97,13 @@ pub fn sanitized(raw: &str, args_secret: bool) -> Option<serde_json::Value> {
 pub const ACTION_INSERTED: &str = "inserted";
 pub const ACTION_IN_PLACE: &str = "wrapped_in_place";
 
-pub fn path() -> Result<PathBuf, String> {
+pub fn path() -> Result<PathBuf, Error> {
     Ok(bir_home()
         .ok_or("cannot find bir's home directory (set BIR_HOME or HOME)")?
         .join("installed.json"))
 }
 
-pub fn load() -> Result<Ledger, String> {
+pub fn load() -> Result<Ledger, Error> {
     let p = path()?;
     match atomic::read(&p)? {
         None => Ok(Ledger {
@@ -114,29 +115,31 @@ pub fn load() -> Result<Ledger, String> {
                 "{} is not a valid ledger ({e}); move it aside to continue",
                 p.display()
             )
+            .into()
         }),
     }
 }
 
 /// Applies `f` to the ledger on disk (read, change, atomic write, 0600).
-pub fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), String> {
+pub fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), Error> {
     let p = path()?;
     if let Some(dir) = p.parent() {
-        ensure_private_dir(dir).map_err(|e| e.to_string())?;
+        ensure_private_dir(dir).map_err(|e| Error::failure(e.to_string()))?;
     }
     atomic::update(&p, &mut |before| {
         let mut ledger: Ledger = match before {
             None => Ledger::default(),
             Some(b) => serde_json::from_slice(b).map_err(|e| {
-                format!(
+                Error::failure(format!(
                     "{} is not a valid ledger ({e}); move it aside to continue",
                     p.display()
-                )
+                ))
             })?,
         };
         ledger.version = 1;
         f(&mut ledger);
-        let mut text = serde_json::to_vec_pretty(&ledger).map_err(|e| e.to_string())?;
+        let mut text =
+            serde_json::to_vec_pretty(&ledger).map_err(|e| Error::failure(e.to_string()))?;
         text.push(b'\n');
         Ok((before != Some(&text[..])).then_some(text))
     })?;

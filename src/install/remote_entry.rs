@@ -27,6 +27,7 @@
 use super::entry::ProxyForm;
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 use super::vocab::Client;
+use crate::error::Error;
 
 /// The env variable the proxy reads its static headers from.
 pub const HEADERS_ENV: &str = "BIR_UPSTREAM_HEADERS";
@@ -124,7 +125,7 @@ fn url_secret(url: &str) -> Option<&'static str> {
 
 /// Whether bir wraps this remote entry of `client`: `Ok(notes)` (what the
 /// wrap gives up, when forced), or `Err(why not)`.
-pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, String> {
+pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, Error> {
     if Client::Codex.is(client) {
         return Err(
             "remote Codex server (url, bearer_token_env_var, http_headers): not wrapped by bir yet"
@@ -132,19 +133,19 @@ pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, S
         );
     }
     let Some(url) = url_of(entry) else {
-        return Err("a remote entry without a URL string".into());
+        return Err(Error::failure("a remote entry without a URL string"));
     };
     if let Some(t) = entry.get("type").and_then(Node::as_str)
         && !matches!(t, "http" | "streamable-http" | "streamableHttp" | "sse")
     {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "remote type \"{t}\": bir-proxy speaks Streamable HTTP and SSE only"
-        ));
+        )));
     }
     if let Some(why) = url_secret(url) {
-        return Err(format!(
+        return Err(Error::failure(format!(
             "{why}: bir-proxy takes the URL as an argument, which `ps` shows; move the credential into a header"
-        ));
+        )));
     }
     let mut notes = Vec::new();
     if has_placeholder(url, client) {
@@ -168,11 +169,14 @@ pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, S
     let mut placeholder = Vec::new();
     if let Some(h) = entry.get("headers") {
         if !h.is_object() {
-            return Err("\"headers\" is not an object".into());
+            return Err(Error::failure("\"headers\" is not an object"));
         }
         for m in h.members() {
             let Kind::String(v) = &m.value.kind else {
-                return Err(format!("header \"{}\" is not a string", m.key));
+                return Err(Error::failure(format!(
+                    "header \"{}\" is not a string",
+                    m.key
+                )));
             };
             credential |= is_credential_header(&m.key);
             if has_placeholder(v, client) {
@@ -183,7 +187,9 @@ pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, S
     if let Some(e) = entry.get("env")
         && e.get(HEADERS_ENV).is_some()
     {
-        return Err(format!("the entry already sets env.{HEADERS_ENV}"));
+        return Err(Error::failure(format!(
+            "the entry already sets env.{HEADERS_ENV}"
+        )));
     }
     if let Some(o) = entry.get("oauth") {
         let secret = o.is_object()
@@ -191,7 +197,9 @@ pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, S
                 .iter()
                 .any(|m| m.key.to_ascii_lowercase().contains("secret"));
         if secret {
-            return Err("the client signs in itself (its oauth block holds a client secret, which bir will not stash); not wrapped".into());
+            return Err(Error::failure(
+                "the client signs in itself (its oauth block holds a client secret, which bir will not stash); not wrapped",
+            ));
         }
         if !forced {
             return Err(
@@ -217,14 +225,14 @@ pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, S
     if !placeholder.is_empty() {
         let names = placeholder.join(", ");
         if !client_expands_env(client) {
-            return Err(format!(
+            return Err(Error::failure(format!(
                 "header {names} holds a placeholder: bir would have to expand the secret itself, and this client is not known to expand env values; refused (even with --server)"
-            ));
+            )));
         }
         if !forced {
-            return Err(format!(
+            return Err(Error::failure(format!(
                 "header {names} holds a ${{VAR}} placeholder: bir does not expand secrets; `bir install --server` keeps the placeholder inside env.{HEADERS_ENV}, which Claude Code expands"
-            ));
+            )));
         }
         notes.push(format!(
             "the placeholder in {names} stays in env.{HEADERS_ENV}; Claude Code expands it"
@@ -279,8 +287,9 @@ pub fn wrapped_text(
     form: &ProxyForm,
     server_name: &str,
     client: &str,
-) -> Result<String, String> {
-    let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
+) -> Result<String, Error> {
+    let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc)
+        .map_err(|e| Error::failure(e.to_string()))?;
     let entry = &doc.root;
     let url = url_of(entry).ok_or("no URL")?;
     let args = form.remote_args(server_name, url, transport_for(entry, client));
@@ -341,8 +350,9 @@ pub fn wrapped_text(
 
 /// `entry_text` with every `headers` and `env` value replaced by
 /// [`WITHHELD`]: what the ledger keeps (the rest is the original's bytes).
-pub fn template(entry_text: &str) -> Result<String, String> {
-    let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
+pub fn template(entry_text: &str) -> Result<String, Error> {
+    let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc)
+        .map_err(|e| Error::failure(e.to_string()))?;
     let mut spans: Vec<(usize, usize)> = Vec::new();
     for key in ["headers", "env"] {
         if let Some(map) = doc.root.get(key) {
@@ -369,18 +379,18 @@ fn fill(doc: &Doc, edits: impl Iterator<Item = ((usize, usize), String)>) -> Str
 /// The original entry: `template` with the header values read back from
 /// the wrapped entry's `env.BIR_UPSTREAM_HEADERS` and env values from its
 /// `env`. `Err` names what is missing.
-pub fn restore(template: &str, wrapped: &Node, wrapped_doc: &Doc) -> Result<String, String> {
-    let doc = Doc::parse(template.as_bytes(), Flavor::Jsonc).map_err(|e| e.to_string())?;
+pub fn restore(template: &str, wrapped: &Node, wrapped_doc: &Doc) -> Result<String, Error> {
+    let doc = Doc::parse(template.as_bytes(), Flavor::Jsonc)
+        .map_err(|e| Error::failure(e.to_string()))?;
     let env = wrapped.get("env");
     let headers_text = env
         .and_then(|e| e.get(HEADERS_ENV))
         .and_then(Node::as_str)
         .map(str::to_owned);
     let headers = match &headers_text {
-        Some(t) => Some(
-            Doc::parse(t.as_bytes(), Flavor::Json)
-                .map_err(|e| format!("env.{HEADERS_ENV} is not a JSON object ({e})"))?,
-        ),
+        Some(t) => Some(Doc::parse(t.as_bytes(), Flavor::Json).map_err(|e| {
+            Error::failure(format!("env.{HEADERS_ENV} is not a JSON object ({e})"))
+        })?),
         None => None,
     };
     let mut edits = Vec::new();
@@ -390,15 +400,23 @@ pub fn restore(template: &str, wrapped: &Node, wrapped_doc: &Doc) -> Result<Stri
                 .as_ref()
                 .and_then(|h| h.root.get(&m.key))
                 .and_then(Node::as_str)
-                .ok_or_else(|| format!("header \"{}\" is missing from env.{HEADERS_ENV}", m.key))?;
+                .ok_or_else(|| {
+                    Error::failure(format!(
+                        "header \"{}\" is missing from env.{HEADERS_ENV}",
+                        m.key
+                    ))
+                })?;
             edits.push(((m.value.start, m.value.end), json_string(v)));
         }
     }
     if let Some(map) = doc.root.get("env") {
         for m in map.members() {
-            let v = env
-                .and_then(|e| e.get(&m.key))
-                .ok_or_else(|| format!("env \"{}\" is missing from the wrapped entry", m.key))?;
+            let v = env.and_then(|e| e.get(&m.key)).ok_or_else(|| {
+                Error::failure(format!(
+                    "env \"{}\" is missing from the wrapped entry",
+                    m.key
+                ))
+            })?;
             edits.push(((m.value.start, m.value.end), wrapped_doc.raw(v).to_owned()));
         }
     }
@@ -418,7 +436,7 @@ mod tests {
     fn wraps_a_static_header_entry_into_env_only() {
         let text = r#"{"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer abc\"1", "X-Trace": "1"}, "timeout": 5000}"#;
         let d = node(text);
-        assert_eq!(assess(&d.root, "claude-code", false), Ok(vec![]));
+        assert_eq!(assess(&d.root, "claude-code", false).ok(), Some(vec![]));
         let form = ProxyForm::Link(PathBuf::from("/b/bir-proxy"));
         let out = wrapped_text(text, &form, "api", "claude-code").expect("wrap");
         let v: serde_json::Value = serde_json::from_str(&out).expect("json");

@@ -73,7 +73,7 @@ pub fn main(cmd: WrapCmd) -> Result<ExitStatus, Error> {
         Flavor::Json
     };
     let path = [cmd.map_key.as_str(), name];
-    let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, String> {
+    let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, Error> {
         let bytes = before.unwrap_or(b"{\n}\n");
         let doc = Doc::parse(bytes, flavor).map_err(|e| {
             let hint = if !cmd.jsonc && e.message.contains("comments") {
@@ -90,17 +90,17 @@ pub fn main(cmd: WrapCmd) -> Result<ExitStatus, Error> {
                 return Ok(None);
             }
             if !cmd.force {
-                return Err(format!(
+                return Err(Error::failure(format!(
                     "{} already has a server named \"{name}\" under \"{}\"; pass --force to replace it, or choose another --name",
                     config.display(),
                     cmd.map_key
-                ));
+                )));
             }
         }
         doc.set(&path, &text).map(Some)
     };
     if cmd.dry_run {
-        let before = atomic::read(config).map_err(Error::failure)?;
+        let before = atomic::read(config)?;
         return match edit(before.as_deref()) {
             Ok(Some(after)) => {
                 out(&diff::unified(
@@ -115,7 +115,7 @@ pub fn main(cmd: WrapCmd) -> Result<ExitStatus, Error> {
                 out(&format!("{}: already up to date", config.display()));
                 Ok(ExitStatus::Success)
             }
-            Err(e) => Err(Error::failure(e)),
+            Err(e) => Err(e),
         };
     }
     // What existed before, for the ledger: how many parents, and whether
@@ -155,7 +155,7 @@ pub fn main(cmd: WrapCmd) -> Result<ExitStatus, Error> {
             ));
             Ok(ExitStatus::Success)
         }
-        Err(e) => Err(Error::failure(e)),
+        Err(e) => Err(e),
     }
 }
 
