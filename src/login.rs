@@ -1,8 +1,8 @@
 //! `bir login`, `bir logout`, `bir whoami`: thin commands over the
 //! recording service's credentials ([`crate::service::credentials`], which
 //! describes `credentials.json`) and its URL rules
-//! ([`crate::service::url`]). How the token is refreshed is the README's
-//! "Recording service: the auth contract"; the HTTP side is
+//! ([`crate::service::url`]). How the token is refreshed is
+//! docs/recording-service.md, "The auth contract"; the HTTP side is
 //! [`crate::service::client`].
 //!
 //! Invariants: the token is never printed (only a fingerprint), never put

@@ -332,8 +332,9 @@ impl Client {
         answer_of(request.send_bytes(&req.body))
     }
 
-    /// Gets a fresh token (README: "the auth contract"). Another process
-    /// may have refreshed already: a newer token on disk is taken as is.
+    /// Gets a fresh token (docs/recording-service.md, "The auth contract").
+    /// Another process may have refreshed already: a newer token on disk is
+    /// taken as is.
     fn refresh(&mut self) -> Result<(), SendFailure> {
         let fail = |detail: String| SendFailure {
             kind: FailKind::Unauthorized,
