@@ -98,3 +98,61 @@ fn unknown_command_is_reported() {
     assert!(out.is_empty());
     assert!(err.contains("frobnicate"), "{err}");
 }
+
+/// Every command's error goes through one path: one line on stderr,
+/// `bir <command>: <what failed>[: <why>]`, naming the subcommand that
+/// failed, and the exit status of its kind (1 failed, 2 wrong command
+/// line). The statuses are bir's interface and must not change.
+#[test]
+fn command_errors_name_the_command_and_keep_their_exit_status() {
+    let dir = TempDir::new("errors");
+    std::fs::write(dir.join("bad.json"), "{bad").expect("write");
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&[], 2, "bir: no command given."),
+        (&["runs", "show", "nope"], 1, "bir runs: no run"),
+        (
+            &["runs", "export", "--format", "xml", "latest"],
+            1,
+            "bir runs: no runs in ",
+        ),
+        (&["runs", "rm"], 2, "bir runs rm: name runs to remove"),
+        (
+            &["runs", "rm", "--older-than", "soon"],
+            2,
+            "bir runs rm: `soon` is not an age",
+        ),
+        (
+            &["runs", "rm", "nope"],
+            1,
+            "bir runs rm: no run matches `nope`",
+        ),
+        (
+            &["login", "--service", "http://example.com"],
+            2,
+            "bir login: `http://example.com`: plain http",
+        ),
+        (&["wrap"], 2, "bir wrap: no server command given"),
+        (
+            &["wrap", "--config", "bad.json", "--", "x"],
+            2,
+            "bir wrap: --config needs --name",
+        ),
+        (
+            &["wrap", "--config", "bad.json", "--name", "a", "--", "x"],
+            1,
+            "bir wrap: ",
+        ),
+        (&["install", "--config", "bad.json"], 1, "bir install: "),
+        (&["proxy", "--url", "ftp://x"], 2, "bir-proxy: "),
+    ];
+    for (args, status, start) in cases {
+        let (code, _, err) = run(command(bir(), &dir)
+            .args(*args)
+            .env("BIR_CLAUDE_MANAGED_DIR", dir.join("managed"))
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null()));
+        assert_eq!(code, *status, "bir {args:?}: {err}");
+        assert!(err.starts_with(start), "bir {args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: bir {args:?}: {err}");
+    }
+}
