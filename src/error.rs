@@ -8,15 +8,16 @@
 //! * `Err(error)` — it stopped on an error nobody has printed yet.
 //!
 //! [`report`] is the one place that prints such an error (`<command>:
-//! <what failed>: <why>: <why that>…` on stderr) and turns the outcome into
-//! the process's exit status. The command that routes to a subcommand names
-//! it ([`Error::in_command`]), so the message says which one failed.
+//! <what failed>: <why>` on stderr, [`print`] for one a command goes on
+//! past) and turns the outcome into the process's exit status. The command
+//! that routes to a subcommand names it ([`Error::in_command`]), so the
+//! message says which one failed.
 //!
 //! Hand-written rather than `anyhow`/`thiserror`: bir needs one error type
-//! that carries an exit status and a chain of causes, which is some sixty
-//! lines; `anyhow` would need downcasting to find the status, and
-//! `thiserror` buys derive sugar for a single type at the cost of a
-//! proc-macro build dependency.
+//! that carries an exit status and a cause, which is a hundred lines;
+//! `anyhow` would need downcasting to find the status, and `thiserror`
+//! buys derive sugar for a single type at the cost of a proc-macro build
+//! dependency.
 
 use std::fmt;
 
