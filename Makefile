@@ -104,6 +104,7 @@ bench: build
 	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench relay
 	cargo bench --locked --bench redact
 	cargo bench --locked --bench scan
+	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench daemon
 
 # bir-proxy --url vs supergateway vs mcp-proxy vs a direct HTTP client.
 bench-http: peers

@@ -25,6 +25,8 @@ pub enum Role {
     Hooks,
     /// The hidden scriptable fake MCP server used by the tests.
     TestPeer,
+    /// The hidden recorder daemon (`bir daemon`), started by its client.
+    Daemon,
     /// `bir`: the command-line tool.
     Cli,
 }
@@ -36,6 +38,7 @@ impl Role {
             Role::Proxy => "bir-proxy",
             Role::Hooks => "bir-hooks",
             Role::TestPeer => "bir testpeer",
+            Role::Daemon => "bir daemon",
             Role::Cli => "bir",
         }
     }
@@ -61,6 +64,7 @@ pub fn detect_role(argv0: &OsStr, first_arg: Option<&str>) -> (Role, usize) {
         Some("proxy") => (Role::Proxy, 1),
         Some("hooks") => (Role::Hooks, 1),
         Some("testpeer") => (Role::TestPeer, 1),
+        Some("daemon") => (Role::Daemon, 1),
         _ => (Role::Cli, 0),
     }
 }
@@ -117,8 +121,9 @@ pub struct ProxyArgs {
     pub command: Vec<String>,
 }
 
-/// Receive Claude Code hook events (not built yet: every event is answered
-/// with an empty, valid reply so the session is never disturbed).
+/// Receive a Claude Code hook event: `bir-hooks <Event>` with the event's
+/// JSON on stdin. The event goes to the recorder daemon (started on demand);
+/// the hook always exits 0 and never disturbs the session.
 #[derive(FromArgs, Debug)]
 pub struct HooksArgs {
     /// print the version and exit
@@ -127,10 +132,6 @@ pub struct HooksArgs {
 
     /// the hook event name and any further arguments
     #[argh(positional, greedy)]
-    #[allow(
-        dead_code,
-        reason = "accepted so that every hook event parses; read once hooks do more than answer"
-    )]
     pub rest: Vec<String>,
 }
 
@@ -173,6 +174,17 @@ pub enum CliCommand {
     Uninstall(UninstallCmd),
     Status(StatusCmd),
     Doctor(DoctorCmd),
+    Down(DownCmd),
+}
+
+/// Stop the recorder daemon (it finishes every open run first). It starts
+/// again on demand when a hook or a proxy needs it.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "down")]
+pub struct DownCmd {
+    /// how long to wait for it to exit, in milliseconds (default 10000)
+    #[argh(option, default = "10000")]
+    pub timeout_ms: u64,
 }
 
 /// Print the version and the build it came from.
@@ -511,6 +523,8 @@ mod tests {
         assert_eq!(role("./target/debug/bir", Some("hooks")), (Role::Hooks, 1));
         assert_eq!(role("bir", Some("runs")), (Role::Cli, 0));
         assert_eq!(role("bir", None), (Role::Cli, 0));
+        assert_eq!(role("bir", Some("daemon")), (Role::Daemon, 1));
+        assert_eq!(role("bir-hooks", Some("daemon")), (Role::Hooks, 0));
     }
 
     #[test]

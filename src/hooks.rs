@@ -1,19 +1,39 @@
-//! `bir-hooks`: the Claude Code hook receiver.
+//! `bir-hooks <Event>`: the Claude Code hook receiver.
 //!
-//! The recorder daemon and the bound tier are a later capability
-//! (`ARCHITECTURE.md`, "Seams"). Until then a hook invocation does the one
-//! thing the product rules demand of it: it never disturbs the session. It
-//! reads (and discards) the event on stdin, prints nothing — stdout of some
-//! hook events becomes model context — and exits 0.
+//! Claude Code runs it as `sh -c '<path>/bir-hooks <Event>'` with the event's
+//! JSON on stdin, on every tool call (twice), so it is built to be cheap: no
+//! redactor, no logger unless `RUST_LOG` asks, one loopback POST. It
+//!
+//! 1. reads the payload (at most [`MAX_PAYLOAD`]; a larger one is dropped),
+//! 2. finds the recorder daemon from its discovery file, or starts it
+//!    (`daemon::client`), within a budget,
+//! 3. posts the payload unchanged to `POST /hook/<Event>`,
+//! 4. prints the daemon's answer if there is one, it is JSON, and the event
+//!    allows it.
+//!
+//! Invariants: it always exits 0; any trouble (no home, no daemon, a slow
+//! daemon, a bad answer) ends it silently — the session goes on unrecorded
+//! rather than disturbed. It never prints for `UserPromptSubmit` or
+//! `SessionStart` (their stdout becomes model context) nor `WorktreeCreate`
+//! (its stdout replaces the worktree path). Unknown events are forwarded:
+//! the daemon keeps what it does not understand.
 
-use std::io::Read;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
 
-use crate::cli::{Exit, parse_args, print_version};
-use crate::cli::{HooksArgs, Role};
+use crate::cli::{Exit, HooksArgs, Role, parse_args, print_version};
+use crate::daemon::client;
 use crate::error::ExitStatus;
 
-/// The most of a hook payload we read before giving up on it.
-const MAX_PAYLOAD: u64 = 16 * 1024 * 1024;
+/// The most of a hook payload we forward (the daemon's `/hook` body cap).
+const MAX_PAYLOAD: usize = crate::daemon::MAX_HOOK_PAYLOAD;
+
+/// How long a post to a daemon that is already running may take.
+const POST_DEADLINE: Duration = Duration::from_millis(1000);
+/// How long to wait for a daemon we start.
+const START_BUDGET: Duration = Duration::from_millis(400);
+/// `SessionEnd` hooks share 1.5 s in Claude Code: everything must fit.
+const SESSION_END_TOTAL: Duration = Duration::from_millis(1400);
 
 pub fn main(args: &[String]) -> Exit {
     // A hook must exit 0 even when called with arguments we do not know.
@@ -21,13 +41,136 @@ pub fn main(args: &[String]) -> Exit {
     if parsed.as_ref().is_some_and(|a| a.version) {
         return print_version("bir-hooks");
     }
-    let mut sink = Vec::new();
-    if let Err(err) = std::io::stdin().take(MAX_PAYLOAD).read_to_end(&mut sink) {
+    let event = parsed.and_then(|a| a.rest.into_iter().next());
+    let mut payload = Vec::new();
+    if let Err(err) = std::io::stdin()
+        .take(MAX_PAYLOAD as u64 + 1)
+        .read_to_end(&mut payload)
+    {
         log::debug!("could not read the hook payload: {err}");
+        return ExitStatus::Success.into();
     }
-    log::debug!(
-        "hook event ignored ({} bytes): recording hooks is not built yet",
-        sink.len()
-    );
+    let Some(event) = event.filter(|e| valid_event_name(e)) else {
+        log::debug!("no usable event name: nothing to forward");
+        return ExitStatus::Success.into();
+    };
+    if payload.len() > MAX_PAYLOAD {
+        log::debug!("{event}: payload over {MAX_PAYLOAD} bytes: not forwarded");
+        return ExitStatus::Success.into();
+    }
+    if let Some(answer) = forward(&event, &payload)
+        && may_print(&event)
+        && is_json(&answer)
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(&answer).and_then(|()| out.flush());
+    }
     ExitStatus::Success.into()
+}
+
+/// Posts the payload to the daemon (starting it if needed); the answer's
+/// body when it was a 200 with something in it.
+fn forward(event: &str, payload: &[u8]) -> Option<Vec<u8>> {
+    let start = Instant::now();
+    let total = if event == "SessionEnd" {
+        SESSION_END_TOTAL
+    } else {
+        START_BUDGET + POST_DEADLINE
+    };
+    let left = || total.checked_sub(start.elapsed()).filter(|d| !d.is_zero());
+    let home = crate::home::bir_home()?;
+    let path = format!("/hook/{event}");
+    let first = client::discover(&home).map(|endpoint| {
+        let answer = endpoint.post(&path, payload, POST_DEADLINE.min(total));
+        (endpoint, answer)
+    });
+    let answer = match first {
+        Some((_, Ok(answer))) => answer,
+        Some((_, Err(err))) if !could_not_connect(&err) => {
+            // The daemon took the request (or part of it) and then failed:
+            // posting again could record the event twice.
+            log::debug!("{event}: daemon did not answer: {err}");
+            return None;
+        }
+        _ => {
+            let budget = left()?.min(START_BUDGET);
+            let endpoint = client::ensure_running(&home, budget)?;
+            match endpoint.post(&path, payload, left()?.min(POST_DEADLINE)) {
+                Ok(answer) => answer,
+                Err(err) => {
+                    log::debug!("{event}: daemon did not answer: {err}");
+                    return None;
+                }
+            }
+        }
+    };
+    match answer {
+        (200, body) if !body.is_empty() => Some(body),
+        (200, _) => None,
+        (status, _) => {
+            log::debug!("{event}: daemon answered {status}");
+            None
+        }
+    }
+}
+
+fn could_not_connect(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        err.kind(),
+        ConnectionRefused | ConnectionReset | AddrNotAvailable | NotFound
+    )
+}
+
+/// Event names go into the request path: letters, digits, `_`, `-` only.
+fn valid_event_name(event: &str) -> bool {
+    !event.is_empty()
+        && event.len() <= 64
+        && event
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether the host reads this event's stdout as a hook answer (and not as
+/// model context or as data).
+fn may_print(event: &str) -> bool {
+    !matches!(
+        event,
+        "UserPromptSubmit" | "SessionStart" | "WorktreeCreate"
+    )
+}
+
+fn is_json(answer: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(answer).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_names() {
+        assert!(valid_event_name("PreToolUse"));
+        assert!(valid_event_name("Bogus_Event-2"));
+        assert!(!valid_event_name(""));
+        assert!(!valid_event_name("../shutdown"));
+        assert!(!valid_event_name("Stop HTTP/1.1"));
+        assert!(!valid_event_name(&"A".repeat(65)));
+    }
+
+    #[test]
+    fn never_prints_into_model_context() {
+        assert!(!may_print("UserPromptSubmit"));
+        assert!(!may_print("SessionStart"));
+        assert!(!may_print("WorktreeCreate"));
+        assert!(may_print("PreToolUse"));
+        assert!(may_print("SomethingNew"));
+    }
+
+    #[test]
+    fn only_json_answers() {
+        assert!(is_json(br#"{"decision":"block"}"#));
+        assert!(!is_json(b"hello"));
+        assert!(!is_json(b""));
+    }
 }

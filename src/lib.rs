@@ -13,6 +13,8 @@
 //! * plumbing: `logging`, `observe` (what the relay hands off its hot path);
 //! * runs: `record` (the recorder sink, the journal, the local store);
 //! * engines: `service` (the recording service), `bound` (the bound tier);
+//! * daemon: `daemon` (the recorder daemon, hidden `bir daemon`, and its
+//!   client: find, start, talk to it; `bir down`);
 //! * personalities: `proxy` (`bir-proxy`), `hooks` (`bir-hooks`),
 //!   `testpeer` (hidden: a scriptable fake MCP server);
 //! * commands: `install`, `login`, `runs`, `sync` (thin, over the above).
@@ -36,6 +38,7 @@
 mod bound;
 mod cli;
 mod codec;
+mod daemon;
 mod error;
 mod home;
 mod hooks;
@@ -89,6 +92,7 @@ pub fn main() -> ExitCode {
         Role::Proxy => proxy::main(rest),
         Role::Hooks => hooks::main(rest),
         Role::TestPeer => testpeer::main(rest),
+        Role::Daemon => daemon::server::main(rest),
         Role::Cli => cli_main(rest),
     };
     finish(exit)
@@ -127,6 +131,7 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Uninstall(cmd)) => ("bir uninstall", install::commands::uninstall(cmd)),
         Some(CliCommand::Status(cmd)) => ("bir status", install::commands::status(cmd)),
         Some(CliCommand::Doctor(cmd)) => ("bir doctor", install::doctor::main(cmd)),
+        Some(CliCommand::Down(cmd)) => ("bir down", daemon::control::down(cmd)),
         None => (
             "bir",
             Err(error::Error::usage(

@@ -521,6 +521,9 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
         }
         Err(e) => out(&format!("Ledger: {e}")),
     }
+    for line in crate::daemon::control::status_lines() {
+        out(&line);
+    }
     Ok(ExitStatus::Success)
 }
 

@@ -480,6 +480,11 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         }
     }
     out(&check_home());
+    let (line, ok) = crate::daemon::control::doctor_line();
+    out(&line);
+    if !ok {
+        failures += 1;
+    }
     let (line, ok) = check_path_proxy();
     out(&line);
     if !ok {

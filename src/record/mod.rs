@@ -21,7 +21,7 @@ pub mod journal;
 pub mod model;
 pub mod store;
 pub mod truncate;
-mod writer;
+pub mod writer;
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -1,5 +1,8 @@
 //! The single integration-test binary (one link step, shared support).
 //!
+//! * `daemon` — the recorder daemon through the real binary: started by a
+//!   hook, one per home, stale and tampered discovery files, the control
+//!   server's abuse cases, `bir down`, idle exit, silent hooks.
 //! * `damaged` — damaged and odd answers the host gets (lone surrogates,
 //!   NULs, invalid UTF-8, odd envelopes, shared ids, stray cancels): relayed
 //!   as written, recorded as what happened, their secrets not stored.
@@ -22,6 +25,7 @@
 //! * `store` — the store under a live proxy: two proxies at once,
 //!   retention and `bir sync` from others, the store deleted or unwritable.
 
+mod daemon;
 mod damaged;
 mod dispatch;
 mod golden;

@@ -1,0 +1,205 @@
+//! The daemon as the CLI shows and stops it: `bir down`, the "Recorder
+//! daemon" lines of `bir status`, and `bir doctor`'s daemon check.
+//!
+//! None of these start a daemon: a user asking about it must not create
+//! one (it starts on demand when a hook or a proxy needs it).
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::client::{self, Missing};
+use super::{Health, SessionsAnswer, discovery};
+use crate::cli::DownCmd;
+use crate::error::{Error, ExitStatus};
+use crate::output::out;
+
+/// How long a status or doctor probe waits for the daemon.
+const PROBE: Duration = Duration::from_millis(1500);
+
+/// `bir down`: stops the daemon this `$BIR_HOME` uses, and waits for it.
+pub fn down(cmd: DownCmd) -> Result<ExitStatus, Error> {
+    let home = crate::home::bir_home()
+        .ok_or_else(|| Error::failure("no home directory (set BIR_HOME or HOME)"))?;
+    let endpoint = match client::lookup(&home) {
+        Ok(e) if e.pid.is_some() => e,
+        Ok(_) => {
+            out("The recorder daemon is given by BIR_CONTROL_URL; bir down does not stop it.");
+            return Ok(ExitStatus::Success);
+        }
+        Err(Missing::None) => {
+            out("The recorder daemon is not running.");
+            return Ok(ExitStatus::Success);
+        }
+        Err(Missing::Stale(why)) => return stop_stale(&home, &why, cmd.timeout_ms),
+        Err(Missing::Refused(why)) => {
+            return Err(Error::failure(format!(
+                "the discovery file is refused: {why}"
+            )));
+        }
+    };
+    let pid = endpoint.pid.unwrap_or_default();
+    match endpoint.post("/shutdown", b"{}", PROBE) {
+        Ok((200, _)) => {}
+        Ok((status, _)) => {
+            return Err(Error::failure(format!(
+                "the daemon (pid {pid}) refused to stop (HTTP {status})"
+            )));
+        }
+        Err(err) => {
+            return Err(
+                Error::failure(format!("the daemon (pid {pid}) did not answer")).because(err),
+            );
+        }
+    }
+    if !wait_for_exit(pid, Duration::from_millis(cmd.timeout_ms)) {
+        return Err(Error::failure(format!(
+            "the daemon (pid {pid}) is still finishing after {} ms",
+            cmd.timeout_ms
+        )));
+    }
+    discovery::remove_if_ours(&home, pid);
+    out(&format!("Stopped the recorder daemon (pid {pid})."));
+    Ok(ExitStatus::Success)
+}
+
+/// A discovery file naming a dead daemon, or a live one of another build
+/// (stopped with SIGTERM, which it handles like `/shutdown`).
+fn stop_stale(home: &Path, why: &str, timeout_ms: u64) -> Result<ExitStatus, Error> {
+    let Ok(Some(d)) = discovery::read(home) else {
+        out("The recorder daemon is not running.");
+        return Ok(ExitStatus::Success);
+    };
+    if discovery::pid_alive(d.pid) {
+        // SAFETY: plain kill(2) on a pid of ours (pid_alive checked we may
+        // signal it).
+        unsafe {
+            libc::kill(d.pid as libc::pid_t, libc::SIGTERM);
+        }
+        if !wait_for_exit(d.pid, Duration::from_millis(timeout_ms)) {
+            return Err(Error::failure(format!(
+                "the daemon (pid {}) did not exit",
+                d.pid
+            )));
+        }
+        discovery::remove_if_ours(home, d.pid);
+        out(&format!(
+            "Stopped the recorder daemon (pid {}, {why}).",
+            d.pid
+        ));
+    } else {
+        discovery::remove_if_ours(home, d.pid);
+        out(&format!(
+            "The recorder daemon is not running ({why}); removed its stale discovery file."
+        ));
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn wait_for_exit(pid: u32, timeout: Duration) -> bool {
+    let start = Instant::now();
+    while discovery::pid_alive(pid) {
+        if start.elapsed() >= timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// The "Recorder daemon" lines of `bir status`.
+pub fn status_lines() -> Vec<String> {
+    let Some(home) = crate::home::bir_home() else {
+        return vec!["Recorder daemon: no home directory (set BIR_HOME or HOME)".into()];
+    };
+    let endpoint = match client::lookup(&home) {
+        Ok(e) => e,
+        Err(missing) => return vec![format!("Recorder daemon: {}", describe_missing(&missing))],
+    };
+    let answer = endpoint
+        .get("/sessions", PROBE)
+        .ok()
+        .filter(|(status, _)| *status == 200)
+        .and_then(|(_, body)| serde_json::from_slice::<SessionsAnswer>(&body).ok());
+    let Some(answer) = answer else {
+        return vec![format!(
+            "Recorder daemon: {} (pid {}) does not answer",
+            endpoint.url,
+            endpoint.pid.map_or("?".into(), |p| p.to_string())
+        )];
+    };
+    let mut lines = vec![format!(
+        "Recorder daemon: running at {} (pid {}, version {}, up {}), {} session(s)",
+        endpoint.url,
+        answer.daemon.pid,
+        answer.daemon.version,
+        uptime(&answer.daemon),
+        answer.sessions.len()
+    )];
+    for s in &answer.sessions {
+        let proxies = if s.proxies.is_empty() {
+            String::new()
+        } else {
+            format!(", proxies: {}", s.proxies.join(", "))
+        };
+        lines.push(format!(
+            "  session {} → run {} ({} step(s), last event {}, cwd {}{proxies})",
+            s.session_id, s.run_id, s.steps, s.last_event_at, s.cwd
+        ));
+    }
+    lines
+}
+
+fn uptime(h: &Health) -> String {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let secs = now.saturating_sub(h.started_at) / 1000;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{}s", secs / 60, secs % 60),
+        _ => format!("{}h{}m", secs / 3600, (secs % 3600) / 60),
+    }
+}
+
+fn describe_missing(missing: &Missing) -> String {
+    match missing {
+        Missing::None => "not running (starts on demand)".into(),
+        Missing::Stale(why) => {
+            format!("not running; stale discovery file ({why}), replaced at the next start")
+        }
+        Missing::Refused(why) => format!("PROBLEM: discovery file refused: {why}"),
+    }
+}
+
+/// `bir doctor`'s check: the line, and whether it is fine.
+pub fn doctor_line() -> (String, bool) {
+    let Some(home) = crate::home::bir_home() else {
+        return ("recorder daemon: no home directory".into(), true);
+    };
+    match client::lookup(&home) {
+        Ok(endpoint) => {
+            if client::healthy(&endpoint, PROBE) {
+                (
+                    format!(
+                        "recorder daemon: healthy at {} (pid {})",
+                        endpoint.url,
+                        endpoint.pid.map_or("?".into(), |p| p.to_string())
+                    ),
+                    true,
+                )
+            } else {
+                (
+                    format!(
+                        "recorder daemon: PROBLEM: {} does not answer its health check",
+                        endpoint.url
+                    ),
+                    false,
+                )
+            }
+        }
+        Err(m @ Missing::Refused(_)) => {
+            (format!("recorder daemon: {}", describe_missing(&m)), false)
+        }
+        Err(m) => (format!("recorder daemon: {}", describe_missing(&m)), true),
+    }
+}

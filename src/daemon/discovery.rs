@@ -1,0 +1,301 @@
+//! `$BIR_HOME/control/daemon.json`: how a client finds the live daemon.
+//!
+//! Invariants (RELIABILITY.md §3.4):
+//! * `control/` is a real directory (never a symlink), owned by us, mode
+//!   0700; the daemon creates it without following symlinks and tightens
+//!   nothing it does not own.
+//! * The file is created 0600 with `O_CREAT|O_EXCL|O_NOFOLLOW` under a
+//!   temporary name, synced, and renamed over the final name: a reader sees
+//!   the old file or the new one, never half of one.
+//! * Readers open it with `O_NOFOLLOW|O_NONBLOCK` and `fstat` the open file:
+//!   a regular file, ours, no group/other bits, at most [`MAX_BYTES`].
+//!   Anything else is refused with the check that failed, never followed.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A discovery file larger than this is not ours.
+pub(crate) const MAX_BYTES: u64 = 4096;
+
+/// What the daemon publishes about itself.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Discovery {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// 64 hex digits (256 bits); every request carries it as a bearer token.
+    pub token: String,
+    pub pid: u32,
+    /// [`daemon_version`] of the binary that runs the daemon.
+    pub version: String,
+    /// Milliseconds since the Unix epoch.
+    pub started_at: u64,
+}
+
+/// The version a daemon and its clients must share: the crate version and
+/// the build, so a rebuilt binary replaces the daemon an older one started.
+pub(crate) fn daemon_version() -> String {
+    format!("{}+{}", env!("CARGO_PKG_VERSION"), env!("BIR_BUILD"))
+}
+
+/// `$BIR_HOME/control`.
+pub(crate) fn control_dir(home: &Path) -> PathBuf {
+    home.join("control")
+}
+
+/// `$BIR_HOME/control/daemon.json`.
+pub(crate) fn discovery_path(home: &Path) -> PathBuf {
+    control_dir(home).join("daemon.json")
+}
+
+/// `$BIR_HOME/control/daemon.lock`: held (`flock`) by the live daemon for
+/// its whole life, so a second one can tell it is not alone.
+pub(crate) fn lock_path(home: &Path) -> PathBuf {
+    control_dir(home).join("daemon.lock")
+}
+
+fn my_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Checks that `dir` is a private directory of ours (not a symlink).
+pub(crate) fn check_private_dir(dir: &Path) -> Result<(), String> {
+    let meta = fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if meta.file_type().is_symlink() {
+        return Err(format!("{} is a symlink (refused)", dir.display()));
+    }
+    if !meta.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    check_ours_and_private(dir, &meta, "0700")
+}
+
+/// Owned by our uid, and no group or other permission bits.
+fn check_ours_and_private(path: &Path, meta: &fs::Metadata, must_be: &str) -> Result<(), String> {
+    if meta.uid() != my_uid() {
+        return Err(format!(
+            "{} belongs to uid {}, not to us",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} has mode {:o}; it must be {must_be}",
+            path.display(),
+            meta.mode() & 0o777
+        ));
+    }
+    Ok(())
+}
+
+/// Reads and checks the discovery file. `Ok(None)`: there is none.
+/// `Err`: there is one but it is refused (the message names the check).
+pub(crate) fn read(home: &Path) -> Result<Option<Discovery>, String> {
+    let dir = control_dir(home);
+    match fs::symlink_metadata(&dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        _ => check_private_dir(&dir)?,
+    }
+    let path = discovery_path(home);
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(format!("{} is a symlink (refused)", path.display()));
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.file_type().is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    check_ours_and_private(&path, &meta, "0600")?;
+    if meta.len() > MAX_BYTES {
+        return Err(format!("{} is too large to be ours", path.display()));
+    }
+    let mut text = Vec::new();
+    file.take(MAX_BYTES)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&text)
+        .map(Some)
+        .map_err(|e| format!("{} is not a discovery file ({e})", path.display()))
+}
+
+/// Creates `control/` (0700, never through a symlink) or takes the one
+/// there by the store's rule: ours and a real directory, tightened to 0700
+/// if it was looser (readers refuse a loose one; the daemon, its owner,
+/// repairs it). Someone else's directory or a symlink is refused.
+pub(crate) fn ensure_control_dir(home: &Path) -> io::Result<PathBuf> {
+    crate::home::ensure_private_dir(home)?;
+    let dir = control_dir(home);
+    crate::home::ensure_private_dir(&dir)?;
+    check_private_dir(&dir).map_err(io::Error::other)?;
+    Ok(dir)
+}
+
+/// Publishes `discovery` atomically (see the module's invariants).
+pub(crate) fn write(home: &Path, discovery: &Discovery) -> io::Result<()> {
+    let dir = ensure_control_dir(home)?;
+    let tmp = dir.join(format!("daemon.json.{}.tmp", std::process::id()));
+    // A leftover of ours from a crash at this very pid: out of the way.
+    let _ = fs::remove_file(&tmp);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    let body = serde_json::to_vec(discovery).map_err(io::Error::other)?;
+    let written = file.write_all(&body).and_then(|()| file.sync_all());
+    if let Err(err) = written.and_then(|()| fs::rename(&tmp, discovery_path(home))) {
+        let _ = fs::remove_file(&tmp);
+        return Err(err);
+    }
+    if let Ok(d) = File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Removes the discovery file if it still names `pid` (a newer daemon's
+/// file is left alone).
+pub(crate) fn remove_if_ours(home: &Path, pid: u32) {
+    if let Ok(Some(d)) = read(home)
+        && d.pid == pid
+    {
+        let _ = fs::remove_file(discovery_path(home));
+    }
+}
+
+/// Whether a process with this pid runs and is ours to signal (a pid
+/// recycled by another user's process answers EPERM: not our daemon). A
+/// zombie — a daemon that exited and was not reaped yet, which happens
+/// where nothing reaps orphans — is not alive.
+pub(crate) fn pid_alive(pid: u32) -> bool {
+    let Ok(raw) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if raw <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    if unsafe { libc::kill(raw, 0) } != 0 {
+        return false;
+    }
+    !is_zombie(pid)
+}
+
+#[cfg(target_os = "linux")]
+fn is_zombie(pid: u32) -> bool {
+    // The state follows the command name's closing parenthesis.
+    std::fs::read(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let after = memchr::memrchr(b')', &stat).map_or(&stat[..0], |i| &stat[i + 1..]);
+        after.trim_ascii_start().first() == Some(&b'Z')
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_zombie(_pid: u32) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn sample() -> Discovery {
+        Discovery {
+            url: "http://127.0.0.1:4242".into(),
+            token: "ab".repeat(32),
+            pid: 7,
+            version: daemon_version(),
+            started_at: 1,
+        }
+    }
+
+    #[test]
+    fn written_file_reads_back_and_is_private() {
+        let dir = tempdir();
+        write(&dir, &sample()).expect("write");
+        assert_eq!(read(&dir).expect("read"), Some(sample()));
+        let meta = fs::metadata(discovery_path(&dir)).expect("meta");
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        let meta = fs::metadata(control_dir(&dir)).expect("meta");
+        assert_eq!(meta.mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn refuses_symlink_loose_mode_and_garbage() {
+        let dir = tempdir();
+        write(&dir, &sample()).expect("write");
+        let path = discovery_path(&dir);
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert!(read(&dir).expect_err("0644").contains("mode"));
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
+        let real = dir.join("elsewhere.json");
+        fs::rename(&path, &real).expect("move");
+        std::os::unix::fs::symlink(&real, &path).expect("symlink");
+        assert!(read(&dir).expect_err("symlink").contains("symlink"));
+        fs::remove_file(&path).expect("rm");
+        fs::write(&path, b"not json").expect("garbage");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
+        assert!(read(&dir).expect_err("garbage").contains("not a discovery"));
+        fs::set_permissions(control_dir(&dir), fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert!(read(&dir).expect_err("dir").contains("0700"));
+    }
+
+    #[test]
+    fn missing_is_none_and_removal_spares_other_pids() {
+        let dir = tempdir();
+        assert_eq!(read(&dir), Ok(None));
+        write(&dir, &sample()).expect("write");
+        remove_if_ours(&dir, 8);
+        assert!(read(&dir).expect("read").is_some());
+        remove_if_ours(&dir, 7);
+        assert_eq!(read(&dir), Ok(None));
+    }
+
+    #[test]
+    fn liveness() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(u32::MAX));
+        // An exited child not yet reaped is a zombie: not alive.
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while pid_alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!pid_alive(pid), "exited child still looks alive");
+        child.wait().expect("reap");
+    }
+
+    fn tempdir() -> PathBuf {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "bir-discovery-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("mkdir");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
+        dir
+    }
+}

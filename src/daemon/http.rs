@@ -1,0 +1,463 @@
+//! The daemon's HTTP/1.1: one strict request per connection, read under
+//! hard limits, checked in the order RELIABILITY.md §3.3 asks.
+//!
+//! Why our own and not a library: the daemon needs exactly one request
+//! shape (a `Content-Length` body, `Connection: close`) and the checks a
+//! control server must make *before* it reads a body — an exact `Host`, no
+//! `Origin`, the bearer token — plus one *total* deadline per request (an
+//! idle timeout lets a client dribble a byte at a time forever). The
+//! measurements behind the choice are in `bench/README.md`.
+//!
+//! Order of checks (each ends the request with a static body, and closes):
+//! 1. head larger than [`Limits::max_head`] or too many fields → 431;
+//!    deadline passed → 408; malformed (bad request line, obs-fold, empty
+//!    field name, a field without `:`, not HTTP/1.x) → 400;
+//! 2. `Host` missing or not exactly `127.0.0.1:<port>` / `localhost:<port>`
+//!    / `[::1]:<port>` → 403; any `Origin` → 403 (before the token: a
+//!    browser gets nothing to learn from);
+//! 3. bearer token missing or wrong (constant-time compare) → 401;
+//! 4. `OPTIONS`, or a method other than GET/POST → 405; a POST that is not
+//!    `application/json` → 415; `Transfer-Encoding` (chunked or any) or two
+//!    `Content-Length`s → 400; a POST without length → 411; longer than
+//!    [`Limits::max_body`] → 413;
+//! 5. the body, within the same deadline.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Caps on one request.
+#[derive(Debug, Clone)]
+pub(crate) struct Limits {
+    pub max_head: usize,
+    pub max_fields: usize,
+    pub max_body: usize,
+    /// From the connection's accept to the end of its body.
+    pub deadline: Duration,
+}
+
+/// A request that passed every check.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub method: Method,
+    pub path: String,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    Get,
+    Post,
+}
+
+/// What the daemon accepts as the caller's identity.
+pub(crate) struct Guard<'a> {
+    pub port: u16,
+    pub token: &'a str,
+}
+
+/// A refusal: the status to answer with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refused(pub u16);
+
+/// Reads one request from `stream`, checking as it goes. `started` is when
+/// the connection was accepted: the deadline counts from there.
+pub(crate) fn read_request(
+    stream: &mut TcpStream,
+    limits: &Limits,
+    guard: &Guard<'_>,
+    started: Instant,
+) -> Result<Request, Refused> {
+    let mut buf = Vec::with_capacity(2048);
+    let head_end = loop {
+        if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
+            break end;
+        }
+        if buf.len() > limits.max_head {
+            return Err(Refused(431));
+        }
+        read_some(stream, &mut buf, limits.max_head + 4, limits, started)?;
+    };
+    if head_end > limits.max_head {
+        return Err(Refused(431));
+    }
+    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| Refused(400))?;
+    let parsed = parse_head(head, limits)?;
+    check_caller(&parsed, guard)?;
+    let method = match parsed.method {
+        "GET" => Method::Get,
+        "POST" => Method::Post,
+        _ => return Err(Refused(405)),
+    };
+    if parsed.transfer_encoding || parsed.content_lengths > 1 {
+        return Err(Refused(400));
+    }
+    let length = match (method, parsed.content_length) {
+        (Method::Post, None) => return Err(Refused(411)),
+        (Method::Get, Some(n)) if n > 0 => return Err(Refused(400)),
+        (_, n) => n.unwrap_or(0),
+    };
+    if method == Method::Post && !parsed.json {
+        return Err(Refused(415));
+    }
+    if length > limits.max_body {
+        return Err(Refused(413));
+    }
+    let path = parsed.path.to_owned();
+    let mut body = buf.split_off(head_end + 4);
+    if body.len() > length {
+        // Bytes after the body: a pipelined second request, which we do
+        // not serve (one request per connection).
+        body.truncate(length);
+    }
+    while body.len() < length {
+        read_some(stream, &mut body, length, limits, started)?;
+    }
+    Ok(Request { method, path, body })
+}
+
+/// Reads what is there into `buf` (never past `cap` bytes in all), within
+/// what is left of the deadline.
+fn read_some(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    cap: usize,
+    limits: &Limits,
+    started: Instant,
+) -> Result<(), Refused> {
+    let left = limits
+        .deadline
+        .checked_sub(started.elapsed())
+        .filter(|d| !d.is_zero())
+        .ok_or(Refused(408))?;
+    stream
+        .set_read_timeout(Some(left))
+        .map_err(|_| Refused(400))?;
+    let mut chunk = [0u8; 16 * 1024];
+    let want = cap.saturating_sub(buf.len()).clamp(1, chunk.len());
+    loop {
+        match stream.read(&mut chunk[..want]) {
+            Ok(0) => return Err(Refused(400)),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Ok(());
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(Refused(408));
+            }
+            Err(_) => return Err(Refused(400)),
+        }
+    }
+}
+
+struct Head<'a> {
+    method: &'a str,
+    path: &'a str,
+    host: Option<&'a str>,
+    hosts: usize,
+    origin: bool,
+    authorization: Option<&'a str>,
+    content_length: Option<usize>,
+    content_lengths: usize,
+    transfer_encoding: bool,
+    json: bool,
+}
+
+fn parse_head<'a>(head: &'a str, limits: &Limits) -> Result<Head<'a>, Refused> {
+    let mut lines = head.split("\r\n");
+    let request_line = lines.next().ok_or(Refused(400))?;
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(path), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(Refused(400));
+    };
+    if method.is_empty()
+        || !method.bytes().all(|b| b.is_ascii_uppercase())
+        || !path.starts_with('/')
+        || !matches!(version, "HTTP/1.1" | "HTTP/1.0")
+    {
+        return Err(Refused(400));
+    }
+    let mut parsed = Head {
+        method,
+        path,
+        host: None,
+        hosts: 0,
+        origin: false,
+        authorization: None,
+        content_length: None,
+        content_lengths: 0,
+        transfer_encoding: false,
+        json: false,
+    };
+    for (count, line) in lines.enumerate() {
+        if count >= limits.max_fields {
+            return Err(Refused(431));
+        }
+        // obs-fold (a continuation line) is refused, as are empty names
+        // and names with spaces before the colon.
+        if line.starts_with([' ', '\t']) {
+            return Err(Refused(400));
+        }
+        let (name, value) = line.split_once(':').ok_or(Refused(400))?;
+        if name.is_empty() || !name.bytes().all(is_token_byte) {
+            return Err(Refused(400));
+        }
+        let value = value.trim_matches([' ', '\t']);
+        if name.eq_ignore_ascii_case("host") {
+            parsed.host = Some(value);
+            parsed.hosts += 1;
+        } else if name.eq_ignore_ascii_case("origin") {
+            parsed.origin = true;
+        } else if name.eq_ignore_ascii_case("authorization") {
+            parsed.authorization = Some(value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            parsed.content_lengths += 1;
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(Refused(400));
+            }
+            // A number too large for usize is over any cap.
+            parsed.content_length = Some(value.parse().unwrap_or(usize::MAX));
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            parsed.transfer_encoding = true;
+        } else if name.eq_ignore_ascii_case("content-type") {
+            let media = value.split(';').next().unwrap_or("").trim();
+            parsed.json = media.eq_ignore_ascii_case("application/json");
+        }
+    }
+    Ok(parsed)
+}
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Host, Origin, then the token (see the module's order).
+fn check_caller(head: &Head<'_>, guard: &Guard<'_>) -> Result<(), Refused> {
+    let host_ok = head.hosts == 1
+        && head.host.is_some_and(|host| {
+            let Some((name, port)) = host.rsplit_once(':') else {
+                return false;
+            };
+            matches!(name, "127.0.0.1" | "localhost" | "[::1]")
+                && port.parse::<u16>().ok() == Some(guard.port)
+                && port.bytes().all(|b| b.is_ascii_digit())
+        });
+    if !host_ok || head.origin {
+        return Err(Refused(403));
+    }
+    let presented = head
+        .authorization
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if !token_matches(presented, guard.token) {
+        return Err(Refused(401));
+    }
+    Ok(())
+}
+
+/// Constant-time comparison: every byte is looked at whatever the earlier
+/// ones were, so the time to refuse a token does not tell how much of it
+/// was right. (Only the length may show, and it is public: 64 hex digits.)
+pub(crate) fn token_matches(presented: &str, expected: &str) -> bool {
+    if presented.len() != expected.len() {
+        return false;
+    }
+    let diff = presented
+        .bytes()
+        .zip(expected.bytes())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    std::hint::black_box(diff) == 0
+}
+
+/// The reason phrase of the statuses the daemon uses.
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Error",
+    }
+}
+
+/// Writes one answer and ends the exchange. Errors carry a static body:
+/// nothing of the request is echoed back.
+pub(crate) fn respond(stream: &mut TcpStream, status: u16, body: &[u8]) -> io::Result<()> {
+    let body: &[u8] = if status != 200 && body.is_empty() {
+        reason(status).as_bytes()
+    } else {
+        body
+    };
+    let content_type = if status == 200 {
+        "application/json"
+    } else {
+        "text/plain"
+    };
+    let mut out = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        reason(status),
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    stream.write_all(&out)?;
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            max_head: 16 * 1024,
+            max_fields: 64,
+            max_body: 1024,
+            deadline: Duration::from_secs(30),
+        }
+    }
+
+    /// Sends `raw` to a fresh connection and returns what `read_request`
+    /// made of it.
+    fn serve(raw: Vec<u8>) -> Result<Request, Refused> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let raw = String::from_utf8(raw)
+            .expect("utf8")
+            .replace("PORT", &port.to_string());
+        let client = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            let _ = c.write_all(raw.as_bytes());
+            // Keep the connection open until the server is done.
+            let mut sink = Vec::new();
+            let _ = c.read_to_end(&mut sink);
+        });
+        let (mut conn, _) = listener.accept().expect("accept");
+        let token = "t".repeat(64);
+        let got = read_request(
+            &mut conn,
+            &limits(),
+            &Guard {
+                port,
+                token: &token,
+            },
+            Instant::now(),
+        );
+        drop(conn);
+        client.join().expect("client");
+        got
+    }
+
+    fn post(extra: &str, body: &str) -> Vec<u8> {
+        format!(
+            "POST /hook/Stop HTTP/1.1\r\nHost: 127.0.0.1:PORT\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{body}",
+            "t".repeat(64),
+            body.len()
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn a_good_request_passes() {
+        let req = serve(post("", r#"{"a":1}"#)).expect("accepted");
+        assert_eq!(req.method, Method::Post);
+        assert_eq!(req.path, "/hook/Stop");
+        assert_eq!(req.body, br#"{"a":1}"#);
+    }
+
+    #[test]
+    fn host_origin_and_token_are_checked_in_order() {
+        let wrong_host = post("", "{}");
+        let wrong_host = String::from_utf8(wrong_host)
+            .expect("utf8")
+            .replace("127.0.0.1:PORT", "evil.example:PORT");
+        assert_eq!(
+            serve(wrong_host.into_bytes()).expect_err("refused"),
+            Refused(403)
+        );
+        assert_eq!(
+            serve(post("Origin: null\r\n", "{}")).expect_err("refused"),
+            Refused(403)
+        );
+        let bad_token = String::from_utf8(post("", "{}"))
+            .expect("utf8")
+            .replace(&"t".repeat(64), &format!("{}x", "t".repeat(63)));
+        assert_eq!(
+            serve(bad_token.into_bytes()).expect_err("refused"),
+            Refused(401)
+        );
+        let other_port = String::from_utf8(post("", "{}"))
+            .expect("utf8")
+            .replace("127.0.0.1:PORT", "localhost:1");
+        assert_eq!(
+            serve(other_port.into_bytes()).expect_err("refused"),
+            Refused(403)
+        );
+    }
+
+    #[test]
+    fn smuggling_shapes_are_refused() {
+        assert_eq!(
+            serve(post("Transfer-Encoding: chunked\r\n", "{}")).expect_err("refused"),
+            Refused(400)
+        );
+        assert_eq!(
+            serve(post("Content-Length: 2\r\n", "{}")).expect_err("refused"),
+            Refused(400)
+        );
+        assert_eq!(
+            serve(post(" folded\r\n", "{}")).expect_err("refused"),
+            Refused(400)
+        );
+        assert_eq!(
+            serve(post(": empty name\r\n", "{}")).expect_err("refused"),
+            Refused(400)
+        );
+    }
+
+    #[test]
+    fn sizes_and_types() {
+        let big = "x".repeat(2000);
+        assert_eq!(serve(post("", &big)).expect_err("refused"), Refused(413));
+        let many: String = (0..100).map(|i| format!("X-{i}: y\r\n")).collect();
+        assert_eq!(serve(post(&many, "{}")).expect_err("refused"), Refused(431));
+        let huge = format!("X-Big: {}\r\n", "y".repeat(20 * 1024));
+        assert_eq!(serve(post(&huge, "{}")).expect_err("refused"), Refused(431));
+        let text = String::from_utf8(post("", "{}"))
+            .expect("utf8")
+            .replace("application/json", "text/plain");
+        assert_eq!(serve(text.into_bytes()).expect_err("refused"), Refused(415));
+        let options = String::from_utf8(post("", "{}"))
+            .expect("utf8")
+            .replace("POST", "OPTIONS");
+        assert_eq!(
+            serve(options.into_bytes()).expect_err("refused"),
+            Refused(405)
+        );
+    }
+
+    #[test]
+    fn constant_time_comparator_is_the_one_used() {
+        assert!(token_matches("abc", "abc"));
+        assert!(!token_matches("abd", "abc"));
+        assert!(!token_matches("ab", "abc"));
+        assert!(!token_matches("", "abc"));
+    }
+}

@@ -1,0 +1,525 @@
+//! `bir daemon`: the recorder daemon process (started by
+//! `client::ensure_running`, detached; not meant to be typed).
+//!
+//! Concurrency model (chosen by measurement, `bench/README.md`): one
+//! accept loop, one short-lived thread per connection (at most
+//! [`MAX_CONNECTIONS`] at once; the rest get 503 at once), and the engine
+//! with its sinks behind one mutex, so every input is handled whole and in
+//! arrival order. A ticker thread drives the engine's timers and the idle
+//! exit; a signal thread turns SIGTERM/SIGINT/SIGHUP into a clean stop.
+//!
+//! Start-up invariants:
+//! * Exactly one daemon per `$BIR_HOME`: it holds an exclusive `flock` on
+//!   `control/daemon.lock` for its whole life; a second one says who holds
+//!   it and exits 1 without touching the discovery file.
+//! * The discovery file is written only after the lock is held and the
+//!   port is bound, and replaces whatever stale file was there (a dead
+//!   pid's, another build's, garbage, or a symlink — the rename replaces
+//!   the link itself, never its target).
+//! * It exits when its discovery file no longer names it (checked every
+//!   second): nobody could reach it any more.
+//! * On the way out every open run is finished (`Engine::shutdown`), the
+//!   journals synced, and the discovery file removed if it still names us.
+
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+
+use super::discovery::{self, Discovery};
+use super::http::{self, Guard, Limits, Method, Refused, Request};
+use super::sinks::Core;
+use super::{Health, SessionView, SessionsAnswer};
+use crate::bound::{Engine, EngineConfig, Input, wire};
+use crate::cli::Exit;
+use crate::error::{Error, ExitStatus};
+use crate::home;
+use crate::record::store::Store;
+
+/// Connections served at once; more are refused with 503.
+pub(crate) const MAX_CONNECTIONS: usize = 32;
+/// Default idle period before the daemon exits (`BIR_DAEMON_IDLE_SECS`).
+const DEFAULT_IDLE: Duration = Duration::from_secs(900);
+/// Default total deadline per request (`BIR_DAEMON_REQUEST_MS`).
+const DEFAULT_REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// How often the engine's timers run.
+const TICK: Duration = Duration::from_millis(250);
+/// Stack of a connection thread: parsing and the engine's work need little.
+const CONNECTION_STACK: usize = 512 * 1024;
+
+/// What every thread of the daemon shares.
+struct Daemon {
+    core: Mutex<Core>,
+    home: PathBuf,
+    token: String,
+    port: u16,
+    pid: u32,
+    started_at: SystemTime,
+    started: Instant,
+    limits: Limits,
+    /// Milliseconds after `started` of the last accepted request.
+    last_request_ms: AtomicU64,
+    open_connections: AtomicUsize,
+    stop: AtomicBool,
+}
+
+impl Daemon {
+    fn core(&self) -> MutexGuard<'_, Core> {
+        // A panic while handling one input must not stop the daemon: the
+        // engine's state is still the best we have.
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn health(&self) -> Health {
+        Health {
+            version: discovery::daemon_version(),
+            pid: self.pid,
+            sessions: self.core().engine.sessions().len(),
+            started_at: millis_since_epoch(self.started_at),
+        }
+    }
+
+    fn touch(&self) {
+        let now = self.started.elapsed().as_millis() as u64;
+        self.last_request_ms.store(now, Ordering::Relaxed);
+    }
+
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_request_ms.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(last)
+    }
+}
+
+pub fn main(_args: &[String]) -> Exit {
+    let outcome = home::bir_home()
+        .ok_or_else(|| "no home directory (set BIR_HOME or HOME)".to_owned())
+        .and_then(|home| run(&home))
+        .map(|()| ExitStatus::Success)
+        .map_err(Error::failure);
+    crate::error::report("bir daemon", outcome).into()
+}
+
+fn run(home: &Path) -> Result<(), String> {
+    discovery::ensure_control_dir(home).map_err(|e| e.to_string())?;
+    let lock = take_lock(home)?;
+    let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| format!("bind: {e}"))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("bind: {e}"))?
+        .port();
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("listen: {e}"))?;
+    let token = new_token()?;
+    // Before any thread starts, so all of them inherit the mask.
+    block_stop_signals();
+
+    let store = match Store::open(
+        &home.join("runs"),
+        Arc::new(crate::record::journal::DiskStorage),
+    ) {
+        Ok(s) => Some(s),
+        Err(err) => {
+            log::warn!("bound runs will not be stored locally: {err}");
+            None
+        }
+    };
+    let remote = crate::service::forwarder::ServiceForwarder::from_env()
+        .map(|r| Box::new(r) as Box<dyn crate::record::Forwarder>);
+    let core = Core::new(Engine::new(engine_config()), store, remote);
+    let started_at = SystemTime::now();
+    let daemon = Arc::new(Daemon {
+        core: Mutex::new(core),
+        home: home.to_owned(),
+        token,
+        port,
+        pid: std::process::id(),
+        started_at,
+        started: Instant::now(),
+        limits: Limits {
+            max_head: 16 * 1024,
+            max_fields: 64,
+            max_body: super::MAX_HOOK_PAYLOAD,
+            deadline: env_duration_ms("BIR_DAEMON_REQUEST_MS", DEFAULT_REQUEST_DEADLINE),
+        },
+        last_request_ms: AtomicU64::new(0),
+        open_connections: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+    });
+    let published = Discovery {
+        url: format!("http://127.0.0.1:{port}"),
+        token: daemon.token.clone(),
+        pid: daemon.pid,
+        version: discovery::daemon_version(),
+        started_at: millis_since_epoch(started_at),
+    };
+    discovery::write(home, &published).map_err(|e| format!("discovery file: {e}"))?;
+    log::info!("listening on {} (pid {})", published.url, daemon.pid);
+
+    spawn_signal_watcher(Arc::clone(&daemon));
+    let idle = env_duration_secs("BIR_DAEMON_IDLE_SECS", DEFAULT_IDLE);
+    let ticker = {
+        let daemon = Arc::clone(&daemon);
+        std::thread::Builder::new()
+            .name("bir-daemon-tick".into())
+            .spawn(move || tick_loop(&daemon, idle))
+            .map_err(|e| format!("cannot start a thread: {e}"))?
+    };
+    accept_loop(&daemon, &listener);
+    drop(listener);
+    let _ = ticker.join();
+
+    // Let requests already taken finish (each is bounded by its deadline).
+    let drain_until = Instant::now() + daemon.limits.deadline;
+    while daemon.open_connections.load(Ordering::Acquire) > 0 && Instant::now() < drain_until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    daemon.core().shutdown(SystemTime::now());
+    discovery::remove_if_ours(home, daemon.pid);
+    drop(lock);
+    log::info!("stopped");
+    Ok(())
+}
+
+/// The exclusive lock on `control/daemon.lock`, or who holds it.
+fn take_lock(home: &Path) -> Result<std::fs::File, String> {
+    let path = discovery::lock_path(home);
+    let file = home::private_file()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    match home::lock_exclusive(&file, home::Wait::No) {
+        Ok(true) => Ok(file),
+        Ok(false) => Err(match discovery::read(home) {
+            Ok(Some(d)) => format!(
+                "another recorder daemon is running for {} (pid {}, {}); `bir down` stops it",
+                home.display(),
+                d.pid,
+                d.url
+            ),
+            _ => format!(
+                "another recorder daemon is starting for {} (it holds {})",
+                home.display(),
+                path.display()
+            ),
+        }),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// 256 bits from the OS's CSPRNG, as 64 hex digits.
+fn new_token() -> Result<String, String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| "the system's random source failed".to_owned())?;
+    Ok(crate::codec::hex_lower(&bytes))
+}
+
+fn engine_config() -> EngineConfig {
+    let recorder = crate::record::RecorderConfig::from_env(Arc::from("daemon"), None);
+    EngineConfig {
+        redact: recorder.as_ref().map(|r| r.redact).unwrap_or_default(),
+        payload_cap: recorder
+            .as_ref()
+            .map_or(crate::record::truncate::DEFAULT_CAP, |r| r.payload_cap),
+        idle_end: env_duration_secs("BIR_SESSION_IDLE_SECS", Duration::from_secs(1800)),
+        join_grace: Duration::from_secs(2),
+        fingerprint_window: Duration::from_secs(600),
+    }
+}
+
+fn env_duration_secs(name: &str, default: Duration) -> Duration {
+    match std::env::var(name).ok().map(|v| v.trim().parse::<u64>()) {
+        Some(Ok(n)) => Duration::from_secs(n),
+        Some(Err(_)) => {
+            log::warn!("{name} is not a number of seconds; using {default:?}");
+            default
+        }
+        None => default,
+    }
+}
+
+fn env_duration_ms(name: &str, default: Duration) -> Duration {
+    match std::env::var(name).ok().map(|v| v.trim().parse::<u64>()) {
+        Some(Ok(n)) if n > 0 => Duration::from_millis(n),
+        Some(_) => {
+            log::warn!("{name} is not a positive number of milliseconds; using {default:?}");
+            default
+        }
+        None => default,
+    }
+}
+
+fn millis_since_epoch(at: SystemTime) -> u64 {
+    at.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// SIGTERM, SIGINT, SIGHUP: the signals that ask the daemon to stop.
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        set
+    }
+}
+
+/// Blocks the stop signals in the calling thread (and the threads it
+/// starts later): only the watcher takes them, with `sigwait`, so no
+/// asynchronous handler ever runs.
+fn block_stop_signals() {
+    let set = stop_signals();
+    // SAFETY: `set` is a valid, initialised signal set.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        log::warn!("cannot block signals (error {rc}); a signal stops the daemon abruptly");
+    }
+}
+
+/// SIGTERM, SIGINT or SIGHUP: stop cleanly (runs finished, journals synced).
+fn spawn_signal_watcher(daemon: Arc<Daemon>) {
+    let spawned = std::thread::Builder::new()
+        .name("bir-daemon-signals".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            let set = stop_signals();
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `set` is initialised; `sig` is a valid out pointer.
+            while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+            log::info!("signal received: stopping");
+            daemon.stop.store(true, Ordering::Release);
+        });
+    if let Err(err) = spawned {
+        log::warn!("cannot start the signal thread: {err}");
+    }
+}
+
+fn tick_loop(daemon: &Daemon, idle: Duration) {
+    let mut ticks: u64 = 0;
+    while !daemon.stop.load(Ordering::Acquire) {
+        std::thread::sleep(TICK);
+        ticks += 1;
+        if ticks.is_multiple_of(4) && !still_published(daemon) {
+            log::warn!(
+                "the discovery file no longer names this daemon (BIR_HOME removed?): exiting"
+            );
+            daemon.stop.store(true, Ordering::Release);
+        }
+        let sessions = {
+            let mut core = daemon.core();
+            core.tick(SystemTime::now());
+            core.engine.sessions().len()
+        };
+        if sessions == 0
+            && daemon.open_connections.load(Ordering::Acquire) == 0
+            && daemon.idle_for() >= idle
+        {
+            log::info!("idle for {idle:?} with no open session: exiting");
+            daemon.stop.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Whether `control/daemon.json` still names us. When it does not, no
+/// client can find this daemon any more — `$BIR_HOME` was deleted (a test's
+/// temporary home, say), or `control/` with its lock, letting another
+/// daemon start — so staying up would only record beside the real one.
+fn still_published(daemon: &Daemon) -> bool {
+    matches!(discovery::read(&daemon.home), Ok(Some(d)) if d.pid == daemon.pid)
+}
+
+/// Accepts until asked to stop, polling so a stop is noticed within
+/// [`TICK`] even when no one connects.
+fn accept_loop(daemon: &Arc<Daemon>, listener: &TcpListener) {
+    while !daemon.stop.load(Ordering::Acquire) {
+        let mut fds = libc::pollfd {
+            fd: listener.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut fds, 1, TICK.as_millis() as libc::c_int) };
+        if ready <= 0 {
+            continue;
+        }
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => admit(daemon, stream),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    log::warn!("accept: {e}");
+                    std::thread::sleep(Duration::from_millis(50));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Serves `stream` on its own thread, or refuses it at once when
+/// [`MAX_CONNECTIONS`] are open.
+fn admit(daemon: &Arc<Daemon>, mut stream: TcpStream) {
+    let accepted = Instant::now();
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_nodelay(true);
+    let open = daemon.open_connections.fetch_add(1, Ordering::AcqRel);
+    if open >= MAX_CONNECTIONS {
+        daemon.open_connections.fetch_sub(1, Ordering::AcqRel);
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(50)));
+        let _ = http::respond(&mut stream, 503, b"");
+        return;
+    }
+    let worker = Arc::clone(daemon);
+    let spawned = std::thread::Builder::new()
+        .stack_size(CONNECTION_STACK)
+        .spawn(move || {
+            serve(&worker, stream, accepted);
+            worker.open_connections.fetch_sub(1, Ordering::AcqRel);
+        });
+    if let Err(err) = spawned {
+        daemon.open_connections.fetch_sub(1, Ordering::AcqRel);
+        log::warn!("cannot start a connection thread: {err}");
+    }
+}
+
+fn serve(daemon: &Daemon, mut stream: TcpStream, accepted: Instant) {
+    let guard = Guard {
+        port: daemon.port,
+        token: &daemon.token,
+    };
+    let (status, body) = match http::read_request(&mut stream, &daemon.limits, &guard, accepted) {
+        Err(Refused(status)) => (status, Vec::new()),
+        Ok(request) => {
+            daemon.touch();
+            let routed =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| route(daemon, request)));
+            routed.unwrap_or_else(|_| {
+                log::error!("a request failed with an internal error");
+                (500, Vec::new())
+            })
+        }
+    };
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let _ = http::respond(&mut stream, status, &body);
+    if status != 200 {
+        linger(&mut stream);
+    }
+}
+
+/// After a refusal the client may still be sending (a body we would not
+/// read): read a little and close, so the kernel does not answer its
+/// bytes with a reset that could eat our response.
+fn linger(stream: &mut TcpStream) {
+    use std::io::Read;
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut sink = [0u8; 16 * 1024];
+    let mut total = 0;
+    let until = Instant::now() + Duration::from_millis(500);
+    while total < 2 * 1024 * 1024 && Instant::now() < until {
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => total += n,
+        }
+    }
+}
+
+/// Answers an accepted request: `(status, body)`.
+fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
+    let now = SystemTime::now();
+    match (request.method, request.path.as_str()) {
+        (Method::Get, "/health") => json(&daemon.health()),
+        (Method::Get, "/sessions") => {
+            let sessions = daemon.core().engine.sessions();
+            json(&SessionsAnswer {
+                daemon: daemon.health(),
+                sessions: sessions.iter().map(SessionView::from).collect(),
+            })
+        }
+        (Method::Post, "/shutdown") => {
+            log::info!("asked to stop");
+            daemon.stop.store(true, Ordering::Release);
+            (200, b"{}".to_vec())
+        }
+        (Method::Post, path) if path.starts_with("/hook/") => {
+            let event = &path["/hook/".len()..];
+            if event.is_empty() {
+                return (404, Vec::new());
+            }
+            let Ok(payload) = serde_json::from_slice(&request.body) else {
+                return (400, Vec::new());
+            };
+            let input = Input::Hook {
+                event: event.to_owned(),
+                payload,
+            };
+            daemon.core().handle(input, now);
+            // The hook's stdout: nothing to say (the engine decides nothing
+            // for the host).
+            (200, Vec::new())
+        }
+        (Method::Post, "/proxy/register") => {
+            proxy_input(&request.body, daemon, now, |r: wire::ProxyRegister| {
+                Input::ProxyRegistered(r)
+            })
+        }
+        (Method::Post, "/proxy/records") => {
+            proxy_input(&request.body, daemon, now, |r: wire::ProxyRecords| {
+                Input::ProxyRecords(r)
+            })
+        }
+        (Method::Post, "/proxy/unregister") => {
+            proxy_input(&request.body, daemon, now, |r: wire::ProxyUnregister| {
+                Input::ProxyGone {
+                    proxy_id: r.proxy_id,
+                }
+            })
+        }
+        _ => (404, Vec::new()),
+    }
+}
+
+fn proxy_input<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    daemon: &Daemon,
+    now: SystemTime,
+    into: impl FnOnce(T) -> Input,
+) -> (u16, Vec<u8>) {
+    match serde_json::from_slice::<T>(body) {
+        Ok(parsed) => {
+            daemon.core().handle(into(parsed), now);
+            (200, b"{}".to_vec())
+        }
+        Err(err) => {
+            log::debug!("a proxy request did not parse: {err}");
+            (400, Vec::new())
+        }
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> (u16, Vec<u8>) {
+    match serde_json::to_vec(value) {
+        Ok(body) => (200, body),
+        Err(_) => (500, Vec::new()),
+    }
+}
+
+/// `$BIR_HOME/logs/daemon.log`, where the daemon's stderr goes.
+pub(crate) fn log_path(home: &Path) -> PathBuf {
+    home.join("logs").join("daemon.log")
+}

@@ -1,0 +1,645 @@
+//! The recorder daemon, through the real binary: started on demand by a
+//! hook, one per `$BIR_HOME`, stale and tampered discovery files, the
+//! control server's abuse cases (RELIABILITY.md §4.6), `bir down`, idle
+//! exit, and `bir-hooks` staying silent whatever goes wrong.
+//!
+//! No assertion depends on timing: every wait polls with a generous
+//! deadline. Every test stops the daemons it started (see [`Running`]).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::support::{TempDir, alive, bir, command, wait_gone};
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn bir_home(t: &TempDir) -> PathBuf {
+    t.join("home/.baseinstrunner")
+}
+
+fn discovery_path(t: &TempDir) -> PathBuf {
+    bir_home(t).join("control/daemon.json")
+}
+
+/// A `bir-hooks` link to the binary under test.
+fn hooks_link(t: &TempDir) -> PathBuf {
+    let link = t.join("bir-hooks");
+    if !link.exists() {
+        symlink(bir(), &link).expect("symlink bir-hooks");
+    }
+    link
+}
+
+/// Runs `bir-hooks <event>` the way Claude Code does (`sh -c`), payload on
+/// stdin.
+fn hook(t: &TempDir, event: &str, payload: &str, env: &[(&str, &str)]) -> Output {
+    let mut cmd = command("sh", t);
+    cmd.arg("-c")
+        .arg(format!("'{}' {event}", hooks_link(t).display()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn hook");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(payload.as_bytes());
+    }
+    child.wait_with_output().expect("hook output")
+}
+
+fn payload(event: &str) -> String {
+    serde_json::json!({
+        "session_id": "it-session",
+        "transcript_path": "/nonexistent/transcript.jsonl",
+        "cwd": "/tmp",
+        "hook_event_name": event,
+        "tool_name": "Bash",
+        "tool_input": {"command": "true"},
+        "tool_use_id": "toolu_1"
+    })
+    .to_string()
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+struct Disco {
+    url: String,
+    token: String,
+    pid: u32,
+    version: String,
+}
+
+fn read_discovery(t: &TempDir) -> Option<Disco> {
+    let bytes = std::fs::read(discovery_path(t)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Waits for a discovery file that names a live daemon other than `not`.
+fn wait_for_daemon(t: &TempDir, not: Option<u32>) -> Disco {
+    let deadline = Instant::now() + LONG;
+    loop {
+        if let Some(d) = read_discovery(t)
+            && Some(d.pid) != not
+            && alive(d.pid as i32)
+        {
+            return d;
+        }
+        assert!(Instant::now() < deadline, "no live daemon published");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Stops the daemon of a temp home when the test ends, pass or fail.
+struct Running<'a>(&'a TempDir);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(d) = read_discovery(self.0) {
+            // SAFETY: kill(2) on a pid this test's daemon published.
+            unsafe {
+                libc::kill(d.pid as i32, libc::SIGTERM);
+            }
+            wait_gone(d.pid as i32, LONG);
+        }
+    }
+}
+
+fn start_by_hook(t: &TempDir, env: &[(&str, &str)]) -> Disco {
+    let out = hook(t, "SessionStart", &payload("SessionStart"), env);
+    assert!(out.status.success(), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    wait_for_daemon(t, None)
+}
+
+fn port_of(d: &Disco) -> u16 {
+    d.url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port in url")
+}
+
+/// Sends raw bytes, returns the status of the answer (0: none). Writes on
+/// a thread of its own, so an answer that comes before the whole request
+/// was taken is read, not lost.
+fn raw(port: u16, request: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(LONG)).expect("timeout");
+    let mut writer = s.try_clone().expect("clone");
+    let request = request.to_vec();
+    std::thread::spawn(move || {
+        let _ = writer.write_all(&request);
+    });
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+fn request(d: &Disco, method: &str, path: &str, extra: &str, body: &str) -> Vec<u8> {
+    let port = port_of(d);
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{body}",
+        d.token,
+        body.len()
+    )
+    .into_bytes()
+}
+
+#[test]
+fn a_hook_starts_the_daemon_which_answers_health_and_stops_on_bir_down() {
+    let t = TempDir::new("daemon-start");
+    let _running = Running(&t);
+    let d = start_by_hook(&t, &[]);
+    assert!(d.url.starts_with("http://127.0.0.1:"), "{d:?}");
+    assert_eq!(d.token.len(), 64, "256-bit hex token");
+    let meta = std::fs::metadata(discovery_path(&t)).expect("discovery");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let meta = std::fs::metadata(bir_home(&t).join("control")).expect("control");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+
+    let (status, text) = raw(port_of(&d), &request(&d, "GET", "/health", "", ""));
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(&format!("\"pid\":{}", d.pid)), "{text}");
+    assert!(text.contains(&d.version), "{text}");
+
+    // Further hooks use the same daemon.
+    let out = hook(&t, "PreToolUse", &payload("PreToolUse"), &[]);
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    assert_eq!(read_discovery(&t).map(|x| x.pid), Some(d.pid));
+
+    let status = command(bir(), &t).arg("status").output().expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!("Recorder daemon: running at {}", d.url)),
+        "{text}"
+    );
+    let doctor = command(bir(), &t).arg("doctor").output().expect("doctor");
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("recorder daemon: healthy"), "{text}");
+
+    let down = command(bir(), &t).arg("down").output().expect("down");
+    assert!(down.status.success(), "{down:?}");
+    assert!(wait_gone(d.pid as i32, LONG), "daemon still running");
+    assert!(!discovery_path(&t).exists(), "discovery file left behind");
+    let again = command(bir(), &t).arg("down").output().expect("down");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("not running"));
+    let doctor = command(bir(), &t).arg("doctor").output().expect("doctor");
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("recorder daemon: not running"), "{text}");
+}
+
+#[test]
+fn a_second_daemon_is_refused_and_names_the_live_one() {
+    let t = TempDir::new("daemon-second");
+    let _running = Running(&t);
+    let d = start_by_hook(&t, &[]);
+    let second = command(bir(), &t).arg("daemon").output().expect("second");
+    assert_eq!(second.status.code(), Some(1), "{second:?}");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains(&format!("pid {}", d.pid)), "{err}");
+    assert!(err.contains(&d.url), "{err}");
+    // The live daemon's discovery file is untouched.
+    assert_eq!(read_discovery(&t).map(|x| x.token), Some(d.token));
+}
+
+/// A port that refuses connections (bound, then closed).
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().expect("spawn");
+    let pid = child.id();
+    child.wait().expect("wait");
+    pid
+}
+
+fn plant(t: &TempDir, body: &str) {
+    let control = bir_home(t).join("control");
+    std::fs::create_dir_all(&control).expect("mkdir");
+    std::fs::set_permissions(bir_home(t), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::set_permissions(&control, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::write(discovery_path(t), body).expect("write");
+    std::fs::set_permissions(discovery_path(t), std::fs::Permissions::from_mode(0o600))
+        .expect("chmod");
+}
+
+#[test]
+fn stale_discovery_files_are_replaced() {
+    let cases = [
+        (
+            "dead-pid",
+            serde_json::json!({"url": format!("http://127.0.0.1:{}", closed_port()), "token": "0".repeat(64),
+                "pid": dead_pid(), "version": "0.1.0+whatever", "startedAt": 1})
+            .to_string(),
+        ),
+        ("garbage", "this is not json {".to_owned()),
+        (
+            // A live pid (this test process) that runs another version.
+            "other-version",
+            serde_json::json!({"url": format!("http://127.0.0.1:{}", closed_port()), "token": "0".repeat(64),
+                "pid": std::process::id(), "version": "0.0.1+old", "startedAt": 1})
+            .to_string(),
+        ),
+    ];
+    for (tag, body) in cases {
+        let t = TempDir::new(&format!("daemon-stale-{tag}"));
+        let _running = Running(&t);
+        plant(&t, &body);
+        let d = start_by_hook(&t, &[]);
+        assert_ne!(d.pid, std::process::id(), "{tag}");
+        assert_ne!(d.token, "0".repeat(64), "{tag}");
+        let (status, text) = raw(port_of(&d), &request(&d, "GET", "/health", "", ""));
+        assert_eq!(status, 200, "{tag}: {text}");
+    }
+}
+
+/// A listener standing in for whatever a tampered discovery file points
+/// at: it must never be sent anything.
+struct Trap {
+    listener: TcpListener,
+}
+
+impl Trap {
+    fn new() -> Trap {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        Trap { listener }
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "http://127.0.0.1:{}",
+            self.listener.local_addr().expect("addr").port()
+        )
+    }
+
+    fn was_contacted(&self) -> bool {
+        self.listener.accept().is_ok()
+    }
+}
+
+#[test]
+fn a_symlinked_or_loose_discovery_file_is_refused_not_followed() {
+    // Symlink: the target names a live pid (ours) and this build's version
+    // would not even be needed — the link itself is refused.
+    let t = TempDir::new("daemon-symlink");
+    let _running = Running(&t);
+    let trap = Trap::new();
+    let elsewhere = t.join("elsewhere.json");
+    let planted = serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
+        "pid": std::process::id(), "version": version_of_build(), "startedAt": 1})
+    .to_string();
+    plant(&t, "{}");
+    std::fs::remove_file(discovery_path(&t)).expect("rm");
+    std::fs::write(&elsewhere, &planted).expect("write");
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    symlink(&elsewhere, discovery_path(&t)).expect("symlink");
+    let status = command(bir(), &t).arg("status").output().expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("symlink"), "{text}");
+    let d = start_by_hook(&t, &[]);
+    assert!(!trap.was_contacted(), "the symlink's target was trusted");
+    assert_ne!(d.url, trap.url());
+    assert_eq!(
+        std::fs::read_to_string(&elsewhere).expect("target"),
+        planted,
+        "the symlink's target was written through"
+    );
+    assert!(
+        !std::fs::symlink_metadata(discovery_path(&t))
+            .expect("meta")
+            .file_type()
+            .is_symlink()
+    );
+
+    // Mode 0644: refused, reported, replaced.
+    let t = TempDir::new("daemon-loose");
+    let _running2 = Running(&t);
+    let trap = Trap::new();
+    plant(
+        &t,
+        &serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
+            "pid": std::process::id(), "version": version_of_build(), "startedAt": 1})
+        .to_string(),
+    );
+    std::fs::set_permissions(discovery_path(&t), std::fs::Permissions::from_mode(0o644))
+        .expect("chmod");
+    let doctor = command(bir(), &t).arg("doctor").output().expect("doctor");
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(text.contains("refused") && text.contains("mode"), "{text}");
+    let d = start_by_hook(&t, &[]);
+    assert!(!trap.was_contacted(), "a 0644 discovery file was trusted");
+    assert_ne!(d.url, trap.url());
+
+    // A control directory open to others (0755): refused by readers,
+    // tightened by the daemon that owns it.
+    let t = TempDir::new("daemon-loose-dir");
+    let _running3 = Running(&t);
+    let trap = Trap::new();
+    plant(
+        &t,
+        &serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
+            "pid": std::process::id(), "version": version_of_build(), "startedAt": 1})
+        .to_string(),
+    );
+    let control = bir_home(&t).join("control");
+    std::fs::set_permissions(&control, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let status = command(bir(), &t).arg("status").output().expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(text.contains("refused") && text.contains("0700"), "{text}");
+    let d = start_by_hook(&t, &[]);
+    assert!(
+        !trap.was_contacted(),
+        "a discovery file in a 0755 directory was trusted"
+    );
+    assert_ne!(d.url, trap.url());
+    let mode = std::fs::metadata(&control)
+        .expect("meta")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
+
+/// This build's daemon version, as a daemon publishes it.
+fn version_of_build() -> String {
+    let t = TempDir::new("daemon-version");
+    let _running = Running(&t);
+    start_by_hook(&t, &[]).version
+}
+
+#[test]
+fn the_control_server_refuses_abuse() {
+    let t = TempDir::new("daemon-abuse");
+    let _running = Running(&t);
+    let d = start_by_hook(&t, &[("BIR_DAEMON_REQUEST_MS", "2000")]);
+    let port = port_of(&d);
+    let ok = request(&d, "GET", "/health", "", "");
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("utf8");
+
+    // F1: missing token, wrong token of the same length with a shared
+    // prefix, token in the query string or a cookie.
+    let no_auth = text(ok.clone()).replace(&format!("Authorization: Bearer {}\r\n", d.token), "");
+    assert_eq!(raw(port, no_auth.as_bytes()).0, 401);
+    let mut wrong = d.token.clone();
+    wrong.replace_range(60.., "0000");
+    if wrong == d.token {
+        wrong.replace_range(60.., "1111");
+    }
+    assert_eq!(
+        raw(port, text(ok.clone()).replace(&d.token, &wrong).as_bytes()).0,
+        401
+    );
+    let query = no_auth.replace("/health", &format!("/health?token={}", d.token));
+    assert_eq!(raw(port, query.as_bytes()).0, 401);
+    let cookie = no_auth.replace(
+        "\r\n\r\n",
+        &format!("\r\nCookie: token={}\r\n\r\n", d.token),
+    );
+    assert_eq!(raw(port, cookie.as_bytes()).0, 401);
+
+    // F2: wrong Host, other port, none (HTTP/1.0), rebinding-style names.
+    for host in [
+        "attacker.example:PORT".to_owned(),
+        "localhost:1".to_owned(),
+        "127.0.0.1.nip.io:PORT".to_owned(),
+    ] {
+        let host = host.replace("PORT", &port.to_string());
+        let req = text(ok.clone()).replace(&format!("127.0.0.1:{port}"), &host);
+        assert_eq!(raw(port, req.as_bytes()).0, 403, "{host}");
+    }
+    let no_host = text(ok.clone())
+        .replace(&format!("Host: 127.0.0.1:{port}\r\n"), "")
+        .replace("HTTP/1.1", "HTTP/1.0");
+    assert_eq!(raw(port, no_host.as_bytes()).0, 403);
+
+    // F3: any Origin, OPTIONS, a text/plain POST.
+    for origin in ["https://evil.example", "null", &d.url] {
+        let (status, answer) = raw(
+            port,
+            &request(&d, "GET", "/health", &format!("Origin: {origin}\r\n"), ""),
+        );
+        assert_eq!(status, 403, "{origin}");
+        assert!(!answer.to_ascii_lowercase().contains("access-control"));
+    }
+    assert_eq!(raw(port, &request(&d, "OPTIONS", "/health", "", "")).0, 405);
+    let plain =
+        text(request(&d, "POST", "/hook/Stop", "", "{}")).replace("application/json", "text/plain");
+    assert_eq!(raw(port, plain.as_bytes()).0, 415);
+
+    // F4: a 100 MB Content-Length, a 1 MB header block, 10,000 headers.
+    let huge = text(request(&d, "POST", "/hook/Stop", "", ""))
+        .replace("Content-Length: 0", "Content-Length: 100000000");
+    assert_eq!(raw(port, huge.as_bytes()).0, 413);
+    let big_header = format!("X-Big: {}\r\n", "a".repeat(1024 * 1024));
+    assert_eq!(
+        raw(port, &request(&d, "GET", "/health", &big_header, "")).0,
+        431
+    );
+    let many: String = (0..10_000).map(|i| format!("X-{i}: v\r\n")).collect();
+    assert_eq!(raw(port, &request(&d, "GET", "/health", &many, "")).0, 431);
+
+    // F6: smuggling shapes.
+    let both = text(request(
+        &d,
+        "POST",
+        "/hook/Stop",
+        "Transfer-Encoding: chunked\r\n",
+        "{}",
+    ));
+    assert_eq!(raw(port, both.as_bytes()).0, 400);
+
+    // F5: a client dribbling its headers is cut at the total deadline,
+    // while a well-behaved client is served meanwhile.
+    let mut slow = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    slow.write_all(b"GET /health HTTP/1.1\r\n").expect("write");
+    let dribbler = std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut i = 0;
+        while start.elapsed() < LONG {
+            if slow.write_all(format!("X-{i}: y\r\n").as_bytes()).is_err() {
+                break;
+            }
+            i += 1;
+            std::thread::sleep(Duration::from_millis(200));
+            slow.set_nonblocking(true).expect("nb");
+            let mut buf = [0u8; 512];
+            match slow.read(&mut buf) {
+                Ok(n) if n > 0 => return String::from_utf8_lossy(&buf[..n]).into_owned(),
+                Ok(_) => return String::new(),
+                Err(_) => {}
+            }
+            slow.set_nonblocking(false).expect("b");
+        }
+        String::from("never cut")
+    });
+    let (status, _) = raw(port, &ok);
+    assert_eq!(status, 200, "a good client was blocked by a slow one");
+    let cut = dribbler.join().expect("dribbler");
+    assert!(cut.starts_with("HTTP/1.1 408"), "slow client: {cut:?}");
+
+    // Still healthy after all that.
+    assert_eq!(raw(port, &ok).0, 200);
+}
+
+#[test]
+fn hooks_stay_silent_and_succeed_whatever_happens() {
+    // BIR_HOME cannot be created (a path under a regular file).
+    let t = TempDir::new("daemon-unwritable");
+    std::fs::write(t.join("file"), b"x").expect("write");
+    let home = t.join("file/home");
+    let home = home.to_string_lossy();
+    for event in ["PreToolUse", "UserPromptSubmit", "SessionEnd"] {
+        let out = hook(&t, event, &payload(event), &[("BIR_HOME", &home)]);
+        assert_eq!(out.status.code(), Some(0), "{event}: {out:?}");
+        assert!(out.stdout.is_empty(), "{event}: {out:?}");
+        assert!(out.stderr.is_empty(), "{event}: {out:?}");
+    }
+
+    // An unknown event, no event, garbage input: forwarded or dropped,
+    // never an error.
+    let t = TempDir::new("daemon-unknown");
+    let _running = Running(&t);
+    for (event, body) in [
+        ("BogusEvent", payload("BogusEvent")),
+        ("", payload("Stop")),
+        ("Stop", "not json at all".to_owned()),
+        ("'../shutdown'", payload("Stop")),
+    ] {
+        let out = hook(&t, event, &body, &[]);
+        assert_eq!(out.status.code(), Some(0), "{event}: {out:?}");
+        assert!(out.stdout.is_empty(), "{event}: {out:?}");
+    }
+    // The path-traversal-looking event did not stop the daemon.
+    let d = wait_for_daemon(&t, None);
+    assert_eq!(
+        raw(port_of(&d), &request(&d, "GET", "/health", "", "")).0,
+        200
+    );
+}
+
+#[test]
+fn the_daemon_exits_when_idle() {
+    let t = TempDir::new("daemon-idle");
+    let _running = Running(&t);
+    // A payload without a session: nothing keeps the daemon busy.
+    let env = [
+        ("BIR_DAEMON_IDLE_SECS", "1"),
+        ("BIR_SESSION_IDLE_SECS", "1"),
+    ];
+    let out = hook(&t, "Notification", "{}", &env);
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let d = wait_for_daemon(&t, None);
+    assert!(wait_gone(d.pid as i32, LONG), "idle daemon did not exit");
+    let deadline = Instant::now() + LONG;
+    while discovery_path(&t).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!discovery_path(&t).exists(), "discovery file left behind");
+    // And the next hook starts a new one.
+    let d2 = start_by_hook(&t, &[]);
+    assert_ne!(d2.pid, d.pid);
+}
+
+/// A captured Claude Code session (`tests/fixtures/bound/mcp-echo-hooks`,
+/// one MCP echo call) replayed hook by hook through `bir-hooks`: the daemon
+/// records it as one bound run that `bir runs export` reads, with the
+/// prompt, the tool step and the end. (Its MCP messages need a bound proxy,
+/// which this test does not start: the hook's view of the call is what is
+/// recorded.)
+#[test]
+fn a_captured_session_through_bir_hooks_becomes_one_bound_run() {
+    let t = TempDir::new("daemon-e2e");
+    let _running = Running(&t);
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/bound/mcp-echo-hooks.jsonl");
+    let text = std::fs::read_to_string(&fixture).expect("fixture");
+    let mut prompt = None;
+    let mut tool_use_ids = Vec::new();
+    for line in text.lines() {
+        let row: serde_json::Value = serde_json::from_str(line).expect("row");
+        if row["source"] != "hook" {
+            continue;
+        }
+        let event = row["event"].as_str().expect("event");
+        let payload = &row["payload"];
+        if event == "UserPromptSubmit" {
+            prompt = payload["prompt"].as_str().map(str::to_owned);
+        }
+        if event == "PreToolUse" {
+            tool_use_ids.push(payload["tool_use_id"].as_str().expect("id").to_owned());
+        }
+        let out = hook(&t, event, &payload.to_string(), &[]);
+        assert_eq!(out.status.code(), Some(0), "{event}: {out:?}");
+        assert!(out.stdout.is_empty(), "{event}: {out:?}");
+    }
+    let prompt = prompt.expect("the fixture has a prompt");
+    assert!(!tool_use_ids.is_empty(), "the fixture has a tool call");
+
+    // SessionEnd finishes the run; its journal is then complete.
+    let deadline = Instant::now() + LONG;
+    let export = loop {
+        let out = command(bir(), &t)
+            .args(["runs", "export", "latest"])
+            .output()
+            .expect("export");
+        if out.status.success() {
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+            if !doc["finish"].is_null() {
+                break doc;
+            }
+        }
+        assert!(Instant::now() < deadline, "no finished run: {out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let listed = command(bir(), &t)
+        .args(["runs", "--json"])
+        .output()
+        .expect("list");
+    let runs = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(runs.lines().count(), 1, "exactly one run: {runs}");
+    let steps = export["steps"].as_array().expect("steps");
+    for id in &tool_use_ids {
+        let of_call: Vec<&str> = steps
+            .iter()
+            .filter(|s| s["toolUseId"] == id.as_str())
+            .filter_map(|s| s["type"].as_str())
+            .collect();
+        assert_eq!(
+            of_call,
+            ["tool_selected", "tool_response"],
+            "{id}: {steps:?}"
+        );
+    }
+    assert_eq!(export["finish"]["reason"], "session_end", "{export}");
+    let all = export.to_string();
+    assert!(all.contains("\"bound\""), "tier bound: {all}");
+    assert!(
+        all.contains(&serde_json::to_string(&prompt).expect("json")),
+        "the prompt: {all}"
+    );
+    for id in &tool_use_ids {
+        assert!(all.contains(id.as_str()), "step {id}: {all}");
+    }
+}
+
+#[test]
+fn the_daemon_exits_when_its_home_is_removed() {
+    let t = TempDir::new("daemon-home-gone");
+    let _running = Running(&t);
+    let d = start_by_hook(&t, &[]);
+    std::fs::remove_dir_all(bir_home(&t)).expect("rm home");
+    assert!(wait_gone(d.pid as i32, LONG), "daemon outlived its home");
+}
