@@ -286,6 +286,14 @@ impl Trap {
         )
     }
 
+    /// A discovery file that would pass every check but the file's own
+    /// (a live pid of ours, this build's version) and leads to the trap.
+    fn discovery(&self) -> String {
+        serde_json::json!({"url": self.url(), "token": "f".repeat(64),
+            "pid": std::process::id(), "version": version_of_build(), "startedAt": 1})
+        .to_string()
+    }
+
     fn was_contacted(&self) -> bool {
         self.listener.accept().is_ok()
     }
@@ -299,9 +307,7 @@ fn a_symlinked_or_loose_discovery_file_is_refused_not_followed() {
     let _running = Running(&t);
     let trap = Trap::new();
     let elsewhere = t.join("elsewhere.json");
-    let planted = serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
-        "pid": std::process::id(), "version": version_of_build(), "startedAt": 1})
-    .to_string();
+    let planted = trap.discovery();
     plant(&t, "{}");
     std::fs::remove_file(discovery_path(&t)).expect("rm");
     std::fs::write(&elsewhere, &planted).expect("write");
@@ -329,12 +335,7 @@ fn a_symlinked_or_loose_discovery_file_is_refused_not_followed() {
     let t = TempDir::new("daemon-loose");
     let _running2 = Running(&t);
     let trap = Trap::new();
-    plant(
-        &t,
-        &serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
-            "pid": std::process::id(), "version": version_of_build(), "startedAt": 1})
-        .to_string(),
-    );
+    plant(&t, &trap.discovery());
     std::fs::set_permissions(discovery_path(&t), std::fs::Permissions::from_mode(0o644))
         .expect("chmod");
     let doctor = command(bir(), &t).arg("doctor").output().expect("doctor");
@@ -349,12 +350,7 @@ fn a_symlinked_or_loose_discovery_file_is_refused_not_followed() {
     let t = TempDir::new("daemon-loose-dir");
     let _running3 = Running(&t);
     let trap = Trap::new();
-    plant(
-        &t,
-        &serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
-            "pid": std::process::id(), "version": version_of_build(), "startedAt": 1})
-        .to_string(),
-    );
+    plant(&t, &trap.discovery());
     let control = bir_home(&t).join("control");
     std::fs::set_permissions(&control, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let status = command(bir(), &t).arg("status").output().expect("status");
