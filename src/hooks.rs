@@ -28,8 +28,10 @@ use crate::error::ExitStatus;
 /// The most of a hook payload we forward (the daemon's `/hook` body cap).
 const MAX_PAYLOAD: usize = crate::daemon::MAX_HOOK_PAYLOAD;
 
-/// How long a post to a daemon that is already running may take.
-const POST_DEADLINE: Duration = Duration::from_millis(1000);
+/// How long a post to a daemon that is already running may take: a hook
+/// is paid on every tool call, so a daemon slower than this loses the event
+/// rather than the user waiting.
+const POST_DEADLINE: Duration = Duration::from_millis(500);
 /// How long to wait for a daemon we start.
 const START_BUDGET: Duration = Duration::from_millis(400);
 /// `SessionEnd` hooks share 1.5 s in Claude Code: everything must fit.

@@ -350,6 +350,9 @@ fn retire_other_build(home: &Path, budget: Duration) {
 /// Starts `bir daemon` detached: its own session (no terminal, no signal
 /// from the hook's process group), working directory `/`, stdin from
 /// /dev/null, stdout and stderr appended to `$BIR_HOME/logs/daemon.log`.
+/// The environment is inherited on purpose, not scrubbed: the redactor's
+/// known-value layer learns the session's secret values (API keys) from it,
+/// and the recording service's settings (`BIR_SERVICE_URL`, …) come from it.
 fn spawn(home: &Path) -> io::Result<()> {
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
