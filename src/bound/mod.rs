@@ -18,15 +18,38 @@
 //! Invariants:
 //! * One `stepIndex` counter and one `seq` counter per run, both allocated
 //!   here, so a run's order is the order the engine decided, whoever
-//!   reported first.
+//!   reported first. `stepIndex` is given when a step's first view says it
+//!   happened; a step that then waits for its other view keeps it, so a
+//!   joined step may be written (`seq`) after a later one: read a run in
+//!   `stepIndex` order (see `session.rs`).
 //! * Every string that leaves the engine in a [`Record`] has been through
-//!   the redactor. Hook payloads arrive raw (from the host, on loopback);
-//!   proxy records arrive already redacted by the proxy's recorder.
+//!   the redactor (the join's ids — session, tool use and agent ids — are
+//!   kept as sent, as the standalone recorder keeps them). Hook payloads
+//!   arrive raw (from the host, on loopback); proxy records arrive already
+//!   redacted by the proxy's recorder.
 //! * The engine never waits: a view that is still missing (the proxy's
 //!   answer after the hook's, or the other way round) is held for a grace
-//!   period and released by [`Engine::tick`].
+//!   period and released by [`Engine::tick`] ([`Engine::next_deadline`]
+//!   says when). Choose `join_grace` at least as long as a proxy may
+//!   buffer its reports while it looks for the daemon (10 s).
+//! * A run ends at `SessionEnd` (once nothing waits any more, at most
+//!   `join_grace` later), after `idle_end` without any input, or at
+//!   [`Engine::shutdown`] — never at `Stop`: Claude Code's Agent tool is
+//!   asynchronous and its result starts another turn of the same session.
 
+mod engine;
+mod hook;
+mod join;
+mod session;
+mod transcript;
 pub(crate) mod wire;
+
+// Until the daemon (issue 11) uses it, only the tests do.
+#[allow(unused_imports)]
+pub(crate) use engine::Engine;
+
+#[cfg(test)]
+mod tests;
 
 use std::time::SystemTime;
 
@@ -66,7 +89,11 @@ pub(crate) enum Output {
     /// `run_finished` no record of that run follows.
     Record { run_id: String, record: Box<Record> },
     /// Read `path` from byte `offset` and answer with
-    /// [`Input::TranscriptRead`].
+    /// [`Input::TranscriptRead`] — always, with no bytes if the file cannot
+    /// be read (an unanswered read holds steps back until `join_grace`
+    /// runs out, then is asked again). The answer may stop anywhere, even
+    /// within a line (a cap of a few MiB a read is fine): the engine keeps
+    /// an unfinished line and asks again after a large answer.
     ReadTranscript {
         session_id: String,
         agent_id: Option<String>,
@@ -98,42 +125,4 @@ pub(crate) struct EngineConfig {
     pub join_grace: std::time::Duration,
     /// How far apart a fingerprint match may be.
     pub fingerprint_window: std::time::Duration,
-}
-
-/// All sessions the daemon is recording.
-///
-/// Placeholder until the join engine lands: it accepts every input and
-/// records nothing, so the daemon and the proxies can be built against the
-/// final interface.
-pub(crate) struct Engine {
-    #[allow(dead_code)]
-    cfg: EngineConfig,
-}
-
-impl Engine {
-    pub(crate) fn new(cfg: EngineConfig) -> Engine {
-        Engine { cfg }
-    }
-
-    /// Takes one input that arrived at `now`.
-    pub(crate) fn handle(&mut self, input: Input, now: SystemTime) -> Vec<Output> {
-        let _ = (input, now);
-        Vec::new()
-    }
-
-    /// Releases what waited long enough (join grace, idle sessions).
-    pub(crate) fn tick(&mut self, now: SystemTime) -> Vec<Output> {
-        let _ = now;
-        Vec::new()
-    }
-
-    /// Finishes every open run (the daemon is going down).
-    pub(crate) fn shutdown(&mut self, now: SystemTime) -> Vec<Output> {
-        let _ = now;
-        Vec::new()
-    }
-
-    pub(crate) fn sessions(&self) -> Vec<SessionSummary> {
-        Vec::new()
-    }
 }

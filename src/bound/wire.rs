@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::model::{ServerSnapshot, Step};
+use crate::record::model::{HostInfo, ServerSnapshot, Step};
 
 /// `POST /proxy/register`: a proxy announces itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,6 +21,10 @@ pub(crate) struct ProxyRegister {
     pub pid: u32,
     pub cwd: String,
     pub bir_version: String,
+    /// The host as the proxy knows it (`initialize`'s `clientInfo`, or
+    /// `AI_AGENT` in its environment): hook payloads carry no version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostInfo>,
 }
 
 /// `POST /proxy/records`: what a bound proxy recorded since its last post.

@@ -6,9 +6,10 @@
 //! opened at the first recorded `tools/call` (so idle servers leave no empty
 //! runs), finished when the proxy exits.
 //!
-//! Every payload goes through one choke point, [`Recorder::prepare`]:
-//! parse a copy → stub binaries → redact → cap. Only its output reaches a
-//! record, so the journal and every other sink hold redacted data only. If
+//! Every payload goes through one choke point, [`Recorder::prepare`]
+//! ([`prepare`], shared with the bound tier): parse a copy → stub
+//! binaries → redact → cap. Only its output reaches a record, so the
+//! journal and every other sink hold redacted data only. If
 //! redaction fails (panics), the step is stored without bodies and marked
 //! `withheld: "redaction_failed"` — never raw.
 //!
@@ -19,6 +20,7 @@
 
 pub mod journal;
 pub mod model;
+pub(crate) mod prepare;
 pub mod store;
 pub mod truncate;
 pub mod writer;
@@ -38,12 +40,9 @@ use model::{
     HostInfo, Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics, ServerSnapshot,
     Step, StepType,
 };
+use prepare::Prepared;
 use store::Store;
 use writer::LocalWriter;
-
-/// A payload more than this many times the cap is stored as a marker
-/// without being parsed and redacted whole.
-const LARGE_FACTOR: usize = 4;
 
 /// How long a finishing run waits for its forwarders.
 const FORWARD_DEADLINE: Duration = Duration::from_millis(300);
@@ -237,6 +236,7 @@ impl Recorder {
             bir_version: env!("CARGO_PKG_VERSION").into(),
             lossy: false,
             model: None,
+            note: None,
         };
         self.run_id = Some(id.clone());
         self.emit(RunEvent::RunStarted(RunHeader {
@@ -264,88 +264,24 @@ impl Recorder {
     fn redactor(&mut self) -> &Redactor {
         let cfg = self.cfg.redact;
         let known = &self.cfg.known_secrets;
-        self.redactor.get_or_insert_with(|| {
-            let mut redactor = Redactor::new(cfg);
-            redactor.add_known_secrets(secret_env_values());
-            redactor.add_known_secrets(known.iter().cloned());
-            redactor
-        })
+        self.redactor
+            .get_or_insert_with(|| prepare::build_redactor(cfg, known))
     }
 
-    /// The one choke point: a raw JSON payload → what may be stored.
-    /// Returns the payload (if any may be stored), its digest before
-    /// capping, the number of redactions, and why it was withheld.
+    /// The one choke point ([`prepare::raw`]): a raw JSON payload → what
+    /// may be stored.
     fn prepare(&mut self, raw: Option<&str>) -> Prepared {
         let cap = self.cfg.payload_cap;
-        let Some(raw) = raw else {
-            return Prepared::default();
-        };
-        // Far over the cap, and no binary block that stubbing could shrink:
-        // only the size and a preview will be kept, so there is no point in
-        // parsing and redacting megabytes.
-        let large = LARGE_FACTOR * cap;
-        if raw.len() > large && !crate::observe::step::has_binary_block(raw.as_bytes()) {
-            return self.preview_only(raw, raw.len());
-        }
-        let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
-            return Prepared {
-                withheld: Some("unparseable"),
-                ..Prepared::default()
-            };
-        };
-        let stubbed = truncate::stub_binaries(&mut value);
-        if raw.len().saturating_sub(stubbed) > large {
-            return self.preview_only(raw, raw.len());
-        }
-        let redactor = self.redactor();
-        let redacted = catch_unwind(AssertUnwindSafe(|| {
-            let report = redactor.redact_value(&mut value);
-            (value, report.redactions)
-        }));
-        let Ok((value, redactions)) = redacted else {
-            log::error!("redaction failed; the step is stored without its payloads");
-            return Prepared {
-                withheld: Some("redaction_failed"),
-                ..Prepared::default()
-            };
-        };
-        let digest = crate::codec::sha256_hex(&model::canonical(&value));
-        let (value, _) = truncate::cap(value, cap);
-        Prepared {
-            value: Some(value),
-            digest: Some(digest),
-            redactions,
-            withheld: None,
-        }
+        prepare::raw(self.redactor(), raw, cap)
     }
 
     /// A result too large to parse: its size and a redacted preview.
     fn prepare_clipped(&mut self, clipped: &crate::observe::step::ClippedResult) -> Prepared {
-        self.preview_only(&clipped.head, clipped.original_bytes as usize)
-    }
-
-    /// The truncation marker for a payload of `size` bytes starting with
-    /// `text`: a token-safe preview of its start, redacted as a stored
-    /// string is (a start that is JSON, cut short, is closed and redacted
-    /// by key name and position too, not only as text).
-    fn preview_only(&mut self, text: &str, size: usize) -> Prepared {
-        let mut preview =
-            Value::String(truncate::token_safe_prefix(text, truncate::PREVIEW).to_owned());
-        let report = self.redactor().redact_value(&mut preview);
-        if let Value::String(redacted) = &mut preview {
-            // Redacted JSON is rendered again, and markers can lengthen it.
-            let cut = truncate::token_safe_prefix(redacted, truncate::PREVIEW).len();
-            redacted.truncate(cut);
-        }
-        Prepared {
-            value: Some(serde_json::json!({
-                "truncated": true,
-                "originalBytes": size,
-                "preview": preview,
-            })),
-            redactions: report.redactions,
-            ..Prepared::default()
-        }
+        prepare::preview_only(
+            self.redactor(),
+            &clipped.head,
+            clipped.original_bytes as usize,
+        )
     }
 
     fn record_call(&mut self, report: &StepReport) {
@@ -513,14 +449,6 @@ impl Recorder {
     }
 }
 
-#[derive(Default)]
-struct Prepared {
-    value: Option<Value>,
-    digest: Option<String>,
-    redactions: u32,
-    withheld: Option<&'static str>,
-}
-
 fn non_null(v: &Value) -> Option<Value> {
     (!v.is_null()).then(|| v.clone())
 }
@@ -530,17 +458,6 @@ fn client_info(v: &Value) -> Option<HostInfo> {
         app: v["name"].as_str()?.to_owned(),
         version: v["version"].as_str().unwrap_or("").to_owned(),
     })
-}
-
-/// Values of environment variables whose names say they are secrets
-/// (`GITHUB_TOKEN`, `ANTHROPIC_API_KEY`…): the redactor removes them
-/// wherever they appear, in any encoding it knows.
-fn secret_env_values() -> Vec<String> {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| crate::redact::is_secret_key(k, false))
-        .map(|(_, v)| v)
-        .collect()
 }
 
 impl Recorder {
@@ -624,6 +541,7 @@ impl Sink for Recorder {
             lossy: dropped > 0 || lost > 0,
             dropped: dropped + lost,
             reason: None,
+            model: None,
         };
         self.emit(RunEvent::RunFinished(finish));
         if let Some(writer) = self.writer.as_mut() {

@@ -83,6 +83,11 @@ pub struct RunMetadata {
     /// Bound runs only: the model the host session used, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Bound runs only: why the run is lossy from its start, when it is
+    /// (the recorder joined a session already under way, e.g. after a
+    /// daemon restart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -201,6 +206,41 @@ pub struct Step {
     pub permission: Option<Value>,
 }
 
+impl Step {
+    /// A fresh step (new id) with its place, type and start time; every
+    /// other field empty, for the caller to fill.
+    pub fn new(step_index: u64, step_type: StepType, started_at: String) -> Step {
+        Step {
+            id: new_step_id(),
+            step_index,
+            step_type,
+            qualified_name: String::new(),
+            server_name: String::new(),
+            tool_name: String::new(),
+            started_at,
+            input: None,
+            output: None,
+            error: None,
+            is_error: false,
+            duration_ms: None,
+            outcome: None,
+            request_id: None,
+            tool_use_id: None,
+            agent_id: None,
+            args_digest: None,
+            correlation: None,
+            withheld: None,
+            redactions: 0,
+            kind: None,
+            agent_type: None,
+            parent_tool_use_id: None,
+            context: None,
+            turn: None,
+            permission: None,
+        }
+    }
+}
+
 /// What kind of tool a bound run's step used.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -262,6 +302,11 @@ pub struct RunFinish {
     /// `daemon_shutdown`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Bound runs only: the model, when it was learned after the header
+    /// was written (from the transcript's first assistant message; the
+    /// hooks name it only after a compaction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

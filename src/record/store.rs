@@ -298,6 +298,7 @@ mod tests {
                 lossy: false,
                 dropped: 0,
                 reason: None,
+                model: None,
             }),
         };
         let json = serde_json::to_vec(&finished).expect("json");

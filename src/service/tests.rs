@@ -164,6 +164,7 @@ fn runs_snapshots_and_finishes_on_the_wire() {
         lossy: true,
         dropped: 2,
         reason: None,
+        model: None,
     };
     let req = request_for("run_a", &rec(9, RunEvent::RunFinished(finish))).expect("sent");
     assert_eq!(req.path, "/recordings/runs/run_a/finish");

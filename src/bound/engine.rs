@@ -1,0 +1,212 @@
+//! The engine: routes each input to its session, and keeps the sessions.
+//!
+//! A session is created by the first input that names it — a hook event, a
+//! proxy's registration or records (a proxy may start before the host's
+//! `SessionStart` fires). Its run opens when there is something to tell
+//! (the first prompt, step or session event), so a session that only
+//! started and ended leaves no run.
+//!
+//! After its run finished, a session id is remembered (for the longer of
+//! the fingerprint window and the idle end): late inputs for it (a proxy flushing at exit, a hook that lost
+//! the race with SessionEnd) are dropped instead of opening a new run. A
+//! `SessionStart` or `UserPromptSubmit` for it (`claude --resume`) starts a
+//! new run.
+//!
+//! A daemon restart mid-session: the new engine has never seen the
+//! session, and its first hook event is neither `SessionStart` nor a prompt.
+//! It starts a new run anyway, marked `lossy` from its header, with a
+//! `note` that says what is missing (see `Session::on_hook`).
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use super::hook::Hook;
+use super::session::{Cx, Session};
+use super::{EngineConfig, Input, Output, SessionSummary};
+use crate::redact::Redactor;
+
+/// All sessions the daemon is recording.
+pub(crate) struct Engine {
+    shared: Shared,
+    sessions: HashMap<String, Session>,
+    /// Sessions whose run finished, and when.
+    finished: HashMap<String, SystemTime>,
+    /// proxy_id → session_id.
+    proxies: HashMap<String, String>,
+}
+
+/// What every session's handlers read.
+struct Shared {
+    cfg: EngineConfig,
+    redactor: Redactor,
+}
+
+impl Shared {
+    fn cx<'a>(&'a self, now: SystemTime, out: &'a mut Vec<Output>) -> Cx<'a> {
+        Cx {
+            cfg: &self.cfg,
+            redactor: &self.redactor,
+            now,
+            out,
+        }
+    }
+}
+
+impl Engine {
+    pub(crate) fn new(cfg: EngineConfig) -> Engine {
+        let redactor = crate::record::prepare::build_redactor(cfg.redact, &[]);
+        Engine {
+            shared: Shared { cfg, redactor },
+            sessions: HashMap::new(),
+            finished: HashMap::new(),
+            proxies: HashMap::new(),
+        }
+    }
+
+    /// Takes one input that arrived at `now`.
+    pub(crate) fn handle(&mut self, input: Input, now: SystemTime) -> Vec<Output> {
+        let mut out = Vec::new();
+        let session_id = match &input {
+            Input::Hook { .. } => None,
+            Input::ProxyRegistered(reg) => Some(reg.session_id.clone()),
+            Input::ProxyRecords(recs) => Some(recs.session_id.clone()),
+            Input::ProxyGone { proxy_id } => self.proxies.get(proxy_id).cloned(),
+            Input::TranscriptRead { session_id, .. } => Some(session_id.clone()),
+        };
+        match input {
+            Input::Hook { event, payload } => {
+                let hook = Hook::new(event, payload);
+                let Some(id) = hook.session_id().map(str::to_owned) else {
+                    log::debug!("a {} hook without session_id; ignored", hook.name);
+                    return out;
+                };
+                let restarts = matches!(hook.name.as_str(), "SessionStart" | "UserPromptSubmit");
+                self.with_session(&id, now, restarts, &mut out, |s, cx| s.on_hook(cx, &hook));
+                self.reap(&id, now);
+                return out;
+            }
+            Input::ProxyRegistered(reg) => {
+                let live = self.with_session(&reg.session_id, now, false, &mut out, |s, cx| {
+                    s.on_register(cx, &reg)
+                });
+                if live {
+                    self.proxies
+                        .insert(reg.proxy_id.clone(), reg.session_id.clone());
+                }
+            }
+            Input::ProxyRecords(recs) => {
+                let id = recs.session_id.clone();
+                self.with_session(&id, now, false, &mut out, |s, cx| s.on_records(cx, recs));
+            }
+            Input::ProxyGone { proxy_id } => {
+                self.proxies.remove(&proxy_id);
+                let session = session_id.as_ref().and_then(|id| self.sessions.get_mut(id));
+                if let Some(session) = session {
+                    let mut cx = self.shared.cx(now, &mut out);
+                    session.on_proxy_gone(&mut cx, &proxy_id);
+                }
+            }
+            Input::TranscriptRead {
+                session_id,
+                agent_id,
+                offset,
+                bytes,
+            } => {
+                if let Some(session) = self.sessions.get_mut(&session_id) {
+                    let mut cx = self.shared.cx(now, &mut out);
+                    session.on_transcript(&mut cx, agent_id, offset, &bytes);
+                }
+            }
+        }
+        if let Some(id) = session_id {
+            self.reap(&id, now);
+        }
+        out
+    }
+
+    /// Runs `f` on the live session `id`, created if new. Nothing for a
+    /// session whose run finished, unless `restarts` (the input starts a
+    /// new run). Returns whether `f` ran.
+    fn with_session(
+        &mut self,
+        id: &str,
+        now: SystemTime,
+        restarts: bool,
+        out: &mut Vec<Output>,
+        f: impl FnOnce(&mut Session, &mut Cx),
+    ) -> bool {
+        if self.finished.contains_key(id) {
+            if !restarts {
+                log::debug!("an input for finished session {id}; ignored");
+                return false;
+            }
+            self.finished.remove(id);
+        }
+        let session = self
+            .sessions
+            .entry(id.to_owned())
+            .or_insert_with(|| Session::new(id, now));
+        let mut cx = self.shared.cx(now, out);
+        f(session, &mut cx);
+        true
+    }
+
+    /// Forgets a session whose run is over.
+    fn reap(&mut self, id: &str, now: SystemTime) {
+        if self.sessions.get(id).is_some_and(|s| s.finished)
+            && let Some(session) = self.sessions.remove(id)
+        {
+            self.proxies.retain(|_, sid| sid != id);
+            self.finished.insert(session.id, now);
+        }
+    }
+
+    /// Releases what waited long enough (join grace, idle sessions).
+    pub(crate) fn tick(&mut self, now: SystemTime) -> Vec<Output> {
+        let mut out = Vec::new();
+        let mut cx = self.shared.cx(now, &mut out);
+        for session in self.sessions.values_mut() {
+            session.tick(&mut cx);
+        }
+        let ids: Vec<String> = self.sessions.keys().cloned().collect();
+        for id in ids {
+            self.reap(&id, now);
+        }
+        let window = self
+            .shared
+            .cfg
+            .fingerprint_window
+            .max(self.shared.cfg.idle_end);
+        self.finished
+            .retain(|_, at| now.duration_since(*at).map_or(true, |age| age <= window));
+        out
+    }
+
+    /// Finishes every open run (the daemon is going down).
+    pub(crate) fn shutdown(&mut self, now: SystemTime) -> Vec<Output> {
+        let mut out = Vec::new();
+        let mut cx = self.shared.cx(now, &mut out);
+        for session in self.sessions.values_mut() {
+            session.finish(&mut cx, "daemon_shutdown");
+        }
+        self.sessions.clear();
+        self.proxies.clear();
+        out
+    }
+
+    /// When [`Engine::tick`] next has something to do (a join grace or an
+    /// ending session running out, a session going idle): the daemon may
+    /// sleep until then, or until the next input.
+    pub(crate) fn next_deadline(&self) -> Option<SystemTime> {
+        self.sessions
+            .values()
+            .map(|s| s.next_deadline(self.shared.cfg.idle_end))
+            .min()
+    }
+
+    pub(crate) fn sessions(&self) -> Vec<SessionSummary> {
+        let mut all: Vec<SessionSummary> = self.sessions.values().map(Session::summary).collect();
+        all.sort_by(|a, b| a.session_id.cmp(&b.session_id));
+        all
+    }
+}

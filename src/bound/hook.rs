@@ -1,0 +1,211 @@
+//! A typed view of a Claude Code hook payload that keeps everything.
+//!
+//! The payload stays the JSON the host sent; [`Hook`] only names the fields
+//! the engine reads (CLAUDE-CODE-OBSERVED.md §6). A field it does not know,
+//! or an event it has never heard of, is not an error: the rest of the
+//! payload is kept (redacted) in a session event.
+
+use serde_json::{Map, Value};
+
+use crate::record::model::StepKind;
+
+/// Fields every payload repeats (or that the session event has a field
+/// of its own for, `agent_id`); a session event leaves them out.
+const SESSION_WIDE: &[&str] = &[
+    "session_id",
+    "transcript_path",
+    "cwd",
+    "hook_event_name",
+    "prompt_id",
+    "agent_id",
+];
+
+/// One hook event: its name and its payload.
+#[derive(Debug)]
+pub(crate) struct Hook {
+    /// The payload's `hook_event_name`, else the route's name.
+    pub name: String,
+    pub payload: Value,
+}
+
+impl Hook {
+    pub(crate) fn new(route_event: String, payload: Value) -> Hook {
+        let name = payload["hook_event_name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .unwrap_or(route_event);
+        Hook { name, payload }
+    }
+
+    fn str(&self, key: &str) -> Option<&str> {
+        self.payload.get(key).and_then(Value::as_str)
+    }
+
+    pub(crate) fn session_id(&self) -> Option<&str> {
+        self.str("session_id").filter(|s| !s.is_empty())
+    }
+    pub(crate) fn cwd(&self) -> Option<&str> {
+        self.str("cwd")
+    }
+    pub(crate) fn transcript_path(&self) -> Option<&str> {
+        self.str("transcript_path").filter(|s| !s.is_empty())
+    }
+    /// Set on events fired inside a subagent.
+    pub(crate) fn agent_id(&self) -> Option<&str> {
+        self.str("agent_id").filter(|s| !s.is_empty())
+    }
+    pub(crate) fn agent_type(&self) -> Option<&str> {
+        self.str("agent_type")
+    }
+    pub(crate) fn tool_name(&self) -> Option<&str> {
+        self.str("tool_name")
+    }
+    pub(crate) fn tool_use_id(&self) -> Option<&str> {
+        self.str("tool_use_id").filter(|s| !s.is_empty())
+    }
+    pub(crate) fn tool_input(&self) -> Option<&Value> {
+        self.payload.get("tool_input")
+    }
+    pub(crate) fn prompt(&self) -> Option<&str> {
+        self.str("prompt")
+    }
+    pub(crate) fn model(&self) -> Option<&str> {
+        self.str("model").filter(|s| !s.is_empty())
+    }
+    pub(crate) fn source(&self) -> Option<&str> {
+        self.str("source")
+    }
+    pub(crate) fn last_assistant_message(&self) -> Option<&str> {
+        self.str("last_assistant_message")
+    }
+    pub(crate) fn agent_transcript_path(&self) -> Option<&str> {
+        self.str("agent_transcript_path").filter(|s| !s.is_empty())
+    }
+    /// `mcp_server.name` on tool events of MCP tools.
+    pub(crate) fn mcp_server(&self) -> Option<&str> {
+        self.payload["mcp_server"]["name"].as_str()
+    }
+    /// `duration_ms` of PostToolUse / PostToolUseFailure.
+    pub(crate) fn duration_ms(&self) -> Option<f64> {
+        self.payload.get("duration_ms").and_then(Value::as_f64)
+    }
+    /// PostToolBatch's `tool_calls[]`.
+    pub(crate) fn tool_calls(&self) -> &[Value] {
+        self.payload["tool_calls"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+    /// A MessageDisplay's text and the message it belongs to.
+    pub(crate) fn display_delta(&self) -> Option<(&str, &str)> {
+        Some((self.str("message_id").unwrap_or(""), self.str("delta")?))
+    }
+    /// Stop's subagents still running (the async Agent tool).
+    pub(crate) fn has_background_tasks(&self) -> bool {
+        self.payload["background_tasks"]
+            .as_array()
+            .is_some_and(|a| !a.is_empty())
+    }
+
+    /// The payload without the fields every event repeats: what a session
+    /// event keeps (before redaction).
+    pub(crate) fn event_data(&self) -> Option<Value> {
+        let Value::Object(map) = &self.payload else {
+            return Some(self.payload.clone()).filter(|v| !v.is_null());
+        };
+        let rest: Map<String, Value> = map
+            .iter()
+            .filter(|(k, _)| !SESSION_WIDE.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        (!rest.is_empty()).then_some(Value::Object(rest))
+    }
+}
+
+/// What a tool name says about the tool: its kind, server and own name.
+/// `mcp__<server>__<tool>` is an MCP tool (the payload's `mcp_server.name`
+/// tells where the server's name ends when it has `__` of its own);
+/// `Agent` (and the older `Task`) launch subagents; anything else is a
+/// host built-in.
+pub(crate) fn classify(qualified: &str, mcp_server: Option<&str>) -> (StepKind, String, String) {
+    if let Some(rest) = qualified.strip_prefix("mcp__") {
+        if let Some(tool) = mcp_server
+            .and_then(|server| rest.strip_prefix(server))
+            .and_then(|r| r.strip_prefix("__"))
+        {
+            let server = mcp_server.unwrap_or_default();
+            return (StepKind::Mcp, server.to_owned(), tool.to_owned());
+        }
+        let (server, tool) = rest.split_once("__").unwrap_or((rest, ""));
+        return (StepKind::Mcp, server.to_owned(), tool.to_owned());
+    }
+    let kind = match qualified {
+        "Agent" | "Task" => StepKind::Agent,
+        _ => StepKind::Builtin,
+    };
+    (kind, String::new(), qualified.to_owned())
+}
+
+/// `<task-notification>` prompts are the host's, not the user's: a
+/// background subagent's result arriving as a new turn.
+pub(crate) fn prompt_origin(prompt: &str) -> Option<&'static str> {
+    prompt
+        .trim_start()
+        .starts_with("<task-notification>")
+        .then_some("task_notification")
+}
+
+/// The `tool_use_id` a `<task-notification>` names (the Agent call whose
+/// result it carries).
+pub(crate) fn notified_tool_use_id(prompt: &str) -> Option<&str> {
+    let start = prompt.find("<tool-use-id>")? + "<tool-use-id>".len();
+    let len = prompt[start..].find("</tool-use-id>")?;
+    Some(prompt[start..start + len].trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn names_and_kinds() {
+        let h = Hook::new("Route".into(), json!({"hook_event_name": "PreToolUse"}));
+        assert_eq!(h.name, "PreToolUse");
+        let h = Hook::new("Route".into(), json!({"x": 1}));
+        assert_eq!(h.name, "Route");
+        assert_eq!(
+            classify("mcp__everything__echo", None),
+            (StepKind::Mcp, "everything".into(), "echo".into())
+        );
+        assert_eq!(
+            classify("mcp__my__srv__do_it", Some("my__srv")),
+            (StepKind::Mcp, "my__srv".into(), "do_it".into())
+        );
+        assert_eq!(classify("Agent", None).0, StepKind::Agent);
+        assert_eq!(
+            classify("Bash", None),
+            (StepKind::Builtin, "".into(), "Bash".into())
+        );
+        assert_eq!(
+            prompt_origin("<task-notification>\n<task-id>"),
+            Some("task_notification")
+        );
+        assert_eq!(prompt_origin("hello"), None);
+        assert_eq!(
+            notified_tool_use_id("<task-notification><tool-use-id>toolu_1</tool-use-id>"),
+            Some("toolu_1")
+        );
+    }
+
+    #[test]
+    fn event_data_leaves_out_session_wide_fields_and_keeps_unknown_ones() {
+        let h = Hook::new(
+            "X".into(),
+            json!({"session_id": "s", "cwd": "/p", "transcript_path": "/t", "hook_event_name": "X",
+                   "brand_new": {"a": 1}}),
+        );
+        assert_eq!(h.event_data(), Some(json!({"brand_new": {"a": 1}})));
+    }
+}

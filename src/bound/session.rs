@@ -1,0 +1,1353 @@
+//! One host session = one bound run: its counters, its calls in flight,
+//! the transcripts it follows, and the rules that turn hook events and
+//! proxy records into the run's records.
+//!
+//! Ordering: `stepIndex` is allocated when a step's first view says it
+//! happened — `tool_selected` at `PreToolUse` (or when the proxy's report
+//! arrives first), `tool_response` at `PostToolUse` (or the proxy's
+//! answer). A step that then waits for its other view keeps that index,
+//! so a run's `stepIndex` order is the true order even when the journal
+//! (`seq` order) holds a joined step after a later one. `seq` is the order
+//! records were emitted.
+//!
+//! Context: the model's words before a call are known at `PreToolUse` only
+//! from `MessageDisplay` events (main agent); the transcript, which also
+//! has thinking, is read asynchronously. So `tool_selected` is emitted at
+//! once with what is known then (never held for its context: that would
+//! delay and reorder the stream), and the `tool_response` carries the
+//! context from the transcript (text and thinking, preferred over the
+//! MessageDisplay text when both are known): a response waits (up to the
+//! join grace) for a transcript read that is under way when it completes.
+//!
+//! The end: `Stop` releases nothing (held steps keep their index, and the
+//! async Agent tool's result starts another turn). `SessionEnd` waits, at
+//! most the join grace, for reports of servers whose proxy is bound and for
+//! transcript reads under way, then finishes. Idleness counts from the
+//! last hook event or proxy input: a tool that runs longer than `idle_end`
+//! with nothing else happening ends the run (its call recorded as
+//! `session_ended`; its late PostToolUse is dropped).
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::SystemTime;
+
+use serde_json::{Value, json};
+
+use super::hook::{self, Hook};
+use super::join;
+use super::transcript::Transcript;
+use super::wire::ProxyItem;
+use super::{EngineConfig, Output, SessionSummary};
+use crate::record::model::{
+    self, HostInfo, Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics,
+    ServerSnapshot, SessionEvent, Step, StepKind, StepType, Turn,
+};
+use crate::record::prepare::{self, Prepared};
+use crate::redact::Redactor;
+use crate::time::rfc3339;
+
+/// Cap on a step's `context`.
+const CONTEXT_CAP: usize = 4 * 1024;
+/// A transcript read that returned this much is followed by another: the
+/// daemon may answer with less than the file holds.
+const READ_AGAIN: usize = 1024 * 1024;
+
+/// What a session's handlers need besides the session: the configuration,
+/// the redactor, the time, and where outputs go.
+pub(super) struct Cx<'a> {
+    pub cfg: &'a EngineConfig,
+    pub redactor: &'a Redactor,
+    pub now: SystemTime,
+    pub out: &'a mut Vec<Output>,
+}
+
+impl Cx<'_> {
+    fn value(&self, v: Value) -> Prepared {
+        prepare::value(self.redactor, v, self.cfg.payload_cap)
+    }
+    fn text(&self, s: &str, cap: usize) -> String {
+        prepare::text(self.redactor, s, cap).0
+    }
+    /// A name or path from a hook payload (an event or tool name, a cwd,
+    /// an agent type), redacted like any other text. Ids the join uses
+    /// (`session_id`, `tool_use_id`, `agent_id`) are kept as sent, as the
+    /// standalone recorder keeps them.
+    fn label(&self, s: &str) -> String {
+        self.text(s, LABEL_CAP)
+    }
+}
+
+/// Cap on a name or path taken from a hook payload.
+const LABEL_CAP: usize = 1024;
+
+/// Hook events after which a session is known from its start.
+const CLEAN_STARTS: &[&str] = &[
+    "SessionStart",
+    "Setup",
+    "InstructionsLoaded",
+    "UserPromptSubmit",
+];
+
+/// A tool call the run has not finished telling.
+#[derive(Debug)]
+struct Call {
+    tool_use_id: Option<String>,
+    qualified: String,
+    server: String,
+    tool: String,
+    kind: StepKind,
+    agent_id: Option<String>,
+    agent_type: Option<String>,
+    turn: Option<u32>,
+    started_at: String,
+    first_seen: SystemTime,
+    /// The hook's identity is known (PreToolUse, or PostToolUse /
+    /// PostToolBatch when PreToolUse was missed).
+    hooked: bool,
+    /// The model's arguments as the hook saw them, redacted and capped.
+    input: Option<Value>,
+    input_digest: Option<String>,
+    input_redactions: u32,
+    input_withheld: Option<&'static str>,
+    /// sha256 of the raw arguments, to find the call a PermissionRequest
+    /// (which has no tool_use_id) is about.
+    raw_digest: String,
+    fingerprint: Option<String>,
+    selected_index: Option<u64>,
+    selected_emitted: bool,
+    response_index: Option<u64>,
+    result: Option<HookResult>,
+    proxy: Option<ProxyView>,
+    correlation: Option<&'static str>,
+    permission: Option<Value>,
+    /// The main agent's text of its message (MessageDisplay), known at
+    /// PreToolUse.
+    context: Option<String>,
+    /// The model's words from the transcript (text and thinking): the
+    /// fuller context, preferred when known.
+    transcript_context: Option<String>,
+    /// When the call stops waiting for its other view.
+    deadline: Option<SystemTime>,
+    /// An Agent call already attributed to a subagent.
+    claimed: bool,
+}
+
+#[derive(Debug)]
+struct HookResult {
+    output: Option<Value>,
+    error: Option<Value>,
+    is_error: bool,
+    duration_ms: Option<f64>,
+    outcome: &'static str,
+    redactions: u32,
+    withheld: Option<&'static str>,
+}
+
+#[derive(Debug)]
+struct ProxyView {
+    selected: Step,
+    response: Step,
+    fingerprint: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Agent {
+    agent_type: Option<String>,
+    /// The Agent call this subagent runs under.
+    parent: Option<String>,
+}
+
+pub(super) struct Session {
+    pub id: String,
+    pub run_id: String,
+    cwd: String,
+    started_at: SystemTime,
+    pub last_event_at: SystemTime,
+    opened: bool,
+    pub finished: bool,
+    /// Records told before the run opened (the session's start, server
+    /// snapshots): written right after its header, if it ever opens.
+    early: Vec<RunEvent>,
+    hooks_seen: bool,
+    lossy: bool,
+    note: Option<String>,
+    dropped: u64,
+    next_seq: u64,
+    next_step: u64,
+    turn: u32,
+    model: Option<String>,
+    model_in_header: bool,
+    host_version: Option<String>,
+    calls: Vec<Call>,
+    /// tool_use_ids already told in full, to ignore late views of them.
+    done: HashMap<String, SystemTime>,
+    /// Fingerprints of calls told without a proxy view, to ignore a
+    /// proxy's late report of them.
+    done_unjoined: Vec<(String, SystemTime)>,
+    agents: HashMap<String, Agent>,
+    /// The main agent's text of its current message (MessageDisplay), the
+    /// context of every tool call in that message: kept until the
+    /// message's PostToolBatch, the turn's Stop or the next prompt.
+    display: String,
+    /// The `message_id` `display` belongs to.
+    display_message: String,
+    transcript_path: Option<String>,
+    /// `None`: the main transcript; `Some(agent_id)`: a subagent's.
+    transcripts: HashMap<Option<String>, Transcript>,
+    /// A Stop without `last_assistant_message`: the transcript's will do.
+    awaiting_answer: bool,
+    last_answer: Option<String>,
+    /// proxy_id → server name.
+    pub proxies: HashMap<String, String>,
+    /// Servers whose proxy said goodbye and none other is bound.
+    gone_servers: BTreeSet<String>,
+    wrapped: BTreeSet<String>,
+    snapshots: HashMap<String, String>,
+    metrics: RunMetrics,
+    /// SessionEnd was seen: the run finishes when nothing waits any more,
+    /// or at this time.
+    ending: Option<SystemTime>,
+}
+
+impl Session {
+    pub(super) fn new(id: &str, now: SystemTime) -> Session {
+        Session {
+            id: id.to_owned(),
+            run_id: model::new_run_id(),
+            cwd: String::new(),
+            started_at: now,
+            last_event_at: now,
+            opened: false,
+            finished: false,
+            early: Vec::new(),
+            hooks_seen: false,
+            lossy: false,
+            note: None,
+            dropped: 0,
+            next_seq: 1,
+            next_step: 1,
+            turn: 0,
+            model: None,
+            model_in_header: false,
+            host_version: None,
+            calls: Vec::new(),
+            done: HashMap::new(),
+            done_unjoined: Vec::new(),
+            agents: HashMap::new(),
+            display: String::new(),
+            display_message: String::new(),
+            transcript_path: None,
+            transcripts: HashMap::new(),
+            awaiting_answer: false,
+            last_answer: None,
+            proxies: HashMap::new(),
+            gone_servers: BTreeSet::new(),
+            wrapped: BTreeSet::new(),
+            snapshots: HashMap::new(),
+            metrics: RunMetrics::default(),
+            ending: None,
+        }
+    }
+
+    pub(super) fn summary(&self) -> SessionSummary {
+        let mut proxies: Vec<String> = self.proxies.values().cloned().collect();
+        proxies.sort();
+        SessionSummary {
+            session_id: self.id.clone(),
+            run_id: self.run_id.clone(),
+            cwd: self.cwd.clone(),
+            steps: self.next_step - 1,
+            proxies,
+            last_event_at: self.last_event_at,
+        }
+    }
+
+    // ---- records -------------------------------------------------------
+
+    fn push(&mut self, cx: &mut Cx, event: RunEvent) {
+        let record = Record {
+            seq: self.next_seq,
+            event,
+        };
+        self.next_seq += 1;
+        cx.out.push(Output::Record {
+            run_id: self.run_id.clone(),
+            record: Box::new(record),
+        });
+    }
+
+    /// Writes the run's header (once), then what was told before it.
+    fn open(&mut self, cx: &mut Cx, input: Option<String>) {
+        if self.opened {
+            return;
+        }
+        self.opened = true;
+        self.model_in_header = self.model.is_some();
+        let metadata = RunMetadata {
+            recorder: "bir".into(),
+            tier: "bound".into(),
+            host: Some(HostInfo {
+                app: "claude-code".into(),
+                version: self.host_version.clone().unwrap_or_default(),
+            }),
+            wrapped_servers: self.wrapped.iter().cloned().collect(),
+            server_info: None,
+            protocol_version: None,
+            cwd: self.cwd.clone(),
+            session_id: Some(self.id.clone()),
+            bir_version: env!("CARGO_PKG_VERSION").into(),
+            lossy: self.lossy,
+            model: self.model.clone(),
+            note: self.note.clone(),
+        };
+        let header = RunHeader {
+            id: self.run_id.clone(),
+            started_at: rfc3339(self.started_at),
+            input,
+            metadata,
+        };
+        self.push(cx, RunEvent::RunStarted(header));
+        for event in std::mem::take(&mut self.early) {
+            self.push(cx, event);
+        }
+    }
+
+    fn emit(&mut self, cx: &mut Cx, event: RunEvent) {
+        self.open(cx, None);
+        self.push(cx, event);
+    }
+
+    /// A record that may wait for the run to open (and is dropped with a
+    /// session that never does).
+    fn emit_early(&mut self, cx: &mut Cx, event: RunEvent) {
+        if self.opened {
+            self.push(cx, event);
+        } else {
+            self.early.push(event);
+        }
+    }
+
+    fn next_index(&mut self) -> u64 {
+        let i = self.next_step;
+        self.next_step += 1;
+        i
+    }
+
+    fn session_event(&mut self, cx: &mut Cx, h: &Hook, early: bool) {
+        let data = h.event_data().and_then(|d| cx.value(d).value);
+        let event = RunEvent::SessionEvent(SessionEvent {
+            name: cx.label(&h.name),
+            at: rfc3339(cx.now),
+            agent_id: h.agent_id().map(str::to_owned),
+            data,
+        });
+        if early {
+            self.emit_early(cx, event);
+        } else {
+            self.emit(cx, event);
+        }
+    }
+
+    // ---- hooks ---------------------------------------------------------
+
+    pub(super) fn on_hook(&mut self, cx: &mut Cx, h: &Hook) {
+        self.last_event_at = cx.now;
+        if !self.hooks_seen {
+            self.hooks_seen = true;
+            let clean = CLEAN_STARTS.contains(&h.name.as_str())
+                && !(h.name == "SessionStart" && h.source() == Some("compact"));
+            if !clean {
+                self.lossy = true;
+                self.note = Some(format!(
+                    "the recorder joined this session under way (first event: {}); \
+                     what happened before is missing",
+                    h.name
+                ));
+            }
+        }
+        if let Some(cwd) = h.cwd().filter(|c| !c.is_empty())
+            && self.cwd.is_empty()
+        {
+            self.cwd = cx.label(cwd);
+        }
+        if let Some(path) = h.transcript_path() {
+            self.transcript_path = Some(path.to_owned());
+        }
+        match h.name.as_str() {
+            "SessionStart" => {
+                if let Some(m) = h.model() {
+                    self.model = Some(cx.label(m));
+                }
+                self.session_event(cx, h, true);
+            }
+            "Setup" | "InstructionsLoaded" => self.session_event(cx, h, true),
+            "UserPromptSubmit" => self.on_prompt(cx, h),
+            "PreToolUse" => self.on_pre(cx, h),
+            "PostToolUse" | "PostToolUseFailure" => self.on_post(cx, h),
+            "PostToolBatch" => self.on_batch(cx, h),
+            "PermissionRequest" | "PermissionDenied" => self.on_permission(cx, h),
+            "SubagentStart" => self.on_subagent_start(cx, h),
+            "SubagentStop" => self.on_subagent_stop(cx, h),
+            "MessageDisplay" => {
+                if h.agent_id().is_none()
+                    && let Some((message, delta)) = h.display_delta()
+                {
+                    if message != self.display_message {
+                        self.display.clear();
+                        self.display_message = message.to_owned();
+                    }
+                    self.display.push_str(delta);
+                }
+            }
+            "Stop" => self.on_stop(cx, h),
+            "SessionEnd" => {
+                self.session_event(cx, h, true);
+                self.request_reads_for_end(cx);
+                self.ending = Some(cx.now + cx.cfg.join_grace);
+            }
+            _ => self.session_event(cx, h, false),
+        }
+        self.settle(cx);
+    }
+
+    fn on_prompt(&mut self, cx: &mut Cx, h: &Hook) {
+        let raw = h.prompt().unwrap_or("");
+        let prompt = cx.text(raw, cx.cfg.payload_cap);
+        self.display.clear();
+        self.turn += 1;
+        if !self.opened {
+            // The first prompt is the run's input (a run opened by
+            // something else first, after a restart, has none).
+            let input = (self.turn == 1).then(|| prompt.clone());
+            self.open(cx, input);
+        }
+        let turn = Turn {
+            turn: self.turn,
+            at: rfc3339(cx.now),
+            prompt,
+            origin: hook::prompt_origin(raw).map(str::to_owned),
+        };
+        self.push(cx, RunEvent::Turn(turn));
+    }
+
+    fn current_turn(&self) -> Option<u32> {
+        (self.turn > 0).then_some(self.turn)
+    }
+
+    /// A call as the hook names it, with its arguments prepared.
+    fn call_from_hook(&self, cx: &mut Cx, h: &Hook, tool_name: &str, args: Option<&Value>) -> Call {
+        let (kind, server, tool) = hook::classify(tool_name, h.mcp_server());
+        let mut raw_args = args.cloned().unwrap_or(Value::Null);
+        join::strip_call_id(&mut raw_args);
+        let raw_digest = crate::codec::sha256_hex(&model::canonical(&raw_args));
+        let prepared = if raw_args.is_null() {
+            Prepared::default()
+        } else {
+            cx.value(raw_args)
+        };
+        let fingerprint = match (&prepared.value, kind) {
+            (Some(v), StepKind::Mcp) => Some(join::fingerprint(
+                &server,
+                &tool,
+                &prepared
+                    .digest
+                    .clone()
+                    .unwrap_or_else(|| join::args_digest(v)),
+            )),
+            _ => None,
+        };
+        Call {
+            tool_use_id: None,
+            qualified: tool_name.to_owned(),
+            server,
+            tool,
+            kind,
+            agent_id: h.agent_id().map(str::to_owned),
+            agent_type: h.agent_type().map(|t| cx.label(t)),
+            turn: self.current_turn(),
+            started_at: rfc3339(cx.now),
+            first_seen: cx.now,
+            hooked: true,
+            input: prepared.value,
+            input_digest: prepared.digest,
+            input_redactions: prepared.redactions,
+            input_withheld: prepared.withheld,
+            raw_digest,
+            fingerprint,
+            selected_index: None,
+            selected_emitted: false,
+            response_index: None,
+            result: None,
+            proxy: None,
+            correlation: None,
+            permission: None,
+            context: None,
+            transcript_context: None,
+            deadline: None,
+            claimed: false,
+        }
+    }
+
+    /// Gives `call` (which may hold only a proxy's view) the hook's
+    /// identity.
+    fn adopt_identity(target: &mut Call, from: Call) {
+        target.hooked = true;
+        target.tool_use_id = from.tool_use_id.or(target.tool_use_id.take());
+        target.qualified = from.qualified;
+        target.kind = from.kind;
+        target.agent_id = from.agent_id;
+        target.agent_type = from.agent_type;
+        target.turn = from.turn;
+        target.started_at = from.started_at;
+        target.input = from.input;
+        target.input_digest = from.input_digest;
+        target.input_redactions = from.input_redactions;
+        target.input_withheld = from.input_withheld;
+        target.raw_digest = from.raw_digest;
+        if target.context.is_none() {
+            target.context = from.context;
+        }
+        if target.transcript_context.is_none() {
+            target.transcript_context = from.transcript_context;
+        }
+        if target.proxy.is_none() {
+            target.server = from.server;
+            target.tool = from.tool;
+        }
+        target.fingerprint = from.fingerprint.or(target.fingerprint.take());
+    }
+
+    fn find(&self, tool_use_id: &str) -> Option<usize> {
+        self.calls
+            .iter()
+            .position(|c| c.tool_use_id.as_deref() == Some(tool_use_id))
+    }
+
+    /// The oldest proxy report without a key that a hooked call with
+    /// `fingerprint` may be joined with.
+    fn unkeyed_proxy_for(
+        &self,
+        fingerprint: &str,
+        now: SystemTime,
+        window: std::time::Duration,
+    ) -> Option<usize> {
+        self.calls.iter().position(|c| {
+            !c.hooked
+                && c.tool_use_id.is_none()
+                && c.proxy
+                    .as_ref()
+                    .is_some_and(|p| p.fingerprint.as_deref() == Some(fingerprint))
+                && within(c.first_seen, now, window)
+        })
+    }
+
+    fn on_pre(&mut self, cx: &mut Cx, h: &Hook) {
+        let Some(id) = h.tool_use_id().map(str::to_owned) else {
+            return self.session_event(cx, h, false);
+        };
+        if self.done.contains_key(&id) {
+            return;
+        }
+        let mut call = self.call_from_hook(cx, h, h.tool_name().unwrap_or(""), h.tool_input());
+        call.tool_use_id = Some(id.clone());
+        if call.agent_id.is_none() && !self.display.trim().is_empty() {
+            call.context = Some(cx.text(self.display.trim(), CONTEXT_CAP));
+        }
+        call.transcript_context = self.transcript_context(cx, call.agent_id.as_deref(), &id);
+        self.attach_hook_view(cx, call);
+        let agent = h.agent_id().map(str::to_owned);
+        self.request_read(cx, agent);
+    }
+
+    fn on_post(&mut self, cx: &mut Cx, h: &Hook) {
+        let Some(id) = h.tool_use_id().map(str::to_owned) else {
+            return self.session_event(cx, h, false);
+        };
+        if self.done.contains_key(&id) {
+            return;
+        }
+        let failed = h.name == "PostToolUseFailure";
+        let result = if failed {
+            let error = h.payload.get("error").cloned().map(|e| cx.value(e));
+            let interrupted = h.payload["is_interrupt"].as_bool().unwrap_or(false);
+            let error = error.unwrap_or_default();
+            HookResult {
+                output: None,
+                error: error.value,
+                is_error: true,
+                duration_ms: h.duration_ms(),
+                outcome: if interrupted { "cancelled" } else { "answered" },
+                redactions: error.redactions,
+                withheld: error.withheld,
+            }
+        } else {
+            let output = h
+                .payload
+                .get("tool_response")
+                .cloned()
+                .map(|v| cx.value(v))
+                .unwrap_or_default();
+            HookResult {
+                output: output.value,
+                error: None,
+                is_error: false,
+                duration_ms: h.duration_ms(),
+                outcome: "answered",
+                redactions: output.redactions,
+                withheld: output.withheld,
+            }
+        };
+        let i = self.hooked_call(cx, h, &id, h.tool_name().unwrap_or(""), h.tool_input());
+        // The Agent tool names the subagent it launched.
+        if let Some(agent_id) = h.payload["tool_response"]["agentId"].as_str() {
+            let agent = self.agents.entry(agent_id.to_owned()).or_default();
+            agent.parent = Some(id.clone());
+            self.calls[i].claimed = true;
+        }
+        self.calls[i].result = Some(result);
+        // By now the transcript holds the message that made this call: if
+        // the read asked for at PreToolUse did not bring its words, read
+        // again (the response waits for it).
+        if self.calls[i].transcript_context.is_none() {
+            let agent = self.calls[i].agent_id.clone();
+            self.request_read(cx, agent);
+        }
+    }
+
+    /// The call `id`, creating it from this (Post or batch) event's view if
+    /// its PreToolUse was missed, and joining a waiting proxy report.
+    fn hooked_call(
+        &mut self,
+        cx: &mut Cx,
+        h: &Hook,
+        id: &str,
+        tool: &str,
+        args: Option<&Value>,
+    ) -> usize {
+        if let Some(i) = self.find(id)
+            && self.calls[i].hooked
+        {
+            return i;
+        }
+        let mut call = self.call_from_hook(cx, h, tool, args);
+        call.tool_use_id = Some(id.to_owned());
+        call.transcript_context = self.transcript_context(cx, call.agent_id.as_deref(), id);
+        self.attach_hook_view(cx, call)
+    }
+
+    /// Puts the hook's view of a call where it belongs: on the proxy's
+    /// report of it if one waits (by tool_use_id, else by fingerprint),
+    /// else as a new call. Returns its position.
+    fn attach_hook_view(&mut self, cx: &Cx, call: Call) -> usize {
+        let keyed = call.tool_use_id.as_deref().and_then(|id| self.find(id));
+        let existing = keyed.or_else(|| {
+            let fp = call.fingerprint.as_deref()?;
+            let i = self.unkeyed_proxy_for(fp, cx.now, cx.cfg.fingerprint_window)?;
+            self.calls[i].correlation = Some(join::BY_FINGERPRINT);
+            Some(i)
+        });
+        match existing {
+            Some(i) => {
+                Self::adopt_identity(&mut self.calls[i], call);
+                i
+            }
+            None => {
+                self.calls.push(call);
+                self.calls.len() - 1
+            }
+        }
+    }
+
+    /// PostToolBatch: the calls of one model message, each with the result
+    /// the model got. A call that had no PostToolUse did not run (refused
+    /// permission, unknown tool, blocked by a hook): its result comes from
+    /// here, as an error with outcome `not_run`.
+    fn on_batch(&mut self, cx: &mut Cx, h: &Hook) {
+        if h.agent_id().is_none() {
+            self.display.clear();
+        }
+        for entry in h.tool_calls() {
+            let Some(id) = entry["tool_use_id"].as_str() else {
+                continue;
+            };
+            if self.done.contains_key(id) {
+                continue;
+            }
+            if self
+                .find(id)
+                .is_some_and(|i| self.calls[i].result.is_some())
+            {
+                continue;
+            }
+            let tool = entry["tool_name"].as_str().unwrap_or("");
+            let i = self.hooked_call(cx, h, id, tool, entry.get("tool_input"));
+            let output = entry
+                .get("tool_response")
+                .cloned()
+                .map(|v| cx.value(v))
+                .unwrap_or_default();
+            self.calls[i].result = Some(HookResult {
+                output: output.value,
+                error: None,
+                is_error: true,
+                duration_ms: None,
+                outcome: "not_run",
+                redactions: output.redactions,
+                withheld: output.withheld,
+            });
+        }
+    }
+
+    fn on_permission(&mut self, cx: &mut Cx, h: &Hook) {
+        let target = match h.tool_use_id() {
+            Some(id) => self.find(id),
+            None => {
+                let tool = h.tool_name().unwrap_or("");
+                let mut args = h.tool_input().cloned().unwrap_or(Value::Null);
+                join::strip_call_id(&mut args);
+                let digest = crate::codec::sha256_hex(&model::canonical(&args));
+                self.calls.iter().position(|c| {
+                    c.hooked
+                        && c.result.is_none()
+                        && c.permission.is_none()
+                        && c.qualified == tool
+                        && c.raw_digest == digest
+                })
+            }
+        };
+        if let Some(i) = target {
+            let mut decision = h.event_data().unwrap_or_else(|| json!({}));
+            if let Some(map) = decision.as_object_mut() {
+                map.remove("tool_input");
+                map.remove("tool_name");
+                map.remove("tool_use_id");
+                map.insert("event".into(), Value::String(cx.label(&h.name)));
+            }
+            self.calls[i].permission = cx.value(decision).value;
+        }
+        self.session_event(cx, h, false);
+    }
+
+    fn on_subagent_start(&mut self, cx: &mut Cx, h: &Hook) {
+        if let Some(agent_id) = h.agent_id() {
+            let known = self
+                .agents
+                .get(agent_id)
+                .is_some_and(|a| a.parent.is_some());
+            // The Agent call that launched it, unless its PostToolUse
+            // (`agentId`) already said: the most recent one still running
+            // and not yet attributed. That PostToolUse corrects a guess.
+            let guess = if known {
+                None
+            } else {
+                self.calls
+                    .iter_mut()
+                    .rev()
+                    .find(|c| {
+                        c.kind == StepKind::Agent && c.hooked && c.result.is_none() && !c.claimed
+                    })
+                    .and_then(|c| {
+                        c.claimed = true;
+                        c.tool_use_id.clone()
+                    })
+            };
+            let agent = self.agents.entry(agent_id.to_owned()).or_default();
+            agent.agent_type = h.agent_type().map(|t| cx.label(t));
+            if agent.parent.is_none() {
+                agent.parent = guess;
+            }
+        }
+        self.session_event(cx, h, false);
+    }
+
+    fn on_subagent_stop(&mut self, cx: &mut Cx, h: &Hook) {
+        self.session_event(cx, h, false);
+        if let Some(agent_id) = h.agent_id().map(str::to_owned) {
+            if let Some(path) = h.agent_transcript_path() {
+                self.transcripts
+                    .entry(Some(agent_id.clone()))
+                    .or_insert_with(|| Transcript::new(path.to_owned()))
+                    .path = path.to_owned();
+            }
+            self.request_read(cx, Some(agent_id));
+        }
+    }
+
+    fn on_stop(&mut self, cx: &mut Cx, h: &Hook) {
+        self.display.clear();
+        if h.has_background_tasks() {
+            self.session_event(cx, h, false);
+        }
+        match h.last_assistant_message() {
+            Some(text) if !text.trim().is_empty() => {
+                let text = cx.text(text, cx.cfg.payload_cap);
+                self.final_answer(cx, text);
+            }
+            _ => self.awaiting_answer = true,
+        }
+        self.request_read(cx, None);
+    }
+
+    fn final_answer(&mut self, cx: &mut Cx, text: String) {
+        self.awaiting_answer = false;
+        let step = Step {
+            output: Some(Value::String(text.clone())),
+            turn: self.current_turn(),
+            ..Step::new(self.next_index(), StepType::FinalAnswer, rfc3339(cx.now))
+        };
+        self.last_answer = Some(text);
+        self.emit(cx, RunEvent::Step(step));
+    }
+
+    // ---- proxies -------------------------------------------------------
+
+    pub(super) fn on_register(&mut self, cx: &mut Cx, reg: &super::wire::ProxyRegister) {
+        self.last_event_at = cx.now;
+        if self.cwd.is_empty() {
+            self.cwd = cx.label(&reg.cwd);
+        }
+        if let Some(host) = &reg.host
+            && !host.version.is_empty()
+        {
+            self.host_version = Some(host.version.clone());
+        }
+        self.proxies
+            .insert(reg.proxy_id.clone(), reg.server_name.clone());
+        self.gone_servers.remove(&reg.server_name);
+        self.wrapped.insert(reg.server_name.clone());
+    }
+
+    pub(super) fn on_proxy_gone(&mut self, cx: &mut Cx, proxy_id: &str) {
+        let Some(server) = self.proxies.remove(proxy_id) else {
+            return;
+        };
+        if !self.proxies.values().any(|s| *s == server) {
+            self.gone_servers.insert(server);
+        }
+        self.settle(cx);
+    }
+
+    pub(super) fn on_records(&mut self, cx: &mut Cx, recs: super::wire::ProxyRecords) {
+        self.last_event_at = cx.now;
+        if recs.lost > 0 {
+            self.lossy = true;
+            self.dropped += recs.lost;
+        }
+        self.wrapped.insert(recs.server_name.clone());
+        for item in recs.items {
+            match item {
+                ProxyItem::Snapshot(snapshot) => self.on_snapshot(cx, *snapshot),
+                ProxyItem::Call { selected, response } => {
+                    self.on_proxy_call(cx, &recs.server_name, *selected, *response)
+                }
+            }
+        }
+        self.settle(cx);
+    }
+
+    fn on_snapshot(&mut self, cx: &mut Cx, snapshot: ServerSnapshot) {
+        if self.snapshots.get(&snapshot.server_name) == Some(&snapshot.tools_digest) {
+            return;
+        }
+        self.snapshots
+            .insert(snapshot.server_name.clone(), snapshot.tools_digest.clone());
+        self.emit_early(cx, RunEvent::ServerSnapshot(snapshot));
+    }
+
+    fn on_proxy_call(&mut self, cx: &mut Cx, server: &str, mut selected: Step, response: Step) {
+        let mut key = selected.tool_use_id.clone().filter(|k| !k.is_empty());
+        let injected = selected.input.as_mut().and_then(join::strip_call_id);
+        if key.is_none() {
+            key = injected;
+        }
+        let server = if selected.server_name.is_empty() {
+            server.to_owned()
+        } else {
+            selected.server_name.clone()
+        };
+        let digest = match &selected.input {
+            Some(input) if input.get("truncated") != Some(&Value::Bool(true)) => {
+                Some(join::args_digest(input))
+            }
+            _ => selected.args_digest.clone(),
+        };
+        let fingerprint = digest.map(|d| join::fingerprint(&server, &selected.tool_name, &d));
+        if let Some(k) = &key {
+            if self.done.contains_key(k) {
+                log::debug!(
+                    "a proxy report for call {k}, already recorded without it, came too late"
+                );
+                return;
+            }
+        } else if let Some(fp) = &fingerprint
+            && let Some(pos) = self
+                .done_unjoined
+                .iter()
+                .position(|(f, at)| f == fp && within(*at, cx.now, cx.cfg.fingerprint_window))
+        {
+            self.done_unjoined.remove(pos);
+            log::debug!("a proxy report came after its call was recorded without it");
+            return;
+        }
+        let view = ProxyView {
+            selected,
+            response,
+            fingerprint: fingerprint.clone(),
+        };
+        let target = match &key {
+            Some(k) => self.find(k),
+            None => fingerprint.as_deref().and_then(|fp| {
+                self.calls.iter().position(|c| {
+                    c.hooked
+                        && c.proxy.is_none()
+                        && c.kind == StepKind::Mcp
+                        && c.fingerprint.as_deref() == Some(fp)
+                        && within(c.first_seen, cx.now, cx.cfg.fingerprint_window)
+                })
+            }),
+        };
+        match target {
+            Some(i) => {
+                let call = &mut self.calls[i];
+                if key.is_none() {
+                    call.correlation = Some(join::BY_FINGERPRINT);
+                }
+                if call.tool_use_id.is_none() {
+                    call.tool_use_id = key;
+                }
+                call.server = server;
+                call.proxy = Some(view);
+            }
+            None => {
+                let step = &view.selected;
+                let call = Call {
+                    tool_use_id: key,
+                    qualified: if step.qualified_name.is_empty() {
+                        format!("mcp__{}__{}", join::spelled(&server), step.tool_name)
+                    } else {
+                        step.qualified_name.clone()
+                    },
+                    tool: step.tool_name.clone(),
+                    server,
+                    kind: StepKind::Mcp,
+                    agent_id: None,
+                    agent_type: None,
+                    turn: self.current_turn(),
+                    started_at: step.started_at.clone(),
+                    first_seen: cx.now,
+                    hooked: false,
+                    input: None,
+                    input_digest: None,
+                    input_redactions: 0,
+                    input_withheld: None,
+                    raw_digest: String::new(),
+                    fingerprint,
+                    selected_index: None,
+                    selected_emitted: false,
+                    response_index: None,
+                    result: None,
+                    proxy: Some(view),
+                    correlation: None,
+                    permission: None,
+                    context: None,
+                    transcript_context: None,
+                    deadline: None,
+                    claimed: false,
+                };
+                self.calls.push(call);
+            }
+        }
+    }
+
+    // ---- transcripts ---------------------------------------------------
+
+    /// The transcript file of the main agent (`None`) or a subagent. A
+    /// subagent's path is known from its SubagentStop; before that it is
+    /// where Claude Code 2.1.332 puts it: `<session>/subagents/agent-<id>.jsonl`
+    /// beside the main transcript.
+    fn transcript_for(&mut self, agent: &Option<String>) -> Option<&mut Transcript> {
+        if !self.transcripts.contains_key(agent) {
+            let main = self.transcript_path.clone()?;
+            let path = match agent {
+                None => main,
+                Some(id) => {
+                    let base = main.strip_suffix(".jsonl").unwrap_or(&main);
+                    format!("{base}/subagents/agent-{id}.jsonl")
+                }
+            };
+            self.transcripts
+                .insert(agent.clone(), Transcript::new(path));
+        }
+        self.transcripts.get_mut(agent)
+    }
+
+    fn request_read(&mut self, cx: &mut Cx, agent: Option<String>) {
+        let session_id = self.id.clone();
+        let Some(t) = self.transcript_for(&agent) else {
+            return;
+        };
+        if t.is_reading(cx.now, cx.cfg.join_grace) {
+            t.again = true;
+            return;
+        }
+        t.reading = Some(cx.now);
+        cx.out.push(Output::ReadTranscript {
+            session_id,
+            agent_id: agent,
+            path: t.path.clone(),
+            offset: t.offset,
+        });
+    }
+
+    fn request_reads_for_end(&mut self, cx: &mut Cx) {
+        let mut agents: Vec<Option<String>> = self.transcripts.keys().cloned().collect();
+        if !agents.contains(&None) {
+            agents.push(None);
+        }
+        for agent in agents {
+            self.request_read(cx, agent);
+        }
+    }
+
+    fn transcript_context(
+        &self,
+        cx: &Cx,
+        agent: Option<&str>,
+        tool_use_id: &str,
+    ) -> Option<String> {
+        let t = self.transcripts.get(&agent.map(str::to_owned))?;
+        let text = t.contexts.get(tool_use_id)?;
+        Some(cx.text(text, CONTEXT_CAP))
+    }
+
+    pub(super) fn on_transcript(
+        &mut self,
+        cx: &mut Cx,
+        agent: Option<String>,
+        offset: u64,
+        bytes: &[u8],
+    ) {
+        let Some(t) = self.transcripts.get_mut(&agent) else {
+            return;
+        };
+        if !t.consume(offset, bytes) {
+            log::debug!("a transcript read from offset {offset} was stale; ignored");
+        }
+        t.reading = None;
+        // A large answer may not have been all there was.
+        let again = std::mem::take(&mut t.again) || bytes.len() >= READ_AGAIN;
+        if agent.is_none()
+            && let Some(m) = &t.model
+        {
+            self.model = Some(m.clone());
+        }
+        for i in 0..self.calls.len() {
+            let c = &self.calls[i];
+            if c.transcript_context.is_some() || c.agent_id != agent {
+                continue;
+            }
+            let Some(id) = c.tool_use_id.clone() else {
+                continue;
+            };
+            let context = self.transcript_context(cx, agent.as_deref(), &id);
+            self.calls[i].transcript_context = context;
+        }
+        if let Some(t) = self.transcripts.get_mut(&agent) {
+            let done = &self.done;
+            t.forget(|id| done.contains_key(id));
+        }
+        if agent.is_none() && self.awaiting_answer {
+            let answer = self
+                .transcripts
+                .get(&None)
+                .and_then(|t| t.last_text.clone());
+            if let Some(text) = answer {
+                let text = cx.text(&text, cx.cfg.payload_cap);
+                self.final_answer(cx, text);
+            }
+        }
+        if again {
+            self.request_read(cx, agent);
+        }
+        self.settle(cx);
+    }
+
+    // ---- telling calls -------------------------------------------------
+
+    /// Emits whatever each call's views allow now; then finishes the run if
+    /// it is ending and nothing waits any more.
+    fn settle(&mut self, cx: &mut Cx) {
+        let mut i = 0;
+        while i < self.calls.len() {
+            if self.advance(cx, i, false) {
+                self.retire(cx, i);
+            } else {
+                i += 1;
+            }
+        }
+        if self.ending.is_some() && !self.waiting(cx) {
+            self.finish(cx, "session_end");
+        }
+    }
+
+    /// Something the run still waits for before it may finish: a call
+    /// holding for its other view, or a transcript read under way.
+    fn waiting(&self, cx: &Cx) -> bool {
+        self.calls.iter().any(|c| c.deadline.is_some())
+            || self
+                .transcripts
+                .values()
+                .any(|t| t.is_reading(cx.now, cx.cfg.join_grace))
+    }
+
+    fn retire(&mut self, cx: &Cx, i: usize) {
+        let call = self.calls.remove(i);
+        if let Some(id) = call.tool_use_id {
+            self.done.insert(id, cx.now);
+        }
+        if call.proxy.is_none()
+            && let Some(fp) = call.fingerprint
+        {
+            self.done_unjoined.push((fp, cx.now));
+        }
+    }
+
+    /// Tells what call `i` allows; `force` tells everything it has (the
+    /// wait is over). Returns whether the call is fully told.
+    fn advance(&mut self, cx: &mut Cx, i: usize, force: bool) -> bool {
+        let c = &self.calls[i];
+        let hooked = c.hooked;
+        let has_answer = c.result.is_some() || c.proxy.is_some();
+        let ready = match (c.hooked, c.proxy.is_some(), c.result.is_some()) {
+            (true, true, _) => true,
+            (true, false, true) => !self.waits_for_proxy(c) && !self.waits_for_context(cx, c),
+            _ => false,
+        };
+        if (hooked || force) && !c.selected_emitted {
+            self.emit_selected(cx, i);
+        }
+        if ready || (force && (has_answer || hooked)) {
+            self.emit_response(cx, i);
+            return true;
+        }
+        let c = &mut self.calls[i];
+        if has_answer && c.deadline.is_none() {
+            // Hold, keeping the place in the order this view gave it.
+            if c.selected_index.is_none() {
+                c.selected_index = Some(self.next_step);
+                self.next_step += 1;
+            }
+            c.response_index = Some(self.next_step);
+            self.next_step += 1;
+            c.deadline = Some(cx.now + cx.cfg.join_grace);
+        }
+        false
+    }
+
+    /// An MCP call told by the hooks waits for its proxy's report (a proxy
+    /// may bind late: it buffers while it looks for the daemon), unless
+    /// none can come: its server's proxy left, or the session is ending and
+    /// no proxy of that server is bound (a server bir does not wrap).
+    fn waits_for_proxy(&self, c: &Call) -> bool {
+        if c.kind != StepKind::Mcp {
+            return false;
+        }
+        let server = join::spelled(&c.server);
+        let same = |s: &String| join::spelled(s) == server;
+        if self.gone_servers.iter().any(same) {
+            return false;
+        }
+        self.ending.is_none() || self.proxies.values().any(same)
+    }
+
+    /// A finished call whose context a transcript read under way may bring.
+    fn waits_for_context(&self, cx: &Cx, c: &Call) -> bool {
+        c.transcript_context.is_none()
+            && self
+                .transcripts
+                .get(&c.agent_id)
+                .is_some_and(|t| t.is_reading(cx.now, cx.cfg.join_grace))
+    }
+
+    fn parent_of(&self, agent_id: Option<&str>) -> Option<String> {
+        self.agents.get(agent_id?)?.parent.clone()
+    }
+
+    fn agent_type_of(&self, c: &Call) -> Option<String> {
+        let id = c.agent_id.as_deref()?;
+        c.agent_type
+            .clone()
+            .or_else(|| self.agents.get(id)?.agent_type.clone())
+    }
+
+    fn identity(&self, cx: &Cx, c: &Call, step_type: StepType, index: u64) -> Step {
+        Step {
+            qualified_name: cx.label(&c.qualified),
+            server_name: cx.label(&c.server),
+            tool_name: cx.label(&c.tool),
+            tool_use_id: c.tool_use_id.clone(),
+            agent_id: c.agent_id.clone(),
+            agent_type: self.agent_type_of(c),
+            parent_tool_use_id: self.parent_of(c.agent_id.as_deref()),
+            kind: Some(c.kind),
+            turn: c.turn,
+            correlation: c.correlation.map(str::to_owned),
+            request_id: c.proxy.as_ref().and_then(|p| p.selected.request_id.clone()),
+            ..Step::new(index, step_type, c.started_at.clone())
+        }
+    }
+
+    fn emit_selected(&mut self, cx: &mut Cx, i: usize) {
+        let index = match self.calls[i].selected_index {
+            Some(index) => index,
+            None => self.next_index(),
+        };
+        let c = &self.calls[i];
+        let mut step = Step {
+            context: c.transcript_context.clone().or_else(|| c.context.clone()),
+            ..self.identity(cx, c, StepType::ToolSelected, index)
+        };
+        match (&c.input, &c.proxy) {
+            (Some(_), _) | (None, None) => {
+                step.input = c.input.clone();
+                step.args_digest = c.input_digest.clone();
+                step.redactions = c.input_redactions;
+                step.withheld = c.input_withheld.map(str::to_owned);
+            }
+            (None, Some(p)) => {
+                step.input = p.selected.input.clone();
+                step.args_digest = p.selected.args_digest.clone();
+                step.redactions = p.selected.redactions;
+                step.withheld = p.selected.withheld.clone();
+                if !c.hooked {
+                    step.started_at = p.selected.started_at.clone();
+                }
+            }
+        }
+        let c = &mut self.calls[i];
+        c.selected_emitted = true;
+        c.selected_index = Some(index);
+        self.emit(cx, RunEvent::Step(step));
+    }
+
+    fn emit_response(&mut self, cx: &mut Cx, i: usize) {
+        let index = match self.calls[i].response_index {
+            Some(index) => index,
+            None => self.next_index(),
+        };
+        let c = &self.calls[i];
+        let mut step = Step {
+            context: c.transcript_context.clone().or_else(|| c.context.clone()),
+            permission: c.permission.clone(),
+            ..self.identity(cx, c, StepType::ToolResponse, index)
+        };
+        if let Some(p) = &c.proxy {
+            let r = &p.response;
+            step.output = r.output.clone();
+            step.error = r.error.clone();
+            step.is_error = r.is_error;
+            step.duration_ms = r.duration_ms;
+            step.outcome = r.outcome.clone();
+            step.redactions = r.redactions;
+            step.withheld = r.withheld.clone();
+            if r.correlation.is_some() && step.correlation.is_none() {
+                step.correlation = r.correlation.clone();
+            }
+            if !c.hooked {
+                step.started_at = p.selected.started_at.clone();
+            }
+        } else if let Some(r) = &c.result {
+            step.output = r.output.clone();
+            step.error = r.error.clone();
+            step.is_error = r.is_error;
+            step.duration_ms = r.duration_ms;
+            step.outcome = Some(r.outcome.to_owned());
+            step.redactions = r.redactions;
+            step.withheld = r.withheld.map(str::to_owned);
+        } else {
+            // Never answered: the session ended (or the recorder stopped)
+            // while it ran.
+            step.outcome = Some("session_ended".to_owned());
+        }
+        self.metrics.tool_calls += 1;
+        self.metrics.errors += u64::from(step.is_error);
+        self.metrics.total_tool_ms += step.duration_ms.unwrap_or(0.0);
+        self.emit(cx, RunEvent::Step(step));
+    }
+
+    // ---- time and the end ----------------------------------------------
+
+    /// The earliest time [`Session::tick`] has something to do.
+    pub(super) fn next_deadline(&self, idle_end: std::time::Duration) -> SystemTime {
+        let idle = self.last_event_at + idle_end;
+        self.calls
+            .iter()
+            .filter_map(|c| c.deadline)
+            .chain(self.ending)
+            .fold(idle, SystemTime::min)
+    }
+
+    /// Releases what waited long enough; ends an idle or ending session.
+    pub(super) fn tick(&mut self, cx: &mut Cx) {
+        let now = cx.now;
+        let mut i = 0;
+        while i < self.calls.len() {
+            if self.calls[i].deadline.is_some_and(|d| d <= now) && self.advance(cx, i, true) {
+                self.retire(cx, i);
+            } else {
+                i += 1;
+            }
+        }
+        let window = cx.cfg.fingerprint_window;
+        self.done.retain(|_, at| within(*at, now, window));
+        self.done_unjoined
+            .retain(|(_, at)| within(*at, now, window));
+        if self.ending.is_some_and(|d| d <= now) {
+            self.finish(cx, "session_end");
+        } else if now
+            .duration_since(self.last_event_at)
+            .is_ok_and(|idle| idle >= cx.cfg.idle_end)
+        {
+            self.finish(cx, "idle_timeout");
+        }
+    }
+
+    /// Tells everything still held and writes `run_finished`. A session
+    /// that never got further than its start (no prompt, no step) leaves
+    /// no run.
+    pub(super) fn finish(&mut self, cx: &mut Cx, reason: &str) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        while !self.calls.is_empty() {
+            self.advance(cx, 0, true);
+            self.retire(cx, 0);
+        }
+        if self.awaiting_answer
+            && let Some(text) = self
+                .transcripts
+                .get(&None)
+                .and_then(|t| t.last_text.clone())
+        {
+            let text = cx.text(&text, cx.cfg.payload_cap);
+            self.final_answer(cx, text);
+        }
+        if !self.opened {
+            return;
+        }
+        let finish = RunFinish {
+            finished_at: rfc3339(cx.now),
+            output: self.last_answer.clone(),
+            metrics: self.metrics.clone(),
+            lossy: self.lossy,
+            dropped: self.dropped,
+            reason: Some(reason.to_owned()),
+            model: self.model.clone().filter(|_| !self.model_in_header),
+        };
+        self.push(cx, RunEvent::RunFinished(finish));
+    }
+}
+
+fn within(at: SystemTime, now: SystemTime, window: std::time::Duration) -> bool {
+    now.duration_since(at).map_or(true, |age| age <= window)
+}

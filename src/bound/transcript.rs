@@ -1,0 +1,328 @@
+//! A tolerant, incremental reader of Claude Code's session transcript.
+//!
+//! The transcript (`transcript_path`, and one file per subagent,
+//! `agent_transcript_path`) is JSONL the host keeps appending to: one
+//! record per line, `{type: "user"|"assistant"|…, message: {role, model,
+//! content: [{type: "text"|"thinking"|"tool_use"|"tool_result", …}]}, …}`.
+//! The engine does not read files (sans-IO): it asks the daemon for the
+//! bytes from the last offset and feeds them here.
+//!
+//! Tolerance rules, because the file is written while we read and its
+//! format is the host's, not ours:
+//! * Only whole lines are read. A last line without its newline is still
+//!   being written: its bytes are kept and completed by the next read (the
+//!   offset always moves past everything received, so a reader may answer
+//!   with as many bytes as it likes).
+//! * A line longer than [`MAX_LINE`] (a huge tool result or file write) is
+//!   skipped, not buffered without end.
+//! * A line that is not JSON, or a record type we do not know, is skipped.
+//!
+//! What it yields: for each `tool_use` id, the model's words before it (its
+//! `context`: text blocks, and thinking blocks where the transcript has
+//! them, since the last tool result or prompt; parallel calls of one
+//! message share it); the last assistant text after the last tool call
+//! (the final answer so far); and the model that answered.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::Value;
+
+/// Words kept per context while reading (the stored context is capped
+/// again, smaller, when a step takes it).
+const ACC_MAX: usize = 8 * 1024;
+/// Contexts kept for calls not told yet (a first read after a restart may
+/// hold a whole session's): with [`ACC_MAX`], at most 512 KiB a file.
+const MAX_CONTEXTS: usize = 64;
+/// The longest line kept while it is being completed.
+pub(crate) const MAX_LINE: usize = 2 * 1024 * 1024;
+
+/// One transcript file being followed.
+#[derive(Debug, Default)]
+pub(crate) struct Transcript {
+    pub path: String,
+    /// Where the next read starts: after every byte received.
+    pub offset: u64,
+    /// The start of a line still being written.
+    partial: Vec<u8>,
+    /// The rest of an overlong line is being skipped.
+    skipping: bool,
+    /// A read was asked for at this time and not answered yet.
+    pub reading: Option<std::time::SystemTime>,
+    /// Another read is wanted once the current one is answered (the file
+    /// grew while it was being read).
+    pub again: bool,
+    /// tool_use id → the model's words before that call.
+    pub contexts: HashMap<String, String>,
+    /// The ids of `contexts`, oldest first.
+    order: VecDeque<String>,
+    /// The assistant's text after its last tool call, so far.
+    pub last_text: Option<String>,
+    /// `message.model` of the last assistant record.
+    pub model: Option<String>,
+    /// Separate running state for the main thread and for sidechain
+    /// (subagent) records that older versions wrote into the main file.
+    acc: [Acc; 2],
+}
+
+#[derive(Debug, Default)]
+struct Acc {
+    context: String,
+    answer: String,
+}
+
+impl Acc {
+    fn push(&mut self, part: &str) {
+        if self.context.len() < ACC_MAX {
+            if !self.context.is_empty() {
+                self.context.push_str("\n\n");
+            }
+            self.context.push_str(part);
+        }
+    }
+}
+
+impl Transcript {
+    pub(crate) fn new(path: String) -> Transcript {
+        Transcript {
+            path,
+            ..Transcript::default()
+        }
+    }
+
+    /// Takes the bytes a read returned from `offset`. Returns `false` (and
+    /// changes nothing) if they are not from where this reader stands (a
+    /// stale answer).
+    pub(crate) fn consume(&mut self, offset: u64, bytes: &[u8]) -> bool {
+        if offset != self.offset {
+            return false;
+        }
+        self.offset += bytes.len() as u64;
+        let mut rest = bytes;
+        if self.skipping {
+            let Some(end) = memchr::memchr(b'\n', rest) else {
+                return true;
+            };
+            rest = &rest[end + 1..];
+            self.skipping = false;
+        }
+        let Some(end) = memchr::memrchr(b'\n', rest) else {
+            self.keep_partial(rest);
+            return true;
+        };
+        let (lines, tail) = (&rest[..end], &rest[end + 1..]);
+        for (i, line) in lines.split(|b| *b == b'\n').enumerate() {
+            if i == 0 && !self.partial.is_empty() {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(line);
+                self.line(&whole);
+            } else {
+                self.line(line);
+            }
+        }
+        self.keep_partial(tail);
+        true
+    }
+
+    fn keep_partial(&mut self, bytes: &[u8]) {
+        if self.partial.len() + bytes.len() > MAX_LINE {
+            self.partial = Vec::new();
+            self.skipping = true;
+        } else {
+            self.partial.extend_from_slice(bytes);
+        }
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        if let Ok(record) = serde_json::from_slice::<Value>(line) {
+            self.record(&record);
+        }
+    }
+
+    /// A read was asked for less than `patience` ago and is not answered:
+    /// one asked for longer ago is taken as lost (the engine asks again).
+    pub(crate) fn is_reading(
+        &self,
+        now: std::time::SystemTime,
+        patience: std::time::Duration,
+    ) -> bool {
+        self.reading
+            .is_some_and(|at| now.duration_since(at).map_or(true, |d| d < patience))
+    }
+
+    /// Drops the contexts no call will ask for any more (`told`: the call
+    /// was recorded in full), and the oldest beyond [`MAX_CONTEXTS`].
+    pub(crate) fn forget(&mut self, told: impl Fn(&str) -> bool) {
+        self.order.retain(|id| !told(id));
+        while self.order.len() > MAX_CONTEXTS {
+            self.order.pop_front();
+        }
+        let order = &self.order;
+        if order.len() != self.contexts.len() {
+            self.contexts.retain(|id, _| order.contains(id));
+        }
+    }
+
+    fn record(&mut self, r: &Value) {
+        let side = usize::from(r["isSidechain"].as_bool().unwrap_or(false));
+        match r["type"].as_str() {
+            Some("assistant") => self.assistant(&r["message"], side),
+            Some("user") => {
+                let acc = &mut self.acc[side];
+                acc.context.clear();
+                // A new prompt (not a tool result) starts a new turn: the
+                // previous turn's answer is no longer "the last text".
+                let content = &r["message"]["content"];
+                let is_result = content
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+                if !is_result {
+                    acc.answer.clear();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn assistant(&mut self, message: &Value, side: usize) {
+        if let Some(model) = message["model"].as_str() {
+            // `<synthetic>` marks messages the host made up (errors).
+            if !model.is_empty() && !model.starts_with('<') && side == 0 {
+                self.model = Some(model.to_owned());
+            }
+        }
+        let blocks: Vec<Value> = match &message["content"] {
+            Value::Array(blocks) => blocks.clone(),
+            Value::String(text) => vec![serde_json::json!({"type": "text", "text": text})],
+            _ => Vec::new(),
+        };
+        for block in &blocks {
+            let acc = &mut self.acc[side];
+            match block["type"].as_str() {
+                Some("text") => {
+                    let text = block["text"].as_str().unwrap_or("");
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    acc.push(text);
+                    if !acc.answer.is_empty() {
+                        acc.answer.push_str("\n\n");
+                    }
+                    acc.answer.push_str(text);
+                }
+                Some("thinking") => {
+                    let text = block["thinking"].as_str().unwrap_or("");
+                    if !text.trim().is_empty() {
+                        acc.push(&format!("[thinking] {text}"));
+                    }
+                }
+                Some("tool_use") => {
+                    if let Some(id) = block["id"].as_str()
+                        && !acc.context.is_empty()
+                        && self
+                            .contexts
+                            .insert(id.to_owned(), acc.context.clone())
+                            .is_none()
+                    {
+                        self.order.push_back(id.to_owned());
+                    }
+                    acc.answer.clear();
+                }
+                _ => {}
+            }
+        }
+        let answer = &self.acc[0].answer;
+        self.last_text = (!answer.is_empty()).then(|| answer.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(v: Value) -> String {
+        format!("{v}\n")
+    }
+
+    #[test]
+    fn contexts_answers_and_a_line_still_being_written() {
+        let mut t = Transcript::new("/t.jsonl".into());
+        let first = [
+            line(
+                serde_json::json!({"type": "user", "message": {"role": "user", "content": "echo hi"}}),
+            ),
+            line(serde_json::json!({"type": "summary", "summary": "unknown record type"})),
+            "not json at all\n".to_owned(),
+            line(serde_json::json!({"type": "assistant", "message": {"role": "assistant",
+                "model": "claude-opus-5-5", "content": [
+                    {"type": "thinking", "thinking": "the echo tool fits"},
+                    {"type": "text", "text": "Calling the echo tool."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "mcp__e__echo", "input": {}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {}}]}})),
+        ]
+        .concat();
+        let result = r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"Echo: hi"}]}}"#;
+        let partial = r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Now the second."},{"type":"tool_use","#;
+        let bytes = format!("{first}{result}\n{partial}");
+        assert!(t.consume(0, bytes.as_bytes()));
+        assert_eq!(t.offset, bytes.len() as u64);
+        assert_eq!(
+            t.contexts.get("toolu_1").map(String::as_str),
+            Some("[thinking] the echo tool fits\n\nCalling the echo tool.")
+        );
+        assert_eq!(t.contexts.get("toolu_2"), t.contexts.get("toolu_1"));
+        assert_eq!(t.last_text, None);
+        assert_eq!(t.model.as_deref(), Some("claude-opus-5-5"));
+        assert!(
+            !t.contexts.contains_key("toolu_3"),
+            "its line is not whole yet"
+        );
+        // A stale answer (from an older offset) is ignored.
+        assert!(!t.consume(0, bytes.as_bytes()));
+
+        // The rest of the line still being written, and more.
+        let rest = [
+            r#""id":"toolu_3","name":"Bash","input":{}}]}}"#.to_owned() + "\n",
+            line(
+                serde_json::json!({"type": "assistant", "message": {"content": [
+                {"type": "text", "text": "The echo tool said: hi"}]}}),
+            ),
+        ]
+        .concat();
+        let offset = t.offset;
+        assert!(t.consume(offset, rest.as_bytes()));
+        assert_eq!(
+            t.contexts.get("toolu_3").map(String::as_str),
+            Some("Now the second.")
+        );
+        assert_eq!(t.last_text.as_deref(), Some("The echo tool said: hi"));
+        assert_eq!(t.offset, (bytes.len() + rest.len()) as u64);
+
+        // Contexts of calls already told are dropped.
+        t.forget(|id| id == "toolu_1");
+        assert!(!t.contexts.contains_key("toolu_1"));
+        assert!(t.contexts.contains_key("toolu_2"));
+    }
+
+    #[test]
+    fn an_overlong_line_is_skipped_not_buffered() {
+        let mut t = Transcript::new("/t.jsonl".into());
+        let chunk = vec![b'x'; MAX_LINE / 2 + 1];
+        for _ in 0..3 {
+            let offset = t.offset;
+            assert!(t.consume(offset, &chunk));
+            assert!(t.partial.len() <= MAX_LINE);
+        }
+        let tail = [
+            "still the long line\n".to_owned(),
+            line(
+                serde_json::json!({"type": "assistant", "message": {"content": [
+                {"type": "text", "text": "after it"}]}}),
+            ),
+        ]
+        .concat();
+        let offset = t.offset;
+        assert!(t.consume(offset, tail.as_bytes()));
+        assert_eq!(t.last_text.as_deref(), Some("after it"));
+        assert!(t.partial.is_empty());
+    }
+}

@@ -1,0 +1,150 @@
+//! The one way a payload becomes storable: parse a copy → stub binaries →
+//! redact → cap. Shared by the standalone recorder ([`super::Recorder`])
+//! and the bound tier's engine (`crate::bound`), so that a hook payload and
+//! a proxy's step are held to the same rules: only what comes out of here
+//! reaches a record.
+//!
+//! If redaction fails (panics), nothing of the payload is kept and the
+//! result says `withheld: "redaction_failed"` — never raw.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde_json::Value;
+
+use super::{model, truncate};
+use crate::redact::{RedactConfig, Redactor};
+
+/// A payload more than this many times the cap is stored as a marker
+/// without being parsed and redacted whole.
+const LARGE_FACTOR: usize = 4;
+
+/// A payload as it may be stored.
+#[derive(Debug, Default)]
+pub(crate) struct Prepared {
+    /// The redacted, capped payload (`None`: nothing may be stored).
+    pub value: Option<Value>,
+    /// sha256 of the canonical redacted payload, before capping.
+    pub digest: Option<String>,
+    pub redactions: u32,
+    /// Why the payload is missing (`unparseable`, `redaction_failed`).
+    pub withheld: Option<&'static str>,
+}
+
+/// A redactor as every recorder builds it: the rules, plus the values of
+/// this process's secret-named environment variables, plus `known`.
+pub(crate) fn build_redactor(cfg: RedactConfig, known: &[String]) -> Redactor {
+    let mut redactor = Redactor::new(cfg);
+    redactor.add_known_secrets(secret_env_values());
+    redactor.add_known_secrets(known.iter().cloned());
+    redactor
+}
+
+/// Values of environment variables whose names say they are secrets
+/// (`GITHUB_TOKEN`, `ANTHROPIC_API_KEY`…): the redactor removes them
+/// wherever they appear, in any encoding it knows.
+fn secret_env_values() -> Vec<String> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| crate::redact::is_secret_key(k, false))
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// A raw JSON payload (as the relay saw it) → what may be stored.
+pub(crate) fn raw(redactor: &Redactor, raw: Option<&str>, cap: usize) -> Prepared {
+    let Some(raw) = raw else {
+        return Prepared::default();
+    };
+    // Far over the cap, and no binary block that stubbing could shrink:
+    // only the size and a preview will be kept, so there is no point in
+    // parsing and redacting megabytes.
+    let large = LARGE_FACTOR * cap;
+    if raw.len() > large && !crate::observe::step::has_binary_block(raw.as_bytes()) {
+        return preview_only(redactor, raw, raw.len());
+    }
+    let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
+        return Prepared {
+            withheld: Some("unparseable"),
+            ..Prepared::default()
+        };
+    };
+    let stubbed = truncate::stub_binaries(&mut value);
+    if raw.len().saturating_sub(stubbed) > large {
+        return preview_only(redactor, raw, raw.len());
+    }
+    redact_and_cap(redactor, value, cap)
+}
+
+/// An already parsed payload (a hook's JSON, raw from the host) → what may
+/// be stored. The same steps as [`raw`].
+pub(crate) fn value(redactor: &Redactor, mut value: Value, cap: usize) -> Prepared {
+    truncate::stub_binaries(&mut value);
+    // Hook payloads are small; rendering one to size it costs little.
+    let rendered = serde_json::to_string(&value).unwrap_or_default();
+    if rendered.len() > LARGE_FACTOR * cap {
+        return preview_only(redactor, &rendered, rendered.len());
+    }
+    redact_and_cap(redactor, value, cap)
+}
+
+fn redact_and_cap(redactor: &Redactor, mut value: Value, cap: usize) -> Prepared {
+    let redacted = catch_unwind(AssertUnwindSafe(|| {
+        let report = redactor.redact_value(&mut value);
+        (value, report.redactions)
+    }));
+    let Ok((value, redactions)) = redacted else {
+        log::error!("redaction failed; the step is stored without its payloads");
+        return Prepared {
+            withheld: Some("redaction_failed"),
+            ..Prepared::default()
+        };
+    };
+    let digest = crate::codec::sha256_hex(&model::canonical(&value));
+    let (value, _) = truncate::cap(value, cap);
+    Prepared {
+        value: Some(value),
+        digest: Some(digest),
+        redactions,
+        withheld: None,
+    }
+}
+
+/// The truncation marker for a payload of `size` bytes starting with
+/// `text`: a token-safe preview of its start, redacted as a stored string
+/// is (a start that is JSON, cut short, is closed and redacted by key name
+/// and position too, not only as text).
+pub(crate) fn preview_only(redactor: &Redactor, text: &str, size: usize) -> Prepared {
+    let mut preview =
+        Value::String(truncate::token_safe_prefix(text, truncate::PREVIEW).to_owned());
+    let report = redactor.redact_value(&mut preview);
+    if let Value::String(redacted) = &mut preview {
+        // Redacted JSON is rendered again, and markers can lengthen it.
+        let cut = truncate::token_safe_prefix(redacted, truncate::PREVIEW).len();
+        redacted.truncate(cut);
+    }
+    Prepared {
+        value: Some(serde_json::json!({
+            "truncated": true,
+            "originalBytes": size,
+            "preview": preview,
+        })),
+        redactions: report.redactions,
+        ..Prepared::default()
+    }
+}
+
+/// Free text (a prompt, the model's words) → what may be stored: redacted,
+/// then cut to at most `cap` bytes at a token boundary, with a marker that
+/// says how long it was. Returns the text and the number of redactions.
+pub(crate) fn text(redactor: &Redactor, text: &str, cap: usize) -> (String, u32) {
+    let mut report = crate::redact::Report::default();
+    let redacted = redactor.redact_text_counted(text, &mut report);
+    if redacted.len() <= cap {
+        return (redacted.into_owned(), report.redactions);
+    }
+    let kept = truncate::token_safe_prefix(&redacted, cap);
+    (
+        format!("{kept}… [truncated: {} bytes]", redacted.len()),
+        report.redactions,
+    )
+}
