@@ -556,7 +556,6 @@ fn the_daemon_exits_when_idle() {
 /// which this test does not start: the hook's view of the call is what is
 /// recorded.)
 #[test]
-#[ignore = "needs the bound engine and its fixtures (branch boundcore, not on main yet): passed on the daemon branch merged with boundcore; run with --ignored once both are on main"]
 fn a_captured_session_through_bir_hooks_becomes_one_bound_run() {
     let t = TempDir::new("daemon-e2e");
     let _running = Running(&t);
