@@ -577,6 +577,16 @@ fn a_captured_session_through_bir_hooks_becomes_one_bound_run() {
         if event == "PreToolUse" {
             tool_use_ids.push(payload["tool_use_id"].as_str().expect("id").to_owned());
         }
+        if event == "SessionEnd" {
+            // While the session is open, `bir status` shows it and its run.
+            let session = payload["session_id"].as_str().expect("session id");
+            let status = command(bir(), &t).arg("status").output().expect("status");
+            let text = String::from_utf8_lossy(&status.stdout);
+            assert!(
+                text.contains(&format!("session {session} → run run_")),
+                "{text}"
+            );
+        }
         let out = hook(&t, event, &payload.to_string(), &[]);
         assert_eq!(out.status.code(), Some(0), "{event}: {out:?}");
         assert!(out.stdout.is_empty(), "{event}: {out:?}");
