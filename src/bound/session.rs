@@ -1179,8 +1179,17 @@ impl Session {
             .or_else(|| self.agents.get(id)?.agent_type.clone())
     }
 
-    fn identity(&self, cx: &Cx, c: &Call, step_type: StepType, index: u64) -> Step {
+    /// A step of call `i` with the call's identity and context, at the
+    /// place its first view reserved (or the next one).
+    fn call_step(&mut self, cx: &Cx, i: usize, step_type: StepType) -> Step {
+        let reserved = match step_type {
+            StepType::ToolSelected => self.calls[i].selected_index,
+            _ => self.calls[i].response_index,
+        };
+        let index = reserved.unwrap_or_else(|| self.next_index());
+        let c = &self.calls[i];
         Step {
+            context: c.transcript_context.clone().or_else(|| c.context.clone()),
             qualified_name: cx.label(&c.qualified),
             server_name: cx.label(&c.server),
             tool_name: cx.label(&c.tool),
@@ -1197,15 +1206,9 @@ impl Session {
     }
 
     fn emit_selected(&mut self, cx: &mut Cx, i: usize) {
-        let index = match self.calls[i].selected_index {
-            Some(index) => index,
-            None => self.next_index(),
-        };
+        let mut step = self.call_step(cx, i, StepType::ToolSelected);
+        let index = step.step_index;
         let c = &self.calls[i];
-        let mut step = Step {
-            context: c.transcript_context.clone().or_else(|| c.context.clone()),
-            ..self.identity(cx, c, StepType::ToolSelected, index)
-        };
         match (&c.input, &c.proxy) {
             (Some(_), _) | (None, None) => {
                 step.input = c.input.clone();
@@ -1230,16 +1233,9 @@ impl Session {
     }
 
     fn emit_response(&mut self, cx: &mut Cx, i: usize) {
-        let index = match self.calls[i].response_index {
-            Some(index) => index,
-            None => self.next_index(),
-        };
+        let mut step = self.call_step(cx, i, StepType::ToolResponse);
         let c = &self.calls[i];
-        let mut step = Step {
-            context: c.transcript_context.clone().or_else(|| c.context.clone()),
-            permission: c.permission.clone(),
-            ..self.identity(cx, c, StepType::ToolResponse, index)
-        };
+        step.permission = c.permission.clone();
         if let Some(p) = &c.proxy {
             let r = &p.response;
             step.output = r.output.clone();
