@@ -131,6 +131,48 @@ struct Call {
     claimed: bool,
 }
 
+impl Call {
+    /// A call known by its name only (`qualified`, server, tool, kind):
+    /// no view of it yet, no place in the order.
+    fn new(
+        (qualified, server, tool, kind): (String, String, String, StepKind),
+        turn: Option<u32>,
+        started_at: String,
+        first_seen: SystemTime,
+    ) -> Call {
+        Call {
+            tool_use_id: None,
+            qualified,
+            server,
+            tool,
+            kind,
+            agent_id: None,
+            agent_type: None,
+            turn,
+            started_at,
+            first_seen,
+            hooked: false,
+            input: None,
+            input_digest: None,
+            input_redactions: 0,
+            input_withheld: None,
+            raw_digest: String::new(),
+            fingerprint: None,
+            selected_index: None,
+            selected_emitted: false,
+            response_index: None,
+            result: None,
+            proxy: None,
+            correlation: None,
+            permission: None,
+            context: None,
+            transcript_context: None,
+            deadline: None,
+            claimed: false,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct HookResult {
     output: Option<Value>,
@@ -456,16 +498,8 @@ impl Session {
             _ => None,
         };
         Call {
-            tool_use_id: None,
-            qualified: tool_name.to_owned(),
-            server,
-            tool,
-            kind,
             agent_id: h.agent_id().map(str::to_owned),
             agent_type: h.agent_type().map(|t| cx.label(t)),
-            turn: self.current_turn(),
-            started_at: rfc3339(cx.now),
-            first_seen: cx.now,
             hooked: true,
             input: prepared.value,
             input_digest: prepared.digest,
@@ -473,17 +507,12 @@ impl Session {
             input_withheld: prepared.withheld,
             raw_digest,
             fingerprint,
-            selected_index: None,
-            selected_emitted: false,
-            response_index: None,
-            result: None,
-            proxy: None,
-            correlation: None,
-            permission: None,
-            context: None,
-            transcript_context: None,
-            deadline: None,
-            claimed: false,
+            ..Call::new(
+                (tool_name.to_owned(), server, tool, kind),
+                self.current_turn(),
+                rfc3339(cx.now),
+                cx.now,
+            )
         }
     }
 
@@ -919,39 +948,23 @@ impl Session {
             }
             None => {
                 let step = &view.selected;
+                let qualified = if step.qualified_name.is_empty() {
+                    format!("mcp__{}__{}", join::spelled(&server), step.tool_name)
+                } else {
+                    step.qualified_name.clone()
+                };
+                let tool = step.tool_name.clone();
+                let started_at = step.started_at.clone();
                 let call = Call {
                     tool_use_id: key,
-                    qualified: if step.qualified_name.is_empty() {
-                        format!("mcp__{}__{}", join::spelled(&server), step.tool_name)
-                    } else {
-                        step.qualified_name.clone()
-                    },
-                    tool: step.tool_name.clone(),
-                    server,
-                    kind: StepKind::Mcp,
-                    agent_id: None,
-                    agent_type: None,
-                    turn: self.current_turn(),
-                    started_at: step.started_at.clone(),
-                    first_seen: cx.now,
-                    hooked: false,
-                    input: None,
-                    input_digest: None,
-                    input_redactions: 0,
-                    input_withheld: None,
-                    raw_digest: String::new(),
                     fingerprint,
-                    selected_index: None,
-                    selected_emitted: false,
-                    response_index: None,
-                    result: None,
                     proxy: Some(view),
-                    correlation: None,
-                    permission: None,
-                    context: None,
-                    transcript_context: None,
-                    deadline: None,
-                    claimed: false,
+                    ..Call::new(
+                        (qualified, server, tool, StepKind::Mcp),
+                        self.current_turn(),
+                        started_at,
+                        cx.now,
+                    )
                 };
                 self.calls.push(call);
             }
@@ -1179,8 +1192,17 @@ impl Session {
             .or_else(|| self.agents.get(id)?.agent_type.clone())
     }
 
-    fn identity(&self, cx: &Cx, c: &Call, step_type: StepType, index: u64) -> Step {
+    /// A step of call `i` with the call's identity and context, at the
+    /// place its first view reserved (or the next one).
+    fn call_step(&mut self, cx: &Cx, i: usize, step_type: StepType) -> Step {
+        let reserved = match step_type {
+            StepType::ToolSelected => self.calls[i].selected_index,
+            _ => self.calls[i].response_index,
+        };
+        let index = reserved.unwrap_or_else(|| self.next_index());
+        let c = &self.calls[i];
         Step {
+            context: c.transcript_context.clone().or_else(|| c.context.clone()),
             qualified_name: cx.label(&c.qualified),
             server_name: cx.label(&c.server),
             tool_name: cx.label(&c.tool),
@@ -1197,15 +1219,9 @@ impl Session {
     }
 
     fn emit_selected(&mut self, cx: &mut Cx, i: usize) {
-        let index = match self.calls[i].selected_index {
-            Some(index) => index,
-            None => self.next_index(),
-        };
+        let mut step = self.call_step(cx, i, StepType::ToolSelected);
+        let index = step.step_index;
         let c = &self.calls[i];
-        let mut step = Step {
-            context: c.transcript_context.clone().or_else(|| c.context.clone()),
-            ..self.identity(cx, c, StepType::ToolSelected, index)
-        };
         match (&c.input, &c.proxy) {
             (Some(_), _) | (None, None) => {
                 step.input = c.input.clone();
@@ -1230,16 +1246,9 @@ impl Session {
     }
 
     fn emit_response(&mut self, cx: &mut Cx, i: usize) {
-        let index = match self.calls[i].response_index {
-            Some(index) => index,
-            None => self.next_index(),
-        };
+        let mut step = self.call_step(cx, i, StepType::ToolResponse);
         let c = &self.calls[i];
-        let mut step = Step {
-            context: c.transcript_context.clone().or_else(|| c.context.clone()),
-            permission: c.permission.clone(),
-            ..self.identity(cx, c, StepType::ToolResponse, index)
-        };
+        step.permission = c.permission.clone();
         if let Some(p) = &c.proxy {
             let r = &p.response;
             step.output = r.output.clone();

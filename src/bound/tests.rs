@@ -89,6 +89,12 @@ impl Harness {
         }
     }
 
+    /// The file at `path` holds these transcript records, one a line.
+    fn write_transcript(&mut self, path: &str, records: &[Value]) {
+        let text: String = records.iter().map(|r| format!("{r}\n")).collect();
+        self.files.insert(path.to_owned(), text.into_bytes());
+    }
+
     /// Answers the reads that were held.
     fn answer_reads(&mut self) {
         self.hold_reads = false;
@@ -1262,8 +1268,7 @@ fn a_subagent_call_takes_its_context_from_the_subagent_transcript() {
         "message": {"content": [
             {"type": "text", "text": "I will echo as asked."},
             {"type": "tool_use", "id": "toolu_s1", "name": "mcp__everything__echo", "input": {}}]}});
-    h.files
-        .insert(path.into(), format!("{line}\n").into_bytes());
+    h.write_transcript(path, &[line]);
     start(&mut h, "delegate");
     h.hook(
         2.0,
@@ -1339,8 +1344,7 @@ fn the_transcript_context_with_thinking_wins_over_the_displayed_text() {
         {"type": "thinking", "thinking": "Start with the shell, it is cheap."},
         {"type": "text", "text": "First, the shell marker."},
         {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]}});
-    h.files
-        .insert(TRANSCRIPT.into(), format!("{line}\n").into_bytes());
+    h.write_transcript(TRANSCRIPT, &[line]);
     start(&mut h, "shell");
     h.hook(
         1.5,
@@ -1369,8 +1373,7 @@ fn words_written_to_the_transcript_after_pre_tool_use_are_read_at_post() {
     let line = json!({"type": "assistant", "message": {"content": [
         {"type": "text", "text": "Listing."},
         {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]}});
-    h.files
-        .insert(TRANSCRIPT.into(), format!("{line}\n").into_bytes());
+    h.write_transcript(TRANSCRIPT, &[line]);
     h.post(
         2.5,
         "Bash",
