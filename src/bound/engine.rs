@@ -194,16 +194,6 @@ impl Engine {
         out
     }
 
-    /// When [`Engine::tick`] next has something to do (a join grace or an
-    /// ending session running out, a session going idle): the daemon may
-    /// sleep until then, or until the next input.
-    pub(crate) fn next_deadline(&self) -> Option<SystemTime> {
-        self.sessions
-            .values()
-            .map(|s| s.next_deadline(self.shared.cfg.idle_end))
-            .min()
-    }
-
     pub(crate) fn sessions(&self) -> Vec<SessionSummary> {
         let mut all: Vec<SessionSummary> = self.sessions.values().map(Session::summary).collect();
         all.sort_by(|a, b| a.session_id.cmp(&b.session_id));

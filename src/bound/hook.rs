@@ -156,14 +156,6 @@ pub(crate) fn prompt_origin(prompt: &str) -> Option<&'static str> {
         .then_some("task_notification")
 }
 
-/// The `tool_use_id` a `<task-notification>` names (the Agent call whose
-/// result it carries).
-pub(crate) fn notified_tool_use_id(prompt: &str) -> Option<&str> {
-    let start = prompt.find("<tool-use-id>")? + "<tool-use-id>".len();
-    let len = prompt[start..].find("</tool-use-id>")?;
-    Some(prompt[start..start + len].trim())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,10 +185,6 @@ mod tests {
             Some("task_notification")
         );
         assert_eq!(prompt_origin("hello"), None);
-        assert_eq!(
-            notified_tool_use_id("<task-notification><tool-use-id>toolu_1</tool-use-id>"),
-            Some("toolu_1")
-        );
     }
 
     #[test]

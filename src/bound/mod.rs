@@ -1,5 +1,3 @@
-// Until the daemon (issue 11) uses it, the interface is not called yet.
-#![allow(dead_code)]
 //! The bound tier (Tier 1): one run per host session, told by the host's
 //! hooks and the session's proxies together.
 //!
@@ -29,9 +27,9 @@
 //!   redacted by the proxy's recorder.
 //! * The engine never waits: a view that is still missing (the proxy's
 //!   answer after the hook's, or the other way round) is held for a grace
-//!   period and released by [`Engine::tick`] ([`Engine::next_deadline`]
-//!   says when). Choose `join_grace` at least as long as a proxy may
-//!   buffer its reports while it looks for the daemon (10 s).
+//!   period and released by [`Engine::tick`]. Choose `join_grace` at least
+//!   as long as a proxy may buffer its reports while it looks for the
+//!   daemon (10 s).
 //! * A run ends at `SessionEnd` (once nothing waits any more, at most
 //!   `join_grace` later), after `idle_end` without any input, or at
 //!   [`Engine::shutdown`] — never at `Stop`: Claude Code's Agent tool is
@@ -44,8 +42,6 @@ mod session;
 mod transcript;
 pub(crate) mod wire;
 
-// Until the daemon (issue 11) uses it, only the tests do.
-#[allow(unused_imports)]
 pub(crate) use engine::Engine;
 
 #[cfg(test)]

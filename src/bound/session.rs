@@ -1285,16 +1285,6 @@ impl Session {
 
     // ---- time and the end ----------------------------------------------
 
-    /// The earliest time [`Session::tick`] has something to do.
-    pub(super) fn next_deadline(&self, idle_end: std::time::Duration) -> SystemTime {
-        let idle = self.last_event_at + idle_end;
-        self.calls
-            .iter()
-            .filter_map(|c| c.deadline)
-            .chain(self.ending)
-            .fold(idle, SystemTime::min)
-    }
-
     /// Releases what waited long enough; ends an idle or ending session.
     pub(super) fn tick(&mut self, cx: &mut Cx) {
         let now = cx.now;
