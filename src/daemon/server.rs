@@ -232,7 +232,10 @@ fn engine_config() -> EngineConfig {
             .as_ref()
             .map_or(crate::record::truncate::DEFAULT_CAP, |r| r.payload_cap),
         idle_end: env_duration_secs("BIR_SESSION_IDLE_SECS", Duration::from_secs(1800)),
-        join_grace: Duration::from_secs(2),
+        // As long as a proxy may hold its reports while it looks for the
+        // daemon (see `bound`'s invariants): a longer grace only delays a
+        // step's release, never its place in the order.
+        join_grace: env_duration_ms("BIR_JOIN_GRACE_MS", Duration::from_secs(10)),
         fingerprint_window: Duration::from_secs(600),
     }
 }
