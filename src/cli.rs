@@ -175,6 +175,8 @@ pub enum CliCommand {
     Status(StatusCmd),
     Doctor(DoctorCmd),
     Down(DownCmd),
+    Off(OffCmd),
+    On(OnCmd),
 }
 
 /// Stop the recorder daemon (it finishes every open run first). It starts
@@ -496,6 +498,25 @@ pub struct DoctorCmd {
     /// in milliseconds (default 15000)
     #[argh(option, default = "15000")]
     pub timeout_ms: u64,
+}
+
+/// Switch recording off: everywhere, or (`--here`) in this directory and below.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "off")]
+pub struct OffCmd {
+    /// only in the current directory (and its subdirectories)
+    #[argh(switch)]
+    pub here: bool,
+}
+
+/// Switch recording back on (removes the switch `bir off` set; `--here`:
+/// the one of the current directory).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "on")]
+pub struct OnCmd {
+    /// only the current directory's switch
+    #[argh(switch)]
+    pub here: bool,
 }
 
 #[cfg(test)]

@@ -52,6 +52,13 @@ pub fn main(args: &[String]) -> Exit {
         log::debug!("could not read the hook payload: {err}");
         return ExitStatus::Success.into();
     }
+    // `bir off` / `BIR_OFF=1`: answer with nothing (read first, so the
+    // host's write of the payload never meets a closed pipe).
+    if let Some(home) = crate::home::bir_home()
+        && std::env::current_dir().is_ok_and(|cwd| crate::switch::recording_off(&home, &cwd))
+    {
+        return ExitStatus::Success.into();
+    }
     let Some(event) = event.filter(|e| valid_event_name(e)) else {
         log::debug!("no usable event name: nothing to forward");
         return ExitStatus::Success.into();

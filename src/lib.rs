@@ -10,7 +10,8 @@
 //!   `sys`, `time`, `urls`;
 //! * vocabulary: `cli` (every argh struct, `Exit`, the version text),
 //!   [`redact`] (the single choke point every recorded payload passes);
-//! * plumbing: `logging`, `observe` (what the relay hands off its hot path);
+//! * plumbing: `logging`, `observe` (what the relay hands off its hot path),
+//!   `switch` (`bir off`/`on`: whether recording is off here);
 //! * runs: `record` (the recorder sink, the journal, the local store);
 //! * engines: `service` (the recording service), `bound` (the bound tier);
 //! * daemon: `daemon` (the recorder daemon, hidden `bir daemon`, and its
@@ -54,6 +55,7 @@ pub mod redact;
 mod runs;
 mod secret;
 mod service;
+mod switch;
 mod sync;
 mod sys;
 mod testpeer;
@@ -132,6 +134,8 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Status(cmd)) => ("bir status", install::commands::status(cmd)),
         Some(CliCommand::Doctor(cmd)) => ("bir doctor", install::doctor::main(cmd)),
         Some(CliCommand::Down(cmd)) => ("bir down", daemon::control::down(cmd)),
+        Some(CliCommand::Off(cmd)) => ("bir off", switch::off(cmd)),
+        Some(CliCommand::On(cmd)) => ("bir on", switch::on(cmd)),
         None => (
             "bir",
             Err(error::Error::usage(

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::model::{HostInfo, ServerSnapshot, Step};
+use crate::record::model::HostInfo;
 
 /// `POST /proxy/register`: a proxy announces itself.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,21 +42,9 @@ pub(crate) struct ProxyRecords {
     pub lost: u64,
 }
 
-/// One thing a proxy recorded.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
-pub(crate) enum ProxyItem {
-    /// The server's `initialize` answer and `tools/list`, as for standalone runs.
-    Snapshot(Box<ServerSnapshot>),
-    /// One `tools/call`: its `tool_selected` and `tool_response` steps as
-    /// the proxy's recorder prepared them. Their `stepIndex` is the
-    /// proxy's own and is replaced by the run's; `toolUseId` (from
-    /// `_meta["claudecode/toolUseId"]`) is the join key.
-    Call {
-        selected: Box<Step>,
-        response: Box<Step>,
-    },
-}
+/// One thing a proxy recorded: defined beside the proxy's preparation
+/// (`record` sits below `bound`), the wire's shape all the same.
+pub(crate) use crate::record::preparation::ProxyItem;
 
 /// `POST /proxy/unregister`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -494,12 +494,14 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
         }
     }
     let off = std::env::var("BIR_RECORDER").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "none"));
+    let switched = crate::home::bir_home().zip(std::env::current_dir().ok());
+    let switched = switched.and_then(|(home, cwd)| crate::switch::off_because(&home, &cwd));
     out(&format!(
         "Recording: {}",
         if off {
             "off (BIR_RECORDER=off): wrapped servers are relayed, nothing is recorded"
         } else {
-            "on"
+            switched.unwrap_or("on")
         }
     ));
     match ledger::load() {

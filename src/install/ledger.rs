@@ -147,3 +147,44 @@ pub fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), Error> {
     let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::proxy::passthrough::{LedgerView, is_passthrough};
+
+    /// The proxy reads this file through a view of its own (it may not
+    /// import the installer): what `bir install` writes must read there.
+    #[test]
+    fn the_proxy_reads_the_ledger_bir_install_writes() {
+        let change = Change {
+            client: "cursor".into(),
+            file: "/home/u/.cursor/mcp.json".into(),
+            path: vec!["mcpServers".into(), "gh".into()],
+            action: ACTION_IN_PLACE.into(),
+            server: "gh".into(),
+            project: Some("/work/a".into()),
+            source_scope: "user".into(),
+            keep_parents: 0,
+            original_command: Some("npx".into()),
+            original_args: None,
+            args_absent: false,
+            args_withheld: false,
+            original: None,
+            original_text: None,
+            entry_sha256: String::new(),
+            file_sha256: String::new(),
+            at: String::new(),
+        };
+        let ledger = Ledger {
+            version: 1,
+            changes: vec![change],
+        };
+        let json = serde_json::to_vec(&ledger).expect("json");
+        let view: LedgerView = serde_json::from_slice(&json).expect("the view reads it");
+        assert!(is_passthrough(&view.changes, "gh", Path::new("/work/b")));
+        assert!(!is_passthrough(&view.changes, "gh", Path::new("/work/a")));
+    }
+}

@@ -6,8 +6,14 @@
 //! host stdout ◀── pump_upstream ◀── upstream stdout  (relay.rs)
 //!                    │ observations (after the write)
 //!                    ▼
-//!                 Observer ──▶ sinks (transcript; the recorder next)
+//!                 Observer ──▶ sinks: transcript; the recorder behind the
+//!                                  off switch (gate.rs), bound to the
+//!                                  daemon or standalone (binding.rs)
 //! ```
+//!
+//! A proxy that will not record (`BIR_OFF=1`, `bir off`, a user-scope entry
+//! in a project never set up: passthrough.rs) replaces itself with its
+//! stdio server at start (`exec`).
 //!
 //! This module owns the lifecycle: it starts the upstream and the threads,
 //! then runs one loop over [`Event`]s (signals, end of input, upstream exit)
@@ -27,9 +33,12 @@
 //!   answered by the proxy (`MCP server "<name>" is not available`). When
 //!   the host ended the session (signal, end of input), nothing is added.
 
+pub(crate) mod binding;
 pub mod config;
+pub(crate) mod gate;
 pub mod inflight;
 pub mod modern;
+pub(crate) mod passthrough;
 pub mod relay;
 pub mod signals;
 pub mod sse;
@@ -49,7 +58,7 @@ use crate::observe::step::CallOutcome;
 use crate::observe::transcript::Transcript;
 use crate::observe::{Observer, Sink};
 use crate::record::store::Store;
-use crate::record::{Recorder, RecorderConfig};
+use crate::record::{LocalRun, RecorderConfig};
 use crate::service::forwarder::ServiceForwarder;
 use crate::sys::lock;
 use config::{ProxyConfig, UpstreamHttpConfig};
@@ -101,9 +110,22 @@ pub fn main(args: &[String]) -> Exit {
         }
     };
     crate::logging::set_server_name(&cfg.server_name);
+    let start = passthrough::at_start(&cfg);
+    // (A `--transcript` someone asked for is still written: no exec then.)
+    if start != passthrough::Start::Record
+        && cfg.upstream_http.is_none()
+        && cfg.transcript.is_none()
+    {
+        // Recording is off: the server takes our place. Before any thread
+        // exists and before signals are blocked (exec keeps the mask).
+        let err = passthrough::exec_server(&cfg);
+        log::warn!(
+            "could not replace the proxy with the server ({err}); relaying without recording"
+        );
+    }
     // Before any thread exists, so that every thread inherits the mask.
     signals::block_forwarded();
-    let observer = start_observer(&cfg);
+    let observer = start_observer(&cfg, start);
     let (tx, rx) = mpsc::channel();
     signals::spawn_watcher(tx.clone());
     let shared = Arc::new(Shared::new(cfg, observer));
@@ -132,10 +154,13 @@ fn upstream_http_credentials(remote: &UpstreamHttpConfig) -> Vec<String> {
     values
 }
 
-fn start_observer(cfg: &ProxyConfig) -> Observer {
+fn start_observer(cfg: &ProxyConfig, start: passthrough::Start) -> Observer {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
-    if let Some(mut rc) = RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone())
-    {
+    let recorder_config = match start {
+        passthrough::Start::NeverRecord => None,
+        _ => RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone()),
+    };
+    if let Some(mut rc) = recorder_config {
         if let Some(remote) = &cfg.upstream_http {
             rc.known_secrets = upstream_http_credentials(remote);
         }
@@ -146,12 +171,12 @@ fn start_observer(cfg: &ProxyConfig) -> Observer {
                 None
             }
         };
-        let mut recorder = Recorder::new(rc, store);
+        let mut run = LocalRun::new(rc.clone(), store);
         // The recording service, when BIR_SERVICE_URL or `bir login` names one.
         if let Some(remote) = ServiceForwarder::from_env() {
-            recorder = recorder.with_forwarder(Box::new(remote));
+            run.add_forwarder(Box::new(remote));
         }
-        sinks.push(Box::new(recorder));
+        sinks.push(binding::recording_sink(cfg, rc, run));
     }
     if let Some(path) = &cfg.transcript {
         match Transcript::create(path) {

@@ -1,46 +1,44 @@
 //! Recording: turning what the proxy observed into runs.
 //!
-//! The [`Recorder`] is an observer [`Sink`]: it runs on the observer's
-//! worker thread, never on the relay's. For a proxy with no recorder daemon
-//! to bind to (Tier 2, "standalone"), it owns one run per proxy process:
-//! opened at the first recorded `tools/call` (so idle servers leave no empty
-//! runs), finished when the proxy exits.
+//! Every payload goes through one choke point, [`Preparation`]
+//! (`preparation.rs`, built on `prepare.rs`, which the bound tier's engine
+//! shares): parse a copy → stub binaries → redact → cap. It yields
+//! prepared items (a server snapshot, or one call's two steps) and writes
+//! nothing; the proxy's report path decides where they go — a
+//! [`LocalRun`] here (Tier 2, "standalone"), or the recorder daemon
+//! (`crate::proxy::binding`, Tier 1). So the journal, the daemon and every
+//! other sink hold redacted data only. If redaction fails (panics), the
+//! step is stored without bodies and marked `withheld: "redaction_failed"`
+//! — never raw.
 //!
-//! Every payload goes through one choke point, [`Recorder::prepare`]
-//! ([`prepare`], shared with the bound tier): parse a copy → stub
-//! binaries → redact → cap. Only its output reaches a record, so the
-//! journal and every other sink hold redacted data only. If
-//! redaction fails (panics), the step is stored without bodies and marked
-//! `withheld: "redaction_failed"` — never raw.
+//! The [`Recorder`] is the standalone observer [`Sink`]: it runs on the
+//! observer's worker thread, never on the relay's, and owns one run per
+//! proxy process: opened at the first recorded `tools/call` (so idle
+//! servers leave no empty runs), finished when the proxy exits.
 //!
 //! ```text
-//! StepReport ─▶ prepare ─▶ Step records ─▶ LocalWriter (journal, fsync in batches)
-//! exchanges (initialize, tools/list) ─▶ ServerSnapshot
+//! StepReport ─▶ Preparation ─▶ ProxyItem ─▶ LocalRun ─▶ LocalWriter (journal, fsync in batches)
+//! exchanges (initialize, tools/list) ─▶ ServerSnapshot ─┘
 //! ```
 
 pub mod journal;
 pub mod model;
+pub mod preparation;
 pub(crate) mod prepare;
 pub mod store;
 pub mod truncate;
 pub mod writer;
 
-use std::collections::BTreeMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde_json::Value;
-
 use crate::observe::step::StepReport;
 use crate::observe::{Direction, Sink};
-use crate::redact::{RedactConfig, Redactor};
+use crate::redact::RedactConfig;
 use crate::time;
-use model::{
-    HostInfo, Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics, ServerSnapshot,
-    Step, StepType,
-};
-use prepare::Prepared;
+use model::{Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics, ServerSnapshot};
+pub use preparation::Preparation;
+pub(crate) use preparation::ProxyItem;
 use store::Store;
 use writer::LocalWriter;
 
@@ -113,77 +111,88 @@ pub trait Forwarder: Send {
     fn finish(&mut self, deadline: Duration);
 }
 
-/// What the recorder learned about the server and the host before (and
-/// while) the run exists.
-#[derive(Default)]
-struct Knowledge {
-    host: Option<HostInfo>,
-    protocol_version: Option<String>,
-    snapshot: ServerSnapshot,
-    /// `tools/list` pages being collected (a request without `cursor`
-    /// starts over).
-    tools_pages: Vec<Value>,
-    /// The snapshot digest last written to the run.
-    written_digest: Option<String>,
-    snapshot_known: bool,
-}
-
-/// The Tier 2 recorder: one run per proxy process.
-pub struct Recorder {
+/// The local Tier 2 run: one journal in `$BIR_HOME/runs/`, opened at the
+/// first call it is given (so idle servers leave no empty runs) and
+/// finished when the proxy exits. One of the proxy's report paths; the
+/// other sends the same prepared items to the recorder daemon
+/// (`crate::proxy::binding`).
+pub struct LocalRun {
     cfg: RecorderConfig,
-    /// Built at first use, on the observer thread: compiling the redactor's
-    /// patterns must not delay the proxy's start.
-    redactor: Option<Redactor>,
     store: Option<Store>,
     writer: Option<LocalWriter>,
     forwarders: Vec<Box<dyn Forwarder>>,
     run_id: Option<String>,
-    knowledge: Knowledge,
+    /// The snapshot digest last written to the run.
+    written_digest: Option<String>,
+    /// The latest snapshot, written when the run opens.
+    snapshot: Option<ServerSnapshot>,
     next_seq: u64,
     next_step: u64,
     metrics: RunMetrics,
     withheld: u64,
-    /// Exchanges seen before the run exists, still raw. They are read when
-    /// the first call opens the run: an idle proxy never parses, hashes or
-    /// redacts anything, so it keeps that code and memory out of its
-    /// resident set (most servers in a session sit idle).
-    pending_exchanges: Vec<PendingExchange>,
 }
 
-/// At most this many exchanges wait for a run (a handshake is two or three;
-/// a server that keeps re-listing its tools only needs its latest lists).
-const MAX_PENDING_EXCHANGES: usize = 32;
-
-struct PendingExchange {
-    method: String,
-    request: Vec<u8>,
-    response: Vec<u8>,
-}
-
-impl Recorder {
-    /// A recorder writing to `store` (or to nowhere, if the store could not
-    /// be opened: then it still redacts and counts, and says so once).
-    pub fn new(cfg: RecorderConfig, store: Option<Store>) -> Recorder {
-        Recorder {
-            redactor: None,
+impl LocalRun {
+    /// A run writing to `store` (or to nowhere, if the store could not be
+    /// opened: then it still counts, and says so once).
+    pub fn new(cfg: RecorderConfig, store: Option<Store>) -> LocalRun {
+        LocalRun {
+            cfg,
             store,
             writer: None,
             forwarders: Vec::new(),
             run_id: None,
-            knowledge: Knowledge::default(),
+            written_digest: None,
+            snapshot: None,
             next_seq: 1,
             next_step: 1,
             metrics: RunMetrics::default(),
             withheld: 0,
-            pending_exchanges: Vec::new(),
-            cfg: cfg.clone(),
         }
     }
 
     /// Adds a destination for this run's records (see [`Forwarder`]).
-    pub fn with_forwarder(mut self, forwarder: Box<dyn Forwarder>) -> Recorder {
+    pub fn add_forwarder(&mut self, forwarder: Box<dyn Forwarder>) {
         self.forwarders.push(forwarder);
-        self
+    }
+
+    /// The id of the run, once it exists.
+    #[cfg(test)]
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// How many calls the run holds.
+    #[cfg(test)]
+    pub fn tool_calls(&self) -> u64 {
+        self.metrics.tool_calls
+    }
+
+    /// Writes prepared items: a snapshot (if its tools digest is new to
+    /// the run) or a call (renumbered into this run's steps).
+    pub(crate) fn write(&mut self, prep: &Preparation, item: ProxyItem) {
+        match item {
+            ProxyItem::Snapshot(snapshot) => {
+                self.snapshot = Some(*snapshot);
+                self.write_snapshot_if_changed();
+            }
+            ProxyItem::Call { selected, response } => {
+                self.ensure_run(prep, &selected.started_at);
+                let (mut selected, mut response) = (*selected, *response);
+                selected.step_index = self.next_step;
+                response.step_index = self.next_step + 1;
+                self.next_step += 2;
+                if selected.withheld.is_some() || response.withheld.is_some() {
+                    self.withheld += 1;
+                }
+                let duration = response.duration_ms.unwrap_or(0.0);
+                self.metrics.tool_calls += 1;
+                self.metrics.errors += u64::from(response.is_error);
+                self.metrics.total_tool_ms += duration;
+                self.emit(RunEvent::Step(selected));
+                self.emit(RunEvent::Step(response));
+            }
+        }
     }
 
     fn emit(&mut self, event: RunEvent) {
@@ -207,7 +216,7 @@ impl Recorder {
     }
 
     /// Opens the run at the first recorded call, dated from that call.
-    fn ensure_run(&mut self, first_call_at: &str) {
+    fn ensure_run(&mut self, prep: &Preparation, first_call_at: &str) {
         if self.run_id.is_some() {
             return;
         }
@@ -225,10 +234,10 @@ impl Recorder {
         let metadata = RunMetadata {
             recorder: "bir".into(),
             tier: "standalone".into(),
-            host: self.knowledge.host.clone(),
+            host: prep.host().cloned(),
             wrapped_servers: vec![self.cfg.server_name.to_string()],
-            server_info: self.knowledge.snapshot.server_info.clone(),
-            protocol_version: self.knowledge.protocol_version.clone(),
+            server_info: prep.snapshot().and_then(|s| s.server_info.clone()),
+            protocol_version: prep.protocol_version().map(str::to_owned),
             cwd: std::env::current_dir()
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),
@@ -249,287 +258,30 @@ impl Recorder {
     }
 
     fn write_snapshot_if_changed(&mut self) {
-        if self.run_id.is_none() || !self.knowledge.snapshot_known {
+        if self.run_id.is_none() {
             return;
         }
-        let digest = self.knowledge.snapshot.tools_digest.clone();
-        if self.knowledge.written_digest.as_ref() == Some(&digest) {
+        let Some(snapshot) = &self.snapshot else {
+            return;
+        };
+        if self.written_digest.as_ref() == Some(&snapshot.tools_digest) {
             return;
         }
-        self.knowledge.written_digest = Some(digest);
-        let snapshot = self.knowledge.snapshot.clone();
+        self.written_digest = Some(snapshot.tools_digest.clone());
+        let snapshot = snapshot.clone();
         self.emit(RunEvent::ServerSnapshot(snapshot));
     }
 
-    fn redactor(&mut self) -> &Redactor {
-        let cfg = self.cfg.redact;
-        let known = &self.cfg.known_secrets;
-        self.redactor
-            .get_or_insert_with(|| prepare::build_redactor(cfg, known))
-    }
-
-    /// The one choke point ([`prepare::raw`]): a raw JSON payload → what
-    /// may be stored.
-    fn prepare(&mut self, raw: Option<&str>) -> Prepared {
-        let cap = self.cfg.payload_cap;
-        prepare::raw(self.redactor(), raw, cap)
-    }
-
-    /// A result too large to parse: its size and a redacted preview.
-    fn prepare_clipped(&mut self, clipped: &crate::observe::step::ClippedResult) -> Prepared {
-        prepare::preview_only(
-            self.redactor(),
-            &clipped.head,
-            clipped.original_bytes as usize,
-        )
-    }
-
-    fn record_call(&mut self, report: &StepReport) {
-        self.ensure_run(&report.started_at);
-        let tool = report.tool_name.clone().unwrap_or_default();
-        let qualified = report
-            .qualified_name
-            .clone()
-            .unwrap_or_else(|| format!("mcp__{}__{tool}", report.server_name));
-        let args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
-        let mut result = self.prepare(report.result.as_deref().map(|r| r.get()));
-        if let Some(clipped) = &report.result_clipped {
-            result = self.prepare_clipped(clipped);
-        }
-        let error = self.prepare(report.error.as_deref().map(|r| r.get()));
-        // Each step says only what its own side lost.
-        let request_unparseable = report.request_unparseable.then_some("unparseable");
-        let response_unparseable = report.response_unparseable.then_some("unparseable");
-        let request_id = report
-            .request_id
-            .as_deref()
-            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
-        let base = Step {
-            id: model::new_step_id(),
-            step_index: self.next_step,
-            step_type: StepType::ToolSelected,
-            qualified_name: qualified,
-            server_name: report.server_name.clone(),
-            tool_name: tool,
-            started_at: report.started_at.clone(),
-            input: None,
-            output: None,
-            error: None,
-            is_error: false,
-            duration_ms: None,
-            outcome: None,
-            request_id,
-            tool_use_id: report.tool_use_id.clone(),
-            agent_id: None,
-            args_digest: None,
-            correlation: None,
-            withheld: None,
-            redactions: 0,
-            kind: None,
-            agent_type: None,
-            parent_tool_use_id: None,
-            context: None,
-            turn: None,
-            permission: None,
-        };
-        let selected = Step {
-            input: args.value,
-            args_digest: args.digest,
-            withheld: request_unparseable.or(args.withheld).map(str::to_owned),
-            redactions: args.redactions,
-            ..base.clone()
-        };
-        let response = Step {
-            id: model::new_step_id(),
-            step_index: self.next_step + 1,
-            step_type: StepType::ToolResponse,
-            output: result.value,
-            error: error.value,
-            is_error: report.is_error,
-            duration_ms: Some((report.duration_ms * 1000.0).round() / 1000.0),
-            outcome: serde_json::to_value(report.outcome)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned)),
-            withheld: response_unparseable
-                .or(result.withheld)
-                .or(error.withheld)
-                .map(str::to_owned),
-            redactions: result.redactions + error.redactions,
-            correlation: report.id_shared.then(|| "ambiguous".to_owned()),
-            ..base
-        };
-        if selected.withheld.is_some() || response.withheld.is_some() {
-            self.withheld += 1;
-        }
-        self.next_step += 2;
-        self.metrics.tool_calls += 1;
-        self.metrics.errors += u64::from(report.is_error);
-        self.metrics.total_tool_ms += report.duration_ms;
-        self.emit(RunEvent::Step(selected));
-        self.emit(RunEvent::Step(response));
-    }
-
-    fn on_initialize(&mut self, request: &Value, result: &Value) {
-        let params = &request["params"];
-        if let Some(info) = client_info(&params["clientInfo"]) {
-            self.knowledge.host = Some(info);
-        }
-        let k = &mut self.knowledge;
-        k.protocol_version = result["protocolVersion"].as_str().map(str::to_owned);
-        k.snapshot.protocol_version = k.protocol_version.clone();
-        k.snapshot.server_info = non_null(&result["serverInfo"]);
-        k.snapshot.capabilities = non_null(&result["capabilities"]);
-        k.snapshot.instructions = non_null(&result["instructions"]);
-        k.snapshot.client_capabilities = non_null(&params["capabilities"]);
-        k.snapshot_known = true;
-        self.refresh_snapshot_digest();
-    }
-
-    /// The 2026-07-28 era: identity travels in `_meta`.
-    fn on_discover(&mut self, request: &Value, result: &Value) {
-        let meta = &request["params"]["_meta"];
-        if self.knowledge.host.is_none() {
-            self.knowledge.host = client_info(&meta["io.modelcontextprotocol/clientInfo"]);
-        }
-        let k = &mut self.knowledge;
-        if k.snapshot.server_info.is_some() {
-            return; // an initialize answer is more complete
-        }
-        k.snapshot.server_info = non_null(&result["_meta"]["io.modelcontextprotocol/serverInfo"]);
-        k.snapshot.capabilities = non_null(&result["capabilities"]);
-        k.snapshot.instructions = non_null(&result["instructions"]);
-        k.snapshot.client_capabilities =
-            non_null(&meta["io.modelcontextprotocol/clientCapabilities"]);
-        k.protocol_version = meta["io.modelcontextprotocol/protocolVersion"]
-            .as_str()
-            .map(str::to_owned);
-        k.snapshot.protocol_version = k.protocol_version.clone();
-        k.snapshot_known = true;
-        self.refresh_snapshot_digest();
-    }
-
-    fn on_tools_list(&mut self, request: &Value, result: &Value) {
-        if request["params"]["cursor"].is_null() {
-            self.knowledge.tools_pages.clear();
-        }
-        if let Some(tools) = result["tools"].as_array() {
-            self.knowledge.tools_pages.extend(tools.iter().cloned());
-        }
-        let mut tools = self.knowledge.tools_pages.clone();
-        let mut hashes = BTreeMap::new();
-        let redactor = self.redactor();
-        for tool in &mut tools {
-            let _ = catch_unwind(AssertUnwindSafe(|| redactor.redact_value(tool)));
-            if let Some(name) = tool["name"].as_str() {
-                hashes.insert(
-                    name.to_owned(),
-                    crate::codec::sha256_hex(&model::canonical(tool)),
-                );
-            }
-        }
-        let k = &mut self.knowledge;
-        k.snapshot.tools = tools;
-        k.snapshot.tool_hashes = hashes;
-        k.snapshot_known = true;
-        self.refresh_snapshot_digest();
-        if result["nextCursor"].is_null() {
-            self.write_snapshot_if_changed();
-        }
-    }
-
-    fn refresh_snapshot_digest(&mut self) {
-        let s = &mut self.knowledge.snapshot;
-        s.server_name = self.cfg.server_name.to_string();
-        let joined: String = s
-            .tool_hashes
-            .iter()
-            .map(|(name, hash)| format!("{name}:{hash}\n"))
-            .collect();
-        s.tools_digest = crate::codec::sha256_hex(joined.as_bytes());
-    }
-}
-
-fn non_null(v: &Value) -> Option<Value> {
-    (!v.is_null()).then(|| v.clone())
-}
-
-fn client_info(v: &Value) -> Option<HostInfo> {
-    Some(HostInfo {
-        app: v["name"].as_str()?.to_owned(),
-        version: v["version"].as_str().unwrap_or("").to_owned(),
-    })
-}
-
-impl Recorder {
-    /// Reads an answered `initialize`, `server/discover` or `tools/list`.
-    fn learn_from_exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
-        let (Ok(request), Ok(response)) = (
-            serde_json::from_slice::<Value>(request),
-            serde_json::from_slice::<Value>(response),
-        ) else {
-            return;
-        };
-        let result = &response["result"];
-        if result.is_null() {
-            return;
-        }
-        match method {
-            "initialize" => self.on_initialize(&request, result),
-            "server/discover" => self.on_discover(&request, result),
-            "tools/list" => self.on_tools_list(&request, result),
-            _ => {}
-        }
-    }
-}
-
-impl Sink for Recorder {
-    fn message(
-        &mut self,
-        _at: SystemTime,
-        _direction: Direction,
-        _bytes: &[u8],
-        _total: Option<u64>,
-    ) {
-    }
-
-    fn exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
-        if self.run_id.is_none() {
-            if self.pending_exchanges.len() == MAX_PENDING_EXCHANGES {
-                self.pending_exchanges.remove(0);
-            }
-            self.pending_exchanges.push(PendingExchange {
-                method: method.to_owned(),
-                request: request.to_vec(),
-                response: response.to_vec(),
-            });
-            return;
-        }
-        self.learn_from_exchange(method, request, response);
-        // The run is open, so its start has written the snapshot it could:
-        // an `initialize` (or `server/discover`) answered after a call (a
-        // server may answer out of order) is written now, or never. A
-        // `tools/list` writes its own once its last page is in.
-        if method != "tools/list" {
-            self.write_snapshot_if_changed();
-        }
-    }
-
-    fn step(&mut self, step: &StepReport) {
-        for pending in std::mem::take(&mut self.pending_exchanges) {
-            self.learn_from_exchange(&pending.method, &pending.request, &pending.response);
-        }
-        self.record_call(step);
-    }
-
-    fn event(&mut self, _at: SystemTime, _text: &str) {}
-
-    fn flush(&mut self) {
+    /// Asks the journal to fsync soon (the observer is momentarily idle).
+    pub fn flush(&mut self) {
         if let Some(writer) = self.writer.as_mut() {
             writer.sync_soon();
         }
     }
 
-    fn finish(&mut self, dropped: u64) {
+    /// Ends the run (if one was opened); `dropped` observations were lost
+    /// before they reached it.
+    pub fn finish(&mut self, dropped: u64) {
         if self.run_id.is_none() {
             return;
         }
@@ -563,5 +315,63 @@ impl Sink for Recorder {
             writer.sync();
             writer.report_if_degraded();
         }
+    }
+}
+
+/// The Tier 2 recorder: one local run per proxy process, an observer
+/// [`Sink`] that prepares what it is given and writes it to a [`LocalRun`].
+pub struct Recorder {
+    prep: Preparation,
+    run: LocalRun,
+    /// Reused between observations.
+    items: Vec<ProxyItem>,
+}
+
+impl Recorder {
+    /// A recorder over a run set up by the caller.
+    pub fn from_parts(prep: Preparation, run: LocalRun) -> Recorder {
+        Recorder {
+            prep,
+            run,
+            items: Vec::new(),
+        }
+    }
+
+    fn write_items(&mut self) {
+        for item in self.items.drain(..) {
+            self.run.write(&self.prep, item);
+        }
+    }
+}
+
+impl Sink for Recorder {
+    fn message(
+        &mut self,
+        _at: SystemTime,
+        _direction: Direction,
+        _bytes: &[u8],
+        _total: Option<u64>,
+    ) {
+    }
+
+    fn exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
+        self.prep
+            .exchange(method, request, response, &mut self.items);
+        self.write_items();
+    }
+
+    fn step(&mut self, step: &StepReport) {
+        self.prep.call(step, &mut self.items);
+        self.write_items();
+    }
+
+    fn event(&mut self, _at: SystemTime, _text: &str) {}
+
+    fn flush(&mut self) {
+        self.run.flush();
+    }
+
+    fn finish(&mut self, dropped: u64) {
+        self.run.finish(dropped);
     }
 }

@@ -131,6 +131,8 @@ if [[ -d "$WORK/runs/wrapped-echo/logs" && -d "$WORK/runs/unwrapped-echo/logs" ]
 fi
 
 # --- the wrapped session was recorded (Tier 2 run in the session's HOME) -----------------
+# (the scenario's entry sets BIR_BIND=off: this checks the standalone path under the real
+# CLI; a Claude Code session otherwise binds its proxies to the recorder daemon)
 RUN_HOME="$WORK/runs/wrapped-echo/home/.baseinstrunner"
 if env -i PATH="$PATH" HOME="$(dirname "$RUN_HOME")" BIR_HOME="$RUN_HOME" "$BIR_BIN" runs export latest >"$WORK/run-export.json" 2>"$WORK/run-export.err"; then
   if verdict="$(python3 - "$WORK/run-export.json" "$MESSAGE" <<'PY' 2>&1

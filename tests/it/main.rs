@@ -1,5 +1,8 @@
 //! The single integration-test binary (one link step, shared support).
 //!
+//! * `bind` — proxies bind to the recorder daemon (a fake on 127.0.0.1),
+//!   fall back to standalone runs and rebind; `bir off`/`on`, `BIR_OFF`,
+//!   passthrough (exec), the same bytes relayed in every mode.
 //! * `daemon` — the recorder daemon through the real binary: started by a
 //!   hook, one per home, stale and tampered discovery files, the control
 //!   server's abuse cases, `bir down`, idle exit, silent hooks.
@@ -25,6 +28,7 @@
 //! * `store` — the store under a live proxy: two proxies at once,
 //!   retention and `bir sync` from others, the store deleted or unwritable.
 
+mod bind;
 mod daemon;
 mod damaged;
 mod dispatch;

@@ -1,0 +1,798 @@
+//! Binding: where a proxy's prepared records go — to the recorder daemon
+//! (Tier 1, "bound") or into a local run of its own (Tier 2,
+//! "standalone") — and the negotiation between the two.
+//!
+//! ```text
+//! observer thread:  StepReport ─▶ Preparation ─▶ ProxyItems ─▶ ReportPath
+//!                                                               ├─ DaemonPath (POST /proxy/records)
+//!                                                               └─ LocalRun   (journal)
+//! finder thread:    ensure_running ─▶ POST /proxy/register ─▶ hands the link over
+//! ```
+//!
+//! A proxy binds when its environment names a session:
+//! `CLAUDE_CODE_SESSION_ID` (Claude Code sets it for every server it
+//! starts), or `BIR_CONTROL_URL` + `BIR_CONTROL_TOKEN` (sessions driven
+//! through an SDK; `BIR_SESSION_ID` may name the session). `BIR_BIND=off`
+//! keeps it standalone.
+//!
+//! Negotiation (all on the observer thread, which never waits on the
+//! daemon except for one bounded post per wake-up; finding and starting
+//! the daemon happens on the finder thread):
+//! * At start the proxy looks for the daemon (starting it if need be) and
+//!   holds prepared items in memory for up to `BIR_BIND_WAIT_MS` (10 s):
+//!   the host may start servers before its session's first hook.
+//! * Found: it registers, then posts its items, one batch per observer
+//!   wake-up.
+//! * Not found in time: the held items go into a local standalone run,
+//!   and so do the following ones; the finder looks again every
+//!   `BIR_BIND_RETRY_MS` (15 s) and the proxy binds when a daemon answers.
+//! * A post that fails (the daemon died, or no longer knows this proxy):
+//!   that batch and the following calls go into the standalone run, the
+//!   finder revives the daemon in the background, and on rebinding the
+//!   number of calls the daemon's run missed is sent as `lost` (the run
+//!   becomes lossy there; the standalone run holds those calls).
+//!
+//! Nothing that reached the proxy is lost by switching: every prepared
+//! item is either acknowledged by the daemon or written locally. (A batch
+//! whose post timed out may have reached the daemon too: then it is in
+//! both places, never in neither.)
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::config::ProxyConfig;
+use super::gate::OffGate;
+use crate::bound::wire::{ProxyItem, ProxyRecords, ProxyRegister, ProxyUnregister};
+use crate::observe::step::StepReport;
+use crate::observe::{Direction, Sink};
+use crate::record::model::{HostInfo, ServerSnapshot};
+use crate::record::{LocalRun, Preparation, Recorder, RecorderConfig};
+
+/// The proxy's recording sink: bound (negotiating with the daemon) when
+/// its environment names a session, else the standalone [`Recorder`];
+/// either way behind the off switch.
+pub(crate) fn recording_sink(
+    cfg: &ProxyConfig,
+    rc: RecorderConfig,
+    run: LocalRun,
+) -> Box<dyn Sink> {
+    let prep = Preparation::new(rc);
+    let settings = BindSettings::from_env(&cfg.server_name, cfg.session_id.as_deref());
+    match (settings, crate::home::bir_home()) {
+        (Some(settings), Some(home)) => {
+            let daemon = Box::new(HomeDaemon { home });
+            Box::new(OffGate::new(BindingSink::new(prep, run, &settings, daemon)))
+        }
+        _ => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
+    }
+}
+
+/// Default `BIR_BIND_WAIT_MS`: how long items wait for a daemon at start.
+const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+/// Default `BIR_BIND_RETRY_MS`: how often an unbound proxy looks again.
+const DEFAULT_RETRY: Duration = Duration::from_secs(15);
+/// How long one attempt to find (or start) the daemon may take.
+const ENSURE_BUDGET: Duration = Duration::from_secs(5);
+/// The deadline of one post to the daemon (a batch, a registration). The
+/// observer thread waits this long at most, once: the post that fails
+/// downgrades the proxy.
+const POST_DEADLINE: Duration = Duration::from_secs(1);
+/// The deadline of the last post when the proxy ends: it must fit in the
+/// observer's shutdown budget (500 ms) with the standalone write that
+/// follows a failure, so that the last calls are never lost.
+const FINISH_POST_DEADLINE: Duration = Duration::from_millis(150);
+/// A post carries about this many bytes of items at most (the daemon
+/// refuses bodies over 8 MiB); a larger batch is sent in several.
+const MAX_POST_BYTES: usize = 4 * 1024 * 1024;
+/// At most this many calls wait for a daemon; more go standalone at once.
+const MAX_HELD_CALLS: usize = 128;
+/// A bound proxy posts after this many calls even if the observer has not
+/// gone idle yet.
+const BATCH_CALLS: usize = 32;
+
+/// How the proxy reaches the daemon (a seam for tests).
+pub(crate) trait Daemon: Send + 'static {
+    /// A live daemon within `budget`, started if need be.
+    fn ensure(&self, budget: Duration) -> Option<Box<dyn Link>>;
+}
+
+/// One daemon, found.
+pub(crate) trait Link: Send {
+    /// `POST path` with a JSON body: the answer's status.
+    fn post(&self, path: &str, body: &[u8], deadline: Duration) -> io::Result<u16>;
+}
+
+/// The daemon of `$BIR_HOME`, or the explicit one of `BIR_CONTROL_URL`.
+pub(crate) struct HomeDaemon {
+    pub home: PathBuf,
+}
+
+impl Daemon for HomeDaemon {
+    fn ensure(&self, budget: Duration) -> Option<Box<dyn Link>> {
+        crate::daemon::client::ensure_running(&self.home, budget)
+            .map(|endpoint| Box::new(endpoint) as Box<dyn Link>)
+    }
+}
+
+impl Link for crate::daemon::client::Endpoint {
+    fn post(&self, path: &str, body: &[u8], deadline: Duration) -> io::Result<u16> {
+        crate::daemon::client::Endpoint::post(self, path, body, deadline).map(|(status, _)| status)
+    }
+}
+
+/// Who this proxy is, for the daemon.
+#[derive(Clone)]
+pub(crate) struct Identity {
+    pub proxy_id: String,
+    pub session_id: String,
+    pub server_name: String,
+}
+
+/// The binding's settings, read once from the environment.
+#[derive(Clone)]
+pub(crate) struct BindSettings {
+    pub identity: Identity,
+    pub wait: Duration,
+    pub retry: Duration,
+}
+
+impl BindSettings {
+    /// `None` when this proxy should not bind (no session named, or
+    /// `BIR_BIND=off`).
+    pub(crate) fn from_env(server_name: &str, session_id: Option<&str>) -> Option<BindSettings> {
+        if std::env::var("BIR_BIND").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "no")) {
+            return None;
+        }
+        let explicit = ["BIR_CONTROL_URL", "BIR_CONTROL_TOKEN"]
+            .iter()
+            .all(|name| std::env::var(name).is_ok_and(|v| !v.is_empty()));
+        let session_id = match session_id {
+            Some(id) => id.to_owned(),
+            None if explicit => std::env::var("BIR_SESSION_ID").unwrap_or_default(),
+            None => return None,
+        };
+        let millis = |name: &str, default: Duration| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(default, Duration::from_millis)
+        };
+        Some(BindSettings {
+            identity: Identity {
+                proxy_id: crate::record::model::uuid_v4(),
+                session_id,
+                server_name: server_name.to_owned(),
+            },
+            wait: millis("BIR_BIND_WAIT_MS", DEFAULT_WAIT),
+            retry: millis("BIR_BIND_RETRY_MS", DEFAULT_RETRY),
+        })
+    }
+}
+
+/// A report path: where prepared items go. Two implementations, switched
+/// between at run time: [`LocalRun`] (Tier 2) and [`DaemonPath`] (Tier 1).
+pub(crate) trait ReportPath {
+    /// Delivers `items`, draining what was delivered; false when the
+    /// destination is gone (what is left in `items` did not reach it).
+    fn deliver(&mut self, prep: &Preparation, items: &mut Vec<ProxyItem>) -> bool;
+}
+
+impl ReportPath for LocalRun {
+    fn deliver(&mut self, prep: &Preparation, items: &mut Vec<ProxyItem>) -> bool {
+        for item in items.drain(..) {
+            self.write(prep, item);
+        }
+        true
+    }
+}
+
+/// Tier 1: posts to the daemon this proxy registered with.
+pub(crate) struct DaemonPath {
+    link: Box<dyn Link>,
+    identity: Identity,
+    /// Calls the daemon's run does not have (recorded standalone while
+    /// unbound), not yet reported to it.
+    lost: u64,
+    /// Per post ([`POST_DEADLINE`]; shorter when the proxy ends).
+    deadline: Duration,
+}
+
+impl DaemonPath {
+    fn post_records(&mut self, items: &[ProxyItem], deadline: Duration) -> bool {
+        let body = ProxyRecords {
+            proxy_id: self.identity.proxy_id.clone(),
+            session_id: self.identity.session_id.clone(),
+            server_name: self.identity.server_name.clone(),
+            items: items.to_vec(),
+            lost: self.lost,
+        };
+        let Ok(json) = serde_json::to_vec(&body) else {
+            return false;
+        };
+        match self.link.post("/proxy/records", &json, deadline) {
+            Ok(status) if (200..300).contains(&status) => {
+                self.lost = 0;
+                true
+            }
+            Ok(status) => {
+                log::debug!("recorder daemon refused records ({status})");
+                false
+            }
+            Err(err) => {
+                log::debug!("recorder daemon unreachable: {err}");
+                false
+            }
+        }
+    }
+
+    fn unregister(&self) {
+        let body = ProxyUnregister {
+            proxy_id: self.identity.proxy_id.clone(),
+        };
+        if let Ok(json) = serde_json::to_vec(&body) {
+            let _ = self
+                .link
+                .post("/proxy/unregister", &json, FINISH_POST_DEADLINE);
+        }
+    }
+}
+
+impl ReportPath for DaemonPath {
+    fn deliver(&mut self, _prep: &Preparation, items: &mut Vec<ProxyItem>) -> bool {
+        if items.is_empty() {
+            return self.lost == 0 || self.post_records(&[], self.deadline);
+        }
+        while !items.is_empty() {
+            let n = fitting(items, MAX_POST_BYTES);
+            if !self.post_records(&items[..n], self.deadline) {
+                return false;
+            }
+            items.drain(..n);
+        }
+        true
+    }
+}
+
+/// How many leading items fit in one post of about `budget` bytes (at
+/// least one: an item larger than that goes alone).
+fn fitting(items: &[ProxyItem], budget: usize) -> usize {
+    let mut used = 0;
+    for (i, item) in items.iter().enumerate() {
+        let mut size = CountingWriter(0);
+        let _ = serde_json::to_writer(&mut size, item);
+        if i > 0 && used + size.0 > budget {
+            return i;
+        }
+        used += size.0 + 1;
+    }
+    items.len()
+}
+
+/// Measures serialised JSON without keeping it.
+struct CountingWriter(usize);
+
+impl io::Write for CountingWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where the proxy's records go right now.
+enum Tier {
+    /// Looking for the daemon; items are held until `until`.
+    Negotiating {
+        until: Instant,
+    },
+    Bound(DaemonPath),
+    Standalone,
+}
+
+/// The finder thread's side of the conversation.
+struct Finder {
+    /// A registered link, each time the finder (re)binds.
+    found: Receiver<Box<dyn Link>>,
+    /// Asks the finder to look (again) now: the daemon stopped answering.
+    look: Sender<()>,
+}
+
+/// Starts the finder: it looks at once, and while unbound every `retry`.
+fn start_finder(daemon: Box<dyn Daemon>, settings: &BindSettings) -> Option<Finder> {
+    let (found_tx, found) = mpsc::channel();
+    let (look, look_rx) = mpsc::channel();
+    let register = ProxyRegister {
+        proxy_id: settings.identity.proxy_id.clone(),
+        session_id: settings.identity.session_id.clone(),
+        server_name: settings.identity.server_name.clone(),
+        pid: std::process::id(),
+        cwd: std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        bir_version: env!("CARGO_PKG_VERSION").into(),
+        // Registration happens before the host's `initialize`; the name the
+        // host gave itself in the environment is what is known then.
+        host: std::env::var("AI_AGENT")
+            .ok()
+            .and_then(|v| host_from_ai_agent(&v)),
+    };
+    let body = serde_json::to_vec(&register).ok()?;
+    let retry = settings.retry;
+    let spawned = thread::Builder::new()
+        .name("bir-bind".into())
+        .spawn(move || {
+            crate::observe::give_way_to_the_relay();
+            run_finder(&*daemon, &body, &look_rx, &found_tx, retry);
+        });
+    match spawned {
+        Ok(_) => Some(Finder { found, look }),
+        Err(err) => {
+            log::warn!("cannot look for the recorder daemon: {err}; recording standalone");
+            None
+        }
+    }
+}
+
+/// `AI_AGENT=claude-code_2-1-332_harness` (Claude Code's form:
+/// `<app>_<version, dashes for dots>_<role>`) → `claude-code` `2.1.332`.
+fn host_from_ai_agent(value: &str) -> Option<HostInfo> {
+    let mut parts = value.split('_');
+    let app = parts.next().filter(|a| !a.is_empty())?;
+    let version = parts
+        .next()
+        .filter(|v| v.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+        .map(|v| v.replace('-', "."))
+        .unwrap_or_default();
+    Some(HostInfo {
+        app: app.to_owned(),
+        version,
+    })
+}
+
+fn run_finder(
+    daemon: &dyn Daemon,
+    register: &[u8],
+    look: &Receiver<()>,
+    found: &Sender<Box<dyn Link>>,
+    retry: Duration,
+) {
+    loop {
+        if let Some(link) = daemon.ensure(ENSURE_BUDGET) {
+            match link.post("/proxy/register", register, POST_DEADLINE) {
+                Ok(status) if (200..300).contains(&status) => {
+                    if found.send(link).is_err() {
+                        return;
+                    }
+                    // Bound: wait until the proxy says the daemon is gone.
+                    if look.recv().is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(status) => log::debug!("recorder daemon refused the registration ({status})"),
+                Err(err) => log::debug!("recorder daemon registration failed: {err}"),
+            }
+        }
+        match look.recv_timeout(retry) {
+            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// The observer sink of a proxy that may bind: prepares once, then sends
+/// to the daemon or writes locally (see the module docs).
+pub(crate) struct BindingSink {
+    prep: Preparation,
+    local: LocalRun,
+    tier: Tier,
+    finder: Option<Finder>,
+    /// Items prepared since the last delivery (held while negotiating).
+    items: Vec<ProxyItem>,
+    /// The latest snapshot, sent first whenever the proxy (re)binds.
+    snapshot: Option<ServerSnapshot>,
+    identity: Identity,
+    /// Calls written standalone since the proxy was last bound: the
+    /// daemon's run does not have them (reported as `lost` on binding).
+    missed: u64,
+}
+
+impl BindingSink {
+    pub(crate) fn new(
+        prep: Preparation,
+        local: LocalRun,
+        settings: &BindSettings,
+        daemon: Box<dyn Daemon>,
+    ) -> BindingSink {
+        let finder = start_finder(daemon, settings);
+        let tier = if finder.is_some() {
+            Tier::Negotiating {
+                until: Instant::now() + settings.wait,
+            }
+        } else {
+            Tier::Standalone
+        };
+        BindingSink {
+            prep,
+            local,
+            tier,
+            finder,
+            items: Vec::new(),
+            snapshot: None,
+            identity: settings.identity.clone(),
+            missed: 0,
+        }
+    }
+
+    fn note_snapshots(&mut self, from: usize) {
+        for item in &self.items[from..] {
+            if let ProxyItem::Snapshot(s) = item {
+                self.snapshot = Some((**s).clone());
+            }
+        }
+    }
+
+    /// Moves on: binds when the finder found a daemon, gives up waiting
+    /// when the window closed, posts what is due. `idle`: the observer has
+    /// nothing queued (post now rather than wait for a fuller batch).
+    fn advance(&mut self, idle: bool) {
+        if let Some(link) = self.try_found() {
+            self.bind(link);
+        }
+        match &mut self.tier {
+            Tier::Negotiating { until } => {
+                let held = calls_in(&self.items);
+                if Instant::now() >= *until || held > MAX_HELD_CALLS {
+                    log::debug!("no recorder daemon answered; recording standalone");
+                    self.tier = Tier::Standalone;
+                    self.write_local();
+                }
+            }
+            Tier::Bound(path) => {
+                if idle || calls_in(&self.items) >= BATCH_CALLS {
+                    let mut items = std::mem::take(&mut self.items);
+                    if path.deliver(&self.prep, &mut items) {
+                        self.items = items;
+                    } else {
+                        // The daemon is gone: these and the following calls
+                        // go into the standalone run; the daemon is revived
+                        // in the background and told what it missed.
+                        log::info!("recorder daemon stopped answering; recording standalone");
+                        self.missed += path.lost;
+                        self.items = items;
+                        self.tier = Tier::Standalone;
+                        self.write_local();
+                        if let Some(finder) = &self.finder {
+                            let _ = finder.look.send(());
+                        }
+                    }
+                }
+            }
+            Tier::Standalone => self.write_local(),
+        }
+    }
+
+    fn try_found(&mut self) -> Option<Box<dyn Link>> {
+        let finder = self.finder.as_ref()?;
+        let mut latest = None;
+        loop {
+            match finder.found.try_recv() {
+                Ok(link) => latest = Some(link),
+                Err(TryRecvError::Empty) => return latest,
+                Err(TryRecvError::Disconnected) => {
+                    self.finder = None;
+                    return latest;
+                }
+            }
+        }
+    }
+
+    fn bind(&mut self, link: Box<dyn Link>) {
+        log::debug!("bound to the recorder daemon");
+        self.tier = Tier::Bound(DaemonPath {
+            link,
+            identity: self.identity.clone(),
+            lost: self.missed,
+            deadline: POST_DEADLINE,
+        });
+        self.missed = 0;
+        // The daemon's run gets the server's snapshot before any call.
+        if let Some(snapshot) = &self.snapshot
+            && !matches!(self.items.first(), Some(ProxyItem::Snapshot(_)))
+        {
+            self.items
+                .insert(0, ProxyItem::Snapshot(Box::new(snapshot.clone())));
+        }
+    }
+
+    /// Writes the pending items into the standalone run; the calls among
+    /// them are ones the daemon's run will not have.
+    fn write_local(&mut self) {
+        if self.items.is_empty() {
+            return;
+        }
+        self.missed += calls_in(&self.items) as u64;
+        let mut items = std::mem::take(&mut self.items);
+        self.local.deliver(&self.prep, &mut items);
+        self.items = items;
+    }
+}
+
+fn calls_in(items: &[ProxyItem]) -> usize {
+    items
+        .iter()
+        .filter(|i| matches!(i, ProxyItem::Call { .. }))
+        .count()
+}
+
+impl Sink for BindingSink {
+    fn message(&mut self, _: SystemTime, _: Direction, _: &[u8], _: Option<u64>) {}
+
+    fn exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
+        let from = self.items.len();
+        self.prep
+            .exchange(method, request, response, &mut self.items);
+        self.note_snapshots(from);
+        self.advance(false);
+    }
+
+    fn step(&mut self, step: &StepReport) {
+        let from = self.items.len();
+        self.prep.call(step, &mut self.items);
+        self.note_snapshots(from);
+        self.advance(false);
+    }
+
+    fn event(&mut self, _: SystemTime, _: &str) {}
+
+    fn flush(&mut self) {
+        self.advance(true);
+        self.local.flush();
+    }
+
+    fn finish(&mut self, dropped: u64) {
+        if let Some(link) = self.try_found() {
+            self.bind(link);
+        }
+        match std::mem::replace(&mut self.tier, Tier::Standalone) {
+            Tier::Bound(mut path) => {
+                path.lost += dropped;
+                path.deadline = FINISH_POST_DEADLINE;
+                let mut items = std::mem::take(&mut self.items);
+                if path.deliver(&self.prep, &mut items) {
+                    path.unregister();
+                }
+                self.items = items;
+            }
+            Tier::Negotiating { .. } | Tier::Standalone => {}
+        }
+        // Whatever the daemon did not take ends in the standalone run.
+        self.write_local();
+        self.local.finish(dropped);
+        self.finder = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::observe::step::{CallOutcome, ObservedBody, ToolCallObserved};
+    use crate::redact::RedactConfig;
+
+    /// Posts a fake daemon received: (path, body).
+    type Posts = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
+
+    /// A daemon that is there unless `down`, and refuses posts while down.
+    struct FakeDaemon {
+        posts: Posts,
+        down: Arc<AtomicBool>,
+    }
+
+    struct FakeLink {
+        posts: Posts,
+        down: Arc<AtomicBool>,
+    }
+
+    impl Daemon for FakeDaemon {
+        fn ensure(&self, _budget: Duration) -> Option<Box<dyn Link>> {
+            (!self.down.load(Ordering::SeqCst)).then(|| {
+                Box::new(FakeLink {
+                    posts: Arc::clone(&self.posts),
+                    down: Arc::clone(&self.down),
+                }) as Box<dyn Link>
+            })
+        }
+    }
+
+    impl Link for FakeLink {
+        fn post(&self, path: &str, body: &[u8], _deadline: Duration) -> io::Result<u16> {
+            if self.down.load(Ordering::SeqCst) {
+                return Err(io::Error::from(io::ErrorKind::ConnectionRefused));
+            }
+            let body = serde_json::from_slice(body).unwrap_or_default();
+            self.posts
+                .lock()
+                .expect("lock")
+                .push((path.to_owned(), body));
+            Ok(200)
+        }
+    }
+
+    fn sink(wait: Duration, down: bool) -> (BindingSink, Posts, Arc<AtomicBool>) {
+        let cfg = RecorderConfig {
+            server_name: Arc::from("peer"),
+            session_id: Some(Arc::from("sess")),
+            payload_cap: 65536,
+            keep_runs: None,
+            max_age: None,
+            redact: RedactConfig::default(),
+            known_secrets: Vec::new(),
+        };
+        let settings = BindSettings {
+            identity: Identity {
+                proxy_id: "p1".into(),
+                session_id: "sess".into(),
+                server_name: "peer".into(),
+            },
+            wait,
+            retry: Duration::from_millis(10),
+        };
+        let posts = Posts::default();
+        let down = Arc::new(AtomicBool::new(down));
+        let daemon = FakeDaemon {
+            posts: Arc::clone(&posts),
+            down: Arc::clone(&down),
+        };
+        let sink = BindingSink::new(
+            Preparation::new(cfg.clone()),
+            LocalRun::new(cfg, None),
+            &settings,
+            Box::new(daemon),
+        );
+        (sink, posts, down)
+    }
+
+    fn report(n: u64) -> StepReport {
+        StepReport::from_observed(&ToolCallObserved {
+            server_name: Arc::from("peer"),
+            session_id: Some(Arc::from("sess")),
+            started: Instant::now(),
+            duration: Duration::from_millis(1),
+            request: format!(
+                r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"t","arguments":{{"n":{n}}},"_meta":{{"claudecode/toolUseId":"toolu_{n}"}}}}}}"#
+            )
+            .into_bytes(),
+            response: Some(ObservedBody::Whole(
+                format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{{"content":[]}}}}"#).into_bytes(),
+            )),
+            outcome: CallOutcome::Answered,
+            response_bytes: None,
+            id_shared: false,
+        })
+    }
+
+    /// Flushes (as the observer does when idle) until `done` holds.
+    fn flush_until(sink: &mut BindingSink, done: impl Fn(&BindingSink) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done(sink) {
+            assert!(Instant::now() < deadline, "condition never held");
+            sink.flush();
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn posted_calls(posts: &Posts) -> Vec<String> {
+        posts
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(p, _)| p == "/proxy/records")
+            .flat_map(|(_, b)| b["items"].as_array().cloned().unwrap_or_default())
+            .filter(|i| i["kind"] == "call")
+            .map(|i| {
+                i["data"]["selected"]["toolUseId"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_large_batch_is_posted_in_pieces_under_the_budget() {
+        let items: Vec<ProxyItem> = (0..5)
+            .map(|n| {
+                let mut out = Vec::new();
+                let mut prep = Preparation::new(RecorderConfig {
+                    server_name: Arc::from("peer"),
+                    session_id: None,
+                    payload_cap: 65536,
+                    keep_runs: None,
+                    max_age: None,
+                    redact: RedactConfig::default(),
+                    known_secrets: Vec::new(),
+                });
+                prep.call(&report(n), &mut out);
+                out.pop().expect("a call")
+            })
+            .collect();
+        let one = serde_json::to_vec(&items[0]).expect("json").len();
+        assert_eq!(fitting(&items, 10 * one), 5);
+        assert_eq!(fitting(&items, 2 * one + 10), 2);
+        assert_eq!(
+            fitting(&items, 1),
+            1,
+            "an item larger than the budget goes alone"
+        );
+    }
+
+    #[test]
+    fn the_host_is_read_from_ai_agent() {
+        let host = host_from_ai_agent("claude-code_2-1-332_harness").expect("host");
+        assert_eq!(
+            (host.app.as_str(), host.version.as_str()),
+            ("claude-code", "2.1.332")
+        );
+        let host = host_from_ai_agent("cursor").expect("host");
+        assert_eq!((host.app.as_str(), host.version.as_str()), ("cursor", ""));
+        assert!(host_from_ai_agent("").is_none());
+    }
+
+    #[test]
+    fn calls_held_while_looking_reach_the_daemon_once_bound() {
+        let (mut sink, posts, _down) = sink(Duration::from_secs(600), false);
+        sink.step(&report(1));
+        flush_until(&mut sink, |s| matches!(s.tier, Tier::Bound(_)));
+        flush_until(&mut sink, |_| !posted_calls(&posts).is_empty());
+        assert_eq!(posted_calls(&posts), ["toolu_1"]);
+        assert!(sink.local.run_id().is_none(), "nothing standalone");
+        sink.finish(0);
+        let paths: Vec<String> = posts
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|(p, _)| p.clone())
+            .collect();
+        assert_eq!(paths.first().map(String::as_str), Some("/proxy/register"));
+        assert_eq!(paths.last().map(String::as_str), Some("/proxy/unregister"));
+    }
+
+    #[test]
+    fn no_daemon_means_standalone_after_the_wait_then_a_late_bind_reports_what_it_missed() {
+        let (mut sink, posts, down) = sink(Duration::from_millis(20), true);
+        sink.step(&report(1));
+        flush_until(&mut sink, |s| matches!(s.tier, Tier::Standalone));
+        assert!(sink.local.run_id().is_some(), "call 1 went standalone");
+        sink.step(&report(2));
+        down.store(false, Ordering::SeqCst);
+        flush_until(&mut sink, |s| matches!(s.tier, Tier::Bound(_)));
+        sink.step(&report(3));
+        sink.flush();
+        assert_eq!(posted_calls(&posts), ["toolu_3"]);
+        let lost: u64 = posts
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(p, _)| p == "/proxy/records")
+            .map(|(_, b)| b["lost"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(lost, 2, "calls 1 and 2 are only in the standalone run");
+
+        // The daemon dies: call 4 goes standalone, nothing is dropped.
+        down.store(true, Ordering::SeqCst);
+        sink.step(&report(4));
+        sink.flush();
+        assert!(matches!(sink.tier, Tier::Standalone));
+        assert_eq!(sink.local.tool_calls(), 3);
+        sink.finish(0);
+    }
+}

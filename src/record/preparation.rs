@@ -1,0 +1,372 @@
+//! Preparation: what the proxy observed → records that may leave the relay.
+//!
+//! [`Preparation`] is the one choke point every payload of a proxy passes,
+//! whatever the report path (the local Tier 2 run, or the recorder
+//! daemon): parse a copy → stub binaries → redact → cap ([`prepare`],
+//! the same rules the daemon applies to hook payloads). It also learns the server's
+//! identity and tools from the `initialize` / `server/discover` /
+//! `tools/list` exchanges and turns them into [`ServerSnapshot`]s.
+//!
+//! It writes nothing: it hands out [`ProxyItem`]s (a snapshot, or one call's
+//! `tool_selected` + `tool_response` steps) and the caller decides where
+//! they go. Step indices it assigns are the proxy's own; a run numbers
+//! them again.
+//!
+//! Invariants:
+//! * Nothing raw leaves: only this module's output reaches an item. If
+//!   redaction panics, the step keeps no bodies and is marked
+//!   `withheld: "redaction_failed"`.
+//! * An idle proxy (no `tools/call` yet) never parses, hashes or redacts:
+//!   exchanges wait raw until the first call, so servers that sit idle keep
+//!   that work and memory out of their resident set.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde_json::Value;
+
+use super::RecorderConfig;
+use super::model::{self, HostInfo, ServerSnapshot, Step, StepType};
+use super::prepare::{self, Prepared};
+use crate::observe::step::StepReport;
+use crate::redact::Redactor;
+use serde::{Deserialize, Serialize};
+
+/// At most this many exchanges wait for the first call (a handshake is two
+/// or three; a server that keeps re-listing its tools only needs its latest
+/// lists).
+const MAX_PENDING_EXCHANGES: usize = 32;
+
+/// What the recorder learned about the server and the host.
+#[derive(Default)]
+struct Knowledge {
+    host: Option<HostInfo>,
+    protocol_version: Option<String>,
+    snapshot: ServerSnapshot,
+    /// `tools/list` pages being collected (a request without `cursor`
+    /// starts over).
+    tools_pages: Vec<Value>,
+    snapshot_known: bool,
+}
+
+struct PendingExchange {
+    method: String,
+    request: Vec<u8>,
+    response: Vec<u8>,
+}
+
+/// One thing a proxy recorded, prepared: what [`Preparation`] hands out,
+/// and the items of the daemon's `POST /proxy/records` (`bound::wire`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub(crate) enum ProxyItem {
+    /// The server's `initialize` answer and `tools/list`, as for standalone runs.
+    Snapshot(Box<ServerSnapshot>),
+    /// One `tools/call`: its `tool_selected` and `tool_response` steps as
+    /// the proxy's recorder prepared them. Their `stepIndex` is the
+    /// proxy's own and is replaced by the run's; `toolUseId` (from
+    /// `_meta["claudecode/toolUseId"]`) is the join key.
+    Call {
+        selected: Box<Step>,
+        response: Box<Step>,
+    },
+}
+
+/// Redacts and shapes what the proxy observed; see the module docs.
+pub struct Preparation {
+    cfg: RecorderConfig,
+    /// Built at first use, on the observer thread: compiling the redactor's
+    /// patterns must not delay the proxy's start.
+    redactor: Option<Redactor>,
+    knowledge: Knowledge,
+    /// Exchanges seen before the first call, still raw.
+    pending_exchanges: Vec<PendingExchange>,
+    /// A call was prepared: exchanges are read as they come.
+    active: bool,
+    /// The proxy's own step counter (a run renumbers).
+    next_step: u64,
+}
+
+impl Preparation {
+    pub fn new(cfg: RecorderConfig) -> Preparation {
+        Preparation {
+            cfg,
+            redactor: None,
+            knowledge: Knowledge::default(),
+            pending_exchanges: Vec::new(),
+            active: false,
+            next_step: 1,
+        }
+    }
+
+    /// The host, as its `initialize` (or `server/discover`) named itself.
+    pub fn host(&self) -> Option<&HostInfo> {
+        self.knowledge.host.as_ref()
+    }
+
+    pub fn protocol_version(&self) -> Option<&str> {
+        self.knowledge.protocol_version.as_deref()
+    }
+
+    /// The server's snapshot, once anything about it is known.
+    pub fn snapshot(&self) -> Option<&ServerSnapshot> {
+        self.knowledge
+            .snapshot_known
+            .then_some(&self.knowledge.snapshot)
+    }
+
+    /// An answered `initialize`, `server/discover` or `tools/list`. Before
+    /// the first call it is only kept; after it, a snapshot item is pushed
+    /// whenever the snapshot may have changed (a `tools/list` once its last
+    /// page is in). Destinations skip a snapshot whose digest they wrote.
+    pub(crate) fn exchange(
+        &mut self,
+        method: &str,
+        request: &[u8],
+        response: &[u8],
+        out: &mut Vec<ProxyItem>,
+    ) {
+        if !self.active {
+            if self.pending_exchanges.len() == MAX_PENDING_EXCHANGES {
+                self.pending_exchanges.remove(0);
+            }
+            self.pending_exchanges.push(PendingExchange {
+                method: method.to_owned(),
+                request: request.to_vec(),
+                response: response.to_vec(),
+            });
+            return;
+        }
+        let complete = self.learn_from_exchange(method, request, response);
+        if complete && let Some(snapshot) = self.snapshot() {
+            out.push(ProxyItem::Snapshot(Box::new(snapshot.clone())));
+        }
+    }
+
+    /// One `tools/call`: pushes the snapshot first if this is the first call
+    /// (the exchanges kept until now are read here), then the call.
+    pub(crate) fn call(&mut self, report: &StepReport, out: &mut Vec<ProxyItem>) {
+        if !self.active {
+            self.active = true;
+            for pending in std::mem::take(&mut self.pending_exchanges) {
+                self.learn_from_exchange(&pending.method, &pending.request, &pending.response);
+            }
+            if let Some(snapshot) = self.snapshot() {
+                out.push(ProxyItem::Snapshot(Box::new(snapshot.clone())));
+            }
+        }
+        let (selected, response) = self.steps(report);
+        out.push(ProxyItem::Call {
+            selected: Box::new(selected),
+            response: Box::new(response),
+        });
+    }
+
+    fn steps(&mut self, report: &StepReport) -> (Step, Step) {
+        let tool = report.tool_name.clone().unwrap_or_default();
+        let qualified = report
+            .qualified_name
+            .clone()
+            .unwrap_or_else(|| format!("mcp__{}__{tool}", report.server_name));
+        let args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
+        let mut result = self.prepare(report.result.as_deref().map(|r| r.get()));
+        if let Some(clipped) = &report.result_clipped {
+            result = self.preview_only(&clipped.head, clipped.original_bytes as usize);
+        }
+        let error = self.prepare(report.error.as_deref().map(|r| r.get()));
+        // Each step says only what its own side lost.
+        let request_unparseable = report.request_unparseable.then_some("unparseable");
+        let response_unparseable = report.response_unparseable.then_some("unparseable");
+        let request_id = report
+            .request_id
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+        let base = Step {
+            id: model::new_step_id(),
+            step_index: self.next_step,
+            step_type: StepType::ToolSelected,
+            qualified_name: qualified,
+            server_name: report.server_name.clone(),
+            tool_name: tool,
+            started_at: report.started_at.clone(),
+            input: None,
+            output: None,
+            error: None,
+            is_error: false,
+            duration_ms: None,
+            outcome: None,
+            request_id,
+            tool_use_id: report.tool_use_id.clone(),
+            agent_id: None,
+            args_digest: None,
+            correlation: None,
+            withheld: None,
+            redactions: 0,
+            kind: None,
+            agent_type: None,
+            parent_tool_use_id: None,
+            context: None,
+            turn: None,
+            permission: None,
+        };
+        let selected = Step {
+            input: args.value,
+            args_digest: args.digest,
+            withheld: request_unparseable.or(args.withheld).map(str::to_owned),
+            redactions: args.redactions,
+            ..base.clone()
+        };
+        let response = Step {
+            id: model::new_step_id(),
+            step_index: self.next_step + 1,
+            step_type: StepType::ToolResponse,
+            output: result.value,
+            error: error.value,
+            is_error: report.is_error,
+            duration_ms: Some((report.duration_ms * 1000.0).round() / 1000.0),
+            outcome: serde_json::to_value(report.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned)),
+            withheld: response_unparseable
+                .or(result.withheld)
+                .or(error.withheld)
+                .map(str::to_owned),
+            redactions: result.redactions + error.redactions,
+            correlation: report.id_shared.then(|| "ambiguous".to_owned()),
+            ..base
+        };
+        self.next_step += 2;
+        (selected, response)
+    }
+
+    fn redactor(&mut self) -> &Redactor {
+        let cfg = self.cfg.redact;
+        let known = &self.cfg.known_secrets;
+        self.redactor
+            .get_or_insert_with(|| prepare::build_redactor(cfg, known))
+    }
+
+    /// The one choke point ([`prepare::raw`]): a raw JSON payload → what
+    /// may be stored.
+    fn prepare(&mut self, raw: Option<&str>) -> Prepared {
+        let cap = self.cfg.payload_cap;
+        prepare::raw(self.redactor(), raw, cap)
+    }
+
+    /// A result too large to parse: its size and a redacted preview.
+    fn preview_only(&mut self, text: &str, size: usize) -> Prepared {
+        prepare::preview_only(self.redactor(), text, size)
+    }
+
+    /// Reads an answered `initialize`, `server/discover` or `tools/list`.
+    /// True when the snapshot is complete enough to write (anything but a
+    /// `tools/list` page with more to come).
+    fn learn_from_exchange(&mut self, method: &str, request: &[u8], response: &[u8]) -> bool {
+        let (Ok(request), Ok(response)) = (
+            serde_json::from_slice::<Value>(request),
+            serde_json::from_slice::<Value>(response),
+        ) else {
+            return false;
+        };
+        let result = &response["result"];
+        if result.is_null() {
+            return false;
+        }
+        match method {
+            "initialize" => self.on_initialize(&request, result),
+            "server/discover" => self.on_discover(&request, result),
+            "tools/list" => return self.on_tools_list(&request, result),
+            _ => return false,
+        }
+        true
+    }
+
+    fn on_initialize(&mut self, request: &Value, result: &Value) {
+        let params = &request["params"];
+        if let Some(info) = client_info(&params["clientInfo"]) {
+            self.knowledge.host = Some(info);
+        }
+        let k = &mut self.knowledge;
+        k.protocol_version = result["protocolVersion"].as_str().map(str::to_owned);
+        k.snapshot.protocol_version = k.protocol_version.clone();
+        k.snapshot.server_info = non_null(&result["serverInfo"]);
+        k.snapshot.capabilities = non_null(&result["capabilities"]);
+        k.snapshot.instructions = non_null(&result["instructions"]);
+        k.snapshot.client_capabilities = non_null(&params["capabilities"]);
+        k.snapshot_known = true;
+        self.refresh_snapshot_digest();
+    }
+
+    /// The 2026-07-28 era: identity travels in `_meta`.
+    fn on_discover(&mut self, request: &Value, result: &Value) {
+        let meta = &request["params"]["_meta"];
+        if self.knowledge.host.is_none() {
+            self.knowledge.host = client_info(&meta["io.modelcontextprotocol/clientInfo"]);
+        }
+        let k = &mut self.knowledge;
+        if k.snapshot.server_info.is_some() {
+            return; // an initialize answer is more complete
+        }
+        k.snapshot.server_info = non_null(&result["_meta"]["io.modelcontextprotocol/serverInfo"]);
+        k.snapshot.capabilities = non_null(&result["capabilities"]);
+        k.snapshot.instructions = non_null(&result["instructions"]);
+        k.snapshot.client_capabilities =
+            non_null(&meta["io.modelcontextprotocol/clientCapabilities"]);
+        k.protocol_version = meta["io.modelcontextprotocol/protocolVersion"]
+            .as_str()
+            .map(str::to_owned);
+        k.snapshot.protocol_version = k.protocol_version.clone();
+        k.snapshot_known = true;
+        self.refresh_snapshot_digest();
+    }
+
+    /// True once the last page is in.
+    fn on_tools_list(&mut self, request: &Value, result: &Value) -> bool {
+        if request["params"]["cursor"].is_null() {
+            self.knowledge.tools_pages.clear();
+        }
+        if let Some(tools) = result["tools"].as_array() {
+            self.knowledge.tools_pages.extend(tools.iter().cloned());
+        }
+        let mut tools = self.knowledge.tools_pages.clone();
+        let mut hashes = BTreeMap::new();
+        let redactor = self.redactor();
+        for tool in &mut tools {
+            let _ = catch_unwind(AssertUnwindSafe(|| redactor.redact_value(tool)));
+            if let Some(name) = tool["name"].as_str() {
+                hashes.insert(
+                    name.to_owned(),
+                    crate::codec::sha256_hex(&model::canonical(tool)),
+                );
+            }
+        }
+        let k = &mut self.knowledge;
+        k.snapshot.tools = tools;
+        k.snapshot.tool_hashes = hashes;
+        k.snapshot_known = true;
+        self.refresh_snapshot_digest();
+        result["nextCursor"].is_null()
+    }
+
+    fn refresh_snapshot_digest(&mut self) {
+        let s = &mut self.knowledge.snapshot;
+        s.server_name = self.cfg.server_name.to_string();
+        let joined: String = s
+            .tool_hashes
+            .iter()
+            .map(|(name, hash)| format!("{name}:{hash}\n"))
+            .collect();
+        s.tools_digest = crate::codec::sha256_hex(joined.as_bytes());
+    }
+}
+
+fn non_null(v: &Value) -> Option<Value> {
+    (!v.is_null()).then(|| v.clone())
+}
+
+fn client_info(v: &Value) -> Option<HostInfo> {
+    Some(HostInfo {
+        app: v["name"].as_str()?.to_owned(),
+        version: v["version"].as_str().unwrap_or("").to_owned(),
+    })
+}

@@ -1,0 +1,178 @@
+//! The off switch: `bir off` (everywhere), `bir off --here` (one project
+//! directory and everything under it), `BIR_OFF=1` (one process), and
+//! `bir on` (removes the matching switch).
+//!
+//! The switches are files, so every proxy and hook can check them without
+//! talking to anyone:
+//! * `$BIR_HOME/off` — recording is off everywhere;
+//! * `$BIR_HOME/off.d/<sha256 of the directory's absolute path>` — off in
+//!   that directory and below (the file holds the path, for people).
+//!
+//! What "off" means: proxies relay exactly as before and record nothing
+//! (a running proxy looks at the switches at most every ~500 ms, on its
+//! observer thread, never on the relay's path); a stdio proxy started while
+//! off replaces itself with its server (`exec`), so it costs nothing; hooks
+//! answer with nothing ([`recording_off`] is what they call).
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::{OffCmd, OnCmd};
+use crate::codec::sha256_hex;
+use crate::error::{Error, ExitStatus};
+use crate::home::{bir_home, ensure_private_dir};
+
+/// `BIR_OFF=1` (also `true`, `yes`, `on`).
+pub(crate) fn env_off() -> bool {
+    std::env::var("BIR_OFF").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"))
+}
+
+/// Whether recording is switched off for work in `cwd`: `BIR_OFF=1`, the
+/// global switch, or a `--here` switch on `cwd` or one of its ancestors.
+/// A handful of `stat` calls and hashes of short strings: cheap enough for
+/// every hook and for a proxy's half-second poll.
+pub(crate) fn recording_off(home: &Path, cwd: &Path) -> bool {
+    env_off() || files_off(home, cwd)
+}
+
+/// The switch files alone (a proxy reads `BIR_OFF` once, at its start).
+pub(crate) fn files_off(home: &Path, cwd: &Path) -> bool {
+    if home.join("off").exists() {
+        return true;
+    }
+    let dir = home.join("off.d");
+    if !dir.exists() {
+        return false;
+    }
+    cwd.ancestors().any(|d| dir.join(here_key(d)).exists())
+}
+
+/// Why recording is off for work in `cwd`, in words for `bir status`
+/// (`None`: it is on).
+pub(crate) fn off_because(home: &Path, cwd: &Path) -> Option<&'static str> {
+    if env_off() {
+        Some("off (BIR_OFF is set in this environment)")
+    } else if home.join("off").exists() {
+        Some("off everywhere (`bir off`; `bir on` turns it back on)")
+    } else if files_off(home, cwd) {
+        Some("off in this directory (`bir off --here`; `bir on --here` turns it back on)")
+    } else {
+        None
+    }
+}
+
+/// The name of the `--here` switch of `dir`.
+fn here_key(dir: &Path) -> String {
+    sha256_hex(dir.as_os_str().as_encoded_bytes())
+}
+
+fn here_switch(home: &Path, dir: &Path) -> PathBuf {
+    home.join("off.d").join(here_key(dir))
+}
+
+fn home_and_cwd() -> Result<(PathBuf, PathBuf), String> {
+    let home = bir_home().ok_or("cannot find bir's home directory (set BIR_HOME or HOME)")?;
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    Ok((home, cwd))
+}
+
+/// `bir off [--here]`.
+pub fn off(cmd: OffCmd) -> Result<ExitStatus, Error> {
+    let result = home_and_cwd().and_then(|(home, cwd)| {
+        ensure_private_dir(&home).map_err(|e| e.to_string())?;
+        if cmd.here {
+            let dir = home.join("off.d");
+            ensure_private_dir(&dir).map_err(|e| e.to_string())?;
+            let path = here_switch(&home, &cwd);
+            write_switch(&path, format!("{}\n", cwd.display()).as_bytes())?;
+            Ok(format!(
+                "recording is off in {} (and below); `bir on --here` turns it back on",
+                cwd.display()
+            ))
+        } else {
+            let path = home.join("off");
+            write_switch(&path, b"")?;
+            Ok("recording is off everywhere; `bir on` turns it back on".to_owned())
+        }
+    });
+    report(result)
+}
+
+/// A switch file: private, never written through a symlink.
+fn write_switch(path: &Path, text: &[u8]) -> Result<(), String> {
+    use std::io::Write;
+    crate::home::private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(text))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `bir on [--here]`.
+pub fn on(cmd: OnCmd) -> Result<ExitStatus, Error> {
+    let result = home_and_cwd().and_then(|(home, cwd)| {
+        let path = if cmd.here {
+            here_switch(&home, &cwd)
+        } else {
+            home.join("off")
+        };
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+        let still = if env_off() {
+            " (but BIR_OFF is set in this environment)"
+        } else if files_off(&home, &cwd) {
+            " (but another switch still holds it off here; see `bir on --here` / `bir on`)"
+        } else {
+            ""
+        };
+        Ok(format!("recording is on{still}"))
+    });
+    report(result)
+}
+
+/// Prints what the command did; an error goes to [`crate::error::report`].
+fn report(result: Result<String, String>) -> Result<ExitStatus, Error> {
+    let text = result?;
+    crate::output::out(&text);
+    Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bir-switch-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        dir
+    }
+
+    #[test]
+    fn the_global_switch_turns_every_directory_off() {
+        let home = scratch("global");
+        let cwd = Path::new("/some/project");
+        assert!(!files_off(&home, cwd));
+        std::fs::write(home.join("off"), b"").expect("write");
+        assert!(files_off(&home, cwd));
+        assert!(files_off(&home, Path::new("/elsewhere")));
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    #[test]
+    fn a_here_switch_covers_its_directory_and_below_only() {
+        let home = scratch("here");
+        std::fs::create_dir_all(home.join("off.d")).expect("mkdir");
+        std::fs::write(here_switch(&home, Path::new("/work/app")), b"").expect("write");
+        assert!(files_off(&home, Path::new("/work/app")));
+        assert!(files_off(&home, Path::new("/work/app/src/deep")));
+        assert!(!files_off(&home, Path::new("/work")));
+        assert!(!files_off(&home, Path::new("/work/application")));
+        let _ = std::fs::remove_dir_all(&home);
+    }
+}

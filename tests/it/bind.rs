@@ -1,0 +1,697 @@
+//! Proxies bind: a proxy in a host session sends its prepared records to the
+//! recorder daemon (here a fake one on 127.0.0.1 that checks the bearer
+//! token and keeps every body), falls back to a standalone run when there
+//! is none or it dies, and rebinds; the off switch and passthrough; and the
+//! relayed bytes are the same in every mode.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::record::{bir_cmd, init};
+use crate::support::{Host, TempDir, bir, command, read_pid};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+const SECRET: &str = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e";
+
+/// A fake recorder daemon: answers `GET /health` and every `POST` with 200
+/// when the bearer token is right (401 otherwise), and keeps what it got.
+struct FakeDaemon {
+    port: u16,
+    got: Arc<Mutex<Vec<(String, Value)>>>,
+    refused: Arc<Mutex<u32>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl FakeDaemon {
+    fn start() -> FakeDaemon {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        FakeDaemon::serve(listener, Arc::new(Mutex::new(Vec::new())))
+    }
+
+    /// A daemon back on the port of one that was stopped, keeping the log.
+    fn restart(port: u16, got: Arc<Mutex<Vec<(String, Value)>>>) -> FakeDaemon {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match TcpListener::bind(("127.0.0.1", port)) {
+                Ok(listener) => return FakeDaemon::serve(listener, got),
+                Err(err) => {
+                    assert!(Instant::now() < deadline, "cannot rebind {port}: {err}");
+                    thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+    }
+
+    fn serve(listener: TcpListener, got: Arc<Mutex<Vec<(String, Value)>>>) -> FakeDaemon {
+        let port = listener.local_addr().expect("addr").port();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let stop = Arc::new(AtomicBool::new(false));
+        let refused = Arc::new(Mutex::new(0));
+        let (got2, stop2, refused2) = (Arc::clone(&got), Arc::clone(&stop), Arc::clone(&refused));
+        let thread = thread::spawn(move || {
+            // Stops itself after a minute whatever happens.
+            let end = Instant::now() + Duration::from_secs(60);
+            while !stop2.load(Ordering::SeqCst) && Instant::now() < end {
+                match listener.accept() {
+                    Ok((stream, _)) => handle(stream, &got2, &refused2),
+                    Err(_) => thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        FakeDaemon {
+            port,
+            got,
+            refused,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn bodies(&self, path: &str) -> Vec<Value> {
+        self.got
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+
+    /// The calls received, in order.
+    fn calls(&self) -> Vec<Value> {
+        self.bodies("/proxy/records")
+            .iter()
+            .flat_map(|b| b["items"].as_array().cloned().unwrap_or_default())
+            .filter(|i| i["kind"] == "call")
+            .collect()
+    }
+
+    fn wait_for(&self, what: &str, ok: impl Fn(&FakeDaemon) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ok(self) {
+            assert!(
+                Instant::now() < deadline,
+                "the daemon never got {what}: {:?}",
+                self.got.lock().expect("lock")
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops listening: the port refuses connections from now on.
+    fn stop(mut self) -> Arc<Mutex<Vec<(String, Value)>>> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().expect("daemon thread");
+        }
+        Arc::clone(&self.got)
+    }
+}
+
+impl Drop for FakeDaemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn handle(mut stream: TcpStream, got: &Mutex<Vec<(String, Value)>>, refused: &Mutex<u32>) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.lines();
+    let request_line = lines.next().unwrap_or_default().to_owned();
+    let mut length = 0usize;
+    let mut authorized = false;
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "content-length" {
+                length = value.parse().unwrap_or(0);
+            }
+            if name == "authorization" && value == format!("Bearer {TOKEN}") {
+                authorized = true;
+            }
+        }
+    }
+    while buf.len() < head_end + length {
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let body = &buf[head_end..head_end + length];
+    let mut parts = request_line.split_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (status, answer) = if !authorized {
+        *refused.lock().expect("lock") += 1;
+        (401, "{}".to_owned())
+    } else if method == "GET" && path == "/health" {
+        (
+            200,
+            json!({"version": "fake", "pid": 1, "sessions": 0, "startedAt": 0}).to_string(),
+        )
+    } else if method == "POST" {
+        let value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        got.lock().expect("lock").push((path.to_owned(), value));
+        (200, "{}".to_owned())
+    } else {
+        (404, "{}".to_owned())
+    };
+    let reply = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+        answer.len()
+    );
+    let _ = stream.write_all(reply.as_bytes());
+}
+
+fn script(pidfile: Option<&Path>) -> Value {
+    let mut s = json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]});
+    if let Some(p) = pidfile {
+        s["on_start"] = json!([{"pidfile": p}]);
+    }
+    s
+}
+
+/// A `tools/call` as Claude Code sends it: the join key in `_meta`, and a
+/// secret in the arguments that must never leave the proxy unredacted.
+fn call(id: u64) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
+        "name":"echo",
+        "arguments":{"n": id, "api_key": SECRET},
+        "_meta":{"claudecode/toolUseId": format!("toolu_{id}"), "progressToken": id}}})
+}
+
+/// The proxy under test, with the session environment `env`.
+fn proxy(dir: &TempDir, cwd: &Path, pidfile: Option<&Path>, env: &[(&str, String)]) -> Command {
+    let script = dir.script("peer.json", &script(pidfile));
+    let mut cmd = command(dir.proxy_link(), dir);
+    cmd.current_dir(cwd)
+        .args(["--server-name", "peer", "--"])
+        .arg(bir())
+        .arg("testpeer")
+        .arg(script);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn bound_env(daemon_url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("CLAUDE_CODE_SESSION_ID", "sess-bind-1".to_owned()),
+        ("BIR_CONTROL_URL", daemon_url.to_owned()),
+        ("BIR_CONTROL_TOKEN", TOKEN.to_owned()),
+        ("BIR_BIND_RETRY_MS", "200".to_owned()),
+    ]
+}
+
+/// The `toolUseId`s of the calls in the local runs, in order.
+fn local_calls(dir: &TempDir) -> Vec<String> {
+    let (code, list, _) = bir_cmd(dir, &["runs", "--json"]);
+    if code != 0 {
+        return Vec::new();
+    }
+    let mut ids = Vec::new();
+    for run in list
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        let Some(id) = run["id"].as_str() else {
+            continue;
+        };
+        let (code, out, _) = bir_cmd(dir, &["runs", "export", id]);
+        if code != 0 {
+            continue;
+        }
+        let export: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        for step in export["steps"].as_array().cloned().unwrap_or_default() {
+            if step["type"] == "tool_selected" {
+                ids.push(step["toolUseId"].as_str().unwrap_or("").to_owned());
+            }
+        }
+    }
+    ids
+}
+
+fn wait_local(dir: &TempDir, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let have = local_calls(dir);
+        if want.iter().all(|w| have.iter().any(|h| h == w)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "local runs hold {have:?}, want {want:?}"
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn call_ids(calls: &[Value]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| {
+            c["data"]["selected"]["toolUseId"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_proxy_in_a_session_binds_and_sends_only_prepared_records() {
+    let dir = TempDir::new("bind-live");
+    let daemon = FakeDaemon::start();
+    let mut env = bound_env(&daemon.url());
+    // Never give up waiting within this test: the records can reach the
+    // daemon only by binding.
+    env.push(("BIR_BIND_WAIT_MS", "600000".to_owned()));
+    let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
+    host.send(&init());
+    host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+    host.send(&call(2));
+    assert!(host.wait_lines(3, Duration::from_secs(10)));
+    daemon.wait_for("the call", |d| !d.calls().is_empty());
+
+    let register = daemon.bodies("/proxy/register");
+    assert_eq!(register.len(), 1, "{register:?}");
+    assert_eq!(register[0]["sessionId"], "sess-bind-1");
+    assert_eq!(register[0]["serverName"], "peer");
+    assert_eq!(register[0]["pid"], host.pid());
+    let records = daemon.bodies("/proxy/records");
+    let first = &records[0];
+    assert_eq!(first["sessionId"], "sess-bind-1");
+    assert_eq!(first["proxyId"], register[0]["proxyId"]);
+    assert_eq!(first["lost"], 0);
+    let items = first["items"].as_array().expect("items");
+    assert_eq!(items[0]["kind"], "snapshot", "the snapshot comes first");
+    assert_eq!(items[0]["data"]["tools"][0]["name"], "echo");
+    let calls = daemon.calls();
+    assert_eq!(call_ids(&calls), ["toolu_2"]);
+    let selected = &calls[0]["data"]["selected"];
+    let response = &calls[0]["data"]["response"];
+    assert_eq!(selected["requestId"], 2);
+    assert_eq!(selected["input"]["n"], 2);
+    assert_eq!(response["toolUseId"], "toolu_2");
+    assert_eq!(response["isError"], false);
+    assert!(response["durationMs"].is_number());
+    // Prepared: redacted before it left the proxy.
+    let sent = serde_json::to_string(&daemon.bodies("/proxy/records")).expect("json");
+    assert!(
+        !sent.contains(SECRET),
+        "a secret reached the daemon: {sent}"
+    );
+    assert!(selected["redactions"].as_u64() > Some(0));
+
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(daemon.bodies("/proxy/unregister").len(), 1);
+    assert_eq!(*daemon.refused.lock().expect("lock"), 0);
+    // Bound: nothing went into a standalone run.
+    assert!(local_calls(&dir).is_empty());
+}
+
+#[test]
+fn without_a_daemon_the_proxy_records_standalone_after_the_wait() {
+    let dir = TempDir::new("bind-none");
+    // A port nobody listens on.
+    let dead = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", dead.local_addr().expect("addr"));
+    drop(dead);
+    let mut env = bound_env(&url);
+    env.push(("BIR_BIND_WAIT_MS", "300".to_owned()));
+    let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
+    host.send(&init());
+    host.send(&call(1));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    // Written while the proxy still runs: the wait ended, it went standalone.
+    wait_local(&dir, &["toolu_1"]);
+    host.send(&call(2));
+    assert!(host.wait_lines(3, Duration::from_secs(10)));
+    wait_local(&dir, &["toolu_2"]);
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(local_calls(&dir), ["toolu_1", "toolu_2"]);
+    let (_, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+    let run: Value = serde_json::from_str(&out).expect("export");
+    assert_eq!(run["run"]["metadata"]["tier"], "standalone");
+    assert_eq!(run["run"]["metadata"]["sessionId"], "sess-bind-1");
+    assert!(!out.contains(SECRET));
+}
+
+#[test]
+fn a_daemon_that_dies_mid_session_loses_no_call_and_the_proxy_rebinds() {
+    let dir = TempDir::new("bind-dies");
+    let daemon = FakeDaemon::start();
+    let port = daemon.port;
+    let mut env = bound_env(&daemon.url());
+    env.push(("BIR_BIND_WAIT_MS", "600000".to_owned()));
+    let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
+    host.send(&init());
+    host.send(&call(1));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    daemon.wait_for("call 1", |d| d.calls().len() == 1);
+
+    let log = daemon.stop();
+    host.send(&call(2));
+    host.send(&call(3));
+    assert!(host.wait_lines(4, Duration::from_secs(10)));
+    // The calls the daemon could not get are in a standalone run.
+    wait_local(&dir, &["toolu_2", "toolu_3"]);
+
+    let daemon = FakeDaemon::restart(port, log);
+    daemon.wait_for("a new registration", |d| {
+        d.bodies("/proxy/register").len() == 2
+    });
+    host.send(&call(4));
+    assert!(host.wait_lines(5, Duration::from_secs(10)));
+    daemon.wait_for("call 4", |d| d.calls().len() == 2);
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+
+    assert_eq!(call_ids(&daemon.calls()), ["toolu_1", "toolu_4"]);
+    let lost: u64 = daemon
+        .bodies("/proxy/records")
+        .iter()
+        .map(|b| b["lost"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(lost, 2, "the bound run is told what it missed");
+    assert_eq!(local_calls(&dir), ["toolu_2", "toolu_3"]);
+}
+
+/// `bir off --here` / `bir on --here` run in `project`.
+fn switch_here(dir: &TempDir, project: &Path, word: &str) {
+    let out = command(bir(), dir)
+        .current_dir(project)
+        .args([word, "--here"])
+        .output()
+        .expect("run bir");
+    assert!(out.status.success(), "bir {word} --here: {out:?}");
+}
+
+/// What the host receives for the same session, whatever the mode, and
+/// whether the server took the proxy's place (its pid is the proxy's).
+/// `recorded` is polled before the session ends: the recorder thread runs
+/// at the lowest priority, and a busy machine may starve it past the
+/// proxy's shutdown budget (the run would then be lossy, not wrong).
+fn session_bytes(
+    dir: &TempDir,
+    cwd: &Path,
+    env: &[(&str, String)],
+    recorded: &dyn Fn() -> bool,
+) -> (Vec<u8>, bool) {
+    static SESSIONS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SESSIONS.fetch_add(1, Ordering::SeqCst);
+    let pidfile = dir.join(&format!("peer-{n}.pid"));
+    let mut host = Host::start(proxy(dir, cwd, Some(&pidfile), env));
+    let proxy_pid = host.pid();
+    host.send(&init());
+    host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+    host.send(&call(2));
+    host.send(&call(3));
+    assert!(host.wait_lines(4, Duration::from_secs(10)));
+    let server_pid = read_pid(&pidfile, Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !recorded() {
+        assert!(Instant::now() < deadline, "never recorded");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    (
+        seen.stdout,
+        u32::try_from(server_pid).expect("pid") == proxy_pid,
+    )
+}
+
+#[test]
+fn off_and_passthrough_proxies_become_their_server_and_every_mode_relays_the_same_bytes() {
+    let dir = TempDir::new("bind-modes");
+    let (standalone, exec) = session_bytes(&dir, dir.path(), &[], &|| local_calls(&dir).len() == 2);
+    assert!(!exec, "a recording proxy is not its server");
+    assert_eq!(local_calls(&dir).len(), 2);
+
+    let daemon = FakeDaemon::start();
+    let mut env = bound_env(&daemon.url());
+    env.push(("BIR_BIND_WAIT_MS", "600000".to_owned()));
+    let (bound, exec) = session_bytes(&dir, dir.path(), &env, &|| daemon.calls().len() == 2);
+    assert!(!exec);
+    assert_eq!(bound, standalone, "bound relays the same bytes");
+    assert_eq!(daemon.calls().len(), 2);
+
+    // BIR_OFF=1: the proxy execs the server (same pid) and records nothing.
+    let before = local_calls(&dir).len();
+    let (off, exec) = session_bytes(&dir, dir.path(), &[("BIR_OFF", "1".to_owned())], &|| true);
+    assert!(exec, "BIR_OFF=1: the server took the proxy's place");
+    assert_eq!(off, standalone);
+
+    // `bir off --here` in a project: proxies started there (and below) exec.
+    let project = dir.join("project");
+    std::fs::create_dir_all(project.join("sub")).expect("mkdir");
+    switch_here(&dir, &project, "off");
+    let (here, exec) = session_bytes(&dir, &project.join("sub"), &[], &|| true);
+    assert!(exec, "off here: exec");
+    assert_eq!(here, standalone);
+    let (_, exec) = session_bytes(&dir, dir.path(), &[], &|| {
+        local_calls(&dir).len() == before + 2
+    });
+    assert!(!exec, "elsewhere it records");
+    switch_here(&dir, &project, "on");
+    let (_, exec) = session_bytes(&dir, &project, &[], &|| {
+        local_calls(&dir).len() == before + 4
+    });
+    assert!(!exec, "back on");
+    assert_eq!(
+        local_calls(&dir).len(),
+        before + 4,
+        "off sessions left no calls"
+    );
+
+    // Passthrough: a user-wide entry (wrapped in Cursor's user config while
+    // in another project) used in a project never set up.
+    let ledger = json!({"version": 1, "changes": [{
+        "client": "cursor", "file": dir.join("home/.cursor/mcp.json"),
+        "path": ["mcpServers", "peer"], "action": "wrapped_in_place", "server": "peer",
+        "project": "/somewhere/else", "sourceScope": "user",
+        "entrySha256": "", "fileSha256": "", "at": ""}]});
+    std::fs::write(
+        dir.join("home/.baseinstrunner/installed.json"),
+        serde_json::to_vec(&ledger).expect("json"),
+    )
+    .expect("write ledger");
+    let (pass, exec) = session_bytes(&dir, &project, &[], &|| true);
+    assert!(exec, "passthrough: exec");
+    assert_eq!(pass, standalone);
+    assert_eq!(local_calls(&dir).len(), before + 4);
+}
+
+/// Waits until the proxy's log says it noticed the switch (`times`: how
+/// many such lines in all), so the test does not race the observer.
+fn wait_switch(host: &Host, word: &str, times: usize) {
+    let line = format!("recording switched {word}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while host.stderr_so_far().matches(&line).count() < times {
+        assert!(
+            Instant::now() < deadline,
+            "the proxy never noticed: {}",
+            host.stderr_so_far()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn bir_off_mid_session_stops_recording_and_bir_on_resumes_it() {
+    let dir = TempDir::new("bind-switch");
+    let mut cmd = proxy(&dir, dir.path(), None, &[]);
+    cmd.env("RUST_LOG", "info");
+    let mut host = Host::start(cmd);
+    host.send(&init());
+    host.send(&call(1));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    wait_local(&dir, &["toolu_1"]);
+
+    let (code, _, err) = bir_cmd(&dir, &["off"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, status, _) = bir_cmd(&dir, &["status"]);
+    assert!(status.contains("Recording: off everywhere"), "{status}");
+    // The proxy looks at the switch every ~500 ms on its observer thread.
+    wait_switch(&host, "off", 1);
+    host.send(&call(2));
+    assert!(
+        host.wait_lines(3, Duration::from_secs(10)),
+        "still relaying"
+    );
+    // Call 2 is queued for the observer before it can look again.
+    thread::sleep(Duration::from_millis(200));
+
+    let (code, _, err) = bir_cmd(&dir, &["on"]);
+    assert_eq!(code, 0, "{err}");
+    wait_switch(&host, "on", 1);
+    host.send(&call(3));
+    assert!(host.wait_lines(4, Duration::from_secs(10)));
+    wait_local(&dir, &["toolu_3"]);
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    assert_eq!(seen.messages().len(), 4);
+    assert_eq!(local_calls(&dir), ["toolu_1", "toolu_3"]);
+}
+
+#[test]
+fn hooks_answer_with_nothing_and_post_nothing_while_recording_is_off() {
+    let dir = TempDir::new("bind-hooks");
+    let daemon = FakeDaemon::start();
+    let payload = json!({"session_id": "s", "hook_event_name": "PreToolUse", "tool_name": "Bash"});
+    let hook = |extra: &[(&str, &str)]| {
+        let mut env = vec![
+            ("BIR_CONTROL_URL", daemon.url()),
+            ("BIR_CONTROL_TOKEN", TOKEN.to_owned()),
+        ];
+        env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        run_hook(&dir, "PreToolUse", &payload, &env)
+    };
+    let (code, _, err) = bir_cmd(&dir, &["off"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(hook(&[]).is_empty(), "bir off: no answer");
+    let (code, _, err) = bir_cmd(&dir, &["on"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(hook(&[("BIR_OFF", "1")]).is_empty(), "BIR_OFF=1: no answer");
+    assert!(
+        daemon.bodies("/hook/PreToolUse").is_empty(),
+        "nothing posted while off"
+    );
+    // Switched on, the same hook reaches the daemon (which answers `{}`).
+    assert_eq!(hook(&[]), b"{}");
+    daemon.wait_for("the hook", |d| d.bodies("/hook/PreToolUse").len() == 1);
+}
+
+/// Runs `bir hooks EVENT` in `dir` with `payload` on stdin; its stdout.
+fn run_hook(dir: &TempDir, event: &str, payload: &Value, env: &[(&str, String)]) -> Vec<u8> {
+    let mut cmd = command(bir(), dir);
+    cmd.args(["hooks", event])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn bir hooks");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(payload.to_string().as_bytes())
+        .expect("write payload");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{event}: {out:?}");
+    out.stdout
+}
+
+/// Stops the real daemon a test started (`bir down`), pass or fail.
+struct DaemonDown<'a>(&'a TempDir);
+
+impl Drop for DaemonDown<'_> {
+    fn drop(&mut self) {
+        let _ = command(bir(), self.0).arg("down").output();
+    }
+}
+
+#[test]
+fn a_proxy_binds_to_the_real_daemon_and_its_call_joins_the_hooks_view() {
+    let dir = TempDir::new("bind-real");
+    let _down = DaemonDown(&dir);
+    let session = "sess-real-1";
+    let cwd = dir.path().display().to_string();
+    let hook = |event: &str, extra: Value| {
+        let mut payload = json!({"session_id": session, "cwd": cwd, "hook_event_name": event});
+        if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        run_hook(&dir, event, &payload, &[]);
+    };
+    hook("SessionStart", json!({"source": "startup"}));
+    hook("UserPromptSubmit", json!({"prompt": "echo something"}));
+
+    let env = [
+        ("CLAUDE_CODE_SESSION_ID", session.to_owned()),
+        ("BIR_BIND_WAIT_MS", "600000".to_owned()),
+    ];
+    let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
+    host.send(&init());
+    hook(
+        "PreToolUse",
+        json!({"tool_name": "mcp__peer__echo", "tool_input": {"n": 2, "api_key": SECRET},
+               "tool_use_id": "toolu_2"}),
+    );
+    host.send(&call(2));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    hook(
+        "PostToolUse",
+        json!({"tool_name": "mcp__peer__echo", "tool_input": {"n": 2, "api_key": SECRET},
+               "tool_use_id": "toolu_2", "tool_response": [{"type": "text", "text": "the hook's view"}]}),
+    );
+
+    // The proxy's result reaches the session's run while the proxy lives.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let run = loop {
+        let (code, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+        if code == 0 && out.contains("\\\"n\\\":2") && out.contains("toolu_2") {
+            break out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the proxy's call never reached the bound run: {out}\n{}",
+            host.stderr_so_far()
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    hook("SessionEnd", json!({"reason": "other"}));
+
+    let doc: Value = serde_json::from_str(&run).expect("export");
+    assert_eq!(doc["run"]["metadata"]["tier"], "bound", "{doc}");
+    assert_eq!(doc["run"]["metadata"]["sessionId"], session);
+    let of_call: Vec<&Value> = doc["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter(|s| s["toolUseId"] == "toolu_2")
+        .collect();
+    assert!(
+        of_call
+            .iter()
+            .any(|s| s["type"] == "tool_response" && s["durationMs"].is_number()),
+        "{doc}"
+    );
+    assert!(!run.contains(SECRET), "{run}");
+    // One run: the session's; nothing standalone.
+    let (_, list, _) = bir_cmd(&dir, &["runs", "--json"]);
+    assert_eq!(list.lines().count(), 1, "{list}");
+}
