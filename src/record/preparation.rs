@@ -182,32 +182,16 @@ impl Preparation {
             .as_deref()
             .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
         let base = Step {
-            id: model::new_step_id(),
-            step_index: self.next_step,
-            step_type: StepType::ToolSelected,
             qualified_name: qualified,
             server_name: report.server_name.clone(),
             tool_name: tool,
-            started_at: report.started_at.clone(),
-            input: None,
-            output: None,
-            error: None,
-            is_error: false,
-            duration_ms: None,
-            outcome: None,
             request_id,
             tool_use_id: report.tool_use_id.clone(),
-            agent_id: None,
-            args_digest: None,
-            correlation: None,
-            withheld: None,
-            redactions: 0,
-            kind: None,
-            agent_type: None,
-            parent_tool_use_id: None,
-            context: None,
-            turn: None,
-            permission: None,
+            ..Step::new(
+                self.next_step,
+                StepType::ToolSelected,
+                report.started_at.clone(),
+            )
         };
         let selected = Step {
             input: args.value,
