@@ -194,6 +194,16 @@ impl Engine {
         out
     }
 
+    /// Whether the host's hooks have told the engine about session `id`
+    /// (and its run is still open). A proxy binds only to such a session:
+    /// in a session without bir's hooks, nothing would ever end the run,
+    /// and the proxy's own standalone run tells the calls better.
+    pub(crate) fn hooked(&self, id: &str) -> bool {
+        self.sessions
+            .get(id)
+            .is_some_and(|s| s.hooks_seen && !s.finished)
+    }
+
     pub(crate) fn sessions(&self) -> Vec<SessionSummary> {
         let mut all: Vec<SessionSummary> = self.sessions.values().map(Session::summary).collect();
         all.sort_by(|a, b| a.session_id.cmp(&b.session_id));

@@ -209,7 +209,7 @@ pub(super) struct Session {
     /// Records told before the run opened (the session's start, server
     /// snapshots): written right after its header, if it ever opens.
     early: Vec<RunEvent>,
-    hooks_seen: bool,
+    pub hooks_seen: bool,
     lossy: bool,
     note: Option<String>,
     dropped: u64,

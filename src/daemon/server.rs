@@ -477,9 +477,18 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, Vec::new())
         }
         (Method::Post, "/proxy/register") => {
-            proxy_input(&request.body, daemon, now, |r: wire::ProxyRegister| {
-                Input::ProxyRegistered(r)
-            })
+            let Ok(register) = serde_json::from_slice::<wire::ProxyRegister>(&request.body) else {
+                log::debug!("a proxy registration did not parse");
+                return (400, Vec::new());
+            };
+            let mut core = daemon.core();
+            if !core.engine.hooked(&register.session_id) {
+                // Not (yet) a session this daemon records: the proxy asks
+                // again while it negotiates, then records standalone.
+                return (409, br#"{"reason":"session_not_hooked"}"#.to_vec());
+            }
+            core.handle(Input::ProxyRegistered(register), now);
+            (200, b"{}".to_vec())
         }
         (Method::Post, "/proxy/records") => {
             proxy_input(&request.body, daemon, now, |r: wire::ProxyRecords| {

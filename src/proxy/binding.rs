@@ -22,7 +22,11 @@
 //!   holds prepared items in memory for up to `BIR_BIND_WAIT_MS` (10 s):
 //!   the host may start servers before its session's first hook.
 //! * Found: it registers, then posts its items, one batch per observer
-//!   wake-up.
+//!   wake-up. The daemon accepts a registration only for a session its
+//!   hooks told it about (else 409): a session without bir's hooks would
+//!   have a bound run that nothing ends. While it holds its items the
+//!   proxy asks again every 250 ms (the host may start servers before the
+//!   session's first hook), then at the usual pace.
 //! * Not found in time: the held items go into a local standalone run,
 //!   and so do the following ones; the finder looks again every
 //!   `BIR_BIND_RETRY_MS` (15 s) and the proxy binds when a daemon answers.
@@ -80,6 +84,12 @@ const ENSURE_BUDGET: Duration = Duration::from_secs(5);
 /// observer thread waits this long at most, once: the post that fails
 /// downgrades the proxy.
 const POST_DEADLINE: Duration = Duration::from_secs(1);
+/// The daemon's answer to a registration for a session whose hooks it has
+/// not heard: it records only sessions its hooks tell it about.
+const NOT_HOOKED: u16 = 409;
+/// How often a proxy asks again while the daemon does not know its session
+/// and the proxy still holds its items.
+const NOT_HOOKED_RETRY: Duration = Duration::from_millis(250);
 /// The deadline of the last post when the proxy ends: it must fit in the
 /// observer's shutdown budget (500 ms) with the standalone write that
 /// follows a failure, so that the last calls are never lost.
@@ -324,11 +334,12 @@ fn start_finder(daemon: Box<dyn Daemon>, settings: &BindSettings) -> Option<Find
     };
     let body = serde_json::to_vec(&register).ok()?;
     let retry = settings.retry;
+    let wait = settings.wait;
     let spawned = thread::Builder::new()
         .name("bir-bind".into())
         .spawn(move || {
             crate::observe::give_way_to_the_relay();
-            run_finder(&*daemon, &body, &look_rx, &found_tx, retry);
+            run_finder(&*daemon, &body, &look_rx, &found_tx, retry, wait);
         });
     match spawned {
         Ok(_) => Some(Finder { found, look }),
@@ -361,8 +372,11 @@ fn run_finder(
     look: &Receiver<()>,
     found: &Sender<Box<dyn Link>>,
     retry: Duration,
+    wait: Duration,
 ) {
+    let negotiating_until = Instant::now() + wait;
     loop {
+        let mut pause = retry;
         if let Some(link) = daemon.ensure(ENSURE_BUDGET) {
             match link.post("/proxy/register", register, POST_DEADLINE) {
                 Ok(status) if (200..300).contains(&status) => {
@@ -375,11 +389,22 @@ fn run_finder(
                     }
                     continue;
                 }
+                Ok(NOT_HOOKED) => {
+                    // The daemon has not heard this session's hooks yet (a
+                    // proxy may start before the first hook arrives), or
+                    // never will (hooks not installed): ask again soon
+                    // while the proxy still holds its items, then at the
+                    // usual pace.
+                    if Instant::now() < negotiating_until {
+                        pause = retry.min(NOT_HOOKED_RETRY);
+                    }
+                    log::debug!("recorder daemon does not record this session (yet)");
+                }
                 Ok(status) => log::debug!("recorder daemon refused the registration ({status})"),
                 Err(err) => log::debug!("recorder daemon registration failed: {err}"),
             }
         }
-        match look.recv_timeout(retry) {
+        match look.recv_timeout(pause) {
             Ok(()) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }

@@ -695,3 +695,37 @@ fn a_proxy_binds_to_the_real_daemon_and_its_call_joins_the_hooks_view() {
     let (_, list, _) = bir_cmd(&dir, &["runs", "--json"]);
     assert_eq!(list.lines().count(), 1, "{list}");
 }
+
+/// A session whose hooks never reach the daemon (bir's hooks not installed,
+/// only its proxies) would have a bound run that nothing ever ends: the
+/// daemon refuses such a proxy, which records standalone, as before.
+#[test]
+fn a_proxy_in_a_session_without_hooks_records_standalone_beside_a_live_daemon() {
+    let dir = TempDir::new("bind-unhooked");
+    let _down = DaemonDown(&dir);
+    let cwd = dir.path().display().to_string();
+    // Another session's hook starts the daemon.
+    let other = json!({"session_id": "sess-other", "cwd": cwd, "hook_event_name": "SessionStart",
+                       "source": "startup"});
+    run_hook(&dir, "SessionStart", &other, &[]);
+
+    let env = [
+        ("CLAUDE_CODE_SESSION_ID", "sess-unhooked".to_owned()),
+        ("BIR_BIND_WAIT_MS", "500".to_owned()),
+    ];
+    let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
+    host.send(&init());
+    host.send(&call(1));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    wait_local(&dir, &["toolu_1"]);
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+
+    let (_, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+    let run: Value = serde_json::from_str(&out).expect("export");
+    assert_eq!(run["run"]["metadata"]["tier"], "standalone", "{run}");
+    assert_eq!(run["run"]["metadata"]["sessionId"], "sess-unhooked");
+    // The daemon holds no session for it.
+    let (_, status, _) = bir_cmd(&dir, &["status"]);
+    assert!(!status.contains("sess-unhooked"), "{status}");
+}
