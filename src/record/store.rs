@@ -142,7 +142,7 @@ impl Store {
         for entry in fs::read_dir(&self.dir)? {
             let entry = entry?;
             let path = entry.path();
-            if !path.to_string_lossy().ends_with(JOURNAL_SUFFIX) {
+            if !path.to_string_lossy().ends_with(JOURNAL_SUFFIX) || !is_regular(&entry) {
                 continue;
             }
             let written = entry
@@ -161,8 +161,10 @@ impl Store {
     pub fn list(&self) -> io::Result<Vec<LoadedRun>> {
         let mut runs = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
-            let path = entry?.path();
+            let entry = entry?;
+            let path = entry.path();
             if path.to_string_lossy().ends_with(JOURNAL_SUFFIX)
+                && is_regular(&entry)
                 && let Ok(run) = load_path(&path)
             {
                 runs.push(run);
@@ -189,6 +191,13 @@ impl Store {
                 .ok_or_else(|| Error::failure(format!("no runs in {}", self.dir.display())));
         }
         let bare = wanted.strip_prefix("run_").unwrap_or(wanted);
+        if bare.trim().is_empty() {
+            // An empty id (an unset `"$ID"` in a script) is a prefix of
+            // every run: it must name none, not whichever run is alone.
+            return Err(Error::usage(format!(
+                "`{wanted}` is not a run id; give an id, a unique prefix of one, or `latest`"
+            )));
+        }
         let mut matches: Vec<LoadedRun> = runs
             .into_iter()
             .filter(|r| r.id().strip_prefix("run_").unwrap_or("").starts_with(bare))
@@ -240,6 +249,12 @@ impl Store {
         }
         Ok(removed)
     }
+}
+
+/// A directory entry that is a regular file (not a FIFO, socket, device,
+/// directory or symlink); journals are only ever regular files.
+fn is_regular(entry: &fs::DirEntry) -> bool {
+    entry.file_type().is_ok_and(|t| t.is_file())
 }
 
 fn start_of(run: &LoadedRun) -> String {
@@ -317,6 +332,93 @@ mod tests {
         drop(held);
         assert_eq!(store.apply_retention(Some(0), None).expect("retention"), 1);
         assert!(!store.journal_path("run_held").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Runs `f` on its own thread and waits for it (generously): a call
+    /// that blocks on a FIFO would never return, so "did not finish" is
+    /// the failure, not a hang of the whole test binary.
+    fn finishes<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{what} blocked on a FIFO named like a journal"))
+    }
+
+    /// A FIFO (or any non-regular file) named like a journal is not a run:
+    /// listing, lookup, retention, claiming and reading all pass it by
+    /// without opening it for good, and without waiting for a writer.
+    #[test]
+    fn a_fifo_named_like_a_journal_blocks_nothing() {
+        let dir = std::env::temp_dir().join(format!("bir-store-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let mut real = store.open_writer("run_real").expect("open");
+        let finished = Record {
+            seq: 1,
+            event: RunEvent::RunFinished(RunFinish {
+                finished_at: "2026-01-01T00:00:00.000Z".into(),
+                output: None,
+                metrics: RunMetrics::default(),
+                lossy: false,
+                dropped: 0,
+                reason: None,
+                model: None,
+            }),
+        };
+        real.append(&journal::frame(
+            &serde_json::to_vec(&finished).expect("json"),
+        ))
+        .expect("append");
+        drop(real);
+        let fifo = store.journal_path("run_fifo");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+        // SAFETY: `c` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+
+        let s = store.clone();
+        let ids: Vec<String> = finishes("list", move || {
+            s.list().expect("list").iter().map(LoadedRun::id).collect()
+        });
+        assert_eq!(ids, ["run_real"]);
+        let s = store.clone();
+        let found = finishes("find", move || s.find("f").map(|r| r.id()));
+        assert!(found.is_err(), "the FIFO is no run: {found:?}");
+        let path = fifo.clone();
+        let read = finishes("read", move || journal::read(&path).map(|_| ()));
+        assert!(read.is_err(), "a FIFO is not read as a journal");
+        let path = fifo.clone();
+        let claimed = finishes("claim", move || journal::claim(&path).map(|j| j.is_some()));
+        assert!(claimed.is_err(), "a FIFO is not claimed as a journal");
+        let s = store.clone();
+        let writer = finishes("open_writer", move || s.open_writer("run_fifo").map(|_| ()));
+        assert!(writer.is_err(), "a FIFO is not appended to");
+        let s = store.clone();
+        let removed = finishes("retention", move || s.apply_retention(Some(0), None));
+        assert_eq!(removed.expect("retention"), 1, "the real run goes");
+        assert!(fifo.exists(), "the FIFO is left alone");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An empty id (an unset `"$ID"`) is a prefix of every id: it names no
+    /// run, even when the store holds just one.
+    #[test]
+    fn an_empty_id_names_no_run() {
+        let dir = std::env::temp_dir().join(format!("bir-store-empty-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let mut only = store.open_writer("run_only").expect("open");
+        only.append(&journal::frame(b"{}")).expect("append");
+        drop(only);
+        for wanted in ["", "run_", " ", "run_ "] {
+            assert!(store.find(wanted).is_err(), "`{wanted}` named a run");
+        }
+        assert_eq!(
+            store.find("on").map(|r| r.id()).ok().as_deref(),
+            Some("run_only")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
