@@ -20,6 +20,17 @@ const READ_CHUNK: usize = 64 * 1024;
 /// faults for the next message of a similar size.
 const KEEP_CAPACITY: usize = 16 * 1024 * 1024;
 
+/// The summary of a complete line whose `id` or `method` was too long for
+/// the streaming scanner's capture: read again with no capture limit (the
+/// line is in the buffer; only such lines take this path), so a call with
+/// a long id is paired and recorded like any other.
+fn whole_captures(line: &[u8], summary: LineSummary) -> LineSummary {
+    if !summary.capture_overflow {
+        return summary;
+    }
+    super::scan::summarize(line)
+}
+
 /// One unit the relay acts on.
 #[derive(Debug)]
 pub enum Frame {
@@ -103,10 +114,9 @@ impl Framer {
                     self.scanned = self.line_start;
                     return Some(Frame::Oversized { summary });
                 }
-                let frame = Frame::Line {
-                    range: self.line_start..end,
-                    summary,
-                };
+                let range = self.line_start..end;
+                let summary = whole_captures(&self.buf[range.clone()], summary);
+                let frame = Frame::Line { range, summary };
                 self.line_start = end;
                 self.scanned = end;
                 Some(frame)
@@ -147,6 +157,7 @@ impl Framer {
         let range = self.line_start..self.end;
         self.line_start = self.end;
         self.scanned = self.end;
+        let summary = whole_captures(&self.buf[range.clone()], summary);
         Some(Frame::Line { range, summary })
     }
 

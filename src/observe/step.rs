@@ -225,6 +225,25 @@ struct ResultFlags {
     is_error: Option<bool>,
 }
 
+/// Parses `bytes` as `T`; if they hold a duplicate key, which serde's
+/// derived structs refuse while the peers (and the relay) keep the last
+/// one, parses them again with each duplicate reduced to its last value.
+/// Only such messages pay for the second parse (and get their object keys
+/// re-ordered); `keep` holds the bytes `T` borrows from.
+fn parse_last_wins<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+    keep: &'a mut Vec<u8>,
+) -> serde_json::Result<T> {
+    match serde_json::from_slice::<T>(bytes) {
+        Err(e) if e.to_string().starts_with("duplicate field") => {
+            *keep = serde_json::from_slice::<serde_json::Value>(bytes)
+                .and_then(|v| serde_json::to_vec(&v))?;
+            serde_json::from_slice::<T>(keep)
+        }
+        other => other,
+    }
+}
+
 impl StepReport {
     pub fn from_observed(call: &ToolCallObserved) -> StepReport {
         let mut report = StepReport {
@@ -250,7 +269,8 @@ impl StepReport {
             response_unparseable: false,
             id_shared: call.id_shared,
         };
-        match serde_json::from_slice::<Request>(&call.request) {
+        let mut deduplicated = Vec::new();
+        match parse_last_wins::<Request>(&call.request, &mut deduplicated) {
             Ok(req) => {
                 report.request_id = req.id.map(RawValue::to_owned);
                 if let Some(params) = req.params {
@@ -279,7 +299,8 @@ impl StepReport {
                 head: head.trim_end_matches('\u{fffd}').to_owned(),
             });
         } else if let Some(ObservedBody::Whole(response)) = &call.response {
-            match serde_json::from_slice::<Response>(response) {
+            let mut deduplicated = Vec::new();
+            match parse_last_wins::<Response>(response, &mut deduplicated) {
                 Ok(resp) => {
                     if let Some(result) = resp.result {
                         report.is_error = serde_json::from_str::<ResultFlags>(result.get())

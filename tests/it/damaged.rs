@@ -79,9 +79,15 @@ impl Recorded {
 /// Runs a session against a peer following `script`, `drive` playing the
 /// host, then reads back everything the run left.
 fn session(tag: &str, script: &Value, drive: impl FnOnce(&mut Host)) -> Recorded {
+    session_in(tag, script, |host, _| drive(host))
+}
+
+/// [`session`], `drive` also given the session's home (to look at the
+/// store while the proxy runs).
+fn session_in(tag: &str, script: &Value, drive: impl FnOnce(&mut Host, &TempDir)) -> Recorded {
     let dir = TempDir::new(tag);
     let mut host = Host::start(proxy(&dir, script));
-    drive(&mut host);
+    drive(&mut host, &dir);
     let seen = host.finish(Duration::from_secs(5));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
 
@@ -504,4 +510,109 @@ fn stray_and_repeated_cancels_leave_the_calls_outcomes_right() {
     );
     assert_eq!(run.doc["finish"]["metrics"]["toolCalls"], 4);
     assert_eq!(run.doc["finish"]["metrics"]["errors"], 0);
+}
+
+/// Envelopes spelled the way every JSON parser reads alike (issue 12, item
+/// 5): keys with escapes (`"\u0069d"`, `"m\u0065thod"`, `"r\u0065sult"`),
+/// an id longer than the scanner's streaming capture (1 KiB), a duplicate
+/// `"id"` key (the last wins). Each call is recorded as answered, and when
+/// the server exits after the last answer, the host gets no second answer
+/// for an id that was already answered.
+#[test]
+fn escaped_long_and_duplicate_envelopes_are_the_same_envelopes() {
+    let long_id = format!("\"{}\"", "L".repeat(2000));
+    let escaped_call = "{\"jsonrpc\":\"2.0\",\"\\u0069d\":1,\"m\\u0065thod\":\"tools/call\",\"params\":{\"name\":\"esc\",\"arguments\":{\"n\":1}}}\n";
+    let long_call = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{long_id},\"method\":\"tools/call\",\"params\":{{\"name\":\"long\",\"arguments\":{{\"n\":2}}}}}}\n"
+    );
+    let duplicate_call = "{\"jsonrpc\":\"2.0\",\"id\":30,\"method\":\"tools/call\",\"params\":{\"name\":\"dup\",\"arguments\":{\"n\":3}},\"id\":3}\n";
+    let text = |t: &str| format!("{{\"content\":[{{\"type\":\"text\",\"text\":\"{t}\"}}]}}");
+    let esc_answer = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}}\n",
+        text("esc")
+    );
+    let long_answer = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{long_id},\"result\":{}}}\n",
+        text("long")
+    );
+    let dup_answer = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":30,\"result\":{},\"id\":3}}\n",
+        text("dup")
+    );
+    let last_answer = format!(
+        "{{\"jsonrpc\":\"2.0\",\"\\u0069d\":4,\"r\\u0065sult\":{}}}\n",
+        text("last")
+    );
+    let script = json!({"rules": [
+        answer("esc", &esc_answer),
+        // The peer (like serde_json's derive) refuses a duplicate key, so
+        // the dup call is answered along with the long one, after it.
+        answer("long", &format!("{long_answer}{dup_answer}")),
+        answer("last", &last_answer),
+        {"method": "tools/call", "tool": "quit", "do": [{"exit": 0}]},
+    ]});
+    let run = session_in("escaped-envelopes", &script, |host, home| {
+        host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
+        assert!(host.wait_lines(1, Duration::from_secs(10)));
+        host.send_raw(escaped_call.as_bytes());
+        host.send_raw(duplicate_call.as_bytes());
+        host.send_raw(long_call.as_bytes());
+        assert!(
+            host.wait_lines(4, Duration::from_secs(10)),
+            "{}\n{}",
+            String::from_utf8_lossy(&host.stdout_so_far()),
+            host.stderr_so_far()
+        );
+        host.send(&call(4, "last", json!({"n": 4})));
+        assert!(host.wait_lines(5, Duration::from_secs(10)));
+        // The server exits once the four calls are on record (a busy
+        // machine may take a while to write them).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while recorded_responses(&home) < 4 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        host.send(&call(5, "quit", json!({})));
+        assert!(
+            host.wait_exit(Duration::from_secs(10)),
+            "the proxy follows its server out"
+        );
+    });
+    let relayed = String::from_utf8_lossy(&run.relayed).into_owned();
+    let after_init = relayed.split_once('\n').map_or("", |(_, rest)| rest);
+    let answers = format!("{esc_answer}{long_answer}{dup_answer}{last_answer}");
+    let added = after_init
+        .strip_prefix(&answers)
+        .unwrap_or_else(|| panic!("the server's answers, as sent, first:\n{after_init}"));
+    // The proxy answers only the call the server left pending when it
+    // exited (5), never one it already answered.
+    assert_eq!(added.lines().count(), 1, "{added}");
+    assert!(
+        added.starts_with("{\"jsonrpc\":\"2.0\",\"id\":5,"),
+        "{added}"
+    );
+    for tool in ["esc", "long", "dup", "last"] {
+        let (selected, response) = run.call(tool);
+        assert_eq!(response["outcome"], "answered", "{tool}: {response:#}");
+        assert_eq!(
+            response["output"]["content"][0]["text"], tool,
+            "{tool}: {response:#}"
+        );
+        assert!(selected["input"]["n"].is_number(), "{tool}: {selected:#}");
+    }
+    let (_, dup) = run.call("dup");
+    assert_eq!(dup["requestId"], 3, "the last id wins: {dup:#}");
+    assert_ne!(run.doc["finish"]["lossy"], true, "{:#}", run.doc);
+}
+
+/// How many calls the latest run holds an answer for so far.
+fn recorded_responses(home: &TempDir) -> usize {
+    let (_, out, _) = bir_cmd(home, &["runs", "export", "latest"]);
+    serde_json::from_str::<Value>(&out).map_or(0, |doc| {
+        doc["steps"].as_array().map_or(0, |steps| {
+            steps
+                .iter()
+                .filter(|s| s["type"] == "tool_response")
+                .count()
+        })
+    })
 }
