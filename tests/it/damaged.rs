@@ -568,7 +568,7 @@ fn escaped_long_and_duplicate_envelopes_are_the_same_envelopes() {
         // The server exits once the four calls are on record (a busy
         // machine may take a while to write them).
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while recorded_responses(&home) < 4 && std::time::Instant::now() < deadline {
+        while recorded_responses(home) < 4 && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
         host.send(&call(5, "quit", json!({})));
