@@ -118,6 +118,33 @@ fn a_killed_proxy_leaves_no_orphan() {
     );
 }
 
+/// A server started through a wrapper (`sh -c`, as `npx` and `uvx` do) is
+/// a grandchild of the proxy: the SIGKILL the wrapper gets when the proxy
+/// dies is not passed on, and a server that ignores end of input would
+/// live on, reparented to init. The proxy's watchdog kills the whole
+/// process group once the proxy is gone.
+#[test]
+fn a_killed_proxy_leaves_no_descendant_behind_a_wrapper() {
+    let dir = TempDir::new("sigkill-wrapped");
+    let pidfile = dir.join("inner.pid");
+    // `sleep` stands for a server that ignores end of input.
+    let script = format!("sleep 120 & echo $! > {}; wait", pidfile.display());
+    let mut cmd = command(dir.proxy_link(), &dir);
+    cmd.args(["--server-name", "sh", "--", "sh", "-c", &script]);
+    let mut host = Host::start(cmd);
+    let inner = read_pid(&pidfile, Duration::from_secs(10));
+    host.signal(libc::SIGKILL);
+    assert!(host.wait_exit(Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "signal 9");
+    let gone = wait_gone(inner, Duration::from_secs(10));
+    if !gone {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(inner, libc::SIGKILL) };
+    }
+    assert!(gone, "the wrapped server outlived its killed proxy");
+}
+
 #[test]
 fn end_of_input_escalates_to_sigterm_then_sigkill() {
     // A server that neither reads its stdin nor obeys SIGTERM.
