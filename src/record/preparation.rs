@@ -198,6 +198,11 @@ impl Preparation {
             args_digest: args.digest,
             withheld: request_unparseable.or(args.withheld).map(str::to_owned),
             redactions: args.redactions,
+            repaired: report
+                .request_repairs
+                .plus(args.repairs)
+                .describe()
+                .map(String::into_boxed_str),
             ..base.clone()
         };
         let response = Step {
@@ -216,6 +221,12 @@ impl Preparation {
                 .or(error.withheld)
                 .map(str::to_owned),
             redactions: result.redactions + error.redactions,
+            repaired: report
+                .response_repairs
+                .plus(result.repairs)
+                .plus(error.repairs)
+                .describe()
+                .map(String::into_boxed_str),
             correlation: report.id_shared.then(|| "ambiguous".to_owned()),
             ..base
         };

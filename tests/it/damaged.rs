@@ -300,25 +300,34 @@ fn large_damaged_answers_keep_their_secrets_out_of_the_preview() {
     }
 }
 
-/// A3/A4 in answers of ordinary size: a lone surrogate escape next to a
-/// secret-named field, a `\u0000` escape (valid JSON), a raw NUL byte
-/// inside a string and invalid UTF-8 (both invalid JSON), and a line of
-/// NULs the server wrote before an answer. An answer serde_json cannot read
-/// is stored without its body, marked `withheld: "unparseable"` on its
-/// `tool_response` step only: the call's arguments, which did parse, are
-/// kept and not marked. A valid NUL is kept whole (no C-string cut), and
-/// the noise line neither desynchronises the pairing nor gets recorded.
+/// A3/A4/A8 in answers of ordinary size (issue 12, item 4): a lone
+/// surrogate escape and invalid UTF-8 (which every peer reads: JavaScript
+/// accepts the one and decodes the other as U+FFFD) and a result nested 200
+/// levels deep (deeper than serde_json's 128) are recorded, redacted, with
+/// what could not be kept replaced in place and named in `repaired`; a
+/// server cannot hide a result from the recording that way. A raw NUL byte
+/// inside a string, which no JSON parser accepts, is still stored without
+/// its body, marked `withheld: "unparseable"` on its `tool_response` step
+/// only. A `\u0000` escape (valid JSON) is kept whole (no C-string cut),
+/// and a line of NULs the server wrote before an answer neither
+/// desynchronises the pairing nor gets recorded.
 #[test]
-fn damaged_answers_are_withheld_and_only_they_are() {
+fn damaged_answers_are_recorded_leniently_and_only_unreadable_ones_withheld() {
     const SURROGATE: &str = "Vq3Lm8Zt1Xw6Rb9Kc2Nd";
     const NUL_ESCAPE: &str = "Fy7Hj2Sd5Gk0Pw4Tx9Mb";
     const NUL_RAW: &str = "Rc6Vn1Qa8Ze3Jt5Ky0Lh";
     const LATIN1: &str = "Bu9Xs4Wd2Yf7Np1Cq6Ge";
+    const DEEP: &str = "Jq4Wn7Xc2Vb9Lm5Zk8Pd";
     let result = |id: u64, text: &str, key: &str, secret: &str| {
         format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}],\"structuredContent\":{{\"{key}\":\"{secret}\",\"kept\":\"yes\"}}}}}}\n"
         )
     };
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"deep\"}}],\"structuredContent\":{{\"password\":\"{DEEP}\",\"tree\":{}1{}}}}}}}\n",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
     let bodies = [
         result(1, r"half an emoji: \ud83d", "api_key", SURROGATE),
         result(2, r"before\u0000after", "password", NUL_ESCAPE),
@@ -329,24 +338,57 @@ fn damaged_answers_are_withheld_and_only_they_are() {
             "\u{0}".repeat(64),
             result(5, "after the noise", "note", "not secret")
         ),
+        deep,
     ];
-    let tools = ["surrogate", "nul_escape", "nul_raw", "latin1", "noise"];
+    let tools = [
+        "surrogate",
+        "nul_escape",
+        "nul_raw",
+        "latin1",
+        "noise",
+        "deep",
+    ];
     let script = answers_latin1(&tools, &bodies);
-    let run = session("damaged", &script, |host| call_each(host, &tools, 6));
+    let run = session("damaged", &script, |host| call_each(host, &tools, 7));
 
     run.assert_relayed(&latin1(&bodies.concat()));
-    run.assert_not_stored(&[SURROGATE, NUL_ESCAPE, NUL_RAW, LATIN1]);
-    assert_eq!(run.steps().len(), 10, "{:#}", run.doc);
+    run.assert_not_stored(&[SURROGATE, NUL_ESCAPE, NUL_RAW, LATIN1, DEEP]);
+    assert_eq!(run.steps().len(), 12, "{:#}", run.doc);
 
-    for tool in ["surrogate", "nul_raw", "latin1"] {
+    for (tool, text, repaired) in [
+        ("surrogate", "half an emoji: \u{fffd}", "lone-surrogate:1"),
+        ("latin1", "caf\u{fffd} \u{fffd}\u{fffd}", "invalid-utf8:3"),
+        ("deep", "deep", "too-deep:1"),
+    ] {
         let (selected, response) = run.call(tool);
         assert!(selected["input"]["n"].is_u64(), "{tool}: {selected}");
         assert_eq!(selected["withheld"], Value::Null, "{tool}: {selected}");
-        assert_eq!(response["withheld"], "unparseable", "{tool}: {response}");
-        assert_eq!(response["output"], Value::Null, "{tool}: {response}");
-        assert_eq!(response["error"], Value::Null, "{tool}: {response}");
+        assert_eq!(response["withheld"], Value::Null, "{tool}: {response}");
+        assert_eq!(response["repaired"], repaired, "{tool}: {response}");
+        assert_eq!(
+            response["output"]["content"][0]["text"], text,
+            "{tool}: {response}"
+        );
+        assert!(
+            response["redactions"].as_u64() >= Some(1),
+            "{tool}: {response}"
+        );
         assert_eq!(response["outcome"], "answered", "{tool}: {response}");
     }
+    let (_, deep) = run.call("deep");
+    let mut at = &deep["output"]["structuredContent"]["tree"];
+    let mut levels = 0;
+    while let Some(inner) = at.get(0) {
+        at = inner;
+        levels += 1;
+    }
+    assert_eq!(at, "[REDACTED:too-deep]", "{deep}");
+    assert!(levels > 50, "the levels that fit are kept: {levels}");
+
+    let (selected, response) = run.call("nul_raw");
+    assert_eq!(selected["withheld"], Value::Null, "{selected}");
+    assert_eq!(response["withheld"], "unparseable", "{response}");
+    assert_eq!(response["output"], Value::Null, "{response}");
 
     let (_, nul) = run.call("nul_escape");
     assert_eq!(nul["withheld"], Value::Null, "{nul}");
@@ -366,7 +408,7 @@ fn damaged_answers_are_withheld_and_only_they_are() {
     let show = run.surface("bir runs show latest --full");
     assert_eq!(
         show.matches("(payloads withheld: unparseable)").count(),
-        3,
+        1,
         "{show}"
     );
 }
