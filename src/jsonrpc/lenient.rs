@@ -75,12 +75,7 @@ pub fn parse(bytes: &[u8], max_depth: usize) -> Option<(Value, Repairs)> {
         // A value starts here (the grammar around it is handled below).
         p.ws();
         let mut done = match p.peek()? {
-            b'{' if stack.len() >= max_depth => {
-                p.skip_container()?;
-                p.repairs.too_deep += 1;
-                Value::String(TOO_DEEP.to_owned())
-            }
-            b'[' if stack.len() >= max_depth => {
+            b'{' | b'[' if stack.len() >= max_depth => {
                 p.skip_container()?;
                 p.repairs.too_deep += 1;
                 Value::String(TOO_DEEP.to_owned())

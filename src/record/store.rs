@@ -296,15 +296,9 @@ mod tests {
     use super::*;
     use crate::record::model::{Record, RunFinish, RunMetrics};
 
-    /// A finished run whose journal someone holds (its proxy noting the
-    /// service's acknowledgements, or `bir sync` sending it) outlives
-    /// retention; once let go, it is removed.
-    #[test]
-    fn retention_leaves_a_held_journal_alone() {
-        let dir = std::env::temp_dir().join(format!("bir-store-held-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
-        let finished = Record {
+    /// A `run_finished` record (a run retention may remove).
+    fn finished_record() -> Record {
+        Record {
             seq: 1,
             event: RunEvent::RunFinished(RunFinish {
                 finished_at: "2026-01-01T00:00:00.000Z".into(),
@@ -315,7 +309,18 @@ mod tests {
                 reason: None,
                 model: None,
             }),
-        };
+        }
+    }
+
+    /// A finished run whose journal someone holds (its proxy noting the
+    /// service's acknowledgements, or `bir sync` sending it) outlives
+    /// retention; once let go, it is removed.
+    #[test]
+    fn retention_leaves_a_held_journal_alone() {
+        let dir = std::env::temp_dir().join(format!("bir-store-held-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let finished = finished_record();
         let json = serde_json::to_vec(&finished).expect("json");
         let mut held = store.open_writer("run_held").expect("open");
         held.append(&journal::frame(&json)).expect("append");
@@ -356,18 +361,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
         let mut real = store.open_writer("run_real").expect("open");
-        let finished = Record {
-            seq: 1,
-            event: RunEvent::RunFinished(RunFinish {
-                finished_at: "2026-01-01T00:00:00.000Z".into(),
-                output: None,
-                metrics: RunMetrics::default(),
-                lossy: false,
-                dropped: 0,
-                reason: None,
-                model: None,
-            }),
-        };
+        let finished = finished_record();
         real.append(&journal::frame(
             &serde_json::to_vec(&finished).expect("json"),
         ))

@@ -568,22 +568,26 @@ fn escaped_long_and_duplicate_envelopes_are_the_same_envelopes() {
         "{{\"jsonrpc\":\"2.0\",\"id\":{long_id},\"method\":\"tools/call\",\"params\":{{\"name\":\"long\",\"arguments\":{{\"n\":2}}}}}}\n"
     );
     let duplicate_call = "{\"jsonrpc\":\"2.0\",\"id\":30,\"method\":\"tools/call\",\"params\":{\"name\":\"dup\",\"arguments\":{\"n\":3}},\"id\":3}\n";
-    let text = |t: &str| format!("{{\"content\":[{{\"type\":\"text\",\"text\":\"{t}\"}}]}}");
-    let esc_answer = format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}}\n",
-        text("esc")
+    // An answer whose text is `t`, `head` spelling its envelope up to
+    // `"result":`, `tail` after the result.
+    let answer_line = |head: &str, t: &str, tail: &str| {
+        format!("{head}{{\"content\":[{{\"type\":\"text\",\"text\":\"{t}\"}}]}}{tail}}}\n")
+    };
+    let esc_answer = answer_line("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":", "esc", "");
+    let long_answer = answer_line(
+        &format!("{{\"jsonrpc\":\"2.0\",\"id\":{long_id},\"result\":"),
+        "long",
+        "",
     );
-    let long_answer = format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{long_id},\"result\":{}}}\n",
-        text("long")
+    let dup_answer = answer_line(
+        "{\"jsonrpc\":\"2.0\",\"id\":30,\"result\":",
+        "dup",
+        ",\"id\":3",
     );
-    let dup_answer = format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":30,\"result\":{},\"id\":3}}\n",
-        text("dup")
-    );
-    let last_answer = format!(
-        "{{\"jsonrpc\":\"2.0\",\"\\u0069d\":4,\"r\\u0065sult\":{}}}\n",
-        text("last")
+    let last_answer = answer_line(
+        "{\"jsonrpc\":\"2.0\",\"\\u0069d\":4,\"r\\u0065sult\":",
+        "last",
+        "",
     );
     let script = json!({"rules": [
         answer("esc", &esc_answer),
