@@ -662,3 +662,62 @@ fn recorded_responses(home: &TempDir) -> usize {
         })
     })
 }
+
+/// Issue 12, item 1 (in part): what the recorder learns from `initialize`
+/// (the server's instructions, serverInfo and capabilities, the client's
+/// clientInfo and capabilities) and a call's envelope (the tool name, the
+/// request id, `_meta["claudecode/toolUseId"]`) pass the redactor like the
+/// payloads: none of their secrets is stored, shown or logged.
+#[test]
+fn what_initialize_and_the_envelope_carry_is_redacted_too() {
+    const INSTRUCTIONS: &str = "ghp_Q8w3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz2Xc4Vb";
+    const SERVER_TOKEN: &str = "Tz4Kq8Wm2Xn6Rb0Lv3Jc";
+    const CAPABILITY: &str = "Hy5Gt1Fr9De3Sw7Aq2Zx";
+    const CLIENT_KEY: &str = "Mk8Nj2Bh6Vg0Cf4Xd9Sz";
+    const CLIENT_CAP: &str = "Pl3Ok7Ij1Uh5Yg9Tf2Rd";
+    const TOOL: &str = "ghp_Z9x8C7v6B5n4M3a2S1d0F9g8H7j6K5l4P3o2";
+    const REQUEST_ID: &str = "sk-ant-api03-Wq2Er4Ty6Ui8Op0As2Df4Gh6Jk8Lz0Xc2Vb4Nm6Qw8Er0Ty2Ui4";
+    const TOOL_USE: &str = "xoxb-123456789012-1234567890123-Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8";
+    let script = json!({"rules": [
+        {"method": "initialize", "do": [{"reply": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}, "experimental": {"token": CAPABILITY}},
+            "serverInfo": {"name": "peer", "version": "1", "token": SERVER_TOKEN},
+            "instructions": format!("Use the deploy token {INSTRUCTIONS} for pushes."),
+        }}]},
+    ]});
+    let run = session("initialize-secrets", &script, |host| {
+        host.send(
+            &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25",
+            "capabilities":{"experimental":{"apiKey": CLIENT_CAP}},
+            "clientInfo":{"name":"it","version":"1","apiKey": CLIENT_KEY}}}),
+        );
+        assert!(host.wait_lines(1, Duration::from_secs(10)));
+        host.send(
+            &json!({"jsonrpc":"2.0","id":REQUEST_ID,"method":"tools/call","params":{
+            "name": TOOL, "arguments": {"n": 1},
+            "_meta": {"claudecode/toolUseId": TOOL_USE}}}),
+        );
+        assert!(host.wait_lines(2, Duration::from_secs(10)));
+    });
+    run.assert_not_stored(&[
+        INSTRUCTIONS,
+        SERVER_TOKEN,
+        CAPABILITY,
+        CLIENT_KEY,
+        CLIENT_CAP,
+        TOOL,
+        REQUEST_ID,
+        TOOL_USE,
+    ]);
+    let server = &run.doc["servers"][0];
+    assert_eq!(server["serverInfo"]["name"], "peer", "{server:#}");
+    assert!(
+        server["instructions"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("Use the deploy token")),
+        "{server:#}"
+    );
+    assert_eq!(run.steps().len(), 2, "{:#}", run.doc);
+}
