@@ -87,6 +87,8 @@ fn list(store: &Store, limit: usize, as_json: bool) -> Result<ExitStatus, Error>
 fn state_of(run: &LoadedRun) -> String {
     let mut parts = vec![if run.finish.is_some() {
         "finished"
+    } else if run.interrupted() {
+        "interrupted"
     } else {
         "open"
     }];
@@ -173,10 +175,11 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
                 }
             ));
         }
+        None if run.interrupted() => {
+            t.line("  interrupted: its proxy ended without finishing the run (killed, or the machine stopped)");
+        }
         None => {
-            t.line(format_args!(
-                "  not finished (the proxy is still running, or was killed)"
-            ));
+            t.line("  not finished: its proxy is still running");
         }
     }
     if run.torn_bytes > 0 {

@@ -121,6 +121,33 @@ pub fn claim(path: &Path) -> io::Result<Option<Box<dyn JournalFile>>> {
     Ok(open_as_writer(path, Create::No)?.map(|j| Box::new(j) as Box<dyn JournalFile>))
 }
 
+/// Whether a writer holds the journal at `path` now (its proxy is alive,
+/// or another bir is sending it): a shared lock cannot be had while the
+/// writer's exclusive one is held, and is released at once otherwise.
+/// `false` for a journal that cannot be opened.
+pub fn is_held(path: &Path) -> bool {
+    let Ok(file) = crate::home::open_regular(OpenOptions::new().read(true), path) else {
+        return false;
+    };
+    loop {
+        // SAFETY: `file` is open for as long as this call runs.
+        if unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_SH | libc::LOCK_NB,
+            )
+        } == 0
+        {
+            return false;
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return true,
+            _ => return false,
+        }
+    }
+}
+
 /// Encodes one record.
 pub fn frame(payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 9);

@@ -85,6 +85,13 @@ impl LoadedRun {
             .count()
     }
 
+    /// Unfinished, and no writer holds its journal: its proxy died before
+    /// it could end the run (killed, or the machine stopped). Such a run
+    /// will never be finished; it is not `open`.
+    pub fn interrupted(&self) -> bool {
+        self.finish.is_none() && !journal::is_held(&self.path)
+    }
+
     pub fn lossy(&self) -> bool {
         self.finish.as_ref().is_some_and(|f| f.lossy)
             || self.header.as_ref().is_some_and(|h| h.metadata.lossy)
@@ -393,6 +400,22 @@ mod tests {
         let removed = finishes("retention", move || s.apply_retention(Some(0), None));
         assert_eq!(removed.expect("retention"), 1, "the real run goes");
         assert!(fifo.exists(), "the FIFO is left alone");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A run nobody finished reads `interrupted` once no writer holds its
+    /// journal, `open` while one does.
+    #[test]
+    fn an_unfinished_run_without_a_writer_is_interrupted() {
+        let dir = std::env::temp_dir().join(format!("bir-store-dead-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let mut writer = store.open_writer("run_live").expect("open");
+        writer.append(&journal::frame(b"{}")).expect("append");
+        let run = load_path(&store.journal_path("run_live")).expect("load");
+        assert!(!run.interrupted(), "its writer is alive");
+        drop(writer);
+        assert!(run.interrupted(), "its writer is gone");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
