@@ -685,11 +685,24 @@ impl Shapes {
     /// vendor's value shape is a secret anywhere in the string. `None` when
     /// nothing matched.
     pub(crate) fn scan_under_key(&self, key: &str, s: &str, report: &mut Report) -> Option<String> {
-        let key = squash(key);
+        // The key squashed into a stack buffer: this runs for every string
+        // value under a key, so it must not allocate.
+        let mut buf = [0u8; 64];
+        let mut len = 0;
+        for c in key.bytes().filter(u8::is_ascii_alphanumeric) {
+            let Some(slot) = buf.get_mut(len) else { break };
+            *slot = c.to_ascii_lowercase();
+            len += 1;
+        }
+        let key = buf.get(..len).unwrap_or_default();
         let bytes = s.as_bytes();
         let mut spans = Vec::new();
         for (idx, names) in self.vendor_keys.iter().enumerate() {
-            if !names.iter().any(|n| key.contains(n.as_str())) {
+            let named = names.iter().any(|n| {
+                let n = n.as_bytes();
+                key.windows(n.len()).any(|w| w == n)
+            });
+            if !named {
                 continue;
             }
             let Some(regex) = self.vendor_values.get(idx).and_then(Compiled::regex) else {
