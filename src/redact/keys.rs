@@ -215,7 +215,7 @@ pub fn is_secret_key(name: &str, legacy: bool) -> bool {
     // A percent-encoded name (`api%3Asecret`, a form field or a query
     // parameter copied as is) is judged as its decoded self too.
     if name.contains('%') {
-        let decoded = super::url::percent_decode(name);
+        let decoded = crate::codec::percent_decode(name);
         if decoded != name && judge_name(&decoded, legacy) {
             return true;
         }

@@ -84,7 +84,7 @@ const MAX_B64_DEPTH: u8 = 2;
 const MAX_ROUNDS: usize = 3;
 
 /// Replaces a container nested deeper than [`MAX_DEPTH`].
-pub const TOO_DEEP: &str = "[REDACTED:too-deep]";
+pub const TOO_DEEP: &str = crate::jsonrpc::lenient::TOO_DEEP;
 /// Replaces everything when a rule panicked.
 pub const FAILED: &str = "[REDACTED:redactor-failed]";
 const KEY_MARK: &str = "[REDACTED:key]";
