@@ -99,6 +99,47 @@ pub fn percent_encode(b: &[u8], upper: bool, plus_for_space: bool) -> String {
     out
 }
 
+/// Lenient percent-decoding (`+` is a space); bad escapes stay as they are.
+pub fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    if !b.iter().any(|&c| c == b'%' || c == b'+') {
+        return s.to_owned();
+    }
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len()
+                && hex_value(b[i + 1]).is_some()
+                && hex_value(b[i + 2]).is_some() =>
+            {
+                let hi = hex_value(b[i + 1]).unwrap_or(0);
+                let lo = hex_value(b[i + 2]).unwrap_or(0);
+                out.push(hi << 4 | lo);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,35 @@ pub fn private_file() -> fs::OpenOptions {
     options
 }
 
+/// Opens one of bir's files with `options` (built on [`private_file`]),
+/// refusing anything but a regular file.
+///
+/// The open itself never blocks: it is non-blocking (a FIFO named like a
+/// journal would otherwise hang the opener until someone writes to it, and
+/// a device could be anything), and the type is checked on the descriptor
+/// that was opened, not on the path before, so no swap in between can slip
+/// a FIFO past the check. A regular file is then switched back to blocking
+/// mode (which for regular files changes nothing but the flag).
+pub fn open_regular(options: &mut fs::OpenOptions, path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = options
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file; left alone", path.display()),
+        ));
+    }
+    // SAFETY: `file` is open for as long as these calls run.
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    if flags >= 0 {
+        // SAFETY: as above; only O_NONBLOCK is cleared.
+        unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) };
+    }
+    Ok(file)
+}
+
 /// Whether to wait for a lock another process holds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Wait {

@@ -40,14 +40,14 @@ fn list(store: &Store, limit: usize, as_json: bool) -> Result<ExitStatus, Error>
         ));
         return Ok(ExitStatus::Success);
     }
-    let mut text = String::new();
-    if !as_json {
-        let _ = writeln!(
-            text,
-            "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} STATE",
-            "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS"
-        );
-    }
+    // JSON lines are data (serde escapes control characters in them); the
+    // table is for a terminal and goes through a `Screen`.
+    let mut json_lines = String::new();
+    let mut table = Screen::default();
+    table.line(format_args!(
+        "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} STATE",
+        "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS"
+    ));
     for run in runs.iter().take(limit) {
         let header = run.header.as_ref();
         let started = header.map(|h| h.started_at.as_str()).unwrap_or("?");
@@ -59,10 +59,9 @@ fn list(store: &Store, limit: usize, as_json: bool) -> Result<ExitStatus, Error>
         if as_json {
             let line = json!({"id": run.id(), "startedAt": started, "tier": tier, "servers": servers,
                 "toolCalls": run.tool_calls(), "errors": run.errors(), "lossy": run.lossy(), "state": state});
-            let _ = writeln!(text, "{line}");
+            let _ = writeln!(json_lines, "{line}");
         } else {
-            let _ = writeln!(
-                text,
+            table.line(format_args!(
                 "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {}",
                 short_id(&run.id()),
                 started.get(..19).unwrap_or(started).replace('T', " "),
@@ -71,19 +70,25 @@ fn list(store: &Store, limit: usize, as_json: bool) -> Result<ExitStatus, Error>
                 run.tool_calls(),
                 run.errors(),
                 state
-            );
+            ));
         }
     }
-    if !as_json && runs.len() > limit {
-        let _ = writeln!(text, "… {} more (--limit)", runs.len() - limit);
+    if as_json {
+        out(json_lines.trim_end());
+        return Ok(ExitStatus::Success);
     }
-    out(text.trim_end());
+    if runs.len() > limit {
+        table.line(format_args!("… {} more (--limit)", runs.len() - limit));
+    }
+    table.print();
     Ok(ExitStatus::Success)
 }
 
 fn state_of(run: &LoadedRun) -> String {
     let mut parts = vec![if run.finish.is_some() {
         "finished"
+    } else if run.interrupted() {
+        "interrupted"
     } else {
         "open"
     }];
@@ -94,9 +99,9 @@ fn state_of(run: &LoadedRun) -> String {
 }
 
 fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
-    let mut t = String::new();
+    let mut t = Screen::default();
     let id = run.id();
-    let _ = writeln!(t, "{id}");
+    t.line(format_args!("{id}"));
     if let Some(h) = &run.header {
         let m = &h.metadata;
         let host = m
@@ -104,17 +109,16 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
             .as_ref()
             .map(|h| format!("{} {}", h.app, h.version))
             .unwrap_or_else(|| "unknown host".into());
-        let _ = writeln!(
-            t,
+        t.line(format_args!(
             "  started {} · tier {} · host {} · protocol {}",
             h.started_at.replace('T', " "),
             m.tier,
             escape(&host),
             m.protocol_version.as_deref().unwrap_or("?")
-        );
-        let _ = writeln!(t, "  cwd {}", escape(&m.cwd));
+        ));
+        t.line(format_args!("  cwd {}", escape(&m.cwd)));
         if let Some(session) = &m.session_id {
-            let _ = writeln!(t, "  session {}", escape(session));
+            t.line(format_args!("  session {}", escape(session)));
         }
     }
     for s in &run.snapshots {
@@ -126,21 +130,19 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
                 format!("{name} {}", i["version"].as_str().unwrap_or(""))
             })
             .unwrap_or_else(|| "?".into());
-        let _ = writeln!(
-            t,
+        t.line(format_args!(
             "  server {}: {} · {} tools (digest {})",
             escape(&s.server_name),
             escape(info.trim()),
             s.tools.len(),
             s.tools_digest.get(..12).unwrap_or("")
-        );
+        ));
     }
-    let _ = writeln!(t);
-    let _ = writeln!(
-        t,
+    t.line("");
+    t.line(format_args!(
         "  {:>4}  {:<12}  {:<36} {:>10}  {:<6} ",
         "STEP", "TIME", "TOOL", "DURATION", "STATUS"
-    );
+    ));
     let mut pending: Option<&Step> = None;
     for step in &run.steps {
         match step.step_type {
@@ -153,15 +155,14 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
                 pending = None;
             }
             StepType::FinalAnswer => {
-                let _ = writeln!(t, "  {:>4}  final answer", step.step_index);
+                t.line(format_args!("  {:>4}  final answer", step.step_index));
             }
         }
     }
-    let _ = writeln!(t);
+    t.line("");
     match &run.finish {
         Some(f) => {
-            let _ = writeln!(
-                t,
+            t.line(format_args!(
                 "  finished {} · {} calls · {} errors · {:.1} ms in tools{}",
                 f.finished_at.replace('T', " "),
                 f.metrics.tool_calls,
@@ -172,27 +173,26 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
                 } else {
                     String::new()
                 }
-            );
+            ));
+        }
+        None if run.interrupted() => {
+            t.line("  interrupted: its proxy ended without finishing the run (killed, or the machine stopped)");
         }
         None => {
-            let _ = writeln!(
-                t,
-                "  not finished (the proxy is still running, or was killed)"
-            );
+            t.line("  not finished: its proxy is still running");
         }
     }
     if run.torn_bytes > 0 {
-        let _ = writeln!(
-            t,
+        t.line(format_args!(
             "  note: {} bytes at the end of the journal were an interrupted write and were ignored",
             run.torn_bytes
-        );
+        ));
     }
-    out(t.trim_end());
+    t.print();
     Ok(ExitStatus::Success)
 }
 
-fn write_call(t: &mut String, selected: Option<&Step>, response: &Step, full: bool) {
+fn write_call(t: &mut Screen, selected: Option<&Step>, response: &Step, full: bool) {
     let time = selected
         .map(|s| s.started_at.as_str())
         .unwrap_or(response.started_at.as_str());
@@ -210,47 +210,47 @@ fn write_call(t: &mut String, selected: Option<&Step>, response: &Step, full: bo
         .map(|d| format!("{d:.1} ms"))
         .unwrap_or_default();
     let name = format!("{} › {}", response.server_name, response.tool_name);
-    let _ = writeln!(
-        t,
+    t.line(format_args!(
         "  {:>4}  {:<12}  {:<36} {:>10}  {:<6}",
         selected.map_or(response.step_index, |s| s.step_index),
         time,
         clip(&escape(&name), 36),
         duration,
         status
-    );
+    ));
     let args = selected.and_then(|s| s.input.as_ref());
     let result = response.output.as_ref().or(response.error.as_ref());
     if full {
         if let Some(a) = args {
-            let _ = writeln!(t, "        args   {}", indented(&pretty(a)));
+            t.block("        args   ", &pretty(a));
         }
         if let Some(r) = result {
-            let _ = writeln!(t, "        result {}", indented(&pretty(r)));
+            t.block("        result ", &pretty(r));
         }
     } else {
         if let Some(a) = args {
-            let _ = writeln!(t, "        args   {}", clip(&escape(&compact(a)), 100));
+            t.line(format_args!(
+                "        args   {}",
+                clip(&escape(&compact(a)), 100)
+            ));
         }
         if let Some(r) = result {
-            let _ = writeln!(
-                t,
+            t.line(format_args!(
                 "        result {}",
                 clip(&escape(&result_preview(r)), 100)
-            );
+            ));
         }
     }
     if let Some(why) = selected
         .and_then(|s| s.withheld.as_deref())
         .or(response.withheld.as_deref())
     {
-        let _ = writeln!(t, "        (payloads withheld: {why})");
+        t.line(format_args!("        (payloads withheld: {why})"));
     }
     if response.correlation.as_deref() == Some("ambiguous") {
-        let _ = writeln!(
-            t,
+        t.line(format_args!(
             "        (answer paired in arrival order: another call in flight had the same id)"
-        );
+        ));
     }
 }
 
@@ -327,7 +327,7 @@ fn rm(store: &Store, cmd: RmCmd) -> Result<ExitStatus, Error> {
     for wanted in &cmd.runs {
         match store.find(wanted) {
             Ok(run) => match store.remove(&run) {
-                Ok(()) => out(&format!("removed {}", run.id())),
+                Ok(()) => out(&format!("removed {}", escape(&run.id()))),
                 Err(err) => carry_on(
                     Error::failure(format!("cannot remove {}", run.path.display())).because(err),
                 ),
@@ -366,15 +366,40 @@ fn short_id(id: &str) -> String {
     id.get(..14).unwrap_or(id).to_owned()
 }
 
-/// Pretty JSON under a label: each line escaped on its own (the line breaks
-/// are the layout's; a break inside a value is already `\n` in JSON), and
-/// indented to the label's column.
-fn indented(pretty: &str) -> String {
-    pretty
-        .lines()
-        .map(escape)
-        .collect::<Vec<_>>()
-        .join("\n               ")
+/// Text bound for a terminal. Its only way in is [`Screen::line`], which
+/// escapes the whole line, so no recorded field (whatever the server or
+/// the host chose: a name, a version, a protocol string) can reach the
+/// terminal raw by having been forgotten at its call site. Layout is made
+/// of lines, so a line break inside a field is escaped like any other
+/// control character instead of starting a line of its own.
+#[derive(Default)]
+struct Screen(String);
+
+impl Screen {
+    /// Adds one line (escaped; see [`escape`]).
+    fn line(&mut self, text: impl std::fmt::Display) {
+        let text = text.to_string();
+        self.0.push_str(&escape(&text));
+        self.0.push('\n');
+    }
+
+    /// Adds a labelled block of several lines (pretty JSON): the first
+    /// after the label, the rest indented to its column, each escaped.
+    fn block(&mut self, label: &str, text: &str) {
+        let indent = " ".repeat(label.chars().count());
+        for (i, l) in text.lines().enumerate() {
+            if i == 0 {
+                self.line(format_args!("{label}{l}"));
+            } else {
+                self.line(format_args!("{indent}{l}"));
+            }
+        }
+    }
+
+    /// Prints what was built (without trailing blank lines).
+    fn print(self) {
+        out(self.0.trim_end());
+    }
 }
 
 fn clip(s: &str, width: usize) -> String {

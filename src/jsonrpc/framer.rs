@@ -20,6 +20,17 @@ const READ_CHUNK: usize = 64 * 1024;
 /// faults for the next message of a similar size.
 const KEEP_CAPACITY: usize = 16 * 1024 * 1024;
 
+/// The summary of a complete line whose `id` or `method` was too long for
+/// the streaming scanner's capture: read again with no capture limit (the
+/// line is in the buffer; only such lines take this path), so a call with
+/// a long id is paired and recorded like any other.
+fn whole_captures(line: &[u8], summary: LineSummary) -> LineSummary {
+    if !summary.capture_overflow {
+        return summary;
+    }
+    super::scan::summarize(line)
+}
+
 /// One unit the relay acts on.
 #[derive(Debug)]
 pub enum Frame {
@@ -67,8 +78,14 @@ impl Framer {
     pub fn fill(&mut self, source: &mut impl Read) -> io::Result<usize> {
         self.compact();
         if self.buf.len() - self.end < READ_CHUNK {
-            // Grow geometrically; only the new part is zeroed, once.
-            let want = (self.buf.len() * 2).max(self.end + READ_CHUNK);
+            // Grow geometrically; only the new part is zeroed, once. Never
+            // past what the longest deliverable line needs (a line over the
+            // limit is skipped, not held): doubling would otherwise reserve,
+            // and touch, up to twice the limit for one large message.
+            let ceiling = usize::try_from(self.limit)
+                .unwrap_or(usize::MAX)
+                .saturating_add(2 * READ_CHUNK);
+            let want = (self.buf.len() * 2).min(ceiling).max(self.end + READ_CHUNK);
             self.buf.resize(want, 0);
         }
         loop {
@@ -103,10 +120,9 @@ impl Framer {
                     self.scanned = self.line_start;
                     return Some(Frame::Oversized { summary });
                 }
-                let frame = Frame::Line {
-                    range: self.line_start..end,
-                    summary,
-                };
+                let range = self.line_start..end;
+                let summary = whole_captures(&self.buf[range.clone()], summary);
+                let frame = Frame::Line { range, summary };
                 self.line_start = end;
                 self.scanned = end;
                 Some(frame)
@@ -147,6 +163,7 @@ impl Framer {
         let range = self.line_start..self.end;
         self.line_start = self.end;
         self.scanned = self.end;
+        let summary = whole_captures(&self.buf[range.clone()], summary);
         Some(Frame::Line { range, summary })
     }
 
@@ -307,5 +324,39 @@ mod tests {
             }
         }
         assert!(max_cap <= 4 * READ_CHUNK, "capacity {max_cap}");
+    }
+
+    /// A line longer than the limit never makes the buffer grow much past
+    /// the limit (issue 12, item 8: doubling took it to twice the limit).
+    #[test]
+    fn the_buffer_grows_to_the_limit_not_past_it() {
+        let limit = 40 * READ_CHUNK + 123;
+        let mut line = vec![b'x'; 3 * limit];
+        line.push(b'\n');
+        line.extend_from_slice(b"{\"id\":1}\n");
+        let mut f = Framer::new(limit as u64);
+        let mut src = Chunked {
+            data: &line,
+            sizes: vec![READ_CHUNK],
+            at: 0,
+        };
+        let mut max_cap = 0;
+        let mut frames = Vec::new();
+        loop {
+            let n = f.fill(&mut src).expect("read");
+            while let Some(frame) = f.next_frame() {
+                frames.push(frame);
+            }
+            max_cap = max_cap.max(f.capacity());
+            if n == 0 {
+                break;
+            }
+        }
+        assert!(matches!(frames.first(), Some(Frame::Oversized { .. })));
+        assert!(matches!(frames.get(1), Some(Frame::Line { .. })));
+        assert!(
+            max_cap <= limit + 3 * READ_CHUNK,
+            "capacity {max_cap} for a limit of {limit}"
+        );
     }
 }

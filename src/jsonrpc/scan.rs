@@ -20,7 +20,13 @@
 //!   other than `\n` inside strings are not flagged either (checking them
 //!   would cost the SIMD string skip). Everything else follows the JSON
 //!   grammar (RFC 8259).
-//! * Duplicate top-level keys: the last one wins, as in serde_json.
+//! * Keys are compared by the text a JSON parser reads: `"\u0069d"` is
+//!   `id` (and `"d\u0061ta"` is `data`). A key holding an escape leaves the
+//!   fast path anyway (the string skip stops at `\`), so decoding it costs
+//!   nothing to keys without one.
+//! * Duplicate top-level keys: the last one wins, as in serde_json and
+//!   JavaScript, also when the last `id` is too long to capture (then the
+//!   line has no id, not the earlier one's).
 //! * The summary of a line does not depend on how the stream is cut into
 //!   chunks.
 //!
@@ -36,8 +42,11 @@
 use super::small::SmallBytes;
 
 /// The longest object key we bother to remember when a chunk boundary cuts
-/// it (`"method"`, the longest key of interest, is 6 bytes).
-const KEY_CAPTURE: usize = 16;
+/// it: `method`, the longest key of interest, is 6 characters, 36 bytes if
+/// each is spelled as a `\uXXXX` escape.
+const KEY_CAPTURE: usize = 36;
+/// The longest decoded key of interest (`method`, `result`).
+const KEY_TEXT: usize = 6;
 /// The longest raw `id` / `method` value we keep. Longer ones are reported as
 /// absent-but-oversized: such a message cannot be correlated.
 pub const VALUE_CAPTURE: usize = 1024;
@@ -56,11 +65,13 @@ pub struct LineSummary {
     pub method_raw: Option<SmallBytes>,
     pub has_result: bool,
     pub has_error: bool,
-    /// An `id` or `method` value was longer than [`VALUE_CAPTURE`].
+    /// The (last) `id` or `method` value was longer than the capture limit
+    /// ([`VALUE_CAPTURE`] for a streaming scanner): the line has no id or
+    /// no method, though it sent one. A line read whole can be scanned
+    /// again with [`LineScanner::capturing_whole`].
     pub capture_overflow: bool,
-    /// A `"data"` or `"blob"` key occurs at some depth: where MCP puts
-    /// base64 image, audio and blob contents. (Spelled with escapes, such a
-    /// key is not noticed; the recorder then keeps a preview, never more.)
+    /// A `"data"` or `"blob"` key (however spelled) occurs at some depth:
+    /// where MCP puts base64 image, audio and blob contents.
     pub maybe_binary: bool,
 }
 
@@ -178,6 +189,11 @@ pub struct LineScanner {
     /// The part of the captured value that lies in earlier chunks.
     value_buf: Vec<u8>,
     value_overflow: bool,
+    /// The longest `id` / `method` value captured.
+    value_cap: usize,
+    /// The last `id` / `method` value was too long to capture.
+    id_overflow: bool,
+    method_overflow: bool,
     /// Bytes of the line so far. Kept apart from `summary` and added to it
     /// only at the end of the line: `end_line` moves the summary out right
     /// after the last `scan` wrote this count, and a move that rereads a
@@ -194,6 +210,18 @@ impl Default for LineScanner {
 
 impl LineScanner {
     pub fn new() -> Self {
+        Self::with_value_cap(VALUE_CAPTURE)
+    }
+
+    /// A scanner for a line already held whole in memory (a batch element,
+    /// a line whose id the streaming scanner could not capture): it
+    /// captures `id` and `method` whatever their length, which the line's
+    /// own size bounds.
+    pub fn capturing_whole() -> Self {
+        Self::with_value_cap(usize::MAX)
+    }
+
+    fn with_value_cap(value_cap: usize) -> Self {
         LineScanner {
             state: State::Value,
             stack: Vec::new(),
@@ -205,6 +233,9 @@ impl LineScanner {
             value_started: false,
             value_buf: Vec::new(),
             value_overflow: false,
+            value_cap,
+            id_overflow: false,
+            method_overflow: false,
             len: 0,
             summary: LineSummary::default(),
         }
@@ -459,6 +490,7 @@ impl LineScanner {
         };
         let mut summary = std::mem::take(&mut self.summary);
         summary.len = std::mem::take(&mut self.len);
+        summary.capture_overflow = self.id_overflow || self.method_overflow;
         if self.state == State::Value && self.stack.is_empty() {
             summary.shape = Shape::Blank;
         } else if !complete {
@@ -486,6 +518,8 @@ impl LineScanner {
         self.value_started = false;
         self.value_buf.clear();
         self.value_overflow = false;
+        self.id_overflow = false;
+        self.method_overflow = false;
     }
 
     /// A `:` after a top-level key.
@@ -506,12 +540,23 @@ impl LineScanner {
     /// its part in the current chunk, the rest is in `key_buf`.
     fn key_end(&mut self, tail: &[u8]) {
         if self.key_len == 0 {
-            self.key_is(tail);
+            self.key_is_raw(tail);
         } else {
             self.append_key(tail);
             let buf = self.key_buf;
-            self.key_is(buf.get(..self.key_len).unwrap_or_default());
+            self.key_is_raw(buf.get(..self.key_len).unwrap_or_default());
         }
+    }
+
+    /// Notes what the raw key `key` means, decoding its escapes first (this
+    /// is the general path: every key holding an escape comes here).
+    fn key_is_raw(&mut self, key: &[u8]) {
+        if memchr::memchr(b'\\', key).is_none() {
+            return self.key_is(key);
+        }
+        let mut text = [0u8; KEY_TEXT];
+        let len = unescape_key(key, &mut text).unwrap_or(0);
+        self.key_is(text.get(..len).unwrap_or_default());
     }
 
     /// Notes what the raw key `key` means (a key too long to be of interest
@@ -569,19 +614,23 @@ impl LineScanner {
             self.append_value(tail);
             &self.value_buf
         };
-        if self.value_overflow || raw.len() > VALUE_CAPTURE {
-            self.summary.capture_overflow = true;
-            return;
-        }
-        match which {
-            Some(TopKey::Id) => SmallBytes::store(&mut self.summary.id, raw),
-            Some(TopKey::Method) => SmallBytes::store(&mut self.summary.method_raw, raw),
-            _ => {}
+        let overflow = self.value_overflow || raw.len() > self.value_cap;
+        // The last duplicate wins, captured or not.
+        let (slot, flag) = match which {
+            Some(TopKey::Id) => (&mut self.summary.id, &mut self.id_overflow),
+            Some(TopKey::Method) => (&mut self.summary.method_raw, &mut self.method_overflow),
+            _ => return,
+        };
+        *flag = overflow;
+        if overflow {
+            *slot = None;
+        } else {
+            SmallBytes::store(slot, raw);
         }
     }
 
     fn append_value(&mut self, piece: &[u8]) {
-        if self.value_buf.len() + piece.len() > VALUE_CAPTURE {
+        if self.value_buf.len() + piece.len() > self.value_cap {
             self.value_overflow = true;
         } else {
             self.value_buf.extend_from_slice(piece);
@@ -596,6 +645,45 @@ impl LineScanner {
         self.in_key = false;
         State::Garbage
     }
+}
+
+/// Decodes the raw text of an object key (between its quotes, escapes as
+/// sent) the way a JSON parser does, into `out`, if the result is ASCII and
+/// fits: every key of interest is. `None` otherwise (such a key matches no
+/// key of interest). Only keys holding an escape come here.
+#[cold]
+fn unescape_key(raw: &[u8], out: &mut [u8; KEY_TEXT]) -> Option<usize> {
+    let mut len = 0;
+    let mut i = 0;
+    while let Some(&b) = raw.get(i) {
+        i += 1;
+        let c = if b != b'\\' {
+            b
+        } else {
+            let e = *raw.get(i)?;
+            i += 1;
+            match e {
+                b'"' | b'\\' | b'/' => e,
+                b'b' => 0x08,
+                b'f' => 0x0c,
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b'u' => {
+                    let hex = std::str::from_utf8(raw.get(i..i + 4)?).ok()?;
+                    i += 4;
+                    let unit = u16::from_str_radix(hex, 16).ok()?;
+                    // A code unit above ASCII (or half of a surrogate pair)
+                    // makes a key that is none of ours.
+                    u8::try_from(unit).ok().filter(u8::is_ascii)?
+                }
+                _ => return None,
+            }
+        };
+        *out.get_mut(len)? = c;
+        len += 1;
+    }
+    Some(len)
 }
 
 /// The index of the first `"` or `\` in `s[i..]`, or `s.len()` if none.
@@ -671,10 +759,12 @@ fn lex_number(s: &[u8], i: &mut usize, mut state: Num) -> NumEnd {
 }
 
 /// The envelope of one complete JSON value (no newline inside), scanned
-/// on its own: for the few places (a message the proxy made, an HTTP body)
-/// that hold a whole message rather than a stream.
+/// on its own: for the few places (a message the proxy made, an HTTP body,
+/// a batch element, a line whose id overflowed the streaming capture) that
+/// hold a whole message rather than a stream. Its `id` and `method` are
+/// captured whatever their length (the message's own size bounds them).
 pub(crate) fn summarize(bytes: &[u8]) -> LineSummary {
-    let mut scanner = LineScanner::new();
+    let mut scanner = LineScanner::capturing_whole();
     let _ = scanner.scan(bytes);
     scanner.end_line()
 }

@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
+
+use crate::jsonrpc::lenient::{self, Repairs};
 use serde_json::value::RawValue;
 
 use crate::time;
@@ -186,6 +188,13 @@ pub struct StepReport {
     /// paired first-in, first-out and may be the other call's.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub id_shared: bool,
+    /// What reading the request (or the answer) leniently replaced: it
+    /// held what serde_json refuses and every peer reads (see
+    /// `jsonrpc::lenient`). Not part of the report's own form.
+    #[serde(skip)]
+    pub request_repairs: Repairs,
+    #[serde(skip)]
+    pub response_repairs: Repairs,
 }
 
 #[derive(Deserialize)]
@@ -225,6 +234,37 @@ struct ResultFlags {
     is_error: Option<bool>,
 }
 
+/// How deep a message read leniently is kept (deeper containers are
+/// replaced): with the record around it, what is stored stays within the
+/// 128 levels serde_json reads back.
+const LENIENT_DEPTH: usize = 100;
+
+/// Parses `bytes` as `T`. What serde_json refuses while the peers read it
+/// (a duplicate key, which serde's derived structs refuse while the peers
+/// and the relay keep the last one; invalid UTF-8; a lone surrogate; deep
+/// nesting) is read again leniently (`jsonrpc::lenient`: each duplicate
+/// reduced to its last value, what cannot be kept replaced and counted in
+/// `repairs`) and parsed from that. Only such messages pay for the second
+/// parse (and get their object keys re-ordered); `keep` holds the bytes
+/// `T` borrows from.
+fn parse_leniently<'a, T: Deserialize<'a>>(
+    bytes: &'a [u8],
+    keep: &'a mut Vec<u8>,
+    repairs: &mut Repairs,
+) -> serde_json::Result<T> {
+    match serde_json::from_slice::<T>(bytes) {
+        Err(e) => match lenient::parse(bytes, LENIENT_DEPTH) {
+            Some((value, found)) => {
+                *keep = serde_json::to_vec(&value)?;
+                *repairs = found;
+                serde_json::from_slice::<T>(keep)
+            }
+            None => Err(e),
+        },
+        ok => ok,
+    }
+}
+
 impl StepReport {
     pub fn from_observed(call: &ToolCallObserved) -> StepReport {
         let mut report = StepReport {
@@ -249,8 +289,11 @@ impl StepReport {
             request_unparseable: false,
             response_unparseable: false,
             id_shared: call.id_shared,
+            request_repairs: Repairs::default(),
+            response_repairs: Repairs::default(),
         };
-        match serde_json::from_slice::<Request>(&call.request) {
+        let mut reread = Vec::new();
+        match parse_leniently::<Request>(&call.request, &mut reread, &mut report.request_repairs) {
             Ok(req) => {
                 report.request_id = req.id.map(RawValue::to_owned);
                 if let Some(params) = req.params {
@@ -279,7 +322,8 @@ impl StepReport {
                 head: head.trim_end_matches('\u{fffd}').to_owned(),
             });
         } else if let Some(ObservedBody::Whole(response)) = &call.response {
-            match serde_json::from_slice::<Response>(response) {
+            let mut reread = Vec::new();
+            match parse_leniently::<Response>(response, &mut reread, &mut report.response_repairs) {
                 Ok(resp) => {
                     if let Some(result) = resp.result {
                         report.is_error = serde_json::from_str::<ResultFlags>(result.get())

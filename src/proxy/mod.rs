@@ -194,6 +194,10 @@ enum Timer {
     SendKill,
     GiveUp,
     StdoutGrace,
+    /// The server closed its stdout and has not exited: after this grace
+    /// (an exiting server's stdout closes just before it is reaped), it is
+    /// treated as gone.
+    SilentServer,
 }
 
 /// The lifecycle state of one proxy process.
@@ -415,7 +419,16 @@ impl Session {
                 self.stdout_closed = true;
                 match self.exited {
                     Some(status) => self.upstream_ended(status),
-                    None => None,
+                    None => {
+                        if self.shared.cfg.upstream_http.is_none()
+                            && !self.host_eof
+                            && !self.signalled
+                            && self.timer.is_none()
+                        {
+                            self.timer = Some((Instant::now() + STDOUT_GRACE, Timer::SilentServer));
+                        }
+                        None
+                    }
                 }
             }
             Event::UpstreamExited { generation, status } if generation == self.generation => {
@@ -458,6 +471,12 @@ impl Session {
                 log::error!("server did not exit after SIGKILL; leaving");
                 Some(Exit::from(Status::Failure))
             }
+            Timer::SilentServer => {
+                if self.exited.is_none() {
+                    self.server_went_silent();
+                }
+                None
+            }
             Timer::StdoutGrace => {
                 // The server is gone but something it started holds its
                 // stdout: stop that too, and carry on without it.
@@ -489,16 +508,7 @@ impl Session {
                     pending.len()
                 );
             }
-            for request in pending {
-                let answer = self.shared.unavailable_answer(&request);
-                self.shared.write_to_host(&answer, &self.tx);
-                self.shared.observe_unanswered_call(
-                    request,
-                    CallOutcome::UpstreamGone,
-                    None,
-                    Instant::now(),
-                );
-            }
+            self.answer_as_gone(pending);
         } else {
             self.record_session_ended(pending);
         }
@@ -519,6 +529,47 @@ impl Session {
             return None;
         }
         Some(exit)
+    }
+
+    /// Requests the upstream will never answer: each gets the answer the
+    /// proxy gives in place of a dead server, and a `tools/call` is
+    /// recorded as `upstream_gone`.
+    fn answer_as_gone(&self, pending: Vec<HostRequest>) {
+        for request in pending {
+            let answer = self.shared.unavailable_answer(&request);
+            self.shared.write_to_host(&answer, &self.tx);
+            self.shared.observe_unanswered_call(
+                request,
+                CallOutcome::UpstreamGone,
+                None,
+                Instant::now(),
+            );
+        }
+    }
+
+    /// The server closed its stdout but keeps running: it can answer
+    /// nothing more. Without bir the host would have read end of file, so
+    /// that is what it gets (after an answer, as for a dead server, to each
+    /// request still waiting). With `--restart` the server is stopped, so
+    /// that its exit restarts it; with stay-up the proxy answers every
+    /// request itself from now on, as after a death.
+    fn server_went_silent(&mut self) {
+        let pending = lock(&self.shared.inflight).upstream_died();
+        log::warn!(
+            "the server closed its stdout but is still running; {} request(s) unanswered",
+            pending.len()
+        );
+        self.shared
+            .observer
+            .event("upstream closed its stdout while running");
+        self.answer_as_gone(pending);
+        if self.restarts_left > 0 {
+            if let Some(pid) = self.pid {
+                signals::send_to_group(pid, libc::SIGTERM);
+            }
+        } else if !self.shared.cfg.stay_up {
+            lock(&self.shared.host_out).close();
+        }
     }
 
     /// `--restart`: a new upstream, given the host's handshake again.

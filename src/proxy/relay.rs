@@ -139,6 +139,24 @@ impl HostOut {
     }
 }
 
+impl HostOut {
+    /// Closes the host's side of the protocol (the host reads end of file),
+    /// as a server closing its stdout would have. Descriptor 1 stays taken
+    /// (by `/dev/null`), so no file opened later can land on it; every
+    /// later write fails as for a host that went away.
+    pub fn close(&mut self) {
+        self.broken = true;
+        // SAFETY: plain descriptor calls; `null` is closed once duplicated.
+        unsafe {
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if null >= 0 {
+                libc::dup2(null, 1);
+                libc::close(null);
+            }
+        }
+    }
+}
+
 impl Shared {
     pub fn new(cfg: ProxyConfig, observer: Observer) -> Shared {
         Shared {

@@ -5,7 +5,10 @@
 //! * The child is exactly `command args…` (no shell, no quoting).
 //! * It leads its own process group, so the proxy can signal everything it
 //!   started, and it receives SIGKILL if the proxy dies (Linux
-//!   `PR_SET_PDEATHSIG`), so a killed proxy leaves no orphan.
+//!   `PR_SET_PDEATHSIG`). What *it* starts does not inherit that (a server
+//!   started through `sh -c`, `npx` or `uvx` is a grandchild), so a
+//!   watchdog ([`guard_group`]) kills the whole group once the proxy is
+//!   gone, however it went: a killed proxy leaves no orphan.
 //! * Its stderr is copied to the proxy's stderr line by line with a
 //!   `[name] ` prefix, on a thread of its own, so a chatty server never
 //!   blocks on a full pipe because of the relay. The proxy lets the copier
@@ -74,6 +77,11 @@ pub fn spawn(cfg: &ProxyConfig) -> io::Result<Spawned> {
         return Err(io::Error::other("the server's pipes were not created"));
     };
     let pid = child.id() as i32;
+    if let Err(err) = guard_group(pid) {
+        log::warn!(
+            "no watchdog for the server's process group ({err}); if bir-proxy is killed, what the server started may outlive it"
+        );
+    }
     enlarge_pipe(&stdout);
     Ok(Spawned {
         child,
@@ -82,6 +90,90 @@ pub fn spawn(cfg: &ProxyConfig) -> io::Result<Spawned> {
         stdout,
         stderr,
     })
+}
+
+/// Starts a watchdog for the process group `pgid`: a forked copy of the
+/// proxy that holds nothing but the read end of a pipe whose write end only
+/// the proxy holds (close-on-exec, so no server inherits it). When the
+/// proxy's process ends, however it ends (SIGKILL included), the pipe
+/// reports end of file and the watchdog sends SIGKILL to the group, then
+/// exits: nothing the server started outlives the proxy. While the proxy
+/// lives, the watchdog only waits in `read`.
+///
+/// The child runs only async-signal-safe calls (the proxy has threads; a
+/// forked copy may use nothing that locks or allocates). It closes every
+/// other descriptor first, so it never keeps the host's pipes open, and
+/// leaves the proxy's process group, so signals meant for the proxy's
+/// group do not end it before it has done its one job.
+fn guard_group(pgid: i32) -> io::Result<()> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let [read_end, write_end] = fds;
+    // SAFETY: the child branch below calls only async-signal-safe
+    // functions (setpgid, sigprocmask, close, syscall(close_range), read,
+    // kill, _exit) on local data, then exits without returning.
+    match unsafe { libc::fork() } {
+        -1 => {
+            let err = io::Error::last_os_error();
+            // SAFETY: both descriptors were just opened here.
+            unsafe {
+                libc::close(read_end);
+                libc::close(write_end);
+            }
+            Err(err)
+        }
+        0 => unsafe {
+            libc::setpgid(0, 0);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
+            close_all_but(read_end);
+            let mut byte = 0u8;
+            loop {
+                let n = libc::read(read_end, (&raw mut byte).cast(), 1);
+                if n < 0 && *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                break;
+            }
+            libc::kill(-pgid, libc::SIGKILL);
+            libc::_exit(0)
+        },
+        _watchdog => {
+            // SAFETY: the read end is the watchdog's now.
+            unsafe { libc::close(read_end) };
+            // The write end stays open for the rest of the proxy's life on
+            // purpose: its closing, when the process ends, is the signal.
+            Ok(())
+        }
+    }
+}
+
+/// Closes every descriptor except `keep` (in a forked child: async-signal
+/// safe, no allocation).
+///
+/// # Safety
+/// Only for a process about to do nothing but its own small job: it takes
+/// away every descriptor, including the standard ones.
+unsafe fn close_all_but(keep: libc::c_int) {
+    let keep = keep as libc::c_uint;
+    // SAFETY: close_range takes plain integers; a failure (an old kernel)
+    // falls back to closing one by one.
+    let ranged = unsafe {
+        (keep == 0 || libc::syscall(libc::SYS_close_range, 0u32, keep - 1, 0u32) == 0)
+            && libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32) == 0
+    };
+    if !ranged {
+        for fd in 0..65_536u32 {
+            if fd != keep {
+                // SAFETY: closing a descriptor that is not open is harmless.
+                unsafe { libc::close(fd as libc::c_int) };
+            }
+        }
+    }
 }
 
 /// Why the server could not start, for a user: the OS's reason, and what

@@ -11,7 +11,9 @@
 //! * Writes go through the [`Storage`] seam so tests can inject ENOSPC, EIO
 //!   or EROFS on the Nth operation.
 //! * Files are created 0600 with `O_NOFOLLOW`, inside directories the store
-//!   checked (see `store.rs`).
+//!   checked (see `store.rs`), and only regular files are opened as
+//!   journals, without blocking (`home::open_regular`): a FIFO named like
+//!   a journal is refused, never waited on.
 //! * One writer per journal: whoever appends holds an exclusive `flock` on
 //!   it for as long as the file is open (the proxy recording it, for its
 //!   whole life; `bir sync` or retention, while they deal with a run whose
@@ -22,7 +24,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The largest record the reader accepts (a sanity bound on `len`).
@@ -80,11 +81,13 @@ enum Create {
 /// Opens the journal at `path` as its one writer: `Ok(None)` while another
 /// open file holds it.
 fn open_as_writer(path: &Path, create: Create) -> io::Result<Option<DiskJournal>> {
-    let mut file = crate::home::private_file()
-        .create(create == Create::Yes)
-        .read(true)
-        .append(true)
-        .open(path)?;
+    let mut file = crate::home::open_regular(
+        crate::home::private_file()
+            .create(create == Create::Yes)
+            .read(true)
+            .append(true),
+        path,
+    )?;
     match crate::home::lock_exclusive(&file, crate::home::Wait::No) {
         Ok(true) => {}
         Ok(false) => return Ok(None),
@@ -118,6 +121,33 @@ pub fn claim(path: &Path) -> io::Result<Option<Box<dyn JournalFile>>> {
     Ok(open_as_writer(path, Create::No)?.map(|j| Box::new(j) as Box<dyn JournalFile>))
 }
 
+/// Whether a writer holds the journal at `path` now (its proxy is alive,
+/// or another bir is sending it): a shared lock cannot be had while the
+/// writer's exclusive one is held, and is released at once otherwise.
+/// `false` for a journal that cannot be opened.
+pub fn is_held(path: &Path) -> bool {
+    let Ok(file) = crate::home::open_regular(OpenOptions::new().read(true), path) else {
+        return false;
+    };
+    loop {
+        // SAFETY: `file` is open for as long as this call runs.
+        if unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                libc::LOCK_SH | libc::LOCK_NB,
+            )
+        } == 0
+        {
+            return false;
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return true,
+            _ => return false,
+        }
+    }
+}
+
 /// Encodes one record.
 pub fn frame(payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 9);
@@ -139,12 +169,9 @@ pub struct ReadOutcome {
 }
 
 /// Reads every valid record of the journal at `path` (never following a
-/// symlink).
+/// symlink, never blocking on a FIFO or device: only a regular file is read).
 pub fn read(path: &Path) -> io::Result<ReadOutcome> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
+    let mut file = crate::home::open_regular(OpenOptions::new().read(true), path)?;
     read_records(&mut file)
 }
 

@@ -181,6 +181,13 @@ pub struct Step {
     /// Secrets replaced in this step's payloads.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub redactions: u32,
+    /// Payloads serde_json refuses but peers read, stored anyway: what was
+    /// replaced in them, by kind and count (`invalid-utf8:2`,
+    /// `lone-surrogate:1`, `too-deep:1`). In place, an invalid UTF-8
+    /// sequence or a lone surrogate is U+FFFD and a container too deep to
+    /// keep is `"[REDACTED:too-deep]"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repaired: Option<Box<str>>,
     /// Bound runs only: what kind of tool this is. Absent in standalone
     /// runs, where every step is an MCP call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -237,6 +244,7 @@ impl Step {
             context: None,
             turn: None,
             permission: None,
+            repaired: None,
         }
     }
 }

@@ -163,11 +163,19 @@ impl Preparation {
     }
 
     fn steps(&mut self, report: &StepReport) -> (Step, Step) {
-        let tool = report.tool_name.clone().unwrap_or_default();
-        let qualified = report
-            .qualified_name
-            .clone()
-            .unwrap_or_else(|| format!("mcp__{}__{tool}", report.server_name));
+        // The envelope's strings are the server's and the host's too: the
+        // tool name, the request id and `_meta["claudecode/toolUseId"]`
+        // pass the redactor like the payloads do.
+        let raw_tool = report.tool_name.clone().unwrap_or_default();
+        let tool = self.redactor().redact_text(&raw_tool).into_owned();
+        let qualified = match &report.qualified_name {
+            Some(q) if tool == raw_tool => q.clone(),
+            _ => format!("mcp__{}__{tool}", report.server_name),
+        };
+        let tool_use_id = report
+            .tool_use_id
+            .as_deref()
+            .map(|id| self.redactor().redact_text(id).into_owned());
         let args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
         let mut result = self.prepare(report.result.as_deref().map(|r| r.get()));
         if let Some(clipped) = &report.result_clipped {
@@ -177,16 +185,22 @@ impl Preparation {
         // Each step says only what its own side lost.
         let request_unparseable = report.request_unparseable.then_some("unparseable");
         let response_unparseable = report.response_unparseable.then_some("unparseable");
-        let request_id = report
+        let mut request_id = report
             .request_id
             .as_deref()
             .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+        if let Some(id) = &mut request_id {
+            let redactor = self.redactor();
+            if catch_unwind(AssertUnwindSafe(|| redactor.redact_value(id))).is_err() {
+                *id = Value::String(crate::redact::FAILED.to_owned());
+            }
+        }
         let base = Step {
             qualified_name: qualified,
             server_name: report.server_name.clone(),
             tool_name: tool,
             request_id,
-            tool_use_id: report.tool_use_id.clone(),
+            tool_use_id,
             ..Step::new(
                 self.next_step,
                 StepType::ToolSelected,
@@ -198,6 +212,11 @@ impl Preparation {
             args_digest: args.digest,
             withheld: request_unparseable.or(args.withheld).map(str::to_owned),
             redactions: args.redactions,
+            repaired: report
+                .request_repairs
+                .plus(args.repairs)
+                .describe()
+                .map(String::into_boxed_str),
             ..base.clone()
         };
         let response = Step {
@@ -216,6 +235,12 @@ impl Preparation {
                 .or(error.withheld)
                 .map(str::to_owned),
             redactions: result.redactions + error.redactions,
+            repaired: report
+                .response_repairs
+                .plus(result.repairs)
+                .plus(error.repairs)
+                .describe()
+                .map(String::into_boxed_str),
             correlation: report.id_shared.then(|| "ambiguous".to_owned()),
             ..base
         };
@@ -246,12 +271,25 @@ impl Preparation {
     /// True when the snapshot is complete enough to write (anything but a
     /// `tools/list` page with more to come).
     fn learn_from_exchange(&mut self, method: &str, request: &[u8], response: &[u8]) -> bool {
-        let (Ok(request), Ok(response)) = (
+        let (Ok(mut request), Ok(mut response)) = (
             serde_json::from_slice::<Value>(request),
             serde_json::from_slice::<Value>(response),
         ) else {
             return false;
         };
+        // Everything learnt from an exchange (the server's instructions,
+        // serverInfo and capabilities, the client's clientInfo and
+        // capabilities, the tools) is read from redacted copies: nothing
+        // of it reaches a record unredacted.
+        let redactor = self.redactor();
+        let redacted = catch_unwind(AssertUnwindSafe(|| {
+            redactor.redact_value(&mut request);
+            redactor.redact_value(&mut response);
+        }));
+        if redacted.is_err() {
+            log::error!("redaction failed; the `{method}` exchange is not recorded");
+            return false;
+        }
         let result = &response["result"];
         if result.is_null() {
             return false;

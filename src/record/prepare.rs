@@ -12,11 +12,16 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde_json::Value;
 
 use super::{model, truncate};
+use crate::jsonrpc::lenient::{self, Repairs};
 use crate::redact::{RedactConfig, Redactor};
 
 /// A payload more than this many times the cap is stored as a marker
 /// without being parsed and redacted whole.
 const LARGE_FACTOR: usize = 4;
+/// How deep a payload read leniently is kept (deeper containers are
+/// replaced): inside its record, what is stored stays within the 128 levels
+/// serde_json reads back.
+const PAYLOAD_DEPTH: usize = 100;
 
 /// A payload as it may be stored.
 #[derive(Debug, Default)]
@@ -28,6 +33,8 @@ pub(crate) struct Prepared {
     pub redactions: u32,
     /// Why the payload is missing (`unparseable`, `redaction_failed`).
     pub withheld: Option<&'static str>,
+    /// What reading the payload leniently replaced.
+    pub repairs: Repairs,
 }
 
 /// A redactor as every recorder builds it: the rules, plus the values of
@@ -62,17 +69,29 @@ pub(crate) fn raw(redactor: &Redactor, raw: Option<&str>, cap: usize) -> Prepare
     if raw.len() > large && !crate::observe::step::has_binary_block(raw.as_bytes()) {
         return preview_only(redactor, raw, raw.len());
     }
-    let Ok(mut value) = serde_json::from_str::<Value>(raw) else {
-        return Prepared {
-            withheld: Some("unparseable"),
-            ..Prepared::default()
-        };
+    // What serde_json refuses but peers read (a lone surrogate, deep
+    // nesting) is read leniently: recorded, with what could not be kept
+    // replaced in place and counted, rather than withheld.
+    let (mut value, repairs) = match serde_json::from_str::<Value>(raw) {
+        Ok(value) => (value, Repairs::default()),
+        Err(_) => match lenient::parse(raw.as_bytes(), PAYLOAD_DEPTH) {
+            Some(read) => read,
+            None => {
+                return Prepared {
+                    withheld: Some("unparseable"),
+                    ..Prepared::default()
+                };
+            }
+        },
     };
     let stubbed = truncate::stub_binaries(&mut value);
     if raw.len().saturating_sub(stubbed) > large {
         return preview_only(redactor, raw, raw.len());
     }
-    redact_and_cap(redactor, value, cap)
+    Prepared {
+        repairs,
+        ..redact_and_cap(redactor, value, cap)
+    }
 }
 
 /// An already parsed payload (a hook's JSON, raw from the host) → what may
@@ -106,6 +125,7 @@ fn redact_and_cap(redactor: &Redactor, mut value: Value, cap: usize) -> Prepared
         digest: Some(digest),
         redactions,
         withheld: None,
+        repairs: Repairs::default(),
     }
 }
 

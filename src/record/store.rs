@@ -85,6 +85,13 @@ impl LoadedRun {
             .count()
     }
 
+    /// Unfinished, and no writer holds its journal: its proxy died before
+    /// it could end the run (killed, or the machine stopped). Such a run
+    /// will never be finished; it is not `open`.
+    pub fn interrupted(&self) -> bool {
+        self.finish.is_none() && !journal::is_held(&self.path)
+    }
+
     pub fn lossy(&self) -> bool {
         self.finish.as_ref().is_some_and(|f| f.lossy)
             || self.header.as_ref().is_some_and(|h| h.metadata.lossy)
@@ -142,7 +149,7 @@ impl Store {
         for entry in fs::read_dir(&self.dir)? {
             let entry = entry?;
             let path = entry.path();
-            if !path.to_string_lossy().ends_with(JOURNAL_SUFFIX) {
+            if !path.to_string_lossy().ends_with(JOURNAL_SUFFIX) || !is_regular(&entry) {
                 continue;
             }
             let written = entry
@@ -161,8 +168,10 @@ impl Store {
     pub fn list(&self) -> io::Result<Vec<LoadedRun>> {
         let mut runs = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
-            let path = entry?.path();
+            let entry = entry?;
+            let path = entry.path();
             if path.to_string_lossy().ends_with(JOURNAL_SUFFIX)
+                && is_regular(&entry)
                 && let Ok(run) = load_path(&path)
             {
                 runs.push(run);
@@ -189,6 +198,13 @@ impl Store {
                 .ok_or_else(|| Error::failure(format!("no runs in {}", self.dir.display())));
         }
         let bare = wanted.strip_prefix("run_").unwrap_or(wanted);
+        if bare.trim().is_empty() {
+            // An empty id (an unset `"$ID"` in a script) is a prefix of
+            // every run: it must name none, not whichever run is alone.
+            return Err(Error::usage(format!(
+                "`{wanted}` is not a run id; give an id, a unique prefix of one, or `latest`"
+            )));
+        }
         let mut matches: Vec<LoadedRun> = runs
             .into_iter()
             .filter(|r| r.id().strip_prefix("run_").unwrap_or("").starts_with(bare))
@@ -242,6 +258,12 @@ impl Store {
     }
 }
 
+/// A directory entry that is a regular file (not a FIFO, socket, device,
+/// directory or symlink); journals are only ever regular files.
+fn is_regular(entry: &fs::DirEntry) -> bool {
+    entry.file_type().is_ok_and(|t| t.is_file())
+}
+
 fn start_of(run: &LoadedRun) -> String {
     run.header
         .as_ref()
@@ -281,15 +303,9 @@ mod tests {
     use super::*;
     use crate::record::model::{Record, RunFinish, RunMetrics};
 
-    /// A finished run whose journal someone holds (its proxy noting the
-    /// service's acknowledgements, or `bir sync` sending it) outlives
-    /// retention; once let go, it is removed.
-    #[test]
-    fn retention_leaves_a_held_journal_alone() {
-        let dir = std::env::temp_dir().join(format!("bir-store-held-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
-        let finished = Record {
+    /// A `run_finished` record (a run retention may remove).
+    fn finished_record() -> Record {
+        Record {
             seq: 1,
             event: RunEvent::RunFinished(RunFinish {
                 finished_at: "2026-01-01T00:00:00.000Z".into(),
@@ -300,7 +316,18 @@ mod tests {
                 reason: None,
                 model: None,
             }),
-        };
+        }
+    }
+
+    /// A finished run whose journal someone holds (its proxy noting the
+    /// service's acknowledgements, or `bir sync` sending it) outlives
+    /// retention; once let go, it is removed.
+    #[test]
+    fn retention_leaves_a_held_journal_alone() {
+        let dir = std::env::temp_dir().join(format!("bir-store-held-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let finished = finished_record();
         let json = serde_json::to_vec(&finished).expect("json");
         let mut held = store.open_writer("run_held").expect("open");
         held.append(&journal::frame(&json)).expect("append");
@@ -317,6 +344,98 @@ mod tests {
         drop(held);
         assert_eq!(store.apply_retention(Some(0), None).expect("retention"), 1);
         assert!(!store.journal_path("run_held").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Runs `f` on its own thread and waits for it (generously): a call
+    /// that blocks on a FIFO would never return, so "did not finish" is
+    /// the failure, not a hang of the whole test binary.
+    fn finishes<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{what} blocked on a FIFO named like a journal"))
+    }
+
+    /// A FIFO (or any non-regular file) named like a journal is not a run:
+    /// listing, lookup, retention, claiming and reading all pass it by
+    /// without opening it for good, and without waiting for a writer.
+    #[test]
+    fn a_fifo_named_like_a_journal_blocks_nothing() {
+        let dir = std::env::temp_dir().join(format!("bir-store-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let mut real = store.open_writer("run_real").expect("open");
+        let finished = finished_record();
+        real.append(&journal::frame(
+            &serde_json::to_vec(&finished).expect("json"),
+        ))
+        .expect("append");
+        drop(real);
+        let fifo = store.journal_path("run_fifo");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+        // SAFETY: `c` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+
+        let s = store.clone();
+        let ids: Vec<String> = finishes("list", move || {
+            s.list().expect("list").iter().map(LoadedRun::id).collect()
+        });
+        assert_eq!(ids, ["run_real"]);
+        let s = store.clone();
+        let found = finishes("find", move || s.find("f").map(|r| r.id()));
+        assert!(found.is_err(), "the FIFO is no run: {found:?}");
+        let path = fifo.clone();
+        let read = finishes("read", move || journal::read(&path).map(|_| ()));
+        assert!(read.is_err(), "a FIFO is not read as a journal");
+        let path = fifo.clone();
+        let claimed = finishes("claim", move || journal::claim(&path).map(|j| j.is_some()));
+        assert!(claimed.is_err(), "a FIFO is not claimed as a journal");
+        let s = store.clone();
+        let writer = finishes("open_writer", move || s.open_writer("run_fifo").map(|_| ()));
+        assert!(writer.is_err(), "a FIFO is not appended to");
+        let s = store.clone();
+        let removed = finishes("retention", move || s.apply_retention(Some(0), None));
+        assert_eq!(removed.expect("retention"), 1, "the real run goes");
+        assert!(fifo.exists(), "the FIFO is left alone");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A run nobody finished reads `interrupted` once no writer holds its
+    /// journal, `open` while one does.
+    #[test]
+    fn an_unfinished_run_without_a_writer_is_interrupted() {
+        let dir = std::env::temp_dir().join(format!("bir-store-dead-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let mut writer = store.open_writer("run_live").expect("open");
+        writer.append(&journal::frame(b"{}")).expect("append");
+        let run = load_path(&store.journal_path("run_live")).expect("load");
+        assert!(!run.interrupted(), "its writer is alive");
+        drop(writer);
+        assert!(run.interrupted(), "its writer is gone");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An empty id (an unset `"$ID"`) is a prefix of every id: it names no
+    /// run, even when the store holds just one.
+    #[test]
+    fn an_empty_id_names_no_run() {
+        let dir = std::env::temp_dir().join(format!("bir-store-empty-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let mut only = store.open_writer("run_only").expect("open");
+        only.append(&journal::frame(b"{}")).expect("append");
+        drop(only);
+        for wanted in ["", "run_", " ", "run_ "] {
+            assert!(store.find(wanted).is_err(), "`{wanted}` named a run");
+        }
+        assert_eq!(
+            store.find("on").map(|r| r.id()).ok().as_deref(),
+            Some("run_only")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

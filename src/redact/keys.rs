@@ -212,6 +212,19 @@ const SECRET_QUERY_PARAMS: &[&str] = &[
 /// The key rule. `legacy` adds the old substring rule on top (any name
 /// containing `token`, `secret`, `password`, `key` or `auth`).
 pub fn is_secret_key(name: &str, legacy: bool) -> bool {
+    // A percent-encoded name (`api%3Asecret`, a form field or a query
+    // parameter copied as is) is judged as its decoded self too.
+    if name.contains('%') {
+        let decoded = crate::codec::percent_decode(name);
+        if decoded != name && judge_name(&decoded, legacy) {
+            return true;
+        }
+    }
+    judge_name(name, legacy)
+}
+
+/// The key rule on `name` as it is.
+fn judge_name(name: &str, legacy: bool) -> bool {
     let bytes = name.as_bytes();
     let tail = &bytes[bytes.len().saturating_sub(MAX_NAME)..];
     let mut lower = [0u8; MAX_NAME];

@@ -84,7 +84,7 @@ const MAX_B64_DEPTH: u8 = 2;
 const MAX_ROUNDS: usize = 3;
 
 /// Replaces a container nested deeper than [`MAX_DEPTH`].
-pub const TOO_DEEP: &str = "[REDACTED:too-deep]";
+pub const TOO_DEEP: &str = crate::jsonrpc::lenient::TOO_DEEP;
 /// Replaces everything when a rule panicked.
 pub const FAILED: &str = "[REDACTED:redactor-failed]";
 const KEY_MARK: &str = "[REDACTED:key]";
@@ -392,6 +392,11 @@ impl Redactor {
             if self.secret_key(k) {
                 replace_with(child, KEY_MARK, "key", report);
                 continue;
+            }
+            if let Value::String(text) = child
+                && let Some(new) = self.shapes.scan_under_key(k, text, report)
+            {
+                *text = new;
             }
             let child_ctx = if keys::is_headers_key(k) {
                 match child {
@@ -807,14 +812,15 @@ fn text_scheme(s: &str) -> bool {
     )
 }
 
-/// `Cookie: a=1; b=2` → `a=[REDACTED]; b=[REDACTED]`.
-fn redact_cookie(value: &str) -> String {
+/// `Cookie: sid=…; theme=dark` → `sid=[REDACTED]; theme=dark`: each
+/// cookie is judged on its own ([`cookie_pair`]).
+pub(crate) fn redact_cookie(value: &str) -> String {
     value
         .split(';')
         .map(|part| {
             let p = part.trim();
             match p.split_once('=') {
-                Some((name, _)) => format!("{}={}", name.trim(), url::MARK),
+                Some((name, v)) => cookie_pair(name.trim(), v.trim()),
                 None if p.is_empty() => String::new(),
                 None => url::MARK.to_owned(),
             }
@@ -824,9 +830,45 @@ fn redact_cookie(value: &str) -> String {
         .join("; ")
 }
 
-/// `Set-Cookie: sid=x; Path=/; HttpOnly` → the value redacted, the standard
-/// attributes kept, anything else redacted.
-fn redact_set_cookie(value: &str) -> String {
+/// One `name=value` cookie: the value kept only when neither its name nor
+/// its form says credential. A reader needs `theme=dark` and `lang=en`;
+/// nobody needs a session id. Credential names are the key rule's
+/// (`sessionid`, `auth_token`) plus the session cookies' usual names
+/// (`sid`, `connect.sid`, `_myapp_session`, `__Host-…`, `__Secure-…`,
+/// `remember_…`, `csrf…`); a value is harmless only when it looks like a
+/// setting: a short word (letters, `-`, `_`, `/`), a small number, or a
+/// boolean. Anything else (an id, a hash, a token) is redacted: fail
+/// closed.
+fn cookie_pair(name: &str, value: &str) -> String {
+    let lname = name.to_ascii_lowercase();
+    let credential_name = keys::is_secret_key(name, false)
+        || lname.starts_with("__host-")
+        || lname.starts_with("__secure-")
+        || lname.contains("sess")
+        || lname.contains("sid")
+        || lname.contains("auth")
+        || lname.contains("token")
+        || lname.contains("remember")
+        || lname.contains("csrf")
+        || lname.contains("xsrf")
+        || lname.contains("jwt");
+    let v = value.trim_matches('"');
+    let word = !v.is_empty()
+        && v.len() <= 24
+        && v.bytes()
+            .all(|c| c.is_ascii_alphabetic() || matches!(c, b'-' | b'_' | b'/'))
+        && v.bytes().any(|c| c.is_ascii_alphabetic());
+    let small_number = !v.is_empty() && v.len() <= 4 && v.bytes().all(|c| c.is_ascii_digit());
+    if (!credential_name && (word || small_number)) || (!v.is_empty() && text::is_placeholder(v)) {
+        format!("{name}={value}")
+    } else {
+        format!("{name}={}", url::MARK)
+    }
+}
+
+/// `Set-Cookie: sid=x; Path=/; HttpOnly` → the cookie judged as in
+/// [`cookie_pair`], the standard attributes kept, anything else redacted.
+pub(crate) fn redact_set_cookie(value: &str) -> String {
     const ATTRS: &[&str] = &[
         "domain",
         "expires",
@@ -843,7 +885,7 @@ fn redact_set_cookie(value: &str) -> String {
     if let Some(first) = parts.next() {
         let p = first.trim();
         out.push(match p.split_once('=') {
-            Some((name, _)) => format!("{}={}", name.trim(), url::MARK),
+            Some((name, v)) => cookie_pair(name.trim(), v.trim()),
             None => url::MARK.to_owned(),
         });
     }

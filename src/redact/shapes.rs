@@ -55,25 +55,25 @@ const SHAPES: &[Shape] = &[
     s(
         "aws-access-key-id",
         &["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
-        r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b",
+        r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}",
     ),
     // GitHub: classic PAT, OAuth, user-to-server / server-to-server, refresh.
-    s("github-pat", &["ghp_"], r"\bghp_[A-Za-z0-9]{36,255}\b"),
-    s("github-oauth", &["gho_"], r"\bgho_[A-Za-z0-9]{36,255}\b"),
+    s("github-pat", &["ghp_"], r"ghp_[A-Za-z0-9]{36,255}"),
+    s("github-oauth", &["gho_"], r"gho_[A-Za-z0-9]{36,255}"),
     s(
         "github-app-token",
         &["ghu_", "ghs_"],
-        r"\bgh[us]_[A-Za-z0-9]{36,255}\b",
+        r"gh[us]_[A-Za-z0-9]{36,255}",
     ),
     s(
         "github-refresh-token",
         &["ghr_"],
-        r"\bghr_[A-Za-z0-9]{36,255}\b",
+        r"ghr_[A-Za-z0-9]{36,255}",
     ),
     s(
         "github-fine-grained-pat",
         &["github_pat_"],
-        r"\bgithub_pat_[A-Za-z0-9_]{40,255}\b",
+        r"github_pat_[A-Za-z0-9_]{40,255}",
     ),
     // GitLab: every documented `gl…-` prefix, optional routing suffix; the
     // runner registration token; the session cookie.
@@ -93,7 +93,7 @@ const SHAPES: &[Shape] = &[
             "glsoat-",
             "GR1348941",
         ],
-        r"\b(?:(?:glpat|gldt|glrt|glptt|glcbt|glft|glffct|glimt|glagent|gloas|glsoat)-|GR1348941)[A-Za-z0-9_-]{20,}(?:\.[A-Za-z0-9]{2,}){0,2}",
+        r"(?:(?:glpat|gldt|glrt|glptt|glcbt|glft|glffct|glimt|glagent|gloas|glsoat)-|GR1348941)[A-Za-z0-9_-]{20,}(?:\.[A-Za-z0-9]{2,}){0,2}",
     ),
     s(
         "gitlab-session",
@@ -104,22 +104,22 @@ const SHAPES: &[Shape] = &[
     s(
         "slack-bot-token",
         &["xoxb-"],
-        r"\bxoxb-[0-9]{6,}-[0-9A-Za-z-]{8,}",
+        r"xoxb-[0-9]{6,}-[0-9A-Za-z-]{8,}",
     ),
     s(
         "slack-user-token",
         &["xoxp-"],
-        r"\bxoxp-[0-9]{6,}-[0-9A-Za-z-]{8,}",
+        r"xoxp-[0-9]{6,}-[0-9A-Za-z-]{8,}",
     ),
     s(
         "slack-token",
         &["xoxa-", "xoxo-", "xoxr-", "xoxs-", "xoxe-", "xoxe."],
-        r"\bxox(?:[aorse]-|e\.xox[bp]-)[0-9]+-[0-9A-Za-z-]{8,}",
+        r"xox(?:[aorse]-|e\.xox[bp]-)[0-9]+-[0-9A-Za-z-]{8,}",
     ),
     s(
         "slack-app-token",
         &["xapp-"],
-        r"\bxapp-[0-9]+-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]{16,}",
+        r"xapp-[0-9]+-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]{16,}",
     ),
     // Webhook URLs whose path is the credential.
     s(
@@ -156,34 +156,34 @@ const SHAPES: &[Shape] = &[
         &[
             "sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_",
         ],
-        r"\b[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,247}\b",
+        r"[rs]k_(?:live|test|prod)_[A-Za-z0-9]{10,247}",
     ),
     s(
         "stripe-webhook-secret",
         &["whsec_"],
-        r"\bwhsec_[A-Za-z0-9+/=]{24,}",
+        r"whsec_[A-Za-z0-9+/=]{24,}",
     ),
     // Anthropic: API keys, admin keys, Claude OAuth access/refresh tokens,
     // then any other `sk-ant-<kind><nn>-`.
     s(
         "anthropic-api-key",
         &["sk-ant-api"],
-        r"\bsk-ant-api[0-9]{2}-[A-Za-z0-9_-]{40,}",
+        r"sk-ant-api[0-9]{2}-[A-Za-z0-9_-]{40,}",
     ),
     s(
         "anthropic-admin-key",
         &["sk-ant-admin"],
-        r"\bsk-ant-admin[0-9]{2}-[A-Za-z0-9_-]{40,}",
+        r"sk-ant-admin[0-9]{2}-[A-Za-z0-9_-]{40,}",
     ),
     s(
         "claude-oauth-token",
         &["sk-ant-oat", "sk-ant-ort"],
-        r"\bsk-ant-o[ar]t[0-9]{2}-[A-Za-z0-9_-]{40,}",
+        r"sk-ant-o[ar]t[0-9]{2}-[A-Za-z0-9_-]{40,}",
     ),
     s(
         "anthropic-key",
         &["sk-ant-"],
-        r"\bsk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,}",
+        r"sk-ant-[a-z]{2,8}[0-9]{2}-[A-Za-z0-9_-]{20,}",
     ),
     // OpenAI: keys carry `T3BlbkFJ` (base64 of "OpenAI"); project, service
     // account and admin keys are also recognised by prefix alone.
@@ -195,26 +195,30 @@ const SHAPES: &[Shape] = &[
     s(
         "openai-api-key",
         &["sk-proj-", "sk-svcacct-", "sk-admin-"],
-        r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}",
+        r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}",
     ),
     s(
         "openrouter-api-key",
         &["sk-or-v1-"],
-        r"\bsk-or-v1-[a-f0-9]{64}\b",
+        r"sk-or-v1-[a-f0-9]{64}",
     ),
     // Other `sk-` + long alphanumeric keys (many OpenAI-compatible vendors).
-    s("sk-api-key", &["sk-"], r"\bsk-[A-Za-z0-9]{32,}\b"),
+    s(
+        "sk-api-key",
+        &["sk-"],
+        r"(?:^|[^A-Za-z0-9])(sk-[A-Za-z0-9]{32,})",
+    ),
     // Google.
-    s("google-api-key", &["AIza"], r"\bAIza[A-Za-z0-9_-]{35}"),
+    s("google-api-key", &["AIza"], r"AIza[A-Za-z0-9_-]{35}"),
     s(
         "google-client-secret",
         &["GOCSPX-"],
-        r"\bGOCSPX-[A-Za-z0-9_-]{20,40}",
+        r"GOCSPX-[A-Za-z0-9_-]{20,40}",
     ),
     s(
         "google-oauth-token",
         &["ya29."],
-        r"\bya29\.[A-Za-z0-9_-]{20,}",
+        r"ya29\.[A-Za-z0-9_-]{20,}",
     ),
     s(
         "google-refresh-token",
@@ -225,20 +229,24 @@ const SHAPES: &[Shape] = &[
     s(
         "jwt",
         &["eyJ"],
-        r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.?[A-Za-z0-9_-]*",
+        r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.?[A-Za-z0-9_-]*",
     ),
     // Package registries and ML hubs.
-    s("npm-token", &["npm_"], r"\bnpm_[A-Za-z0-9]{36}\b"),
+    s("npm-token", &["npm_"], r"npm_[A-Za-z0-9]{36}"),
     s(
         "pypi-token",
         &["pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"],
-        r"\bpypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{40,}",
+        r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{40,}",
     ),
-    s("huggingface-token", &["hf_"], r"\bhf_[A-Za-z0-9]{30,40}\b"),
+    s(
+        "huggingface-token",
+        &["hf_"],
+        r"(?:^|[^A-Za-z0-9])(hf_[A-Za-z0-9]{30,40})",
+    ),
     s(
         "huggingface-token",
         &["api_org_"],
-        r"\bapi_org_[A-Za-z0-9]{30,40}\b",
+        r"(?:^|[^A-Za-z0-9])(api_org_[A-Za-z0-9]{30,40})",
     ),
     // Messaging and email.
     s(
@@ -251,18 +259,18 @@ const SHAPES: &[Shape] = &[
     s(
         "digitalocean-token",
         &["dop_v1_", "doo_v1_", "dor_v1_"],
-        r"\bdo[opr]_v1_[a-f0-9]{64}\b",
+        r"do[opr]_v1_[a-f0-9]{64}",
     ),
-    s("heroku-api-key", &["HRKU-"], r"\bHRKU-[A-Za-z0-9_-]{20,}"),
+    s("heroku-api-key", &["HRKU-"], r"HRKU-[A-Za-z0-9_-]{20,}"),
     s(
         "shopify-token",
         &["shpat_", "shpca_", "shppa_", "shpss_"],
-        r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b",
+        r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}",
     ),
     s(
         "databricks-token",
         &["dapi"],
-        r"\bdapi[a-f0-9]{32}(?:-[0-9]+)?\b",
+        r"(?:^|[^A-Za-z0-9])(dapi[a-f0-9]{32}(?:-[0-9]+)?)",
     ),
     s(
         "azure-ad-client-secret",
@@ -272,13 +280,13 @@ const SHAPES: &[Shape] = &[
     s(
         "square-token",
         &["sq0atp-", "sq0csp-"],
-        r"\bsq0(?:atp|csp)-[A-Za-z0-9_-]{22,60}",
+        r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,60}",
     ),
     // HashiCorp.
     s(
         "vault-token",
         &["hvs.", "hvb."],
-        r"\bhv[sb]\.[A-Za-z0-9_-]{24,}",
+        r"(?:^|[^A-Za-z0-9])(hv[sb]\.[A-Za-z0-9_-]{24,})",
     ),
     s(
         "terraform-cloud-token",
@@ -286,36 +294,32 @@ const SHAPES: &[Shape] = &[
         r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}",
     ),
     // Developer SaaS.
-    s(
-        "linear-api-key",
-        &["lin_api_"],
-        r"\blin_api_[A-Za-z0-9]{40}\b",
-    ),
+    s("linear-api-key", &["lin_api_"], r"lin_api_[A-Za-z0-9]{40}"),
     s(
         "linear-oauth-token",
         &["lin_oauth_"],
-        r"\blin_oauth_[A-Za-z0-9]{32,}",
+        r"lin_oauth_[A-Za-z0-9]{32,}",
     ),
+    s("notion-token", &["ntn_"], r"ntn_[0-9]{11}[A-Za-z0-9]{35}"),
     s(
         "notion-token",
-        &["ntn_"],
-        r"\bntn_[0-9]{11}[A-Za-z0-9]{35}\b",
+        &["secret_"],
+        r"(?:^|[^A-Za-z0-9])(secret_[A-Za-z0-9]{43})",
     ),
-    s("notion-token", &["secret_"], r"\bsecret_[A-Za-z0-9]{43}\b"),
     s(
         "sentry-token",
         &["sntrys_", "sntryu_"],
-        r"\bsntry[su]_[A-Za-z0-9_=+/-]{40,}",
+        r"sntry[su]_[A-Za-z0-9_=+/-]{40,}",
     ),
     s(
         "grafana-token",
         &["glsa_"],
-        r"\bglsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}\b",
+        r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
     ),
     s(
         "grafana-token",
         &["glc_"],
-        r"\bglc_[A-Za-z0-9+/]{32,}={0,2}",
+        r"(?:^|[^A-Za-z0-9])(glc_[A-Za-z0-9+/]{32,}={0,2})",
     ),
     s(
         "doppler-token",
@@ -327,30 +331,75 @@ const SHAPES: &[Shape] = &[
             "dp.scim.",
             "dp.audit.",
         ],
-        r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}\b",
+        r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}",
     ),
-    s("pulumi-token", &["pul-"], r"\bpul-[a-f0-9]{40}\b"),
+    s(
+        "pulumi-token",
+        &["pul-"],
+        r"(?:^|[^A-Za-z0-9])(pul-[a-f0-9]{40})",
+    ),
     s(
         "postman-api-key",
         &["PMAK-"],
-        r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}\b",
+        r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}",
     ),
+    s("perplexity-api-key", &["pplx-"], r"pplx-[A-Za-z0-9]{48}"),
     s(
-        "perplexity-api-key",
-        &["pplx-"],
-        r"\bpplx-[A-Za-z0-9]{48}\b",
+        "groq-api-key",
+        &["gsk_"],
+        r"(?:^|[^A-Za-z0-9])(gsk_[A-Za-z0-9]{48,56})",
     ),
-    s("groq-api-key", &["gsk_"], r"\bgsk_[A-Za-z0-9]{48,56}\b"),
     s(
         "onepassword-token",
         &["ops_eyJ"],
-        r"\bops_eyJ[A-Za-z0-9+/=_-]{100,}",
+        r"ops_eyJ[A-Za-z0-9+/=_-]{100,}",
     ),
     // age file-encryption identities (bech32).
     s(
         "age-secret-key",
         &["AGE-SECRET-KEY-1"],
-        r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b",
+        r"AGE-SECRET-KEY-1[0-9A-Z]{58}",
+    ),
+    // Mailchimp (the key ends in its data centre), New Relic user keys,
+    // Bitbucket app passwords: shapes distinctive by themselves.
+    s(
+        "mailchimp-api-key",
+        &["-us"],
+        r"\b([0-9a-f]{32}-us[0-9]{1,2})\b",
+    ),
+    s("newrelic-api-key", &["NRAK-"], r"NRAK-[A-Z0-9]{27}"),
+    s(
+        "bitbucket-app-password",
+        &["ATBB"],
+        r"ATBB[A-Za-z0-9_=.-]{28,}",
+    ),
+    // Links that open a hosted agent's session, or a shared conversation,
+    // to whoever holds them: the id in the path is the credential (the
+    // host stays readable).
+    s(
+        "agent-session-url",
+        &["claude.ai/code", "claude.ai/share"],
+        r"claude\.ai/(?:code|share)/([A-Za-z0-9_-]{8,})",
+    ),
+    s(
+        "agent-session-url",
+        &["chatgpt.com/", "chat.openai.com/share"],
+        r"(?:chatgpt\.com|chat\.openai\.com)/(?:share|s|codex/tasks)/([A-Za-z0-9_-]{16,})",
+    ),
+    s(
+        "agent-session-url",
+        &["devin.ai/sessions/"],
+        r"devin\.ai/sessions/([A-Za-z0-9_-]{16,})",
+    ),
+    s(
+        "agent-session-url",
+        &["jules.google.com/session/"],
+        r"jules\.google\.com/session/([A-Za-z0-9_-]{8,})",
+    ),
+    s(
+        "agent-session-url",
+        &["cursor.com/agents"],
+        r"cursor\.com/agents(?:/|\?id=|\?selectedBcId=)([A-Za-z0-9_-]{12,})",
     ),
     // Passwords in command lines whose flags the name layer cannot read:
     // `mysql -pSECRET` (glued to `-p`), `curl -u user:SECRET`.
@@ -381,6 +430,122 @@ const SHAPES: &[Shape] = &[
     },
 ];
 
+/// A vendor key whose shape alone is generic (32 hex digits, a UUID, 40
+/// characters): a secret where the vendor is named just before it on the
+/// same line (`Mailgun key: key-…`, `TWILIO_AUTH_TOKEN=…`), or in the key
+/// its value sits under (`{"mailgun": {"apiKey"…}}` is the key rule's;
+/// `{"MAILGUN_KEY": "key-…"}` is this one's). Elsewhere the same shape is
+/// an ordinary hash and is kept.
+struct Vendor {
+    id: &'static str,
+    /// How the text names the vendor, lower case (matched in any case).
+    names: &'static [&'static str],
+    /// The value; group 1 is the secret.
+    value: &'static str,
+}
+
+const UUID: &str =
+    r"\b([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\b";
+const HEX32: &str = r"\b([0-9a-f]{32})\b";
+
+const VENDORS: &[Vendor] = &[
+    Vendor {
+        id: "mailgun-api-key",
+        names: &["mailgun"],
+        value: r"\b(key-[0-9a-f]{32})\b",
+    },
+    Vendor {
+        id: "twilio-auth-token",
+        names: &["twilio"],
+        value: HEX32,
+    },
+    Vendor {
+        id: "datadog-api-key",
+        names: &[
+            "datadog",
+            "dd_api_key",
+            "dd_app_key",
+            "dd-api-key",
+            "dd-application-key",
+        ],
+        value: r"\b([0-9a-f]{40}|[0-9a-f]{32})\b",
+    },
+    Vendor {
+        id: "algolia-api-key",
+        names: &["algolia"],
+        value: HEX32,
+    },
+    Vendor {
+        id: "heroku-api-key",
+        names: &["heroku"],
+        value: UUID,
+    },
+    Vendor {
+        id: "postmark-token",
+        names: &["postmark"],
+        value: UUID,
+    },
+    Vendor {
+        id: "circleci-token",
+        names: &["circleci", "circle_token", "circle-token"],
+        value: r"\b([0-9a-f]{40})\b",
+    },
+    Vendor {
+        id: "cloudflare-api-token",
+        names: &["cloudflare"],
+        value: r"(?:^|[^A-Za-z0-9_-])([A-Za-z0-9_-]{40})(?:$|[^A-Za-z0-9_-])",
+    },
+    Vendor {
+        id: "okta-api-token",
+        names: &["okta"],
+        value: r"\b(00[A-Za-z0-9_-]{40})(?:$|[^A-Za-z0-9_-])",
+    },
+    Vendor {
+        id: "aws-secret-access-key",
+        names: &[
+            "aws_secret",
+            "aws secret",
+            "awssecret",
+            "aws-secret",
+            "secretaccesskey",
+            "secret_access_key",
+            "secret access key",
+        ],
+        value: r"(?:^|[^A-Za-z0-9/+])([A-Za-z0-9/+]{40})(?:$|[^A-Za-z0-9/+=])",
+    },
+];
+
+/// `t` in lower case, letters and digits only (`AWS_Secret` → `awssecret`).
+fn squash(t: &str) -> String {
+    t.bytes()
+        .filter(u8::is_ascii_alphanumeric)
+        .map(|c| char::from(c.to_ascii_lowercase()))
+        .collect()
+}
+
+/// How far after the vendor's name (on its line) its key may follow.
+const VENDOR_WINDOW: usize = 100;
+
+/// The text rule of a vendor: its name, then (on the same line, within
+/// [`VENDOR_WINDOW`] bytes) its value.
+fn vendor_pattern(v: &Vendor) -> String {
+    format!(
+        "(?i:{})[^\\n]{{0,{VENDOR_WINDOW}}}?{}",
+        v.names.join("|"),
+        v.value
+    )
+}
+
+/// A name in the three casings a text is likely to use (the prefilter is
+/// case-sensitive): `mailgun`, `Mailgun`, `MAILGUN`.
+fn casings(name: &str) -> [String; 3] {
+    let mut title = name.to_owned();
+    if let Some(first) = title.get_mut(..1) {
+        first.make_ascii_uppercase();
+    }
+    [name.to_owned(), title, name.to_ascii_uppercase()]
+}
+
 /// Marker for the PEM rule (not in the regex table).
 const PRIVATE_KEY: &str = "private-key";
 /// The PEM rule's number in the prefilter and in spans.
@@ -403,7 +568,7 @@ const PEM_KEYWORD: &str = "PRIVATE KEY";
 /// costs memory for the life of the proxy.
 struct Compiled {
     id: &'static str,
-    pattern: &'static str,
+    pattern: std::borrow::Cow<'static, str>,
     regex: std::sync::OnceLock<Option<Regex>>,
     check: Option<fn(&[u8]) -> bool>,
 }
@@ -412,7 +577,7 @@ impl Compiled {
     fn regex(&self) -> Option<&Regex> {
         self.regex
             .get_or_init(|| {
-                let built = RegexBuilder::new(self.pattern)
+                let built = RegexBuilder::new(&self.pattern)
                     .unicode(false)
                     .size_limit(1 << 22)
                     .build();
@@ -425,6 +590,12 @@ impl Compiled {
 
 pub(crate) struct Shapes {
     rules: Vec<Compiled>,
+    /// A vendor's value alone, for values under a key naming the vendor
+    /// (the vendor's text rule is among `rules`).
+    vendor_values: Vec<Compiled>,
+    /// Each vendor's names, letters and digits only (`awssecret`), as
+    /// looked for in a squashed key.
+    vendor_keys: Vec<Vec<String>>,
     /// `None` only if the automaton could not be built; then every rule
     /// runs on every text (slower, never weaker).
     prefilter: Option<AhoCorasick>,
@@ -438,23 +609,45 @@ impl Shapes {
     /// a rule that fails to compile is skipped (and the test suite fails)
     /// rather than failing the caller.
     pub(crate) fn new() -> Shapes {
-        let mut rules = Vec::with_capacity(SHAPES.len());
-        let mut keywords: Vec<&'static str> = Vec::new();
+        let mut rules = Vec::with_capacity(SHAPES.len() + VENDORS.len());
+        let mut keywords: Vec<String> = Vec::new();
         let mut keyword_rule: Vec<usize> = Vec::new();
         for shape in SHAPES {
             let idx = rules.len();
             rules.push(Compiled {
                 id: shape.id,
-                pattern: shape.pattern,
+                pattern: shape.pattern.into(),
                 regex: std::sync::OnceLock::new(),
                 check: shape.check,
             });
             for kw in shape.keywords {
-                keywords.push(kw);
+                keywords.push((*kw).to_owned());
                 keyword_rule.push(idx);
             }
         }
-        keywords.push(PEM_KEYWORD);
+        let mut vendor_values = Vec::with_capacity(VENDORS.len());
+        for vendor in VENDORS {
+            let idx = rules.len();
+            rules.push(Compiled {
+                id: vendor.id,
+                pattern: vendor_pattern(vendor).into(),
+                regex: std::sync::OnceLock::new(),
+                check: None,
+            });
+            vendor_values.push(Compiled {
+                id: vendor.id,
+                pattern: vendor.value.into(),
+                regex: std::sync::OnceLock::new(),
+                check: None,
+            });
+            for name in vendor.names {
+                for kw in casings(name) {
+                    keywords.push(kw);
+                    keyword_rule.push(idx);
+                }
+            }
+        }
+        keywords.push(PEM_KEYWORD.to_owned());
         keyword_rule.push(PEM);
         // A hit on a keyword also stands for every keyword inside it
         // (`sk-ant-` contains `sk-`): the search reports one keyword per
@@ -465,7 +658,7 @@ impl Shapes {
                 keywords
                     .iter()
                     .zip(&keyword_rule)
-                    .filter(|(other, _)| kw.contains(**other))
+                    .filter(|(other, _)| kw.contains(other.as_str()))
                     .fold(0u128, |m, (_, &r)| m | rule_bit(r))
             })
             .collect();
@@ -474,11 +667,64 @@ impl Shapes {
             .kind(Some(AhoCorasickKind::DFA))
             .build(&keywords)
             .ok();
+        let vendor_keys = VENDORS
+            .iter()
+            .map(|v| v.names.iter().map(|n| squash(n)).collect())
+            .collect();
         Shapes {
             rules,
+            vendor_values,
+            vendor_keys,
             prefilter,
             keyword_mask,
         }
+    }
+
+    /// A string value under the object key `key`: when the key names a
+    /// vendor of [`VENDORS`] (`MAILGUN_KEY`, `twilioAuthToken`), that
+    /// vendor's value shape is a secret anywhere in the string. `None` when
+    /// nothing matched.
+    pub(crate) fn scan_under_key(&self, key: &str, s: &str, report: &mut Report) -> Option<String> {
+        // The key squashed into a stack buffer: this runs for every string
+        // value under a key, so it must not allocate.
+        let mut buf = [0u8; 64];
+        let mut len = 0;
+        for c in key.bytes().filter(u8::is_ascii_alphanumeric) {
+            let Some(slot) = buf.get_mut(len) else { break };
+            *slot = c.to_ascii_lowercase();
+            len += 1;
+        }
+        let key = buf.get(..len).unwrap_or_default();
+        let bytes = s.as_bytes();
+        let mut spans = Vec::new();
+        for (idx, names) in self.vendor_keys.iter().enumerate() {
+            let named = names.iter().any(|n| {
+                let n = n.as_bytes();
+                key.windows(n.len()).any(|w| w == n)
+            });
+            if !named {
+                continue;
+            }
+            let Some(regex) = self.vendor_values.get(idx).and_then(Compiled::regex) else {
+                continue;
+            };
+            for caps in regex.captures_iter(bytes) {
+                if let Some(g) = caps.get(1)
+                    && keep_match(g.as_bytes(), None)
+                {
+                    spans.push((g.start(), g.end(), idx));
+                }
+            }
+        }
+        if spans.is_empty() {
+            return None;
+        }
+        Some(splice(
+            s,
+            spans,
+            |i| VENDORS.get(i).map_or("key", |v| v.id),
+            report,
+        ))
     }
 
     /// Replaces every shape found in `s`. `None` when nothing matched.
@@ -521,19 +767,38 @@ impl Shapes {
                 continue;
             }
             let Some(regex) = rule.regex() else { continue };
-            if regex.captures_len() > 1 {
-                for caps in regex.captures_iter(bytes) {
-                    let Some(g) = caps.get(1) else { continue };
-                    if keep_match(g.as_bytes(), rule.check) {
-                        spans.push((g.start(), g.end(), idx));
-                    }
+            // Matches may overlap: a token glued to the next one
+            // (`ghp_…ghp_…`) is matched with the next one's prefix, which a
+            // search resumed after it would then miss. So the search
+            // resumes one byte after each match's start (the spans are
+            // merged below). A rule whose pattern runs lazily to a later
+            // part of its line (`mysql … -p…`) resumes after its match, so
+            // no text is searched more than about twice.
+            let overlapping = !rule.pattern.contains("*?");
+            let mut at = 0;
+            while at <= bytes.len() {
+                let (whole, secret) = if regex.captures_len() > 1 {
+                    let Some(caps) = regex.captures_at(bytes, at) else {
+                        break;
+                    };
+                    let Some(whole) = caps.get(0) else { break };
+                    (whole, caps.get(1))
+                } else {
+                    let Some(whole) = regex.find_at(bytes, at) else {
+                        break;
+                    };
+                    (whole, Some(whole))
+                };
+                if let Some(g) = secret
+                    && keep_match(g.as_bytes(), rule.check)
+                {
+                    spans.push((g.start(), g.end(), idx));
                 }
-            } else {
-                for m in regex.find_iter(bytes) {
-                    if keep_match(m.as_bytes(), rule.check) {
-                        spans.push((m.start(), m.end(), idx));
-                    }
-                }
+                at = if overlapping {
+                    whole.start() + 1
+                } else {
+                    whole.end().max(whole.start() + 1)
+                };
             }
         }
         // A match that reaches into an earlier placeholder would take part
@@ -576,7 +841,35 @@ fn marker_spans(b: &[u8]) -> Vec<(usize, usize)> {
 /// earlier placeholder (a rule whose class admits `[` would otherwise take
 /// `[REDACTED:…]` again).
 fn keep_match(secret: &[u8], check: Option<fn(&[u8]) -> bool>) -> bool {
-    !secret.starts_with(b"[REDACTED") && check.is_none_or(|c| c(secret))
+    !secret.starts_with(b"[REDACTED")
+        && !is_placeholder_token(secret)
+        && check.is_none_or(|c| c(secret))
+}
+
+/// A token-shaped placeholder from documentation, not a secret:
+/// `ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx`, `sk-ant-api03-XXXX…`,
+/// `AKIA****************`, `sk-your-api-key-goes-here…`. A run of eight
+/// equal characters, or the word `your`, does not occur in a random token
+/// (a 36-character base62 token holds such a run with odds of about 1 in
+/// 10^12).
+fn is_placeholder_token(secret: &[u8]) -> bool {
+    let mut run = 0usize;
+    let mut prev = 0u8;
+    for &c in secret {
+        run = if c == prev { run + 1 } else { 1 };
+        prev = c;
+        if run >= 8 {
+            return true;
+        }
+    }
+    // `your_…`, `your-…`, `yourApiKey…`, `YOUR_TOKEN…`.
+    secret.windows(7).any(|w| {
+        w[..4].eq_ignore_ascii_case(b"your")
+            && (matches!(w[4], b'_' | b'-' | b'.')
+                || [&b"key"[..], b"api", b"tok", b"sec", b"acc", b"pas", b"app"]
+                    .iter()
+                    .any(|word| w[4..].eq_ignore_ascii_case(word)))
+    })
 }
 
 /// Writes `s` with each span replaced by `[REDACTED:<id>]`. Overlapping or
@@ -707,8 +1000,17 @@ mod tests {
                 assert!(!kw.is_empty(), "{}", shape.id);
             }
         }
-        assert_eq!(Shapes::new().rules.len(), SHAPES.len());
-        assert!(SHAPES.len() <= 127, "the prefilter keeps one bit per rule");
+        for vendor in VENDORS {
+            let r = RegexBuilder::new(&vendor_pattern(vendor))
+                .unicode(false)
+                .build();
+            assert!(r.is_ok(), "{}: {:?}", vendor.id, r.err());
+        }
+        assert_eq!(Shapes::new().rules.len(), SHAPES.len() + VENDORS.len());
+        assert!(
+            SHAPES.len() + VENDORS.len() <= 127,
+            "the prefilter keeps one bit per rule"
+        );
     }
 
     #[test]

@@ -131,14 +131,20 @@ impl Assignments {
     }
 }
 
+/// Bytes of a name: `%` too, so a percent-encoded name (`api%3Asecret`)
+/// is read whole and judged decoded.
 fn is_name_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-')
+    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-' | b'%')
 }
 
 /// Widens a trigger hit to the whole name around it; trims `.` and `-` at
-/// the end (a sentence's full stop), keeps leading dashes (flags).
+/// the end (a sentence's full stop), keeps leading dashes (flags). A `:`
+/// between name bytes joins them (`api:key=…` is one name, as the key
+/// rule splits it), which a `name: value` separator never is.
 fn expand_name(b: &[u8], mut s: usize, mut e: usize) -> (usize, usize) {
-    while s > 0 && is_name_byte(b[s - 1]) {
+    while s > 0
+        && (is_name_byte(b[s - 1]) || (b[s - 1] == b':' && s >= 2 && is_name_byte(b[s - 2])))
+    {
         s -= 1;
     }
     while e < b.len() && is_name_byte(b[e]) {
@@ -255,7 +261,18 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
     {
         let cred = &value[cred_start..];
         let cred = cred.trim_end();
-        if cred.is_empty() || is_placeholder(cred) || cred.contains("[REDACTED") {
+        // Documentation writes a stand-in as the credential's first word
+        // (`Bearer <token>` with more prose after it on the line).
+        let first_word = cred
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches(['`', '\'', '"', ',', ';', '.', ')']);
+        if cred.is_empty()
+            || is_placeholder(cred)
+            || is_placeholder(first_word)
+            || cred.contains("[REDACTED")
+        {
             return None;
         }
         let start = vs + cred_start;
@@ -270,6 +287,24 @@ fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
     // again could cut the marker in half.
     if value.is_empty() || is_placeholder(value) || value.contains("[REDACTED") {
         return None;
+    }
+    if header_like && colon {
+        // A cookie line keeps its harmless cookies and its attributes.
+        let red = if name.eq_ignore_ascii_case("cookie") {
+            Some(super::redact_cookie(value))
+        } else if name.eq_ignore_ascii_case("set-cookie") {
+            Some(super::redact_set_cookie(value))
+        } else {
+            None
+        };
+        if let Some(red) = red {
+            return (red != value).then_some(Found {
+                start: vs,
+                end: ve,
+                kind: KIND_HEADER,
+                marker: red,
+            });
+        }
     }
     if b.get(ve) == Some(&b'(') {
         // `token=get_token()`: code, not a value.
@@ -412,7 +447,43 @@ pub(crate) fn is_placeholder(v: &str) -> bool {
         return true;
     }
     let first = t.as_bytes()[0];
-    t.len() >= 3 && t.bytes().all(|c| c == first) && !first.is_ascii_digit()
+    if t.len() >= 3 && t.bytes().all(|c| c == first) && !first.is_ascii_digit() {
+        return true;
+    }
+    // Documentation's stand-ins: `YOUR_API_KEY`, `your-token-here`,
+    // `INSERT_TOKEN_HERE`, `changeme` (words only, no digits), and masks
+    // (`sk-xxxxxxxxxxxx`, `****************`).
+    let words_only = t
+        .bytes()
+        .all(|c| c.is_ascii_alphabetic() || matches!(c, b'_' | b'-' | b'.' | b' '));
+    if words_only {
+        let words: Vec<&str> = lower.split(['_', '-', '.', ' ']).collect();
+        let has = |list: &[&str]| words.iter().any(|w| list.contains(w));
+        if has(&["placeholder", "changeme"])
+            || (has(&["your", "here", "insert", "replace"])
+                && has(&[
+                    "key",
+                    "token",
+                    "secret",
+                    "password",
+                    "pass",
+                    "api",
+                    "apikey",
+                    "pat",
+                    "credential",
+                    "credentials",
+                ]))
+        {
+            return true;
+        }
+    }
+    let mut run = 0usize;
+    let mut prev = 0u8;
+    t.bytes().any(|c| {
+        run = if c == prev { run + 1 } else { 1 };
+        prev = c;
+        run >= 6 && matches!(c, b'x' | b'X' | b'*' | b'.')
+    })
 }
 
 /// The floor for values whose form alone does not say "value": letters and
@@ -504,8 +575,8 @@ mod tests {
             "Authorization: Bearer [REDACTED:bearer]\r\nAccept: */*"
         );
         assert_eq!(
-            apply("Cookie: a=1; b=2\nHost: x"),
-            "Cookie: [REDACTED:header]\nHost: x"
+            apply("Cookie: sid=a1b2c3d4e5; b=2\nHost: x"),
+            "Cookie: sid=[REDACTED]; b=2\nHost: x"
         );
         assert_eq!(apply("x-api-key: k123"), "x-api-key: [REDACTED:header]");
     }

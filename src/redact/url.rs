@@ -225,7 +225,7 @@ fn redact_params(q: &str, out: &mut String, legacy: bool) -> bool {
         }
         match part.split_once('=') {
             Some((name, value)) if !value.is_empty() => {
-                let decoded = percent_decode(name);
+                let decoded = crate::codec::percent_decode(name);
                 if keys::is_secret_query_param(&decoded, legacy) {
                     out.push_str(name);
                     out.push('=');
@@ -243,44 +243,6 @@ fn redact_params(q: &str, out: &mut String, legacy: bool) -> bool {
         }
     }
     changed
-}
-
-/// Lenient percent-decoding (`+` is a space); bad escapes stay as they are.
-pub(crate) fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    if !b.iter().any(|&c| c == b'%' || c == b'+') {
-        return s.to_owned();
-    }
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() && hex(b[i + 1]).is_some() && hex(b[i + 2]).is_some() => {
-                let hi = hex(b[i + 1]).unwrap_or(0);
-                let lo = hex(b[i + 2]).unwrap_or(0);
-                out.push(hi << 4 | lo);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// Bytes that end a URL found in free text.
@@ -726,7 +688,7 @@ mod tests {
 
     #[test]
     fn percent_decoding() {
-        assert_eq!(percent_decode("api%3Akey"), "api:key");
-        assert_eq!(percent_decode("a+b%zz%4"), "a b%zz%4");
+        assert_eq!(crate::codec::percent_decode("api%3Akey"), "api:key");
+        assert_eq!(crate::codec::percent_decode("a+b%zz%4"), "a b%zz%4");
     }
 }

@@ -44,6 +44,7 @@ fn step(kind: StepType) -> Step {
         context: None,
         turn: None,
         permission: None,
+        repaired: None,
     }
 }
 

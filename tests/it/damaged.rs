@@ -79,9 +79,15 @@ impl Recorded {
 /// Runs a session against a peer following `script`, `drive` playing the
 /// host, then reads back everything the run left.
 fn session(tag: &str, script: &Value, drive: impl FnOnce(&mut Host)) -> Recorded {
+    session_in(tag, script, |host, _| drive(host))
+}
+
+/// [`session`], `drive` also given the session's home (to look at the
+/// store while the proxy runs).
+fn session_in(tag: &str, script: &Value, drive: impl FnOnce(&mut Host, &TempDir)) -> Recorded {
     let dir = TempDir::new(tag);
     let mut host = Host::start(proxy(&dir, script));
-    drive(&mut host);
+    drive(&mut host, &dir);
     let seen = host.finish(Duration::from_secs(5));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
 
@@ -294,25 +300,34 @@ fn large_damaged_answers_keep_their_secrets_out_of_the_preview() {
     }
 }
 
-/// A3/A4 in answers of ordinary size: a lone surrogate escape next to a
-/// secret-named field, a `\u0000` escape (valid JSON), a raw NUL byte
-/// inside a string and invalid UTF-8 (both invalid JSON), and a line of
-/// NULs the server wrote before an answer. An answer serde_json cannot read
-/// is stored without its body, marked `withheld: "unparseable"` on its
-/// `tool_response` step only: the call's arguments, which did parse, are
-/// kept and not marked. A valid NUL is kept whole (no C-string cut), and
-/// the noise line neither desynchronises the pairing nor gets recorded.
+/// A3/A4/A8 in answers of ordinary size (issue 12, item 4): a lone
+/// surrogate escape and invalid UTF-8 (which every peer reads: JavaScript
+/// accepts the one and decodes the other as U+FFFD) and a result nested 200
+/// levels deep (deeper than serde_json's 128) are recorded, redacted, with
+/// what could not be kept replaced in place and named in `repaired`; a
+/// server cannot hide a result from the recording that way. A raw NUL byte
+/// inside a string, which no JSON parser accepts, is still stored without
+/// its body, marked `withheld: "unparseable"` on its `tool_response` step
+/// only. A `\u0000` escape (valid JSON) is kept whole (no C-string cut),
+/// and a line of NULs the server wrote before an answer neither
+/// desynchronises the pairing nor gets recorded.
 #[test]
-fn damaged_answers_are_withheld_and_only_they_are() {
+fn damaged_answers_are_recorded_leniently_and_only_unreadable_ones_withheld() {
     const SURROGATE: &str = "Vq3Lm8Zt1Xw6Rb9Kc2Nd";
     const NUL_ESCAPE: &str = "Fy7Hj2Sd5Gk0Pw4Tx9Mb";
     const NUL_RAW: &str = "Rc6Vn1Qa8Ze3Jt5Ky0Lh";
     const LATIN1: &str = "Bu9Xs4Wd2Yf7Np1Cq6Ge";
+    const DEEP: &str = "Jq4Wn7Xc2Vb9Lm5Zk8Pd";
     let result = |id: u64, text: &str, key: &str, secret: &str| {
         format!(
             "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}],\"structuredContent\":{{\"{key}\":\"{secret}\",\"kept\":\"yes\"}}}}}}\n"
         )
     };
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"deep\"}}],\"structuredContent\":{{\"password\":\"{DEEP}\",\"tree\":{}1{}}}}}}}\n",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
     let bodies = [
         result(1, r"half an emoji: \ud83d", "api_key", SURROGATE),
         result(2, r"before\u0000after", "password", NUL_ESCAPE),
@@ -323,24 +338,57 @@ fn damaged_answers_are_withheld_and_only_they_are() {
             "\u{0}".repeat(64),
             result(5, "after the noise", "note", "not secret")
         ),
+        deep,
     ];
-    let tools = ["surrogate", "nul_escape", "nul_raw", "latin1", "noise"];
+    let tools = [
+        "surrogate",
+        "nul_escape",
+        "nul_raw",
+        "latin1",
+        "noise",
+        "deep",
+    ];
     let script = answers_latin1(&tools, &bodies);
-    let run = session("damaged", &script, |host| call_each(host, &tools, 6));
+    let run = session("damaged", &script, |host| call_each(host, &tools, 7));
 
     run.assert_relayed(&latin1(&bodies.concat()));
-    run.assert_not_stored(&[SURROGATE, NUL_ESCAPE, NUL_RAW, LATIN1]);
-    assert_eq!(run.steps().len(), 10, "{:#}", run.doc);
+    run.assert_not_stored(&[SURROGATE, NUL_ESCAPE, NUL_RAW, LATIN1, DEEP]);
+    assert_eq!(run.steps().len(), 12, "{:#}", run.doc);
 
-    for tool in ["surrogate", "nul_raw", "latin1"] {
+    for (tool, text, repaired) in [
+        ("surrogate", "half an emoji: \u{fffd}", "lone-surrogate:1"),
+        ("latin1", "caf\u{fffd} \u{fffd}\u{fffd}", "invalid-utf8:3"),
+        ("deep", "deep", "too-deep:1"),
+    ] {
         let (selected, response) = run.call(tool);
         assert!(selected["input"]["n"].is_u64(), "{tool}: {selected}");
         assert_eq!(selected["withheld"], Value::Null, "{tool}: {selected}");
-        assert_eq!(response["withheld"], "unparseable", "{tool}: {response}");
-        assert_eq!(response["output"], Value::Null, "{tool}: {response}");
-        assert_eq!(response["error"], Value::Null, "{tool}: {response}");
+        assert_eq!(response["withheld"], Value::Null, "{tool}: {response}");
+        assert_eq!(response["repaired"], repaired, "{tool}: {response}");
+        assert_eq!(
+            response["output"]["content"][0]["text"], text,
+            "{tool}: {response}"
+        );
+        assert!(
+            response["redactions"].as_u64() >= Some(1),
+            "{tool}: {response}"
+        );
         assert_eq!(response["outcome"], "answered", "{tool}: {response}");
     }
+    let (_, deep) = run.call("deep");
+    let mut at = &deep["output"]["structuredContent"]["tree"];
+    let mut levels = 0;
+    while let Some(inner) = at.get(0) {
+        at = inner;
+        levels += 1;
+    }
+    assert_eq!(at, "[REDACTED:too-deep]", "{deep}");
+    assert!(levels > 50, "the levels that fit are kept: {levels}");
+
+    let (selected, response) = run.call("nul_raw");
+    assert_eq!(selected["withheld"], Value::Null, "{selected}");
+    assert_eq!(response["withheld"], "unparseable", "{response}");
+    assert_eq!(response["output"], Value::Null, "{response}");
 
     let (_, nul) = run.call("nul_escape");
     assert_eq!(nul["withheld"], Value::Null, "{nul}");
@@ -360,7 +408,7 @@ fn damaged_answers_are_withheld_and_only_they_are() {
     let show = run.surface("bir runs show latest --full");
     assert_eq!(
         show.matches("(payloads withheld: unparseable)").count(),
-        3,
+        1,
         "{show}"
     );
 }
@@ -504,4 +552,172 @@ fn stray_and_repeated_cancels_leave_the_calls_outcomes_right() {
     );
     assert_eq!(run.doc["finish"]["metrics"]["toolCalls"], 4);
     assert_eq!(run.doc["finish"]["metrics"]["errors"], 0);
+}
+
+/// Envelopes spelled the way every JSON parser reads alike (issue 12, item
+/// 5): keys with escapes (`"\u0069d"`, `"m\u0065thod"`, `"r\u0065sult"`),
+/// an id longer than the scanner's streaming capture (1 KiB), a duplicate
+/// `"id"` key (the last wins). Each call is recorded as answered, and when
+/// the server exits after the last answer, the host gets no second answer
+/// for an id that was already answered.
+#[test]
+fn escaped_long_and_duplicate_envelopes_are_the_same_envelopes() {
+    let long_id = format!("\"{}\"", "L".repeat(2000));
+    let escaped_call = "{\"jsonrpc\":\"2.0\",\"\\u0069d\":1,\"m\\u0065thod\":\"tools/call\",\"params\":{\"name\":\"esc\",\"arguments\":{\"n\":1}}}\n";
+    let long_call = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{long_id},\"method\":\"tools/call\",\"params\":{{\"name\":\"long\",\"arguments\":{{\"n\":2}}}}}}\n"
+    );
+    let duplicate_call = "{\"jsonrpc\":\"2.0\",\"id\":30,\"method\":\"tools/call\",\"params\":{\"name\":\"dup\",\"arguments\":{\"n\":3}},\"id\":3}\n";
+    // An answer whose text is `t`, `head` spelling its envelope up to
+    // `"result":`, `tail` after the result.
+    let answer_line = |head: &str, t: &str, tail: &str| {
+        format!("{head}{{\"content\":[{{\"type\":\"text\",\"text\":\"{t}\"}}]}}{tail}}}\n")
+    };
+    let esc_answer = answer_line("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":", "esc", "");
+    let long_answer = answer_line(
+        &format!("{{\"jsonrpc\":\"2.0\",\"id\":{long_id},\"result\":"),
+        "long",
+        "",
+    );
+    let dup_answer = answer_line(
+        "{\"jsonrpc\":\"2.0\",\"id\":30,\"result\":",
+        "dup",
+        ",\"id\":3",
+    );
+    let last_answer = answer_line(
+        "{\"jsonrpc\":\"2.0\",\"\\u0069d\":4,\"r\\u0065sult\":",
+        "last",
+        "",
+    );
+    let script = json!({"rules": [
+        answer("esc", &esc_answer),
+        // The peer (like serde_json's derive) refuses a duplicate key, so
+        // the dup call is answered along with the long one, after it.
+        answer("long", &format!("{long_answer}{dup_answer}")),
+        answer("last", &last_answer),
+        {"method": "tools/call", "tool": "quit", "do": [{"exit": 0}]},
+    ]});
+    let run = session_in("escaped-envelopes", &script, |host, home| {
+        host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
+        assert!(host.wait_lines(1, Duration::from_secs(10)));
+        host.send_raw(escaped_call.as_bytes());
+        host.send_raw(duplicate_call.as_bytes());
+        host.send_raw(long_call.as_bytes());
+        assert!(
+            host.wait_lines(4, Duration::from_secs(10)),
+            "{}\n{}",
+            String::from_utf8_lossy(&host.stdout_so_far()),
+            host.stderr_so_far()
+        );
+        host.send(&call(4, "last", json!({"n": 4})));
+        assert!(host.wait_lines(5, Duration::from_secs(10)));
+        // The server exits once the four calls are on record (a busy
+        // machine may take a while to write them).
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while recorded_responses(home) < 4 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        host.send(&call(5, "quit", json!({})));
+        assert!(
+            host.wait_exit(Duration::from_secs(10)),
+            "the proxy follows its server out"
+        );
+    });
+    let relayed = String::from_utf8_lossy(&run.relayed).into_owned();
+    let after_init = relayed.split_once('\n').map_or("", |(_, rest)| rest);
+    let answers = format!("{esc_answer}{long_answer}{dup_answer}{last_answer}");
+    let added = after_init
+        .strip_prefix(&answers)
+        .unwrap_or_else(|| panic!("the server's answers, as sent, first:\n{after_init}"));
+    // The proxy answers only the call the server left pending when it
+    // exited (5), never one it already answered.
+    assert_eq!(added.lines().count(), 1, "{added}");
+    assert!(
+        added.starts_with("{\"jsonrpc\":\"2.0\",\"id\":5,"),
+        "{added}"
+    );
+    for tool in ["esc", "long", "dup", "last"] {
+        let (selected, response) = run.call(tool);
+        assert_eq!(response["outcome"], "answered", "{tool}: {response:#}");
+        assert_eq!(
+            response["output"]["content"][0]["text"], tool,
+            "{tool}: {response:#}"
+        );
+        assert!(selected["input"]["n"].is_number(), "{tool}: {selected:#}");
+    }
+    let (_, dup) = run.call("dup");
+    assert_eq!(dup["requestId"], 3, "the last id wins: {dup:#}");
+    assert_ne!(run.doc["finish"]["lossy"], true, "{:#}", run.doc);
+}
+
+/// How many calls the latest run holds an answer for so far.
+fn recorded_responses(home: &TempDir) -> usize {
+    let (_, out, _) = bir_cmd(home, &["runs", "export", "latest"]);
+    serde_json::from_str::<Value>(&out).map_or(0, |doc| {
+        doc["steps"].as_array().map_or(0, |steps| {
+            steps
+                .iter()
+                .filter(|s| s["type"] == "tool_response")
+                .count()
+        })
+    })
+}
+
+/// Issue 12, item 1 (in part): what the recorder learns from `initialize`
+/// (the server's instructions, serverInfo and capabilities, the client's
+/// clientInfo and capabilities) and a call's envelope (the tool name, the
+/// request id, `_meta["claudecode/toolUseId"]`) pass the redactor like the
+/// payloads: none of their secrets is stored, shown or logged.
+#[test]
+fn what_initialize_and_the_envelope_carry_is_redacted_too() {
+    const INSTRUCTIONS: &str = "ghp_Q8w3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz2Xc4Vb";
+    const SERVER_TOKEN: &str = "Tz4Kq8Wm2Xn6Rb0Lv3Jc";
+    const CAPABILITY: &str = "Hy5Gt1Fr9De3Sw7Aq2Zx";
+    const CLIENT_KEY: &str = "Mk8Nj2Bh6Vg0Cf4Xd9Sz";
+    const CLIENT_CAP: &str = "Pl3Ok7Ij1Uh5Yg9Tf2Rd";
+    const TOOL: &str = "ghp_Z9x8C7v6B5n4M3a2S1d0F9g8H7j6K5l4P3o2";
+    const REQUEST_ID: &str = "sk-ant-api03-Wq2Er4Ty6Ui8Op0As2Df4Gh6Jk8Lz0Xc2Vb4Nm6Qw8Er0Ty2Ui4";
+    const TOOL_USE: &str = "xoxb-123456789012-1234567890123-Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8";
+    let script = json!({"rules": [
+        {"method": "initialize", "do": [{"reply": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}, "experimental": {"token": CAPABILITY}},
+            "serverInfo": {"name": "peer", "version": "1", "token": SERVER_TOKEN},
+            "instructions": format!("Use the deploy token {INSTRUCTIONS} for pushes."),
+        }}]},
+    ]});
+    let run = session("initialize-secrets", &script, |host| {
+        host.send(
+            &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25",
+            "capabilities":{"experimental":{"apiKey": CLIENT_CAP}},
+            "clientInfo":{"name":"it","version":"1","apiKey": CLIENT_KEY}}}),
+        );
+        assert!(host.wait_lines(1, Duration::from_secs(10)));
+        host.send(
+            &json!({"jsonrpc":"2.0","id":REQUEST_ID,"method":"tools/call","params":{
+            "name": TOOL, "arguments": {"n": 1},
+            "_meta": {"claudecode/toolUseId": TOOL_USE}}}),
+        );
+        assert!(host.wait_lines(2, Duration::from_secs(10)));
+    });
+    run.assert_not_stored(&[
+        INSTRUCTIONS,
+        SERVER_TOKEN,
+        CAPABILITY,
+        CLIENT_KEY,
+        CLIENT_CAP,
+        TOOL,
+        REQUEST_ID,
+        TOOL_USE,
+    ]);
+    let server = &run.doc["servers"][0];
+    assert_eq!(server["serverInfo"]["name"], "peer", "{server:#}");
+    assert!(
+        server["instructions"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("Use the deploy token")),
+        "{server:#}"
+    );
+    assert_eq!(run.steps().len(), 2, "{:#}", run.doc);
 }

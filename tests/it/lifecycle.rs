@@ -118,6 +118,66 @@ fn a_killed_proxy_leaves_no_orphan() {
     );
 }
 
+/// A server started through a wrapper (`sh -c`, as `npx` and `uvx` do) is
+/// a grandchild of the proxy: the SIGKILL the wrapper gets when the proxy
+/// dies is not passed on, and a server that ignores end of input would
+/// live on, reparented to init. The proxy's watchdog kills the whole
+/// process group once the proxy is gone.
+#[test]
+fn a_killed_proxy_leaves_no_descendant_behind_a_wrapper() {
+    let dir = TempDir::new("sigkill-wrapped");
+    let pidfile = dir.join("inner.pid");
+    // `sleep` stands for a server that ignores end of input.
+    let script = format!("sleep 120 & echo $! > {}; wait", pidfile.display());
+    let mut cmd = command(dir.proxy_link(), &dir);
+    cmd.args(["--server-name", "sh", "--", "sh", "-c", &script]);
+    let mut host = Host::start(cmd);
+    let inner = read_pid(&pidfile, Duration::from_secs(10));
+    host.signal(libc::SIGKILL);
+    assert!(host.wait_exit(Duration::from_secs(5)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "signal 9");
+    let gone = wait_gone(inner, Duration::from_secs(10));
+    if !gone {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(inner, libc::SIGKILL) };
+    }
+    assert!(gone, "the wrapped server outlived its killed proxy");
+}
+
+/// A server that closes its stdout and keeps running can answer nothing
+/// more; without bir the host would read end of file. Through bir it gets
+/// an answer (as for a dead server) to the call it is waiting for, then end
+/// of file; and when it then closes the proxy's stdin, the server is
+/// stopped as usual.
+#[test]
+fn a_server_that_closes_its_stdout_ends_the_hosts_stream() {
+    let dir = TempDir::new("silent-server");
+    let script = pidfile_script(
+        &dir,
+        json!({"rules": [{"method": "tools/call", "tool": "quiet", "do": [{"close_stdout": true}]}]}),
+    );
+    let mut host = Host::start(proxy_cmd(&dir, &script, &[]));
+    host.send(&init());
+    assert!(host.wait_lines(1, Duration::from_secs(10)));
+    let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(5));
+    host.send(&call(1, "quiet"));
+    assert!(
+        host.wait_stdout_closed(Duration::from_secs(20)),
+        "the host's stream stayed open: {}",
+        host.stderr_so_far()
+    );
+    let out = String::from_utf8_lossy(&host.stdout_so_far()).into_owned();
+    let answer: Value = serde_json::from_str(out.lines().nth(1).unwrap_or_default())
+        .unwrap_or_else(|_| panic!("an answer to call 1: {out}"));
+    assert_eq!(answer["id"], 1, "{out}");
+    assert_eq!(answer["result"]["isError"], true, "{out}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(alive(peer), "the server itself is left to the host");
+    let seen = host.finish(Duration::from_secs(15));
+    assert!(wait_gone(peer, Duration::from_secs(10)), "{}", seen.stderr);
+}
+
 #[test]
 fn end_of_input_escalates_to_sigterm_then_sigkill() {
     // A server that neither reads its stdin nor obeys SIGTERM.

@@ -57,6 +57,47 @@ fn session(dir: &TempDir, script: &Value, calls: &[Value]) {
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
 }
 
+/// Every field `bir runs` prints passes one escaping path, including those
+/// a server picks: here the protocol version (the peer echoes the one the
+/// host offered) carries an OSC sequence that would retitle the terminal.
+#[test]
+fn no_recorded_field_reaches_the_terminal_raw() {
+    let dir = TempDir::new("runs-escape");
+    let script = json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]});
+    let mut host = Host::start(proxy(&dir, &script));
+    host.send(
+        &json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"\u{1b}]0;pwned\u{7}2025-11-25\nforged line","capabilities":{},
+        "clientInfo":{"name":"it\u{1b}[2Jhost","version":"9\u{9b}"}}}),
+    );
+    host.send(&call(1, "echo", json!({"message": "hi"})));
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    for args in [
+        &["runs", "show", "latest"][..],
+        &["runs", "show", "latest", "--full"],
+        &["runs"],
+    ] {
+        let (code, shown, err) = bir_cmd(&dir, args);
+        assert_eq!(code, 0, "{err}");
+        let raw: Vec<char> = shown
+            .chars()
+            .filter(|c| c.is_control() && *c != '\n')
+            .collect();
+        assert!(raw.is_empty(), "bir {args:?} printed {raw:?} raw:\n{shown}");
+        assert!(
+            !shown.contains("\nforged line"),
+            "a field started a line: {shown}"
+        );
+    }
+    let (_, shown, _) = bir_cmd(&dir, &["runs", "show", "latest"]);
+    assert!(
+        shown.contains("protocol \\u{1b}]0;pwned\\u{7}2025-11-25"),
+        "{shown}"
+    );
+}
+
 #[test]
 fn a_session_becomes_a_run_that_bir_runs_can_read() {
     let dir = TempDir::new("runs-cli");

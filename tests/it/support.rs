@@ -227,6 +227,21 @@ impl Host {
         c.newlines >= n
     }
 
+    /// Waits until the child's stdout reads end of file.
+    pub fn wait_stdout_closed(&self, timeout: Duration) -> bool {
+        let (lock, cv) = &*self.out;
+        let deadline = Instant::now() + timeout;
+        let mut c = lock.lock().expect("lock");
+        while !c.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            c = cv.wait_timeout(c, left).expect("lock").0;
+        }
+        true
+    }
+
     pub fn stdout_so_far(&self) -> Vec<u8> {
         self.out.0.lock().expect("lock").bytes.clone()
     }

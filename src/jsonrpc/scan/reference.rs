@@ -3,17 +3,21 @@
 //! the same inputs and require the same summaries (see
 //! `tests::same_as_reference`).
 //!
-//! One fix against the original: an empty container as a captured `id` or
+//! Fixes against the original: an empty container as a captured `id` or
 //! `method` value (`"id":{}`) was captured as an empty value, or as `{`
 //! when a chunk boundary fell inside it; both scanners now capture `{}`.
+//! Keys are compared by their decoded text (here: decoded by serde_json,
+//! an implementation independent of the scanner's), so `"\u0069d"` is `id`;
+//! and the last duplicate `id` / `method` wins even when it overflows.
 
 // The grammar's data types are shared; the logic below is this
 // scanner's own, which is what makes it a reference.
 use super::{LineSummary, Num, Shape, TopKey, VALUE_CAPTURE};
 use crate::jsonrpc::small::SmallBytes;
 
-const KEY_CAPTURE: usize = 16;
-const KEY_PROBE: usize = 4;
+/// Every key of interest fits in 36 raw bytes (six `\uXXXX` escapes).
+const KEY_CAPTURE: usize = 36;
+const KEY_PROBE: usize = KEY_CAPTURE;
 
 /// Where the lexer is inside the current token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +76,8 @@ pub(super) struct LineScanner {
     value_started: bool,
     value_buf: Vec<u8>,
     value_overflow: bool,
+    id_overflow: bool,
+    method_overflow: bool,
     /// Where the object key being lexed (at any depth) continues in the
     /// current chunk.
     key_from: Option<usize>,
@@ -102,6 +108,8 @@ impl LineScanner {
             value_started: false,
             value_buf: Vec::new(),
             value_overflow: false,
+            id_overflow: false,
+            method_overflow: false,
             key_from: None,
             key_probe: [0; KEY_PROBE],
             key_probe_len: 0,
@@ -277,6 +285,7 @@ impl LineScanner {
             _ => false,
         };
         let mut summary = std::mem::take(&mut self.summary);
+        summary.capture_overflow = self.id_overflow || self.method_overflow;
         if self.lex == Lex::Between && self.expect == Expect::Value && self.stack.is_empty() {
             summary.shape = Shape::Blank;
         } else if !complete {
@@ -306,6 +315,8 @@ impl LineScanner {
         self.value_started = false;
         self.value_buf.clear();
         self.value_overflow = false;
+        self.id_overflow = false;
+        self.method_overflow = false;
         self.key_from = None;
     }
 
@@ -429,7 +440,8 @@ impl LineScanner {
             if let Some(from) = self.key_from.take() {
                 self.probe_key(&buf[from.min(i)..i]);
             }
-            if self.key_probe_len == KEY_PROBE && matches!(&self.key_probe, b"data" | b"blob") {
+            let probed = self.key_probe.get(..self.key_probe_len).map(decoded);
+            if matches!(probed.as_deref(), Some("data" | "blob")) {
                 self.summary.maybe_binary = true;
             }
             if self.stack.len() == 1 {
@@ -442,11 +454,11 @@ impl LineScanner {
                 self.top_key = if self.key_overflow {
                     TopKey::Other
                 } else {
-                    match self.key_buf.as_slice() {
-                        b"id" => TopKey::Id,
-                        b"method" => TopKey::Method,
-                        b"result" => TopKey::Result,
-                        b"error" => TopKey::Error,
+                    match decoded(&self.key_buf).as_str() {
+                        "id" => TopKey::Id,
+                        "method" => TopKey::Method,
+                        "result" => TopKey::Result,
+                        "error" => TopKey::Error,
                         _ => TopKey::Other,
                     }
                 };
@@ -466,16 +478,18 @@ impl LineScanner {
             && let Some(which) = self.capturing.take()
         {
             self.value_started = false;
-            if self.value_overflow {
-                self.summary.capture_overflow = true;
-            } else {
-                let raw = SmallBytes::new(&self.value_buf);
-                self.value_buf.clear();
-                match which {
-                    TopKey::Id => self.summary.id = Some(raw),
-                    TopKey::Method => self.summary.method_raw = Some(raw),
-                    _ => {}
+            let raw = (!self.value_overflow).then(|| SmallBytes::new(&self.value_buf));
+            self.value_buf.clear();
+            match which {
+                TopKey::Id => {
+                    self.id_overflow = raw.is_none();
+                    self.summary.id = raw;
                 }
+                TopKey::Method => {
+                    self.method_overflow = raw.is_none();
+                    self.summary.method_raw = raw;
+                }
+                _ => {}
             }
         }
         self.expect = if self.stack.is_empty() {
@@ -514,4 +528,14 @@ impl LineScanner {
         self.key_from = None;
         *cap_from = None;
     }
+}
+
+/// The text of a raw key (escapes as sent, no quotes), as serde_json reads
+/// it; a key it cannot read (a lone surrogate) is none of ours.
+fn decoded(raw: &[u8]) -> String {
+    let mut quoted = Vec::with_capacity(raw.len() + 2);
+    quoted.push(b'"');
+    quoted.extend_from_slice(raw);
+    quoted.push(b'"');
+    serde_json::from_slice::<String>(&quoted).unwrap_or_default()
 }

@@ -139,6 +139,59 @@ fn last_duplicate_id_wins() {
     assert_eq!(s.id.as_deref(), Some(&b"2"[..]));
 }
 
+/// Keys are the text a JSON parser reads, however they are spelled: an
+/// envelope spelled with escapes is the same envelope.
+#[test]
+fn escaped_keys_are_the_keys_a_parser_reads() {
+    let s = one(r#"{"jsonrpc":"2.0","\u0069d":7,"m\u0065thod":"tools/call","params":{}}"#);
+    assert_eq!(s.id.as_deref(), Some(&b"7"[..]));
+    assert_eq!(s.method_raw.as_deref(), Some(&b"\"tools/call\""[..]));
+    let s = one(r#"{"\u006D\u0065\u0074\u0068\u006F\u0064":"ping","i\u0064":1}"#);
+    assert_eq!(s.method_raw.as_deref(), Some(&b"\"ping\""[..]));
+    assert_eq!(s.id.as_deref(), Some(&b"1"[..]));
+    let s = one(r#"{"jsonrpc":"2.0","id":3,"r\u0065sult":{"content":[{"d\u0061ta":"AA=="}]}}"#);
+    assert!(s.has_result && s.maybe_binary);
+    let s = one(r#"{"id":3,"\u0065rror":{"code":1}}"#);
+    assert!(s.has_error);
+    // Decoded, these are other keys.
+    let s = one(r#"{"\u0069\u0064x":1,"i\u00e9":2,"\u0069d\u0000":3,"method":"m"}"#);
+    assert_eq!(s.id, None);
+    // Also when a chunk boundary cuts the escaped key anywhere.
+    let line = br#"{"\u0069\u0064":12,"\u006d\u0065\u0074\u0068\u006f\u0064":"x"}
+"#;
+    for cut in 1..line.len() {
+        let got = new_chunked(line, &[cut]);
+        assert_eq!(got[0].id.as_deref(), Some(&b"12"[..]), "cut at {cut}");
+        assert_eq!(
+            got[0].method_raw.as_deref(),
+            Some(&b"\"x\""[..]),
+            "cut at {cut}"
+        );
+    }
+}
+
+/// The last duplicate `id` wins even when it is too long to capture: the
+/// line then has no id, never the earlier one's.
+#[test]
+fn last_duplicate_id_wins_even_when_too_long() {
+    let long = "x".repeat(VALUE_CAPTURE + 10);
+    let s = one(&format!(r#"{{"id":1,"result":{{}},"id":"{long}"}}"#));
+    assert_eq!(s.id, None);
+    assert!(s.capture_overflow);
+    let s = one(&format!(r#"{{"id":"{long}","method":"m","id":2}}"#));
+    assert_eq!(s.id.as_deref(), Some(&b"2"[..]));
+    assert!(!s.capture_overflow);
+}
+
+/// A line held whole is read with no capture limit.
+#[test]
+fn a_whole_message_keeps_long_ids() {
+    let long = format!("\"{}\"", "x".repeat(VALUE_CAPTURE * 3));
+    let got = summarize(format!(r#"{{"id":{long},"method":"tools/call"}}"#).as_bytes());
+    assert_eq!(got.id.as_deref(), Some(long.as_bytes()));
+    assert!(!got.capture_overflow);
+}
+
 #[test]
 fn oversized_capture_is_flagged() {
     let long = "x".repeat(VALUE_CAPTURE + 10);
@@ -335,7 +388,17 @@ fn gen_number(r: &mut Rng, out: &mut Vec<u8>) {
 fn gen_key(r: &mut Rng, depth: usize, out: &mut Vec<u8>) {
     if depth == 0 && r.one_in(2) {
         out.push(b'"');
-        out.extend_from_slice(r.pick(&["id", "method", "result", "error"]).as_bytes());
+        out.extend_from_slice(
+            r.pick(&[
+                "id",
+                "method",
+                "result",
+                "error",
+                r"\u0069d",
+                r"r\u0065sult",
+            ])
+            .as_bytes(),
+        );
         out.push(b'"');
         return;
     }
@@ -358,6 +421,19 @@ fn gen_key(r: &mut Rng, depth: usize, out: &mut Vec<u8>) {
         "abcdefghijklmnopq",
         "metho",
         "resultx",
+        r"\u0069d",
+        r"m\u0065thod",
+        r"r\u0065sult",
+        r"\u0065rror",
+        r"d\u0061ta",
+        r"\u0062lob",
+        r"\u006D\u0065\u0074\u0068\u006f\u0064",
+        r"\u0069\u0064x",
+        r"i\/d",
+        r"\u00e9d",
+        r"\ud83d\ude00",
+        "abcdefghijklmnopqrstuvwxyz0123456789",
+        "abcdefghijklmnopqrstuvwxyz0123456789a",
     ];
     if r.one_in(8) {
         gen_string(r, out);
