@@ -439,6 +439,13 @@ pub struct InstallCmd {
     /// with --config: the file may hold comments and trailing commas
     #[argh(switch)]
     pub jsonc: bool,
+
+    /// where to register the Claude Code hooks that record whole sessions:
+    /// user (default: ~/.claude/settings.json), project
+    /// (<project>/.claude/settings.json, loaded only when Claude Code starts
+    /// in that directory and trusts it) or none
+    #[argh(option, default = "String::from(\"user\")")]
+    pub hooks: String,
 }
 
 /// Undo `bir install`: restore the entries bir wrapped.

@@ -228,18 +228,8 @@ pub fn resolve(paths: &Paths) -> Result<Resolved, Error> {
         paths.settings_dir.join("settings.json"),
         paths.project.join(".claude/settings.json"),
         paths.project.join(".claude/settings.local.json"),
-        paths.managed_dir.join("managed-settings.json"),
     ];
-    // Drop-in policy files, in name order.
-    if let Ok(dir) = std::fs::read_dir(paths.managed_dir.join("managed-settings.d")) {
-        let mut extra: Vec<PathBuf> = dir
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        extra.sort();
-        settings.extend(extra);
-    }
+    settings.extend(managed_settings_files(paths));
     // Workspace trust is keyed on the git root (or the project itself).
     let trust_root = paths
         .project
@@ -297,6 +287,22 @@ pub fn resolve(paths: &Paths) -> Result<Resolved, Error> {
         approvals,
         policy,
     })
+}
+
+/// The managed (policy) settings files: `managed-settings.json`, then the
+/// `managed-settings.d/*.json` drop-ins in name order.
+pub fn managed_settings_files(paths: &Paths) -> Vec<PathBuf> {
+    let mut files = vec![paths.managed_dir.join("managed-settings.json")];
+    if let Ok(dir) = std::fs::read_dir(paths.managed_dir.join("managed-settings.d")) {
+        let mut extra: Vec<PathBuf> = dir
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        extra.sort();
+        files.extend(extra);
+    }
+    files
 }
 
 fn read_approvals(node: &Node, a: &mut Approvals) {

@@ -16,6 +16,8 @@ use super::claude::{self, Paths, Resolved};
 use super::diff;
 use super::entry::{EntryKind, ProxyForm};
 use super::format::{self, FileJob, Op};
+use super::hookcmd;
+use super::hooks::HookScope;
 use super::jsonedit::{Flavor, json_string};
 use super::ledger::{self, Change};
 use super::vocab::{Decision, Found, Scope};
@@ -103,6 +105,10 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         cmd.jsonc,
         &project,
     )?;
+    let hook_scope = HookScope::parse(&cmd.hooks)?;
+    // Claude Code's paths and project key, when it is a target: the hooks
+    // are registered there once the servers are wrapped.
+    let mut hook_target: Option<(Paths, String)> = None;
     let form = ProxyForm::detect();
     let mut jobs: Vec<FileJob> = Vec::new();
     let mut known_names: Vec<String> = Vec::new();
@@ -113,6 +119,7 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
                 let paths = Paths::from_env(&project)?;
                 let resolved = claude::resolve(&paths)?;
                 known_names.extend(resolved.winners.iter().map(|f| f.name.clone()));
+                hook_target = Some((paths.clone(), resolved.local_key.clone()));
                 let plan: Vec<Planned> = claude::decide(&resolved, &cmd.server)
                     .into_iter()
                     .map(|(found, decision)| Planned { found, decision })
@@ -207,7 +214,10 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         for s in &summaries {
             s(false);
         }
-        return match run_jobs(&jobs, &form, true) {
+        return match run_jobs(&jobs, &form, true).and_then(|_| match (&hook_target, hook_scope) {
+            (Some((paths, key)), Some(scope)) => hookcmd::install(paths, scope, key, true),
+            _ => Ok(None),
+        }) {
             Ok(_) => {
                 out("(dry run: nothing was written)");
                 Ok(ExitStatus::Success)
@@ -219,6 +229,24 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     for s in &summaries {
         s(result.is_ok());
     }
+    // The hooks, once the servers are wrapped (a failure there stops here,
+    // so nothing half-done is left to explain).
+    let result = result.and_then(|mut files| {
+        if let (Some((paths, key)), Some(scope)) = (&hook_target, hook_scope) {
+            let changed = hookcmd::install(paths, scope, key, false).map_err(|e| {
+                if files.is_empty() {
+                    e
+                } else {
+                    Error::failure(
+                        "the MCP servers were wrapped, but the hooks were not registered",
+                    )
+                    .because(e)
+                }
+            })?;
+            files.extend(changed);
+        }
+        Ok(files)
+    });
     match result {
         Ok(files) if files.is_empty() => {
             out("\nNothing to change.");
@@ -338,7 +366,15 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         .filter(|c| cmd.server.is_empty() || cmd.server.contains(&c.server))
         .cloned()
         .collect();
-    if selected.is_empty() {
+    let hook_sel = hookcmd::select(
+        &ledger.hooks,
+        everywhere,
+        &keys,
+        cmd.client.as_deref(),
+        by_file.as_deref(),
+        &cmd.server,
+    );
+    if selected.is_empty() && hook_sel.reverse.is_empty() && hook_sel.release.is_empty() {
         out(if cmd.all {
             "Nothing to undo: bir has no recorded changes on this machine."
         } else {
@@ -414,16 +450,35 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         }
     }
     if cmd.dry_run {
+        if !hookcmd::uninstall(&hook_sel, &keys, true) {
+            failed = true;
+        }
         out("(dry run: nothing was written)");
         return Ok(ExitStatus::failure_if(failed));
     }
-    if let Err(e) = ledger::modify(&mut |l| {
-        l.changes.retain(|c| !done.contains(c));
-    }) {
+    if !done.is_empty()
+        && let Err(e) = ledger::modify(&mut |l| {
+            l.changes.retain(|c| !done.contains(c));
+        })
+    {
         return Err(Error::failure(
             "the configs were restored, but the ledger could not be updated",
         )
         .because(e));
+    }
+    // The hooks go last, and only when every server entry came back: a
+    // failure leaves them (and their ledger entries) for the next run.
+    if failed {
+        if !hook_sel.reverse.is_empty() {
+            crate::error::print(
+                "bir uninstall",
+                &Error::failure(
+                    "the Claude Code hooks were left registered; run `bir uninstall` again once the error above is fixed",
+                ),
+            );
+        }
+    } else if !hookcmd::uninstall(&hook_sel, &keys, false) {
+        failed = true;
     }
     Ok(ExitStatus::failure_if(failed))
 }
@@ -493,6 +548,7 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
             }
         }
     }
+    hookcmd::status(&paths);
     let off = std::env::var("BIR_RECORDER").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "none"));
     let switched = crate::home::bir_home().zip(std::env::current_dir().ok());
     let switched = switched.and_then(|(home, cwd)| crate::switch::off_because(&home, &cwd));

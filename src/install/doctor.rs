@@ -372,16 +372,21 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     let mut sections: Vec<(String, Vec<(Found, Decision)>)> = Vec::new();
     let targets =
         super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project)?;
+    // Claude Code's paths, when it is a target: its hooks are checked too.
+    let mut claude_paths = None;
     for t in targets {
         match t {
             super::clients::Target::ClaudeCode => match resolve_for(&project) {
                 Ok((resolved, decisions)) => sections.push((
-                    format!(
-                        "Claude Code — project {} (key \"{}\"), {}",
-                        resolved.paths.project.display(),
-                        resolved.local_key,
-                        resolved.paths.claude_json.display()
-                    ),
+                    {
+                        claude_paths = Some(resolved.paths.clone());
+                        format!(
+                            "Claude Code — project {} (key \"{}\"), {}",
+                            resolved.paths.project.display(),
+                            resolved.local_key,
+                            resolved.paths.claude_json.display()
+                        )
+                    },
                     decisions,
                 )),
                 Err(e) => return Err(e),
@@ -478,6 +483,13 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
             }
             out(&format!("  {name:<width$}  {row}"));
         }
+    }
+    if let Some(paths) = &claude_paths {
+        let (lines, problems) = super::hookcmd::doctor(paths);
+        for l in lines {
+            out(&l);
+        }
+        failures += problems;
     }
     out(&check_home());
     let (line, ok) = crate::daemon::control::doctor_line();

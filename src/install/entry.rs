@@ -95,7 +95,8 @@ impl ProxyForm {
     }
 }
 
-fn basename(cmd: &str) -> &str {
+/// A command's file name without its directory and `.exe`.
+pub fn basename(cmd: &str) -> &str {
     let base = cmd.rsplit(['/', '\\']).next().unwrap_or(cmd);
     base.strip_suffix(".exe")
         .or_else(|| base.strip_suffix(".EXE"))

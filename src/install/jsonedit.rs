@@ -293,6 +293,87 @@ impl Doc {
         Some(bytes)
     }
 
+    /// Appends `value` (JSON text) as the last item of the array at `path`,
+    /// in the array's own layout: on its own line when the items are, else
+    /// after a comma on the same line. [`Doc::remove_item`] of that item
+    /// gives back the original bytes (for an empty array: when it was `[]`;
+    /// other whitespace inside an empty array is the caller's to restore).
+    pub fn push_item(&self, path: &[&str], value: &str) -> Result<Vec<u8>, String> {
+        let value_doc = Doc::parse(value.as_bytes(), Flavor::Jsonc)
+            .map_err(|e| format!("bir produced an invalid value ({e}): {value}"))?;
+        let arr = self
+            .root
+            .at(path)
+            .ok_or_else(|| format!("`{}` is missing", path.join(".")))?;
+        let Kind::Array(items) = &arr.kind else {
+            return Err(format!(
+                "`{}` is not an array; refusing to edit it",
+                path.join(".")
+            ));
+        };
+        let nl = self.style.newline;
+        let mut text = String::new();
+        match (items.first(), items.last()) {
+            (Some(first), Some(last)) => {
+                if self.text[arr.start + 1..first.start].contains('\n') {
+                    let indent = self.line_indent(first.start);
+                    text.push(',');
+                    text.push_str(nl);
+                    text.push_str(&indent);
+                    render(&value_doc, &value_doc.root, &self.style, &indent, &mut text);
+                } else {
+                    text.push_str(&self.style.comma);
+                    let compact = Style {
+                        indent: None,
+                        ..self.style.clone()
+                    };
+                    render(&value_doc, &value_doc.root, &compact, "", &mut text);
+                }
+                Ok(self.splice(last.end, last.end, &text))
+            }
+            _ => {
+                match &self.style.indent {
+                    Some(unit) => {
+                        let base = self.line_indent(arr.start);
+                        let indent = format!("{base}{unit}");
+                        text.push_str(nl);
+                        text.push_str(&indent);
+                        render(&value_doc, &value_doc.root, &self.style, &indent, &mut text);
+                        text.push_str(nl);
+                        text.push_str(&base);
+                    }
+                    None => render(&value_doc, &value_doc.root, &self.style, "", &mut text),
+                }
+                Ok(self.splice(arr.start + 1, arr.end - 1, &text))
+            }
+        }
+    }
+
+    /// Removes item `index` of the array at `path`: the inverse of
+    /// [`Doc::push_item`]. An array left without items becomes `[]`.
+    /// `None` if there is no such item.
+    pub fn remove_item(&self, path: &[&str], index: usize) -> Option<Vec<u8>> {
+        let arr = self.root.at(path)?;
+        let Kind::Array(items) = &arr.kind else {
+            return None;
+        };
+        let item = items.get(index)?;
+        let (start, end) = if items.len() == 1 {
+            let before = &self.text[arr.start + 1..item.start];
+            let after = &self.text[item.end..arr.end - 1];
+            if before.trim().is_empty() && after.trim().trim_start_matches(',').trim().is_empty() {
+                (arr.start + 1, arr.end - 1)
+            } else {
+                (item.start, self.after_comma(item.end))
+            }
+        } else if index + 1 < items.len() {
+            (item.start, items[index + 1].start)
+        } else {
+            (items[index - 1].end, item.end)
+        };
+        Some(self.splice(start, end, ""))
+    }
+
     fn only_ws_around(&self, obj: &Node, m: &Member) -> bool {
         let before = &self.text[obj.start + 1..m.key_start];
         let after = &self.text[m.value.end..obj.end - 1];
@@ -859,6 +940,40 @@ mod tests {
             "round trip of {path:?}"
         );
         added
+    }
+
+    #[test]
+    fn array_items_are_appended_in_the_arrays_layout_and_removed_exactly() {
+        let cases = [
+            (
+                "{\n  \"a\": [\n    1,\n    2\n  ]\n}\n",
+                "{\n  \"a\": [\n    1,\n    2,\n    {\n      \"k\": [\n        3\n      ]\n    }\n  ]\n}\n",
+            ),
+            ("{\"a\": [1, 2]}", "{\"a\": [1, 2, {\"k\": [3]}]}"),
+            (
+                "{\n  \"a\": []\n}",
+                "{\n  \"a\": [\n    {\n      \"k\": [\n        3\n      ]\n    }\n  ]\n}",
+            ),
+            (
+                "{\r\n\t\"a\": [\r\n\t\t0\r\n\t]\r\n}",
+                "{\r\n\t\"a\": [\r\n\t\t0,\r\n\t\t{\r\n\t\t\t\"k\": [\r\n\t\t\t\t3\r\n\t\t\t]\r\n\t\t}\r\n\t]\r\n}",
+            ),
+        ];
+        for (before, want) in cases {
+            let added =
+                String::from_utf8(doc(before).push_item(&["a"], r#"{"k":[3]}"#).expect("push"))
+                    .expect("utf8");
+            assert_eq!(added, want, "push into {before:?}");
+            let n = doc(&added).root.at(&["a"]).expect("a").items().len();
+            let back = doc(&added).remove_item(&["a"], n - 1).expect("present");
+            assert_eq!(String::from_utf8(back).expect("utf8"), before);
+        }
+        // A middle item goes with its separator; a non-array is refused.
+        let s = "{\"a\": [1, 2, 3]}";
+        let out = doc(s).remove_item(&["a"], 1).expect("present");
+        assert_eq!(String::from_utf8(out).expect("utf8"), "{\"a\": [1, 3]}");
+        assert!(doc(s).remove_item(&["a"], 3).is_none());
+        assert!(doc("{\"a\": {}}").push_item(&["a"], "1").is_err());
     }
 
     #[test]

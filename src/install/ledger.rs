@@ -24,6 +24,9 @@ pub struct Ledger {
     pub version: u32,
     #[serde(default)]
     pub changes: Vec<Change>,
+    /// Claude Code hooks bir registered, one entry per settings file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<super::hooks::HookChange>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,7 +111,7 @@ pub fn load() -> Result<Ledger, Error> {
     match atomic::read(&p)? {
         None => Ok(Ledger {
             version: 1,
-            changes: Vec::new(),
+            ..Ledger::default()
         }),
         Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
             format!(

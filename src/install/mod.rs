@@ -8,6 +8,9 @@
 //!   [`commands`] — `install`/`uninstall`/`status`; [`ledger`] — what bir
 //!   changed; [`doctor`] — launches every wrapped entry; [`wrap`] and
 //!   [`entry`] — wrapped entries; [`remote_entry`] — remote (HTTP/SSE) server entries; [`diff`] — `--dry-run` output.
+//! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
+//!   file edits); [`hookcmd`] — what install/uninstall/status/doctor do
+//!   with them.
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
@@ -20,6 +23,8 @@ pub mod diff;
 pub mod doctor;
 pub mod entry;
 pub mod format;
+pub mod hookcmd;
+pub mod hooks;
 pub mod jsonedit;
 pub mod ledger;
 pub mod remote_entry;

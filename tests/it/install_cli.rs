@@ -1692,3 +1692,281 @@ fn codex_home_probe() {
         "the fixture home's Codex config was wrapped: {all}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// Claude Code hooks (the bound tier): registered by `bir install`.
+
+/// The hook events `bir install` registers (all Claude Code 2.1.332 fires
+/// but WorktreeCreate).
+const HOOK_EVENTS: usize = 33;
+
+fn settings(f: &Fixture) -> std::path::PathBuf {
+    f.dir.join("home/.claude/settings.json")
+}
+
+/// The bir groups per event in a settings file: event → commands.
+fn bir_hooks(file: &Path) -> serde_json::Map<String, Value> {
+    let v: Value = serde_json::from_str(&fs::read_to_string(file).expect("read")).expect("json");
+    let mut out = serde_json::Map::new();
+    for (event, groups) in v["hooks"].as_object().cloned().unwrap_or_default() {
+        let cmds: Vec<Value> = groups
+            .as_array()
+            .expect("array")
+            .iter()
+            .flat_map(|g| g["hooks"].as_array().cloned().unwrap_or_default())
+            .filter(|h| h["command"].as_str().unwrap_or("").contains(" hooks "))
+            .collect();
+        if !cmds.is_empty() {
+            out.insert(event, Value::Array(cmds));
+        }
+    }
+    out
+}
+
+#[test]
+fn claude_install_registers_hooks_beside_the_users_own_and_uninstall_restores_every_byte() {
+    let f = Fixture::new("cc-hooks");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    fs::create_dir_all(f.dir.join("home/.claude")).expect("mkdir");
+    // The user's own hooks (and other settings) in their own layout.
+    let original = "{\n    \"model\": \"opus\",\n    \"hooks\": {\n        \"PreToolUse\": [\n            {\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"~/guard.sh\"}]}\n        ],\n        \"Stop\": []\n    },\n    \"env\": {\"A\": \"1\"}\n}\n";
+    fs::write(settings(&f), original).expect("write");
+
+    let out = f.bir(&["install", "--dry-run"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("+                \"hooks\": ["), "{all}");
+    assert_eq!(fs::read_to_string(settings(&f)).expect("read"), original);
+
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Claude Code hooks")
+            && all.contains(&format!("registered {HOOK_EVENTS} events")),
+        "{all}"
+    );
+    let after = fs::read_to_string(settings(&f)).expect("read");
+    let v: Value = serde_json::from_str(&after).expect("still JSON");
+    // The user's group stays first, untouched; bir's follows it.
+    assert_eq!(
+        v["hooks"]["PreToolUse"][0],
+        json!({"matcher": "Bash", "hooks": [{"type": "command", "command": "~/guard.sh"}]})
+    );
+    assert!(after.contains("{\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"~/guard.sh\"}]},\n"), "{after}");
+    assert_eq!(v["model"], json!("opus"));
+    assert_eq!(v["env"], json!({"A": "1"}));
+    let ours = bir_hooks(&settings(&f));
+    assert_eq!(ours.len(), HOOK_EVENTS, "{after}");
+    assert!(
+        !ours.contains_key("WorktreeCreate"),
+        "WorktreeCreate's stdout replaces worktree creation"
+    );
+    for event in [
+        "PreToolUse",
+        "PostToolUse",
+        "UserPromptSubmit",
+        "SessionEnd",
+        "SubagentStop",
+        "Stop",
+    ] {
+        let cmds = ours[event].as_array().expect("cmds");
+        assert_eq!(cmds.len(), 1, "{event}");
+        assert_eq!(
+            cmds[0],
+            json!({"type": "command", "command": format!("{} hooks {event}", bir().display()), "timeout": 5}),
+            "{event}"
+        );
+    }
+    // The command runs: a hook answers with exit 0 and prints nothing.
+    let hook = command("sh", &f.dir)
+        .args([
+            "-c",
+            ours["UserPromptSubmit"][0]["command"]
+                .as_str()
+                .expect("cmd"),
+        ])
+        .stdin(std::process::Stdio::null())
+        .env("BIR_OFF", "1")
+        .output()
+        .expect("run the hook");
+    assert!(
+        hook.status.success() && hook.stdout.is_empty(),
+        "{}",
+        text(&hook)
+    );
+
+    // Idempotent; status and doctor see them.
+    let out = f.bir(&["install"]);
+    assert!(text(&out).contains("Nothing to change"), "{}", text(&out));
+    assert_eq!(fs::read_to_string(settings(&f)).expect("read"), after);
+    let out = f.bir(&["status"]);
+    assert!(
+        text(&out).contains(&format!("Hooks: installed in {}", settings(&f).display()))
+            && text(&out).contains(&format!("{HOOK_EVENTS} of {HOOK_EVENTS} events")),
+        "{}",
+        text(&out)
+    );
+    let out = f.bir(&["doctor"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Hooks: ok:") && all.contains("(this bir)"),
+        "{all}"
+    );
+
+    // A group the user adds meanwhile survives the uninstall.
+    let out = f.bir(&["uninstall", "--dry-run"]);
+    assert!(
+        text(&out).contains("-                \"hooks\": ["),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(fs::read_to_string(settings(&f)).expect("read"), after);
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fs::read_to_string(settings(&f)).expect("read"), original);
+    assert!(f.ledger().get("hooks").is_none(), "{}", f.ledger());
+    let out = f.bir(&["status"]);
+    assert!(
+        text(&out).contains("Hooks: not registered"),
+        "{}",
+        text(&out)
+    );
+
+    // No settings file at all: created, and gone again after uninstall.
+    fs::remove_file(settings(&f)).expect("rm");
+    let out = f.bir(&["install"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(bir_hooks(&settings(&f)).len(), HOOK_EVENTS);
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!settings(&f).exists(), "{}", text(&out));
+}
+
+#[test]
+fn claude_hooks_in_project_settings_say_where_they_load() {
+    let f = Fixture::new("cc-hooks-proj");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    let out = f.bir(&["install", "--hooks", "project"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("project settings load only when Claude Code starts in")
+            && all.contains("trusted"),
+        "{all}"
+    );
+    let file = f.dir.join("proj/.claude/settings.json");
+    assert_eq!(bir_hooks(&file).len(), HOOK_EVENTS);
+    assert!(!settings(&f).exists(), "user settings untouched");
+    let out = f.bir(&["status"]);
+    assert!(text(&out).contains("(project settings)"), "{}", text(&out));
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!file.exists());
+    // A wrong --hooks is a usage error (exit 2), said in one line.
+    let out = f.bir(&["install", "--hooks", "nowhere"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("bir install: --hooks takes user, project or none, not `nowhere`"),
+        "{}",
+        text(&out)
+    );
+    let out = f.bir(&["install", "--hooks", "none"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!file.exists() && !settings(&f).exists());
+}
+
+#[test]
+fn claude_hooks_refuse_a_corrupted_settings_file_and_change_nothing() {
+    let f = Fixture::new("cc-hooks-bad");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    fs::create_dir_all(f.dir.join("home/.claude")).expect("mkdir");
+    for bad in [
+        "{\n  \"hooks\": {\n    \"Stop\": [\n  }\n",
+        "{\"hooks\": [\"not an object\"]}",
+        "{\"hooks\": {\"Stop\": {\"hooks\": []}}}",
+    ] {
+        fs::write(settings(&f), bad).expect("write");
+        let out = f.bir(&["install"]);
+        let all = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(
+            all.contains(&settings(&f).display().to_string())
+                && all.contains("nothing was changed"),
+            "{all}"
+        );
+        assert_eq!(fs::read_to_string(settings(&f)).expect("read"), bad);
+        let ledger = f.dir.join("home/.baseinstrunner/installed.json");
+        assert!(!ledger.exists() || f.ledger().get("hooks").is_none());
+    }
+    // The syntax error names its line.
+    fs::write(settings(&f), "{\n  \"a\": 1,\n}\n").expect("write");
+    let all = text(&f.bir(&["install"]));
+    assert!(all.contains("settings.json:2:9: trailing comma"), "{all}");
+}
+
+#[test]
+fn doctor_names_hooks_that_run_a_binary_that_is_gone_and_install_repoints_them() {
+    let f = Fixture::new("cc-hooks-stale");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    let out = command(bir(), &f.dir)
+        .args(["install"])
+        .env("BIR_HOOKS_PATH", "/gone/bin/bir-hooks")
+        .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .current_dir(f.dir.join("proj"))
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        bir_hooks(&settings(&f)).len(),
+        0,
+        "the link form has no ` hooks ` word"
+    );
+    let out = f.bir(&["doctor"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("Hooks: PROBLEM:")
+            && all.contains("/gone/bin/bir-hooks, which does not exist")
+            && all.contains("Run `bir install` again"),
+        "{all}"
+    );
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains(&format!("repointed  {HOOK_EVENTS} hook(s)")),
+        "{all}"
+    );
+    assert_eq!(bir_hooks(&settings(&f)).len(), HOOK_EVENTS);
+    let out = f.bir(&["doctor"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // Uninstall still finds them (by their command, not their path).
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!settings(&f).exists(), "{}", text(&out));
+}
+
+#[test]
+fn user_hooks_stay_while_another_project_still_uses_them() {
+    let f = Fixture::new("cc-hooks-two");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    fs::create_dir_all(f.dir.join("proj2")).expect("mkdir");
+    let proj2 = f.dir.join("proj2");
+    let p2 = proj2.to_str().expect("utf-8");
+    assert!(f.bir(&["install"]).status.success());
+    let out = f.bir(&["install", "--project", p2]);
+    assert!(text(&out).contains("already registered"), "{}", text(&out));
+    let out = f.bir(&["uninstall"]);
+    assert!(
+        text(&out).contains("kept (other projects"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(bir_hooks(&settings(&f)).len(), HOOK_EVENTS);
+    let out = f.bir(&["uninstall", "--project", p2]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!settings(&f).exists(), "{}", text(&out));
+}

@@ -1,0 +1,426 @@
+//! What `bir install`, `bir uninstall`, `bir status` and `bir doctor` do
+//! with Claude Code hooks ([`super::hooks`] holds the file edits).
+//!
+//! Registration runs after the MCP servers are wrapped, and only when that
+//! succeeded; uninstall takes the hooks away only after every server entry
+//! was restored, so a failure part-way leaves the ledger describing the
+//! files as they are.
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use super::atomic;
+use super::claude::{Paths, managed_settings_files};
+use super::diff;
+use super::hooks::{
+    EVENTS, HookChange, HookForm, HookScope, TIMEOUT_SECS, install_edit, registered, uninstall_edit,
+};
+use super::jsonedit::{Doc, Flavor, Node};
+use super::ledger;
+use crate::codec::sha256_hex;
+use crate::error::{Context, Error};
+use crate::output::out;
+
+const CLIENT: &str = "claude-code";
+
+/// A file `bir install` changed: its path and how many events it gained.
+pub type Changed = (PathBuf, usize);
+
+fn settings_doc(file: &Path) -> Option<Doc> {
+    let bytes = atomic::read(file).ok()??;
+    Doc::parse(&bytes, Flavor::Jsonc).ok()
+}
+
+/// Why Claude Code would not run hooks from user or project settings, if
+/// managed policy says so.
+fn policy_blocks(paths: &Paths) -> Option<String> {
+    for file in managed_settings_files(paths) {
+        if let Some(doc) = settings_doc(&file) {
+            for key in ["allowManagedHooksOnly", "disableAllHooks"] {
+                if doc.root.get(key).is_some_and(Node::is_true) {
+                    return Some(format!(
+                        "managed policy {} sets {key}: Claude Code runs no user or project hooks, so bir registers none (MCP calls are still recorded)",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Registers the hooks (`bir install`). Prints its own section. Returns the
+/// changed file, if any.
+pub fn install(
+    paths: &Paths,
+    scope: HookScope,
+    project_key: &str,
+    dry_run: bool,
+) -> Result<Option<Changed>, Error> {
+    let file = scope.settings_file(paths);
+    out(&format!(
+        "Claude Code hooks — {} ({} settings)",
+        file.display(),
+        scope.label()
+    ));
+    if let Some(why) = policy_blocks(paths) {
+        out(&format!("  not registered: {why}"));
+        return Ok(None);
+    }
+    let form = HookForm::detect();
+    let note_scope = || {
+        if scope == HookScope::Project {
+            out(&format!(
+                "  note: project settings load only when Claude Code starts in {} itself (not a subdirectory), and only once the folder is trusted (the trust dialog; `claude -p` counts as trusted)",
+                paths.project.display()
+            ));
+        }
+    };
+    if dry_run {
+        let before = atomic::read(&file)?;
+        let plan = install_edit(before.as_deref(), &form, &file)?;
+        if let Some(after) = &plan.bytes {
+            out(&format!(
+                "  register   {} events → {} (timeout {TIMEOUT_SECS} s)",
+                plan.events.len() + plan.repointed,
+                form.display()
+            ));
+            out(&diff::unified(
+                &file.display().to_string(),
+                before.as_deref().unwrap_or_default(),
+                after,
+            ));
+        } else {
+            out(&format!("  registered {} events already", plan.already));
+        }
+        note_scope();
+        return Ok(None);
+    }
+    if let Some(dir) = file.parent()
+        && !dir.as_os_str().is_empty()
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let planned = RefCell::new(None);
+    let outcome = atomic::update(&file, &mut |before| {
+        let plan = install_edit(before, &form, &file)?;
+        let bytes = plan.bytes.clone();
+        *planned.borrow_mut() = Some(plan);
+        Ok(bytes)
+    })?;
+    let plan = planned.into_inner().unwrap_or_default();
+    let target = outcome.target.clone();
+    let file_hash = sha256_hex(&outcome.after);
+    let key = project_key.to_owned();
+    ledger::modify(&mut |l| {
+        let existing = l.hooks.iter_mut().find(|h| h.file == target);
+        match existing {
+            Some(h) => {
+                if !h.projects.contains(&key) {
+                    h.projects.push(key.clone());
+                }
+                h.events.extend(plan.events.iter().cloned());
+                if outcome.changed {
+                    h.file_sha256 = file_hash.clone();
+                }
+            }
+            None if !plan.events.is_empty() || plan.repointed > 0 => l.hooks.push(HookChange {
+                client: CLIENT.into(),
+                file: target.clone(),
+                scope: scope.label().into(),
+                projects: vec![key.clone()],
+                created_file: plan.created_file,
+                keep_parents: plan.keep_parents,
+                events: plan.events.clone(),
+                file_sha256: file_hash.clone(),
+                at: crate::time::rfc3339(std::time::SystemTime::now()),
+            }),
+            None => {}
+        }
+    })
+    .map_err(|e| {
+        Error::failure(format!(
+            "{} was changed, but the ledger could not be written; `bir uninstall` cannot undo it — remove bir's hook groups by hand",
+            target.display()
+        ))
+        .because(e)
+    })?;
+    if !plan.events.is_empty() {
+        out(&format!(
+            "  registered {} events → {} (timeout {TIMEOUT_SECS} s); your own hooks are untouched",
+            plan.events.len(),
+            form.display()
+        ));
+    }
+    if plan.repointed > 0 {
+        out(&format!(
+            "  repointed  {} hook(s) that ran another bir program → {}",
+            plan.repointed,
+            form.display()
+        ));
+    }
+    if plan.events.is_empty() && plan.repointed == 0 {
+        out(&format!("  already registered ({} events)", plan.already));
+    }
+    note_scope();
+    Ok(outcome
+        .changed
+        .then(|| (target, plan.events.len() + plan.repointed)))
+}
+
+/// Which hook changes an uninstall touches, and how.
+pub struct Selection {
+    /// Reversed in the file.
+    pub reverse: Vec<HookChange>,
+    /// Kept (another project still wants them); only the ledger forgets
+    /// this project.
+    pub release: Vec<HookChange>,
+}
+
+/// Selects the hook changes for `bir uninstall`: every one with `--all`,
+/// else those this project asked for (reversed only when no other project
+/// still wants them). `--server`, another `--client`, or a `--config` file
+/// other than a settings file select none.
+pub fn select(
+    all: &[HookChange],
+    everywhere: bool,
+    keys: &[String],
+    client: Option<&str>,
+    by_file: Option<&Path>,
+    servers: &[String],
+) -> Selection {
+    let mut sel = Selection {
+        reverse: Vec::new(),
+        release: Vec::new(),
+    };
+    if !servers.is_empty() || client.is_some_and(|c| c != CLIENT) {
+        return sel;
+    }
+    for h in all {
+        if by_file.is_some_and(|f| f != h.file) {
+            continue;
+        }
+        if everywhere {
+            sel.reverse.push(h.clone());
+            continue;
+        }
+        if !h.projects.iter().any(|p| keys.contains(p)) {
+            continue;
+        }
+        if h.projects.iter().all(|p| keys.contains(p)) {
+            sel.reverse.push(h.clone());
+        } else {
+            sel.release.push(h.clone());
+        }
+    }
+    sel
+}
+
+/// Undoes the selected hook changes (`bir uninstall`). Returns false when
+/// something failed (said on stderr).
+pub fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool {
+    let mut ok = true;
+    let mut done: Vec<PathBuf> = Vec::new();
+    for h in &sel.release {
+        out(&format!("{}:", h.file.display()));
+        out(&format!(
+            "  Claude Code hooks: kept (other projects installed them too: {}); `bir uninstall --all` removes them",
+            h.projects
+                .iter()
+                .filter(|p| !keys.contains(p))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    for h in &sel.reverse {
+        let remove_file = RefCell::new(false);
+        let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, Error> {
+            let Some(before) = before else {
+                return Ok(None);
+            };
+            let (after, pristine) = uninstall_edit(before, h).map_err(|e| {
+                Error::failure(format!("{}:{e}; nothing was changed", h.file.display()))
+            })?;
+            *remove_file.borrow_mut() = pristine;
+            Ok(after)
+        };
+        if dry_run {
+            match atomic::read(&h.file).and_then(|b| Ok((edit(b.as_deref())?, b))) {
+                Ok((Some(after), Some(before))) => {
+                    out(&format!("  Claude Code hooks: {} events", h.events.len()));
+                    out(&diff::unified(
+                        &h.file.display().to_string(),
+                        &before,
+                        &after,
+                    ));
+                }
+                Ok(_) => out(&format!(
+                    "  Claude Code hooks: none left in {}",
+                    h.file.display()
+                )),
+                Err(e) => {
+                    crate::error::print("bir uninstall", &e);
+                    ok = false;
+                }
+            }
+            continue;
+        }
+        match atomic::update(&h.file, &mut edit) {
+            Ok(outcome) => {
+                out(&format!("{}:", h.file.display()));
+                if *remove_file.borrow() {
+                    // The file held nothing but bir's hooks: it goes, as it
+                    // was not there before `bir install`.
+                    let _ = std::fs::remove_file(&outcome.target);
+                    out("  Claude Code hooks: removed (bir had created this file)");
+                } else if outcome.changed {
+                    out(&format!(
+                        "  Claude Code hooks: removed bir's groups ({} events); everything else is as it was",
+                        h.events.len()
+                    ));
+                } else {
+                    out("  Claude Code hooks: none left to remove");
+                }
+                done.push(h.file.clone());
+            }
+            Err(e) => {
+                crate::error::print("bir uninstall", &e);
+                ok = false;
+            }
+        }
+    }
+    if dry_run {
+        return ok;
+    }
+    let released: Vec<PathBuf> = sel.release.iter().map(|h| h.file.clone()).collect();
+    if (!done.is_empty() || !released.is_empty())
+        && let Err(e) = ledger::modify(&mut |l| {
+            l.hooks.retain(|h| !done.contains(&h.file));
+            for h in l.hooks.iter_mut().filter(|h| released.contains(&h.file)) {
+                h.projects.retain(|p| !keys.contains(p));
+            }
+        })
+    {
+        crate::error::print(
+            "bir uninstall",
+            &Error::failure("the hooks were removed, but the ledger could not be updated")
+                .because(e),
+        );
+        ok = false;
+    }
+    ok
+}
+
+/// The settings files Claude Code reads hooks from for this project (user,
+/// project, local), with a label.
+fn hook_files(paths: &Paths) -> Vec<(PathBuf, &'static str)> {
+    vec![
+        (paths.settings_dir.join("settings.json"), "user"),
+        (paths.project.join(".claude/settings.json"), "project"),
+        (paths.project.join(".claude/settings.local.json"), "local"),
+    ]
+}
+
+/// bir's hooks in one settings file: the events and the programs they run.
+struct InFile {
+    file: PathBuf,
+    label: &'static str,
+    events: Vec<String>,
+    programs: Vec<String>,
+}
+
+fn found(paths: &Paths) -> Vec<InFile> {
+    let mut outv = Vec::new();
+    for (file, label) in hook_files(paths) {
+        let Some(doc) = settings_doc(&file) else {
+            continue;
+        };
+        let regs = registered(&doc);
+        if regs.is_empty() {
+            continue;
+        }
+        let mut events: Vec<String> = regs.iter().map(|r| r.event.clone()).collect();
+        events.sort();
+        events.dedup();
+        let mut programs: Vec<String> = regs.iter().map(|r| r.hook.program.clone()).collect();
+        programs.sort();
+        programs.dedup();
+        outv.push(InFile {
+            file,
+            label,
+            events,
+            programs,
+        });
+    }
+    outv
+}
+
+/// `bir status`: one line per settings file with bir hooks.
+pub fn status(paths: &Paths) {
+    let files = found(paths);
+    if files.is_empty() {
+        out(
+            "Hooks: not registered: only MCP calls are recorded (`bir install` registers the Claude Code hooks that record whole sessions)",
+        );
+        return;
+    }
+    for f in files {
+        out(&format!(
+            "Hooks: installed in {} ({} settings): {} of {} events → {}",
+            f.file.display(),
+            f.label,
+            f.events.len(),
+            EVENTS.len(),
+            f.programs.join(", ")
+        ));
+    }
+}
+
+/// `bir doctor`: lines to print and the number of problems. Hooks that run
+/// a program that is gone, or another bir than this one, are problems.
+pub fn doctor(paths: &Paths) -> (Vec<String>, usize) {
+    let mut lines = Vec::new();
+    let mut problems = 0;
+    let files = found(paths);
+    if files.is_empty() {
+        lines.push("Hooks: not registered (only MCP calls are recorded; run `bir install` to record whole Claude Code sessions)".to_owned());
+        return (lines, 0);
+    }
+    let this = HookForm::detect();
+    let this_real = std::fs::canonicalize(&this.program).ok();
+    for f in files {
+        let where_ = format!("{} ({} settings)", f.file.display(), f.label);
+        for program in &f.programs {
+            let real = std::fs::canonicalize(program).ok();
+            let line = match real {
+                None => {
+                    problems += 1;
+                    format!(
+                        "Hooks: PROBLEM: {where_} runs {program}, which does not exist: every hook call fails. Run `bir install` again to point them at {}",
+                        this.program.display()
+                    )
+                }
+                Some(r) if Some(&r) != this_real.as_ref() => {
+                    problems += 1;
+                    format!(
+                        "Hooks: PROBLEM: {where_} runs {program}, not this bir ({}). Run `bir install` again to point them here",
+                        this.program.display()
+                    )
+                }
+                Some(_) if f.events.len() < EVENTS.len() => format!(
+                    "Hooks: ok: {where_}: {} of {} events → {program} (this bir); `bir install` adds the missing ones",
+                    f.events.len(),
+                    EVENTS.len()
+                ),
+                Some(_) => format!(
+                    "Hooks: ok: {where_}: all {} events → {program} (this bir)",
+                    EVENTS.len()
+                ),
+            };
+            lines.push(line);
+        }
+    }
+    (lines, problems)
+}
