@@ -15,6 +15,8 @@ use crate::output::{escape, out};
 use crate::record::model::{Step, StepType};
 use crate::record::store::{LoadedRun, Store};
 
+mod turns;
+
 /// `bir runs` and its subcommands; errors name `bir runs` unless a
 /// subcommand names itself.
 pub fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
@@ -45,32 +47,38 @@ fn list(store: &Store, limit: usize, as_json: bool) -> Result<ExitStatus, Error>
     let mut json_lines = String::new();
     let mut table = Screen::default();
     table.line(format_args!(
-        "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} STATE",
-        "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS"
+        "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:<15} PROMPT",
+        "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS", "STATE"
     ));
     for run in runs.iter().take(limit) {
         let header = run.header.as_ref();
         let started = header.map(|h| h.started_at.as_str()).unwrap_or("?");
         let tier = header.map(|h| h.metadata.tier.as_str()).unwrap_or("?");
-        let servers = header
-            .map(|h| h.metadata.wrapped_servers.join(","))
-            .unwrap_or_default();
+        let servers = servers_of(run);
         let state = state_of(run);
+        let prompt = prompt_of(run);
         if as_json {
-            let line = json!({"id": run.id(), "startedAt": started, "tier": tier, "servers": servers,
+            let mut line = json!({"id": run.id(), "startedAt": started, "tier": tier, "servers": servers,
                 "toolCalls": run.tool_calls(), "errors": run.errors(), "lossy": run.lossy(), "state": state});
+            if let Some(p) = prompt {
+                line["prompt"] = json!(p);
+            }
             let _ = writeln!(json_lines, "{line}");
         } else {
-            table.line(format_args!(
-                "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {}",
+            let row = format!(
+                "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:<15} {}",
                 short_id(&run.id()),
                 started.get(..19).unwrap_or(started).replace('T', " "),
                 tier,
                 clip(&escape(&servers), 22),
                 run.tool_calls(),
                 run.errors(),
-                state
-            ));
+                state,
+                prompt
+                    .map(|p| clip(&escape(&p.trim().replace('\n', " ⏎ ")), 48))
+                    .unwrap_or_default()
+            );
+            table.line(row.trim_end());
         }
     }
     if as_json {
@@ -82,6 +90,34 @@ fn list(store: &Store, limit: usize, as_json: bool) -> Result<ExitStatus, Error>
     }
     table.print();
     Ok(ExitStatus::Success)
+}
+
+/// The servers a run recorded: the wrapped ones its header names, else
+/// (a bound run whose proxies never bound) those its MCP steps name.
+fn servers_of(run: &LoadedRun) -> String {
+    let named = run
+        .header
+        .as_ref()
+        .map(|h| h.metadata.wrapped_servers.join(","))
+        .unwrap_or_default();
+    if !named.is_empty() {
+        return named;
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for s in &run.steps {
+        if !s.server_name.is_empty() && !seen.contains(&s.server_name.as_str()) {
+            seen.push(&s.server_name);
+        }
+    }
+    seen.join(",")
+}
+
+/// A bound run's prompt: the header's input, else its first turn's.
+fn prompt_of(run: &LoadedRun) -> Option<String> {
+    run.header
+        .as_ref()
+        .and_then(|h| h.input.clone())
+        .or_else(|| run.turns.first().map(|t| t.prompt.clone()))
 }
 
 fn state_of(run: &LoadedRun) -> String {
@@ -100,45 +136,12 @@ fn state_of(run: &LoadedRun) -> String {
 
 fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
     let mut t = Screen::default();
-    let id = run.id();
-    t.line(format_args!("{id}"));
-    if let Some(h) = &run.header {
-        let m = &h.metadata;
-        let host = m
-            .host
-            .as_ref()
-            .map(|h| format!("{} {}", h.app, h.version))
-            .unwrap_or_else(|| "unknown host".into());
-        t.line(format_args!(
-            "  started {} · tier {} · host {} · protocol {}",
-            h.started_at.replace('T', " "),
-            m.tier,
-            escape(&host),
-            m.protocol_version.as_deref().unwrap_or("?")
-        ));
-        t.line(format_args!("  cwd {}", escape(&m.cwd)));
-        if let Some(session) = &m.session_id {
-            t.line(format_args!("  session {}", escape(session)));
-        }
+    if turns::is_bound(run) {
+        turns::render(&mut t, run, full);
+        t.print();
+        return Ok(ExitStatus::Success);
     }
-    for s in &run.snapshots {
-        let info = s
-            .server_info
-            .as_ref()
-            .map(|i| {
-                let name = i["title"].as_str().or(i["name"].as_str()).unwrap_or("?");
-                format!("{name} {}", i["version"].as_str().unwrap_or(""))
-            })
-            .unwrap_or_else(|| "?".into());
-        t.line(format_args!(
-            "  server {}: {} · {} tools (digest {})",
-            escape(&s.server_name),
-            escape(info.trim()),
-            s.tools.len(),
-            s.tools_digest.get(..12).unwrap_or("")
-        ));
-    }
-    t.line("");
+    write_header(&mut t, run);
     t.line(format_args!(
         "  {:>4}  {:<12}  {:<36} {:>10}  {:<6} ",
         "STEP", "TIME", "TOOL", "DURATION", "STATUS"
@@ -160,14 +163,88 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
         }
     }
     t.line("");
+    write_finish(
+        &mut t,
+        run,
+        "interrupted: its proxy ended without finishing the run (killed, or the machine stopped)",
+        "not finished: its proxy is still running",
+    );
+    t.print();
+    Ok(ExitStatus::Success)
+}
+
+/// The run's id, header (time, tier, host, model, cwd, session, note) and
+/// server snapshots, then a blank line.
+fn write_header(t: &mut Screen, run: &LoadedRun) {
+    t.line(format_args!("{}", run.id()));
+    if let Some(h) = &run.header {
+        let m = &h.metadata;
+        let host = m
+            .host
+            .as_ref()
+            .map(|h| format!("{} {}", h.app, h.version))
+            .unwrap_or_else(|| "unknown host".into());
+        // A bound run speaks no MCP protocol of its own.
+        let protocol = match (&m.protocol_version, m.tier.as_str()) {
+            (None, "bound") => String::new(),
+            (p, _) => format!(" · protocol {}", p.as_deref().unwrap_or("?")),
+        };
+        let model = m
+            .model
+            .as_ref()
+            .or(run.finish.as_ref().and_then(|f| f.model.as_ref()))
+            .map(|model| format!(" · model {model}"))
+            .unwrap_or_default();
+        t.line(format_args!(
+            "  started {} · tier {} · host {}{protocol}{model}",
+            h.started_at.replace('T', " "),
+            m.tier,
+            host,
+        ));
+        t.line(format_args!("  cwd {}", m.cwd));
+        if let Some(session) = &m.session_id {
+            t.line(format_args!("  session {session}"));
+        }
+        if let Some(note) = &m.note {
+            t.line(format_args!("  note: {note}"));
+        }
+    }
+    for s in &run.snapshots {
+        let info = s
+            .server_info
+            .as_ref()
+            .map(|i| {
+                let name = i["title"].as_str().or(i["name"].as_str()).unwrap_or("?");
+                format!("{name} {}", i["version"].as_str().unwrap_or(""))
+            })
+            .unwrap_or_else(|| "?".into());
+        t.line(format_args!(
+            "  server {}: {} · {} tools (digest {})",
+            s.server_name,
+            info.trim(),
+            s.tools.len(),
+            s.tools_digest.get(..12).unwrap_or("")
+        ));
+    }
+    t.line("");
+}
+
+/// The run's last lines: how it finished (calls, errors, time in tools, a
+/// bound run's reason, lossy), or that it was `interrupted` (no writer
+/// holds its journal) or is still `open`; a torn journal tail.
+fn write_finish(t: &mut Screen, run: &LoadedRun, interrupted: &str, open: &str) {
     match &run.finish {
         Some(f) => {
             t.line(format_args!(
-                "  finished {} · {} calls · {} errors · {:.1} ms in tools{}",
+                "  finished {} · {} calls · {} errors · {:.1} ms in tools{}{}",
                 f.finished_at.replace('T', " "),
                 f.metrics.tool_calls,
                 f.metrics.errors,
                 f.metrics.total_tool_ms,
+                f.reason
+                    .as_ref()
+                    .map(|r| format!(" · {r}"))
+                    .unwrap_or_default(),
                 if f.lossy {
                     format!(" · LOSSY ({} observations lost)", f.dropped)
                 } else {
@@ -175,12 +252,8 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
                 }
             ));
         }
-        None if run.interrupted() => {
-            t.line("  interrupted: its proxy ended without finishing the run (killed, or the machine stopped)");
-        }
-        None => {
-            t.line("  not finished: its proxy is still running");
-        }
+        None if run.interrupted() => t.line(format_args!("  {interrupted}")),
+        None => t.line(format_args!("  {open}")),
     }
     if run.torn_bytes > 0 {
         t.line(format_args!(
@@ -188,8 +261,6 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
             run.torn_bytes
         ));
     }
-    t.print();
-    Ok(ExitStatus::Success)
 }
 
 fn write_call(t: &mut Screen, selected: Option<&Step>, response: &Step, full: bool) {
@@ -285,7 +356,7 @@ fn pretty(v: &Value) -> String {
 fn export(run: &LoadedRun, format: &str) -> Result<ExitStatus, Error> {
     match format {
         "json" => {
-            let doc = json!({
+            let mut doc = json!({
                 "id": run.id(),
                 "run": run.header,
                 "servers": run.snapshots,
@@ -293,6 +364,13 @@ fn export(run: &LoadedRun, format: &str) -> Result<ExitStatus, Error> {
                 "finish": run.finish,
                 "tornBytes": run.torn_bytes,
             });
+            // A bound run also has its prompts and session events (in
+            // journal order, like the steps; `stepIndex` is the true order
+            // of the steps).
+            if turns::is_bound(run) || !run.turns.is_empty() || !run.events.is_empty() {
+                doc["turns"] = json!(run.turns);
+                doc["events"] = json!(run.events);
+            }
             out(&serde_json::to_string_pretty(&doc).unwrap_or_default());
             Ok(ExitStatus::Success)
         }

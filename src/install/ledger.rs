@@ -184,6 +184,7 @@ mod tests {
         let ledger = Ledger {
             version: 1,
             changes: vec![change],
+            ..Ledger::default()
         };
         let json = serde_json::to_vec(&ledger).expect("json");
         let view: LedgerView = serde_json::from_slice(&json).expect("the view reads it");

@@ -29,6 +29,7 @@
 //!   retention and `bir sync` from others, the store deleted or unwritable.
 
 mod bind;
+mod bound_runs;
 mod daemon;
 mod damaged;
 mod dispatch;

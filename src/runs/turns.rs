@@ -1,0 +1,1020 @@
+//! `bir runs show` for a bound run (Tier 1): the session as its turns.
+//!
+//! ```text
+//! Turn 1 · 20:14:03.120 · prompt
+//!   > Check the repo, then ask the everything server to echo.
+//!       1  Bash                    built-in         12.3 ms  ok
+//!            context  I'll look at the files first.
+//!            args     {"command":"ls"}
+//!            result   README.md
+//!       2  Agent                   subagent (general-purpose)   ok
+//!          · SubagentStart general-purpose
+//!         2.1  everything › echo   MCP              3.1 ms  ok
+//!   answer  Done: the echo said hi.
+//! ```
+//!
+//! The journal's order (`seq`) is the order the recorder *emitted* records,
+//! which for a joined step can be later than a step after it; the true
+//! order is `stepIndex` (allocated when a step's first view arrived). So
+//! tool calls are paired by `toolUseId` (selected + response, one number
+//! per call, not per record) and laid out by their first `stepIndex`;
+//! session events, which carry no index, are placed after the last step
+//! emitted before them. A subagent's calls are nested under the Agent call
+//! that started it (`parentToolUseId`), numbered `2.1, 2.2, …`.
+//!
+//! Every recorded string goes through [`super::escape`] before it is
+//! printed.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{Screen, clip, compact, escape, pretty, result_preview};
+use crate::record::model::{RunEvent, SessionEvent, Step, StepKind, StepType, Turn};
+use crate::record::store::LoadedRun;
+
+/// Whether `run` is a bound run (rendered by [`render`]).
+pub(super) fn is_bound(run: &LoadedRun) -> bool {
+    match &run.header {
+        Some(h) => h.metadata.tier == "bound",
+        None => !run.turns.is_empty(),
+    }
+}
+
+/// One tool call: its two records (either may be missing in a run that
+/// was cut short).
+#[derive(Default)]
+struct Call<'a> {
+    selected: Option<&'a Step>,
+    response: Option<&'a Step>,
+    /// The first `stepIndex` of the call: its place in the true order.
+    order: u64,
+    /// The journal position of its first record (to place events).
+    seq: u64,
+    children: Vec<Entry<'a>>,
+}
+
+impl<'a> Call<'a> {
+    /// The record that names the call (both carry the same identity).
+    fn any(&self) -> Option<&'a Step> {
+        self.selected.or(self.response)
+    }
+}
+
+/// Something printed in a turn, in order.
+enum Entry<'a> {
+    Call(usize),
+    Event(&'a SessionEvent),
+    /// A `final_answer` step: the model's last words of a turn.
+    Answer(&'a Step),
+}
+
+/// Sort key of an entry: the step index it follows, then calls before the
+/// events that came after them.
+type Order = (u64, u8, u64);
+
+/// Writes `run` (a bound run) into `t`.
+pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
+    super::write_header(t, run);
+
+    // Records with their journal position.
+    let mut steps: Vec<(u64, &Step)> = Vec::new();
+    let mut turns: Vec<(u64, &Turn)> = Vec::new();
+    let mut events: Vec<(u64, &SessionEvent)> = Vec::new();
+    for r in &run.records {
+        match &r.event {
+            RunEvent::Step(s) => steps.push((r.seq, s)),
+            RunEvent::Turn(turn) => turns.push((r.seq, turn)),
+            RunEvent::SessionEvent(e) => events.push((r.seq, e)),
+            _ => {}
+        }
+    }
+    // A record emitted again for the same step (an amended view): the
+    // last one wins.
+    let mut latest: HashMap<(u64, u8), usize> = HashMap::new();
+    for (i, (_, s)) in steps.iter().enumerate() {
+        latest.insert((s.step_index, s.step_type as u8), i);
+    }
+    let steps: Vec<(u64, &Step)> = steps
+        .iter()
+        .enumerate()
+        .filter(|(i, (_, s))| latest.get(&(s.step_index, s.step_type as u8)) == Some(i))
+        .map(|(_, x)| *x)
+        .collect();
+
+    // Pair each call's records: by toolUseId, else the latest unanswered
+    // selection of the same tool.
+    let mut calls: Vec<Call> = Vec::new();
+    let mut by_id: HashMap<&str, usize> = HashMap::new();
+    let mut answers: Vec<&Step> = Vec::new();
+    for &(seq, s) in &steps {
+        match s.step_type {
+            StepType::FinalAnswer => answers.push(s),
+            StepType::ToolSelected | StepType::ToolResponse => {
+                let selected = s.step_type == StepType::ToolSelected;
+                let found = match s.tool_use_id.as_deref() {
+                    Some(id) => by_id.get(id).copied(),
+                    None if !selected => calls.iter().rposition(|c| {
+                        c.response.is_none()
+                            && c.any().is_some_and(|a| {
+                                a.tool_use_id.is_none() && a.qualified_name == s.qualified_name
+                            })
+                    }),
+                    None => None,
+                };
+                let i = match found {
+                    Some(i)
+                        if (selected && calls[i].selected.is_none())
+                            || (!selected && calls[i].response.is_none()) =>
+                    {
+                        i
+                    }
+                    _ => {
+                        calls.push(Call {
+                            order: s.step_index,
+                            seq,
+                            ..Call::default()
+                        });
+                        if let Some(id) = s.tool_use_id.as_deref() {
+                            by_id.insert(id, calls.len() - 1);
+                        }
+                        calls.len() - 1
+                    }
+                };
+                let c = &mut calls[i];
+                if selected {
+                    c.selected = Some(s);
+                } else {
+                    c.response = Some(s);
+                }
+                c.order = c.order.min(s.step_index);
+                c.seq = c.seq.min(seq);
+            }
+        }
+    }
+
+    // Where a subagent's steps hang: the Agent call its steps name as
+    // parent, also for steps (and events) that only carry the agent id.
+    let mut parent_of_agent: HashMap<&str, &str> = HashMap::new();
+    for c in &calls {
+        if let Some(s) = c.any()
+            && let (Some(agent), Some(parent)) =
+                (s.agent_id.as_deref(), s.parent_tool_use_id.as_deref())
+        {
+            parent_of_agent.entry(agent).or_insert(parent);
+        }
+    }
+    // Each subagent's type, as its steps name it.
+    let mut agent_types: HashMap<&str, &str> = HashMap::new();
+    for c in &calls {
+        if let Some(s) = c.any()
+            && let (Some(agent), Some(kind)) = (s.agent_id.as_deref(), s.agent_type.as_deref())
+        {
+            agent_types.entry(agent).or_insert(kind);
+        }
+    }
+    // The step index emitted last before each journal position.
+    let index_before = |seq: u64| -> u64 {
+        steps
+            .iter()
+            .filter(|(s, _)| *s < seq)
+            .map(|(_, st)| st.step_index)
+            .max()
+            .unwrap_or(0)
+    };
+    let turn_at = |seq: u64| -> u32 {
+        turns
+            .iter()
+            .filter(|(s, _)| *s < seq)
+            .map(|(_, t)| t.turn)
+            .max()
+            .unwrap_or(0)
+    };
+
+    // Each call's parent (the Agent call its subagent ran under).
+    let parents: Vec<Option<usize>> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let s = c.any()?;
+            s.parent_tool_use_id
+                .as_deref()
+                .or_else(|| {
+                    s.agent_id
+                        .as_deref()
+                        .and_then(|a| parent_of_agent.get(a).copied())
+                })
+                .and_then(|p| by_id.get(p).copied())
+                .filter(|p| *p != i)
+        })
+        .collect();
+    // A parent chain that comes back to the call (only a damaged journal
+    // has one) is cut: the call is shown at the top level.
+    let nests = |i: usize| -> Option<usize> {
+        let first = parents[i]?;
+        let mut at = first;
+        for _ in 0..calls.len() {
+            match parents[at] {
+                Some(up) if up == i => return None,
+                Some(up) => at = up,
+                None => return Some(first),
+            }
+        }
+        None
+    };
+
+    // Top level per turn, and children under their Agent call.
+    let mut top: Vec<(u32, Order, Entry)> = Vec::new();
+    let mut nested: Vec<(usize, Order, Entry)> = Vec::new();
+    for (i, c) in calls.iter().enumerate() {
+        let Some(s) = c.any() else {
+            continue;
+        };
+        let order = (c.order, 0, c.seq);
+        match nests(i) {
+            Some(p) => nested.push((p, order, Entry::Call(i))),
+            None => {
+                let turn = c
+                    .selected
+                    .and_then(|x| x.turn)
+                    .or(s.turn)
+                    .unwrap_or_else(|| turn_at(c.seq));
+                top.push((turn, order, Entry::Call(i)));
+            }
+        }
+    }
+    for &(seq, e) in &events {
+        let order = (index_before(seq), 1, seq);
+        let parent = e
+            .agent_id
+            .as_deref()
+            .and_then(|a| parent_of_agent.get(a))
+            .and_then(|p| by_id.get(p).copied());
+        match parent {
+            Some(p) => nested.push((p, order, Entry::Event(e))),
+            None => top.push((turn_at(seq), order, Entry::Event(e))),
+        }
+    }
+    for &(seq, a) in &steps {
+        if a.step_type == StepType::FinalAnswer {
+            let turn = a.turn.unwrap_or_else(|| turn_at(seq));
+            top.push((turn, (a.step_index, 0, seq), Entry::Answer(a)));
+        }
+    }
+    nested.sort_by_key(|(_, o, _)| *o);
+    for (p, _, entry) in nested {
+        calls[p].children.push(entry);
+    }
+    top.sort_by_key(|(turn, o, _)| (*turn, *o));
+
+    // Turns: every prompt, plus a turn 0 when something came before the
+    // first one.
+    let mut turn_numbers: Vec<u32> = turns.iter().map(|(_, t)| t.turn).collect();
+    turn_numbers.extend(top.iter().map(|(n, _, _)| *n));
+    turn_numbers.sort_unstable();
+    turn_numbers.dedup();
+
+    let mut numbering = 0usize;
+    for n in turn_numbers {
+        let prompt = turns.iter().find(|(_, t)| t.turn == n).map(|(_, t)| *t);
+        write_turn_header(t, n, prompt, full);
+        for (_, _, entry) in top.iter().filter(|(tn, _, _)| *tn == n) {
+            match entry {
+                Entry::Call(i) => {
+                    numbering += 1;
+                    write_tree(t, &calls, &agent_types, *i, &numbering.to_string(), 1, full);
+                }
+                Entry::Event(e) => write_event(t, e, 1, type_of(&agent_types, e)),
+                Entry::Answer(a) => write_answer(t, "answer", a.output.as_ref(), full),
+            }
+        }
+        t.line("");
+    }
+    // The run's final answer when no step carried it.
+    if answers.is_empty()
+        && let Some(output) = run.finish.as_ref().and_then(|f| f.output.as_ref())
+    {
+        write_answer(
+            t,
+            "final answer",
+            Some(&Value::String(output.clone())),
+            full,
+        );
+        t.line("");
+    }
+    super::write_finish(
+        t,
+        run,
+        "interrupted: the recorder ended without finishing the run (killed, or the machine stopped)",
+        "not finished: the session is still going",
+    );
+}
+
+fn write_turn_header(t: &mut Screen, n: u32, prompt: Option<&Turn>, full: bool) {
+    let Some(p) = prompt else {
+        t.line(format_args!(
+            "  {}",
+            if n == 0 {
+                "Before the first prompt".to_owned()
+            } else {
+                format!("Turn {n} (its prompt was not recorded)")
+            }
+        ));
+        return;
+    };
+    let who = match &p.origin {
+        Some(origin) => format!("from the host ({})", escape(origin)),
+        None => "prompt".to_owned(),
+    };
+    t.line(format_args!("  Turn {n} · {} · {who}", time_of(&p.at)));
+    if full {
+        for line in p.prompt.lines() {
+            t.line(format_args!("    > {}", escape(line)));
+        }
+    } else {
+        // A host prompt (a background agent's notification) is XML; its
+        // summary says what happened.
+        let shown = p
+            .origin
+            .as_ref()
+            .and_then(|_| between(&p.prompt, "<summary>", "</summary>"))
+            .unwrap_or(&p.prompt);
+        t.line(format_args!(
+            "    > {}",
+            clip(&escape(&one_line(shown)), 110)
+        ));
+    }
+}
+
+/// The text between the first `open` and the `close` after it.
+fn between<'a>(s: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let start = s.find(open)? + open.len();
+    let len = s[start..].find(close)?;
+    Some(&s[start..start + len])
+}
+
+/// `HH:MM:SS.mmm` of an RFC 3339 time.
+fn time_of(at: &str) -> &str {
+    at.get(11..23).unwrap_or(at)
+}
+
+/// Line breaks as ` ⏎ ` (a preview is one line).
+fn one_line(s: &str) -> String {
+    s.trim().replace("\r\n", "\n").replace('\n', " ⏎ ")
+}
+
+fn kind_label(call: &Call) -> String {
+    let Some(s) = call.any() else {
+        return String::new();
+    };
+    match s.kind {
+        Some(StepKind::Builtin) => "built-in".into(),
+        Some(StepKind::Mcp) => "MCP".into(),
+        Some(StepKind::Agent) => {
+            let kind = call
+                .selected
+                .and_then(|x| x.input.as_ref())
+                .and_then(|i| i.get("subagent_type"))
+                .and_then(Value::as_str);
+            match kind {
+                Some(k) => format!("subagent ({})", escape(k)),
+                None => "subagent".into(),
+            }
+        }
+        None if !s.server_name.is_empty() => "MCP".into(),
+        None => "tool".into(),
+    }
+}
+
+fn name_of(s: &Step) -> String {
+    match s.kind {
+        Some(StepKind::Mcp) | None if !s.server_name.is_empty() => {
+            format!("{} › {}", s.server_name, s.tool_name)
+        }
+        _ => s.qualified_name.clone(),
+    }
+}
+
+fn status_of(call: &Call) -> &'static str {
+    let Some(r) = call.response else {
+        return "…";
+    };
+    match (r.is_error, r.outcome.as_deref()) {
+        (_, Some("cancelled")) => "cancel",
+        (_, Some("too_large")) => "large",
+        (_, Some("upstream_gone")) => "gone",
+        (_, Some("session_ended")) => "ended",
+        (_, Some("denied")) => "DENIED",
+        (true, _) => "ERROR",
+        (false, _) => "ok",
+    }
+}
+
+/// The type of the subagent an event is about, as its steps name it.
+fn type_of<'a>(types: &HashMap<&str, &'a str>, e: &SessionEvent) -> Option<&'a str> {
+    e.agent_id.as_deref().and_then(|a| types.get(a).copied())
+}
+
+/// A call line, its detail lines, then its children one level deeper.
+fn write_tree(
+    t: &mut Screen,
+    calls: &[Call],
+    types: &HashMap<&str, &str>,
+    i: usize,
+    number: &str,
+    depth: usize,
+    full: bool,
+) {
+    let c = &calls[i];
+    let Some(s) = c.any() else {
+        return;
+    };
+    let pad = "    ".repeat(depth);
+    let duration = c
+        .response
+        .and_then(|r| r.duration_ms)
+        .map(|d| format!("{d:.1} ms"))
+        .unwrap_or_default();
+    let mut kind = kind_label(c);
+    if depth > 1
+        && let Some(agent) = &s.agent_type
+    {
+        kind = format!("{kind} · in {}", escape(agent));
+    }
+    t.line(format_args!(
+        "{pad}{number:>4}  {}  {:<32} {:<28} {:>10}  {}",
+        time_of(&s.started_at),
+        clip(&escape(&name_of(s)), 32),
+        kind,
+        duration,
+        status_of(c)
+    ));
+    let detail = format!("{pad}      ");
+    let context = c
+        .response
+        .and_then(|r| r.context.as_deref())
+        .or(c.selected.and_then(|x| x.context.as_deref()));
+    if let Some(ctx) = context.filter(|x| !x.trim().is_empty()) {
+        line(t, &detail, "context", &one_line(ctx), full);
+    }
+    if let Some(args) = c.selected.and_then(|x| x.input.as_ref()) {
+        if full {
+            t.block(&format!("{detail}args     "), &pretty(args));
+        } else {
+            line(t, &detail, "args", &compact(args), false);
+        }
+    }
+    if let Some(r) = c.response {
+        if let Some(out) = &r.output {
+            if full {
+                t.block(&format!("{detail}result   "), &pretty(out));
+            } else {
+                line(t, &detail, "result", &preview(out), false);
+            }
+        }
+        if let Some(err) = &r.error {
+            let text = err.as_str().map_or_else(|| compact(err), str::to_owned);
+            line(t, &detail, "error", &one_line(&text), full);
+        }
+        if let Some(p) = &r.permission {
+            line(t, &detail, "permission", &permission(p), full);
+        }
+        if let Some(why) = r.withheld.as_deref() {
+            t.line(format_args!("{detail}(payloads withheld: {})", escape(why)));
+        }
+        if let Some(how) = r.correlation.as_deref() {
+            t.line(format_args!("{detail}(joined by {})", escape(how)));
+        }
+    }
+    let mut sub = 0;
+    for child in &c.children {
+        match child {
+            Entry::Call(j) => {
+                sub += 1;
+                write_tree(
+                    t,
+                    calls,
+                    types,
+                    *j,
+                    &format!("{number}.{sub}"),
+                    depth + 1,
+                    full,
+                );
+            }
+            Entry::Event(e) => write_event(t, e, depth + 1, type_of(types, e)),
+            Entry::Answer(a) => write_answer(t, "answer", a.output.as_ref(), full),
+        }
+    }
+}
+
+/// One labelled detail line: escaped, and clipped unless `full`.
+fn line(t: &mut Screen, indent: &str, label: &str, text: &str, full: bool) {
+    let text = escape(text);
+    let text = if full { text } else { clip(&text, 100) };
+    t.line(format_args!("{indent}{label:<8} {text}"));
+}
+
+/// A result as one line: an MCP result's blocks, a built-in's stdout (and
+/// stderr), a string as itself.
+fn preview(v: &Value) -> String {
+    if let Some(s) = v.as_str() {
+        return one_line(s);
+    }
+    if let Some(stdout) = v.get("stdout").and_then(Value::as_str) {
+        let stderr = v.get("stderr").and_then(Value::as_str).unwrap_or("");
+        return one_line(&if stderr.is_empty() {
+            stdout.to_owned()
+        } else {
+            format!("{stdout} [stderr] {stderr}")
+        });
+    }
+    if v.get("content").is_some() || v.get("truncated").is_some() {
+        return one_line(&result_preview(v));
+    }
+    // The content blocks alone (how a hook reports an MCP result).
+    if v.as_array()
+        .is_some_and(|blocks| !blocks.is_empty() && blocks.iter().all(|b| b.get("type").is_some()))
+    {
+        return one_line(&result_preview(&serde_json::json!({ "content": v })));
+    }
+    compact(v)
+}
+
+/// A permission decision as one line: `behavior` / `decision` and the
+/// reason when present, else the whole value.
+fn permission(p: &Value) -> String {
+    let get = |k: &str| p.get(k).and_then(Value::as_str);
+    match (
+        get("behavior").or(get("decision")).or(get("event")),
+        get("reason").or(get("message")),
+    ) {
+        (Some(d), Some(r)) => format!("{d}: {r}"),
+        (Some(d), None) => d.to_owned(),
+        _ => p.as_str().map_or_else(|| compact(p), str::to_owned),
+    }
+}
+
+/// A session event as one short line. `agent_type` is the subagent's type
+/// as its steps name it (the event's own data may leave it out).
+fn write_event(t: &mut Screen, e: &SessionEvent, depth: usize, agent_type: Option<&str>) {
+    let data = e.data.as_ref();
+    let get = |k: &str| data.and_then(|d| d.get(k)).and_then(Value::as_str);
+    let what = match e.name.as_str() {
+        "SubagentStart" | "SubagentStop" => {
+            // An empty type is the host's own forked agent (compaction).
+            let kind = match get("agent_type").or(agent_type) {
+                Some("") => "(forked)",
+                Some(k) => k,
+                None => "subagent",
+            };
+            match &e.agent_id {
+                Some(id) => format!("{kind} (agent {})", id.get(..12).unwrap_or(id)),
+                None => kind.to_owned(),
+            }
+        }
+        "PreCompact" | "PostCompact" => get("trigger").unwrap_or("").to_owned(),
+        "SessionStart" => get("source").unwrap_or("").to_owned(),
+        "SessionEnd" => get("reason").unwrap_or("").to_owned(),
+        "Notification" => get("message").unwrap_or("").to_owned(),
+        "PermissionRequest" | "PermissionDenied" => get("tool_name").unwrap_or("").to_owned(),
+        "Stop" => "the main agent stopped; background work goes on".to_owned(),
+        _ => data.map(compact).unwrap_or_default(),
+    };
+    let pad = "    ".repeat(depth);
+    t.line(format_args!(
+        "{pad}   · {} {} {}",
+        time_of(&e.at),
+        escape(&e.name),
+        clip(&escape(&one_line(&what)), 90)
+    ));
+}
+
+fn write_answer(t: &mut Screen, label: &str, output: Option<&Value>, full: bool) {
+    let text = match output {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => compact(v),
+        None => return,
+    };
+    if full {
+        t.line(format_args!("    {label}:"));
+        for l in text.lines() {
+            t.line(format_args!("      {}", escape(l)));
+        }
+    } else {
+        t.line(format_args!(
+            "    {label}  {}",
+            clip(&escape(&one_line(&text)), 110)
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `bir runs show` prints for `run`.
+    fn shown(run: &LoadedRun, full: bool) -> String {
+        let mut t = Screen::default();
+        render(&mut t, run, full);
+        t.0
+    }
+    use crate::record::journal;
+    use crate::record::model::{HostInfo, Record, RunFinish, RunHeader, RunMetadata, RunMetrics};
+    use serde_json::json;
+
+    fn step(index: u64, t: StepType, name: &str, id: &str) -> Step {
+        let (kind, server, tool) = match name.strip_prefix("mcp__") {
+            Some(rest) => {
+                let (srv, tool) = rest.split_once("__").unwrap_or((rest, ""));
+                (StepKind::Mcp, srv.to_owned(), tool.to_owned())
+            }
+            None if name == "Agent" => (StepKind::Agent, String::new(), name.to_owned()),
+            None => (StepKind::Builtin, String::new(), name.to_owned()),
+        };
+        Step {
+            id: format!("step_{index}"),
+            step_index: index,
+            step_type: t,
+            qualified_name: name.into(),
+            server_name: server,
+            tool_name: tool,
+            started_at: format!("2026-12-01T20:00:{index:02}.000Z"),
+            input: None,
+            output: None,
+            error: None,
+            is_error: false,
+            duration_ms: Some(1.5),
+            outcome: None,
+            request_id: None,
+            tool_use_id: Some(id.into()),
+            agent_id: None,
+            args_digest: None,
+            correlation: None,
+            withheld: None,
+            redactions: 0,
+            kind: Some(kind),
+            agent_type: None,
+            parent_tool_use_id: None,
+            context: None,
+            turn: Some(1),
+            permission: None,
+            repaired: None,
+        }
+    }
+
+    /// A call's two records: the model's arguments and context on the
+    /// selection, the result on the response.
+    fn call(
+        sel: u64,
+        resp: u64,
+        name: &str,
+        id: &str,
+        input: Value,
+        output: Value,
+        context: &str,
+    ) -> (Step, Step) {
+        let mut s = step(sel, StepType::ToolSelected, name, id);
+        s.input = Some(input);
+        s.context = Some(context.into());
+        let mut r = step(resp, StepType::ToolResponse, name, id);
+        r.output = Some(output);
+        r.context = Some(context.into());
+        (s, r)
+    }
+
+    fn mcp_text(text: &str) -> Value {
+        json!({"content": [{"type": "text", "text": text}]})
+    }
+
+    /// Writes `events` as a journal and loads it back as the store would.
+    fn load(tag: &str, events: Vec<RunEvent>) -> LoadedRun {
+        let dir = std::env::temp_dir().join(format!("bir-turns-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let path = dir.join("run_test.jsonl");
+        let mut bytes = Vec::new();
+        for (i, event) in events.into_iter().enumerate() {
+            let rec = Record {
+                seq: i as u64 + 1,
+                event,
+            };
+            bytes.extend(journal::frame(&serde_json::to_vec(&rec).expect("json")));
+        }
+        std::fs::write(&path, bytes).expect("write");
+        let run = crate::record::store::load_path(&path).expect("load");
+        let _ = std::fs::remove_dir_all(&dir);
+        run
+    }
+
+    fn header() -> RunEvent {
+        RunEvent::RunStarted(RunHeader {
+            id: "run_bound".into(),
+            started_at: "2026-12-01T20:00:00.000Z".into(),
+            input: Some("List the files, echo hi, ask a helper".into()),
+            metadata: RunMetadata {
+                recorder: "bir".into(),
+                tier: "bound".into(),
+                host: Some(HostInfo {
+                    app: "claude-code".into(),
+                    version: "2.1.332".into(),
+                }),
+                cwd: "/p".into(),
+                session_id: Some("sess-1".into()),
+                model: Some("claude-opus-5-5".into()),
+                ..RunMetadata::default()
+            },
+        })
+    }
+
+    fn turn(n: u32, prompt: &str, origin: Option<&str>) -> RunEvent {
+        RunEvent::Turn(Turn {
+            turn: n,
+            at: format!("2026-12-01T20:0{n}:00.000Z"),
+            prompt: prompt.into(),
+            origin: origin.map(str::to_owned),
+        })
+    }
+
+    fn event(name: &str, agent: Option<&str>, data: Value) -> RunEvent {
+        RunEvent::SessionEvent(SessionEvent {
+            name: name.into(),
+            at: "2026-12-01T20:00:30.000Z".into(),
+            agent_id: agent.map(str::to_owned),
+            data: Some(data),
+        })
+    }
+
+    /// Two prompts; a built-in call, an MCP call, a subagent (with its own
+    /// MCP call), a failed MCP call, and answers. The journal holds the
+    /// echo's response after the Agent's selection (a late join).
+    fn session() -> Vec<RunEvent> {
+        let (bash_s, bash_r) = call(
+            1,
+            2,
+            "Bash",
+            "toolu_1",
+            json!({"command": "ls"}),
+            json!({"stdout": "README.md\nsrc", "stderr": "", "interrupted": false}),
+            "I'll look at the files first.",
+        );
+        let (echo_s, echo_r) = call(
+            3,
+            4,
+            "mcp__everything__echo",
+            "toolu_2",
+            json!({"message": "hi"}),
+            mcp_text("Echo: hi"),
+            "Now the echo \u{1b}[31mtool\u{1b}[0m.",
+        );
+        let (agent_s, mut agent_r) = call(
+            5,
+            6,
+            "Agent",
+            "toolu_3",
+            json!({"subagent_type": "general-purpose", "prompt": "SUBTASK"}),
+            json!({"isAsync": true, "status": "async_launched"}),
+            "A helper can do the sum.",
+        );
+        agent_r.duration_ms = None;
+        let (mut sub_s, mut sub_r) = call(
+            8,
+            9,
+            "mcp__everything__get-sum",
+            "toolu_4",
+            json!({"a": 1, "b": 2}),
+            // As a hook reports an MCP result: the blocks alone.
+            json!([{"type": "text", "text": "The sum of 1 and 2 is 3."}]),
+            "Summing as asked.",
+        );
+        for s in [&mut sub_s, &mut sub_r] {
+            s.agent_id = Some("agent-a1".into());
+            s.agent_type = Some("general-purpose".into());
+            s.parent_tool_use_id = Some("toolu_3".into());
+        }
+        let (fail_s, mut fail_r) = call(
+            10,
+            11,
+            "mcp__everything__fail",
+            "toolu_5",
+            json!({}),
+            json!({"content": [{"type": "text", "text": "boom"}], "isError": true}),
+            "This one will fail.",
+        );
+        fail_r.is_error = true;
+        fail_r.permission = Some(json!({"behavior": "allow", "reason": "bypassPermissions"}));
+        let mut answer1 = step(12, StepType::FinalAnswer, "", "");
+        answer1.tool_use_id = None;
+        answer1.kind = None;
+        answer1.output = Some(json!("Launched a helper; echo said hi."));
+        let mut answer2 = answer1.clone();
+        answer2.step_index = 13;
+        answer2.turn = Some(2);
+        answer2.output = Some(json!("The helper says 3."));
+        vec![
+            header(),
+            turn(1, "List the files, echo hi, ask a helper", None),
+            RunEvent::Step(bash_s),
+            RunEvent::Step(bash_r),
+            RunEvent::Step(echo_s),
+            RunEvent::Step(agent_s),
+            RunEvent::Step(echo_r),
+            RunEvent::Step(agent_r),
+            event(
+                "SubagentStart",
+                Some("agent-a1"),
+                json!({"agent_type": "general-purpose"}),
+            ),
+            RunEvent::Step(sub_s),
+            RunEvent::Step(sub_r),
+            // No data: the type comes from the subagent's steps.
+            RunEvent::SessionEvent(SessionEvent {
+                name: "SubagentStop".into(),
+                at: "2026-12-01T20:00:30.000Z".into(),
+                agent_id: Some("agent-a1".into()),
+                data: None,
+            }),
+            RunEvent::Step(fail_s),
+            RunEvent::Step(fail_r),
+            RunEvent::Step(answer1),
+            event("PreCompact", None, json!({"trigger": "manual"})),
+            turn(
+                2,
+                "<task-notification>\n<task-id>a1</task-id>\n<summary>Agent \"Sum\" finished</summary>\n</task-notification>",
+                Some("task-notification"),
+            ),
+            RunEvent::Step(answer2),
+            RunEvent::RunFinished(RunFinish {
+                finished_at: "2026-12-01T20:02:00.000Z".into(),
+                output: Some("The helper says 3.".into()),
+                metrics: RunMetrics {
+                    tool_calls: 5,
+                    errors: 1,
+                    total_tool_ms: 7.5,
+                },
+                lossy: false,
+                dropped: 0,
+                reason: Some("session_end".into()),
+                model: None,
+            }),
+        ]
+    }
+
+    /// The line holding `needle`, and its position.
+    fn find<'a>(text: &'a str, needle: &str) -> (usize, &'a str) {
+        text.lines()
+            .enumerate()
+            .find(|(_, l)| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+    }
+
+    #[test]
+    fn a_bound_run_reads_as_its_turns_in_true_order() {
+        let run = load("full", session());
+        assert!(is_bound(&run));
+        let text = shown(&run, false);
+        // The header: tier, host, model.
+        assert!(
+            text.contains("tier bound · host claude-code 2.1.332"),
+            "{text}"
+        );
+        assert!(text.contains("model claude-opus-5-5"), "{text}");
+        // Turn 1 and its prompt, then the calls numbered 1–4 (one number per
+        // call, not per record) in stepIndex order, though the journal has
+        // the echo's response after the Agent's selection.
+        let (t1, _) = find(&text, "Turn 1 ·");
+        let (p1, _) = find(&text, "> List the files, echo hi, ask a helper");
+        let (c1, l1) = find(&text, "   1  20:00:01.000  Bash");
+        let (c2, l2) = find(&text, "   2  20:00:03.000  everything › echo");
+        let (c3, l3) = find(&text, "   3  20:00:05.000  Agent");
+        let (c4, l4) = find(&text, "   4  20:00:10.000  everything › fail");
+        assert!(
+            t1 < p1 && p1 < c1 && c1 < c2 && c2 < c3 && c3 < c4,
+            "{text}"
+        );
+        assert!(l1.contains("built-in") && l1.ends_with("ok"), "{l1}");
+        assert!(l2.contains("MCP") && l2.contains("1.5 ms"), "{l2}");
+        assert!(l3.contains("subagent (general-purpose)"), "{l3}");
+        assert!(l4.contains("MCP") && l4.ends_with("ERROR"), "{l4}");
+        assert!(
+            !text.contains("   5  "),
+            "five calls but the subagent's is nested: {text}"
+        );
+        // Details: context, args, result previews (built-in stdout, MCP text).
+        assert!(
+            text.contains("context  I'll look at the files first."),
+            "{text}"
+        );
+        assert!(text.contains("args     {\"command\":\"ls\"}"), "{text}");
+        assert!(text.contains("result   README.md ⏎ src"), "{text}");
+        assert!(text.contains("result   Echo: hi"), "{text}");
+        assert!(text.contains("result   boom"), "{text}");
+        assert!(
+            text.contains("permission allow: bypassPermissions"),
+            "{text}"
+        );
+        // Control characters from the model's text never reach the terminal.
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("Now the echo \\u{1b}[31mtool"), "{text}");
+        // The subagent's call sits under the Agent call, with its events.
+        let (sub, sub_line) = find(&text, "3.1  20:00:08.000  everything › get-sum");
+        let (start, _) = find(&text, "SubagentStart general-purpose (agent agent-a1)");
+        let (stop, _) = find(&text, "SubagentStop general-purpose");
+        assert!(
+            c3 < start && start < sub && sub < stop && stop < c4,
+            "{text}"
+        );
+        assert!(sub_line.contains("in general-purpose"), "{sub_line}");
+        assert!(text.contains("result   The sum of 1 and 2 is 3."), "{text}");
+        assert!(
+            text.contains("SubagentStop general-purpose (agent agent-a1)"),
+            "the type from the subagent's steps: {text}"
+        );
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        assert!(indent(sub_line) > indent(l3), "nested deeper:\n{text}");
+        // Answers close their turns; turn 2 came from the host; compaction
+        // is a short line; the finish names the reason.
+        let (a1, _) = find(&text, "answer  Launched a helper; echo said hi.");
+        let (compact_at, _) = find(&text, "PreCompact manual");
+        let (t2, t2_line) = find(&text, "Turn 2 ·");
+        let (a2, _) = find(&text, "answer  The helper says 3.");
+        assert!(
+            c4 < a1 && a1 < compact_at && compact_at < t2 && t2 < a2,
+            "{text}"
+        );
+        assert!(
+            t2_line.contains("from the host (task-notification)"),
+            "{t2_line}"
+        );
+        assert!(
+            text.contains("    > Agent \"Sum\" finished\n"),
+            "a notification shows its summary: {text}"
+        );
+        assert!(
+            text.contains("5 calls · 1 errors") && text.contains("session_end"),
+            "{text}"
+        );
+
+        // --full: whole payloads, pretty, still escaped.
+        let full = shown(&run, true);
+        assert!(full.contains("\"message\": \"hi\""), "{full}");
+        assert!(!full.contains('\u{1b}'), "{full}");
+    }
+
+    #[test]
+    fn a_run_cut_short_still_reads() {
+        // No finish, an unanswered call, no prompt recorded for its turn, and
+        // a final answer only in the finish record of another run.
+        let mut events = session();
+        events.truncate(6); // header, turn 1, bash (both), echo selected, agent selected
+        events.remove(1);
+        let run = load("cut", events);
+        let text = shown(&run, false);
+        assert!(
+            text.contains("Turn 1 (its prompt was not recorded)"),
+            "{text}"
+        );
+        let (_, echo) = find(&text, "everything › echo");
+        assert!(echo.ends_with('…'), "unanswered: {echo}");
+        // No writer holds its journal: it was cut short, not still going.
+        assert!(
+            text.contains("interrupted: the recorder ended without finishing the run"),
+            "{text}"
+        );
+
+        let mut events = vec![header(), turn(1, "hi", None)];
+        events.push(RunEvent::RunFinished(RunFinish {
+            finished_at: "2026-12-01T20:02:00.000Z".into(),
+            output: Some("Hello \u{7}there".into()),
+            lossy: true,
+            dropped: 2,
+            reason: Some("idle_timeout".into()),
+            ..RunFinish::default()
+        }));
+        let text = shown(&load("finish-only", events), false);
+        assert!(text.contains("final answer  Hello \\u{7}there"), "{text}");
+
+        assert!(
+            text.contains("idle_timeout · LOSSY (2 observations lost)"),
+            "{text}"
+        );
+
+        // Two calls naming each other as parent (a damaged journal): both
+        // are still shown.
+        let (mut a, _) = call(1, 2, "Agent", "toolu_a", json!({}), json!({}), "a");
+        let (mut b, _) = call(3, 4, "Agent", "toolu_b", json!({}), json!({}), "b");
+        a.parent_tool_use_id = Some("toolu_b".into());
+        b.parent_tool_use_id = Some("toolu_a".into());
+        let text = shown(
+            &load(
+                "cycle",
+                vec![header(), RunEvent::Step(a), RunEvent::Step(b)],
+            ),
+            false,
+        );
+        assert!(
+            text.contains("   1  20:00:01.000  Agent")
+                && text.contains("   2  20:00:03.000  Agent"),
+            "{text}"
+        );
+    }
+}
