@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# End-to-end of the bound tier (Tier 1) with the real Claude Code CLI,
+# offline (the shared harness in ../shared/e2e): `bir install` wraps the
+# project's MCP server and registers the hooks in user settings
+# ($CLAUDE_CONFIG_DIR/settings.json); one scripted session (bound/) calls a
+# built-in tool, an MCP tool, a subagent that calls an MCP tool, an MCP tool
+# that fails, and answers. lib/bound_check.py then reads `bir runs export`
+# and compares what the model and the server saw with the same session
+# without bir. Variants: `bir off`, the daemon stopped mid-session by a Bash
+# step, two sessions at once in one directory. See README.md here.
+#
+#   tests/e2e/run-bound.sh
+#
+# Env knobs as in run.sh: BIR_BIN, BIR_E2E_HARNESS, E2E_CC_DIR, BIR_E2E_WORK,
+# BIR_E2E_KEEP, E2E_TIMEOUT; BIR_E2E_BOUND_WAIT (seconds to wait for a run to
+# finish after its session, default 30). Prints "PASS|FAIL <check>: <detail>"
+# lines and ends with "N passed, M failed"; exits 1 if any check failed.
+set -uo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+HARNESS="${BIR_E2E_HARNESS:-$REPO/../shared/e2e}"
+HARNESS="$(cd "$HARNESS" 2>/dev/null && pwd || echo "$HARNESS")"
+export E2E_CC_DIR="${E2E_CC_DIR:-$REPO/.peers/cc}"
+export E2E_TIMEOUT="${E2E_TIMEOUT:-60}"
+BIR_BIN="${BIR_BIN:-$REPO/target/debug/bir}"
+WAIT="${BIR_E2E_BOUND_WAIT:-30}"
+# run-claude.sh's fake API key; the fixture approves its last 20 characters.
+API_KEY="sk-ant-api03-e2e-fake-key-0000000000000000000000000000000000000000000000000000-AAAAAAAA"
+
+pass=0; fail=0
+result() { # result ok|fail NAME DETAIL
+  if [[ $1 == ok ]]; then pass=$((pass+1)); echo "PASS $2: $3"; else fail=$((fail+1)); echo "FAIL $2: $3"; fi
+}
+verdicts() { # verdicts < "PASS x: …" / "FAIL x: …" lines (other lines indented)
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      "PASS "*) pass=$((pass+1)); echo "$line";;
+      "FAIL "*) fail=$((fail+1)); echo "$line";;
+      *) echo "  $line";;
+    esac
+  done
+}
+DAEMON_HOMES=()
+stop_daemons() { # every BIR_HOME a session used: bir down, then the pid if it is still there
+  local h pid
+  for h in "${DAEMON_HOMES[@]}"; do
+    BIR_HOME="$h" BIR_SERVICE_URL=off "$BIR_BIN" down >/dev/null 2>&1
+    pid="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("pid",""))' "$h/control/daemon.json" 2>/dev/null)"
+    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && kill "$pid" 2>/dev/null
+  done
+}
+# Every daemon a session started is stopped, however the script ends.
+trap stop_daemons EXIT
+finish() {
+  local drop=""
+  if [[ -n ${WORK_IS_TEMP:-} && -z ${BIR_E2E_KEEP:-} && $fail -eq 0 ]]; then drop=1; fi
+  echo "work dir: $WORK${drop:+ (removed)}"
+  echo "$pass passed, $fail failed"
+  [[ -n $drop ]] && rm -rf "$WORK"
+  [[ $fail -eq 0 ]] && exit 0 || exit 1
+}
+
+if [[ -n ${BIR_E2E_WORK:-} ]]; then
+  WORK="$BIR_E2E_WORK"; mkdir -p "$WORK"
+else
+  WORK="$(mktemp -d /tmp/bir-e2e-bound.XXXXXX)"; WORK_IS_TEMP=1
+fi
+WORK="$(cd "$WORK" && pwd)"
+
+# --- prerequisites ----------------------------------------------------------------------
+if [[ ! -x "$HARNESS/run-claude.sh" || ! -f "$HARNESS/fake_anthropic.py" ]]; then
+  result fail prerequisites "no harness at $HARNESS (set BIR_E2E_HARNESS)"; finish
+fi
+if ! "$HARNESS/install.sh" >"$WORK/install.log" 2>&1; then
+  result fail "install claude code" "$HARNESS/install.sh failed: $(tail -3 "$WORK/install.log" | tr '\n' ' ')"; finish
+fi
+CLAUDE="$E2E_CC_DIR/node_modules/.bin/claude"
+if [[ ! -x "$BIR_BIN" ]]; then
+  result fail "bir binary" "BIR_BIN=$BIR_BIN is not an executable (cargo build first)"; finish
+fi
+BIR_BIN="$(cd "$(dirname "$BIR_BIN")" && pwd)/$(basename "$BIR_BIN")"
+mkdir -p "$WORK/bin" "$WORK/managed" "$WORK/runs"
+ln -sfn "$BIR_BIN" "$WORK/bin/bir-proxy"
+ln -sfn "$BIR_BIN" "$WORK/bin/bir-hooks"
+
+# --- helpers ------------------------------------------------------------------------------
+fill() { # fill FILE: the harness placeholders a session knows before it starts
+  local file="$1" out="$2"
+  sed -i -e "s#@@E2E@@#$HARNESS#g" -e "s#@@CC@@#$E2E_CC_DIR#g" -e "s#@@OUT@@#$out#g" \
+    -e "s#@@LOGS@@#$out/logs#g" -e "s#@@BIR@@#$BIR_BIN#g" "$file"
+}
+
+# prepare NAME SCRIPT MODE [PROJECT]: a scenario dir, a Claude config dir
+# (CLAUDE_CONFIG_DIR: its .claude.json and user settings) and a BIR_HOME for
+# one session. MODE bound: `bir install` wraps the server and registers the
+# hooks; plain: neither (the session without bir). PROJECT defaults to the
+# dir run-claude.sh uses (OUT/project).
+prepare() {
+  local name="$1" script="$2" mode="$3"
+  local out="$WORK/runs/$name"
+  local project="${4:-$out/project}"
+  local scen="$WORK/scen/$name" conf="$WORK/conf/$name" bh="$WORK/birhome/$name"
+  rm -rf "$scen" "$conf" "$bh" "$out"
+  mkdir -p "$scen" "$conf" "$bh" "$project"
+  chmod 700 "$bh"
+  cp "$HERE/bound/prompt.txt" "$HERE/bound/mcp.json" "$scen/"
+  cp "$HERE/bound/$script" "$scen/script.json"
+  fill "$scen/script.json" "$out"
+  sed -e "s#@@PROJECT@@#$project#g" -e "s#@@KEY20@@#${API_KEY: -20}#g" \
+    "$HARNESS/fixtures/claude.json" >"$conf/.claude.json"
+  cp "$HERE/bound/mcp.json" "$project/.mcp.json"   # placeholders stay until the session
+  {
+    echo "CLAUDE_CONFIG_DIR=$conf"
+    echo "BIR_HOME=$bh"
+    echo "BIR_SERVICE_URL=off"
+    # The first request waits for the MCP server (else, on a busy machine,
+    # it may go out while the server is still connecting, and the model's
+    # first view differs from run to run).
+    echo "MCP_CONNECTION_NONBLOCKING=0"
+    echo "MCP_CONNECT_TIMEOUT_MS=30000"
+  } >"$scen/env"
+  if [[ $mode == bound ]]; then
+    if env -u BIR_WRAP_MCP_JSON -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" \
+         BIR_HOME="$bh" BIR_SERVICE_URL=off BIR_PROXY_PATH="$WORK/bin/bir-proxy" \
+         BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
+         "$BIR_BIN" install --project "$project" >"$WORK/install-$name.txt" 2>&1 &&
+       grep -q 'wrapped  everything' "$WORK/install-$name.txt" &&
+       grep -q 'registered 33 events' "$WORK/install-$name.txt"; then
+      result ok "$name: bir install" "everything wrapped into the local scope; hooks in $conf/settings.json"
+    else
+      result fail "$name: bir install" "$(tr '\n' ' ' <"$WORK/install-$name.txt")"
+    fi
+    # status and doctor see the hooks, pointing at this bir (the link).
+    local seen
+    seen="$(cd "$project" && env -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" BIR_HOME="$bh" \
+      BIR_SERVICE_URL=off BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
+      sh -c '"$0" status; "$0" doctor --timeout-ms 3000' "$BIR_BIN" 2>&1 | grep '^Hooks:')"
+    if [[ $seen == *"Hooks: installed in $conf/settings.json (user settings): 33 of 33 events"*"Hooks: ok:"*"(this bir)"* ]]; then
+      result ok "$name: status and doctor" "$(tr '\n' ' ' <<<"$seen" | cut -c1-220)"
+    else
+      result fail "$name: status and doctor" "$seen"
+    fi
+  fi
+  fill "$conf/.claude.json" "$out"
+  fill "$project/.mcp.json" "$out"
+  [[ $project == "$out/project" ]] && rm -rf "$out"   # run-claude.sh makes it again
+  DAEMON_HOMES+=("$bh")
+}
+
+session() { # session NAME: run the prepared session; its output dir is runs/NAME
+  local name="$1"
+  "$HARNESS/run-claude.sh" "$WORK/scen/$name" "$WORK/runs/$name" >"$WORK/runs/$name.log" 2>&1
+}
+
+# wait_runs NAME N: until BIR_HOME holds N finished bound runs (or WAIT s);
+# then saves `bir runs --json` as runs/NAME.runs.jsonl.
+wait_runs() {
+  local name="$1" want="$2"
+  local bh="$WORK/birhome/$name" deadline=$((SECONDS + WAIT)) got=0
+  while (( SECONDS < deadline )); do
+    got="$(BIR_HOME="$bh" "$BIR_BIN" runs --json 2>/dev/null | grep -c '"tier":"bound".*"state":"finished')"
+    (( got >= want )) && break
+    sleep 0.3
+  done
+  BIR_HOME="$bh" "$BIR_BIN" runs --json >"$WORK/runs/$name.runs.jsonl" 2>/dev/null
+}
+
+export_runs() { # export_runs NAME: every run of BIR_HOME as runs/NAME.export.<id>.json + show
+  local name="$1"
+  local bh="$WORK/birhome/$name" id
+  for id in $(python3 -c 'import json,sys; [print(json.loads(l)["id"]) for l in open(sys.argv[1]) if l.strip()]' "$WORK/runs/$name.runs.jsonl"); do
+    BIR_HOME="$bh" "$BIR_BIN" runs export "$id" >"$WORK/runs/$name.export.$id.json" 2>>"$WORK/runs/$name.export.err"
+    BIR_HOME="$bh" "$BIR_BIN" runs show "$id" >"$WORK/runs/$name.show.$id.txt" 2>&1
+  done
+}
+
+check() { # check ARGS…: lib/bound_check.py's verdicts (counted here, not in a subshell)
+  verdicts < <(python3 "$HERE/lib/bound_check.py" "$@" 2>&1)
+}
+
+# --- 1. the session without bir: what the model and the server see ------------------------
+prepare baseline script.json plain
+session baseline
+check session --name baseline --out "$WORK/runs/baseline" --script "$HERE/bound/script.json" \
+  --prompt "$HERE/bound/prompt.txt"
+
+# --- 2. the bound session -----------------------------------------------------------------
+prepare bound script.json bound
+session bound
+wait_runs bound 1
+export_runs bound
+check bound --name bound --out "$WORK/runs/bound" --baseline "$WORK/runs/baseline" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
+  --runs "$WORK/runs/bound.runs.jsonl" --exports "$WORK/runs"
+
+# --- 3. bir off: nothing recorded, the session is the same ---------------------------------
+prepare off script.json bound
+BIR_HOME="$WORK/birhome/off" "$BIR_BIN" off >"$WORK/off.txt" 2>&1 ||
+  result fail "off: bir off" "$(tr '\n' ' ' <"$WORK/off.txt")"
+session off
+sleep 1
+BIR_HOME="$WORK/birhome/off" "$BIR_BIN" runs --json >"$WORK/runs/off.runs.jsonl" 2>/dev/null
+check off --name off --out "$WORK/runs/off" --baseline "$WORK/runs/baseline" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/off.runs.jsonl"
+
+# --- 4. the daemon stopped mid-session by a Bash step (`bir down`) --------------------------
+prepare kill script-kill.json bound
+session kill
+wait_runs kill 1
+export_runs kill
+check kill --name kill --out "$WORK/runs/kill" --script "$HERE/bound/script-kill.json" \
+  --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/kill.runs.jsonl" --exports "$WORK/runs"
+
+# --- 5. two sessions at once in one project directory --------------------------------------
+# Both sessions start in SHARED (a wrapper cds there before running claude),
+# with one BIR_HOME, so one daemon records both.
+SHARED="$WORK/shared-project"
+rm -rf "$SHARED"; mkdir -p "$SHARED"
+cat >"$WORK/bin/claude-in-shared" <<EOF
+#!/bin/sh
+cd "$SHARED" && exec "$CLAUDE" "\$@"
+EOF
+chmod +x "$WORK/bin/claude-in-shared"
+prepare twoA script.json bound "$SHARED"
+prepare twoB script.json bound "$SHARED"
+sed -i "s#^BIR_HOME=.*#BIR_HOME=$WORK/birhome/twoA#" "$WORK/scen/twoB/env"
+E2E_CLAUDE_BIN="$WORK/bin/claude-in-shared" session twoA &
+a_pid=$!
+E2E_CLAUDE_BIN="$WORK/bin/claude-in-shared" session twoB &
+b_pid=$!
+wait "$a_pid" "$b_pid"
+wait_runs twoA 2
+export_runs twoA
+check two --name two --out "$WORK/runs/twoA" --out2 "$WORK/runs/twoB" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
+  --runs "$WORK/runs/twoA.runs.jsonl" --exports "$WORK/runs" --exports-prefix twoA
+finish
