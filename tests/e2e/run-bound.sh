@@ -28,20 +28,8 @@ WAIT="${BIR_E2E_BOUND_WAIT:-30}"
 # run-claude.sh's fake API key; the fixture approves its last 20 characters.
 API_KEY="sk-ant-api03-e2e-fake-key-0000000000000000000000000000000000000000000000000000-AAAAAAAA"
 
-pass=0; fail=0
-result() { # result ok|fail NAME DETAIL
-  if [[ $1 == ok ]]; then pass=$((pass+1)); echo "PASS $2: $3"; else fail=$((fail+1)); echo "FAIL $2: $3"; fi
-}
-verdicts() { # verdicts < "PASS x: …" / "FAIL x: …" lines (other lines indented)
-  local line
-  while IFS= read -r line; do
-    case "$line" in
-      "PASS "*) pass=$((pass+1)); echo "$line";;
-      "FAIL "*) fail=$((fail+1)); echo "$line";;
-      *) echo "  $line";;
-    esac
-  done
-}
+# shellcheck source=lib/report.sh
+source "$HERE/lib/report.sh"
 DAEMON_HOMES=()
 stop_daemons() { # every BIR_HOME a session used: bir down, then the pid if it is still there
   local h pid
@@ -53,34 +41,13 @@ stop_daemons() { # every BIR_HOME a session used: bir down, then the pid if it i
 }
 # Every daemon a session started is stopped, however the script ends.
 trap stop_daemons EXIT
-finish() {
-  local drop=""
-  if [[ -n ${WORK_IS_TEMP:-} && -z ${BIR_E2E_KEEP:-} && $fail -eq 0 ]]; then drop=1; fi
-  echo "work dir: $WORK${drop:+ (removed)}"
-  echo "$pass passed, $fail failed"
-  [[ -n $drop ]] && rm -rf "$WORK"
-  [[ $fail -eq 0 ]] && exit 0 || exit 1
-}
-
-if [[ -n ${BIR_E2E_WORK:-} ]]; then
-  WORK="$BIR_E2E_WORK"; mkdir -p "$WORK"
-else
-  WORK="$(mktemp -d /tmp/bir-e2e-bound.XXXXXX)"; WORK_IS_TEMP=1
-fi
-WORK="$(cd "$WORK" && pwd)"
+work_dir bir-e2e-bound
 
 # --- prerequisites ----------------------------------------------------------------------
-if [[ ! -x "$HARNESS/run-claude.sh" || ! -f "$HARNESS/fake_anthropic.py" ]]; then
-  result fail prerequisites "no harness at $HARNESS (set BIR_E2E_HARNESS)"; finish
-fi
-if ! "$HARNESS/install.sh" >"$WORK/install.log" 2>&1; then
-  result fail "install claude code" "$HARNESS/install.sh failed: $(tail -3 "$WORK/install.log" | tr '\n' ' ')"; finish
-fi
+need_harness
+need_claude_code
+need_bir
 CLAUDE="$E2E_CC_DIR/node_modules/.bin/claude"
-if [[ ! -x "$BIR_BIN" ]]; then
-  result fail "bir binary" "BIR_BIN=$BIR_BIN is not an executable (cargo build first)"; finish
-fi
-BIR_BIN="$(cd "$(dirname "$BIR_BIN")" && pwd)/$(basename "$BIR_BIN")"
 mkdir -p "$WORK/bin" "$WORK/managed" "$WORK/runs"
 ln -sfn "$BIR_BIN" "$WORK/bin/bir-proxy"
 ln -sfn "$BIR_BIN" "$WORK/bin/bir-hooks"

@@ -22,37 +22,14 @@ export E2E_TIMEOUT="${E2E_TIMEOUT:-60}"
 BIR_BIN="${BIR_BIN:-$REPO/target/debug/bir}"
 MESSAGE="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["turns"][0]["content"][1]["input"]["message"], end="")' "$HERE/unwrapped-echo/script.json")"
 
-pass=0; fail=0
-result() { # result ok|fail NAME DETAIL
-  if [[ $1 == ok ]]; then pass=$((pass+1)); echo "PASS $2: $3"; else fail=$((fail+1)); echo "FAIL $2: $3"; fi
-}
-finish() {
-  local drop=""
-  if [[ -n ${WORK_IS_TEMP:-} && -z ${BIR_E2E_KEEP:-} && $fail -eq 0 ]]; then drop=1; fi
-  echo "work dir: $WORK${drop:+ (removed)}"
-  echo "$pass passed, $fail failed"
-  [[ -n $drop ]] && rm -rf "$WORK"
-  [[ $fail -eq 0 ]] && exit 0 || exit 1
-}
-
-if [[ -n ${BIR_E2E_WORK:-} ]]; then
-  WORK="$BIR_E2E_WORK"; mkdir -p "$WORK"
-else
-  WORK="$(mktemp -d /tmp/bir-e2e-install.XXXXXX)"; WORK_IS_TEMP=1
-fi
-WORK="$(cd "$WORK" && pwd)"
+# shellcheck source=lib/report.sh
+source "$HERE/lib/report.sh"
+work_dir bir-e2e-install
 
 # --- prerequisites ----------------------------------------------------------------------
-if [[ ! -x "$HARNESS/run-claude.sh" || ! -f "$HARNESS/check.py" ]]; then
-  result fail prerequisites "no harness at $HARNESS (set BIR_E2E_HARNESS)"; finish
-fi
-if ! "$HARNESS/install.sh" >"$WORK/install.log" 2>&1; then
-  result fail "install claude code" "$HARNESS/install.sh failed: $(tail -3 "$WORK/install.log" | tr '\n' ' ')"; finish
-fi
-if [[ ! -x "$BIR_BIN" ]]; then
-  result fail "bir binary" "BIR_BIN=$BIR_BIN is not an executable (cargo build first)"; finish
-fi
-BIR_BIN="$(cd "$(dirname "$BIR_BIN")" && pwd)/$(basename "$BIR_BIN")"
+need_harness
+need_claude_code
+need_bir
 mkdir -p "$WORK/bin"
 ln -sfn "$BIR_BIN" "$WORK/bin/bir-proxy"
 

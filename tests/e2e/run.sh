@@ -28,38 +28,18 @@ SCENARIOS=(unwrapped-echo wrapped-echo)
 # the echo argument scripted in */script.json (checked against what the model got)
 MESSAGE="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["turns"][0]["content"][1]["input"]["message"], end="")' "$HERE/wrapped-echo/script.json")"
 
-pass=0; fail=0
-result() { # result ok|fail NAME DETAIL
-  if [[ $1 == ok ]]; then pass=$((pass+1)); echo "PASS $2: $3"; else fail=$((fail+1)); echo "FAIL $2: $3"; fi
-}
-finish() { # keep a temp work dir only if a session ran and something failed (or BIR_E2E_KEEP)
-  local drop=""
-  if [[ -n ${WORK_IS_TEMP:-} && -z ${BIR_E2E_KEEP:-} ]] && [[ $fail -eq 0 || ! -d "$WORK/runs" ]]; then drop=1; fi
-  echo "work dir: $WORK${drop:+ (removed)}"
-  echo "$pass passed, $fail failed"
-  [[ -n $drop ]] && rm -rf "$WORK"
-  [[ $fail -eq 0 ]] && exit 0 || exit 1
-}
-
-if [[ -n ${BIR_E2E_WORK:-} ]]; then
-  WORK="$BIR_E2E_WORK"; mkdir -p "$WORK"
-else
-  WORK="$(mktemp -d /tmp/bir-e2e.XXXXXX)"; WORK_IS_TEMP=1
-fi
-WORK="$(cd "$WORK" && pwd)"
+# shellcheck source=lib/report.sh
+source "$HERE/lib/report.sh"
+DROP_IF_NO_RUNS=1   # nothing ran: nothing to look at
+work_dir bir-e2e
 
 # --- prerequisites: harness, Claude Code, server-everything, the bir binary -----------
-if [[ ! -x "$HARNESS/run-claude.sh" || ! -f "$HARNESS/check.py" ]]; then
-  result fail prerequisites "no harness at $HARNESS (set BIR_E2E_HARNESS)"; finish
-fi
+need_harness
 for tool in node npm python3 timeout; do
   command -v "$tool" >/dev/null || { result fail prerequisites "$tool not on PATH"; finish; }
 done
 T0=$(date +%s%N)
-if ! "$HARNESS/install.sh" >"$WORK/install.log" 2>&1; then
-  result fail "install claude code" "$HARNESS/install.sh failed into $E2E_CC_DIR: $(tail -3 "$WORK/install.log" | tr '\n' ' ')"
-  finish
-fi
+need_claude_code
 CLAUDE_VERSION="$("$E2E_CC_DIR/node_modules/.bin/claude" --version 2>&1 | head -1)"
 EVERYTHING="$E2E_CC_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 if [[ ! -f "$EVERYTHING" ]]; then
@@ -67,10 +47,7 @@ if [[ ! -f "$EVERYTHING" ]]; then
 fi
 result ok "install claude code" "$CLAUDE_VERSION + server-everything in $E2E_CC_DIR ($(( ($(date +%s%N) - T0) / 1000000 )) ms)"
 
-if [[ ! -x "$BIR_BIN" ]]; then
-  result fail "bir binary" "BIR_BIN=$BIR_BIN is not an executable (cargo build first, or set BIR_BIN)"; finish
-fi
-BIR_BIN="$(cd "$(dirname "$BIR_BIN")" && pwd)/$(basename "$BIR_BIN")"
+need_bir
 mkdir -p "$WORK/bin"
 ln -sfn "$BIR_BIN" "$WORK/bin/bir-proxy"
 BIR_PROXY="$WORK/bin/bir-proxy"
@@ -120,13 +97,7 @@ done
 if [[ -d "$WORK/runs/wrapped-echo/logs" && -d "$WORK/runs/unwrapped-echo/logs" ]]; then
   checks_out="$(python3 "$HERE/lib/checks.py" --wrapped "$WORK/runs/wrapped-echo" \
     --unwrapped "$WORK/runs/unwrapped-echo" --message "$MESSAGE" 2>&1)"
-  while IFS= read -r line; do
-    case "$line" in
-      "PASS "*) pass=$((pass+1)); echo "$line";;
-      "FAIL "*) fail=$((fail+1)); echo "$line";;
-      *) echo "  $line";;
-    esac
-  done <<<"$checks_out"
+  verdicts <<<"$checks_out"
   [[ "$checks_out" == *PASS* || "$checks_out" == *FAIL* ]] || result fail checks "checks.py produced no verdicts"
 fi
 
