@@ -153,23 +153,19 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
         }
     }
 
-    // Where a subagent's steps hang: the Agent call its steps name as
-    // parent, also for steps (and events) that only carry the agent id.
+    // Where a subagent's steps hang (the Agent call its steps name as
+    // parent, also for steps and events that only carry the agent id), and
+    // the subagent's type, as its steps name them.
     let mut parent_of_agent: HashMap<&str, &str> = HashMap::new();
-    for c in &calls {
-        if let Some(s) = c.any()
-            && let (Some(agent), Some(parent)) =
-                (s.agent_id.as_deref(), s.parent_tool_use_id.as_deref())
-        {
+    let mut agent_types: HashMap<&str, &str> = HashMap::new();
+    for s in calls.iter().filter_map(Call::any) {
+        let Some(agent) = s.agent_id.as_deref() else {
+            continue;
+        };
+        if let Some(parent) = s.parent_tool_use_id.as_deref() {
             parent_of_agent.entry(agent).or_insert(parent);
         }
-    }
-    // Each subagent's type, as its steps name it.
-    let mut agent_types: HashMap<&str, &str> = HashMap::new();
-    for c in &calls {
-        if let Some(s) = c.any()
-            && let (Some(agent), Some(kind)) = (s.agent_id.as_deref(), s.agent_type.as_deref())
-        {
+        if let Some(kind) = s.agent_type.as_deref() {
             agent_types.entry(agent).or_insert(kind);
         }
     }
