@@ -424,3 +424,61 @@ pub fn doctor(paths: &Paths) -> (Vec<String>, usize) {
     }
     (lines, problems)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(file: &str, projects: &[&str]) -> HookChange {
+        HookChange {
+            client: CLIENT.into(),
+            file: PathBuf::from(file),
+            scope: "user".into(),
+            projects: projects.iter().map(|p| p.to_string()).collect(),
+            created_file: false,
+            keep_parents: 0,
+            events: Vec::new(),
+            file_sha256: String::new(),
+            at: String::new(),
+        }
+    }
+
+    fn files(v: &[HookChange]) -> Vec<String> {
+        v.iter().map(|h| h.file.display().to_string()).collect()
+    }
+
+    #[test]
+    fn uninstall_selects_hooks_by_project_client_and_file() {
+        let all = [
+            change("/u/settings.json", &["/a", "/b"]),
+            change("/a/.claude/settings.json", &["/a"]),
+            change("/c/.claude/settings.json", &["/c"]),
+        ];
+        let here = vec!["/a".to_owned()];
+        // This project: its own file goes; the shared one is only released.
+        let s = select(&all, false, &here, None, None, &[]);
+        assert_eq!(files(&s.reverse), ["/a/.claude/settings.json"]);
+        assert_eq!(files(&s.release), ["/u/settings.json"]);
+        // Another project sharing it releases it too; the last one takes
+        // it away.
+        let s = select(&all, false, &["/b".to_owned()], None, None, &[]);
+        assert_eq!(files(&s.release), ["/u/settings.json"]);
+        assert!(s.reverse.is_empty(), "/b shares it with /a");
+        let solo = [change("/u/settings.json", &["/b"])];
+        let s = select(&solo, false, &["/b".to_owned()], None, None, &[]);
+        assert_eq!(files(&s.reverse), ["/u/settings.json"]);
+        // --all: everything; --config FILE: that file only.
+        assert_eq!(select(&all, true, &[], None, None, &[]).reverse.len(), 3);
+        let only = Path::new("/c/.claude/settings.json");
+        let s = select(&all, true, &[], None, Some(only), &[]);
+        assert_eq!(files(&s.reverse), ["/c/.claude/settings.json"]);
+        // --server or another client: hooks are no server and no other
+        // client's.
+        let s = select(&all, true, &[], None, None, &["x".to_owned()]);
+        assert!(s.reverse.is_empty() && s.release.is_empty());
+        let s = select(&all, true, &[], Some("cursor"), None, &[]);
+        assert!(s.reverse.is_empty() && s.release.is_empty());
+        let s = select(&all, true, &[], Some("claude-code"), None, &[]);
+        assert_eq!(s.reverse.len(), 3);
+    }
+}
