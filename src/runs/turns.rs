@@ -716,7 +716,7 @@ mod tests {
                 }),
                 cwd: "/p".into(),
                 session_id: Some("sess-1".into()),
-                model: Some("claude-opus-5-5".into()),
+                note: Some("joined under way \u{1b}[2J".into()),
                 ..RunMetadata::default()
             },
         })
@@ -850,7 +850,8 @@ mod tests {
                 lossy: false,
                 dropped: 0,
                 reason: Some("session_end".into()),
-                model: None,
+                // Learned from the transcript after the header was written.
+                model: Some("claude-opus-5-5".into()),
             }),
         ]
     }
@@ -874,6 +875,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("model claude-opus-5-5"), "{text}");
+        assert!(
+            text.contains("  note: joined under way \\u{1b}[2J"),
+            "{text}"
+        );
         // Turn 1 and its prompt, then the calls numbered 1–4 (one number per
         // call, not per record) in stepIndex order, though the journal has
         // the echo's response after the Agent's selection.
