@@ -231,9 +231,10 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     }
     // The hooks, once the servers are wrapped (a failure there stops here,
     // so nothing half-done is left to explain).
-    let result = result.and_then(|mut files| {
+    let result = result.and_then(|files| {
+        let mut hooks = None;
         if let (Some((paths, key)), Some(scope)) = (&hook_target, hook_scope) {
-            let changed = hookcmd::install(paths, scope, key, false).map_err(|e| {
+            hooks = hookcmd::install(paths, scope, key, false).map_err(|e| {
                 if files.is_empty() {
                     e
                 } else {
@@ -243,22 +244,28 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
                     .because(e)
                 }
             })?;
-            files.extend(changed);
         }
-        Ok(files)
+        Ok((files, hooks))
     });
     match result {
-        Ok(files) if files.is_empty() => {
+        Ok((files, None)) if files.is_empty() => {
             out("\nNothing to change.");
             Ok(ExitStatus::Success)
         }
-        Ok(files) => {
+        Ok((files, hooks)) => {
             out("");
             for (file, n) in &files {
                 out(&format!(
                     "Changed: {} ({n} entr{}). Nothing else in it was touched.",
                     file.display(),
                     if *n == 1 { "y" } else { "ies" }
+                ));
+            }
+            if let Some((file, n)) = &hooks {
+                out(&format!(
+                    "Changed: {} (bir's hooks for {n} event{}). Nothing else in it was touched.",
+                    file.display(),
+                    if *n == 1 { "" } else { "s" }
                 ));
             }
             out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");

@@ -1746,6 +1746,13 @@ fn claude_install_registers_hooks_beside_the_users_own_and_uninstall_restores_ev
             && all.contains(&format!("registered {HOOK_EVENTS} events")),
         "{all}"
     );
+    assert!(
+        all.contains(&format!(
+            "Changed: {} (bir's hooks for {HOOK_EVENTS} events). Nothing else in it was touched.",
+            settings(&f).display()
+        )),
+        "{all}"
+    );
     let after = fs::read_to_string(settings(&f)).expect("read");
     let v: Value = serde_json::from_str(&after).expect("still JSON");
     // The user's group stays first, untouched; bir's follows it.
