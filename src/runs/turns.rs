@@ -354,9 +354,13 @@ fn time_of(at: &str) -> &str {
     at.get(11..23).unwrap_or(at)
 }
 
-/// Line breaks as ` ⏎ ` (a preview is one line).
+/// Line breaks as ` ⏎ ` (a preview is one line); blank lines dropped.
 fn one_line(s: &str) -> String {
-    s.trim().replace("\r\n", "\n").replace('\n', " ⏎ ")
+    s.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join(" ⏎ ")
 }
 
 fn kind_label(call: &Call) -> String {
@@ -769,7 +773,7 @@ mod tests {
             "toolu_3",
             json!({"subagent_type": "general-purpose", "prompt": "SUBTASK"}),
             json!({"isAsync": true, "status": "async_launched"}),
-            "A helper can do the sum.",
+            "[thinking] Delegate.\n\nA helper can do the sum.",
         );
         agent_r.duration_ms = None;
         let (mut sub_s, mut sub_r) = call(
@@ -895,6 +899,10 @@ mod tests {
         assert!(l1.contains("built-in") && l1.ends_with("ok"), "{l1}");
         assert!(l2.contains("MCP") && l2.contains("1.5 ms"), "{l2}");
         assert!(l3.contains("subagent (general-purpose)"), "{l3}");
+        assert!(
+            text.contains("context  [thinking] Delegate. ⏎ A helper can do the sum.\n"),
+            "thinking, then the text, on one line: {text}"
+        );
         assert!(l4.contains("MCP") && l4.ends_with("ERROR"), "{l4}");
         assert!(
             !text.contains("   5  "),
