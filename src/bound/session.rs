@@ -1130,8 +1130,17 @@ impl Session {
         let c = &self.calls[i];
         let hooked = c.hooked;
         let has_answer = c.result.is_some() || c.proxy.is_some();
+        // A call with no words of the model yet (no MessageDisplay text and
+        // nothing from the transcript, as for a subagent's calls) waits for
+        // its PostToolUse, which reads the transcript again, and for that
+        // read: the proxy's answer often arrives first, before the words
+        // are in the transcript. The join grace bounds the wait.
+        let wordless =
+            c.context.is_none() && c.transcript_context.is_none() && self.transcript_path.is_some();
         let ready = match (c.hooked, c.proxy.is_some(), c.result.is_some()) {
-            (true, true, _) => true,
+            (true, true, has_result) => {
+                !(wordless && (!has_result || self.waits_for_context(cx, c)))
+            }
             (true, false, true) => !self.waits_for_proxy(c) && !self.waits_for_context(cx, c),
             _ => false,
         };

@@ -679,14 +679,8 @@ fn identical_concurrent_calls_join_by_fingerprint_first_in_first_out() {
         echo_result("second"),
     );
     h.proxy(2.5, "everything", vec![first, second]);
-    h.assert_well_formed();
-    let (_, a) = h.assert_told_once("toolu_a");
-    let (_, b) = h.assert_told_once("toolu_b");
-    assert_eq!(a.output, Some(echo_result("first")));
-    assert_eq!(b.output, Some(echo_result("second")));
-    assert_eq!(a.correlation.as_deref(), Some("fingerprint"));
-    assert_eq!(b.correlation.as_deref(), Some("fingerprint"));
-    // The late PostToolUse hooks change nothing.
+    // The hooks' view of the answers (the calls carry no words of the
+    // model, so they wait for it and the transcript read it brings).
     let content = json!([{"type": "text", "text": "Echo: same"}]);
     h.post(
         3.0,
@@ -696,8 +690,14 @@ fn identical_concurrent_calls_join_by_fingerprint_first_in_first_out() {
         content.clone(),
     );
     h.post(3.1, "mcp__everything__echo", "toolu_b", args, content);
-    h.assert_told_once("toolu_a");
-    h.assert_told_once("toolu_b");
+    h.tick(9.0);
+    h.assert_well_formed();
+    let (_, a) = h.assert_told_once("toolu_a");
+    let (_, b) = h.assert_told_once("toolu_b");
+    assert_eq!(a.output, Some(echo_result("first")));
+    assert_eq!(b.output, Some(echo_result("second")));
+    assert_eq!(a.correlation.as_deref(), Some("fingerprint"));
+    assert_eq!(b.correlation.as_deref(), Some("fingerprint"));
 }
 
 #[test]
@@ -707,6 +707,8 @@ fn a_report_before_its_hooks_joins_by_fingerprint_too() {
     let args = json!({"message": "early"});
     h.echo_report(1.5, None, args.clone(), "early");
     h.pre(2.0, "mcp__everything__echo", "toolu_1", args);
+    // No PostToolUse in this sequence: the call is told at the grace.
+    h.tick(9.0);
     let (selected, response) = h.assert_told_once("toolu_1");
     assert_eq!(selected.correlation.as_deref(), Some("fingerprint"));
     assert_eq!(response.output, Some(echo_result("early")));
@@ -720,6 +722,8 @@ fn an_injected_call_id_joins_and_is_not_stored() {
     h.pre(2.0, "mcp__everything__echo", "toolu_1", args.clone());
     let injected = json!({"message": "hi", "__bir_call_id__": "bir-toolu_1"});
     h.echo_report(2.5, None, injected, "hi");
+    // No PostToolUse in this sequence: the call is told at the grace.
+    h.tick(9.0);
     let (selected, response) = h.assert_told_once("toolu_1");
     assert_eq!(selected.input, Some(args));
     assert_eq!(response.correlation, None);
@@ -859,6 +863,16 @@ fn subagents_calling_the_same_mcp_tool_are_each_attributed() {
             ),
         ],
     );
+    for (t, agent, agent_type, id, text) in [
+        (3.6, "a1", "general-purpose", "toolu_s1", "one"),
+        (3.7, "a2", "Explore", "toolu_s2", "two"),
+    ] {
+        let content = json!([{"type": "text", "text": format!("Echo: {text}")}]);
+        let mut p = post("mcp__everything__echo", id, args.clone(), content);
+        p["agent_id"] = json!(agent);
+        p["agent_type"] = json!(agent_type);
+        h.hook(t, "PostToolUse", p);
+    }
     h.hook(
         4.0,
         "Stop",
@@ -1377,6 +1391,48 @@ fn words_written_to_the_transcript_after_pre_tool_use_are_read_at_post() {
     );
     let (_, response) = h.assert_told_once("toolu_1");
     assert_eq!(response.context.as_deref(), Some("Listing."));
+}
+
+/// A subagent's MCP call: no MessageDisplay text, the proxy's answer
+/// arrives before PostToolUse, and the subagent's words reach its
+/// transcript only after PreToolUse. The joined step still carries them.
+#[test]
+fn a_subagent_mcp_call_answered_before_its_words_are_written_still_gets_them() {
+    let mut h = Harness::new();
+    start(&mut h, "delegate");
+    h.hook(
+        1.5,
+        "SubagentStart",
+        json!({"agent_id": "a1", "agent_type": "general-purpose"}),
+    );
+    let args = json!({"message": "sub"});
+    let mut p = pre("mcp__everything__echo", "toolu_s1", args.clone());
+    p["agent_id"] = json!("a1");
+    p["agent_type"] = json!("general-purpose");
+    h.hook(2.0, "PreToolUse", p);
+    h.echo_report(2.1, Some("toolu_s1"), args.clone(), "sub");
+    assert!(
+        h.steps_of("toolu_s1")
+            .iter()
+            .all(|s| s.step_type != StepType::ToolResponse),
+        "an answer without the model's words waits for PostToolUse"
+    );
+    let line = json!({"type": "assistant", "message": {"content": [
+        {"type": "text", "text": "Echoing for the parent."},
+        {"type": "tool_use", "id": "toolu_s1", "name": "mcp__everything__echo", "input": {}}]}});
+    let sub = format!(
+        "{}/subagents/agent-a1.jsonl",
+        TRANSCRIPT.strip_suffix(".jsonl").unwrap_or(TRANSCRIPT)
+    );
+    h.write_transcript(&sub, &[line]);
+    let content = json!([{"type": "text", "text": "Echo: sub"}]);
+    let mut p = post("mcp__everything__echo", "toolu_s1", args, content);
+    p["agent_id"] = json!("a1");
+    p["agent_type"] = json!("general-purpose");
+    h.hook(2.5, "PostToolUse", p);
+    let (_, response) = h.assert_told_once("toolu_s1");
+    assert_eq!(response.context.as_deref(), Some("Echoing for the parent."));
+    assert_eq!(response.output, Some(echo_result("sub")));
 }
 
 #[test]

@@ -101,7 +101,8 @@ pub fn spawn(cfg: &ProxyConfig) -> io::Result<Spawned> {
 /// lives, the watchdog only waits in `read`.
 ///
 /// The child runs only async-signal-safe calls (the proxy has threads; a
-/// forked copy may use nothing that locks or allocates). It closes every
+/// forked copy may use nothing that locks or allocates). It names itself
+/// `bir-watchdog` (its argv is still the proxy's). It closes every
 /// other descriptor first, so it never keeps the host's pipes open, and
 /// leaves the proxy's process group, so signals meant for the proxy's
 /// group do not end it before it has done its one job.
@@ -113,7 +114,7 @@ fn guard_group(pgid: i32) -> io::Result<()> {
     }
     let [read_end, write_end] = fds;
     // SAFETY: the child branch below calls only async-signal-safe
-    // functions (setpgid, sigprocmask, close, syscall(close_range), read,
+    // functions (prctl, setpgid, sigprocmask, close, syscall(close_range), read,
     // kill, _exit) on local data, then exits without returning.
     match unsafe { libc::fork() } {
         -1 => {
@@ -126,6 +127,9 @@ fn guard_group(pgid: i32) -> io::Result<()> {
             Err(err)
         }
         0 => unsafe {
+            // A name of its own, so `ps` (and a host's process checks) tell
+            // it from the proxy whose argv it shares.
+            libc::prctl(libc::PR_SET_NAME, c"bir-watchdog".as_ptr(), 0, 0, 0);
             libc::setpgid(0, 0);
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut set);

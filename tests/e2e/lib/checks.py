@@ -304,7 +304,11 @@ def main():
 
     # 4. process tree: who spawned whom
     pw, pu = procs(logs["wrapped-echo"]), procs(logs["unwrapped-echo"])
-    proxy = [r for r in pw if any(os.path.basename(x) == "bir-proxy" for x in (r.get("argv") or [])[:2])]
+    # The proxy's watchdog (a fork that kills the server's process group if
+    # the proxy is killed) shares its argv but names itself bir-watchdog.
+    watchdogs = [r for r in pw if r.get("comm") == "bir-watchdog"]
+    proxy = [r for r in pw if r.get("comm") != "bir-watchdog" and
+             any(os.path.basename(x) == "bir-proxy" for x in (r.get("argv") or [])[:2])]
     nodes_w = [r for r in pw if r["comm"] == "node" or "node" in os.path.basename((r.get("argv") or [""])[0])]
     nodes_u = [r for r in pu if r["comm"] == "node" or "node" in os.path.basename((r.get("argv") or [""])[0])]
     problems = []
@@ -316,6 +320,10 @@ def main():
         problems.append(f"node's parent is {nodes_w[0]['ppid']}, not the proxy {proxy[0]['pid']}")
     if proxy and proxy[0].get("parent_comm") != "claude":
         problems.append(f"the proxy's parent is {proxy[0].get('parent_comm')!r}, not claude")
+    if len(watchdogs) > 1:
+        problems.append(f"{len(watchdogs)} watchdogs seen")
+    if proxy and watchdogs and watchdogs[0]["ppid"] != proxy[0]["pid"]:
+        problems.append(f"the watchdog's parent is {watchdogs[0]['ppid']}, not the proxy {proxy[0]['pid']}")
     if len(nodes_u) != 1:
         problems.append(f"unwrapped: {len(nodes_u)} node server processes seen")
     report(not problems, "process tree",
