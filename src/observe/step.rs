@@ -63,6 +63,9 @@ pub const REQUEST_WHOLE: usize = 256 * 1024;
 /// envelope before the arguments (`id`, `method`, the tool's `name`) and for
 /// the arguments' 1 KiB preview.
 pub const REQUEST_HEAD: usize = 16 * 1024;
+/// And this much of its end: the members after the arguments (a `name` or
+/// `_meta` sent after them).
+pub const REQUEST_TAIL: usize = 4 * 1024;
 
 /// Whether an answer may hold a base64 image, audio or blob block.
 pub fn has_binary_block(bytes: &[u8]) -> bool {
@@ -123,10 +126,13 @@ impl ObservedBody {
         if bytes.len() <= REQUEST_WHOLE && bytes.len() <= room {
             return ObservedBody::Whole(bytes.to_vec());
         }
+        // Never both more than the room nor overlapping (a request that
+        // fits whole was kept whole above, unless over REQUEST_WHOLE).
         let head = REQUEST_HEAD.min(room).min(bytes.len());
+        let tail = REQUEST_TAIL.min(room - head).min(bytes.len() - head);
         ObservedBody::Clipped {
             head: bytes[..head].to_vec(),
-            tail: Vec::new(),
+            tail: bytes[bytes.len() - tail..].to_vec(),
             len: bytes.len() as u64,
         }
     }
@@ -319,6 +325,89 @@ struct ClippedEnvelope {
     tool_use_id: Option<String>,
     /// The text from where `params.arguments` starts to the end of the head.
     arguments_head: String,
+    /// Where in the head `params.arguments` starts, when it does.
+    arguments_at: Option<usize>,
+}
+
+/// Reads a clipped request from its head and its tail. Members of `params`
+/// that come after the arguments (serde_json writes keys in order, so a
+/// `name` sent after `arguments` is common) are in the tail: the request is
+/// read again as the head up to the arguments, `null` in their place, and
+/// the tail from just after them ([`after_arguments`]).
+fn clipped_request(head: &[u8], tail: &[u8]) -> ClippedEnvelope {
+    let mut found = clipped_envelope(head);
+    let (Some(at), Some(from)) = (found.arguments_at, after_arguments(tail)) else {
+        return found;
+    };
+    let mut skeleton = head[..at].to_vec();
+    skeleton.extend_from_slice(b"null");
+    skeleton.extend_from_slice(&tail[from..]);
+    if let Ok(Request {
+        params: Some(params),
+        ..
+    }) = serde_json::from_slice::<Request>(&skeleton)
+    {
+        found.name = params.name.or(found.name);
+        found.tool_use_id = params
+            .meta
+            .and_then(|m| m.tool_use_id)
+            .or(found.tool_use_id);
+    }
+    found
+}
+
+/// Where, in the last bytes of a request whose `params.arguments` starts
+/// before them, the text after the arguments begins: read backwards from
+/// the end (outside any string there), it is the first `,` directly inside
+/// `params` (the second object from the outside), or the `}` that closes
+/// `params` when the arguments are its last member. `None` when the tail
+/// does not reach back into the arguments (it then cannot tell where they
+/// end). A `"` ends a string read backwards unless an odd number of
+/// backslashes precede it.
+fn after_arguments(tail: &[u8]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut found = None;
+    let mut i = tail.len();
+    while i > 0 {
+        i -= 1;
+        let byte = tail[i];
+        if byte == b'"' {
+            let backslashes = tail[..i].iter().rev().take_while(|&&b| b == b'\\').count();
+            if backslashes % 2 == 0 {
+                in_string = !in_string;
+            }
+            continue;
+        }
+        if in_string {
+            continue;
+        }
+        match byte {
+            b'}' | b']' => {
+                depth += 1;
+                if depth == 2 && found.is_none() {
+                    found = Some(i);
+                }
+            }
+            b'{' | b'[' => {
+                if depth <= 2 {
+                    // Closed `params` (or the whole request) within the
+                    // tail: the arguments are not where it was cut.
+                    return None;
+                }
+                depth -= 1;
+            }
+            b',' if depth == 2 => found = Some(i),
+            _ => {}
+        }
+    }
+    // The tail ends inside the arguments: in a container of theirs, or in
+    // a string (the arguments one long string, or a string within them).
+    if depth >= 3 || (depth == 2 && in_string) {
+        found
+    } else {
+        None
+    }
 }
 
 /// One open container while reading a clipped request's head.
@@ -358,6 +447,7 @@ fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
         if at_value && path_is(&stack, &["params", "arguments"]) {
             let text = String::from_utf8_lossy(&head[i..]);
             found.arguments_head = text.trim_end_matches('\u{fffd}').to_owned();
+            found.arguments_at = Some(i);
             break;
         }
         match byte {
@@ -474,10 +564,10 @@ impl StepReport {
                     Err(_) => report.request_unparseable = true,
                 }
             }
-            ObservedBody::Clipped { head, len, .. } => {
+            ObservedBody::Clipped { head, tail, len } => {
                 report.request_id =
                     RawValue::from_string(String::from_utf8_lossy(&call.raw_id).into_owned()).ok();
-                let envelope = clipped_envelope(head);
+                let envelope = clipped_request(head, tail);
                 report.qualified_name = envelope
                     .name
                     .as_deref()
@@ -633,7 +723,11 @@ mod tests {
             r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"n\u0061me":"write","_meta":{{"claudecode/toolUseId":"toolu_9"}},"arguments":{{"text":"{big}"}}}},"id":"r-7"}}"#
         );
         let kept = ObservedBody::of_request(request.as_bytes(), usize::MAX);
-        assert_eq!(kept.weight(), REQUEST_HEAD, "only the head is copied");
+        assert_eq!(
+            kept.weight(),
+            REQUEST_HEAD + REQUEST_TAIL,
+            "only the head and tail are copied"
+        );
         let mut call = observed("{}", None);
         call.request = kept;
         call.raw_id = SmallBytes::new(br#""r-7""#);
@@ -658,6 +752,12 @@ mod tests {
         let short = ObservedBody::of_request(small, 10);
         assert!(short.whole().is_none());
         assert_eq!(short.weight(), 10, "no more than the room left");
+        let short = ObservedBody::of_request(small, small.len() - 1);
+        assert_eq!(
+            short.weight(),
+            small.len() - 1,
+            "head and tail never overlap"
+        );
         assert_eq!(ObservedBody::of_request(small, 0).weight(), 0);
         // Nothing of the envelope survives an empty head, but the step
         // still has its id and its size.
@@ -683,5 +783,28 @@ mod tests {
         }
         let whole = clipped_envelope(request);
         assert_eq!(whole.arguments_head, r#"{"k":[true,null,-1.5e3]}}}"#);
+    }
+
+    #[test]
+    fn members_after_the_arguments_are_read_from_the_tail() {
+        let big = "q\\\"}".repeat(REQUEST_WHOLE);
+        for arguments in [
+            format!(r#"{{"a":["{big}",{{"b":1}}],"c":"}}"}}"#),
+            format!(r#""{big}""#),
+        ] {
+            let request = format!(
+                r#"{{"id":3,"params":{{"arguments":{arguments},"name":"late","_meta":{{"claudecode/toolUseId":"toolu_late"}}}},"method":"tools/call"}}"#
+            );
+            let mut call = observed("{}", None);
+            call.request = ObservedBody::of_request(request.as_bytes(), usize::MAX);
+            let r = StepReport::from_observed(&call);
+            assert_eq!(r.tool_name.as_deref(), Some("late"), "{arguments:.40}");
+            assert_eq!(r.tool_use_id.as_deref(), Some("toolu_late"));
+            assert!(r.arguments_clipped.is_some());
+        }
+        // Arguments last: the tail starts inside them, params closes after.
+        assert_eq!(after_arguments(br#"x","y":[1]}},"id":1}"#), Some(11));
+        // A tail that does not reach back into the arguments tells nothing.
+        assert_eq!(after_arguments(br#"{"name":"t"}}"#), None);
     }
 }
