@@ -327,6 +327,8 @@ struct ClippedEnvelope {
     arguments_head: String,
     /// Where in the head `params.arguments` starts, when it does.
     arguments_at: Option<usize>,
+    /// The arguments' size, when both their start and their end were found.
+    arguments_bytes: Option<u64>,
 }
 
 /// Reads a clipped request from its head and its tail. Members of `params`
@@ -334,11 +336,13 @@ struct ClippedEnvelope {
 /// `name` sent after `arguments` is common) are in the tail: the request is
 /// read again as the head up to the arguments, `null` in their place, and
 /// the tail from just after them ([`after_arguments`]).
-fn clipped_request(head: &[u8], tail: &[u8]) -> ClippedEnvelope {
+fn clipped_request(head: &[u8], tail: &[u8], len: u64) -> ClippedEnvelope {
     let mut found = clipped_envelope(head);
     let (Some(at), Some(from)) = (found.arguments_at, after_arguments(tail)) else {
         return found;
     };
+    // The arguments are exactly what lies between.
+    found.arguments_bytes = Some(len.saturating_sub((at + tail.len() - from) as u64));
     let mut skeleton = head[..at].to_vec();
     skeleton.extend_from_slice(b"null");
     skeleton.extend_from_slice(&tail[from..]);
@@ -567,7 +571,7 @@ impl StepReport {
             ObservedBody::Clipped { head, tail, len } => {
                 report.request_id =
                     RawValue::from_string(String::from_utf8_lossy(&call.raw_id).into_owned()).ok();
-                let envelope = clipped_request(head, tail);
+                let envelope = clipped_request(head, tail, *len);
                 report.qualified_name = envelope
                     .name
                     .as_deref()
@@ -575,7 +579,8 @@ impl StepReport {
                 report.tool_name = envelope.name;
                 report.tool_use_id = envelope.tool_use_id;
                 report.arguments_clipped = Some(ClippedResult {
-                    original_bytes: *len,
+                    // The request's size when the arguments' own is unknown.
+                    original_bytes: envelope.arguments_bytes.unwrap_or(*len),
                     head: envelope.arguments_head,
                 });
             }
@@ -737,7 +742,8 @@ mod tests {
         assert_eq!(r.request_id.as_ref().map(|v| v.get()), Some(r#""r-7""#));
         assert!(r.arguments.is_none() && !r.request_unparseable);
         let clipped = r.arguments_clipped.expect("marked clipped");
-        assert_eq!(clipped.original_bytes, request.len() as u64);
+        let arguments = format!(r#"{{"text":"{big}"}}"#);
+        assert_eq!(clipped.original_bytes, arguments.len() as u64);
         assert!(
             clipped.head.starts_with(r#"{"text":"yyy"#),
             "{}",
@@ -800,7 +806,11 @@ mod tests {
             let r = StepReport::from_observed(&call);
             assert_eq!(r.tool_name.as_deref(), Some("late"), "{arguments:.40}");
             assert_eq!(r.tool_use_id.as_deref(), Some("toolu_late"));
-            assert!(r.arguments_clipped.is_some());
+            assert_eq!(
+                r.arguments_clipped.map(|c| c.original_bytes),
+                Some(arguments.len() as u64),
+                "the arguments' own size"
+            );
         }
         // Arguments last: the tail starts inside them, params closes after.
         assert_eq!(after_arguments(br#"x","y":[1]}},"id":1}"#), Some(11));
