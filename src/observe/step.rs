@@ -219,7 +219,9 @@ pub struct StepReport {
     pub result_clipped: Option<ClippedResult>,
     /// Set instead of `arguments` when the request was kept clipped (see
     /// [`ObservedBody::of_request`]): its size and the start of the
-    /// arguments' text, stored as a truncation marker.
+    /// arguments' text, stored as a truncation marker. Left out of the
+    /// report's form when absent (transcripts stay as they were).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments_clipped: Option<ClippedResult>,
     pub is_error: bool,
     pub outcome: CallOutcome,
