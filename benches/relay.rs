@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+mod hostile_memory;
+
 /// The repository root (BENCH_ROOT overrides the crate this was built in).
 fn manifest_dir() -> PathBuf {
     std::env::var_os("BENCH_ROOT")
@@ -1109,6 +1111,14 @@ fn run() -> io::Result<()> {
 
     let tmp = std::env::temp_dir().join(format!("bir-bench-{}", std::process::id()));
     fs::create_dir_all(&tmp)?;
+    // `BENCH_ONLY=hostile-memory`: only the peak-memory cases (seconds,
+    // not the minutes of the whole bench).
+    let hostile_memory = hostile_memory::section(&bir, &tmp);
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "hostile-memory") {
+        print!("{hostile_memory}");
+        let _ = fs::remove_dir_all(&tmp);
+        return Ok(());
+    }
     let transcript = tmp.join("transcript.jsonl");
     let cold_transcript = tmp.join("cold-transcript.jsonl");
 
@@ -1638,6 +1648,8 @@ fn run() -> io::Result<()> {
         "\n## Real server: @modelcontextprotocol/server-everything (node)\n"
     );
     out.push_str(&node_section);
+    let _ = writeln!(out);
+    out.push_str(&hostile_memory);
     if !notes.is_empty() {
         let _ = writeln!(out, "\n## Notes\n");
         for n in &notes {

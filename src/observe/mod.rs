@@ -103,7 +103,7 @@ impl Weighed for Observation {
         match self {
             Observation::Message { body, .. } => body.weight(),
             Observation::ToolCall(c) => {
-                c.request.len() + c.response.as_ref().map_or(0, step::ObservedBody::weight)
+                c.request.weight() + c.response.as_ref().map_or(0, step::ObservedBody::weight)
             }
             Observation::Exchange {
                 request, response, ..
@@ -395,10 +395,13 @@ mod tests {
             session_id: None,
             started: Instant::now(),
             duration: Duration::from_millis(1),
-            request: format!(
-                r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"t"}}}}"#
-            )
-            .into_bytes(),
+            request: ObservedBody::Whole(
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"t"}}}}"#
+                )
+                .into_bytes(),
+            ),
+            raw_id: crate::jsonrpc::small::SmallBytes::new(n.to_string().as_bytes()),
             response: Some(ObservedBody::Whole(
                 format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{{}}}}"#).into_bytes(),
             )),

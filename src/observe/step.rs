@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use crate::jsonrpc::lenient::{self, Repairs};
+use crate::jsonrpc::small::SmallBytes;
 use serde_json::value::RawValue;
 
 use crate::time;
@@ -53,6 +54,18 @@ const ANSWER_HEAD: usize = 4 * 1024;
 /// Answers larger than this are observed as head and tail (and never
 /// parsed), unless they may hold binary blocks (see `of_answer`).
 const SKIM_OVER: usize = 256 * 1024;
+
+/// Requests up to this size are kept whole for the recorder (budget
+/// permitting: see [`ObservedBody::of_request`]); the recorder's payload cap
+/// (64 KiB by default) is far below it.
+pub const REQUEST_WHOLE: usize = 256 * 1024;
+/// Of a larger request, this much of its start is kept: room for the
+/// envelope before the arguments (`id`, `method`, the tool's `name`) and for
+/// the arguments' 1 KiB preview.
+pub const REQUEST_HEAD: usize = 16 * 1024;
+/// And this much of its end: the members after the arguments (a `name` or
+/// `_meta` sent after them).
+pub const REQUEST_TAIL: usize = 4 * 1024;
 
 /// Whether an answer may hold a base64 image, audio or blob block.
 pub fn has_binary_block(bytes: &[u8]) -> bool {
@@ -101,6 +114,37 @@ impl ObservedBody {
         }
     }
 
+    /// Copies a request the recorder learns from, in at most `room` bytes
+    /// (what the in-flight table's budget has left). A request of up to
+    /// [`REQUEST_WHOLE`] that fits is kept whole; any other keeps only its
+    /// head (at most [`REQUEST_HEAD`], less when `room` is short, possibly
+    /// nothing) and its size: the recorder stores arguments that large as a
+    /// truncation marker with a short preview anyway, and a host that sends
+    /// many large requests nobody answers must not make the proxy hold them
+    /// all (recording is best effort; the relay is never affected).
+    pub fn of_request(bytes: &[u8], room: usize) -> ObservedBody {
+        if bytes.len() <= REQUEST_WHOLE && bytes.len() <= room {
+            return ObservedBody::Whole(bytes.to_vec());
+        }
+        // Never both more than the room nor overlapping (a request that
+        // fits whole was kept whole above, unless over REQUEST_WHOLE).
+        let head = REQUEST_HEAD.min(room).min(bytes.len());
+        let tail = REQUEST_TAIL.min(room - head).min(bytes.len() - head);
+        ObservedBody::Clipped {
+            head: bytes[..head].to_vec(),
+            tail: bytes[bytes.len() - tail..].to_vec(),
+            len: bytes.len() as u64,
+        }
+    }
+
+    /// The whole bytes, when they were kept whole.
+    pub fn whole(&self) -> Option<&[u8]> {
+        match self {
+            ObservedBody::Whole(b) => Some(b),
+            ObservedBody::Clipped { .. } => None,
+        }
+    }
+
     pub fn weight(&self) -> usize {
         match self {
             ObservedBody::Whole(b) => b.len(),
@@ -129,8 +173,12 @@ pub struct ToolCallObserved {
     /// reads no wall clock; the report derives one, off the relay's path).
     pub started: Instant,
     pub duration: Duration,
-    /// The request line exactly as the host sent it.
-    pub request: Vec<u8>,
+    /// The request line exactly as the host sent it, or for a large one
+    /// (or one the in-flight budget had no room for) its head and size.
+    pub request: ObservedBody,
+    /// The request's id exactly as the host spelled it (the scanner's): what
+    /// a clipped request's head may have lost.
+    pub raw_id: SmallBytes,
     /// The response line as the upstream sent it (whole, or clipped when
     /// large), when it did.
     pub response: Option<ObservedBody>,
@@ -169,6 +217,12 @@ pub struct StepReport {
     pub error: Option<Box<RawValue>>,
     /// Set instead of `result` when the answer was too large to parse.
     pub result_clipped: Option<ClippedResult>,
+    /// Set instead of `arguments` when the request was kept clipped (see
+    /// [`ObservedBody::of_request`]): its size and the start of the
+    /// arguments' text, stored as a truncation marker. Left out of the
+    /// report's form when absent (transcripts stay as they were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments_clipped: Option<ClippedResult>,
     pub is_error: bool,
     pub outcome: CallOutcome,
     /// Set when the answer was too large to deliver.
@@ -265,6 +319,209 @@ fn parse_leniently<'a, T: Deserialize<'a>>(
     }
 }
 
+/// What the head of a clipped `tools/call` request tells (see
+/// [`clipped_envelope`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ClippedEnvelope {
+    name: Option<String>,
+    tool_use_id: Option<String>,
+    /// The text from where `params.arguments` starts to the end of the head.
+    arguments_head: String,
+    /// Where in the head `params.arguments` starts, when it does.
+    arguments_at: Option<usize>,
+    /// The arguments' size, when both their start and their end were found.
+    arguments_bytes: Option<u64>,
+}
+
+/// Reads a clipped request from its head and its tail. Members of `params`
+/// that come after the arguments (serde_json writes keys in order, so a
+/// `name` sent after `arguments` is common) are in the tail: the request is
+/// read again as the head up to the arguments, `null` in their place, and
+/// the tail from just after them ([`after_arguments`]).
+fn clipped_request(head: &[u8], tail: &[u8], len: u64) -> ClippedEnvelope {
+    let mut found = clipped_envelope(head);
+    let (Some(at), Some(from)) = (found.arguments_at, after_arguments(tail)) else {
+        return found;
+    };
+    // The arguments are exactly what lies between.
+    found.arguments_bytes = Some(len.saturating_sub((at + tail.len() - from) as u64));
+    let mut skeleton = head[..at].to_vec();
+    skeleton.extend_from_slice(b"null");
+    skeleton.extend_from_slice(&tail[from..]);
+    if let Ok(Request {
+        params: Some(params),
+        ..
+    }) = serde_json::from_slice::<Request>(&skeleton)
+    {
+        found.name = params.name.or(found.name);
+        found.tool_use_id = params
+            .meta
+            .and_then(|m| m.tool_use_id)
+            .or(found.tool_use_id);
+    }
+    found
+}
+
+/// Where, in the last bytes of a request whose `params.arguments` starts
+/// before them, the text after the arguments begins: read backwards from
+/// the end (outside any string there), it is the first `,` directly inside
+/// `params` (the second object from the outside), or the `}` that closes
+/// `params` when the arguments are its last member. `None` when the tail
+/// does not reach back into the arguments (it then cannot tell where they
+/// end). A `"` ends a string read backwards unless an odd number of
+/// backslashes precede it.
+fn after_arguments(tail: &[u8]) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut found = None;
+    let mut i = tail.len();
+    while i > 0 {
+        i -= 1;
+        let byte = tail[i];
+        if byte == b'"' {
+            let backslashes = tail[..i].iter().rev().take_while(|&&b| b == b'\\').count();
+            if backslashes % 2 == 0 {
+                in_string = !in_string;
+            }
+            continue;
+        }
+        if in_string {
+            continue;
+        }
+        match byte {
+            b'}' | b']' => {
+                depth += 1;
+                if depth == 2 && found.is_none() {
+                    found = Some(i);
+                }
+            }
+            b'{' | b'[' => {
+                if depth <= 2 {
+                    // Closed `params` (or the whole request) within the
+                    // tail: the arguments are not where it was cut.
+                    return None;
+                }
+                depth -= 1;
+            }
+            b',' if depth == 2 => found = Some(i),
+            _ => {}
+        }
+    }
+    // The tail ends inside the arguments: in a container of theirs, or in
+    // a string (the arguments one long string, or a string within them).
+    if depth >= 3 || (depth == 2 && in_string) {
+        found
+    } else {
+        None
+    }
+}
+
+/// One open container while reading a clipped request's head.
+struct Open {
+    object: bool,
+    /// The key whose value is being read (objects only).
+    key: Option<String>,
+    expect_key: bool,
+}
+
+/// Reads what it can of a request from its first bytes: `params.name` and
+/// `params._meta["claudecode/toolUseId"]` when they come before the
+/// arguments (they are lost otherwise: best effort, as the request was
+/// clipped to bound the proxy's memory), and the start of
+/// `params.arguments`. The head is cut anywhere, so it is walked token by
+/// token (strings honour escapes; keys and the strings kept are decoded as
+/// a JSON parser reads them) and reading stops at the arguments or where the
+/// bytes end.
+fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
+    let mut found = ClippedEnvelope::default();
+    let mut stack: Vec<Open> = Vec::new();
+    let mut i = 0;
+    let path_is = |stack: &[Open], keys: &[&str]| {
+        stack.len() == keys.len()
+            && stack
+                .iter()
+                .zip(keys)
+                .all(|(open, key)| open.key.as_deref() == Some(*key))
+    };
+    while i < head.len() {
+        let byte = head[i];
+        if byte.is_ascii_whitespace() || byte == b':' {
+            i += 1;
+            continue;
+        }
+        let at_value = stack.last().is_some_and(|o| !o.object || !o.expect_key);
+        if at_value && path_is(&stack, &["params", "arguments"]) {
+            let text = String::from_utf8_lossy(&head[i..]);
+            found.arguments_head = text.trim_end_matches('\u{fffd}').to_owned();
+            found.arguments_at = Some(i);
+            break;
+        }
+        match byte {
+            b'{' | b'[' => {
+                stack.push(Open {
+                    object: byte == b'{',
+                    key: None,
+                    expect_key: byte == b'{',
+                });
+                i += 1;
+            }
+            b'}' | b']' => {
+                stack.pop();
+                i += 1;
+            }
+            b',' => {
+                if let Some(open) = stack.last_mut().filter(|o| o.object) {
+                    open.key = None;
+                    open.expect_key = true;
+                }
+                i += 1;
+            }
+            b'"' => {
+                let Some(end) = string_end(head, i) else {
+                    break;
+                };
+                let text = serde_json::from_slice::<String>(&head[i..end]).ok();
+                i = end;
+                let at_key = stack.last().is_some_and(|o| o.object && o.expect_key);
+                if at_key {
+                    if let Some(open) = stack.last_mut() {
+                        open.key = text;
+                        open.expect_key = false;
+                    }
+                } else if path_is(&stack, &["params", "name"]) {
+                    found.name = text;
+                } else if path_is(&stack, &["params", "_meta", "claudecode/toolUseId"]) {
+                    found.tool_use_id = text;
+                }
+            }
+            _ => {
+                // A number or a literal: up to the next delimiter.
+                while i < head.len()
+                    && !matches!(head[i], b',' | b'}' | b']')
+                    && !head[i].is_ascii_whitespace()
+                {
+                    i += 1;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The index just past the string token starting at `start` (a `"`), if it
+/// ends within `bytes`.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
 impl StepReport {
     pub fn from_observed(call: &ToolCallObserved) -> StepReport {
         let mut report = StepReport {
@@ -278,6 +535,7 @@ impl StepReport {
             result: None,
             error: None,
             result_clipped: None,
+            arguments_clipped: None,
             is_error: !matches!(
                 call.outcome,
                 CallOutcome::Answered | CallOutcome::Cancelled | CallOutcome::SessionEnded
@@ -292,21 +550,42 @@ impl StepReport {
             request_repairs: Repairs::default(),
             response_repairs: Repairs::default(),
         };
-        let mut reread = Vec::new();
-        match parse_leniently::<Request>(&call.request, &mut reread, &mut report.request_repairs) {
-            Ok(req) => {
-                report.request_id = req.id.map(RawValue::to_owned);
-                if let Some(params) = req.params {
-                    report.qualified_name = params
-                        .name
-                        .as_deref()
-                        .map(|tool| format!("mcp__{}__{tool}", call.server_name));
-                    report.tool_name = params.name;
-                    report.arguments = params.arguments.map(RawValue::to_owned);
-                    report.tool_use_id = params.meta.and_then(|m| m.tool_use_id);
+        match &call.request {
+            ObservedBody::Whole(request) => {
+                let mut reread = Vec::new();
+                match parse_leniently::<Request>(request, &mut reread, &mut report.request_repairs)
+                {
+                    Ok(req) => {
+                        report.request_id = req.id.map(RawValue::to_owned);
+                        if let Some(params) = req.params {
+                            report.qualified_name = params
+                                .name
+                                .as_deref()
+                                .map(|tool| format!("mcp__{}__{tool}", call.server_name));
+                            report.tool_name = params.name;
+                            report.arguments = params.arguments.map(RawValue::to_owned);
+                            report.tool_use_id = params.meta.and_then(|m| m.tool_use_id);
+                        }
+                    }
+                    Err(_) => report.request_unparseable = true,
                 }
             }
-            Err(_) => report.request_unparseable = true,
+            ObservedBody::Clipped { head, tail, len } => {
+                report.request_id =
+                    RawValue::from_string(String::from_utf8_lossy(&call.raw_id).into_owned()).ok();
+                let envelope = clipped_request(head, tail, *len);
+                report.qualified_name = envelope
+                    .name
+                    .as_deref()
+                    .map(|tool| format!("mcp__{}__{tool}", call.server_name));
+                report.tool_name = envelope.name;
+                report.tool_use_id = envelope.tool_use_id;
+                report.arguments_clipped = Some(ClippedResult {
+                    // The request's size when the arguments' own is unknown.
+                    original_bytes: envelope.arguments_bytes.unwrap_or(*len),
+                    head: envelope.arguments_head,
+                });
+            }
         }
         // A large answer with no binary block in it arrives clipped (see
         // `of_answer`): it will be stored as a marker and a preview, so it is
@@ -354,7 +633,8 @@ mod tests {
             session_id: Some(Arc::from("sess-1")),
             started: Instant::now(),
             duration: Duration::from_micros(1500),
-            request: request.as_bytes().to_vec(),
+            request: ObservedBody::Whole(request.as_bytes().to_vec()),
+            raw_id: SmallBytes::new(b"1"),
             // As the relay hands answers over.
             response: response
                 .map(|r| ObservedBody::of_answer(r.as_bytes(), has_binary_block(r.as_bytes()))),
@@ -441,5 +721,102 @@ mod tests {
         assert!(r.response_unparseable && !r.request_unparseable);
         assert_eq!(r.tool_name.as_deref(), Some("t"));
         assert!(r.result.is_none() && r.error.is_none());
+    }
+
+    #[test]
+    fn a_clipped_request_keeps_its_envelope_and_marks_its_arguments() {
+        let big = "y".repeat(2 * REQUEST_WHOLE);
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"n\u0061me":"write","_meta":{{"claudecode/toolUseId":"toolu_9"}},"arguments":{{"text":"{big}"}}}},"id":"r-7"}}"#
+        );
+        let kept = ObservedBody::of_request(request.as_bytes(), usize::MAX);
+        assert_eq!(
+            kept.weight(),
+            REQUEST_HEAD + REQUEST_TAIL,
+            "only the head and tail are copied"
+        );
+        let mut call = observed("{}", None);
+        call.request = kept;
+        call.raw_id = SmallBytes::new(br#""r-7""#);
+        let r = StepReport::from_observed(&call);
+        assert_eq!(r.tool_name.as_deref(), Some("write"));
+        assert_eq!(r.tool_use_id.as_deref(), Some("toolu_9"));
+        assert_eq!(r.request_id.as_ref().map(|v| v.get()), Some(r#""r-7""#));
+        assert!(r.arguments.is_none() && !r.request_unparseable);
+        let clipped = r.arguments_clipped.expect("marked clipped");
+        let arguments = format!(r#"{{"text":"{big}"}}"#);
+        assert_eq!(clipped.original_bytes, arguments.len() as u64);
+        assert!(
+            clipped.head.starts_with(r#"{"text":"yyy"#),
+            "{}",
+            &clipped.head[..20]
+        );
+    }
+
+    #[test]
+    fn requests_are_kept_whole_only_within_the_room_given() {
+        let small = br#"{"id":1,"method":"tools/call","params":{"name":"t"}}"#;
+        assert!(ObservedBody::of_request(small, 1 << 20).whole().is_some());
+        let short = ObservedBody::of_request(small, 10);
+        assert!(short.whole().is_none());
+        assert_eq!(short.weight(), 10, "no more than the room left");
+        let short = ObservedBody::of_request(small, small.len() - 1);
+        assert_eq!(
+            short.weight(),
+            small.len() - 1,
+            "head and tail never overlap"
+        );
+        assert_eq!(ObservedBody::of_request(small, 0).weight(), 0);
+        // Nothing of the envelope survives an empty head, but the step
+        // still has its id and its size.
+        let mut call = observed("{}", None);
+        call.request = ObservedBody::of_request(small, 0);
+        let r = StepReport::from_observed(&call);
+        assert_eq!(r.request_id.as_ref().map(|v| v.get()), Some("1"));
+        assert_eq!(
+            r.arguments_clipped.map(|c| c.original_bytes),
+            Some(small.len() as u64)
+        );
+    }
+
+    #[test]
+    fn the_envelope_reader_survives_any_cut() {
+        let request = br#"{"id":[1,{"a":"\"}"}],"params":{"name":"t\"x","arguments":{"k":[true,null,-1.5e3]}}}"#;
+        for cut in 0..=request.len() {
+            let found = clipped_envelope(&request[..cut]);
+            if cut >= 55 {
+                assert_eq!(found.name.as_deref(), Some("t\"x"), "cut at {cut}");
+            }
+            assert!(request[..cut].ends_with(found.arguments_head.as_bytes()));
+        }
+        let whole = clipped_envelope(request);
+        assert_eq!(whole.arguments_head, r#"{"k":[true,null,-1.5e3]}}}"#);
+    }
+
+    #[test]
+    fn members_after_the_arguments_are_read_from_the_tail() {
+        let big = "q\\\"}".repeat(REQUEST_WHOLE);
+        for arguments in [
+            format!(r#"{{"a":["{big}",{{"b":1}}],"c":"}}"}}"#),
+            format!(r#""{big}""#),
+        ] {
+            let request = format!(
+                r#"{{"id":3,"params":{{"arguments":{arguments},"name":"late","_meta":{{"claudecode/toolUseId":"toolu_late"}}}},"method":"tools/call"}}"#
+            );
+            let mut call = observed("{}", None);
+            call.request = ObservedBody::of_request(request.as_bytes(), usize::MAX);
+            let r = StepReport::from_observed(&call);
+            assert_eq!(r.tool_name.as_deref(), Some("late"), "{arguments:.40}");
+            assert_eq!(r.tool_use_id.as_deref(), Some("toolu_late"));
+            assert_eq!(
+                r.arguments_clipped.map(|c| c.original_bytes),
+                Some(arguments.len() as u64),
+                "the arguments' own size"
+            );
+        }
+        // Arguments last: the tail starts inside them, params closes after.
+        assert_eq!(after_arguments(br#"x","y":[1]}},"id":1}"#), Some(11));
+        // A tail that does not reach back into the arguments tells nothing.
+        assert_eq!(after_arguments(br#"{"name":"t"}}"#), None);
     }
 }

@@ -692,10 +692,13 @@ mod tests {
             session_id: Some(Arc::from("sess")),
             started: Instant::now(),
             duration: Duration::from_millis(1),
-            request: format!(
+            request: ObservedBody::Whole(
+                format!(
                 r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"t","arguments":{{"n":{n}}},"_meta":{{"claudecode/toolUseId":"toolu_{n}"}}}}}}"#
             )
             .into_bytes(),
+            ),
+            raw_id: crate::jsonrpc::small::SmallBytes::new(n.to_string().as_bytes()),
             response: Some(ObservedBody::Whole(
                 format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{{"content":[]}}}}"#).into_bytes(),
             )),

@@ -14,6 +14,11 @@
 //!   oldest tenth is evicted in one pass ([`EVICT_BATCH`]), so a full table
 //!   costs each request O(1) amortised, not a scan. Evicted entries are
 //!   counted (their answers are still relayed, just not timed).
+//! * The request bytes kept for the recorder are bounded too: at most
+//!   [`HELD_BUDGET`] over all host requests in flight, whatever the host
+//!   sends. A request that does not fit is kept clipped (its head, or only
+//!   its size: [`ObservedBody::of_request`]); its step is still recorded,
+//!   with its arguments marked truncated. Relaying never depends on it.
 //! * `upstream_alive` lives under the same lock as the table, so "insert a
 //!   request" and "the upstream died: answer everything pending" can never
 //!   interleave badly: a request is either answered by the death handler or
@@ -25,9 +30,15 @@ use std::time::Instant;
 
 use crate::jsonrpc::message::IdKey;
 use crate::jsonrpc::small::SmallBytes;
+use crate::observe::step::ObservedBody;
 
 /// The most unanswered requests kept per direction.
 pub const MAX_PENDING: usize = 10_000;
+/// The most request bytes kept for the recorder over all host requests in
+/// flight. With the framer's buffer (the message limit plus two reads) and
+/// the observer's queue, this keeps the proxy's peak memory within the
+/// message limit plus 16 MB however many large requests go unanswered.
+pub const HELD_BUDGET: usize = 4 * 1024 * 1024;
 /// How many of the oldest host requests a full table forgets at once.
 pub const EVICT_BATCH: usize = MAX_PENDING / 10;
 
@@ -155,9 +166,10 @@ pub struct HostRequest {
     /// line of one read arrived by then), so a batch of requests costs one
     /// clock read, not one each.
     pub started: Instant,
-    /// The raw request line, kept for the methods the recorder learns from
-    /// (`tools/call`, `initialize`, `server/discover`, `tools/list`).
-    pub kept_request: Option<Vec<u8>>,
+    /// The raw request line (whole, or clipped within [`HELD_BUDGET`]),
+    /// kept for the methods the recorder learns from (`tools/call`,
+    /// `initialize`, `server/discover`, `tools/list`).
+    pub kept_request: Option<ObservedBody>,
     /// When the host sent `notifications/cancelled` for it (the read that
     /// brought the notification): where an unanswered call ends.
     pub cancelled_at: Option<Instant>,
@@ -188,6 +200,8 @@ pub struct InFlight {
     server: HashMap<IdKey, VecDeque<u64>, IdHashing>,
     server_count: usize,
     own: HashMap<IdKey, OwnRequest, IdHashing>,
+    /// Bytes of `kept_request` over all host entries (≤ [`HELD_BUDGET`]).
+    held: usize,
     seq: u64,
     evicted: u64,
     /// Of those, recorded `tools/call`s, not yet reported (the run must say
@@ -220,6 +234,7 @@ impl InFlight {
             server: HashMap::with_hasher(IdHashing::new()),
             server_count: 0,
             own: HashMap::with_hasher(IdHashing::new()),
+            held: 0,
             seq: 0,
             evicted: 0,
             evicted_calls: 0,
@@ -231,12 +246,13 @@ impl InFlight {
     }
 
     /// Records a host request about to be relayed; `read_at` is when the
-    /// proxy read it.
+    /// proxy read it; `keep` is the request line when the recorder wants
+    /// it (copied whole or clipped, within [`HELD_BUDGET`]).
     pub fn insert_host(
         &mut self,
         raw_id: &[u8],
         method: &str,
-        kept_request: Option<Vec<u8>>,
+        keep: Option<&[u8]>,
         read_at: Instant,
     ) -> Admission {
         if !self.upstream_alive {
@@ -245,6 +261,11 @@ impl InFlight {
         if self.host_count >= MAX_PENDING {
             self.evict_oldest_hosts();
         }
+        let kept_request = keep.map(|bytes| {
+            let kept = ObservedBody::of_request(bytes, HELD_BUDGET.saturating_sub(self.held));
+            self.held += kept.weight();
+            kept
+        });
         self.seq += 1;
         let mut entry = HostRequest {
             raw_id: SmallBytes::new(raw_id),
@@ -288,6 +309,7 @@ impl InFlight {
             }
         }
         self.host_count -= 1;
+        self.held -= entry.kept_request.as_ref().map_or(0, ObservedBody::weight);
         Some(entry)
     }
 
@@ -391,6 +413,7 @@ impl InFlight {
         all.extend(self.host_dups.drain().flat_map(|(_, q)| q));
         all.sort_by_key(|e| e.seq);
         self.host_count = 0;
+        self.held = 0;
         all
     }
 
@@ -543,7 +566,7 @@ mod tests {
         let mut t = InFlight::new();
         for i in 0..MAX_PENDING {
             let (method, kept) = if i % 2 == 0 {
-                ("tools/call", Some(b"{}".to_vec()))
+                ("tools/call", Some(&b"{}"[..]))
             } else {
                 ("ping", None)
             };
@@ -553,5 +576,41 @@ mod tests {
         t.insert_host(b"new", "tools/call", None, Instant::now());
         assert_eq!(t.take_evicted_calls(), EVICT_BATCH as u64 / 2);
         assert_eq!(t.take_evicted_calls(), 0, "reported once");
+    }
+
+    #[test]
+    fn kept_request_bytes_stay_within_the_budget() {
+        let mut t = InFlight::new();
+        let big = vec![b'x'; 1 << 20];
+        let small = vec![b'y'; 1024];
+        for i in 0..200u32 {
+            let bytes = if i % 2 == 0 { &big } else { &small };
+            t.insert_host(
+                i.to_string().as_bytes(),
+                "tools/call",
+                Some(bytes),
+                Instant::now(),
+            );
+            assert!(t.held <= HELD_BUDGET, "{} held after {i}", t.held);
+        }
+        // Every request kept something (if only its size) to report on.
+        let first = t.answer_host(b"0").and_then(|e| e.kept_request);
+        assert!(first.is_some_and(|k| k.whole().is_none()), "1 MiB: clipped");
+        let second = t.answer_host(b"1").and_then(|e| e.kept_request);
+        assert!(second.is_some_and(|k| k.whole().is_some()), "1 KiB: whole");
+        // Answers give the budget back: once all are answered, a request is
+        // kept whole again.
+        for i in 2..200u32 {
+            assert!(t.answer_host(i.to_string().as_bytes()).is_some());
+        }
+        assert_eq!(t.held, 0);
+        t.insert_host(b"new", "tools/call", Some(&small), Instant::now());
+        let kept = t.answer_host(b"new").and_then(|e| e.kept_request);
+        assert!(kept.is_some_and(|k| k.whole().is_some()));
+        // So does the upstream's death.
+        t.insert_host(b"a", "tools/call", Some(&big), Instant::now());
+        assert!(t.held > 0);
+        assert_eq!(t.upstream_died().len(), 1);
+        assert_eq!(t.held, 0);
     }
 }

@@ -258,6 +258,7 @@ impl Shared {
             started: request.started,
             duration: ended.saturating_duration_since(request.started),
             request: kept_request,
+            raw_id: std::mem::take(&mut request.raw_id),
             response,
             outcome,
             response_bytes,
@@ -518,7 +519,7 @@ fn host_request(
             method,
             "tools/call" | "initialize" | "server/discover" | "tools/list"
         );
-    let admission = inflight.insert_host(id, method, keep.then(|| bytes.to_vec()), outbox.read_at);
+    let admission = inflight.insert_host(id, method, keep.then_some(bytes), outbox.read_at);
     let evicted = inflight.take_evicted_calls();
     if evicted > 0 {
         log::warn!(
@@ -903,10 +904,14 @@ fn observe_answered_call(
     answered_at: Instant,
 ) {
     if request.method != "tools/call" {
-        if let Some(kept_request) = request.kept_request
+        if let Some(kept_request) = request.kept_request.as_ref().and_then(ObservedBody::whole)
             && response.len() <= OBSERVE_WHOLE
         {
-            batch.exchange(request.method.as_str(), kept_request, response.to_vec());
+            batch.exchange(
+                request.method.as_str(),
+                kept_request.to_vec(),
+                response.to_vec(),
+            );
         }
         return;
     }

@@ -176,7 +176,12 @@ impl Preparation {
             .tool_use_id
             .as_deref()
             .map(|id| self.redactor().redact_text(id).into_owned());
-        let args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
+        let mut args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
+        // A request the proxy kept clipped (in-flight memory budget): its
+        // arguments are stored as the marker a payload over the cap gets.
+        if let Some(clipped) = &report.arguments_clipped {
+            args = self.preview_only(&clipped.head, clipped.original_bytes as usize);
+        }
         let mut result = self.prepare(report.result.as_deref().map(|r| r.get()));
         if let Some(clipped) = &report.result_clipped {
             result = self.preview_only(&clipped.head, clipped.original_bytes as usize);

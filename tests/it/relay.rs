@@ -587,3 +587,56 @@ fn a_flood_of_notifications_does_not_hold_up_the_call_or_memory() {
     assert_eq!(doc["finish"]["lossy"], false, "{doc}");
     eprintln!("{flood} notifications and the answer in {took:?}; peak RSS {peak_kib} KiB");
 }
+
+/// Many large calls the server never answers (issue 12, item 8): the
+/// proxy relays every byte of them, but keeps for the recorder only what
+/// its in-flight budget allows, so its peak memory stays within the
+/// message limit plus 16 MB however many pile up; the calls are still
+/// recorded, their arguments as a truncation marker with their size.
+#[test]
+fn unanswered_large_calls_are_recorded_clipped_in_bounded_memory() {
+    const CALLS: u64 = 80;
+    const LIMIT: u64 = 8 << 20;
+    let dir = TempDir::new("unanswered");
+    let script = json!({"rules": [{"method": "tools/call", "do": []}]});
+    let mut cmd = proxy(&dir, &script);
+    cmd.env("BIR_UPSTREAM_MAX_MESSAGE_BYTES", LIMIT.to_string());
+    let mut host = initialized(cmd);
+    let big = "z".repeat(1 << 20);
+    for id in 1..=CALLS {
+        host.send(&call(id, "store", json!({"blob": big, "n": id})));
+    }
+    // The server answers the ping only once it has read every call before
+    // it: all of them went through the proxy.
+    host.send(&json!({"jsonrpc":"2.0","id":"last","method":"ping"}));
+    assert!(
+        host.wait_lines(2, Duration::from_secs(120)),
+        "{}",
+        host.stderr_so_far()
+    );
+    let peak_kib = peak_rss_kib(host.pid());
+    host.close_stdin();
+    let seen = host.finish(Duration::from_secs(30));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let bound_kib = (LIMIT >> 10) + 16 * 1000;
+    assert!(
+        peak_kib <= bound_kib,
+        "proxy peak RSS {peak_kib} KiB with {CALLS} x 1 MiB unanswered (bound {bound_kib} KiB)"
+    );
+
+    let doc = export(&dir, "latest");
+    let steps = doc["steps"].as_array().expect("steps");
+    assert_eq!(steps.len() as u64, 2 * CALLS, "every call is recorded");
+    for pair in steps.chunks(2) {
+        let (selected, response) = (&pair[0], &pair[1]);
+        assert_eq!(selected["toolName"], "store", "{selected}");
+        assert_eq!(response["outcome"], "session_ended", "{response}");
+        let input = &selected["input"];
+        assert_eq!(input["truncated"], true, "{selected}");
+        assert!(
+            input["originalBytes"].as_u64().is_some_and(|n| n > 1 << 20),
+            "{input}"
+        );
+    }
+    eprintln!("peak RSS {peak_kib} KiB with {CALLS} x 1 MiB unanswered");
+}
