@@ -196,6 +196,8 @@ struct Agent {
     agent_type: Option<String>,
     /// The Agent call this subagent runs under.
     parent: Option<String>,
+    /// Its SubagentStop was seen: its transcript is whole.
+    stopped: bool,
 }
 
 pub(super) struct Session {
@@ -237,6 +239,8 @@ pub(super) struct Session {
     transcripts: HashMap<Option<String>, Transcript>,
     /// A Stop without `last_assistant_message`: the transcript's will do.
     awaiting_answer: bool,
+    /// The current turn's Stop was seen: the main transcript is whole.
+    turn_stopped: bool,
     last_answer: Option<String>,
     /// proxy_id → server name.
     pub proxies: HashMap<String, String>,
@@ -280,6 +284,7 @@ impl Session {
             transcript_path: None,
             transcripts: HashMap::new(),
             awaiting_answer: false,
+            turn_stopped: false,
             last_answer: None,
             proxies: HashMap::new(),
             gone_servers: BTreeSet::new(),
@@ -452,6 +457,7 @@ impl Session {
     }
 
     fn on_prompt(&mut self, cx: &mut Cx, h: &Hook) {
+        self.turn_stopped = false;
         let raw = h.prompt().unwrap_or("");
         let prompt = cx.text(raw, cx.cfg.payload_cap);
         self.display.clear();
@@ -791,6 +797,7 @@ impl Session {
     fn on_subagent_stop(&mut self, cx: &mut Cx, h: &Hook) {
         self.session_event(cx, h, false);
         if let Some(agent_id) = h.agent_id().map(str::to_owned) {
+            self.agents.entry(agent_id.clone()).or_default().stopped = true;
             if let Some(path) = h.agent_transcript_path() {
                 self.transcripts
                     .entry(Some(agent_id.clone()))
@@ -802,6 +809,7 @@ impl Session {
     }
 
     fn on_stop(&mut self, cx: &mut Cx, h: &Hook) {
+        self.turn_stopped = true;
         self.display.clear();
         if h.has_background_tasks() {
             self.session_event(cx, h, false);
@@ -1143,7 +1151,7 @@ impl Session {
             }
             (true, false, true) => !self.waits_for_proxy(c) && !self.waits_for_context(cx, c),
             _ => false,
-        };
+        } && !self.waits_for_subagent_words(c);
         if (hooked || force) && !c.selected_emitted {
             self.emit_selected(cx, i);
         }
@@ -1179,6 +1187,24 @@ impl Session {
             return false;
         }
         self.ending.is_none() || self.proxies.values().any(same)
+    }
+
+    /// A subagent's call whose words are not read yet waits for its
+    /// SubagentStop: Claude Code writes a subagent's transcript rows late
+    /// (after the call's PostToolUse), and that hook brings the read of the
+    /// whole file. The join grace bounds the wait.
+    ///
+    /// The same holds for the main thread's Agent call: the tool answers at
+    /// once (`async_launched`) and the message that made it reaches the
+    /// transcript late; the turn's Stop brings the read.
+    fn waits_for_subagent_words(&self, c: &Call) -> bool {
+        if c.transcript_context.is_some() || self.transcript_path.is_none() {
+            return false;
+        }
+        match c.agent_id.as_deref() {
+            Some(agent) => !self.agents.get(agent).is_some_and(|a| a.stopped),
+            None => c.kind == StepKind::Agent && !self.turn_stopped,
+        }
     }
 
     /// A finished call whose context a transcript read under way may bring.

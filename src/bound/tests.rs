@@ -891,6 +891,12 @@ fn subagents_calling_the_same_mcp_tool_are_each_attributed() {
         json!({"agent_id": "a1", "agent_type": "general-purpose",
         "last_assistant_message": "one done"}),
     );
+    h.hook(
+        5.2,
+        "SubagentStop",
+        json!({"agent_id": "a2", "agent_type": "Explore",
+        "last_assistant_message": "two done"}),
+    );
     h.hook(5.5, "UserPromptSubmit", json!({"prompt":
         "<task-notification>\n<task-id>a1</task-id>\n<tool-use-id>toolu_ag1</tool-use-id>\n<status>completed</status>"}));
     h.stop(6.0, "done");
@@ -934,6 +940,7 @@ fn subagents_calling_the_same_mcp_tool_are_each_attributed() {
             "SubagentStart",
             "SubagentStart",
             "Stop",
+            "SubagentStop",
             "SubagentStop",
             "SessionEnd"
         ]
