@@ -113,7 +113,7 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
             StepType::ToolSelected | StepType::ToolResponse => {
                 let selected = s.step_type == StepType::ToolSelected;
                 let found = match s.tool_use_id.as_deref() {
-                    Some(id) => by_id.get(id).copied(),
+                    Some(id) => by_id.get(id.as_str()).copied(),
                     None if !selected => calls.iter().rposition(|c| {
                         c.response.is_none()
                             && c.any().is_some_and(|a| {
@@ -281,7 +281,7 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
                     write_tree(t, &calls, &agent_types, *i, &numbering.to_string(), 1, full);
                 }
                 Entry::Event(e) => write_event(t, e, 1, type_of(&agent_types, e)),
-                Entry::Answer(a) => write_answer(t, "answer", a.output.as_ref(), full),
+                Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
             }
         }
         t.line("");
@@ -293,7 +293,7 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
         write_answer(
             t,
             "final answer",
-            Some(&Value::String(output.clone())),
+            Some(&Value::String(output.to_string())),
             full,
         );
         t.line("");
@@ -391,7 +391,7 @@ fn name_of(s: &Step) -> String {
         Some(StepKind::Mcp) | None if !s.server_name.is_empty() => {
             format!("{} › {}", s.server_name, s.tool_name)
         }
-        _ => s.qualified_name.clone(),
+        _ => s.qualified_name.to_string(),
     }
 }
 
@@ -502,7 +502,7 @@ fn write_tree(
                 );
             }
             Entry::Event(e) => write_event(t, e, depth + 1, type_of(types, e)),
-            Entry::Answer(a) => write_answer(t, "answer", a.output.as_ref(), full),
+            Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
         }
     }
 }
@@ -557,7 +557,7 @@ fn permission(p: &Value) -> String {
 /// A session event as one short line. `agent_type` is the subagent's type
 /// as its steps name it (the event's own data may leave it out).
 fn write_event(t: &mut Screen, e: &SessionEvent, depth: usize, agent_type: Option<&str>) {
-    let data = e.data.as_ref();
+    let data = e.data.as_deref();
     let get = |k: &str| data.and_then(|d| d.get(k)).and_then(Value::as_str);
     let what = match e.name.as_str() {
         "SubagentStart" | "SubagentStop" => {
