@@ -68,14 +68,13 @@ impl Cx<'_> {
         prepare::text(self.redactor, s, cap).0
     }
     /// A name or path from a hook payload (an event or tool name, a cwd,
-    /// an agent type), redacted like any other text. Ids the join uses
-    /// (`session_id`, `tool_use_id`, `agent_id`) are kept as sent, as the
-    /// standalone recorder keeps them.
+    /// an agent type), redacted like any other text, and capped.
     fn label(&self, s: &str) -> Redacted<String> {
         self.text(s, LABEL_CAP)
     }
-    /// An id the join keeps as sent (`tool_use_id`), redacted where it is
-    /// written to a record, as the standalone recorder writes it.
+    /// An id the join keeps as sent (`tool_use_id`, `agent_id`), redacted
+    /// where it is written to a record, as the standalone recorder writes
+    /// it (uncapped).
     fn id(&self, s: &str) -> Redacted<String> {
         prepare::label(self.redactor, s)
     }
@@ -101,7 +100,7 @@ struct Call {
     tool: String,
     kind: StepKind,
     agent_id: Option<String>,
-    agent_type: Option<String>,
+    agent_type: Option<Redacted<String>>,
     turn: Option<u32>,
     started_at: String,
     first_seen: SystemTime,
@@ -198,7 +197,7 @@ struct ProxyView {
 
 #[derive(Debug, Default)]
 struct Agent {
-    agent_type: Option<String>,
+    agent_type: Option<Redacted<String>>,
     /// The Agent call this subagent runs under.
     parent: Option<String>,
 }
@@ -384,7 +383,7 @@ impl Session {
         let event = RunEvent::SessionEvent(SessionEvent {
             name: cx.label(&h.name),
             at: rfc3339(cx.now),
-            agent_id: h.agent_id().map(str::to_owned),
+            agent_id: h.agent_id().map(|id| cx.id(id)),
             data,
         });
         if early {
@@ -407,7 +406,7 @@ impl Session {
                 self.note = Some(format!(
                     "the recorder joined this session under way (first event: {}); \
                      what happened before is missing",
-                    h.name
+                    cx.label(&h.name)
                 ));
             }
         }
@@ -504,7 +503,7 @@ impl Session {
         };
         Call {
             agent_id: h.agent_id().map(str::to_owned),
-            agent_type: h.agent_type().map(|t| cx.label(t).into_inner()),
+            agent_type: h.agent_type().map(|t| cx.label(t)),
             hooked: true,
             input: prepared.value,
             input_digest: prepared.digest,
@@ -785,7 +784,7 @@ impl Session {
                     })
             };
             let agent = self.agents.entry(agent_id.to_owned()).or_default();
-            agent.agent_type = h.agent_type().map(|t| cx.label(t).into_inner());
+            agent.agent_type = h.agent_type().map(|t| cx.label(t));
             if agent.parent.is_none() {
                 agent.parent = guess;
             }
@@ -1206,7 +1205,7 @@ impl Session {
         self.agents.get(agent_id?)?.parent.clone()
     }
 
-    fn agent_type_of(&self, c: &Call) -> Option<String> {
+    fn agent_type_of(&self, c: &Call) -> Option<Redacted<String>> {
         let id = c.agent_id.as_deref()?;
         c.agent_type
             .clone()
@@ -1228,9 +1227,9 @@ impl Session {
             server_name: cx.label(&c.server).into_inner(),
             tool_name: cx.label(&c.tool),
             tool_use_id: c.tool_use_id.as_deref().map(|id| cx.id(id)),
-            agent_id: c.agent_id.clone(),
+            agent_id: c.agent_id.as_deref().map(|id| cx.id(id)),
             agent_type: self.agent_type_of(c),
-            parent_tool_use_id: self.parent_of(c.agent_id.as_deref()),
+            parent_tool_use_id: self.parent_of(c.agent_id.as_deref()).map(|id| cx.id(&id)),
             kind: Some(c.kind),
             turn: c.turn,
             correlation: c.correlation.map(str::to_owned),

@@ -171,7 +171,7 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_use_id: Option<Redacted<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<Redacted<String>>,
     /// sha256 of the canonical redacted arguments (before truncation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args_digest: Option<String>,
@@ -202,11 +202,11 @@ pub struct Step {
     /// Bound runs only: the subagent type (`agent_type`) when the step ran
     /// inside a subagent; `agent_id` names the instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_type: Option<String>,
+    pub agent_type: Option<Redacted<String>>,
     /// Bound runs only: the `tool_use_id` of the Agent step a subagent's
     /// step is nested under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_tool_use_id: Option<String>,
+    pub parent_tool_use_id: Option<Redacted<String>>,
     /// Bound runs only: the model's text (and thinking summary, where the
     /// transcript has one) just before it chose this tool. Redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -292,7 +292,7 @@ pub struct SessionEvent {
     pub name: Redacted<String>,
     pub at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<Redacted<String>>,
     /// The rest of the payload, redacted (session-wide fields such as
     /// `session_id` and `transcript_path` left out).
     #[serde(default, skip_serializing_if = "Option::is_none")]

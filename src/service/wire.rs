@@ -137,7 +137,7 @@ pub fn step_body(step: &Step) -> Value {
         put("requestId", (**v).clone());
     }
     if let Some(v) = &step.agent_id {
-        put("agentId", Value::from(v.clone()));
+        put("agentId", Value::from(v.as_str()));
     }
     if let Some(v) = &step.withheld {
         put("withheld", Value::from(v.clone()));
