@@ -301,3 +301,59 @@ pub(crate) fn text(redactor: &Redactor, text: &str, cap: usize) -> (Redacted<Str
 pub(crate) fn fixture<T>(value: T) -> Redacted<T> {
     Redacted(value)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::RedactConfig;
+
+    fn redactor() -> Redactor {
+        Redactor::new(RedactConfig::default())
+    }
+
+    #[test]
+    fn a_redacted_value_is_written_and_read_as_the_value_it_holds() {
+        let raw = r#"{"big":18446744073709551617,"n":1.50,"s":"x"}"#;
+        let read: Redacted<Value> = serde_json::from_str(raw).expect("read");
+        assert_eq!(serde_json::to_string(&read).expect("write"), raw);
+        let text: Redacted<String> = serde_json::from_str(r#""a b""#).expect("read");
+        assert_eq!(serde_json::to_string(&text).expect("write"), r#""a b""#);
+        // As a map key (a snapshot's tool hashes).
+        let mut hashes = std::collections::BTreeMap::new();
+        hashes.insert(label(&redactor(), "echo"), "h".to_owned());
+        assert_eq!(
+            serde_json::to_string(&hashes).expect("write"),
+            r#"{"echo":"h"}"#
+        );
+    }
+
+    #[test]
+    fn every_way_in_redacts_and_a_part_keeps_what_the_redactor_left() {
+        let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        let r = redactor();
+        let whole = whole(
+            &r,
+            serde_json::json!({"info": {"token": secret, "name": "n"}}),
+        )
+        .expect("redacted");
+        let part = whole.part("/info").expect("a part");
+        assert!(
+            !serde_json::to_string(&part)
+                .expect("write")
+                .contains(secret)
+        );
+        assert_eq!(
+            whole.text_at("/info/name").as_deref().map(String::as_str),
+            Some("n")
+        );
+        assert!(whole.part("/missing").is_none());
+        assert!(!label(&r, &format!("tool_{secret}")).contains(secret));
+        let (kept, redactions) = text(&r, &format!("use {secret} now"), 1024);
+        assert!(!kept.contains(secret) && redactions == 1, "{kept}");
+        let id = whole_or_marker(&r, Value::String(secret.to_owned()));
+        assert!(!id.to_string().contains(secret), "{id}");
+        let prepared = raw(&r, Some(&format!(r#"{{"a":"{secret}"}}"#)), 1024);
+        let value = prepared.value.expect("kept");
+        assert!(!value.to_string().contains(secret), "{value}");
+    }
+}
