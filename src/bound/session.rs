@@ -841,7 +841,8 @@ impl Session {
         if let Some(host) = &reg.host
             && !host.version.is_empty()
         {
-            self.host_version = Some(host.version.clone());
+            // As the proxy read it from its environment: outside data.
+            self.host_version = Some(cx.label(&host.version).into_inner());
         }
         self.proxies
             .insert(reg.proxy_id.clone(), reg.server_name.clone());
