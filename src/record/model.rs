@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use super::prepare::Redacted;
+pub use super::prepare::{Redacted, canonical};
 
 /// One journal record: a sequence number (1, 2, … within the run) and an
 /// event. `seq` is what remote acknowledgements refer to.
@@ -410,12 +410,6 @@ fn random_16() -> [u8; 16] {
         *used += 16;
         out
     })
-}
-
-/// Canonical JSON: object keys sorted (serde_json's default map is
-/// ordered), no whitespace. Used for digests.
-pub fn canonical(v: &Value) -> Vec<u8> {
-    serde_json::to_vec(v).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{model, truncate};
+use super::truncate;
 use crate::jsonrpc::lenient::{self, Repairs};
 use crate::redact::{RedactConfig, Redactor};
 
@@ -149,6 +149,13 @@ pub(crate) fn label(redactor: &Redactor, text: &str) -> Redacted<String> {
     }
 }
 
+/// Canonical JSON: object keys sorted (serde_json's default map is
+/// ordered), no whitespace. Used for digests (here, of a prepared payload;
+/// the model re-exports it for the others).
+pub fn canonical(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
 /// A payload as it may be stored.
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
@@ -244,7 +251,7 @@ fn redact_and_cap(redactor: &Redactor, mut value: Value, cap: usize) -> Prepared
             ..Prepared::default()
         };
     };
-    let digest = crate::codec::sha256_hex(&model::canonical(&value));
+    let digest = crate::codec::sha256_hex(&canonical(&value));
     let (value, _) = truncate::cap(value, cap);
     Prepared {
         value: Some(Redacted(value)),
