@@ -248,7 +248,7 @@ impl Harness {
     fn steps_of(&self, tool_use_id: &str) -> Vec<&Step> {
         self.steps()
             .into_iter()
-            .filter(|s| s.tool_use_id.as_deref().map(String::as_str) == Some(tool_use_id))
+            .filter(|s| s.tool_use_id.as_deref() == Some(tool_use_id))
             .collect()
     }
 
@@ -457,14 +457,11 @@ fn an_mcp_call_is_one_joined_step_whatever_arrives_first() {
         );
         let finish = h.finish();
         assert_eq!(finish.reason.as_deref(), Some("session_end"));
-        assert_eq!(
-            finish.output.as_deref().map(String::as_str),
-            Some("It said hi.")
-        );
+        assert_eq!(finish.output.as_deref(), Some("It said hi."));
         assert_eq!(finish.metrics.tool_calls, 1);
         assert!(!finish.lossy);
         let header = h.header();
-        assert_eq!(header.input.as_deref().map(String::as_str), Some("echo hi"));
+        assert_eq!(header.input.as_deref(), Some("echo hi"));
         assert_eq!(header.metadata.tier, "bound");
         assert_eq!(header.metadata.wrapped_servers, ["everything"]);
         assert_eq!(
@@ -920,15 +917,9 @@ fn subagents_calling_the_same_mcp_tool_are_each_attributed() {
     ] {
         let (selected, response) = h.assert_told_once(id);
         for step in [&selected, &response] {
-            assert_eq!(step.agent_id.as_deref().map(String::as_str), Some(agent));
-            assert_eq!(
-                step.agent_type.as_deref().map(String::as_str),
-                Some(agent_type)
-            );
-            assert_eq!(
-                step.parent_tool_use_id.as_deref().map(String::as_str),
-                Some(parent)
-            );
+            assert_eq!(step.agent_id.as_deref(), Some(agent));
+            assert_eq!(step.agent_type.as_deref(), Some(agent_type));
+            assert_eq!(step.parent_tool_use_id.as_deref(), Some(parent));
         }
         assert_eq!(response.output.as_deref(), Some(&echo_result(text)));
     }
@@ -948,7 +939,7 @@ fn subagents_calling_the_same_mcp_tool_are_each_attributed() {
             _ => None,
         })
         .expect("SubagentStart");
-    assert_eq!(started.agent_id.as_deref().map(String::as_str), Some("a1"));
+    assert_eq!(started.agent_id.as_deref(), Some("a1"));
     assert_eq!(
         started.data.as_deref(),
         Some(&json!({"agent_type": "general-purpose"}))
@@ -965,10 +956,7 @@ fn subagents_calling_the_same_mcp_tool_are_each_attributed() {
             "SessionEnd"
         ]
     );
-    assert_eq!(
-        h.finish().output.as_deref().map(String::as_str),
-        Some("done")
-    );
+    assert_eq!(h.finish().output.as_deref(), Some("done"));
 }
 
 #[test]
@@ -994,14 +982,8 @@ fn a_subagent_named_by_its_agent_call_first_leaves_the_guess_to_the_others() {
         h.hook(t, "PreToolUse", p);
     }
     let parent = |id: &str| h.steps_of(id)[0].parent_tool_use_id.clone();
-    assert_eq!(
-        parent("toolu_s1").as_deref().map(String::as_str),
-        Some("toolu_ag1")
-    );
-    assert_eq!(
-        parent("toolu_s2").as_deref().map(String::as_str),
-        Some("toolu_ag2")
-    );
+    assert_eq!(parent("toolu_s1").as_deref(), Some("toolu_ag1"));
+    assert_eq!(parent("toolu_s2").as_deref(), Some("toolu_ag2"));
 }
 
 #[test]
@@ -1026,7 +1008,7 @@ fn a_daemon_restart_mid_run_starts_a_lossy_run_that_says_why() {
     assert_eq!(selected.turn, None, "the turn is unknown");
     let finish = h.finish();
     assert!(finish.lossy);
-    assert_eq!(finish.output.as_deref().map(String::as_str), Some("listed"));
+    assert_eq!(finish.output.as_deref(), Some("listed"));
 }
 
 #[test]
@@ -1040,10 +1022,7 @@ fn a_session_with_two_prompts_is_one_run_with_two_turns() {
     h.end(33.0);
     h.assert_well_formed();
     assert_eq!(h.run_count(), 1);
-    assert_eq!(
-        h.header().input.as_deref().map(String::as_str),
-        Some("first")
-    );
+    assert_eq!(h.header().input.as_deref(), Some("first"));
     let prompts: Vec<(u32, &str)> = h
         .turns()
         .iter()
@@ -1064,10 +1043,7 @@ fn a_session_with_two_prompts_is_one_run_with_two_turns() {
         ]
     );
     assert_eq!(h.steps_of("toolu_1")[0].turn, Some(2));
-    assert_eq!(
-        h.finish().output.as_deref().map(String::as_str),
-        Some("answer two")
-    );
+    assert_eq!(h.finish().output.as_deref(), Some("answer two"));
 }
 
 #[test]
@@ -1225,10 +1201,7 @@ fn secrets_are_redacted_in_prompts_arguments_answers_and_the_transcript() {
         context.starts_with("[thinking] I will use the token"),
         "{context}"
     );
-    assert_eq!(
-        h.finish().model.as_deref().map(String::as_str),
-        Some("claude-opus-5-5")
-    );
+    assert_eq!(h.finish().model.as_deref(), Some("claude-opus-5-5"));
 }
 
 #[test]
@@ -1262,7 +1235,7 @@ fn context_and_final_answer_come_from_the_transcript_when_the_hooks_lack_them() 
     h.answer_reads();
     let (_, response) = h.assert_told_once("toolu_1");
     assert_eq!(
-        response.context.as_deref().map(String::as_str),
+        response.context.as_deref(),
         Some("Let me look at the directory.")
     );
     // The rest of the transcript, its last line still being written.
@@ -1289,7 +1262,7 @@ fn context_and_final_answer_come_from_the_transcript_when_the_hooks_lack_them() 
         Some(fixture(json!("There are two files: a and b.")))
     );
     assert_eq!(
-        h.finish().output.as_deref().map(String::as_str),
+        h.finish().output.as_deref(),
         Some("There are two files: a and b.")
     );
 }
@@ -1311,11 +1284,7 @@ fn message_display_text_is_the_context_of_the_next_main_agent_call() {
     h.pre(3.0, "Bash", "toolu_3", json!({"command": "echo"}));
     for id in ["toolu_1", "toolu_2"] {
         let context = h.steps_of(id)[0].context.clone();
-        assert_eq!(
-            context.as_deref().map(String::as_str),
-            Some("Calling the echo tool."),
-            "{id}"
-        );
+        assert_eq!(context.as_deref(), Some("Calling the echo tool."), "{id}");
     }
     assert_eq!(h.steps_of("toolu_3")[0].context, None);
 }
@@ -1341,14 +1310,8 @@ fn a_subagent_call_takes_its_context_from_the_subagent_transcript() {
     p["tool_response"] = json!({"stdout": "echo"});
     h.hook(3.5, "PostToolUse", p);
     let (_, response) = h.assert_told_once("toolu_s1");
-    assert_eq!(
-        response.context.as_deref().map(String::as_str),
-        Some("I will echo as asked.")
-    );
-    assert_eq!(
-        response.agent_type.as_deref().map(String::as_str),
-        Some("general-purpose")
-    );
+    assert_eq!(response.context.as_deref(), Some("I will echo as asked."));
+    assert_eq!(response.agent_type.as_deref(), Some("general-purpose"));
 }
 
 #[test]
@@ -1421,11 +1384,11 @@ fn the_transcript_context_with_thinking_wins_over_the_displayed_text() {
     h.answer_reads();
     let (selected, response) = h.assert_told_once("toolu_1");
     assert_eq!(
-        selected.context.as_deref().map(String::as_str),
+        selected.context.as_deref(),
         Some("First, the shell marker.")
     );
     assert_eq!(
-        response.context.as_deref().map(String::as_str),
+        response.context.as_deref(),
         Some("[thinking] Start with the shell, it is cheap.\n\nFirst, the shell marker.")
     );
 }
@@ -1448,10 +1411,7 @@ fn words_written_to_the_transcript_after_pre_tool_use_are_read_at_post() {
         json!({"stdout": ""}),
     );
     let (_, response) = h.assert_told_once("toolu_1");
-    assert_eq!(
-        response.context.as_deref().map(String::as_str),
-        Some("Listing.")
-    );
+    assert_eq!(response.context.as_deref(), Some("Listing."));
 }
 
 /// A subagent's MCP call: no MessageDisplay text, the proxy's answer
@@ -1637,16 +1597,10 @@ fn replay(name: &str) -> Harness {
 fn captured_subagent_session() {
     let h = replay("subagent");
     let (selected, response) = h.assert_told_once("toolu_fake_0003_0");
+    assert_eq!(selected.agent_id.as_deref(), Some("a1488b47df3219fda"));
+    assert_eq!(selected.agent_type.as_deref(), Some("general-purpose"));
     assert_eq!(
-        selected.agent_id.as_deref().map(String::as_str),
-        Some("a1488b47df3219fda")
-    );
-    assert_eq!(
-        selected.agent_type.as_deref().map(String::as_str),
-        Some("general-purpose")
-    );
-    assert_eq!(
-        selected.parent_tool_use_id.as_deref().map(String::as_str),
+        selected.parent_tool_use_id.as_deref(),
         Some("toolu_fake_0001_0")
     );
     assert_eq!(
@@ -1665,12 +1619,9 @@ fn captured_subagent_session() {
         Some(&json!("async_launched"))
     );
     assert_eq!(h.turns().len(), 2);
+    assert_eq!(h.finish().output.as_deref(), Some("done"));
     assert_eq!(
-        h.finish().output.as_deref().map(String::as_str),
-        Some("done")
-    );
-    assert_eq!(
-        h.header().input.as_deref().map(String::as_str),
+        h.header().input.as_deref(),
         Some("Delegate the echo to a subagent.")
     );
     assert!(!h.journal().contains("__bir_call_id__"));
@@ -1680,15 +1631,9 @@ fn captured_subagent_session() {
 fn captured_mcp_echo_session() {
     let h = replay("mcp-echo-hooks");
     let (selected, response) = h.assert_told_once("toolu_fake_0001_1");
-    assert_eq!(
-        selected.context.as_deref().map(String::as_str),
-        Some("Calling the echo tool.")
-    );
+    assert_eq!(selected.context.as_deref(), Some("Calling the echo tool."));
     assert_eq!(response.duration_ms, Some(3.25));
-    assert_eq!(
-        h.finish().output.as_deref().map(String::as_str),
-        Some("The echo tool said: hi")
-    );
+    assert_eq!(h.finish().output.as_deref(), Some("The echo tool said: hi"));
 }
 
 #[test]
@@ -1740,10 +1685,7 @@ fn captured_bash_compact_and_elicitation_sessions() {
             "SessionEnd"
         ]
     );
-    assert_eq!(
-        h.finish().model.as_deref().map(String::as_str),
-        Some("claude-opus-5-5")
-    );
+    assert_eq!(h.finish().model.as_deref(), Some("claude-opus-5-5"));
 
     let h = replay("elicitation-instructions");
     let names = h.event_names();

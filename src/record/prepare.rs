@@ -56,9 +56,26 @@ impl<T> Redacted<T> {
     }
 }
 
-impl<T> Deref for Redacted<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
+// Read access: a redacted text reads as a `str` (so an
+// `Option<Redacted<String>>` gives `Option<&str>` through `as_deref`), a
+// redacted value as the `Value`. Never `DerefMut`: writing into one would
+// bypass the redactor.
+impl Deref for Redacted<String> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for Redacted<Value> {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.0
+    }
+}
+
+impl Redacted<String> {
+    pub fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -309,6 +326,25 @@ pub(crate) fn fixture<T>(value: T) -> Redacted<T> {
     Redacted(value)
 }
 
+/// Test fixtures written as literals (`"text".into()`, `json!(…).into()`);
+/// like [`fixture`], not compiled into the program.
+#[cfg(test)]
+mod literals {
+    use super::{Redacted, Value, fixture};
+
+    impl From<&str> for Redacted<String> {
+        fn from(text: &str) -> Redacted<String> {
+            fixture(text.to_owned())
+        }
+    }
+
+    impl From<Value> for Redacted<Value> {
+        fn from(value: Value) -> Redacted<Value> {
+            fixture(value)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,10 +385,7 @@ mod tests {
                 .expect("write")
                 .contains(secret)
         );
-        assert_eq!(
-            whole.text_at("/info/name").as_deref().map(String::as_str),
-            Some("n")
-        );
+        assert_eq!(whole.text_at("/info/name").as_deref(), Some("n"));
         assert!(whole.part("/missing").is_none());
         assert!(!label(&r, &format!("tool_{secret}")).contains(secret));
         let (kept, redactions) = text(&r, &format!("use {secret} now"), 1024);

@@ -113,7 +113,7 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
             StepType::ToolSelected | StepType::ToolResponse => {
                 let selected = s.step_type == StepType::ToolSelected;
                 let found = match s.tool_use_id.as_deref() {
-                    Some(id) => by_id.get(id.as_str()).copied(),
+                    Some(id) => by_id.get(id).copied(),
                     None if !selected => calls.iter().rposition(|c| {
                         c.response.is_none()
                             && c.any().is_some_and(|a| {
@@ -637,7 +637,7 @@ mod tests {
             step_type: t,
             qualified_name: name.into(),
             server_name: server,
-            tool_name: tool,
+            tool_name: tool.as_str().into(),
             started_at: format!("2026-12-01T20:00:{index:02}.000Z"),
             input: None,
             output: None,
@@ -674,10 +674,10 @@ mod tests {
         context: &str,
     ) -> (Step, Step) {
         let mut s = step(sel, StepType::ToolSelected, name, id);
-        s.input = Some(input);
+        s.input = Some(input.into());
         s.context = Some(context.into());
         let mut r = step(resp, StepType::ToolResponse, name, id);
-        r.output = Some(output);
+        r.output = Some(output.into());
         r.context = Some(context.into());
         (s, r)
     }
@@ -739,8 +739,8 @@ mod tests {
         RunEvent::SessionEvent(SessionEvent {
             name: name.into(),
             at: "2026-12-01T20:00:30.000Z".into(),
-            agent_id: agent.map(str::to_owned),
-            data: Some(data),
+            agent_id: agent.map(Into::into),
+            data: Some(data.into()),
         })
     }
 
@@ -801,15 +801,16 @@ mod tests {
             "This one will fail.",
         );
         fail_r.is_error = true;
-        fail_r.permission = Some(json!({"behavior": "allow", "reason": "bypassPermissions"}));
+        fail_r.permission =
+            Some(json!({"behavior": "allow", "reason": "bypassPermissions"}).into());
         let mut answer1 = step(12, StepType::FinalAnswer, "", "");
         answer1.tool_use_id = None;
         answer1.kind = None;
-        answer1.output = Some(json!("Launched a helper; echo said hi."));
+        answer1.output = Some(json!("Launched a helper; echo said hi.").into());
         let mut answer2 = answer1.clone();
         answer2.step_index = 13;
         answer2.turn = Some(2);
-        answer2.output = Some(json!("The helper says 3."));
+        answer2.output = Some(json!("The helper says 3.").into());
         vec![
             header(),
             turn(1, "List the files, echo hi, ask a helper", None),
