@@ -1452,10 +1452,7 @@ fn a_subagent_mcp_call_answered_before_its_words_are_written_still_gets_them() {
     p["agent_type"] = json!("general-purpose");
     h.hook(2.5, "PostToolUse", p);
     let (_, response) = h.assert_told_once("toolu_s1");
-    assert_eq!(
-        response.context.as_deref().map(String::as_str),
-        Some("Echoing for the parent.")
-    );
+    assert_eq!(response.context.as_deref(), Some("Echoing for the parent."));
     assert_eq!(response.output.as_deref(), Some(&echo_result("sub")));
 }
 
