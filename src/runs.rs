@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::cli::{RmCmd, RunsAction, RunsCmd};
 use crate::error::{self, Context, Error, ExitStatus};
 use crate::output::{escape, out};
-use crate::record::model::{Step, StepType};
+use crate::record::model::{Redacted, Step, StepType};
 use crate::record::store::{LoadedRun, Store};
 
 mod turns;
@@ -118,6 +118,7 @@ fn prompt_of(run: &LoadedRun) -> Option<String> {
         .as_ref()
         .and_then(|h| h.input.clone())
         .or_else(|| run.turns.first().map(|t| t.prompt.clone()))
+        .map(Redacted::into_inner)
 }
 
 fn state_of(run: &LoadedRun) -> String {
@@ -187,7 +188,7 @@ fn write_header(t: &mut Screen, run: &LoadedRun) {
         // A bound run speaks no MCP protocol of its own.
         let protocol = match (&m.protocol_version, m.tier.as_str()) {
             (None, "bound") => String::new(),
-            (p, _) => format!(" · protocol {}", p.as_deref().unwrap_or("?")),
+            (p, _) => format!(" · protocol {}", p.as_ref().map_or("?", |v| v.as_str())),
         };
         let model = m
             .model

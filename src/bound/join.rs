@@ -14,7 +14,7 @@
 
 use serde_json::Value;
 
-use crate::record::model;
+use crate::record::model::{self, Redacted};
 
 /// The argument a `PreToolUse` answer may inject.
 pub(crate) const CALL_ID_KEY: &str = "__bir_call_id__";
@@ -27,8 +27,17 @@ pub(crate) const BY_FINGERPRINT: &str = "fingerprint";
 /// Removes an injected call id from `args`; returns the `tool_use_id` it
 /// names.
 pub(crate) fn strip_call_id(args: &mut Value) -> Option<String> {
-    let id = args.as_object_mut()?.remove(CALL_ID_KEY)?;
-    let id = id.as_str()?;
+    call_id(args.as_object_mut()?.remove(CALL_ID_KEY)?)
+}
+
+/// [`strip_call_id`] on prepared arguments (a proxy's report).
+pub(crate) fn strip_prepared_call_id(args: &mut Redacted<Value>) -> Option<String> {
+    call_id(args.remove_key(CALL_ID_KEY)?)
+}
+
+/// The call id an injected key held.
+fn call_id(held: Value) -> Option<String> {
+    let id = held.as_str()?;
     Some(id.strip_prefix(CALL_ID_PREFIX).unwrap_or(id).to_owned())
 }
 

@@ -38,7 +38,7 @@ use super::transcript::Transcript;
 use super::wire::ProxyItem;
 use super::{EngineConfig, Output, SessionSummary};
 use crate::record::model::{
-    self, HostInfo, Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics,
+    self, HostInfo, Record, Redacted, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics,
     ServerSnapshot, SessionEvent, Step, StepKind, StepType, Turn,
 };
 use crate::record::prepare::{self, Prepared};
@@ -64,15 +64,19 @@ impl Cx<'_> {
     fn value(&self, v: Value) -> Prepared {
         prepare::value(self.redactor, v, self.cfg.payload_cap)
     }
-    fn text(&self, s: &str, cap: usize) -> String {
+    fn text(&self, s: &str, cap: usize) -> Redacted<String> {
         prepare::text(self.redactor, s, cap).0
     }
     /// A name or path from a hook payload (an event or tool name, a cwd,
-    /// an agent type), redacted like any other text. Ids the join uses
-    /// (`session_id`, `tool_use_id`, `agent_id`) are kept as sent, as the
-    /// standalone recorder keeps them.
-    fn label(&self, s: &str) -> String {
+    /// an agent type), redacted like any other text, and capped.
+    fn label(&self, s: &str) -> Redacted<String> {
         self.text(s, LABEL_CAP)
+    }
+    /// An id the join keeps as sent (`tool_use_id`, `agent_id`), redacted
+    /// where it is written to a record, as the standalone recorder writes
+    /// it (uncapped).
+    fn id(&self, s: &str) -> Redacted<String> {
+        prepare::label(self.redactor, s)
     }
 }
 
@@ -96,7 +100,7 @@ struct Call {
     tool: String,
     kind: StepKind,
     agent_id: Option<String>,
-    agent_type: Option<String>,
+    agent_type: Option<Redacted<String>>,
     turn: Option<u32>,
     started_at: String,
     first_seen: SystemTime,
@@ -104,7 +108,7 @@ struct Call {
     /// PostToolBatch when PreToolUse was missed).
     hooked: bool,
     /// The model's arguments as the hook saw them, redacted and capped.
-    input: Option<Value>,
+    input: Option<Redacted<Value>>,
     input_digest: Option<String>,
     input_redactions: u32,
     input_withheld: Option<&'static str>,
@@ -118,13 +122,13 @@ struct Call {
     result: Option<HookResult>,
     proxy: Option<ProxyView>,
     correlation: Option<&'static str>,
-    permission: Option<Value>,
+    permission: Option<Redacted<Value>>,
     /// The main agent's text of its message (MessageDisplay), known at
     /// PreToolUse.
-    context: Option<String>,
+    context: Option<Redacted<String>>,
     /// The model's words from the transcript (text and thinking): the
     /// fuller context, preferred when known.
-    transcript_context: Option<String>,
+    transcript_context: Option<Redacted<String>>,
     /// When the call stops waiting for its other view.
     deadline: Option<SystemTime>,
     /// An Agent call already attributed to a subagent.
@@ -175,8 +179,8 @@ impl Call {
 
 #[derive(Debug)]
 struct HookResult {
-    output: Option<Value>,
-    error: Option<Value>,
+    output: Option<Redacted<Value>>,
+    error: Option<Redacted<Value>>,
     is_error: bool,
     duration_ms: Option<f64>,
     outcome: &'static str,
@@ -193,7 +197,7 @@ struct ProxyView {
 
 #[derive(Debug, Default)]
 struct Agent {
-    agent_type: Option<String>,
+    agent_type: Option<Redacted<String>>,
     /// The Agent call this subagent runs under.
     parent: Option<String>,
     /// Its SubagentStop was seen: its transcript is whole.
@@ -218,7 +222,7 @@ pub(super) struct Session {
     next_seq: u64,
     next_step: u64,
     turn: u32,
-    model: Option<String>,
+    model: Option<Redacted<String>>,
     model_in_header: bool,
     host_version: Option<String>,
     calls: Vec<Call>,
@@ -241,7 +245,7 @@ pub(super) struct Session {
     awaiting_answer: bool,
     /// The current turn's Stop was seen: the main transcript is whole.
     turn_stopped: bool,
-    last_answer: Option<String>,
+    last_answer: Option<Redacted<String>>,
     /// proxy_id → server name.
     pub proxies: HashMap<String, String>,
     /// Servers whose proxy said goodbye and none other is bound.
@@ -323,7 +327,7 @@ impl Session {
     }
 
     /// Writes the run's header (once), then what was told before it.
-    fn open(&mut self, cx: &mut Cx, input: Option<String>) {
+    fn open(&mut self, cx: &mut Cx, input: Option<Redacted<String>>) {
         if self.opened {
             return;
         }
@@ -384,7 +388,7 @@ impl Session {
         let event = RunEvent::SessionEvent(SessionEvent {
             name: cx.label(&h.name),
             at: rfc3339(cx.now),
-            agent_id: h.agent_id().map(str::to_owned),
+            agent_id: h.agent_id().map(|id| cx.id(id)),
             data,
         });
         if early {
@@ -407,14 +411,14 @@ impl Session {
                 self.note = Some(format!(
                     "the recorder joined this session under way (first event: {}); \
                      what happened before is missing",
-                    h.name
+                    cx.label(&h.name)
                 ));
             }
         }
         if let Some(cwd) = h.cwd().filter(|c| !c.is_empty())
             && self.cwd.is_empty()
         {
-            self.cwd = cx.label(cwd);
+            self.cwd = cx.label(cwd).into_inner();
         }
         if let Some(path) = h.transcript_path() {
             self.transcript_path = Some(path.to_owned());
@@ -755,7 +759,7 @@ impl Session {
                 map.remove("tool_input");
                 map.remove("tool_name");
                 map.remove("tool_use_id");
-                map.insert("event".into(), Value::String(cx.label(&h.name)));
+                map.insert("event".into(), Value::String(h.name.clone()));
             }
             self.calls[i].permission = cx.value(decision).value;
         }
@@ -824,10 +828,10 @@ impl Session {
         self.request_read(cx, None);
     }
 
-    fn final_answer(&mut self, cx: &mut Cx, text: String) {
+    fn final_answer(&mut self, cx: &mut Cx, text: Redacted<String>) {
         self.awaiting_answer = false;
         let step = Step {
-            output: Some(Value::String(text.clone())),
+            output: Some(Redacted::from_text(text.clone())),
             turn: self.current_turn(),
             ..Step::new(self.next_index(), StepType::FinalAnswer, rfc3339(cx.now))
         };
@@ -840,12 +844,13 @@ impl Session {
     pub(super) fn on_register(&mut self, cx: &mut Cx, reg: &super::wire::ProxyRegister) {
         self.last_event_at = cx.now;
         if self.cwd.is_empty() {
-            self.cwd = cx.label(&reg.cwd);
+            self.cwd = cx.label(&reg.cwd).into_inner();
         }
         if let Some(host) = &reg.host
             && !host.version.is_empty()
         {
-            self.host_version = Some(host.version.clone());
+            // As the proxy read it from its environment: outside data.
+            self.host_version = Some(cx.label(&host.version).into_inner());
         }
         self.proxies
             .insert(reg.proxy_id.clone(), reg.server_name.clone());
@@ -891,8 +896,15 @@ impl Session {
     }
 
     fn on_proxy_call(&mut self, cx: &mut Cx, server: &str, mut selected: Step, response: Step) {
-        let mut key = selected.tool_use_id.clone().filter(|k| !k.is_empty());
-        let injected = selected.input.as_mut().and_then(join::strip_call_id);
+        let mut key = selected
+            .tool_use_id
+            .clone()
+            .map(Redacted::into_inner)
+            .filter(|k| !k.is_empty());
+        let injected = selected
+            .input
+            .as_mut()
+            .and_then(join::strip_prepared_call_id);
         if key.is_none() {
             key = injected;
         }
@@ -959,9 +971,9 @@ impl Session {
                 let qualified = if step.qualified_name.is_empty() {
                     format!("mcp__{}__{}", join::spelled(&server), step.tool_name)
                 } else {
-                    step.qualified_name.clone()
+                    step.qualified_name.to_string()
                 };
-                let tool = step.tool_name.clone();
+                let tool = step.tool_name.to_string();
                 let started_at = step.started_at.clone();
                 let call = Call {
                     tool_use_id: key,
@@ -1034,7 +1046,7 @@ impl Session {
         cx: &Cx,
         agent: Option<&str>,
         tool_use_id: &str,
-    ) -> Option<String> {
+    ) -> Option<Redacted<String>> {
         let t = self.transcripts.get(&agent.map(str::to_owned))?;
         let text = t.contexts.get(tool_use_id)?;
         Some(cx.text(text, CONTEXT_CAP))
@@ -1059,7 +1071,7 @@ impl Session {
         if agent.is_none()
             && let Some(m) = &t.model
         {
-            self.model = Some(m.clone());
+            self.model = Some(cx.label(m));
         }
         for i in 0..self.calls.len() {
             let c = &self.calls[i];
@@ -1220,7 +1232,7 @@ impl Session {
         self.agents.get(agent_id?)?.parent.clone()
     }
 
-    fn agent_type_of(&self, c: &Call) -> Option<String> {
+    fn agent_type_of(&self, c: &Call) -> Option<Redacted<String>> {
         let id = c.agent_id.as_deref()?;
         c.agent_type
             .clone()
@@ -1239,12 +1251,12 @@ impl Session {
         Step {
             context: c.transcript_context.clone().or_else(|| c.context.clone()),
             qualified_name: cx.label(&c.qualified),
-            server_name: cx.label(&c.server),
+            server_name: cx.label(&c.server).into_inner(),
             tool_name: cx.label(&c.tool),
-            tool_use_id: c.tool_use_id.clone(),
-            agent_id: c.agent_id.clone(),
+            tool_use_id: c.tool_use_id.as_deref().map(|id| cx.id(id)),
+            agent_id: c.agent_id.as_deref().map(|id| cx.id(id)),
             agent_type: self.agent_type_of(c),
-            parent_tool_use_id: self.parent_of(c.agent_id.as_deref()),
+            parent_tool_use_id: self.parent_of(c.agent_id.as_deref()).map(|id| cx.id(&id)),
             kind: Some(c.kind),
             turn: c.turn,
             correlation: c.correlation.map(str::to_owned),

@@ -11,7 +11,10 @@ use serde_json::{Value, json};
 
 use super::wire::{ProxyItem, ProxyRecords, ProxyRegister};
 use super::{Engine, EngineConfig, Input, Output};
-use crate::record::model::{Record, RunEvent, RunFinish, RunHeader, Step, StepKind, StepType};
+use crate::record::model::{
+    Record, Redacted, RunEvent, RunFinish, RunHeader, Step, StepKind, StepType,
+};
+use crate::record::prepare::fixture;
 
 const SESSION: &str = "0b3f6f1e-2c5d-4e8a-9a77-5c1f00000001";
 const TRANSCRIPT: &str = "/home/u/.claude/projects/p/0b3f6f1e.jsonl";
@@ -365,7 +368,7 @@ fn call(
     response.step_type = StepType::ToolResponse;
     response.input = None;
     response.args_digest = None;
-    response.output = Some(result);
+    response.output = Some(fixture(result));
     response.is_error = is_error;
     response.duration_ms = Some(3.25);
     response.outcome = Some("answered".into());
@@ -430,8 +433,8 @@ fn an_mcp_call_is_one_joined_step_whatever_arrives_first() {
         let (selected, response) = h.assert_told_once("toolu_1");
         // The hook's identity and the model's arguments…
         assert_eq!(
-            selected.input,
-            Some(json!({"message": "hi"})),
+            selected.input.as_deref(),
+            Some(&json!({"message": "hi"})),
             "proxy at {proxy_at}"
         );
         assert_eq!(selected.kind, Some(StepKind::Mcp));
@@ -439,18 +442,18 @@ fn an_mcp_call_is_one_joined_step_whatever_arrives_first() {
         assert_eq!(selected.turn, Some(1));
         // …and the server's true result, with the proxy's duration.
         assert_eq!(
-            response.output,
-            Some(echo_result("hi")),
+            response.output.as_deref(),
+            Some(&echo_result("hi")),
             "proxy at {proxy_at}"
         );
         assert_eq!(response.duration_ms, Some(3.25));
-        assert_eq!(response.request_id, Some(json!(7)));
+        assert_eq!(response.request_id.as_deref(), Some(&json!(7)));
         assert_eq!(response.correlation, None);
         assert!(selected.step_index < response.step_index);
         let answer = h.steps().last().map(|s| (s.step_type, s.output.clone()));
         assert_eq!(
             answer,
-            Some((StepType::FinalAnswer, Some(json!("It said hi."))))
+            Some((StepType::FinalAnswer, Some(fixture(json!("It said hi.")))))
         );
         let finish = h.finish();
         assert_eq!(finish.reason.as_deref(), Some("session_end"));
@@ -494,7 +497,12 @@ fn a_response_waiting_for_its_proxy_keeps_its_place_in_the_order() {
     let order: Vec<(String, StepType)> = h
         .steps()
         .iter()
-        .map(|s| (s.tool_use_id.clone().unwrap_or_default(), s.step_type))
+        .map(|s| {
+            (
+                s.tool_use_id.clone().unwrap_or_default().into_inner(),
+                s.step_type,
+            )
+        })
         .collect();
     assert_eq!(
         order,
@@ -505,7 +513,10 @@ fn a_response_waiting_for_its_proxy_keeps_its_place_in_the_order() {
             ("toolu_2".into(), StepType::ToolResponse),
         ]
     );
-    assert_eq!(h.steps_of("toolu_1")[1].output, Some(echo_result("hi")));
+    assert_eq!(
+        h.steps_of("toolu_1")[1].output.as_deref(),
+        Some(&echo_result("hi"))
+    );
 }
 
 #[test]
@@ -526,7 +537,7 @@ fn without_its_proxy_report_a_call_is_told_from_the_hooks_after_the_grace() {
     assert_eq!(h.steps_of("toolu_1").len(), 1, "still within the grace");
     h.tick(8.1);
     let (_, response) = h.assert_told_once("toolu_1");
-    assert_eq!(response.output, Some(content));
+    assert_eq!(response.output.as_deref(), Some(&content));
     assert_eq!(response.duration_ms, Some(9.0));
     // The proxy's report after that is not told twice.
     h.echo_report(9.0, Some("toolu_1"), args, "hi");
@@ -553,7 +564,7 @@ fn a_proxy_that_binds_late_still_joins_within_the_grace() {
     h.tick(6.5);
     h.echo_report(7.0, Some("toolu_1"), args, "hi");
     let (_, response) = h.assert_told_once("toolu_1");
-    assert_eq!(response.output, Some(echo_result("hi")));
+    assert_eq!(response.output.as_deref(), Some(&echo_result("hi")));
     h.assert_well_formed();
 }
 
@@ -593,7 +604,7 @@ fn a_session_ending_waits_only_for_servers_with_a_bound_proxy() {
     assert_eq!(h.steps_of("toolu_1").len(), 1);
     h.echo_report(5.0, Some("toolu_1"), args, "late");
     let (_, response) = h.assert_told_once("toolu_1");
-    assert_eq!(response.output, Some(echo_result("late")));
+    assert_eq!(response.output.as_deref(), Some(&echo_result("late")));
     assert_eq!(h.finish().reason.as_deref(), Some("session_end"));
     h.assert_well_formed();
 }
@@ -643,10 +654,14 @@ fn reports_interleaved_with_hooks_in_any_order_join_exactly_once() {
         h.assert_well_formed();
         for i in 0..calls {
             let (selected, response) = h.assert_told_once(&format!("toolu_{i}"));
-            assert_eq!(selected.input, Some(json!({"n": i})), "round {round}");
             assert_eq!(
-                response.output,
-                Some(echo_result(&format!("r{i}"))),
+                selected.input.as_deref(),
+                Some(&json!({"n": i})),
+                "round {round}"
+            );
+            assert_eq!(
+                response.output.as_deref(),
+                Some(&echo_result(&format!("r{i}"))),
                 "round {round}"
             );
             let expected = (!keyed).then_some("fingerprint");
@@ -694,8 +709,8 @@ fn identical_concurrent_calls_join_by_fingerprint_first_in_first_out() {
     h.assert_well_formed();
     let (_, a) = h.assert_told_once("toolu_a");
     let (_, b) = h.assert_told_once("toolu_b");
-    assert_eq!(a.output, Some(echo_result("first")));
-    assert_eq!(b.output, Some(echo_result("second")));
+    assert_eq!(a.output.as_deref(), Some(&echo_result("first")));
+    assert_eq!(b.output.as_deref(), Some(&echo_result("second")));
     assert_eq!(a.correlation.as_deref(), Some("fingerprint"));
     assert_eq!(b.correlation.as_deref(), Some("fingerprint"));
 }
@@ -711,7 +726,7 @@ fn a_report_before_its_hooks_joins_by_fingerprint_too() {
     h.tick(9.0);
     let (selected, response) = h.assert_told_once("toolu_1");
     assert_eq!(selected.correlation.as_deref(), Some("fingerprint"));
-    assert_eq!(response.output, Some(echo_result("early")));
+    assert_eq!(response.output.as_deref(), Some(&echo_result("early")));
 }
 
 #[test]
@@ -725,7 +740,7 @@ fn an_injected_call_id_joins_and_is_not_stored() {
     // No PostToolUse in this sequence: the call is told at the grace.
     h.tick(9.0);
     let (selected, response) = h.assert_told_once("toolu_1");
-    assert_eq!(selected.input, Some(args));
+    assert_eq!(selected.input.as_deref(), Some(&args));
     assert_eq!(response.correlation, None);
     assert!(!h.journal().contains("__bir_call_id__"));
 }
@@ -740,9 +755,9 @@ fn a_proxy_call_without_any_hook_is_still_an_mcp_step() {
     h.assert_well_formed();
     let (selected, response) = h.assert_told_once("toolu_9");
     assert_eq!(selected.kind, Some(StepKind::Mcp));
-    assert_eq!(selected.input, Some(json!({"message": "x"})));
+    assert_eq!(selected.input.as_deref(), Some(&json!({"message": "x"})));
     assert_eq!(selected.started_at, "2027-01-15T08:00:00.000Z");
-    assert_eq!(response.output, Some(echo_result("x")));
+    assert_eq!(response.output.as_deref(), Some(&echo_result("x")));
     assert!(
         !h.header().metadata.lossy,
         "hooks may just not be installed"
@@ -782,11 +797,11 @@ fn parallel_tool_calls_in_one_turn_are_each_told_once() {
     h.assert_well_formed();
     for (id, text) in [("toolu_1", "one"), ("toolu_3", "three")] {
         let (_, response) = h.assert_told_once(id);
-        assert_eq!(response.output, Some(echo_result(text)));
+        assert_eq!(response.output.as_deref(), Some(&echo_result(text)));
     }
     let (selected, response) = h.assert_told_once("toolu_2");
     assert_eq!(selected.kind, Some(StepKind::Builtin));
-    assert_eq!(response.output, Some(json!({"content": "A"})));
+    assert_eq!(response.output.as_deref(), Some(&json!({"content": "A"})));
     assert_eq!(response.outcome.as_deref(), Some("answered"));
     // Completion order, by the first view that saw each end: toolu_3's
     // report (2.2), Read's PostToolUse (2.3), toolu_1's report (2.4).
@@ -794,7 +809,7 @@ fn parallel_tool_calls_in_one_turn_are_each_told_once() {
         .steps()
         .iter()
         .filter(|s| s.step_type == StepType::ToolResponse)
-        .filter_map(|s| s.tool_use_id.clone())
+        .filter_map(|s| s.tool_use_id.clone().map(Redacted::into_inner))
         .collect();
     assert_eq!(responses, ["toolu_3", "toolu_2", "toolu_1"]);
 }
@@ -912,7 +927,7 @@ fn subagents_calling_the_same_mcp_tool_are_each_attributed() {
             assert_eq!(step.agent_type.as_deref(), Some(agent_type));
             assert_eq!(step.parent_tool_use_id.as_deref(), Some(parent));
         }
-        assert_eq!(response.output, Some(echo_result(text)));
+        assert_eq!(response.output.as_deref(), Some(&echo_result(text)));
     }
     let (agent_step, _) = h.assert_told_once("toolu_ag1");
     assert_eq!(agent_step.kind, Some(StepKind::Agent));
@@ -931,7 +946,10 @@ fn subagents_calling_the_same_mcp_tool_are_each_attributed() {
         })
         .expect("SubagentStart");
     assert_eq!(started.agent_id.as_deref(), Some("a1"));
-    assert_eq!(started.data, Some(json!({"agent_type": "general-purpose"})));
+    assert_eq!(
+        started.data.as_deref(),
+        Some(&json!({"agent_type": "general-purpose"}))
+    );
     let names = h.event_names();
     assert_eq!(
         names,
@@ -1022,7 +1040,7 @@ fn a_session_with_two_prompts_is_one_run_with_two_turns() {
         .steps()
         .iter()
         .filter(|s| s.step_type == StepType::FinalAnswer)
-        .map(|s| (s.turn, s.output.clone()))
+        .map(|s| (s.turn, s.output.clone().map(Redacted::into_inner)))
         .collect();
     assert_eq!(
         answers,
@@ -1103,7 +1121,10 @@ fn unknown_hook_events_are_kept_as_session_events() {
             _ => None,
         })
         .expect("kept");
-    assert_eq!(event.data, Some(json!({"novel": {"field": [1, 2]}})));
+    assert_eq!(
+        event.data.as_deref(),
+        Some(&json!({"novel": {"field": [1, 2]}}))
+    );
 }
 
 #[test]
@@ -1245,7 +1266,7 @@ fn context_and_final_answer_come_from_the_transcript_when_the_hooks_lack_them() 
         .cloned();
     assert_eq!(
         answer.and_then(|s| s.output),
-        Some(json!("There are two files: a and b."))
+        Some(fixture(json!("There are two files: a and b.")))
     );
     assert_eq!(
         h.finish().output.as_deref(),
@@ -1439,7 +1460,7 @@ fn a_subagent_mcp_call_answered_before_its_words_are_written_still_gets_them() {
     h.hook(2.5, "PostToolUse", p);
     let (_, response) = h.assert_told_once("toolu_s1");
     assert_eq!(response.context.as_deref(), Some("Echoing for the parent."));
-    assert_eq!(response.output, Some(echo_result("sub")));
+    assert_eq!(response.output.as_deref(), Some(&echo_result("sub")));
 }
 
 #[test]
@@ -1586,10 +1607,13 @@ fn captured_subagent_session() {
         selected.parent_tool_use_id.as_deref(),
         Some("toolu_fake_0001_0")
     );
-    assert_eq!(selected.input, Some(json!({"message": "from-subagent"})));
     assert_eq!(
-        response.output,
-        Some(json!({"content": [{"type": "text", "text": "Echo: from-subagent"}]}))
+        selected.input.as_deref(),
+        Some(&json!({"message": "from-subagent"}))
+    );
+    assert_eq!(
+        response.output.as_deref(),
+        Some(&json!({"content": [{"type": "text", "text": "Echo: from-subagent"}]}))
     );
     assert_eq!(response.duration_ms, Some(3.25), "the proxy's duration");
     let (agent, agent_response) = h.assert_told_once("toolu_fake_0001_0");

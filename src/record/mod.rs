@@ -237,7 +237,7 @@ impl LocalRun {
             host: prep.host().cloned(),
             wrapped_servers: vec![self.cfg.server_name.to_string()],
             server_info: prep.snapshot().and_then(|s| s.server_info.clone()),
-            protocol_version: prep.protocol_version().map(str::to_owned),
+            protocol_version: prep.protocol_version().cloned(),
             cwd: std::env::current_dir()
                 .map(|d| d.display().to_string())
                 .unwrap_or_default(),

@@ -4,7 +4,12 @@
 //! A run is written as a sequence of [`Record`]s (one journal record each);
 //! the same records drive every sink (the local store appends them, the
 //! remote recorder sends them). Every payload in here has already been
-//! redacted and truncated: nothing raw reaches this type.
+//! redacted and truncated: nothing raw reaches this type. That is enforced
+//! by the types: every field that carries outside data (payloads, free
+//! text, names the server or host chose) is a [`Redacted`], which only the
+//! preparation module (`record::prepare`) can make. Fields that are safe
+//! by construction (ids bir generates, counters, timestamps, bir's own
+//! words) stay plain.
 //!
 //! Serialised field names are camelCase and part of the on-disk format.
 
@@ -12,6 +17,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use super::prepare::{Redacted, canonical};
 
 /// One journal record: a sequence number (1, 2, … within the run) and an
 /// event. `seq` is what remote acknowledgements refer to.
@@ -54,7 +61,7 @@ pub struct RunHeader {
     pub started_at: String,
     /// The prompt (Tier 1 only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<String>,
+    pub input: Option<Redacted<String>>,
     pub metadata: RunMetadata,
 }
 
@@ -69,9 +76,9 @@ pub struct RunMetadata {
     pub host: Option<HostInfo>,
     pub wrapped_servers: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_info: Option<Value>,
+    pub server_info: Option<Redacted<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol_version: Option<String>,
+    pub protocol_version: Option<Redacted<String>>,
     pub cwd: String,
     /// `CLAUDE_CODE_SESSION_ID` of the host session, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,7 +89,7 @@ pub struct RunMetadata {
     pub lossy: bool,
     /// Bound runs only: the model the host session used, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Redacted<String>>,
     /// Bound runs only: why the run is lossy from its start, when it is
     /// (the recorder joined a session already under way, e.g. after a
     /// daemon restart).
@@ -101,22 +108,22 @@ pub struct HostInfo {
 pub struct ServerSnapshot {
     pub server_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol_version: Option<String>,
+    pub protocol_version: Option<Redacted<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_info: Option<Value>,
+    pub server_info: Option<Redacted<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<Value>,
+    pub capabilities: Option<Redacted<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instructions: Option<Value>,
+    pub instructions: Option<Redacted<Value>>,
     /// What the client declared (servers register some tools only for
     /// clients that declare a capability).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_capabilities: Option<Value>,
+    pub client_capabilities: Option<Redacted<Value>>,
     /// The full `tools/list` (all pages), redacted.
-    pub tools: Vec<Value>,
+    pub tools: Vec<Redacted<Value>>,
     /// Tool name → sha256 of its canonical definition: a later run can show
     /// that a definition changed.
-    pub tool_hashes: BTreeMap<String, String>,
+    pub tool_hashes: BTreeMap<Redacted<String>, String>,
     /// sha256 over all tool hashes, in name order.
     pub tools_digest: String,
 }
@@ -137,20 +144,20 @@ pub struct Step {
     #[serde(rename = "type")]
     pub step_type: StepType,
     /// The host's rendering, e.g. `mcp__github__create_issue`.
-    pub qualified_name: String,
+    pub qualified_name: Redacted<String>,
     pub server_name: String,
     /// The server's own name for the tool.
-    pub tool_name: String,
+    pub tool_name: Redacted<String>,
     pub started_at: String,
     /// `tool_selected`: the arguments (redacted, truncated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input: Option<Value>,
+    pub input: Option<Redacted<Value>>,
     /// `tool_response`: the whole `CallToolResult` (redacted, truncated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    pub output: Option<Redacted<Value>>,
     /// `tool_response`: a JSON-RPC error answer (redacted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<Value>,
+    pub error: Option<Redacted<Value>>,
     #[serde(default)]
     pub is_error: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,11 +167,11 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_id: Option<Value>,
+    pub request_id: Option<Redacted<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_use_id: Option<String>,
+    pub tool_use_id: Option<Redacted<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<Redacted<String>>,
     /// sha256 of the canonical redacted arguments (before truncation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args_digest: Option<String>,
@@ -195,22 +202,22 @@ pub struct Step {
     /// Bound runs only: the subagent type (`agent_type`) when the step ran
     /// inside a subagent; `agent_id` names the instance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_type: Option<String>,
+    pub agent_type: Option<Redacted<String>>,
     /// Bound runs only: the `tool_use_id` of the Agent step a subagent's
     /// step is nested under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_tool_use_id: Option<String>,
+    pub parent_tool_use_id: Option<Redacted<String>>,
     /// Bound runs only: the model's text (and thinking summary, where the
     /// transcript has one) just before it chose this tool. Redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<String>,
+    pub context: Option<Redacted<String>>,
     /// Bound runs only: the turn (1, 2, …) this step belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
     /// Bound runs only: the permission decision the host reported for
     /// this call (`PermissionRequest`, `PermissionDenied`), redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub permission: Option<Value>,
+    pub permission: Option<Redacted<Value>>,
 }
 
 impl Step {
@@ -221,9 +228,9 @@ impl Step {
             id: new_step_id(),
             step_index,
             step_type,
-            qualified_name: String::new(),
+            qualified_name: Redacted::default(),
             server_name: String::new(),
-            tool_name: String::new(),
+            tool_name: Redacted::default(),
             started_at,
             input: None,
             output: None,
@@ -269,7 +276,7 @@ pub struct Turn {
     pub turn: u32,
     pub at: String,
     /// The prompt text, redacted and truncated.
-    pub prompt: String,
+    pub prompt: Redacted<String>,
     /// Set when the prompt is not the user's but the host's (a background
     /// subagent's `<task-notification>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,14 +289,14 @@ pub struct Turn {
 pub struct SessionEvent {
     /// The hook event's name as the host sent it (`PreCompact`,
     /// `SubagentStart`, …), kept verbatim so unknown events survive.
-    pub name: String,
+    pub name: Redacted<String>,
     pub at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
+    pub agent_id: Option<Redacted<String>>,
     /// The rest of the payload, redacted (session-wide fields such as
     /// `session_id` and `transcript_path` left out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
+    pub data: Option<Redacted<Value>>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -301,7 +308,7 @@ fn is_zero(n: &u32) -> bool {
 pub struct RunFinish {
     pub finished_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<String>,
+    pub output: Option<Redacted<String>>,
     pub metrics: RunMetrics,
     pub lossy: bool,
     /// Observations lost before they reached the recorder.
@@ -314,7 +321,7 @@ pub struct RunFinish {
     /// was written (from the transcript's first assistant message; the
     /// hooks name it only after a compaction).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
+    pub model: Option<Redacted<String>>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -403,12 +410,6 @@ fn random_16() -> [u8; 16] {
         *used += 16;
         out
     })
-}
-
-/// Canonical JSON: object keys sorted (serde_json's default map is
-/// ordered), no whitespace. Used for digests.
-pub fn canonical(v: &Value) -> Vec<u8> {
-    serde_json::to_vec(v).unwrap_or_default()
 }
 
 #[cfg(test)]

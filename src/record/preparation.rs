@@ -21,12 +21,11 @@
 //!   that work and memory out of their resident set.
 
 use std::collections::BTreeMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use serde_json::Value;
 
 use super::RecorderConfig;
-use super::model::{self, HostInfo, ServerSnapshot, Step, StepType};
+use super::model::{self, HostInfo, Redacted, ServerSnapshot, Step, StepType};
 use super::prepare::{self, Prepared};
 use crate::observe::step::StepReport;
 use crate::redact::Redactor;
@@ -41,11 +40,11 @@ const MAX_PENDING_EXCHANGES: usize = 32;
 #[derive(Default)]
 struct Knowledge {
     host: Option<HostInfo>,
-    protocol_version: Option<String>,
+    protocol_version: Option<Redacted<String>>,
     snapshot: ServerSnapshot,
     /// `tools/list` pages being collected (a request without `cursor`
     /// starts over).
-    tools_pages: Vec<Value>,
+    tools_pages: Vec<Redacted<Value>>,
     snapshot_known: bool,
 }
 
@@ -104,8 +103,8 @@ impl Preparation {
         self.knowledge.host.as_ref()
     }
 
-    pub fn protocol_version(&self) -> Option<&str> {
-        self.knowledge.protocol_version.as_deref()
+    pub fn protocol_version(&self) -> Option<&Redacted<String>> {
+        self.knowledge.protocol_version.as_ref()
     }
 
     /// The server's snapshot, once anything about it is known.
@@ -166,16 +165,19 @@ impl Preparation {
         // The envelope's strings are the server's and the host's too: the
         // tool name, the request id and `_meta["claudecode/toolUseId"]`
         // pass the redactor like the payloads do.
-        let raw_tool = report.tool_name.clone().unwrap_or_default();
-        let tool = self.redactor().redact_text(&raw_tool).into_owned();
+        let raw_tool = report.tool_name.as_deref().unwrap_or_default();
+        let tool = prepare::label(self.redactor(), raw_tool);
         let qualified = match &report.qualified_name {
-            Some(q) if tool == raw_tool => q.clone(),
-            _ => format!("mcp__{}__{tool}", report.server_name),
+            Some(q) if tool.as_str() == raw_tool => prepare::label(self.redactor(), q),
+            _ => {
+                let name = format!("mcp__{}__{tool}", report.server_name);
+                prepare::label(self.redactor(), &name)
+            }
         };
         let tool_use_id = report
             .tool_use_id
             .as_deref()
-            .map(|id| self.redactor().redact_text(id).into_owned());
+            .map(|id| prepare::label(self.redactor(), id));
         let mut args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
         // A request the proxy kept clipped (in-flight memory budget): its
         // arguments are stored as the marker a payload over the cap gets.
@@ -190,16 +192,11 @@ impl Preparation {
         // Each step says only what its own side lost.
         let request_unparseable = report.request_unparseable.then_some("unparseable");
         let response_unparseable = report.response_unparseable.then_some("unparseable");
-        let mut request_id = report
+        let request_id = report
             .request_id
             .as_deref()
-            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
-        if let Some(id) = &mut request_id {
-            let redactor = self.redactor();
-            if catch_unwind(AssertUnwindSafe(|| redactor.redact_value(id))).is_err() {
-                *id = Value::String(crate::redact::FAILED.to_owned());
-            }
-        }
+            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+            .map(|id| prepare::whole_or_marker(self.redactor(), id));
         let base = Step {
             qualified_name: qualified,
             server_name: report.server_name.clone(),
@@ -276,7 +273,7 @@ impl Preparation {
     /// True when the snapshot is complete enough to write (anything but a
     /// `tools/list` page with more to come).
     fn learn_from_exchange(&mut self, method: &str, request: &[u8], response: &[u8]) -> bool {
-        let (Ok(mut request), Ok(mut response)) = (
+        let (Ok(request), Ok(response)) = (
             serde_json::from_slice::<Value>(request),
             serde_json::from_slice::<Value>(response),
         ) else {
@@ -284,95 +281,93 @@ impl Preparation {
         };
         // Everything learnt from an exchange (the server's instructions,
         // serverInfo and capabilities, the client's clientInfo and
-        // capabilities, the tools) is read from redacted copies: nothing
-        // of it reaches a record unredacted.
+        // capabilities, the tools) is read from redacted copies: the
+        // snapshot's fields are parts of them, so nothing of it can reach
+        // a record unredacted.
         let redactor = self.redactor();
-        let redacted = catch_unwind(AssertUnwindSafe(|| {
-            redactor.redact_value(&mut request);
-            redactor.redact_value(&mut response);
-        }));
-        if redacted.is_err() {
+        let (Some(request), Some(response)) = (
+            prepare::whole(redactor, request),
+            prepare::whole(redactor, response),
+        ) else {
             log::error!("redaction failed; the `{method}` exchange is not recorded");
             return false;
-        }
-        let result = &response["result"];
-        if result.is_null() {
+        };
+        let Some(result) = response.part("/result") else {
             return false;
-        }
+        };
         match method {
-            "initialize" => self.on_initialize(&request, result),
-            "server/discover" => self.on_discover(&request, result),
-            "tools/list" => return self.on_tools_list(&request, result),
+            "initialize" => self.on_initialize(&request, &result),
+            "server/discover" => self.on_discover(&request, &result),
+            "tools/list" => return self.on_tools_list(&request, &result),
             _ => return false,
         }
         true
     }
 
-    fn on_initialize(&mut self, request: &Value, result: &Value) {
-        let params = &request["params"];
-        if let Some(info) = client_info(&params["clientInfo"]) {
+    fn on_initialize(&mut self, request: &Redacted<Value>, result: &Redacted<Value>) {
+        if let Some(info) = client_info(request, "/params/clientInfo") {
             self.knowledge.host = Some(info);
         }
         let k = &mut self.knowledge;
-        k.protocol_version = result["protocolVersion"].as_str().map(str::to_owned);
+        k.protocol_version = result.text_at("/protocolVersion");
         k.snapshot.protocol_version = k.protocol_version.clone();
-        k.snapshot.server_info = non_null(&result["serverInfo"]);
-        k.snapshot.capabilities = non_null(&result["capabilities"]);
-        k.snapshot.instructions = non_null(&result["instructions"]);
-        k.snapshot.client_capabilities = non_null(&params["capabilities"]);
+        k.snapshot.server_info = result.part("/serverInfo");
+        k.snapshot.capabilities = result.part("/capabilities");
+        k.snapshot.instructions = result.part("/instructions");
+        k.snapshot.client_capabilities = request.part("/params/capabilities");
         k.snapshot_known = true;
         self.refresh_snapshot_digest();
     }
 
-    /// The 2026-07-28 era: identity travels in `_meta`.
-    fn on_discover(&mut self, request: &Value, result: &Value) {
-        let meta = &request["params"]["_meta"];
+    /// The 2026-07-28 era: identity travels in `_meta` (`~1` is a `/` in a
+    /// JSON pointer).
+    fn on_discover(&mut self, request: &Redacted<Value>, result: &Redacted<Value>) {
+        const META: &str = "/params/_meta/io.modelcontextprotocol~1";
         if self.knowledge.host.is_none() {
-            self.knowledge.host = client_info(&meta["io.modelcontextprotocol/clientInfo"]);
+            self.knowledge.host = client_info(request, &format!("{META}clientInfo"));
         }
         let k = &mut self.knowledge;
         if k.snapshot.server_info.is_some() {
             return; // an initialize answer is more complete
         }
-        k.snapshot.server_info = non_null(&result["_meta"]["io.modelcontextprotocol/serverInfo"]);
-        k.snapshot.capabilities = non_null(&result["capabilities"]);
-        k.snapshot.instructions = non_null(&result["instructions"]);
-        k.snapshot.client_capabilities =
-            non_null(&meta["io.modelcontextprotocol/clientCapabilities"]);
-        k.protocol_version = meta["io.modelcontextprotocol/protocolVersion"]
-            .as_str()
-            .map(str::to_owned);
+        k.snapshot.server_info = result.part("/_meta/io.modelcontextprotocol~1serverInfo");
+        k.snapshot.capabilities = result.part("/capabilities");
+        k.snapshot.instructions = result.part("/instructions");
+        k.snapshot.client_capabilities = request.part(&format!("{META}clientCapabilities"));
+        k.protocol_version = request.text_at(&format!("{META}protocolVersion"));
         k.snapshot.protocol_version = k.protocol_version.clone();
         k.snapshot_known = true;
         self.refresh_snapshot_digest();
     }
 
     /// True once the last page is in.
-    fn on_tools_list(&mut self, request: &Value, result: &Value) -> bool {
-        if request["params"]["cursor"].is_null() {
+    fn on_tools_list(&mut self, request: &Redacted<Value>, result: &Redacted<Value>) -> bool {
+        if request.part("/params/cursor").is_none() {
             self.knowledge.tools_pages.clear();
         }
-        if let Some(tools) = result["tools"].as_array() {
-            self.knowledge.tools_pages.extend(tools.iter().cloned());
+        if let Some(tools) = result.part("/tools") {
+            self.knowledge.tools_pages.extend(tools.elements());
         }
-        let mut tools = self.knowledge.tools_pages.clone();
+        let pages = self.knowledge.tools_pages.clone();
+        let mut tools = Vec::with_capacity(pages.len());
         let mut hashes = BTreeMap::new();
         let redactor = self.redactor();
-        for tool in &mut tools {
-            let _ = catch_unwind(AssertUnwindSafe(|| redactor.redact_value(tool)));
-            if let Some(name) = tool["name"].as_str() {
-                hashes.insert(
-                    name.to_owned(),
-                    crate::codec::sha256_hex(&model::canonical(tool)),
-                );
+        for tool in pages {
+            // Each tool is redacted again on its own, as its hash has
+            // always been taken (a tool's hash must not change between
+            // versions of bir for the same definition).
+            let tool = prepare::whole(redactor, (*tool).clone()).unwrap_or(tool);
+            if let Some(name) = tool.text_at("/name") {
+                hashes.insert(name, crate::codec::sha256_hex(&model::canonical(&tool)));
             }
+            tools.push(tool);
         }
         let k = &mut self.knowledge;
         k.snapshot.tools = tools;
         k.snapshot.tool_hashes = hashes;
         k.snapshot_known = true;
         self.refresh_snapshot_digest();
-        result["nextCursor"].is_null()
+        result.part("/nextCursor").is_none()
     }
 
     fn refresh_snapshot_digest(&mut self) {
@@ -387,13 +382,14 @@ impl Preparation {
     }
 }
 
-fn non_null(v: &Value) -> Option<Value> {
-    (!v.is_null()).then(|| v.clone())
-}
-
-fn client_info(v: &Value) -> Option<HostInfo> {
+/// The host as a (redacted) `clientInfo` at `pointer` names it.
+fn client_info(request: &Redacted<Value>, pointer: &str) -> Option<HostInfo> {
+    let info = request.part(pointer)?;
     Some(HostInfo {
-        app: v["name"].as_str()?.to_owned(),
-        version: v["version"].as_str().unwrap_or("").to_owned(),
+        app: info.text_at("/name")?.into_inner(),
+        version: info
+            .text_at("/version")
+            .map(Redacted::into_inner)
+            .unwrap_or_default(),
     })
 }

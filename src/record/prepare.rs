@@ -6,12 +6,22 @@
 //!
 //! If redaction fails (panics), nothing of the payload is kept and the
 //! result says `withheld: "redaction_failed"` — never raw.
+//!
+//! The rule is held by a type, not by care: every field of a record that
+//! carries outside data is a [`Redacted`], and a `Redacted` can only be
+//! made here (its field is private to this module), by passing the
+//! redactor. Code elsewhere can read one, move it, narrow it to a part of
+//! itself, or read one back from a journal (deserialising is reading what
+//! was written prepared), but cannot wrap a raw value in one.
 
+use std::borrow::Borrow;
+use std::ops::Deref;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{model, truncate};
+use super::truncate;
 use crate::jsonrpc::lenient::{self, Repairs};
 use crate::redact::{RedactConfig, Redactor};
 
@@ -23,11 +33,151 @@ const LARGE_FACTOR: usize = 4;
 /// serde_json reads back.
 const PAYLOAD_DEPTH: usize = 100;
 
+/// Something that went through the redactor: the only form in which outside
+/// data may enter a record (see the module docs).
+///
+/// Serialised exactly as the value it holds (`#[serde(transparent)]`), so
+/// journals and the service's wire format do not change.
+///
+/// It cannot be built from raw data outside `record::prepare`: its field
+/// is private to this module and no function here wraps a value without
+/// redacting it (test fixtures aside, which exist only under `cfg(test)`).
+/// `tests/it/redacted.rs` holds that in place: the field stays private,
+/// nothing outside this file spells the constructor, and the model's
+/// outside-data fields keep this type.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Redacted<T>(T);
+
+impl<T> Redacted<T> {
+    /// The redacted value, to read or to take apart (never to put back).
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+// Read access: a redacted text reads as a `str` (so an
+// `Option<Redacted<String>>` gives `Option<&str>` through `as_deref`), a
+// redacted value as the `Value`. Never `DerefMut`: writing into one would
+// bypass the redactor.
+impl Deref for Redacted<String> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Deref for Redacted<Value> {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.0
+    }
+}
+
+impl Redacted<String> {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<T: std::fmt::Display> std::fmt::Display for Redacted<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq<str> for Redacted<String> {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Redacted<String> {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl Borrow<str> for Redacted<String> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Redacted<Value> {
+    /// The part of this value at `pointer` (RFC 6901), if it is there and
+    /// not null. A part of a redacted value is redacted: the redactor
+    /// judged every string of it in its place.
+    pub fn part(&self, pointer: &str) -> Option<Redacted<Value>> {
+        self.0
+            .pointer(pointer)
+            .filter(|v| !v.is_null())
+            .map(|v| Redacted(v.clone()))
+    }
+
+    /// The string at `pointer`, if there is one (see [`Redacted::part`]).
+    pub fn text_at(&self, pointer: &str) -> Option<Redacted<String>> {
+        self.0
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .map(|s| Redacted(s.to_owned()))
+    }
+
+    /// The elements of an array (none if this is not one).
+    pub fn elements(&self) -> Vec<Redacted<Value>> {
+        self.0
+            .as_array()
+            .map(|a| a.iter().cloned().map(Redacted).collect())
+            .unwrap_or_default()
+    }
+
+    /// Removes the key `key` of an object and returns what it held.
+    /// Taking something away cannot add a secret.
+    pub fn remove_key(&mut self, key: &str) -> Option<Value> {
+        self.0.as_object_mut()?.remove(key)
+    }
+
+    /// A string, as a value (a free text stored where a payload goes).
+    pub fn from_text(text: Redacted<String>) -> Redacted<Value> {
+        Redacted(Value::String(text.0))
+    }
+}
+
+/// A whole value through the redactor, uncapped (what an `initialize` or
+/// `tools/list` exchange holds, a request id). `None` if redaction failed:
+/// then nothing of it may be kept.
+pub(crate) fn whole(redactor: &Redactor, mut value: Value) -> Option<Redacted<Value>> {
+    catch_unwind(AssertUnwindSafe(|| redactor.redact_value(&mut value)))
+        .ok()
+        .map(|_| Redacted(value))
+}
+
+/// [`whole`], or the redactor's failure marker in place of the value.
+pub(crate) fn whole_or_marker(redactor: &Redactor, value: Value) -> Redacted<Value> {
+    whole(redactor, value)
+        .unwrap_or_else(|| Redacted(Value::String(crate::redact::FAILED.to_owned())))
+}
+
+/// A name or id (a tool name, a `toolUseId`) through the redactor, uncapped.
+pub(crate) fn label(redactor: &Redactor, text: &str) -> Redacted<String> {
+    match catch_unwind(AssertUnwindSafe(|| redactor.redact_text(text).into_owned())) {
+        Ok(redacted) => Redacted(redacted),
+        Err(_) => Redacted(crate::redact::FAILED.to_owned()),
+    }
+}
+
+/// Canonical JSON: object keys sorted (serde_json's default map is
+/// ordered), no whitespace. Used for digests (here, of a prepared payload;
+/// the model re-exports it for the others).
+pub fn canonical(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
 /// A payload as it may be stored.
 #[derive(Debug, Default)]
 pub(crate) struct Prepared {
     /// The redacted, capped payload (`None`: nothing may be stored).
-    pub value: Option<Value>,
+    pub value: Option<Redacted<Value>>,
     /// sha256 of the canonical redacted payload, before capping.
     pub digest: Option<String>,
     pub redactions: u32,
@@ -118,10 +268,10 @@ fn redact_and_cap(redactor: &Redactor, mut value: Value, cap: usize) -> Prepared
             ..Prepared::default()
         };
     };
-    let digest = crate::codec::sha256_hex(&model::canonical(&value));
+    let digest = crate::codec::sha256_hex(&canonical(&value));
     let (value, _) = truncate::cap(value, cap);
     Prepared {
-        value: Some(value),
+        value: Some(Redacted(value)),
         digest: Some(digest),
         redactions,
         withheld: None,
@@ -143,11 +293,11 @@ pub(crate) fn preview_only(redactor: &Redactor, text: &str, size: usize) -> Prep
         redacted.truncate(cut);
     }
     Prepared {
-        value: Some(serde_json::json!({
+        value: Some(Redacted(serde_json::json!({
             "truncated": true,
             "originalBytes": size,
             "preview": preview,
-        })),
+        }))),
         redactions: report.redactions,
         ..Prepared::default()
     }
@@ -156,15 +306,94 @@ pub(crate) fn preview_only(redactor: &Redactor, text: &str, size: usize) -> Prep
 /// Free text (a prompt, the model's words) → what may be stored: redacted,
 /// then cut to at most `cap` bytes at a token boundary, with a marker that
 /// says how long it was. Returns the text and the number of redactions.
-pub(crate) fn text(redactor: &Redactor, text: &str, cap: usize) -> (String, u32) {
+pub(crate) fn text(redactor: &Redactor, text: &str, cap: usize) -> (Redacted<String>, u32) {
     let mut report = crate::redact::Report::default();
     let redacted = redactor.redact_text_counted(text, &mut report);
     if redacted.len() <= cap {
-        return (redacted.into_owned(), report.redactions);
+        return (Redacted(redacted.into_owned()), report.redactions);
     }
     let kept = truncate::token_safe_prefix(&redacted, cap);
     (
-        format!("{kept}… [truncated: {} bytes]", redacted.len()),
+        Redacted(format!("{kept}… [truncated: {} bytes]", redacted.len())),
         report.redactions,
     )
+}
+
+/// Test fixtures only: wraps a value the test chose as if it had been
+/// prepared. Not compiled into the program.
+#[cfg(test)]
+pub(crate) fn fixture<T>(value: T) -> Redacted<T> {
+    Redacted(value)
+}
+
+/// Test fixtures written as literals (`"text".into()`, `json!(…).into()`);
+/// like [`fixture`], not compiled into the program.
+#[cfg(test)]
+mod literals {
+    use super::{Redacted, Value, fixture};
+
+    impl From<&str> for Redacted<String> {
+        fn from(text: &str) -> Redacted<String> {
+            fixture(text.to_owned())
+        }
+    }
+
+    impl From<Value> for Redacted<Value> {
+        fn from(value: Value) -> Redacted<Value> {
+            fixture(value)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::RedactConfig;
+
+    fn redactor() -> Redactor {
+        Redactor::new(RedactConfig::default())
+    }
+
+    #[test]
+    fn a_redacted_value_is_written_and_read_as_the_value_it_holds() {
+        let raw = r#"{"big":18446744073709551617,"n":1.50,"s":"x"}"#;
+        let read: Redacted<Value> = serde_json::from_str(raw).expect("read");
+        assert_eq!(serde_json::to_string(&read).expect("write"), raw);
+        let text: Redacted<String> = serde_json::from_str(r#""a b""#).expect("read");
+        assert_eq!(serde_json::to_string(&text).expect("write"), r#""a b""#);
+        // As a map key (a snapshot's tool hashes).
+        let mut hashes = std::collections::BTreeMap::new();
+        hashes.insert(label(&redactor(), "echo"), "h".to_owned());
+        assert_eq!(
+            serde_json::to_string(&hashes).expect("write"),
+            r#"{"echo":"h"}"#
+        );
+    }
+
+    #[test]
+    fn every_way_in_redacts_and_a_part_keeps_what_the_redactor_left() {
+        let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        let r = redactor();
+        let whole = whole(
+            &r,
+            serde_json::json!({"info": {"token": secret, "name": "n"}}),
+        )
+        .expect("redacted");
+        let part = whole.part("/info").expect("a part");
+        assert!(
+            !serde_json::to_string(&part)
+                .expect("write")
+                .contains(secret)
+        );
+        assert_eq!(whole.text_at("/info/name").as_deref(), Some("n"));
+        assert!(whole.part("/missing").is_none());
+        assert!(!label(&r, &format!("tool_{secret}")).contains(secret));
+        let (kept, redactions) = text(&r, &format!("use {secret} now"), 1024);
+        assert!(!kept.contains(secret) && redactions == 1, "{kept}");
+        let id = whole_or_marker(&r, Value::String(secret.to_owned()));
+        assert!(!id.to_string().contains(secret), "{id}");
+        let prepared = raw(&r, Some(&format!(r#"{{"a":"{secret}"}}"#)), 1024);
+        let value = prepared.value.expect("kept");
+        assert!(!value.to_string().contains(secret), "{value}");
+    }
 }

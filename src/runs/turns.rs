@@ -281,7 +281,7 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
                     write_tree(t, &calls, &agent_types, *i, &numbering.to_string(), 1, full);
                 }
                 Entry::Event(e) => write_event(t, e, 1, type_of(&agent_types, e)),
-                Entry::Answer(a) => write_answer(t, "answer", a.output.as_ref(), full),
+                Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
             }
         }
         t.line("");
@@ -293,7 +293,7 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
         write_answer(
             t,
             "final answer",
-            Some(&Value::String(output.clone())),
+            Some(&Value::String(output.to_string())),
             full,
         );
         t.line("");
@@ -391,7 +391,7 @@ fn name_of(s: &Step) -> String {
         Some(StepKind::Mcp) | None if !s.server_name.is_empty() => {
             format!("{} › {}", s.server_name, s.tool_name)
         }
-        _ => s.qualified_name.clone(),
+        _ => s.qualified_name.to_string(),
     }
 }
 
@@ -502,7 +502,7 @@ fn write_tree(
                 );
             }
             Entry::Event(e) => write_event(t, e, depth + 1, type_of(types, e)),
-            Entry::Answer(a) => write_answer(t, "answer", a.output.as_ref(), full),
+            Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
         }
     }
 }
@@ -557,7 +557,7 @@ fn permission(p: &Value) -> String {
 /// A session event as one short line. `agent_type` is the subagent's type
 /// as its steps name it (the event's own data may leave it out).
 fn write_event(t: &mut Screen, e: &SessionEvent, depth: usize, agent_type: Option<&str>) {
-    let data = e.data.as_ref();
+    let data = e.data.as_deref();
     let get = |k: &str| data.and_then(|d| d.get(k)).and_then(Value::as_str);
     let what = match e.name.as_str() {
         "SubagentStart" | "SubagentStop" => {
@@ -637,7 +637,7 @@ mod tests {
             step_type: t,
             qualified_name: name.into(),
             server_name: server,
-            tool_name: tool,
+            tool_name: tool.as_str().into(),
             started_at: format!("2026-12-01T20:00:{index:02}.000Z"),
             input: None,
             output: None,
@@ -674,10 +674,10 @@ mod tests {
         context: &str,
     ) -> (Step, Step) {
         let mut s = step(sel, StepType::ToolSelected, name, id);
-        s.input = Some(input);
+        s.input = Some(input.into());
         s.context = Some(context.into());
         let mut r = step(resp, StepType::ToolResponse, name, id);
-        r.output = Some(output);
+        r.output = Some(output.into());
         r.context = Some(context.into());
         (s, r)
     }
@@ -739,8 +739,8 @@ mod tests {
         RunEvent::SessionEvent(SessionEvent {
             name: name.into(),
             at: "2026-12-01T20:00:30.000Z".into(),
-            agent_id: agent.map(str::to_owned),
-            data: Some(data),
+            agent_id: agent.map(Into::into),
+            data: Some(data.into()),
         })
     }
 
@@ -801,15 +801,16 @@ mod tests {
             "This one will fail.",
         );
         fail_r.is_error = true;
-        fail_r.permission = Some(json!({"behavior": "allow", "reason": "bypassPermissions"}));
+        fail_r.permission =
+            Some(json!({"behavior": "allow", "reason": "bypassPermissions"}).into());
         let mut answer1 = step(12, StepType::FinalAnswer, "", "");
         answer1.tool_use_id = None;
         answer1.kind = None;
-        answer1.output = Some(json!("Launched a helper; echo said hi."));
+        answer1.output = Some(json!("Launched a helper; echo said hi.").into());
         let mut answer2 = answer1.clone();
         answer2.step_index = 13;
         answer2.turn = Some(2);
-        answer2.output = Some(json!("The helper says 3."));
+        answer2.output = Some(json!("The helper says 3.").into());
         vec![
             header(),
             turn(1, "List the files, echo hi, ask a helper", None),

@@ -1,5 +1,6 @@
 //! The service's client, wire mapping and forwarder against a local fake.
 
+use crate::record::prepare::fixture;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,9 +22,9 @@ fn step(kind: StepType) -> Step {
         id: "step_1".into(),
         step_index: 1,
         step_type: kind,
-        qualified_name: "mcp__gh__create_issue".into(),
+        qualified_name: fixture("mcp__gh__create_issue".into()),
         server_name: "gh".into(),
-        tool_name: "create_issue".into(),
+        tool_name: fixture("create_issue".into()),
         started_at: "2026-01-01T00:00:00.000Z".into(),
         input: serde_json::from_str(r#"{"title":"x","n":1.50}"#).ok(),
         output: None,
@@ -31,8 +32,8 @@ fn step(kind: StepType) -> Step {
         is_error: false,
         duration_ms: None,
         outcome: None,
-        request_id: Some(json!(7)),
-        tool_use_id: Some("toolu_1".into()),
+        request_id: Some(fixture(json!(7))),
+        tool_use_id: Some(fixture("toolu_1".into())),
         agent_id: None,
         args_digest: Some("abc".into()),
         correlation: None,
@@ -81,7 +82,9 @@ fn a_selected_step_on_the_wire() {
 fn a_response_step_on_the_wire() {
     let mut s = step(StepType::ToolResponse);
     s.input = None;
-    s.output = Some(json!({"content": [{"type": "text", "text": "boom"}], "isError": true}));
+    s.output = Some(fixture(
+        json!({"content": [{"type": "text", "text": "boom"}], "isError": true}),
+    ));
     s.is_error = true;
     s.duration_ms = Some(12.5);
     s.outcome = Some("answered".into());
@@ -103,7 +106,7 @@ fn a_response_step_on_the_wire() {
     assert_eq!(output["isError"], true);
     // A JSON-RPC error is sent as JSON text.
     s.output = None;
-    s.error = Some(json!({"code": -32602, "message": "bad"}));
+    s.error = Some(fixture(json!({"code": -32602, "message": "bad"})));
     let body: Value = serde_json::from_slice(
         &request_for("r", &rec(4, RunEvent::Step(s.clone())))
             .expect("sent")

@@ -54,7 +54,7 @@ pub fn request_for(run_id: &str, record: &Record) -> Option<WireRequest> {
                 "dropped": finish.dropped,
             });
             if let Some(output) = &finish.output {
-                body["finalOutput"] = Value::String(output.clone());
+                body["finalOutput"] = Value::from(output.as_str());
             }
             (
                 "POST",
@@ -88,9 +88,9 @@ pub fn step_body(step: &Step) -> Value {
         "type",
         serde_json::to_value(step.step_type).unwrap_or(Value::Null),
     );
-    put("toolName", Value::from(step.qualified_name.clone()));
+    put("toolName", Value::from(step.qualified_name.as_str()));
     put("serverName", Value::from(step.server_name.clone()));
-    put("tool", Value::from(step.tool_name.clone()));
+    put("tool", Value::from(step.tool_name.as_str()));
     put("startedAt", Value::from(step.started_at.clone()));
     let as_text = |v: &Value| Value::String(serde_json::to_string(v).unwrap_or_default());
     match step.step_type {
@@ -122,7 +122,7 @@ pub fn step_body(step: &Step) -> Value {
         }
         StepType::FinalAnswer => {
             if let Some(answer) = &step.output {
-                let text = match answer {
+                let text = match &**answer {
                     Value::String(s) => s.clone(),
                     other => serde_json::to_string(other).unwrap_or_default(),
                 };
@@ -131,13 +131,13 @@ pub fn step_body(step: &Step) -> Value {
         }
     }
     if let Some(v) = &step.tool_use_id {
-        put("toolUseId", Value::from(v.clone()));
+        put("toolUseId", Value::from(v.as_str()));
     }
     if let Some(v) = &step.request_id {
-        put("requestId", v.clone());
+        put("requestId", (**v).clone());
     }
     if let Some(v) = &step.agent_id {
-        put("agentId", Value::from(v.clone()));
+        put("agentId", Value::from(v.as_str()));
     }
     if let Some(v) = &step.withheld {
         put("withheld", Value::from(v.clone()));

@@ -20,6 +20,9 @@
 //! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a
 //!   layer, no module cycle.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
+//! * `redacted` — only `record::prepare` can make the `Redacted` values
+//!   records are built of (read from the source: what the compiler keeps,
+//!   kept in place).
 //! * `relay` — byte-exactness under random read boundaries and large
 //!   messages; the protocol's edges: a line that never ends, traffic
 //!   before the handshake, empty and huge batches, floods.
@@ -40,6 +43,7 @@ mod install_sh;
 mod layers;
 mod lifecycle;
 mod record;
+mod redacted;
 mod relay;
 mod remote;
 mod secrets;
