@@ -12,6 +12,19 @@
 //! * A sink that fails or panics loses its own data only. A panic is caught
 //!   at the worker boundary and the observer switches itself off (logged
 //!   once); the relay is unaffected.
+//! * Recording completes on a busy machine. The worker runs at normal
+//!   priority: a lowered one can never be raised again by an unprivileged
+//!   thread, and against busy nice-0 processes a nice-19 thread gets a
+//!   sliver of the CPU — runs were left unfinished and calls lost that way
+//!   (issue 12, item 9). It keeps out of the relay's way by batching
+//!   instead: it is woken only when half the queue is full or every
+//!   [`POLL`], takes a whole batch under one short lock, and offers the
+//!   CPU back every [`YIELD_EVERY`] observations.
+//! * The end does not wait for the worker. The sinks and every observation
+//!   taken off the queue live behind one lock ([`Delivery`]); the worker
+//!   lets go after the observation it is on once the queue is closed, and
+//!   the thread that calls [`Observer::finish`] takes the lock and
+//!   completes the delivery itself, within its deadline.
 
 pub mod queue;
 pub mod step;
@@ -19,8 +32,7 @@ pub mod transcript;
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -157,12 +169,25 @@ impl Batch {
     }
 }
 
+/// The sinks and the observations taken off the queue for them, behind
+/// one lock (`Observer::delivery`). Whoever holds the lock holds every
+/// observation that left the queue, so the worker can hand over mid-batch
+/// to the finishing thread without losing or repeating one.
+struct Delivery {
+    sinks: Vec<Box<dyn Sink>>,
+    /// Taken off the queue, not yet delivered.
+    pending: VecDeque<Observation>,
+    /// The sinks were finished: nothing more is delivered.
+    finished: bool,
+}
+
 /// The relay's handle on the observation pipeline. Cheap to share.
 pub struct Observer {
     queue: Arc<Queue<Observation>>,
     wants_messages: bool,
-    /// Signalled by the worker when it has drained and flushed everything.
-    done: Mutex<Option<mpsc::Receiver<()>>>,
+    /// `None` when nothing observes. A poisoned lock means a sink panicked
+    /// (observing is then off, and its sinks are never called again).
+    delivery: Option<Arc<Mutex<Delivery>>>,
 }
 
 impl Observer {
@@ -173,7 +198,7 @@ impl Observer {
         Observer {
             queue,
             wants_messages: false,
-            done: Mutex::new(None),
+            delivery: None,
         }
     }
 
@@ -183,15 +208,15 @@ impl Observer {
             return Observer::disabled();
         }
         let queue = Arc::new(Queue::new(MAX_QUEUED, MAX_QUEUED_BYTES));
-        let (done_tx, done_rx) = mpsc::channel();
-        let worker_queue = Arc::clone(&queue);
+        let delivery = Arc::new(Mutex::new(Delivery {
+            sinks,
+            pending: VecDeque::new(),
+            finished: false,
+        }));
+        let (worker_queue, worker_delivery) = (Arc::clone(&queue), Arc::clone(&delivery));
         let spawned = thread::Builder::new()
             .name("bir-observer".into())
-            .spawn(move || {
-                give_way_to_the_relay();
-                run_worker(&worker_queue, sinks);
-                let _ = done_tx.send(());
-            });
+            .spawn(move || run_worker(&worker_queue, &worker_delivery));
         if let Err(err) = spawned {
             log::warn!("recording disabled: cannot start the observer thread: {err}");
             return Observer::disabled();
@@ -199,7 +224,7 @@ impl Observer {
         Observer {
             queue,
             wants_messages,
-            done: Mutex::new(Some(done_rx)),
+            delivery: Some(delivery),
         }
     }
 
@@ -253,35 +278,68 @@ impl Observer {
         }
     }
 
-    /// Stops accepting observations and waits up to `deadline` for the
-    /// worker to drain and flush. Shutdown is never held up longer. The
-    /// worker delivers for three quarters of it at most, then counts what
-    /// is left as dropped: the last quarter is for closing the run, so a
-    /// run cut short still ends, marked lossy, rather than not at all.
+    /// Stops accepting observations and completes the recording on the
+    /// calling thread, within `deadline`: it takes the delivery over from
+    /// the worker (which lets go after the observation it is on), delivers
+    /// what is left for three quarters of the deadline at most, counts the
+    /// rest as dropped, and finishes the sinks, so that a run cut short
+    /// still ends, marked lossy, rather than not at all.
+    ///
+    /// The work is done here, not handed to the worker and waited for:
+    /// the caller knows its deadline and runs without a hand-off (a
+    /// wake-up of another thread on a saturated CPU is itself a wait).
     pub fn finish(&self, deadline: Duration) {
-        self.queue
-            .close_by(std::time::Instant::now() + deadline * 3 / 4);
-        let done = self.done.lock().ok().and_then(|mut d| d.take());
-        if let Some(done) = done
-            && done.recv_timeout(deadline).is_err()
-        {
-            log::warn!("observer did not finish within {deadline:?}; some observations are lost");
+        let started = Instant::now();
+        let until = started + deadline * 3 / 4;
+        self.queue.close();
+        let Some(delivery) = &self.delivery else {
+            return;
+        };
+        let mut delivery = loop {
+            match delivery.try_lock() {
+                Ok(held) => break held,
+                // A sink panicked: observing is off, its sinks are dead.
+                Err(TryLockError::Poisoned(_)) => return,
+                Err(TryLockError::WouldBlock) if started.elapsed() >= deadline => {
+                    log::warn!(
+                        "observer did not finish within {deadline:?}; some observations are lost"
+                    );
+                    return;
+                }
+                Err(TryLockError::WouldBlock) => thread::sleep(HANDOVER_POLL),
+            }
+        };
+        if delivery.finished {
+            return;
+        }
+        let completed = catch_unwind(AssertUnwindSafe(|| {
+            complete(&self.queue, &mut delivery, until);
+        }));
+        if completed.is_err() {
+            log::error!("recording stopped after an internal error while finishing");
         }
     }
 }
+
+/// How often [`Observer::finish`] looks whether the worker let go of the
+/// delivery (it does after the observation it is on).
+const HANDOVER_POLL: Duration = Duration::from_millis(1);
 
 /// The worker offers the CPU back after this many observations of a batch,
 /// so that a relay thread waiting for the CPU never waits for a whole batch.
 const YIELD_EVERY: usize = 16;
 
-/// How much the recording threads step back (the most `nice` allows).
+/// How much the background network threads step back (the most `nice`
+/// allows).
 const RECORDING_NICENESS: i32 = 19;
 
-/// Lowers the calling thread's priority, so that on a busy CPU the kernel
-/// runs a waking relay thread ahead of recording work: recording uses the
-/// gaps between messages instead of sitting between a request and its
-/// answer. Called by the observer's worker and by the recording service's
-/// sender. (Linux: `setpriority` on a thread id affects that thread only.)
+/// Lowers the calling thread's priority for good, so that on a busy CPU
+/// the kernel runs a waking relay thread ahead of it. Only for threads
+/// whose work may be left unfinished at the end without losing data: the
+/// recording service's sender (what it does not send stays in the journal
+/// for `bir sync`) and the daemon finder. Never the observer's worker,
+/// which must complete the run (see the module docs). (Linux:
+/// `setpriority` on a thread id affects that thread only.)
 pub fn give_way_to_the_relay() {
     #[cfg(target_os = "linux")]
     {
@@ -296,25 +354,29 @@ pub fn give_way_to_the_relay() {
     }
 }
 
-fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
+/// The worker: waits for observations, takes them off the queue and
+/// delivers them under the delivery lock. Once the queue is closed it lets
+/// go (after the observation it is on) and leaves the rest to
+/// [`Observer::finish`].
+fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>) {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut batch = VecDeque::new();
+        let mut taken = VecDeque::new();
         loop {
-            queue.take_all(POLL, &mut batch);
-            if batch.is_empty() && queue.is_closed() {
-                // Drain whatever raced with the close.
-                queue.take_all(Duration::ZERO, &mut batch);
-                deliver_batch(queue, &mut batch, &mut sinks);
-                let dropped = queue.dropped();
-                sinks.iter_mut().for_each(|s| s.finish(dropped));
-                break;
+            queue.wait(POLL);
+            let Ok(mut held) = delivery.lock() else {
+                return;
+            };
+            let d = &mut *held;
+            if d.finished || queue.is_closed() {
+                return;
             }
-            deliver_batch(queue, &mut batch, &mut sinks);
-            if queue.is_empty() {
-                sinks.iter_mut().for_each(|s| s.flush());
+            queue.take_all(Duration::ZERO, &mut taken);
+            d.pending.append(&mut taken);
+            deliver_while_open(queue, d);
+            if d.pending.is_empty() && queue.is_empty() {
+                d.sinks.iter_mut().for_each(|s| s.flush());
             }
         }
-        sinks.iter_mut().for_each(|s| s.flush());
     }));
     if result.is_err() {
         log::error!("recording stopped after an internal error; relaying continues");
@@ -322,32 +384,42 @@ fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
     }
 }
 
-/// Delivers a batch. While the proxy runs, it offers the CPU back every
-/// [`YIELD_EVERY`] observations. Once the proxy is ending (the queue closed
-/// with a time, [`Observer::finish`]) it does not yield, and at that time it
-/// counts the rest as dropped instead of delivering it.
-fn deliver_batch(
-    queue: &Queue<Observation>,
-    batch: &mut VecDeque<Observation>,
-    sinks: &mut [Box<dyn Sink>],
-) {
+/// Delivers what is pending while the queue is open, offering the CPU back
+/// every [`YIELD_EVERY`] observations; stops (leaving the rest pending)
+/// as soon as the queue is closed, so the finishing thread takes over.
+fn deliver_while_open(queue: &Queue<Observation>, d: &mut Delivery) {
     let mut delivered = 0;
-    // Read once the queue is closed (it is set before the close).
-    let mut until: Option<Option<Instant>> = None;
-    while let Some(obs) = batch.pop_front() {
+    while let Some(obs) = d.pending.pop_front() {
         if queue.is_closed() {
-            let until = *until.get_or_insert_with(|| queue.deliver_until());
-            if until.is_some_and(|t| Instant::now() >= t) {
-                queue.count_lost(1 + batch.len() as u64);
-                batch.clear();
-                return;
-            }
-        } else if delivered > 0 && delivered % YIELD_EVERY == 0 {
+            d.pending.push_front(obs);
+            return;
+        }
+        if delivered > 0 && delivered % YIELD_EVERY == 0 {
             std::thread::yield_now();
         }
-        deliver(&obs, sinks);
+        deliver(&obs, &mut d.sinks);
         delivered += 1;
     }
+}
+
+/// The end, on the finishing thread: delivers what is left until `until`,
+/// counts the rest as dropped, and finishes every sink.
+fn complete(queue: &Queue<Observation>, d: &mut Delivery, until: Instant) {
+    let mut rest = VecDeque::new();
+    queue.take_all(Duration::ZERO, &mut rest);
+    d.pending.append(&mut rest);
+    while let Some(obs) = d.pending.pop_front() {
+        if Instant::now() >= until {
+            queue.count_lost(1 + d.pending.len() as u64);
+            d.pending.clear();
+            break;
+        }
+        deliver(&obs, &mut d.sinks);
+    }
+    let dropped = queue.dropped();
+    d.finished = true;
+    d.sinks.iter_mut().for_each(|s| s.finish(dropped));
+    d.sinks.iter_mut().for_each(|s| s.flush());
 }
 
 fn deliver(obs: &Observation, sinks: &mut [Box<dyn Sink>]) {
