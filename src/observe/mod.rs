@@ -16,10 +16,11 @@
 //!   priority: a lowered one can never be raised again by an unprivileged
 //!   thread, and against busy nice-0 processes a nice-19 thread gets a
 //!   sliver of the CPU — runs were left unfinished and calls lost that way
-//!   (issue 12, item 9). It keeps out of the relay's way by batching
-//!   instead: it is woken only when half the queue is full or every
-//!   [`POLL`], takes a whole batch under one short lock, and offers the
-//!   CPU back every [`YIELD_EVERY`] observations.
+//!   (issue 12, item 9). It keeps out of the relay's way by cooperating
+//!   instead: it does not start on an observation within [`RELAY_BUSY`]
+//!   of the relay's last read (unless half the queue is waiting), takes a
+//!   whole batch under one short lock, and offers the CPU back every
+//!   [`YIELD_EVERY`] observations.
 //! * The end does not wait for the worker. The sinks and every observation
 //!   taken off the queue live behind one lock ([`Delivery`]); the worker
 //!   lets go after the observation it is on once the queue is closed, and
@@ -32,6 +33,7 @@ pub mod transcript;
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -181,10 +183,33 @@ struct Delivery {
     finished: bool,
 }
 
+/// When the relay last read something, in microseconds since `since`: the
+/// worker keeps off the CPU while the relay is busy ([`RELAY_BUSY`]).
+struct RelayActivity {
+    since: Instant,
+    last_read_us: AtomicU64,
+}
+
+impl RelayActivity {
+    fn new() -> RelayActivity {
+        RelayActivity {
+            since: Instant::now(),
+            last_read_us: AtomicU64::new(0),
+        }
+    }
+
+    fn busy(&self) -> bool {
+        let now = self.since.elapsed().as_micros() as u64;
+        let last = self.last_read_us.load(Ordering::Relaxed);
+        now.saturating_sub(last) < RELAY_BUSY.as_micros() as u64
+    }
+}
+
 /// The relay's handle on the observation pipeline. Cheap to share.
 pub struct Observer {
     queue: Arc<Queue<Observation>>,
     wants_messages: bool,
+    activity: Arc<RelayActivity>,
     /// `None` when nothing observes. A poisoned lock means a sink panicked
     /// (observing is then off, and its sinks are never called again).
     delivery: Option<Arc<Mutex<Delivery>>>,
@@ -198,6 +223,7 @@ impl Observer {
         Observer {
             queue,
             wants_messages: false,
+            activity: Arc::new(RelayActivity::new()),
             delivery: None,
         }
     }
@@ -213,10 +239,12 @@ impl Observer {
             pending: VecDeque::new(),
             finished: false,
         }));
+        let activity = Arc::new(RelayActivity::new());
         let (worker_queue, worker_delivery) = (Arc::clone(&queue), Arc::clone(&delivery));
+        let worker_activity = Arc::clone(&activity);
         let spawned = thread::Builder::new()
             .name("bir-observer".into())
-            .spawn(move || run_worker(&worker_queue, &worker_delivery));
+            .spawn(move || run_worker(&worker_queue, &worker_delivery, &worker_activity));
         if let Err(err) = spawned {
             log::warn!("recording disabled: cannot start the observer thread: {err}");
             return Observer::disabled();
@@ -224,8 +252,18 @@ impl Observer {
         Observer {
             queue,
             wants_messages,
+            activity,
             delivery: Some(delivery),
         }
+    }
+
+    /// The relay read something at `at` (one relaxed store per read): the
+    /// worker stays off the CPU for a moment.
+    pub fn relay_active(&self, at: Instant) {
+        let us = at
+            .saturating_duration_since(self.activity.since)
+            .as_micros() as u64;
+        self.activity.last_read_us.store(us, Ordering::Relaxed);
     }
 
     pub fn enabled(&self) -> bool {
@@ -329,6 +367,23 @@ const HANDOVER_POLL: Duration = Duration::from_millis(1);
 /// so that a relay thread waiting for the CPU never waits for a whole batch.
 const YIELD_EVERY: usize = 16;
 
+/// The relay counts as busy this long after its last read: meanwhile the
+/// worker does not start on an observation (unless it is falling behind,
+/// [`BEHIND`]), so that on a saturated CPU recording work is not one more
+/// runnable thread between a request and its answer. This is what a low
+/// `nice` used to do, without its flaw: a thread's priority, once lowered,
+/// can never be raised again, and a nice-19 worker could not finish its
+/// runs on a busy machine.
+const RELAY_BUSY: Duration = Duration::from_millis(1);
+
+/// With this many observations waiting, the worker delivers even while the
+/// relay is busy (half the queue: before it starts dropping).
+const BEHIND: usize = MAX_QUEUED / 2;
+
+/// And once it has stood back this long: a relay that is never idle must
+/// not keep a run from reaching its journal.
+const MAX_DEFERRAL: Duration = Duration::from_millis(10);
+
 /// How much the background network threads step back (the most `nice`
 /// allows).
 const RECORDING_NICENESS: i32 = 19;
@@ -358,11 +413,23 @@ pub fn give_way_to_the_relay() {
 /// delivers them under the delivery lock. Once the queue is closed it lets
 /// go (after the observation it is on) and leaves the rest to
 /// [`Observer::finish`].
-fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>) {
+fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: &RelayActivity) {
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut taken = VecDeque::new();
+        let mut pending = 0;
+        let mut deferred_since: Option<Instant> = None;
         loop {
-            queue.wait(POLL);
+            if pending == 0 {
+                queue.wait(POLL);
+            }
+            let may_defer = deferred_since.is_none_or(|t| t.elapsed() < MAX_DEFERRAL);
+            if may_defer && activity.busy() && pending + queue.len() < BEHIND && !queue.is_closed()
+            {
+                deferred_since.get_or_insert_with(Instant::now);
+                thread::sleep(RELAY_BUSY);
+                continue;
+            }
+            deferred_since = None;
             let Ok(mut held) = delivery.lock() else {
                 return;
             };
@@ -372,8 +439,9 @@ fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>) {
             }
             queue.take_all(Duration::ZERO, &mut taken);
             d.pending.append(&mut taken);
-            deliver_while_open(queue, d);
-            if d.pending.is_empty() && queue.is_empty() {
+            deliver_while_open(queue, d, may_defer.then_some(activity));
+            pending = d.pending.len();
+            if pending == 0 && queue.is_empty() {
                 d.sinks.iter_mut().for_each(|s| s.flush());
             }
         }
@@ -386,11 +454,17 @@ fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>) {
 
 /// Delivers what is pending while the queue is open, offering the CPU back
 /// every [`YIELD_EVERY`] observations; stops (leaving the rest pending)
-/// as soon as the queue is closed, so the finishing thread takes over.
-fn deliver_while_open(queue: &Queue<Observation>, d: &mut Delivery) {
+/// as soon as the queue is closed, so the finishing thread takes over, or
+/// when the relay got busy and the worker is not behind.
+fn deliver_while_open(
+    queue: &Queue<Observation>,
+    d: &mut Delivery,
+    activity: Option<&RelayActivity>,
+) {
     let mut delivered = 0;
     while let Some(obs) = d.pending.pop_front() {
-        if queue.is_closed() {
+        let relay_busy = || activity.is_some_and(RelayActivity::busy);
+        if queue.is_closed() || (delivered > 0 && d.pending.len() < BEHIND && relay_busy()) {
             d.pending.push_front(obs);
             return;
         }

@@ -159,6 +159,10 @@ impl<T: Weighed> Queue<T> {
         self.ready.notify_all();
     }
 
+    pub fn len(&self) -> usize {
+        self.state.lock().map(|s| s.items.len()).unwrap_or(0)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.state
             .lock()
