@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::record::{bir_cmd, call, export, init, proxy};
+use crate::record::{call, export, init, proxy};
+use crate::store::listed_runs;
 use crate::support::{Host, TempDir};
 
 /// Busy loops that keep every CPU saturated while it lives.
@@ -41,14 +42,6 @@ impl Drop for CpuHog {
             let _ = child.wait();
         }
     }
-}
-
-fn listed(dir: &TempDir) -> Vec<Value> {
-    let (code, out, err) = bir_cmd(dir, &["runs", "--json", "--limit", "100"]);
-    assert_eq!(code, 0, "{err}");
-    out.lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 /// A finished run holding `calls` calls, or lossy with a count that covers
@@ -93,7 +86,7 @@ fn short_sessions_on_a_saturated_cpu_leave_finished_whole_runs() {
         let seen = host.finish(Duration::from_secs(60));
         assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     }
-    let runs = listed(&dir);
+    let runs = listed_runs(&dir);
     assert_eq!(runs.len(), SESSIONS, "one run per session: {runs:?}");
     for run in &runs {
         assert_ne!(run["state"], "open", "{run}");
@@ -143,7 +136,7 @@ fn sigint_then_sigterm_with_calls_in_flight_leaves_a_finished_run() {
             seen.stderr
         );
     }
-    let runs = listed(&dir);
+    let runs = listed_runs(&dir);
     assert_eq!(runs.len(), 3, "{runs:?}");
     for run in &runs {
         assert_ne!(run["state"], "open", "{run}");
