@@ -3,7 +3,7 @@
 
 The relay benchmark (benches/relay.rs) runs on an otherwise idle CPU. This
 one asks the other question: when the proxy's CPU is also busy with
-something else, does recording (threads at nice 19) make the slowest calls
+something else, does recording (a batched worker thread) make the slowest calls
 slower? It runs sequential tools/call round trips (2 KB answers) through
 `bir proxy -- echo_server`, recorder on and off, alternating, with a busy
 loop pinned to the same CPU, and prints p50 / p99 / p99.9 / max.

@@ -12,6 +12,20 @@
 //! * A sink that fails or panics loses its own data only. A panic is caught
 //!   at the worker boundary and the observer switches itself off (logged
 //!   once); the relay is unaffected.
+//! * Recording completes on a busy machine. The worker runs at normal
+//!   priority: a lowered one can never be raised again by an unprivileged
+//!   thread, and against busy nice-0 processes a nice-19 thread gets a
+//!   sliver of the CPU — runs were left unfinished and calls lost that way
+//!   (issue 12, item 9). It keeps out of the relay's way by cooperating
+//!   instead: it does not start on an observation within [`RELAY_BUSY`]
+//!   of the relay's last read (unless half the queue is waiting), takes a
+//!   whole batch under one short lock, and offers the CPU back every
+//!   [`YIELD_EVERY`] observations.
+//! * The end does not wait for the worker. The sinks and every observation
+//!   taken off the queue live behind one lock ([`Delivery`]); the worker
+//!   lets go after the observation it is on once the queue is closed, and
+//!   the thread that calls [`Observer::finish`] takes the lock and
+//!   completes the delivery itself, within its deadline.
 
 pub mod queue;
 pub mod step;
@@ -19,8 +33,8 @@ pub mod transcript;
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -157,12 +171,48 @@ impl Batch {
     }
 }
 
+/// The sinks and the observations taken off the queue for them, behind
+/// one lock (`Observer::delivery`). Whoever holds the lock holds every
+/// observation that left the queue, so the worker can hand over mid-batch
+/// to the finishing thread without losing or repeating one.
+struct Delivery {
+    sinks: Vec<Box<dyn Sink>>,
+    /// Taken off the queue, not yet delivered.
+    pending: VecDeque<Observation>,
+    /// The sinks were finished: nothing more is delivered.
+    finished: bool,
+}
+
+/// When the relay last read something, in microseconds since `since`: the
+/// worker keeps off the CPU while the relay is busy ([`RELAY_BUSY`]).
+struct RelayActivity {
+    since: Instant,
+    last_read_us: AtomicU64,
+}
+
+impl RelayActivity {
+    fn new() -> RelayActivity {
+        RelayActivity {
+            since: Instant::now(),
+            last_read_us: AtomicU64::new(0),
+        }
+    }
+
+    fn busy(&self) -> bool {
+        let now = self.since.elapsed().as_micros() as u64;
+        let last = self.last_read_us.load(Ordering::Relaxed);
+        now.saturating_sub(last) < RELAY_BUSY.as_micros() as u64
+    }
+}
+
 /// The relay's handle on the observation pipeline. Cheap to share.
 pub struct Observer {
     queue: Arc<Queue<Observation>>,
     wants_messages: bool,
-    /// Signalled by the worker when it has drained and flushed everything.
-    done: Mutex<Option<mpsc::Receiver<()>>>,
+    activity: Arc<RelayActivity>,
+    /// `None` when nothing observes. A poisoned lock means a sink panicked
+    /// (observing is then off, and its sinks are never called again).
+    delivery: Option<Arc<Mutex<Delivery>>>,
 }
 
 impl Observer {
@@ -173,7 +223,8 @@ impl Observer {
         Observer {
             queue,
             wants_messages: false,
-            done: Mutex::new(None),
+            activity: Arc::new(RelayActivity::new()),
+            delivery: None,
         }
     }
 
@@ -183,15 +234,17 @@ impl Observer {
             return Observer::disabled();
         }
         let queue = Arc::new(Queue::new(MAX_QUEUED, MAX_QUEUED_BYTES));
-        let (done_tx, done_rx) = mpsc::channel();
-        let worker_queue = Arc::clone(&queue);
+        let delivery = Arc::new(Mutex::new(Delivery {
+            sinks,
+            pending: VecDeque::new(),
+            finished: false,
+        }));
+        let activity = Arc::new(RelayActivity::new());
+        let (worker_queue, worker_delivery) = (Arc::clone(&queue), Arc::clone(&delivery));
+        let worker_activity = Arc::clone(&activity);
         let spawned = thread::Builder::new()
             .name("bir-observer".into())
-            .spawn(move || {
-                give_way_to_the_relay();
-                run_worker(&worker_queue, sinks);
-                let _ = done_tx.send(());
-            });
+            .spawn(move || run_worker(&worker_queue, &worker_delivery, &worker_activity));
         if let Err(err) = spawned {
             log::warn!("recording disabled: cannot start the observer thread: {err}");
             return Observer::disabled();
@@ -199,8 +252,18 @@ impl Observer {
         Observer {
             queue,
             wants_messages,
-            done: Mutex::new(Some(done_rx)),
+            activity,
+            delivery: Some(delivery),
         }
+    }
+
+    /// The relay read something at `at` (one relaxed store per read): the
+    /// worker stays off the CPU for a moment.
+    pub fn relay_active(&self, at: Instant) {
+        let us = at
+            .saturating_duration_since(self.activity.since)
+            .as_micros() as u64;
+        self.activity.last_read_us.store(us, Ordering::Relaxed);
     }
 
     pub fn enabled(&self) -> bool {
@@ -253,35 +316,85 @@ impl Observer {
         }
     }
 
-    /// Stops accepting observations and waits up to `deadline` for the
-    /// worker to drain and flush. Shutdown is never held up longer. The
-    /// worker delivers for three quarters of it at most, then counts what
-    /// is left as dropped: the last quarter is for closing the run, so a
-    /// run cut short still ends, marked lossy, rather than not at all.
+    /// Stops accepting observations and completes the recording on the
+    /// calling thread, within `deadline`: it takes the delivery over from
+    /// the worker (which lets go after the observation it is on), delivers
+    /// what is left for three quarters of the deadline at most, counts the
+    /// rest as dropped, and finishes the sinks, so that a run cut short
+    /// still ends, marked lossy, rather than not at all.
+    ///
+    /// The work is done here, not handed to the worker and waited for:
+    /// the caller knows its deadline and runs without a hand-off (a
+    /// wake-up of another thread on a saturated CPU is itself a wait).
     pub fn finish(&self, deadline: Duration) {
-        self.queue
-            .close_by(std::time::Instant::now() + deadline * 3 / 4);
-        let done = self.done.lock().ok().and_then(|mut d| d.take());
-        if let Some(done) = done
-            && done.recv_timeout(deadline).is_err()
-        {
-            log::warn!("observer did not finish within {deadline:?}; some observations are lost");
+        let started = Instant::now();
+        let until = started + deadline * 3 / 4;
+        self.queue.close();
+        let Some(delivery) = &self.delivery else {
+            return;
+        };
+        let mut delivery = loop {
+            match delivery.try_lock() {
+                Ok(held) => break held,
+                // A sink panicked: observing is off, its sinks are dead.
+                Err(TryLockError::Poisoned(_)) => return,
+                Err(TryLockError::WouldBlock) if started.elapsed() >= deadline => {
+                    log::warn!(
+                        "observer did not finish within {deadline:?}; some observations are lost"
+                    );
+                    return;
+                }
+                Err(TryLockError::WouldBlock) => thread::sleep(HANDOVER_POLL),
+            }
+        };
+        if delivery.finished {
+            return;
+        }
+        let completed = catch_unwind(AssertUnwindSafe(|| {
+            complete(&self.queue, &mut delivery, until);
+        }));
+        if completed.is_err() {
+            log::error!("recording stopped after an internal error while finishing");
         }
     }
 }
+
+/// How often [`Observer::finish`] looks whether the worker let go of the
+/// delivery (it does after the observation it is on).
+const HANDOVER_POLL: Duration = Duration::from_millis(1);
 
 /// The worker offers the CPU back after this many observations of a batch,
 /// so that a relay thread waiting for the CPU never waits for a whole batch.
 const YIELD_EVERY: usize = 16;
 
-/// How much the recording threads step back (the most `nice` allows).
+/// The relay counts as busy this long after its last read: meanwhile the
+/// worker does not start on an observation (unless it is falling behind,
+/// [`BEHIND`]), so that on a saturated CPU recording work is not one more
+/// runnable thread between a request and its answer. This is what a low
+/// `nice` used to do, without its flaw: a thread's priority, once lowered,
+/// can never be raised again, and a nice-19 worker could not finish its
+/// runs on a busy machine.
+const RELAY_BUSY: Duration = Duration::from_millis(1);
+
+/// With this many observations waiting, the worker delivers even while the
+/// relay is busy (half the queue: before it starts dropping).
+const BEHIND: usize = MAX_QUEUED / 2;
+
+/// And once it has stood back this long: a relay that is never idle must
+/// not keep a run from reaching its journal.
+const MAX_DEFERRAL: Duration = Duration::from_millis(10);
+
+/// How much the background network threads step back (the most `nice`
+/// allows).
 const RECORDING_NICENESS: i32 = 19;
 
-/// Lowers the calling thread's priority, so that on a busy CPU the kernel
-/// runs a waking relay thread ahead of recording work: recording uses the
-/// gaps between messages instead of sitting between a request and its
-/// answer. Called by the observer's worker and by the recording service's
-/// sender. (Linux: `setpriority` on a thread id affects that thread only.)
+/// Lowers the calling thread's priority for good, so that on a busy CPU
+/// the kernel runs a waking relay thread ahead of it. Only for threads
+/// whose work may be left unfinished at the end without losing data: the
+/// recording service's sender (what it does not send stays in the journal
+/// for `bir sync`) and the daemon finder. Never the observer's worker,
+/// which must complete the run (see the module docs). (Linux:
+/// `setpriority` on a thread id affects that thread only.)
 pub fn give_way_to_the_relay() {
     #[cfg(target_os = "linux")]
     {
@@ -296,25 +409,42 @@ pub fn give_way_to_the_relay() {
     }
 }
 
-fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
+/// The worker: waits for observations, takes them off the queue and
+/// delivers them under the delivery lock. Once the queue is closed it lets
+/// go (after the observation it is on) and leaves the rest to
+/// [`Observer::finish`].
+fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: &RelayActivity) {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut batch = VecDeque::new();
+        let mut taken = VecDeque::new();
+        let mut pending = 0;
+        let mut deferred_since: Option<Instant> = None;
         loop {
-            queue.take_all(POLL, &mut batch);
-            if batch.is_empty() && queue.is_closed() {
-                // Drain whatever raced with the close.
-                queue.take_all(Duration::ZERO, &mut batch);
-                deliver_batch(queue, &mut batch, &mut sinks);
-                let dropped = queue.dropped();
-                sinks.iter_mut().for_each(|s| s.finish(dropped));
-                break;
+            if pending == 0 {
+                queue.wait(POLL);
             }
-            deliver_batch(queue, &mut batch, &mut sinks);
-            if queue.is_empty() {
-                sinks.iter_mut().for_each(|s| s.flush());
+            let may_defer = deferred_since.is_none_or(|t| t.elapsed() < MAX_DEFERRAL);
+            if may_defer && activity.busy() && pending + queue.len() < BEHIND && !queue.is_closed()
+            {
+                deferred_since.get_or_insert_with(Instant::now);
+                thread::sleep(RELAY_BUSY);
+                continue;
+            }
+            deferred_since = None;
+            let Ok(mut held) = delivery.lock() else {
+                return;
+            };
+            let d = &mut *held;
+            if d.finished || queue.is_closed() {
+                return;
+            }
+            queue.take_all(Duration::ZERO, &mut taken);
+            d.pending.append(&mut taken);
+            deliver_while_open(queue, d, may_defer.then_some(activity));
+            pending = d.pending.len();
+            if pending == 0 && queue.is_empty() {
+                d.sinks.iter_mut().for_each(|s| s.flush());
             }
         }
-        sinks.iter_mut().for_each(|s| s.flush());
     }));
     if result.is_err() {
         log::error!("recording stopped after an internal error; relaying continues");
@@ -322,32 +452,48 @@ fn run_worker(queue: &Queue<Observation>, mut sinks: Vec<Box<dyn Sink>>) {
     }
 }
 
-/// Delivers a batch. While the proxy runs, it offers the CPU back every
-/// [`YIELD_EVERY`] observations. Once the proxy is ending (the queue closed
-/// with a time, [`Observer::finish`]) it does not yield, and at that time it
-/// counts the rest as dropped instead of delivering it.
-fn deliver_batch(
+/// Delivers what is pending while the queue is open, offering the CPU back
+/// every [`YIELD_EVERY`] observations; stops (leaving the rest pending)
+/// as soon as the queue is closed, so the finishing thread takes over, or
+/// when the relay got busy and the worker is not behind.
+fn deliver_while_open(
     queue: &Queue<Observation>,
-    batch: &mut VecDeque<Observation>,
-    sinks: &mut [Box<dyn Sink>],
+    d: &mut Delivery,
+    activity: Option<&RelayActivity>,
 ) {
     let mut delivered = 0;
-    // Read once the queue is closed (it is set before the close).
-    let mut until: Option<Option<Instant>> = None;
-    while let Some(obs) = batch.pop_front() {
-        if queue.is_closed() {
-            let until = *until.get_or_insert_with(|| queue.deliver_until());
-            if until.is_some_and(|t| Instant::now() >= t) {
-                queue.count_lost(1 + batch.len() as u64);
-                batch.clear();
-                return;
-            }
-        } else if delivered > 0 && delivered % YIELD_EVERY == 0 {
+    while let Some(obs) = d.pending.pop_front() {
+        let relay_busy = || activity.is_some_and(RelayActivity::busy);
+        if queue.is_closed() || (delivered > 0 && d.pending.len() < BEHIND && relay_busy()) {
+            d.pending.push_front(obs);
+            return;
+        }
+        if delivered > 0 && delivered % YIELD_EVERY == 0 {
             std::thread::yield_now();
         }
-        deliver(&obs, sinks);
+        deliver(&obs, &mut d.sinks);
         delivered += 1;
     }
+}
+
+/// The end, on the finishing thread: delivers what is left until `until`,
+/// counts the rest as dropped, and finishes every sink.
+fn complete(queue: &Queue<Observation>, d: &mut Delivery, until: Instant) {
+    let mut rest = VecDeque::new();
+    queue.take_all(Duration::ZERO, &mut rest);
+    d.pending.append(&mut rest);
+    while let Some(obs) = d.pending.pop_front() {
+        if Instant::now() >= until {
+            queue.count_lost(1 + d.pending.len() as u64);
+            d.pending.clear();
+            break;
+        }
+        deliver(&obs, &mut d.sinks);
+    }
+    let dropped = queue.dropped();
+    d.finished = true;
+    d.sinks.iter_mut().for_each(|s| s.finish(dropped));
+    d.sinks.iter_mut().for_each(|s| s.flush());
 }
 
 fn deliver(obs: &Observation, sinks: &mut [Box<dyn Sink>]) {

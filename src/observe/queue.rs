@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Something with a size, so the queue can bound memory as well as count.
 pub trait Weighed {
@@ -30,8 +30,6 @@ struct State<T> {
     items: VecDeque<T>,
     bytes: usize,
     closed: bool,
-    /// Set by [`Queue::close_by`]: when the consumer must stop delivering.
-    deliver_until: Option<Instant>,
     /// The consumer is blocked in `take_all`, waiting to be woken.
     consumer_asleep: bool,
 }
@@ -43,7 +41,6 @@ impl<T: Weighed> Queue<T> {
                 items: VecDeque::new(),
                 bytes: 0,
                 closed: false,
-                deliver_until: None,
                 consumer_asleep: false,
             }),
             ready: Condvar::new(),
@@ -136,32 +133,34 @@ impl<T: Weighed> Queue<T> {
         }
     }
 
-    /// No more pushes; the consumer delivers what is left until `until`,
-    /// counts the rest as dropped ([`Queue::count_lost`]) and stops.
-    pub fn close_by(&self, until: Instant) {
-        self.close_with(Some(until));
-    }
-
-    /// When a closed queue's consumer must stop delivering, if it was given
-    /// a time.
-    pub fn deliver_until(&self) -> Option<Instant> {
-        self.state.lock().ok().and_then(|s| s.deliver_until)
+    /// Waits up to `timeout` until something is queued or the queue is
+    /// closed, taking nothing: the consumer then takes the batch under its
+    /// own delivery lock, so that whoever holds that lock holds every
+    /// observation out of the queue (see `Observer::finish`).
+    pub fn wait(&self, timeout: Duration) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        if !state.items.is_empty() || state.closed {
+            return;
+        }
+        state.consumer_asleep = true;
+        if let Ok((mut next, _)) = self.ready.wait_timeout(state, timeout) {
+            next.consumer_asleep = false;
+        }
     }
 
     /// No more pushes; the consumer drains what is left and then stops.
     pub fn close(&self) {
-        self.close_with(None);
-    }
-
-    /// Closes under one lock. The time is in place before `is_closed` can
-    /// say so, so a consumer that sees the queue closed sees its time too.
-    fn close_with(&self, deliver_until: Option<Instant>) {
         if let Ok(mut state) = self.state.lock() {
-            state.deliver_until = state.deliver_until.or(deliver_until);
             state.closed = true;
         }
         self.closed.store(true, Ordering::Release);
         self.ready.notify_all();
+    }
+
+    pub fn len(&self) -> usize {
+        self.state.lock().map(|s| s.items.len()).unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -91,8 +91,9 @@ const NOT_HOOKED: u16 = 409;
 /// and the proxy still holds its items.
 const NOT_HOOKED_RETRY: Duration = Duration::from_millis(250);
 /// The deadline of the last post when the proxy ends: it must fit in the
-/// observer's shutdown budget (500 ms) with the standalone write that
-/// follows a failure, so that the last calls are never lost.
+/// observer's shortest shutdown budget (350 ms, after a host's signal)
+/// with the standalone write that follows a failure, so that the last
+/// calls are never lost.
 const FINISH_POST_DEADLINE: Duration = Duration::from_millis(150);
 /// A post carries about this many bytes of items at most (the daemon
 /// refuses bodies over 8 MiB); a larger batch is sent in several.

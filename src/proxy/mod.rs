@@ -26,7 +26,9 @@
 //! * A host signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is passed to the
 //!   upstream's process group at once; the proxy then leaves as soon as the
 //!   upstream is gone. Claude Code sends SIGINT and SIGTERM ~100 ms later:
-//!   there is no waiting of our own in that path.
+//!   the only waiting of our own in that path is finishing the recording,
+//!   after the host's stdout is closed and bounded to fit before the
+//!   host's SIGKILL (`OBSERVER_DEADLINE_SIGNALLED`).
 //! * Host end of input: the upstream's stdin is closed, then SIGTERM after
 //!   2 s, SIGKILL 2 s later (the MCP SDK clients' schedule).
 //! * An upstream that exits on its own while requests are pending gets them
@@ -72,9 +74,18 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 const STDOUT_GRACE: Duration = Duration::from_millis(500);
 /// A remote upstream: how long a host signal waits for the session's DELETE.
 const REMOTE_SIGNAL_GRACE: Duration = Duration::from_millis(1500);
-/// The most time the proxy spends flushing observations (and the server's
-/// last stderr lines) when it ends.
-const OBSERVER_DEADLINE: Duration = Duration::from_millis(500);
+/// The most time the proxy spends finishing its recording (and copying the
+/// server's last stderr lines) when it ends, after the host's stdout is
+/// closed: the host has seen the session end and owes us nothing more.
+/// Signals are blocked and consumed by the signal thread meanwhile, so a
+/// second SIGINT or SIGTERM does not cut it short. Ended by end of input,
+/// the host waits 2 s before SIGTERM (the MCP SDKs' schedule) and SIGKILL
+/// comes 2 s later; ended by a signal (Claude Code: SIGINT, SIGTERM ~100 ms
+/// later, SIGKILL some 400 ms after that), the budget is the window before
+/// the SIGKILL. The work is done at normal priority
+/// ([`Observer::finish`]): on a saturated CPU it still gets its share.
+const OBSERVER_DEADLINE: Duration = Duration::from_millis(1500);
+const OBSERVER_DEADLINE_SIGNALLED: Duration = Duration::from_millis(350);
 
 /// What the lifecycle loop reacts to.
 #[derive(Debug)]
@@ -617,8 +628,10 @@ impl Session {
         // was never answered.
         let pending = lock(&self.shared.inflight).upstream_died();
         self.record_session_ended(pending);
+        // The host sees end of file first: nothing more is written to it.
+        lock(&self.shared.host_out).close();
         let deadline = if self.signalled {
-            Duration::from_millis(50)
+            OBSERVER_DEADLINE_SIGNALLED
         } else {
             OBSERVER_DEADLINE
         };

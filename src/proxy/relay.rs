@@ -385,6 +385,7 @@ pub fn pump_host(shared: &Shared, events: &Sender<Event>) {
             }
         };
         outbox.read_at = Instant::now();
+        shared.observer.relay_active(outbox.read_at);
         {
             let mut inflight = lock(&shared.inflight);
             while let Some(frame) = framer.next_frame_or_final(eof) {
@@ -637,6 +638,7 @@ pub fn pump_upstream(
             }
         };
         outbox.read_at = Instant::now();
+        shared.observer.relay_active(outbox.read_at);
         {
             let mut inflight = lock(&shared.inflight);
             while let Some(frame) = framer.next_frame_or_final(eof) {

@@ -3,6 +3,8 @@
 //! * `bind` — proxies bind to the recorder daemon (a fake on 127.0.0.1),
 //!   fall back to standalone runs and rebind; `bir off`/`on`, `BIR_OFF`,
 //!   passthrough (exec), the same bytes relayed in every mode.
+//! * `contention` — recording on a saturated CPU (two busy loops per
+//!   CPU): short sessions and SIGINT+SIGTERM still leave finished runs.
 //! * `daemon` — the recorder daemon through the real binary: started by a
 //!   hook, one per home, stale and tampered discovery files, the control
 //!   server's abuse cases, `bir down`, idle exit, silent hooks.
@@ -33,6 +35,7 @@
 
 mod bind;
 mod bound_runs;
+mod contention;
 mod daemon;
 mod damaged;
 mod dispatch;

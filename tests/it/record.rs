@@ -436,8 +436,12 @@ fn a_burst_reaches_the_host_whole_and_the_run_accounts_for_every_call() {
     );
 }
 
+/// The observer's worker runs at normal priority, as the relay does: a
+/// thread that lowers its priority can never raise it again, and a nice-19
+/// worker could not finish its runs on a busy machine (issue 12, item 9;
+/// `contention::*`). It gives way to the relay by standing back instead.
 #[test]
-fn recording_threads_run_at_the_lowest_priority() {
+fn the_observer_keeps_the_priority_it_needs_to_finish_runs() {
     let dir = TempDir::new("nice");
     let mut host = Host::start(proxy(&dir, &json!({})));
     host.send(&init());
@@ -463,7 +467,7 @@ fn recording_threads_run_at_the_lowest_priority() {
         niceness.insert(name, nice);
     }
     host.finish(Duration::from_secs(5));
-    assert_eq!(niceness.get("bir-observer"), Some(&19), "{niceness:?}");
+    assert_eq!(niceness.get("bir-observer"), Some(&0), "{niceness:?}");
     assert_eq!(niceness.get("bir-from-host"), Some(&0), "{niceness:?}");
     assert_eq!(niceness.get("bir-from-server"), Some(&0), "{niceness:?}");
 }
@@ -519,7 +523,12 @@ fn killed_at_random_points_every_journal_reopens() {
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let started = Instant::now();
     let mut iterations = 0;
-    while iterations < 300 && started.elapsed() < Duration::from_secs(30) {
+    // At least 100 kills however busy the machine is (within a generous
+    // cap), up to 300 while the first 30 s last.
+    while iterations < 300
+        && (started.elapsed() < Duration::from_secs(30)
+            || (iterations < 100 && started.elapsed() < Duration::from_secs(300)))
+    {
         iterations += 1;
         seed ^= seed << 13;
         seed ^= seed >> 7;

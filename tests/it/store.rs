@@ -30,7 +30,7 @@ fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
 }
 
 /// `bir runs --json`: the runs, newest first.
-fn listed_runs(dir: &TempDir) -> Vec<Value> {
+pub(crate) fn listed_runs(dir: &TempDir) -> Vec<Value> {
     let (code, out, err) = bir_cmd(dir, &["runs", "--json", "--limit", "100"]);
     assert_eq!(code, 0, "{err}");
     out.lines()
