@@ -542,6 +542,10 @@ fn killed_at_random_points_every_journal_reopens() {
                 json!({"i": i, "pad": "x".repeat((seed % 4000) as usize)}),
             ));
         }
+        // The kill lands somewhere in the recording, not before it began:
+        // on a busy machine a proxy may not have read its first call 5 ms
+        // after it started, and a session killed then records nothing.
+        let _ = host.wait_lines(2, Duration::from_secs(5));
         std::thread::sleep(Duration::from_micros(5_000 + seed % 100_000));
         host.signal(libc::SIGKILL);
         host.wait_exit(Duration::from_secs(5));
