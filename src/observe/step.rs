@@ -137,7 +137,8 @@ impl ObservedBody {
         }
     }
 
-    /// The whole bytes, when they were kept whole.
+    /// The whole bytes, when they were kept whole (tests ask it).
+    #[cfg(test)]
     pub fn whole(&self) -> Option<&[u8]> {
         match self {
             ObservedBody::Whole(b) => Some(b),

@@ -906,14 +906,12 @@ fn observe_answered_call(
     answered_at: Instant,
 ) {
     if request.method != "tools/call" {
-        if let Some(kept_request) = request.kept_request.as_ref().and_then(ObservedBody::whole)
+        // A handshake exchange is kept only whole; the request's bytes move
+        // into the batch (no copy).
+        if let Some(ObservedBody::Whole(kept_request)) = request.kept_request
             && response.len() <= OBSERVE_WHOLE
         {
-            batch.exchange(
-                request.method.as_str(),
-                kept_request.to_vec(),
-                response.to_vec(),
-            );
+            batch.exchange(request.method.as_str(), kept_request, response.to_vec());
         }
         return;
     }

@@ -633,32 +633,14 @@ mod tests {
         };
         Step {
             id: format!("step_{index}"),
-            step_index: index,
-            step_type: t,
             qualified_name: name.into(),
             server_name: server,
             tool_name: tool.as_str().into(),
-            started_at: format!("2026-12-01T20:00:{index:02}.000Z"),
-            input: None,
-            output: None,
-            error: None,
-            is_error: false,
             duration_ms: Some(1.5),
-            outcome: None,
-            request_id: None,
             tool_use_id: Some(id.into()),
-            agent_id: None,
-            args_digest: None,
-            correlation: None,
-            withheld: None,
-            redactions: 0,
             kind: Some(kind),
-            agent_type: None,
-            parent_tool_use_id: None,
-            context: None,
             turn: Some(1),
-            permission: None,
-            repaired: None,
+            ..Step::new(index, t, format!("2026-12-01T20:00:{index:02}.000Z"))
         }
     }
 

@@ -20,32 +20,14 @@ use crate::secret::Secret;
 fn step(kind: StepType) -> Step {
     Step {
         id: "step_1".into(),
-        step_index: 1,
-        step_type: kind,
         qualified_name: fixture("mcp__gh__create_issue".into()),
         server_name: "gh".into(),
         tool_name: fixture("create_issue".into()),
-        started_at: "2026-01-01T00:00:00.000Z".into(),
         input: serde_json::from_str(r#"{"title":"x","n":1.50}"#).ok(),
-        output: None,
-        error: None,
-        is_error: false,
-        duration_ms: None,
-        outcome: None,
         request_id: Some(fixture(json!(7))),
         tool_use_id: Some(fixture("toolu_1".into())),
-        agent_id: None,
         args_digest: Some("abc".into()),
-        correlation: None,
-        withheld: None,
-        redactions: 0,
-        kind: None,
-        agent_type: None,
-        parent_tool_use_id: None,
-        context: None,
-        turn: None,
-        permission: None,
-        repaired: None,
+        ..Step::new(1, kind, "2026-01-01T00:00:00.000Z".into())
     }
 }
 
