@@ -18,18 +18,12 @@
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
-HARNESS="${BIR_E2E_HARNESS:-$REPO/../shared/e2e}"
-HARNESS="$(cd "$HARNESS" 2>/dev/null && pwd || echo "$HARNESS")"
-export E2E_CC_DIR="${E2E_CC_DIR:-$REPO/.peers/cc}"
-export E2E_TIMEOUT="${E2E_TIMEOUT:-60}"
-BIR_BIN="${BIR_BIN:-$REPO/target/debug/bir}"
+# shellcheck source=lib/report.sh
+source "$HERE/lib/report.sh"
 WAIT="${BIR_E2E_BOUND_WAIT:-30}"
 # run-claude.sh's fake API key; the fixture approves its last 20 characters.
 API_KEY="sk-ant-api03-e2e-fake-key-0000000000000000000000000000000000000000000000000000-AAAAAAAA"
 
-# shellcheck source=lib/report.sh
-source "$HERE/lib/report.sh"
 DAEMON_HOMES=()
 stop_daemons() { # every BIR_HOME a session used: bir down, then the pid if it is still there
   local h pid

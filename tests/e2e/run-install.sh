@@ -14,16 +14,10 @@
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
-HARNESS="${BIR_E2E_HARNESS:-$REPO/../shared/e2e}"
-HARNESS="$(cd "$HARNESS" 2>/dev/null && pwd || echo "$HARNESS")"
-export E2E_CC_DIR="${E2E_CC_DIR:-$REPO/.peers/cc}"
-export E2E_TIMEOUT="${E2E_TIMEOUT:-60}"
-BIR_BIN="${BIR_BIN:-$REPO/target/debug/bir}"
-MESSAGE="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["turns"][0]["content"][1]["input"]["message"], end="")' "$HERE/unwrapped-echo/script.json")"
-
 # shellcheck source=lib/report.sh
 source "$HERE/lib/report.sh"
+MESSAGE="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["turns"][0]["content"][1]["input"]["message"], end="")' "$HERE/unwrapped-echo/script.json")"
+
 work_dir bir-e2e-install
 
 # --- prerequisites ----------------------------------------------------------------------

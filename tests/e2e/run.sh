@@ -18,18 +18,12 @@
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
-HARNESS="${BIR_E2E_HARNESS:-$REPO/../shared/e2e}"
-HARNESS="$(cd "$HARNESS" 2>/dev/null && pwd || echo "$HARNESS")"
-export E2E_CC_DIR="${E2E_CC_DIR:-$REPO/.peers/cc}"
-export E2E_TIMEOUT="${E2E_TIMEOUT:-60}"
-BIR_BIN="${BIR_BIN:-$REPO/target/debug/bir}"
+# shellcheck source=lib/report.sh
+source "$HERE/lib/report.sh"
 SCENARIOS=(unwrapped-echo wrapped-echo)
 # the echo argument scripted in */script.json (checked against what the model got)
 MESSAGE="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["turns"][0]["content"][1]["input"]["message"], end="")' "$HERE/wrapped-echo/script.json")"
 
-# shellcheck source=lib/report.sh
-source "$HERE/lib/report.sh"
 DROP_IF_NO_RUNS=1   # nothing ran: nothing to look at
 work_dir bir-e2e
 

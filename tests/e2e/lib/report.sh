@@ -1,7 +1,16 @@
 # Shared by the e2e scripts (sourced): PASS/FAIL lines and their tally, the
 # work dir, the prerequisites every script needs, and the ending.
 #
-# The sourcing script sets HARNESS and BIR_BIN first; E2E_CC_DIR is exported.
+# The sourcing script sets HERE (its own directory) first; the knobs every
+# script shares get their defaults here: REPO, HARNESS (BIR_E2E_HARNESS),
+# E2E_CC_DIR and E2E_TIMEOUT (exported), BIR_BIN.
+
+REPO="$(cd "$HERE/../.." && pwd)"
+HARNESS="${BIR_E2E_HARNESS:-$REPO/../shared/e2e}"
+HARNESS="$(cd "$HARNESS" 2>/dev/null && pwd || echo "$HARNESS")"
+export E2E_CC_DIR="${E2E_CC_DIR:-$REPO/.peers/cc}"
+export E2E_TIMEOUT="${E2E_TIMEOUT:-60}"
+BIR_BIN="${BIR_BIN:-$REPO/target/debug/bir}"
 
 pass=0; fail=0
 
