@@ -264,6 +264,39 @@ pub struct RunsCmd {
     /// list as JSON lines instead of a table
     #[argh(switch)]
     pub json: bool,
+
+    /// only runs that recorded this server
+    #[argh(option)]
+    pub server: Option<String>,
+
+    /// only runs that called this tool (its name, or the host's
+    /// `mcp__server__tool`)
+    #[argh(option)]
+    pub tool: Option<String>,
+
+    /// only runs with a failed call (with --tool: a failed call to it)
+    #[argh(switch)]
+    pub failed: bool,
+
+    /// only runs started since then: an age (2h, 3d) or an RFC 3339 date
+    #[argh(option)]
+    pub since: Option<String>,
+
+    /// only runs started before then: an age (2h, 3d) or an RFC 3339 date
+    #[argh(option)]
+    pub until: Option<String>,
+
+    /// only runs of this tier (standalone or bound)
+    #[argh(option)]
+    pub tier: Option<String>,
+
+    /// only runs recorded in this directory or below it
+    #[argh(option)]
+    pub cwd: Option<String>,
+
+    /// only runs recorded in the current directory or below it
+    #[argh(switch)]
+    pub here: bool,
 }
 
 #[derive(FromArgs, Debug)]
@@ -285,6 +318,11 @@ pub struct ShowCmd {
     /// print whole arguments and results instead of one-line previews
     #[argh(switch)]
     pub full: bool,
+
+    /// on a run still being recorded, print its steps as they arrive and
+    /// stop when it ends
+    #[argh(switch)]
+    pub follow: bool,
 }
 
 /// Write a run as JSON (one document) or JSONL (its records) to stdout.

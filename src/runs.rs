@@ -4,7 +4,6 @@
 //! data only; recorded text is still escaped before it reaches a terminal
 //! (control characters from a tool's output must not drive the terminal).
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -12,9 +11,12 @@ use serde_json::{Value, json};
 use crate::cli::{RmCmd, RunsAction, RunsCmd};
 use crate::error::{self, Context, Error, ExitStatus};
 use crate::output::{escape, out};
-use crate::record::model::{Redacted, Step, StepType};
+use crate::record::calls::{Call, reader_calls};
+use crate::record::model::{ServerSnapshot, Step, StepType};
 use crate::record::store::{LoadedRun, Store};
 
+mod follow;
+mod list;
 mod turns;
 
 /// `bir runs` and its subcommands; errors name `bir runs` unless a
@@ -22,117 +24,14 @@ mod turns;
 pub fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
     let store = Store::open_default().context(|| "cannot open the run store".into())?;
     match cmd.action {
-        None => list(&store, cmd.limit, cmd.json),
+        None => list::list(&store, &cmd),
+        Some(RunsAction::Show(s)) if s.follow => follow::follow(&store, &s),
         Some(RunsAction::Show(s)) => show(&store.find(&s.run)?, s.full),
         Some(RunsAction::Export(e)) => {
             export(&store.find(&e.run)?, &e.format).map_err(|err| err.in_command("bir runs export"))
         }
         Some(RunsAction::Rm(r)) => rm(&store, r).map_err(|err| err.in_command("bir runs rm")),
     }
-}
-
-fn list(store: &Store, limit: usize, as_json: bool) -> Result<ExitStatus, Error> {
-    let runs = store
-        .list()
-        .context(|| format!("cannot read {}", store.dir().display()))?;
-    if runs.is_empty() && !as_json {
-        out(&format!(
-            "No runs yet in {}.\nWrap an MCP server with bir-proxy (see the README) and use it: each proxy records a run.",
-            store.dir().display()
-        ));
-        return Ok(ExitStatus::Success);
-    }
-    // JSON lines are data (serde escapes control characters in them); the
-    // table is for a terminal and goes through a `Screen`.
-    let mut json_lines = String::new();
-    let mut table = Screen::default();
-    table.line(format_args!(
-        "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:<15} PROMPT",
-        "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS", "STATE"
-    ));
-    for run in runs.iter().take(limit) {
-        let header = run.header.as_ref();
-        let started = header.map(|h| h.started_at.as_str()).unwrap_or("?");
-        let tier = header.map(|h| h.metadata.tier.as_str()).unwrap_or("?");
-        let servers = servers_of(run);
-        let state = state_of(run);
-        let prompt = prompt_of(run);
-        if as_json {
-            let mut line = json!({"id": run.id(), "startedAt": started, "tier": tier, "servers": servers,
-                "toolCalls": run.tool_calls(), "errors": run.errors(), "lossy": run.lossy(), "state": state});
-            if let Some(p) = prompt {
-                line["prompt"] = json!(p);
-            }
-            let _ = writeln!(json_lines, "{line}");
-        } else {
-            let row = format!(
-                "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:<15} {}",
-                short_id(&run.id()),
-                started.get(..19).unwrap_or(started).replace('T', " "),
-                tier,
-                clip(&escape(&servers), 22),
-                run.tool_calls(),
-                run.errors(),
-                state,
-                prompt
-                    .map(|p| clip(&escape(&p.trim().replace('\n', " ⏎ ")), 48))
-                    .unwrap_or_default()
-            );
-            table.line(row.trim_end());
-        }
-    }
-    if as_json {
-        out(json_lines.trim_end());
-        return Ok(ExitStatus::Success);
-    }
-    if runs.len() > limit {
-        table.line(format_args!("… {} more (--limit)", runs.len() - limit));
-    }
-    table.print();
-    Ok(ExitStatus::Success)
-}
-
-/// The servers a run recorded: the wrapped ones its header names, else
-/// (a bound run whose proxies never bound) those its MCP steps name.
-fn servers_of(run: &LoadedRun) -> String {
-    let named = run
-        .header
-        .as_ref()
-        .map(|h| h.metadata.wrapped_servers.join(","))
-        .unwrap_or_default();
-    if !named.is_empty() {
-        return named;
-    }
-    let mut seen: Vec<&str> = Vec::new();
-    for s in &run.steps {
-        if !s.server_name.is_empty() && !seen.contains(&s.server_name.as_str()) {
-            seen.push(&s.server_name);
-        }
-    }
-    seen.join(",")
-}
-
-/// A bound run's prompt: the header's input, else its first turn's.
-fn prompt_of(run: &LoadedRun) -> Option<String> {
-    run.header
-        .as_ref()
-        .and_then(|h| h.input.clone())
-        .or_else(|| run.turns.first().map(|t| t.prompt.clone()))
-        .map(Redacted::into_inner)
-}
-
-fn state_of(run: &LoadedRun) -> String {
-    let mut parts = vec![if run.finish.is_some() {
-        "finished"
-    } else if run.interrupted() {
-        "interrupted"
-    } else {
-        "open"
-    }];
-    if run.lossy() {
-        parts.push("lossy");
-    }
-    parts.join(",")
 }
 
 fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
@@ -143,24 +42,23 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
         return Ok(ExitStatus::Success);
     }
     write_header(&mut t, run);
-    t.line(format_args!(
-        "  {:>4}  {:<12}  {:<36} {:>10}  {:<6} ",
-        "STEP", "TIME", "TOOL", "DURATION", "STATUS"
-    ));
-    let mut pending: Option<&Step> = None;
+    write_columns(&mut t);
+    // Calls in the reader's order and numbering; a final answer (rare in
+    // a standalone run) where its step index puts it.
+    let calls = reader_calls(run);
+    let mut rows: Vec<(u64, Option<&Call>, Option<&Step>)> =
+        calls.iter().map(|c| (c.order, Some(c), None)).collect();
     for step in &run.steps {
-        match step.step_type {
-            StepType::ToolSelected => pending = Some(step),
-            StepType::ToolResponse => {
-                let input = pending.filter(|p| {
-                    p.tool_use_id == step.tool_use_id && p.qualified_name == step.qualified_name
-                });
-                write_call(&mut t, input, step, full);
-                pending = None;
-            }
-            StepType::FinalAnswer => {
-                t.line(format_args!("  {:>4}  final answer", step.step_index));
-            }
+        if step.step_type == StepType::FinalAnswer {
+            rows.push((step.step_index, None, Some(step)));
+        }
+    }
+    rows.sort_by_key(|r| r.0);
+    for row in rows {
+        match row {
+            (_, Some(call), _) => write_call(&mut t, call, full),
+            (_, None, Some(_)) => t.line("        final answer"),
+            _ => {}
         }
     }
     t.line("");
@@ -211,23 +109,36 @@ fn write_header(t: &mut Screen, run: &LoadedRun) {
         }
     }
     for s in &run.snapshots {
-        let info = s
-            .server_info
-            .as_ref()
-            .map(|i| {
-                let name = i["title"].as_str().or(i["name"].as_str()).unwrap_or("?");
-                format!("{name} {}", i["version"].as_str().unwrap_or(""))
-            })
-            .unwrap_or_else(|| "?".into());
-        t.line(format_args!(
-            "  server {}: {} · {} tools (digest {})",
-            s.server_name,
-            info.trim(),
-            s.tools.len(),
-            s.tools_digest.get(..12).unwrap_or("")
-        ));
+        write_snapshot(t, s);
     }
     t.line("");
+}
+
+/// One server's line: its name and version, how many tools, their digest.
+fn write_snapshot(t: &mut Screen, s: &ServerSnapshot) {
+    let info = s
+        .server_info
+        .as_ref()
+        .map(|i| {
+            let name = i["title"].as_str().or(i["name"].as_str()).unwrap_or("?");
+            format!("{name} {}", i["version"].as_str().unwrap_or(""))
+        })
+        .unwrap_or_else(|| "?".into());
+    t.line(format_args!(
+        "  server {}: {} · {} tools (digest {})",
+        s.server_name,
+        info.trim(),
+        s.tools.len(),
+        s.tools_digest.get(..12).unwrap_or("")
+    ));
+}
+
+/// The column titles above the calls of a standalone run.
+fn write_columns(t: &mut Screen) {
+    t.line(format_args!(
+        "  {:>4}  {:<12}  {:<36} {:>10}  {:<6} ",
+        "STEP", "TIME", "TOOL", "DURATION", "STATUS"
+    ));
 }
 
 /// The run's last lines: how it finished (calls, errors, time in tools, a
@@ -264,34 +175,39 @@ fn write_finish(t: &mut Screen, run: &LoadedRun, interrupted: &str, open: &str) 
     }
 }
 
-fn write_call(t: &mut Screen, selected: Option<&Step>, response: &Step, full: bool) {
-    let time = selected
-        .map(|s| s.started_at.as_str())
-        .unwrap_or(response.started_at.as_str());
+/// One call: its number (see `record::calls`), time, tool, duration and
+/// status, then its arguments and result (previews, or whole if `full`).
+fn write_call(t: &mut Screen, call: &Call, full: bool) {
+    let Some(named) = call.any() else {
+        return;
+    };
+    let (selected, response) = (call.selected, call.response);
+    let time = named.started_at.as_str();
     let time = time.get(11..23).unwrap_or(time);
-    let status = match (response.is_error, response.outcome.as_deref()) {
-        (_, Some("cancelled")) => "cancel",
-        (_, Some("too_large")) => "large",
-        (_, Some("upstream_gone")) => "gone",
-        (_, Some("session_ended")) => "ended",
-        (true, _) => "ERROR",
-        (false, _) => "ok",
+    let status = match response.map(|r| (r.is_error, r.outcome.as_deref())) {
+        None => "…",
+        Some((_, Some("cancelled"))) => "cancel",
+        Some((_, Some("too_large"))) => "large",
+        Some((_, Some("upstream_gone"))) => "gone",
+        Some((_, Some("session_ended"))) => "ended",
+        Some((true, _)) => "ERROR",
+        Some((false, _)) => "ok",
     };
     let duration = response
-        .duration_ms
+        .and_then(|r| r.duration_ms)
         .map(|d| format!("{d:.1} ms"))
         .unwrap_or_default();
-    let name = format!("{} › {}", response.server_name, response.tool_name);
+    let name = format!("{} › {}", named.server_name, named.tool_name);
     t.line(format_args!(
         "  {:>4}  {:<12}  {:<36} {:>10}  {:<6}",
-        selected.map_or(response.step_index, |s| s.step_index),
+        call.number,
         time,
         clip(&escape(&name), 36),
         duration,
         status
     ));
     let args = selected.and_then(|s| s.input.as_ref());
-    let result = response.output.as_ref().or(response.error.as_ref());
+    let result = response.and_then(|r| r.output.as_ref().or(r.error.as_ref()));
     if full {
         if let Some(a) = args {
             t.block("        args   ", &pretty(a));
@@ -315,11 +231,11 @@ fn write_call(t: &mut Screen, selected: Option<&Step>, response: &Step, full: bo
     }
     if let Some(why) = selected
         .and_then(|s| s.withheld.as_deref())
-        .or(response.withheld.as_deref())
+        .or(response.and_then(|r| r.withheld.as_deref()))
     {
         t.line(format_args!("        (payloads withheld: {why})"));
     }
-    if response.correlation.as_deref() == Some("ambiguous") {
+    if response.and_then(|r| r.correlation.as_deref()) == Some("ambiguous") {
         t.line(format_args!(
             "        (answer paired in arrival order: another call in flight had the same id)"
         ));
@@ -478,6 +394,14 @@ impl Screen {
     /// Prints what was built (without trailing blank lines).
     fn print(self) {
         out(self.0.trim_end());
+    }
+
+    /// Prints what was built, if anything (a follow's poll that found
+    /// nothing new prints nothing, not a blank line).
+    fn print_any(self) {
+        if !self.0.trim_end().is_empty() {
+            self.print();
+        }
     }
 }
 

@@ -26,6 +26,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+/// How a journal's file name ends (`<run id>.journal`).
+pub const JOURNAL_SUFFIX: &str = ".journal";
+
 /// The largest record the reader accepts (a sanity bound on `len`).
 pub const MAX_RECORD: u32 = 64 * 1024 * 1024;
 
@@ -196,8 +199,9 @@ fn scan(file: &mut File) -> io::Result<ReadOutcome> {
     Ok(outcome)
 }
 
-/// The record starting at `at`, and where the next one starts.
-fn decode_at(data: &[u8], at: usize) -> Option<(&[u8], usize)> {
+/// The record starting at `at` in `data`, and where the next one starts;
+/// `None` when what is there is not (or not yet) a whole, valid record.
+pub fn decode_at(data: &[u8], at: usize) -> Option<(&[u8], usize)> {
     let header = data.get(at..at + 8)?;
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
     let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);

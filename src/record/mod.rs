@@ -21,6 +21,8 @@
 //! exchanges (initialize, tools/list) ─▶ ServerSnapshot ─┘
 //! ```
 
+pub mod calls;
+pub mod index;
 pub mod journal;
 pub mod model;
 pub mod preparation;

@@ -19,14 +19,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::journal::{self, DiskStorage, JournalFile, Storage};
+use super::index::{self, RunSummary};
+use super::journal::{self, DiskStorage, JOURNAL_SUFFIX, JournalFile, Storage};
 use super::model::{
-    Record, RunEvent, RunFinish, RunHeader, ServerSnapshot, SessionEvent, Step, StepType, Turn,
+    Record, RunEvent, RunFinish, RunHeader, ServerSnapshot, SessionEvent, Step, Turn,
 };
 use crate::error::{Context, Error};
 use crate::home::{bir_home, ensure_private_dir};
-
-const JOURNAL_SUFFIX: &str = ".journal";
 
 /// The runs directory and how to write into it.
 #[derive(Clone)]
@@ -71,20 +70,6 @@ impl LoadedRun {
             })
     }
 
-    pub fn tool_calls(&self) -> usize {
-        self.steps
-            .iter()
-            .filter(|s| s.step_type == StepType::ToolSelected)
-            .count()
-    }
-
-    pub fn errors(&self) -> usize {
-        self.steps
-            .iter()
-            .filter(|s| s.step_type == StepType::ToolResponse && s.is_error)
-            .count()
-    }
-
     /// Unfinished, and no writer holds its journal: its proxy died before
     /// it could end the run (killed, or the machine stopped). Such a run
     /// will never be finished; it is not `open`.
@@ -92,14 +77,28 @@ impl LoadedRun {
         self.finish.is_none() && !journal::is_held(&self.path)
     }
 
-    pub fn lossy(&self) -> bool {
-        self.finish.as_ref().is_some_and(|f| f.lossy)
-            || self.header.as_ref().is_some_and(|h| h.metadata.lossy)
-            || self.torn_bytes > 0
-    }
-
     pub fn last_seq(&self) -> u64 {
         self.records.last().map_or(0, |r| r.seq)
+    }
+
+    /// Adds one journal record's payload to the run (a reader following a
+    /// live journal adds them as they arrive). One that does not parse as
+    /// a record (a newer format, say) is counted, not kept.
+    pub fn absorb(&mut self, payload: &[u8]) {
+        let Ok(record) = serde_json::from_slice::<Record>(payload) else {
+            self.unknown_records += 1;
+            return;
+        };
+        match &record.event {
+            RunEvent::RunStarted(h) => self.header = Some(h.clone()),
+            RunEvent::ServerSnapshot(s) => self.snapshots.push(s.clone()),
+            RunEvent::Step(s) => self.steps.push(s.clone()),
+            RunEvent::RunFinished(f) => self.finish = Some(f.clone()),
+            RunEvent::RemoteAck(a) => self.acked = self.acked.max(a.up_to),
+            RunEvent::Turn(t) => self.turns.push(t.clone()),
+            RunEvent::SessionEvent(e) => self.events.push(e.clone()),
+        }
+        self.records.push(record);
     }
 }
 
@@ -185,11 +184,25 @@ impl Store {
         Ok(runs)
     }
 
+    /// Every run in the store, newest first, as the listing index
+    /// summarises it (see `index.rs`): without reading every journal
+    /// whole, and always as fresh as the journals.
+    pub fn summaries(&self) -> io::Result<Vec<RunSummary>> {
+        index::summaries(&self.dir)
+    }
+
     /// Finds a run by id, unique id prefix (with or without `run_`), or
-    /// `latest`.
+    /// `latest`, and reads it: only its own journal is read whole.
     pub fn find(&self, wanted: &str) -> Result<LoadedRun, Error> {
+        let summary = self.find_summary(wanted)?;
+        load_path(&self.dir.join(&summary.file))
+            .context(|| format!("cannot read {}", self.dir.join(&summary.file).display()))
+    }
+
+    /// The summary of the run `wanted` names (as [`Store::find`] reads it).
+    pub fn find_summary(&self, wanted: &str) -> Result<RunSummary, Error> {
         let runs = self
-            .list()
+            .summaries()
             .context(|| format!("cannot read {}", self.dir.display()))?;
         if wanted == "latest" {
             return runs
@@ -205,9 +218,9 @@ impl Store {
                 "`{wanted}` is not a run id; give an id, a unique prefix of one, or `latest`"
             )));
         }
-        let mut matches: Vec<LoadedRun> = runs
+        let mut matches: Vec<RunSummary> = runs
             .into_iter()
-            .filter(|r| r.id().strip_prefix("run_").unwrap_or("").starts_with(bare))
+            .filter(|r| r.id.strip_prefix("run_").unwrap_or("").starts_with(bare))
             .collect();
         match matches.len() {
             0 => Err(Error::failure(format!(
@@ -234,22 +247,23 @@ impl Store {
         keep: Option<usize>,
         max_age: Option<Duration>,
     ) -> io::Result<usize> {
-        let runs = self.list()?;
+        let runs = self.summaries()?;
         let now = SystemTime::now();
         let mut removed = 0;
         for (i, run) in runs.iter().enumerate() {
+            let path = self.dir.join(&run.file);
             let too_many = keep.is_some_and(|k| i >= k);
             let too_old = max_age.is_some_and(|age| {
-                fs::metadata(&run.path)
+                fs::metadata(&path)
                     .and_then(|m| m.modified())
                     .ok()
                     .and_then(|m| now.duration_since(m).ok())
                     .is_some_and(|d| d > age)
             });
             if (too_many || too_old)
-                && run.finish.is_some()
-                && let Ok(Some(_held)) = journal::claim(&run.path)
-                && self.remove(run).is_ok()
+                && run.finished
+                && let Ok(Some(_held)) = journal::claim(&path)
+                && fs::remove_file(&path).is_ok()
             {
                 removed += 1;
             }
@@ -280,20 +294,7 @@ pub fn load_path(path: &Path) -> io::Result<LoadedRun> {
         ..LoadedRun::default()
     };
     for bytes in read.records {
-        let Ok(record) = serde_json::from_slice::<Record>(&bytes) else {
-            run.unknown_records += 1;
-            continue;
-        };
-        match &record.event {
-            RunEvent::RunStarted(h) => run.header = Some(h.clone()),
-            RunEvent::ServerSnapshot(s) => run.snapshots.push(s.clone()),
-            RunEvent::Step(s) => run.steps.push(s.clone()),
-            RunEvent::RunFinished(f) => run.finish = Some(f.clone()),
-            RunEvent::RemoteAck(a) => run.acked = run.acked.max(a.up_to),
-            RunEvent::Turn(t) => run.turns.push(t.clone()),
-            RunEvent::SessionEvent(e) => run.events.push(e.clone()),
-        }
-        run.records.push(record);
+        run.absorb(&bytes);
     }
     Ok(run)
 }

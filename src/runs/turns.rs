@@ -15,12 +15,12 @@
 //!
 //! The journal's order (`seq`) is the order the recorder *emitted* records,
 //! which for a joined step can be later than a step after it; the true
-//! order is `stepIndex` (allocated when a step's first view arrived). So
-//! tool calls are paired by `toolUseId` (selected + response, one number
-//! per call, not per record) and laid out by their first `stepIndex`;
-//! session events, which carry no index, are placed after the last step
-//! emitted before them. A subagent's calls are nested under the Agent call
-//! that started it (`parentToolUseId`), numbered `2.1, 2.2, …`.
+//! order is `stepIndex` (allocated when a step's first view arrived). Tool
+//! calls are paired, placed and numbered by `record::calls::reader_calls`
+//! (one number per call, not per record; a subagent's calls nested under
+//! the Agent call that started it, numbered `2.1, 2.2, …`); session
+//! events, which carry no index, are placed after the last step emitted
+//! before them.
 //!
 //! Every recorded string goes through [`super::escape`] before it is
 //! printed.
@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::{Screen, clip, compact, escape, pretty, result_preview};
+use crate::record::calls::{Call, reader_calls};
 use crate::record::model::{RunEvent, SessionEvent, Step, StepKind, StepType, Turn};
 use crate::record::store::LoadedRun;
 
@@ -38,26 +39,6 @@ pub(super) fn is_bound(run: &LoadedRun) -> bool {
     match &run.header {
         Some(h) => h.metadata.tier == "bound",
         None => !run.turns.is_empty(),
-    }
-}
-
-/// One tool call: its two records (either may be missing in a run that
-/// was cut short).
-#[derive(Default)]
-struct Call<'a> {
-    selected: Option<&'a Step>,
-    response: Option<&'a Step>,
-    /// The first `stepIndex` of the call: its place in the true order.
-    order: u64,
-    /// The journal position of its first record (to place events).
-    seq: u64,
-    children: Vec<Entry<'a>>,
-}
-
-impl<'a> Call<'a> {
-    /// The record that names the call (both carry the same identity).
-    fn any(&self) -> Option<&'a Step> {
-        self.selected.or(self.response)
     }
 }
 
@@ -89,73 +70,25 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
             _ => {}
         }
     }
-    // A record emitted again for the same step (an amended view): the
-    // last one wins.
-    let mut latest: HashMap<(u64, u8), usize> = HashMap::new();
-    for (i, (_, s)) in steps.iter().enumerate() {
-        latest.insert((s.step_index, s.step_type as u8), i);
-    }
-    let steps: Vec<(u64, &Step)> = steps
-        .iter()
-        .enumerate()
-        .filter(|(i, (_, s))| latest.get(&(s.step_index, s.step_type as u8)) == Some(i))
-        .map(|(_, x)| *x)
-        .collect();
-
-    // Pair each call's records: by toolUseId, else the latest unanswered
-    // selection of the same tool.
-    let mut calls: Vec<Call> = Vec::new();
-    let mut by_id: HashMap<&str, usize> = HashMap::new();
-    let mut answers: Vec<&Step> = Vec::new();
+    // The calls, paired and numbered as every reader numbers them.
+    let calls = reader_calls(run);
+    let mut children: Vec<Vec<Entry>> = calls.iter().map(|_| Vec::new()).collect();
+    // A final answer emitted again (an amended view): the last one wins.
+    let mut answers: Vec<(u64, &Step)> = Vec::new();
     for &(seq, s) in &steps {
-        match s.step_type {
-            StepType::FinalAnswer => answers.push(s),
-            StepType::ToolSelected | StepType::ToolResponse => {
-                let selected = s.step_type == StepType::ToolSelected;
-                let found = match s.tool_use_id.as_deref() {
-                    Some(id) => by_id.get(id).copied(),
-                    None if !selected => calls.iter().rposition(|c| {
-                        c.response.is_none()
-                            && c.any().is_some_and(|a| {
-                                a.tool_use_id.is_none() && a.qualified_name == s.qualified_name
-                            })
-                    }),
-                    None => None,
-                };
-                let i = match found {
-                    Some(i)
-                        if (selected && calls[i].selected.is_none())
-                            || (!selected && calls[i].response.is_none()) =>
-                    {
-                        i
-                    }
-                    _ => {
-                        calls.push(Call {
-                            order: s.step_index,
-                            seq,
-                            ..Call::default()
-                        });
-                        if let Some(id) = s.tool_use_id.as_deref() {
-                            by_id.insert(id, calls.len() - 1);
-                        }
-                        calls.len() - 1
-                    }
-                };
-                let c = &mut calls[i];
-                if selected {
-                    c.selected = Some(s);
-                } else {
-                    c.response = Some(s);
-                }
-                c.order = c.order.min(s.step_index);
-                c.seq = c.seq.min(seq);
-            }
+        if s.step_type == StepType::FinalAnswer {
+            answers.retain(|(_, a)| a.step_index != s.step_index);
+            answers.push((seq, s));
         }
     }
 
-    // Where a subagent's steps hang (the Agent call its steps name as
-    // parent, also for steps and events that only carry the agent id), and
-    // the subagent's type, as its steps name them.
+    // Where a subagent's events hang (the Agent call its steps name as
+    // parent), and the subagent's type, as its steps name them.
+    let by_id: HashMap<&str, usize> = calls
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some((c.any()?.tool_use_id.as_deref()?, i)))
+        .collect();
     let mut parent_of_agent: HashMap<&str, &str> = HashMap::new();
     let mut agent_types: HashMap<&str, &str> = HashMap::new();
     for s in calls.iter().filter_map(Call::any) {
@@ -187,56 +120,14 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
             .unwrap_or(0)
     };
 
-    // Each call's parent (the Agent call its subagent ran under).
-    let parents: Vec<Option<usize>> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let s = c.any()?;
-            s.parent_tool_use_id
-                .as_deref()
-                .or_else(|| {
-                    s.agent_id
-                        .as_deref()
-                        .and_then(|a| parent_of_agent.get(a).copied())
-                })
-                .and_then(|p| by_id.get(p).copied())
-                .filter(|p| *p != i)
-        })
-        .collect();
-    // A parent chain that comes back to the call (only a damaged journal
-    // has one) is cut: the call is shown at the top level.
-    let nests = |i: usize| -> Option<usize> {
-        let first = parents[i]?;
-        let mut at = first;
-        for _ in 0..calls.len() {
-            match parents[at] {
-                Some(up) if up == i => return None,
-                Some(up) => at = up,
-                None => return Some(first),
-            }
-        }
-        None
-    };
-
     // Top level per turn, and children under their Agent call.
     let mut top: Vec<(u32, Order, Entry)> = Vec::new();
     let mut nested: Vec<(usize, Order, Entry)> = Vec::new();
     for (i, c) in calls.iter().enumerate() {
-        let Some(s) = c.any() else {
-            continue;
-        };
         let order = (c.order, 0, c.seq);
-        match nests(i) {
+        match c.parent {
             Some(p) => nested.push((p, order, Entry::Call(i))),
-            None => {
-                let turn = c
-                    .selected
-                    .and_then(|x| x.turn)
-                    .or(s.turn)
-                    .unwrap_or_else(|| turn_at(c.seq));
-                top.push((turn, order, Entry::Call(i)));
-            }
+            None => top.push((c.turn, order, Entry::Call(i))),
         }
     }
     for &(seq, e) in &events {
@@ -251,15 +142,13 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
             None => top.push((turn_at(seq), order, Entry::Event(e))),
         }
     }
-    for &(seq, a) in &steps {
-        if a.step_type == StepType::FinalAnswer {
-            let turn = a.turn.unwrap_or_else(|| turn_at(seq));
-            top.push((turn, (a.step_index, 0, seq), Entry::Answer(a)));
-        }
+    for &(seq, a) in &answers {
+        let turn = a.turn.unwrap_or_else(|| turn_at(seq));
+        top.push((turn, (a.step_index, 0, seq), Entry::Answer(a)));
     }
     nested.sort_by_key(|(_, o, _)| *o);
     for (p, _, entry) in nested {
-        calls[p].children.push(entry);
+        children[p].push(entry);
     }
     top.sort_by_key(|(turn, o, _)| (*turn, *o));
 
@@ -270,16 +159,12 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
     turn_numbers.sort_unstable();
     turn_numbers.dedup();
 
-    let mut numbering = 0usize;
     for n in turn_numbers {
         let prompt = turns.iter().find(|(_, t)| t.turn == n).map(|(_, t)| *t);
         write_turn_header(t, n, prompt, full);
         for (_, _, entry) in top.iter().filter(|(tn, _, _)| *tn == n) {
             match entry {
-                Entry::Call(i) => {
-                    numbering += 1;
-                    write_tree(t, &calls, &agent_types, *i, &numbering.to_string(), 1, full);
-                }
+                Entry::Call(i) => write_tree(t, &calls, &children, &agent_types, *i, 1, full),
                 Entry::Event(e) => write_event(t, e, 1, type_of(&agent_types, e)),
                 Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
             }
@@ -419,13 +304,14 @@ fn type_of<'a>(types: &HashMap<&str, &'a str>, e: &SessionEvent) -> Option<&'a s
 fn write_tree(
     t: &mut Screen,
     calls: &[Call],
+    children: &[Vec<Entry>],
     types: &HashMap<&str, &str>,
     i: usize,
-    number: &str,
     depth: usize,
     full: bool,
 ) {
     let c = &calls[i];
+    let number = c.number.as_str();
     let Some(s) = c.any() else {
         return;
     };
@@ -486,21 +372,9 @@ fn write_tree(
             t.line(format_args!("{detail}(joined by {})", escape(how)));
         }
     }
-    let mut sub = 0;
-    for child in &c.children {
+    for child in &children[i] {
         match child {
-            Entry::Call(j) => {
-                sub += 1;
-                write_tree(
-                    t,
-                    calls,
-                    types,
-                    *j,
-                    &format!("{number}.{sub}"),
-                    depth + 1,
-                    full,
-                );
-            }
+            Entry::Call(j) => write_tree(t, calls, children, types, *j, depth + 1, full),
             Entry::Event(e) => write_event(t, e, depth + 1, type_of(types, e)),
             Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
         }

@@ -1,0 +1,454 @@
+//! The listing index: one short summary per journal, so that listing and
+//! filtering a store of thousands of runs reads one small file instead of
+//! every journal whole.
+//!
+//! The index is `runs/.index`: a header line `bir-runs-index <version>
+//! <crc32c of the body, hex>`, then the body, a JSON array of
+//! [`RunSummary`]. It is a cache and never the only copy of anything:
+//!
+//! * **Rebuilt, never trusted blindly.** Every listing reads the directory;
+//!   a journal whose size, mtime or inode differs from its entry, or that
+//!   has no entry, is summarised again from the journal; an entry whose
+//!   journal is gone is dropped. A run not finished whose journal is held
+//!   by a writer (`journal::is_held`: its proxy is still recording) is
+//!   always summarised again, whatever its size says.
+//! * **Damage costs a rebuild, never an error.** A missing, truncated,
+//!   foreign or corrupt index (checksum or JSON) is logged at debug level
+//!   and rebuilt from the journals; the user sees the same listing.
+//! * **Written atomically, by one writer at a time.** A new index is
+//!   written to a temporary file and renamed over the old one, so a reader
+//!   sees the old index or the new one, never a mix. Writers take
+//!   `runs/.index.lock` (`flock`, without waiting): a listing that finds it
+//!   taken just does not save its refresh; its own answer is still whole.
+//!   Two listings at once, or a proxy appending while one lists, therefore
+//!   never corrupt the index, and what one of them did not save is found
+//!   stale and redone by the next.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+
+use super::journal::{self, JOURNAL_SUFFIX};
+
+/// The index's file name in the runs directory.
+const INDEX_FILE: &str = ".index";
+/// The lock its writers take.
+const LOCK_FILE: &str = ".index.lock";
+/// The first word of the header line; a file without it is not an index.
+const MAGIC: &str = "bir-runs-index";
+/// Bumped whenever [`RunSummary`] changes meaning: an index of another
+/// version is rebuilt.
+const VERSION: u32 = 1;
+/// A bound run's prompt is kept up to this many characters in the index
+/// (a listing shows one line of it; `bir runs export` has all of it).
+const PROMPT_CHARS: usize = 1000;
+
+/// What a listing needs to know about one run, and how its journal looked
+/// when it was read (to tell when the summary went stale).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    /// The journal's file name in the runs directory.
+    pub file: String,
+    pub size: u64,
+    /// Last modification, nanoseconds since the epoch.
+    pub mtime_ns: i128,
+    pub inode: u64,
+    /// The header's id, else the file name without its suffix.
+    pub id: String,
+    /// Empty when the journal has no header.
+    pub started_at: String,
+    pub tier: String,
+    /// The wrapped servers the header names, else those the steps name.
+    pub servers: Vec<String>,
+    pub cwd: String,
+    /// Each tool the run called, with how often and how often it failed.
+    pub tools: Vec<ToolUse>,
+    pub tool_calls: u64,
+    pub errors: u64,
+    /// Lossy by the header or the finish, or with a torn tail.
+    pub lossy: bool,
+    pub finished: bool,
+    /// A bound run's prompt (the header's input, else its first turn's),
+    /// clipped to [`PROMPT_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// A writer held the journal when it was listed (not stored: it is
+    /// asked afresh at every listing for a run not finished).
+    #[serde(skip)]
+    pub held: bool,
+}
+
+/// One tool a run called.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolUse {
+    pub server: String,
+    /// The server's own name for the tool.
+    pub tool: String,
+    /// The host's name for it (`mcp__github__create_issue`, `Bash`).
+    pub qualified: String,
+    pub calls: u64,
+    pub errors: u64,
+}
+
+impl RunSummary {
+    /// `finished`, `interrupted` (no writer holds an unfinished journal:
+    /// it never will be finished) or `open`, then `,lossy` when it is.
+    pub fn state(&self) -> String {
+        let mut s = String::from(if self.finished {
+            "finished"
+        } else if self.held {
+            "open"
+        } else {
+            "interrupted"
+        });
+        if self.lossy {
+            s.push_str(",lossy");
+        }
+        s
+    }
+
+    /// Whether this summary still describes `meta` (the journal now).
+    fn describes(&self, meta: &fs::Metadata) -> bool {
+        self.size == meta.len() && self.mtime_ns == mtime_ns(meta) && self.inode == meta.ino()
+    }
+}
+
+/// Every run in `dir`, newest first (by start time, then id), each
+/// summary fresh: taken from the index where it still describes its
+/// journal, else read from the journal. Saves the refreshed index when
+/// anything changed and no other writer holds it.
+pub fn summaries(dir: &Path) -> io::Result<Vec<RunSummary>> {
+    let mut cached = load(dir);
+    let mut fresh: Vec<RunSummary> = Vec::new();
+    let mut stale: Vec<(String, fs::Metadata)> = Vec::new();
+    let mut changed = false;
+    let mut seen = 0usize;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str().filter(|n| n.ends_with(JOURNAL_SUFFIX)) else {
+            continue;
+        };
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        // Removed between the listing and now: not a run any more.
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        seen += 1;
+        match cached.remove(name) {
+            Some(mut s) if s.describes(&meta) => {
+                if s.finished {
+                    fresh.push(s);
+                } else {
+                    s.held = journal::is_held(&dir.join(name));
+                    if s.held {
+                        stale.push((name.to_owned(), meta));
+                    } else {
+                        fresh.push(s);
+                    }
+                }
+            }
+            _ => stale.push((name.to_owned(), meta)),
+        }
+    }
+    // Entries left over name journals that are gone.
+    changed |= !cached.is_empty();
+    if !stale.is_empty() {
+        log::debug!("runs index: {} of {seen} journals read again", stale.len());
+    }
+    for s in summarize_all(dir, stale) {
+        // A live run's summary changes with every step: saving it would
+        // only make the next listing write the index again.
+        changed |= !s.held;
+        fresh.push(s);
+    }
+    fresh.sort_by(|a, b| {
+        b.started_at
+            .cmp(&a.started_at)
+            .then_with(|| b.id.cmp(&a.id))
+    });
+    if changed && let Err(err) = save(dir, &fresh) {
+        log::debug!("runs index not saved: {err}");
+    }
+    Ok(fresh)
+}
+
+/// Summarises `journals` (name and metadata as listed), on as many
+/// threads as there are CPUs when there are many. A journal that cannot
+/// be read (removed meanwhile, unreadable) is left out, as `Store::list`
+/// leaves it out.
+fn summarize_all(dir: &Path, journals: Vec<(String, fs::Metadata)>) -> Vec<RunSummary> {
+    const PER_THREAD_MIN: usize = 64;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(journals.len().div_ceil(PER_THREAD_MIN))
+        .max(1);
+    let one = |(name, meta): &(String, fs::Metadata)| summarize(&dir.join(name), name, meta).ok();
+    if threads == 1 {
+        return journals.iter().filter_map(one).collect();
+    }
+    let chunk = journals.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = journals
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().filter_map(one).collect::<Vec<_>>()))
+            .collect();
+        let mut all = Vec::with_capacity(journals.len());
+        for w in workers {
+            // A worker that panicked (a bug) costs its runs' lines, not the
+            // listing.
+            all.extend(w.join().unwrap_or_default());
+        }
+        all
+    })
+}
+
+/// Reads the journal at `path` (listed as `name` with `meta`) into its
+/// summary, skipping every payload (arguments, results) unparsed.
+pub fn summarize(path: &Path, name: &str, meta: &fs::Metadata) -> io::Result<RunSummary> {
+    let read = journal::read(path)?;
+    let mut s = RunSummary {
+        file: name.to_owned(),
+        size: meta.len(),
+        mtime_ns: mtime_ns(meta),
+        inode: meta.ino(),
+        id: name.strip_suffix(JOURNAL_SUFFIX).unwrap_or(name).to_owned(),
+        lossy: read.torn_bytes > 0,
+        ..RunSummary::default()
+    };
+    let mut step_servers: Vec<String> = Vec::new();
+    let mut first_turn: Option<String> = None;
+    for bytes in &read.records {
+        // A record of a kind this version does not know is skipped, as
+        // the full loader skips it.
+        let Ok(record) = serde_json::from_slice::<LiteRecord>(bytes) else {
+            continue;
+        };
+        match record.event {
+            LiteEvent::RunStarted(h) => {
+                s.id = h.id;
+                s.started_at = h.started_at;
+                s.tier = h.metadata.tier;
+                s.servers = h.metadata.wrapped_servers;
+                s.cwd = h.metadata.cwd;
+                s.lossy |= h.metadata.lossy;
+                if h.input.is_some() {
+                    s.prompt = h.input;
+                }
+            }
+            LiteEvent::Step(step) => {
+                let selected = match step.step_type.as_str() {
+                    "tool_selected" => true,
+                    "tool_response" => false,
+                    _ => continue,
+                };
+                let failed = !selected && step.is_error;
+                s.tool_calls += u64::from(selected);
+                s.errors += u64::from(failed);
+                if !step.server_name.is_empty() && !step_servers.contains(&step.server_name) {
+                    step_servers.push(step.server_name.clone());
+                }
+                let use_of = match s.tools.iter_mut().find(|t| {
+                    t.server == step.server_name
+                        && t.tool == step.tool_name
+                        && t.qualified == step.qualified_name
+                }) {
+                    Some(t) => t,
+                    None => {
+                        s.tools.push(ToolUse {
+                            server: step.server_name,
+                            tool: step.tool_name,
+                            qualified: step.qualified_name,
+                            ..ToolUse::default()
+                        });
+                        let last = s.tools.len() - 1;
+                        &mut s.tools[last]
+                    }
+                };
+                use_of.calls += u64::from(selected);
+                use_of.errors += u64::from(failed);
+            }
+            LiteEvent::Turn(t) => {
+                first_turn.get_or_insert(t.prompt);
+            }
+            LiteEvent::RunFinished(f) => {
+                s.finished = true;
+                s.lossy |= f.lossy;
+            }
+            LiteEvent::ServerSnapshot(_) | LiteEvent::SessionEvent(_) | LiteEvent::RemoteAck(_) => {
+            }
+        }
+    }
+    if s.servers.is_empty() {
+        s.servers = step_servers;
+    }
+    s.prompt = s.prompt.or(first_turn).map(|p| clip_chars(p, PROMPT_CHARS));
+    if !s.finished {
+        s.held = journal::is_held(path);
+    }
+    Ok(s)
+}
+
+fn clip_chars(mut s: String, n: usize) -> String {
+    if let Some((at, _)) = s.char_indices().nth(n) {
+        s.truncate(at);
+        s.push('…');
+    }
+    s
+}
+
+fn mtime_ns(meta: &fs::Metadata) -> i128 {
+    i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec())
+}
+
+/// The index as saved, by file name; empty when there is none or it is
+/// damaged (then it is rebuilt, which is the whole of the cost).
+fn load(dir: &Path) -> HashMap<String, RunSummary> {
+    let path = dir.join(INDEX_FILE);
+    let bytes = match crate::home::open_regular(fs::OpenOptions::new().read(true), &path).and_then(
+        |mut f| {
+            let mut v = Vec::new();
+            io::Read::read_to_end(&mut f, &mut v).map(|_| v)
+        },
+    ) {
+        Ok(b) => b,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return HashMap::new(),
+        Err(err) => {
+            log::debug!("runs index unreadable, rebuilding: {err}");
+            return HashMap::new();
+        }
+    };
+    match parse(&bytes) {
+        Some(entries) => entries.into_iter().map(|s| (s.file.clone(), s)).collect(),
+        None => {
+            log::debug!("runs index damaged or of another version, rebuilding");
+            HashMap::new()
+        }
+    }
+}
+
+/// The entries of an index file, if it is one of this version and whole.
+fn parse(bytes: &[u8]) -> Option<Vec<RunSummary>> {
+    let nl = memchr::memchr(b'\n', bytes)?;
+    let header = std::str::from_utf8(&bytes[..nl]).ok()?;
+    let body = &bytes[nl + 1..];
+    let mut words = header.split(' ');
+    if words.next()? != MAGIC || words.next()?.parse::<u32>().ok()? != VERSION {
+        return None;
+    }
+    let crc = u32::from_str_radix(words.next()?, 16).ok()?;
+    if words.next().is_some() || journal::crc32c(body) != crc {
+        return None;
+    }
+    serde_json::from_slice(body).ok()
+}
+
+/// Writes `entries` as the new index: to a temporary file, then renamed
+/// over the old one, under the writers' lock (not waited for: if another
+/// listing is saving, this one's refresh is simply not kept).
+fn save(dir: &Path, entries: &[RunSummary]) -> io::Result<()> {
+    let lock = crate::home::private_file()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(LOCK_FILE))?;
+    if !crate::home::lock_exclusive(&lock, crate::home::Wait::No)? {
+        log::debug!("runs index: another bir is saving it");
+        return Ok(());
+    }
+    let stored: Vec<&RunSummary> = entries.iter().filter(|s| !s.held).collect();
+    let body = serde_json::to_vec(&stored).map_err(io::Error::other)?;
+    let tmp: PathBuf = dir.join(format!("{INDEX_FILE}.tmp-{}", std::process::id()));
+    let written = (|| {
+        let mut f = crate::home::private_file()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&tmp)?;
+        writeln!(f, "{MAGIC} {VERSION} {:08x}", journal::crc32c(&body))?;
+        f.write_all(&body)?;
+        fs::rename(&tmp, dir.join(INDEX_FILE))
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    written
+}
+
+// The few fields of a record a summary needs. Everything else (payloads
+// above all) is skipped by serde without being built.
+
+#[derive(Deserialize)]
+struct LiteRecord {
+    event: LiteEvent,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+enum LiteEvent {
+    RunStarted(LiteHeader),
+    ServerSnapshot(IgnoredAny),
+    Step(LiteStep),
+    Turn(LiteTurn),
+    SessionEvent(IgnoredAny),
+    RunFinished(LiteFinish),
+    RemoteAck(IgnoredAny),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LiteHeader {
+    id: String,
+    started_at: String,
+    #[serde(default)]
+    input: Option<String>,
+    metadata: LiteMetadata,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LiteMetadata {
+    #[serde(default)]
+    tier: String,
+    #[serde(default)]
+    wrapped_servers: Vec<String>,
+    #[serde(default)]
+    cwd: String,
+    #[serde(default)]
+    lossy: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LiteStep {
+    #[serde(rename = "type")]
+    step_type: String,
+    #[serde(default)]
+    qualified_name: String,
+    #[serde(default)]
+    server_name: String,
+    #[serde(default)]
+    tool_name: String,
+    #[serde(default)]
+    is_error: bool,
+}
+
+#[derive(Deserialize)]
+struct LiteTurn {
+    prompt: String,
+}
+
+#[derive(Deserialize)]
+struct LiteFinish {
+    #[serde(default)]
+    lossy: bool,
+}

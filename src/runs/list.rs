@@ -1,0 +1,328 @@
+//! `bir runs` without a subcommand: the runs of the store, newest first,
+//! filtered, as a table or as JSON lines.
+//!
+//! Built on the listing index (`record::index`), never on the journals
+//! themselves: a store of thousands of runs is listed from one small file
+//! plus a `stat` per journal.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+use super::{Screen, clip, parse_age, short_id};
+use crate::cli::RunsCmd;
+use crate::error::{Context, Error, ExitStatus};
+use crate::output::{escape, out};
+use crate::record::index::RunSummary;
+use crate::record::store::Store;
+use crate::time::parse_rfc3339;
+
+/// What `bir runs` was asked to keep; every condition given must hold.
+#[derive(Debug, Default)]
+pub(super) struct Filter {
+    server: Option<String>,
+    tool: Option<String>,
+    failed: bool,
+    /// Unix seconds: runs started at or after.
+    since: Option<i64>,
+    /// Unix seconds: runs started before.
+    until: Option<i64>,
+    tier: Option<String>,
+    cwd: Option<PathBuf>,
+}
+
+impl Filter {
+    /// The filter `cmd` asks for, its times read against `now`.
+    pub(super) fn of(cmd: &RunsCmd, now: SystemTime) -> Result<Filter, Error> {
+        let cwd = match (&cmd.cwd, cmd.here) {
+            (Some(_), true) => return Err(Error::usage("give --cwd or --here, not both")),
+            (Some(dir), false) => Some(absolute(Path::new(dir))?),
+            (None, true) => Some(absolute(Path::new("."))?),
+            (None, false) => None,
+        };
+        if let Some(tier) = &cmd.tier
+            && !matches!(tier.as_str(), "standalone" | "bound")
+        {
+            return Err(Error::usage(format!(
+                "`{tier}` is not a tier (standalone or bound)"
+            )));
+        }
+        Ok(Filter {
+            server: cmd.server.clone(),
+            tool: cmd.tool.clone(),
+            failed: cmd.failed,
+            since: cmd.since.as_deref().map(|s| when(s, now)).transpose()?,
+            until: cmd.until.as_deref().map(|s| when(s, now)).transpose()?,
+            tier: cmd.tier.clone(),
+            cwd,
+        })
+    }
+
+    /// Whether the run `s` summarises passes every condition.
+    pub(super) fn keeps(&self, s: &RunSummary) -> bool {
+        if self.server.as_ref().is_some_and(|want| {
+            !s.servers.iter().any(|x| x == want) && !s.tools.iter().any(|t| &t.server == want)
+        }) {
+            return false;
+        }
+        if self.tier.as_ref().is_some_and(|t| &s.tier != t) {
+            return false;
+        }
+        match &self.tool {
+            Some(want) => {
+                let called = |t: &&crate::record::index::ToolUse| {
+                    (&t.tool == want || &t.qualified == want)
+                        && self.server.as_ref().is_none_or(|srv| &t.server == srv)
+                };
+                let mut uses = s.tools.iter().filter(called);
+                let kept = if self.failed {
+                    uses.any(|t| t.errors > 0)
+                } else {
+                    uses.any(|t| t.calls > 0)
+                };
+                if !kept {
+                    return false;
+                }
+            }
+            None if self.failed && s.errors == 0 => return false,
+            None => {}
+        }
+        if self.since.is_some() || self.until.is_some() {
+            // A run without a start time (no header) is in no time range.
+            let Some(started) = parse_rfc3339(&s.started_at) else {
+                return false;
+            };
+            if self.since.is_some_and(|t| started < t) || self.until.is_some_and(|t| started >= t) {
+                return false;
+            }
+        }
+        if let Some(dir) = &self.cwd
+            && !Path::new(&s.cwd).starts_with(dir)
+        {
+            return false;
+        }
+        true
+    }
+}
+
+/// `dir` made absolute, through its symlinks when it exists (the cwd a
+/// run records is the process's, which has none).
+fn absolute(dir: &Path) -> Result<PathBuf, Error> {
+    if let Ok(real) = std::fs::canonicalize(dir) {
+        return Ok(real);
+    }
+    if dir.is_absolute() {
+        return Ok(dir.to_owned());
+    }
+    let here = std::env::current_dir().context(|| "cannot read the current directory".into())?;
+    Ok(here.join(dir))
+}
+
+/// A point in time given as an age before `now` (`2h`, `3d`) or as an
+/// RFC 3339 date (`2026-12-01T10:00:00Z`, or a day, `2026-12-01`, meaning
+/// its midnight UTC), as Unix seconds.
+pub(super) fn when(s: &str, now: SystemTime) -> Result<i64, Error> {
+    let t = s.trim();
+    if let Some(secs) = parse_rfc3339(t).or_else(|| {
+        (t.len() == 10)
+            .then(|| parse_rfc3339(&format!("{t}T00:00:00Z")))
+            .flatten()
+    }) {
+        return Ok(secs);
+    }
+    let age = parse_age(t).map_err(|_| {
+        Error::usage(format!(
+            "`{t}` is neither an age like 2h or 3d nor a date like 2026-12-01 or 2026-12-01T10:00:00Z"
+        ))
+    })?;
+    let now = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    Ok(now.saturating_sub(age.as_secs() as i64))
+}
+
+/// Lists the runs `cmd` asks for.
+pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
+    let filter = Filter::of(cmd, SystemTime::now())?;
+    let runs = store
+        .summaries()
+        .context(|| format!("cannot read {}", store.dir().display()))?;
+    let total = runs.len();
+    let kept: Vec<&RunSummary> = runs.iter().filter(|s| filter.keeps(s)).collect();
+    if cmd.json {
+        let mut lines = String::new();
+        for s in kept.iter().take(cmd.limit) {
+            let _ = writeln!(lines, "{}", json_line(s));
+        }
+        out(lines.trim_end());
+        return Ok(ExitStatus::Success);
+    }
+    if total == 0 {
+        out(&format!(
+            "No runs yet in {}.\nWrap an MCP server with bir-proxy (see the README) and use it: each proxy records a run.",
+            store.dir().display()
+        ));
+        return Ok(ExitStatus::Success);
+    }
+    if kept.is_empty() {
+        out(&format!("No run of the {total} in the store matches."));
+        return Ok(ExitStatus::Success);
+    }
+    // The table is for a terminal and goes through a `Screen` (JSON lines
+    // are data: serde escapes control characters in them).
+    let mut table = Screen::default();
+    table.line(format_args!(
+        "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:<15} PROMPT",
+        "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS", "STATE"
+    ));
+    for s in kept.iter().take(cmd.limit) {
+        let started = if s.started_at.is_empty() {
+            "?"
+        } else {
+            &s.started_at
+        };
+        let row = format!(
+            "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:<15} {}",
+            short_id(&s.id),
+            started.get(..19).unwrap_or(started).replace('T', " "),
+            if s.tier.is_empty() { "?" } else { &s.tier },
+            clip(&escape(&s.servers.join(",")), 22),
+            s.tool_calls,
+            s.errors,
+            s.state(),
+            s.prompt
+                .as_deref()
+                .map(|p| clip(&escape(&p.trim().replace('\n', " ⏎ ")), 48))
+                .unwrap_or_default()
+        );
+        table.line(row.trim_end());
+    }
+    if kept.len() > cmd.limit {
+        table.line(format_args!("… {} more (--limit)", kept.len() - cmd.limit));
+    }
+    table.print();
+    Ok(ExitStatus::Success)
+}
+
+/// One run as a JSON line: the fields `bir runs --json` has always had,
+/// then `cwd` and `tools`.
+fn json_line(s: &RunSummary) -> serde_json::Value {
+    let or_unknown = |v: &str| {
+        if v.is_empty() {
+            "?".to_owned()
+        } else {
+            v.to_owned()
+        }
+    };
+    let mut line = json!({
+        "id": s.id,
+        "startedAt": or_unknown(&s.started_at),
+        "tier": or_unknown(&s.tier),
+        "servers": s.servers.join(","),
+        "toolCalls": s.tool_calls,
+        "errors": s.errors,
+        "lossy": s.lossy,
+        "state": s.state(),
+    });
+    if let Some(p) = &s.prompt {
+        line["prompt"] = json!(p);
+    }
+    line["cwd"] = json!(s.cwd);
+    line["tools"] = json!(
+        s.tools
+            .iter()
+            .map(|t| json!({"server": t.server, "tool": t.tool, "calls": t.calls, "errors": t.errors}))
+            .collect::<Vec<_>>()
+    );
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::index::ToolUse;
+    use std::time::Duration;
+
+    fn run(tier: &str, started: &str, cwd: &str, tools: &[(&str, &str, u64, u64)]) -> RunSummary {
+        RunSummary {
+            id: "run_x".into(),
+            tier: tier.into(),
+            started_at: started.into(),
+            cwd: cwd.into(),
+            servers: vec!["srv".into()],
+            tool_calls: tools.iter().map(|t| t.2).sum(),
+            errors: tools.iter().map(|t| t.3).sum(),
+            tools: tools
+                .iter()
+                .map(|&(server, tool, calls, errors)| ToolUse {
+                    server: server.into(),
+                    tool: tool.into(),
+                    qualified: format!("mcp__{server}__{tool}"),
+                    calls,
+                    errors,
+                })
+                .collect(),
+            ..RunSummary::default()
+        }
+    }
+
+    fn filter(f: impl FnOnce(&mut Filter)) -> Filter {
+        let mut x = Filter::default();
+        f(&mut x);
+        x
+    }
+
+    #[test]
+    fn tool_and_failed_mean_a_failed_call_to_that_tool() {
+        let a = run(
+            "standalone",
+            "",
+            "/",
+            &[("srv", "echo", 3, 0), ("srv", "add", 2, 1)],
+        );
+        let tool = |name: &str, failed: bool| {
+            filter(|f| {
+                f.tool = Some(name.into());
+                f.failed = failed;
+            })
+        };
+        assert!(tool("echo", false).keeps(&a));
+        assert!(tool("mcp__srv__echo", false).keeps(&a));
+        assert!(!tool("echo", true).keeps(&a), "echo never failed");
+        assert!(tool("add", true).keeps(&a));
+        assert!(!tool("nope", false).keeps(&a));
+        assert!(filter(|f| f.failed = true).keeps(&a));
+        let clean = run("standalone", "", "/", &[("srv", "echo", 3, 0)]);
+        assert!(!filter(|f| f.failed = true).keeps(&clean));
+    }
+
+    #[test]
+    fn times_tiers_and_directories() {
+        let a = run("bound", "2026-12-01T10:00:00.000Z", "/home/u/proj/sub", &[]);
+        let at = |s: &str| parse_rfc3339(s);
+        assert!(filter(|f| f.since = at("2026-12-01T09:00:00Z")).keeps(&a));
+        assert!(!filter(|f| f.since = at("2026-12-01T11:00:00Z")).keeps(&a));
+        assert!(filter(|f| f.until = at("2026-12-01T11:00:00Z")).keeps(&a));
+        assert!(!filter(|f| f.until = at("2026-12-01T10:00:00Z")).keeps(&a));
+        assert!(filter(|f| f.tier = Some("bound".into())).keeps(&a));
+        assert!(!filter(|f| f.tier = Some("standalone".into())).keeps(&a));
+        assert!(filter(|f| f.cwd = Some("/home/u/proj".into())).keeps(&a));
+        assert!(
+            !filter(|f| f.cwd = Some("/home/u/pro".into())).keeps(&a),
+            "by component"
+        );
+        let headless = run("", "", "", &[]);
+        assert!(!filter(|f| f.since = Some(0)).keeps(&headless));
+    }
+
+    #[test]
+    fn when_reads_ages_and_dates() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(when("2h", now).ok(), Some(1_000_000 - 7200));
+        assert_eq!(when("1970-01-02", now).ok(), Some(86_400));
+        assert_eq!(when("1970-01-01T00:01:00Z", now).ok(), Some(60));
+        assert!(when("yesterday", now).is_err());
+    }
+}
