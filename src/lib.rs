@@ -18,7 +18,8 @@
 //!   client: find, start, talk to it; `bir down`);
 //! * personalities: `proxy` (`bir-proxy`), `hooks` (`bir-hooks`),
 //!   `testpeer` (hidden: a scriptable fake MCP server);
-//! * commands: `install`, `login`, `runs`, `sync` (thin, over the above).
+//! * commands: `install`, `login`, `report`, `runs`, `sync` (thin, over
+//!   the above).
 //!
 //! # Public surface
 //!
@@ -52,6 +53,7 @@ mod output;
 mod proxy;
 mod record;
 pub mod redact;
+mod report;
 mod runs;
 mod secret;
 mod service;
@@ -124,6 +126,7 @@ fn cli_main(args: &[String]) -> Exit {
         _ if parsed.version => return print_version("bir"),
         Some(CliCommand::Version(_)) => return print_version("bir"),
         Some(CliCommand::Runs(cmd)) => ("bir runs", runs::main(cmd)),
+        Some(CliCommand::Report(cmd)) => ("bir report", report::main(cmd)),
         Some(CliCommand::Sync(cmd)) => ("bir sync", sync::main(cmd)),
         Some(CliCommand::Login(cmd)) => ("bir login", login::login(cmd)),
         Some(CliCommand::Logout(cmd)) => ("bir logout", login::logout(cmd)),

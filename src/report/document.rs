@@ -1,0 +1,417 @@
+//! What the page shows, decided here: a run turned into one JSON document
+//! the page's script only lays out.
+//!
+//! The shape (`format` 1), every field optional unless said:
+//!
+//! * `run`: `id`, `tier`, `state` (`finished`/`open`/`interrupted`),
+//!   `live` (the page should refresh), host, model, times (`startedAt`,
+//!   `finishedAt`, `durationMs`), `calls`, `errors`, `toolMs`, `lossy` with
+//!   `lossyWhy` (sentences a reader understands), `reason`, `cwd`, …;
+//! * `servers`: name, title, version, tool count, tools digest;
+//! * `turns` (bound runs): the prompts; `answers`: the model's final words;
+//! * `steps`: one per tool call, numbered `n` = 1, 2, 3 in reading order
+//!   (see `record::calls`), with `parent` (the `n` of the Agent step it
+//!   ran under) and `depth`; `kind` (`builtin`/`mcp`/`agent`/`tool`),
+//!   `status` (`ok`/`error`/`cancelled`/… /`running`/`unanswered`), `at`
+//!   and `ms` (start, as milliseconds after the timeline's origin) and
+//!   `endMs` (where its bar ends), payloads as recorded (`args`, `result`,
+//!   `error`);
+//! * `events` (bound runs): session events placed on the timeline;
+//! * `span`: the timeline's length in milliseconds.
+//!
+//! The payloads are the journal's: already redacted and capped by the
+//! recorder. Nothing here escapes for HTML; `page.rs` embeds the document
+//! and the script renders it as text.
+
+use serde_json::{Map, Value, json};
+
+use crate::record::calls::{Call, calls};
+use crate::record::model::{Step, StepKind};
+use crate::record::store::LoadedRun;
+
+/// The page's document for `run`. `live` asks the page to refresh itself
+/// (the run is being followed); `generated_at` is when it was written.
+pub fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
+    let (calls, answers) = calls(run);
+    let origin = origin_of(run, &calls);
+    let mut steps: Vec<Value> = Vec::with_capacity(calls.len());
+    for call in &calls {
+        steps.push(step_view(call, origin, &steps));
+    }
+    // An Agent step that never said how long it took lasts as long as the
+    // steps of its subagent do.
+    for i in (0..calls.len()).rev() {
+        if let Some(p) = calls[i].parent {
+            let end = steps[i]["endMs"].as_f64().unwrap_or(0.0);
+            let bar = steps[p]["endMs"].as_f64().unwrap_or(0.0);
+            if steps[p]["durationMs"].is_null() && end > bar {
+                steps[p]["endMs"] = json!(end);
+            }
+        }
+    }
+    let finished = run
+        .finish
+        .as_ref()
+        .and_then(|f| millis(&f.finished_at))
+        .map(|t| (t - origin) as f64);
+    let last_step = steps
+        .iter()
+        .filter_map(|s| s["endMs"].as_f64())
+        .fold(0.0, f64::max);
+    let events: Vec<Value> = run
+        .events
+        .iter()
+        .map(|e| {
+            json!({"name": e.name, "at": e.at, "ms": offset(&e.at, origin),
+                   "agentId": e.agent_id, "data": e.data})
+        })
+        .collect();
+    let last_event = events
+        .iter()
+        .filter_map(|e| e["ms"].as_f64())
+        .fold(0.0, f64::max);
+    let span = finished.unwrap_or(0.0).max(last_step).max(last_event);
+    json!({
+        "format": 1,
+        "generatedAt": generated_at,
+        "birVersion": env!("CARGO_PKG_VERSION"),
+        "run": run_view(run, live),
+        "servers": servers_view(run),
+        "turns": run.turns.iter().map(|t| json!({"turn": t.turn, "at": t.at, "prompt": t.prompt,
+            "origin": t.origin, "ms": offset(&t.at, origin)})).collect::<Vec<_>>(),
+        "answers": answers_view(run, &answers),
+        "steps": steps,
+        "events": events,
+        "span": span,
+    })
+}
+
+/// The timeline's zero: the run's start, or its first call's when that
+/// came earlier (a bound run's header can be written after its first
+/// call), in Unix milliseconds.
+fn origin_of(run: &LoadedRun, calls: &[Call]) -> i64 {
+    let header = run.header.as_ref().and_then(|h| millis(&h.started_at));
+    let first = calls
+        .iter()
+        .filter_map(|c| millis(&c.first().started_at))
+        .min();
+    match (header, first) {
+        (Some(h), Some(f)) => h.min(f),
+        (h, f) => h.or(f).unwrap_or(0),
+    }
+}
+
+fn run_view(run: &LoadedRun, live: bool) -> Value {
+    let mut v = Map::new();
+    v.insert("id".into(), json!(run.id()));
+    let state = if run.finish.is_some() {
+        "finished"
+    } else if run.interrupted() {
+        "interrupted"
+    } else {
+        "open"
+    };
+    v.insert("state".into(), json!(state));
+    v.insert("live".into(), json!(live));
+    v.insert("calls".into(), json!(run.tool_calls()));
+    v.insert("errors".into(), json!(run.errors()));
+    if let Some(h) = &run.header {
+        let m = &h.metadata;
+        v.insert("startedAt".into(), json!(h.started_at));
+        v.insert("tier".into(), json!(m.tier));
+        v.insert("cwd".into(), json!(m.cwd));
+        v.insert("recordedBy".into(), json!(m.bir_version));
+        if let Some(host) = &m.host {
+            v.insert("host".into(), json!(host.app));
+            v.insert("hostVersion".into(), json!(host.version));
+        }
+        if let Some(p) = &m.protocol_version {
+            v.insert("protocol".into(), json!(p));
+        }
+        if let Some(s) = &m.session_id {
+            v.insert("sessionId".into(), json!(s));
+        }
+        if let Some(input) = &h.input {
+            v.insert("prompt".into(), json!(input));
+        }
+    }
+    let model = run
+        .header
+        .as_ref()
+        .and_then(|h| h.metadata.model.as_ref())
+        .or(run.finish.as_ref().and_then(|f| f.model.as_ref()));
+    if let Some(model) = model {
+        v.insert("model".into(), json!(model));
+    }
+    if let Some(f) = &run.finish {
+        v.insert("finishedAt".into(), json!(f.finished_at));
+        v.insert("toolMs".into(), json!(f.metrics.total_tool_ms));
+        if let Some(r) = &f.reason {
+            v.insert("reason".into(), json!(r));
+        }
+        let start = run.header.as_ref().and_then(|h| millis(&h.started_at));
+        if let (Some(s), Some(e)) = (start, millis(&f.finished_at)) {
+            v.insert("durationMs".into(), json!(e - s));
+        }
+    }
+    let why = lossy_why(run);
+    v.insert("lossy".into(), json!(run.lossy() || !why.is_empty()));
+    v.insert("lossyWhy".into(), json!(why));
+    Value::Object(v)
+}
+
+/// Why a reader should not take the run as complete, in plain sentences.
+fn lossy_why(run: &LoadedRun) -> Vec<String> {
+    let mut why = Vec::new();
+    let dropped = run.finish.as_ref().map_or(0, |f| f.dropped);
+    if dropped > 0 {
+        why.push(format!(
+            "{dropped} observation(s) were dropped before they reached the recorder (its queue was full, the relay never waits for it), so calls may be missing or incomplete."
+        ));
+    } else if run.finish.as_ref().is_some_and(|f| f.lossy)
+        || run.header.as_ref().is_some_and(|h| h.metadata.lossy)
+    {
+        why.push("The recorder marked this run lossy: some of what happened was not recorded, so calls may be missing or incomplete.".into());
+    }
+    if let Some(note) = run.header.as_ref().and_then(|h| h.metadata.note.as_ref()) {
+        why.push(format!("Recorder's note: {note}"));
+    }
+    if run.torn_bytes > 0 {
+        why.push(format!(
+            "The journal ended with {} byte(s) of an interrupted write, which were ignored.",
+            run.torn_bytes
+        ));
+    }
+    if run.unknown_records > 0 {
+        why.push(format!(
+            "{} record(s) of the journal were not understood (written by a newer bir?) and are not shown.",
+            run.unknown_records
+        ));
+    }
+    why
+}
+
+fn servers_view(run: &LoadedRun) -> Vec<Value> {
+    let mut servers: Vec<Value> = run
+        .snapshots
+        .iter()
+        .map(|s| {
+            let info = s.server_info.as_deref();
+            json!({
+                "name": s.server_name,
+                "title": info.and_then(|i| i["title"].as_str().or(i["name"].as_str())),
+                "version": info.and_then(|i| i["version"].as_str()),
+                "protocol": s.protocol_version,
+                "tools": s.tools.len(),
+                "toolsDigest": s.tools_digest,
+            })
+        })
+        .collect();
+    // Servers named by the header (or a bound run's steps) without a
+    // snapshot are still listed.
+    let mut named: Vec<String> = run
+        .header
+        .as_ref()
+        .map(|h| h.metadata.wrapped_servers.clone())
+        .unwrap_or_default();
+    for s in &run.steps {
+        if !s.server_name.is_empty() && !named.contains(&s.server_name) {
+            named.push(s.server_name.clone());
+        }
+    }
+    for name in named {
+        if !servers.iter().any(|s| s["name"] == name.as_str()) {
+            servers.push(json!({"name": name}));
+        }
+    }
+    servers
+}
+
+/// The model's final words: each `final_answer` step, else the run's
+/// output when no step carried it.
+fn answers_view(run: &LoadedRun, answers: &[&Step]) -> Vec<Value> {
+    let mut out: Vec<Value> = answers
+        .iter()
+        .map(|a| {
+            let text = match a.output.as_deref() {
+                Some(Value::String(s)) => json!(s),
+                Some(other) => other.clone(),
+                None => Value::Null,
+            };
+            json!({"turn": a.turn, "at": a.started_at, "text": text})
+        })
+        .collect();
+    if out.is_empty()
+        && let Some(output) = run.finish.as_ref().and_then(|f| f.output.as_ref())
+    {
+        out.push(json!({"text": output}));
+    }
+    out
+}
+
+/// One call as the page shows it. `before` are the calls already made
+/// (its parent among them).
+fn step_view(call: &Call, origin: i64, before: &[Value]) -> Value {
+    let s = call.first();
+    let number = before.len() + 1;
+    let start = offset(&s.started_at, origin).unwrap_or(0.0);
+    let response = call.response;
+    let duration = response.and_then(|r| r.duration_ms);
+    let kind = match s.kind {
+        Some(StepKind::Builtin) => "builtin",
+        Some(StepKind::Agent) => "agent",
+        Some(StepKind::Mcp) => "mcp",
+        None if !s.server_name.is_empty() => "mcp",
+        None => "tool",
+    };
+    let name = if kind == "mcp" && !s.server_name.is_empty() {
+        format!("{} › {}", s.server_name, s.tool_name)
+    } else {
+        s.qualified_name.to_string()
+    };
+    let mut v = Map::new();
+    v.insert("n".into(), json!(number));
+    v.insert("depth".into(), json!(call.depth));
+    v.insert(
+        "parent".into(),
+        json!(call.parent.and_then(|p| before.get(p)).map(|p| &p["n"])),
+    );
+    v.insert("kind".into(), json!(kind));
+    v.insert("name".into(), json!(name));
+    v.insert("server".into(), json!(s.server_name));
+    v.insert("tool".into(), json!(s.tool_name));
+    v.insert("qualified".into(), json!(s.qualified_name));
+    v.insert("at".into(), json!(s.started_at));
+    v.insert("ms".into(), json!(start));
+    v.insert("durationMs".into(), json!(duration));
+    v.insert("endMs".into(), json!(start + duration.unwrap_or(0.0)));
+    v.insert("status".into(), json!(status_of(call)));
+    v.insert(
+        "isError".into(),
+        json!(response.is_some_and(|r| r.is_error)),
+    );
+    let selected = call.selected;
+    let pick = |f: fn(&Step) -> Option<Value>| {
+        selected
+            .and_then(f)
+            .or_else(|| response.and_then(f))
+            .unwrap_or(Value::Null)
+    };
+    v.insert("args".into(), pick(|x| x.input.as_deref().cloned()));
+    v.insert(
+        "result".into(),
+        json!(response.and_then(|r| r.output.as_deref())),
+    );
+    v.insert(
+        "error".into(),
+        json!(response.and_then(|r| r.error.as_deref())),
+    );
+    v.insert(
+        "context".into(),
+        pick(|x| x.context.as_deref().map(|c| json!(c))),
+    );
+    v.insert(
+        "outcome".into(),
+        pick(|x| x.outcome.as_ref().map(|o| json!(o))),
+    );
+    v.insert("turn".into(), pick(|x| x.turn.map(|t| json!(t))));
+    v.insert(
+        "agentType".into(),
+        pick(|x| x.agent_type.as_deref().map(|a| json!(a))),
+    );
+    v.insert(
+        "agentId".into(),
+        pick(|x| x.agent_id.as_deref().map(|a| json!(a))),
+    );
+    v.insert(
+        "toolUseId".into(),
+        pick(|x| x.tool_use_id.as_deref().map(|a| json!(a))),
+    );
+    v.insert(
+        "requestId".into(),
+        pick(|x| x.request_id.as_deref().cloned()),
+    );
+    v.insert(
+        "argsDigest".into(),
+        pick(|x| x.args_digest.as_ref().map(|d| json!(d))),
+    );
+    v.insert(
+        "permission".into(),
+        json!(response.and_then(|r| r.permission.as_deref())),
+    );
+    let withheld: Vec<&str> = [selected, response]
+        .iter()
+        .flatten()
+        .filter_map(|x| x.withheld.as_deref())
+        .collect();
+    v.insert("withheld".into(), json!(withheld.first()));
+    let repaired: Vec<&str> = [selected, response]
+        .iter()
+        .flatten()
+        .filter_map(|x| x.repaired.as_deref())
+        .collect();
+    v.insert("repaired".into(), json!(repaired.join(",")));
+    v.insert(
+        "redactions".into(),
+        json!(selected.map_or(0, |x| x.redactions) + response.map_or(0, |x| x.redactions)),
+    );
+    v.insert(
+        "correlation".into(),
+        json!(response.and_then(|r| r.correlation.as_deref())),
+    );
+    v.insert(
+        "records".into(),
+        json!([selected.map(|x| &x.id), response.map(|x| &x.id)]),
+    );
+    Value::Object(v)
+}
+
+/// How the call ended, as one word the page colours and filters by.
+fn status_of(call: &Call) -> &'static str {
+    let Some(r) = call.response else {
+        return "unanswered";
+    };
+    match r.outcome.as_deref() {
+        Some("cancelled") => "cancelled",
+        Some("too_large") => "too_large",
+        Some("upstream_gone") => "upstream_gone",
+        Some("session_ended") => "session_ended",
+        Some("denied") => "denied",
+        _ if r.is_error || r.error.is_some() => "error",
+        _ => "ok",
+    }
+}
+
+/// Milliseconds after `origin` of an RFC 3339 time (`None` if it does not
+/// parse).
+fn offset(at: &str, origin: i64) -> Option<f64> {
+    millis(at).map(|t| (t - origin) as f64)
+}
+
+/// An RFC 3339 time in Unix milliseconds.
+fn millis(at: &str) -> Option<i64> {
+    let seconds = crate::time::parse_rfc3339(at)?;
+    let fraction = at
+        .get(19..)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .map(|f| {
+            let digits: String = f.chars().take_while(char::is_ascii_digit).take(3).collect();
+            format!("{digits:0<3}").parse::<i64>().unwrap_or(0)
+        })
+        .unwrap_or(0);
+    Some(seconds * 1000 + fraction)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_to_millis() {
+        assert_eq!(millis("1970-01-01T00:00:01.5Z"), Some(1500));
+        assert_eq!(millis("1970-01-01T00:00:01.023456Z"), Some(1023));
+        assert_eq!(millis("1970-01-01T00:00:02Z"), Some(2000));
+        assert_eq!(millis("1970-01-01T01:00:00.000+01:00"), Some(0));
+        assert_eq!(millis("soon"), None);
+    }
+}

@@ -1,0 +1,175 @@
+//! `bir report`: a run as one self-contained HTML page.
+//!
+//! `document.rs` turns a [`LoadedRun`] into the page's data (calls paired
+//! and numbered 1, 2, 3 by `record::calls`, times on one axis, plain-words
+//! explanations); `page.rs` embeds it, escaped, in a fixed shell
+//! (`page.html`, `page.css`, `page.js`) that renders it with DOM calls.
+//!
+//! The page holds recorded (redacted) data, so by default it is written
+//! where the runs are, `$BIR_HOME/reports/<run>.html`, as a private file;
+//! `-o` writes it elsewhere (still 0600). It is replaced atomically (a
+//! temporary file renamed over it), so a browser reloading it never reads
+//! half a page.
+//!
+//! `--follow` rewrites the page whenever the journal grows, with `live`
+//! set so the page reloads itself, and once more without it when the run
+//! has ended (finished, or its writer gone): the last page stays still.
+//! While following it is also rewritten every [`HEARTBEAT`] even when
+//! nothing happened; the page stops reloading when it is older than a few
+//! heartbeats, so a follower killed with ^C does not leave a page that
+//! reloads forever.
+
+mod document;
+mod page;
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::cli::ReportCmd;
+use crate::error::{Context, Error, ExitStatus};
+use crate::home::{bir_home, ensure_private_dir, open_regular, private_file};
+use crate::output::{escape, out};
+use crate::record::store::{LoadedRun, Store, load_path};
+use crate::time::rfc3339;
+
+/// How often `--follow` looks at the journal.
+const POLL: Duration = Duration::from_millis(300);
+/// How often `--follow` rewrites the page even if the run did not change
+/// (the page's script treats a page older than 4 heartbeats as abandoned).
+const HEARTBEAT: Duration = Duration::from_secs(5);
+
+pub fn main(cmd: ReportCmd) -> Result<ExitStatus, Error> {
+    let store = Store::open_default().context(|| "cannot open the run store".into())?;
+    let run = store.find(&cmd.run)?;
+    let target = match &cmd.output {
+        Some(path) => path.clone(),
+        None => default_path(&run.id())?,
+    };
+    let live = cmd.follow && is_live(&run);
+    write_page(&run, &target, live)?;
+    out(&format!("wrote {}", escape(&target.display().to_string())));
+    if cmd.open {
+        open(&target);
+    }
+    if live {
+        out(
+            "following the run: the page reloads itself as steps arrive; this ends when the run does (^C to stop)",
+        );
+        follow(run.path.clone(), &target)?;
+        out(&format!(
+            "the run ended; {} is final",
+            escape(&target.display().to_string())
+        ));
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// `$BIR_HOME/reports/<run>.html` (the directory private, like the store).
+fn default_path(run_id: &str) -> Result<PathBuf, Error> {
+    let home = bir_home()
+        .ok_or_else(|| Error::failure("no home directory: set BIR_HOME, or give -o FILE"))?;
+    let dir = home.join("reports");
+    ensure_private_dir(&dir).context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir.join(format!("{run_id}.html")))
+}
+
+/// Still being written: not finished, and its writer holds the journal.
+fn is_live(run: &LoadedRun) -> bool {
+    run.finish.is_none() && !run.interrupted()
+}
+
+/// Renders `run` and replaces `target` with it.
+fn write_page(run: &LoadedRun, target: &Path, live: bool) -> Result<(), Error> {
+    let doc = document::build(run, live, &rfc3339(SystemTime::now()));
+    let html = page::render(&doc, &run.id());
+    replace_file(target, html.as_bytes()).context(|| format!("cannot write {}", target.display()))
+}
+
+/// Writes `bytes` to a private temporary file beside `target`, then
+/// renames it over `target`.
+fn replace_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".into());
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut file = open_regular(
+            private_file().write(true).create(true).truncate(true),
+            &temp,
+        )?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&temp, target)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written
+}
+
+/// Rewrites the page as the journal changes, until the run ends.
+fn follow(journal: PathBuf, target: &Path) -> Result<(), Error> {
+    let mut seen = fingerprint(&journal);
+    let mut written = Instant::now();
+    loop {
+        std::thread::sleep(POLL);
+        let now = fingerprint(&journal);
+        if now == seen && written.elapsed() < HEARTBEAT {
+            continue;
+        }
+        seen = now;
+        let run = load_path(&journal).context(|| format!("cannot read {}", journal.display()))?;
+        let live = is_live(&run);
+        write_page(&run, target, live)?;
+        written = Instant::now();
+        if !live {
+            return Ok(());
+        }
+    }
+}
+
+/// What changes when a journal is appended to (or removed).
+fn fingerprint(path: &Path) -> Option<(u64, Option<SystemTime>)> {
+    fs::metadata(path)
+        .ok()
+        .map(|m| (m.len(), m.modified().ok()))
+}
+
+/// Opens `page` with the desktop's opener, or says where it is.
+fn open(page: &Path) {
+    let opener = ["xdg-open", "open"]
+        .into_iter()
+        .find(|name| on_path(name).is_some());
+    let started = opener.is_some_and(|name| {
+        Command::new(name)
+            .arg(page)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .is_ok()
+    });
+    if !started {
+        out(&format!(
+            "no xdg-open or open here: open {} in a browser",
+            escape(&page.display().to_string())
+        ));
+    }
+}
+
+/// The executable `name` in `$PATH`, if any.
+fn on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
