@@ -13,7 +13,7 @@ use crate::support::TempDir;
 /// CRC-32C (Castagnoli), bit by bit: the journal's record checksum. The
 /// reader drops a record whose checksum is wrong, so a mistake here fails
 /// every test below.
-fn crc32c(data: &[u8]) -> u32 {
+pub(crate) fn crc32c(data: &[u8]) -> u32 {
     let mut crc = !0u32;
     for &b in data {
         crc ^= u32::from(b);
@@ -29,7 +29,7 @@ fn crc32c(data: &[u8]) -> u32 {
 }
 
 /// Writes `events` (each `{"kind": …, "data": …}`) as run `id`'s journal.
-fn write_run(dir: &TempDir, id: &str, events: &[Value]) {
+pub(crate) fn write_run(dir: &TempDir, id: &str, events: &[Value]) {
     let runs = dir.join("home/.baseinstrunner/runs");
     fs::create_dir_all(&runs).expect("mkdir");
     use std::os::unix::fs::PermissionsExt;
@@ -55,7 +55,7 @@ fn write_run(dir: &TempDir, id: &str, events: &[Value]) {
     fs::write(runs.join(format!("{id}.journal")), bytes).expect("write");
 }
 
-fn step(index: u64, kind: &str, name: &str, id: &str, extra: Value) -> Value {
+pub(crate) fn step(index: u64, kind: &str, name: &str, id: &str, extra: Value) -> Value {
     let (k, server, tool) = match name.strip_prefix("mcp__") {
         Some(rest) => {
             let (s, t) = rest.split_once("__").expect("mcp name");

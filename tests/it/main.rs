@@ -30,6 +30,9 @@
 //!   before the handshake, empty and huge batches, floods.
 //! * `remote` — the recording service (a fake on 127.0.0.1): order,
 //!   retries, refresh, cool-down, `bir sync`, and where the token goes.
+//! * `report` — `bir report`: the HTML page's structure (read back from
+//!   the data it embeds) on standalone, bound, damaged, empty and lossy
+//!   runs; `--follow` on a live run; `--open`.
 //! * `store` — the store under a live proxy: two proxies at once,
 //!   retention and `bir sync` from others, the store deleted or unwritable.
 
@@ -49,6 +52,7 @@ mod record;
 mod redacted;
 mod relay;
 mod remote;
+mod report;
 mod secrets;
 mod store;
 mod support;
