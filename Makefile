@@ -3,7 +3,8 @@
 #   make demo     record-and-show demo on a real MCP server (the main job)
 #   make test     everything CI runs: lint, unit + integration tests,
 #                 real peers (server-everything + Python mcp SDK), the official
-#                 conformance suite, and the real Claude Code CLI offline
+#                 conformance suite, the real Claude Code CLI offline, and
+#                 the HTML report in a real browser (make browser)
 #   make build    static release binary
 #   make bench    overhead benchmark (direct vs byte pump vs bir-proxy)
 #   make bench-http  bir-proxy --url vs supergateway, mcp-proxy, a direct HTTP client
@@ -23,10 +24,10 @@ DEBUG_BIN := target/debug/bir
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 DIST_NAME := bir-$(VERSION)-$(TARGET)
 
-.PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e demo golden bench bench-http clean
+.PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e browser demo golden bench bench-http clean
 
 help:
-	@sed -n '1,13p' Makefile
+	@sed -n '1,14p' Makefile
 
 build:
 	RUSTFLAGS="$(STATIC_RUSTFLAGS)" cargo build --release --locked --target $(TARGET)
@@ -91,7 +92,22 @@ e2e: $(DEBUG_BIN)
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run-install.sh
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run-bound.sh
 
-test: lint peers unit peer-tests doctor-peers conformance e2e
+# The HTML report in a real browser: Debian's Chromium (/usr/bin/chromium,
+# installed by .ci/run) driven by playwright-core (.peers/browser). The pages
+# are the report tests' (BIR_REPORT_PAGES) and the demo's; the demo page's
+# screenshot is kept as target/report-demo.png.
+REPORT_PAGES := $(CURDIR)/target/report-pages
+
+browser: peers $(DEBUG_BIN)
+	rm -rf "$(REPORT_PAGES)" && mkdir -p "$(REPORT_PAGES)"
+	BIR_REPORT_PAGES="$(REPORT_PAGES)" cargo test --locked --test it report:: -- --quiet
+	BIR_HOME="$(REPORT_PAGES)/demo-home" scripts/demo.sh >"$(REPORT_PAGES)/demo.log"
+	cp "$(REPORT_PAGES)"/demo-home/reports/*.html "$(REPORT_PAGES)/demo.html"
+	cp tests/browser/demo.expect.json "$(REPORT_PAGES)/"
+	node tests/browser/report.mjs "$(REPORT_PAGES)"
+	cp "$(REPORT_PAGES)/demo.png" target/report-demo.png
+
+test: lint peers unit peer-tests doctor-peers conformance e2e browser
 	@echo "make test: all suites passed"
 
 demo: $(DEBUG_BIN)
