@@ -9,9 +9,10 @@
 //!   `lossyWhy` (sentences a reader understands), `reason`, `cwd`, …;
 //! * `servers`: name, title, version, tool count, tools digest;
 //! * `turns` (bound runs): the prompts; `answers`: the model's final words;
-//! * `steps`: one per tool call, numbered `n` = 1, 2, 3 in reading order
-//!   (see `record::calls`), with `parent` (the `n` of the Agent step it
-//!   ran under) and `depth`; `kind` (`builtin`/`mcp`/`agent`/`tool`),
+//! * `steps`: one per tool call, `n` = 1, 2, 3 in reading order (see
+//!   `record::calls`), labelled as `bir runs show` numbers them (`label`:
+//!   `3`, and `3.1` for the first call of the subagent step 3 started),
+//!   with `parent` (the label of the Agent step it ran under) and `depth`; `kind` (`builtin`/`mcp`/`agent`/`tool`),
 //!   `status` (`ok`/`error`/`cancelled`/… /`running`/`unanswered`), `at`
 //!   and `ms` (start, as milliseconds after the timeline's origin) and
 //!   `endMs` (where its bar ends), payloads as recorded (`args`, `result`,
@@ -34,9 +35,11 @@ use crate::record::store::LoadedRun;
 pub fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
     let (calls, answers) = calls(run);
     let origin = origin_of(run, &calls);
+    let labels = labels_of(&calls);
     let mut steps: Vec<Value> = Vec::with_capacity(calls.len());
-    for call in &calls {
-        steps.push(step_view(call, origin, &steps));
+    for (call, label) in calls.iter().zip(&labels) {
+        let parent = call.parent.and_then(|p| labels.get(p));
+        steps.push(step_view(call, steps.len() + 1, label, parent, origin));
     }
     // An Agent step that never said how long it took lasts as long as the
     // steps of its subagent do.
@@ -249,11 +252,40 @@ fn answers_view(run: &LoadedRun, answers: &[&Step]) -> Vec<Value> {
     out
 }
 
-/// One call as the page shows it. `before` are the calls already made
-/// (its parent among them).
-fn step_view(call: &Call, origin: i64, before: &[Value]) -> Value {
+/// Each call's label, as `bir runs show` numbers a bound run: the
+/// top-level calls 1, 2, 3…, a subagent's calls under their Agent call
+/// 3.1, 3.2… (and 3.1.1 one level deeper). `calls` is in reading order, so
+/// a parent's label is made before its children's.
+fn labels_of(calls: &[Call]) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::with_capacity(calls.len());
+    let mut top = 0u32;
+    let mut children = vec![0u32; calls.len()];
+    for call in calls {
+        let label = match call.parent {
+            Some(p) if p < labels.len() => {
+                children[p] += 1;
+                format!("{}.{}", labels[p], children[p])
+            }
+            _ => {
+                top += 1;
+                top.to_string()
+            }
+        };
+        labels.push(label);
+    }
+    labels
+}
+
+/// One call as the page shows it: the `number`th in reading order,
+/// labelled `label`, under the call labelled `parent`.
+fn step_view(
+    call: &Call,
+    number: usize,
+    label: &str,
+    parent: Option<&String>,
+    origin: i64,
+) -> Value {
     let s = call.first();
-    let number = before.len() + 1;
     let start = offset(&s.started_at, origin).unwrap_or(0.0);
     let response = call.response;
     let duration = response.and_then(|r| r.duration_ms);
@@ -271,11 +303,9 @@ fn step_view(call: &Call, origin: i64, before: &[Value]) -> Value {
     };
     let mut v = Map::new();
     v.insert("n".into(), json!(number));
+    v.insert("label".into(), json!(label));
     v.insert("depth".into(), json!(call.depth));
-    v.insert(
-        "parent".into(),
-        json!(call.parent.and_then(|p| before.get(p)).map(|p| &p["n"])),
-    );
+    v.insert("parent".into(), json!(parent));
     v.insert("kind".into(), json!(kind));
     v.insert("name".into(), json!(name));
     v.insert("server".into(), json!(s.server_name));

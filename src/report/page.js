@@ -389,7 +389,7 @@
     var events = (doc.events || []).slice().sort(function (a, b) { return (a.ms || 0) - (b.ms || 0); });
     var ei = 0;
     steps.forEach(function (s, i) {
-      while (ei < events.length && (events[ei].ms || 0) < s.ms && s.depth === 0) add(grid, eventRow(events[ei++]));
+      while (ei < events.length && (events[ei].ms || 0) < s.ms) add(grid, eventRow(events[ei++]));
       var r = stepRow(s, i);
       rows.push(r);
       add(grid, r.node);
@@ -419,9 +419,9 @@
 
   function stepRow(s, i) {
     var node = el('div', 'step');
-    node.id = 'step-' + s.n;
+    node.id = 'step-' + s.label;
     node.tabIndex = -1;
-    node.dataset.n = s.n;
+    node.dataset.label = s.label;
     node.dataset.kind = s.kind;
     node.dataset.status = statusOf(s);
     var row = el('div', 'row');
@@ -445,7 +445,7 @@
     var st = statusOf(s);
     add(tail, el('span', 'dur', s.durationMs !== null && s.durationMs !== undefined ? fmtMs(s.durationMs) : ''),
       el('span', 'status ' + (st === 'ok' ? 'ok' : isProblem(s) ? 'bad' : 'other'), st.replace(/_/g, ' ')));
-    add(row, el('span', 'num', s.n), name, track, tail);
+    add(row, el('span', 'num', s.label), name, track, tail);
     var detail = el('div', 'detail hidden');
     add(node, row, detail);
     var r = { step: s, node: node, row: row, detail: detail, built: false, hay: null, index: i };
@@ -468,8 +468,8 @@
   function buildDetail(r) {
     var s = r.step, d = r.detail;
     var meta = el('div', 'meta');
-    var link = el('a', null, '#step-' + s.n);
-    link.href = '#step-' + s.n;
+    var link = el('a', null, '#step-' + s.label);
+    link.href = '#step-' + s.label;
     link.title = 'link to this step';
     add(meta, link);
     metaItem(meta, 'started ' + clock(s.at) + ' (+' + fmtMs(s.ms) + ')');
@@ -515,12 +515,12 @@
     r.detail.classList.toggle('hidden', !open);
     r.node.classList.toggle('open', open);
     r.row.setAttribute('aria-expanded', open ? 'true' : 'false');
-    if (open) state.open[r.step.n] = true; else delete state.open[r.step.n];
+    if (open) state.open[r.step.label] = true; else delete state.open[r.step.label];
   }
   function toggle(r) {
     var open = !r.node.classList.contains('open');
     setOpen(r, open);
-    if (open) setHash('#step-' + r.step.n);
+    if (open) setHash('#step-' + r.step.label);
   }
   function setHash(h) {
     try { history.replaceState(null, '', h); } catch (e) { /* file:// may refuse; the anchor still works */ }
@@ -583,9 +583,9 @@
 
   // ---- permalinks: #step-12 --------------------------------------------------
   function openFromHash() {
-    var m = /^#step-(\d+)$/.exec(location.hash);
+    var m = /^#step-(\d+(?:\.\d+)*)$/.exec(location.hash);
     if (!m) return;
-    var r = rows.find(function (x) { return String(x.step.n) === m[1]; });
+    var r = rows.find(function (x) { return x.step.label === m[1]; });
     if (!r) return;
     r.node.classList.remove('hidden');
     setOpen(r, true);
@@ -612,7 +612,7 @@
     state.tool = saved.tool || ''; set('tool', state.tool, 'value');
     state.errors = !!saved.errors; set('errors-only', state.errors, 'checked');
     applyFilters();
-    (saved.open || []).forEach(function (n) { var r = rows.find(function (x) { return String(x.step.n) === n; }); if (r) setOpen(r, true); });
+    (saved.open || []).forEach(function (l) { var r = rows.find(function (x) { return x.step.label === l; }); if (r) setOpen(r, true); });
     window.scrollTo(0, saved.y || 0);
   }
 

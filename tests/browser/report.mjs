@@ -74,8 +74,11 @@ for (const name of cases) {
   const want = expect.steps || [];
   check(`${name}: ${want.length} steps in order`, JSON.stringify(names.map((n, i) => n.startsWith(want[i]) ? want[i] : n)) === JSON.stringify(want),
     `drawn ${JSON.stringify(names)}, want ${JSON.stringify(want)}`);
-  const numbers = await page.$$eval('#steps .step', (els) => els.map((e) => e.dataset.n));
-  check(`${name}: numbered 1, 2, 3…`, JSON.stringify(numbers) === JSON.stringify(want.map((_, i) => String(i + 1))), JSON.stringify(numbers));
+  // Numbered as `bir runs show` numbers them: 1, 2, 3…, and 3.1 inside
+  // step 3's subagent; the page says so, in its # column and its ids.
+  const labels = expect.labels || want.map((_, i) => String(i + 1));
+  const numbers = await page.$$eval('#steps .step', (els) => els.map((e) => [e.id, e.querySelector('.num').textContent]));
+  check(`${name}: numbered ${labels.slice(0, 4).join(', ')}…`, JSON.stringify(numbers) === JSON.stringify(labels.map((l) => [`step-${l}`, l])), JSON.stringify(numbers));
   if (!want.length) {
     const empty = await page.textContent('main');
     check(`${name}: says there were no calls`, /No tool calls were recorded/.test(empty));
@@ -83,10 +86,10 @@ for (const name of cases) {
 
   // Expanding a step shows its arguments / result.
   if (expect.expand) {
-    const n = expect.expand.n;
-    await page.click(`#step-${n} .row`);
-    const detail = await page.textContent(`#step-${n} .detail`);
-    const visible = await page.isVisible(`#step-${n} .detail`);
+    const n = expect.expand.label;
+    await page.click(`[id="step-${n}"] .row`);
+    const detail = await page.textContent(`[id="step-${n}"] .detail`);
+    const visible = await page.isVisible(`[id="step-${n}"] .detail`);
     check(`${name}: step ${n} opens`, visible);
     check(`${name}: step ${n} shows "${expect.expand.text.slice(0, 40)}"`, detail.includes(expect.expand.text), detail.slice(0, 300));
     check(`${name}: step ${n} shows its arguments`, /Arguments/i.test(detail));
@@ -148,13 +151,13 @@ for (const name of cases) {
 
   // A permalink opens its step on load.
   if (want.length) {
-    const last = want.length;
+    const last = labels[labels.length - 1];
     const linked = await context.newPage();
     linked.on('request', (r) => { if (!r.url().startsWith(url)) requests.push(r.url()); });
     linked.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
     await linked.goto(`${url}#step-${last}`);
     await linked.waitForSelector('footer.foot');
-    check(`${name}: #step-${last} opens step ${last}`, await linked.isVisible(`#step-${last} .detail`));
+    check(`${name}: #step-${last} opens step ${last}`, await linked.isVisible(`[id="step-${last}"] .detail`));
     await linked.close();
   }
 

@@ -63,7 +63,7 @@ fn outline(doc: &Value) -> Vec<String> {
         .map(|s| {
             format!(
                 "{} {}{} {} {}",
-                s["n"],
+                s["label"].as_str().unwrap_or("?"),
                 "  ".repeat(s["depth"].as_u64().unwrap_or(0) as usize),
                 s["kind"].as_str().unwrap_or("?"),
                 s["status"].as_str().unwrap_or("?"),
@@ -87,8 +87,15 @@ fn keep_for_browser(case: &str, html: &str, doc: &Value, expect: Value) {
         .iter()
         .map(|s| &s["name"])
         .collect();
+    let labels: Vec<&Value> = doc["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| &s["label"])
+        .collect();
     let mut expect = expect;
     expect["steps"] = json!(names);
+    expect["labels"] = json!(labels);
     fs::write(
         dir.join(format!("{case}.expect.json")),
         serde_json::to_vec_pretty(&expect).expect("json"),
@@ -171,7 +178,7 @@ fn a_standalone_run_of_server_everything() {
         "everything",
         &html,
         &doc,
-        json!({"expand": {"n": 1, "text": "hello from the fixture"},
+        json!({"expand": {"label": "1", "text": "hello from the fixture"},
                "search": {"query": "in parallel", "count": 1},
                "errors": 1}),
     );
@@ -321,15 +328,16 @@ fn a_bound_run_with_subagents_and_parallel_calls() {
             "2 builtin ok Read",
             "3 builtin ok Grep",
             "4 agent ok Agent",
-            "5   mcp ok everything › echo",
-            "6   builtin error Bash",
+            "4.1   mcp ok everything › echo",
+            "4.2   builtin error Bash",
         ]
     );
     let s = &doc["steps"];
     assert_eq!(
-        (s[4]["parent"].as_u64(), s[5]["parent"].as_u64()),
-        (Some(4), Some(4))
+        (&s[4]["parent"], &s[5]["parent"]),
+        (&json!("4"), &json!("4"))
     );
+    assert_eq!(s[5]["n"], 6, "n counts every call in reading order");
     assert_eq!(s[4]["agentType"], "general-purpose");
     assert_eq!(s[0]["context"], "First, the files.");
     // Read and Grep overlap; the Agent's bar (no duration of its own) runs
@@ -350,7 +358,7 @@ fn a_bound_run_with_subagents_and_parallel_calls() {
         "bound",
         &html,
         &doc,
-        json!({"expand": {"n": 5, "text": "from the helper"},
+        json!({"expand": {"label": "4.1", "text": "from the helper"},
                "search": {"query": "readme", "count": 2},
                "errors": 1}),
     );
@@ -438,7 +446,7 @@ fn errors_truncations_binaries_redactions_and_an_injection_stay_what_they_are() 
         "marks",
         &html,
         &doc,
-        json!({"expand": {"n": 1, "text": INJECTION},
+        json!({"expand": {"label": "1", "text": INJECTION},
                "search": {"query": "redacted", "count": 1},
                "injection": INJECTION,
                "errors": 2}),
