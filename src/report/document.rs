@@ -24,27 +24,39 @@
 //! recorder. Nothing here escapes for HTML; `page.rs` embeds the document
 //! and the script renders it as text.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
-use crate::record::calls::{Call, calls};
-use crate::record::model::{Step, StepKind};
+use crate::record::calls::{Call, reader_calls};
+use crate::record::model::{Step, StepKind, StepType};
 use crate::record::store::LoadedRun;
 
 /// The page's document for `run`. `live` asks the page to refresh itself
 /// (the run is being followed); `generated_at` is when it was written.
 pub fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
-    let (calls, answers) = calls(run);
+    let all = reader_calls(run);
+    let calls = in_reading_order(&all);
     let origin = origin_of(run, &calls);
-    let labels = labels_of(&calls);
     let mut steps: Vec<Value> = Vec::with_capacity(calls.len());
-    for (call, label) in calls.iter().zip(&labels) {
-        let parent = call.parent.and_then(|p| labels.get(p));
-        steps.push(step_view(call, steps.len() + 1, label, parent, origin));
+    for (i, call) in calls.iter().enumerate() {
+        let parent = call.parent.map(|p| all[p].number.as_str());
+        steps.push(step_view(call, i + 1, parent, origin));
     }
+    // Each call's parent, as a position in `calls`.
+    let position: HashMap<&str, usize> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.number.as_str(), i))
+        .collect();
+    let parents: Vec<Option<usize>> = calls
+        .iter()
+        .map(|c| c.parent.and_then(|p| position.get(all[p].number.as_str()).copied()))
+        .collect();
     // An Agent step that never said how long it took lasts as long as the
     // steps of its subagent do.
     for i in (0..calls.len()).rev() {
-        if let Some(p) = calls[i].parent {
+        if let Some(p) = parents[i] {
             let end = steps[i]["endMs"].as_f64().unwrap_or(0.0);
             let bar = steps[p]["endMs"].as_f64().unwrap_or(0.0);
             if steps[p]["durationMs"].is_null() && end > bar {
@@ -82,7 +94,7 @@ pub fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
         "servers": servers_view(run),
         "turns": run.turns.iter().map(|t| json!({"turn": t.turn, "at": t.at, "prompt": t.prompt,
             "origin": t.origin, "ms": offset(&t.at, origin)})).collect::<Vec<_>>(),
-        "answers": answers_view(run, &answers),
+        "answers": answers_view(run),
         "steps": steps,
         "events": events,
         "span": span,
@@ -96,7 +108,7 @@ fn origin_of(run: &LoadedRun, calls: &[Call]) -> i64 {
     let header = run.header.as_ref().and_then(|h| millis(&h.started_at));
     let first = calls
         .iter()
-        .filter_map(|c| millis(&c.first().started_at))
+        .filter_map(|c| c.any().and_then(|s| millis(&s.started_at)))
         .min();
     match (header, first) {
         (Some(h), Some(f)) => h.min(f),
@@ -116,8 +128,18 @@ fn run_view(run: &LoadedRun, live: bool) -> Value {
     };
     v.insert("state".into(), json!(state));
     v.insert("live".into(), json!(live));
-    v.insert("calls".into(), json!(run.tool_calls()));
-    v.insert("errors".into(), json!(run.errors()));
+    let responses = run
+        .steps
+        .iter()
+        .filter(|s| s.step_type == StepType::ToolResponse);
+    let errors = responses.filter(|s| s.is_error).count();
+    let calls = run
+        .steps
+        .iter()
+        .filter(|s| s.step_type == StepType::ToolSelected)
+        .count();
+    v.insert("calls".into(), json!(calls));
+    v.insert("errors".into(), json!(errors));
     if let Some(h) = &run.header {
         let m = &h.metadata;
         v.insert("startedAt".into(), json!(h.started_at));
@@ -158,7 +180,7 @@ fn run_view(run: &LoadedRun, live: bool) -> Value {
         }
     }
     let why = lossy_why(run);
-    v.insert("lossy".into(), json!(run.lossy() || !why.is_empty()));
+    v.insert("lossy".into(), json!(!why.is_empty()));
     v.insert("lossyWhy".into(), json!(why));
     Value::Object(v)
 }
@@ -230,9 +252,17 @@ fn servers_view(run: &LoadedRun) -> Vec<Value> {
     servers
 }
 
-/// The model's final words: each `final_answer` step, else the run's
-/// output when no step carried it.
-fn answers_view(run: &LoadedRun, answers: &[&Step]) -> Vec<Value> {
+/// The model's final words: each `final_answer` step (a record written
+/// again for the same step replaces the first), else the run's output when
+/// no step carried it.
+fn answers_view(run: &LoadedRun) -> Vec<Value> {
+    let mut answers: Vec<&Step> = Vec::new();
+    for s in run.steps.iter().filter(|s| s.step_type == StepType::FinalAnswer) {
+        match answers.iter_mut().find(|a| a.step_index == s.step_index) {
+            Some(earlier) => *earlier = s,
+            None => answers.push(s),
+        }
+    }
     let mut out: Vec<Value> = answers
         .iter()
         .map(|a| {
@@ -252,40 +282,29 @@ fn answers_view(run: &LoadedRun, answers: &[&Step]) -> Vec<Value> {
     out
 }
 
-/// Each call's label, as `bir runs show` numbers a bound run: the
-/// top-level calls 1, 2, 3…, a subagent's calls under their Agent call
-/// 3.1, 3.2… (and 3.1.1 one level deeper). `calls` is in reading order, so
-/// a parent's label is made before its children's.
-fn labels_of(calls: &[Call]) -> Vec<String> {
-    let mut labels: Vec<String> = Vec::with_capacity(calls.len());
-    let mut top = 0u32;
-    let mut children = vec![0u32; calls.len()];
-    for call in calls {
-        let label = match call.parent {
-            Some(p) if p < labels.len() => {
-                children[p] += 1;
-                format!("{}.{}", labels[p], children[p])
-            }
-            _ => {
-                top += 1;
-                top.to_string()
-            }
-        };
-        labels.push(label);
-    }
-    labels
+/// The calls depth first, as a reader goes through them: each top-level
+/// call (by its number), then the calls of its subagent right after it.
+/// The numbers (`3`, `3.1`, `3.1.2`) say that order: compared part by
+/// part, as numbers.
+fn in_reading_order<'a>(calls: &[Call<'a>]) -> Vec<Call<'a>> {
+    let parts = |c: &Call| -> Vec<u64> {
+        c.number
+            .split('.')
+            .map(|p| p.parse().unwrap_or(u64::MAX))
+            .collect()
+    };
+    let mut ordered = calls.to_vec();
+    ordered.sort_by_cached_key(parts);
+    ordered
 }
 
-/// One call as the page shows it: the `number`th in reading order,
-/// labelled `label`, under the call labelled `parent`.
-fn step_view(
-    call: &Call,
-    number: usize,
-    label: &str,
-    parent: Option<&String>,
-    origin: i64,
-) -> Value {
-    let s = call.first();
+/// One call as the page shows it: the `number`th in reading order, under
+/// the call numbered `parent`.
+fn step_view(call: &Call, number: usize, parent: Option<&str>, origin: i64) -> Value {
+    let Some(s) = call.any() else {
+        return Value::Null;
+    };
+    let label = call.number.as_str();
     let start = offset(&s.started_at, origin).unwrap_or(0.0);
     let response = call.response;
     let duration = response.and_then(|r| r.duration_ms);
@@ -304,7 +323,7 @@ fn step_view(
     let mut v = Map::new();
     v.insert("n".into(), json!(number));
     v.insert("label".into(), json!(label));
-    v.insert("depth".into(), json!(call.depth));
+    v.insert("depth".into(), json!(label.matches('.').count()));
     v.insert("parent".into(), json!(parent));
     v.insert("kind".into(), json!(kind));
     v.insert("name".into(), json!(name));
