@@ -51,7 +51,10 @@ pub fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
         .collect();
     let parents: Vec<Option<usize>> = calls
         .iter()
-        .map(|c| c.parent.and_then(|p| position.get(all[p].number.as_str()).copied()))
+        .map(|c| {
+            c.parent
+                .and_then(|p| position.get(all[p].number.as_str()).copied())
+        })
         .collect();
     // An Agent step that never said how long it took lasts as long as the
     // steps of its subagent do.
@@ -257,7 +260,11 @@ fn servers_view(run: &LoadedRun) -> Vec<Value> {
 /// no step carried it.
 fn answers_view(run: &LoadedRun) -> Vec<Value> {
     let mut answers: Vec<&Step> = Vec::new();
-    for s in run.steps.iter().filter(|s| s.step_type == StepType::FinalAnswer) {
+    for s in run
+        .steps
+        .iter()
+        .filter(|s| s.step_type == StepType::FinalAnswer)
+    {
         match answers.iter_mut().find(|a| a.step_index == s.step_index) {
             Some(earlier) => *earlier = s,
             None => answers.push(s),
