@@ -143,23 +143,48 @@ fn fingerprint(path: &Path) -> Option<(u64, Option<SystemTime>)> {
         .map(|m| (m.len(), m.modified().ok()))
 }
 
+/// How long `--open` waits to learn whether the opener failed (xdg-open
+/// without a desktop fails at once; one that works may keep running).
+const OPENER_VERDICT: Duration = Duration::from_secs(3);
+
 /// Opens `page` with the desktop's opener, or says where it is.
 fn open(page: &Path) {
     let opener = ["xdg-open", "open"]
         .into_iter()
         .find(|name| on_path(name).is_some());
-    let started = opener.is_some_and(|name| {
-        Command::new(name)
-            .arg(page)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .is_ok()
-    });
-    if !started {
+    let Some(name) = opener else {
         out(&format!(
             "no xdg-open or open here: open {} in a browser",
+            escape(&page.display().to_string())
+        ));
+        return;
+    };
+    let child = Command::new(name)
+        .arg(page)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let failed = match child {
+        Err(_) => true,
+        Ok(mut child) => {
+            let deadline = Instant::now() + OPENER_VERDICT;
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => break !status.success(),
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    // Still running (a browser it started in the
+                    // foreground): it is opening the page.
+                    _ => break false,
+                }
+            }
+        }
+    };
+    if failed {
+        out(&format!(
+            "{name} could not open it (no desktop here?): open {} in a browser",
             escape(&page.display().to_string())
         ));
     }

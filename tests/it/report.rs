@@ -669,6 +669,14 @@ fn open_uses_the_desktop_opener_or_prints_the_path() {
         & 0o777;
     assert_eq!(mode, 0o600, "the page holds recorded data: private");
 
+    // An opener that fails (no desktop): the path is printed.
+    fs::write(&opener, "#!/bin/sh\nexit 3\n").expect("failing opener");
+    let out = run(&format!("{}:{system}", bin.display()));
+    assert!(
+        out.contains("xdg-open could not open it") && out.contains("run_bound_report.html"),
+        "{out}"
+    );
+
     // No opener anywhere on PATH: the path is printed.
     let empty = dir.join("empty-bin");
     fs::create_dir_all(&empty).expect("dir");
