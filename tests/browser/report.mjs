@@ -107,6 +107,14 @@ for (const name of cases) {
     check(`${name}: injection made no element and ran nothing`, state.pwned === null && state.imgs === 0 && state.bolds === 0 && state.scripts === 2, JSON.stringify(state));
   }
 
+  // An image the run kept inline is shown as an image (a data: URL).
+  if (expect.image) {
+    const at = `[id="step-${expect.image.label}"]`;
+    await page.click(`${at} .row`);
+    const img = await page.$eval(`${at} .detail img`, (i) => ({ src: i.src.slice(0, 30), loaded: i.complete && i.naturalWidth > 0 }));
+    check(`${name}: the kept image is drawn`, img.src.startsWith(`data:${expect.image.mime};base64,`) && img.loaded, JSON.stringify(img));
+  }
+
   // Search filters; errors only keeps the failed steps.
   if (expect.search) {
     await page.fill('#search', expect.search.query);

@@ -29,6 +29,10 @@ use crate::support::{Host, TempDir, bir, command};
 /// would set `window.__birPwned`.
 const INJECTION: &str = "</script><img src=x onerror=\"window.__birPwned=1\"><script>window.__birPwned=2</script><b>bold?</b>";
 
+/// A 1×1 GIF: small enough that the recorder keeps it inline (larger
+/// binaries become a stub with their size and hash).
+const PIXEL: &str = "R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7";
+
 /// The data embedded in a page: the JSON inside its `bir-run` element,
 /// which must hold no raw `<` (nothing can close the element early).
 fn page_data(html: &str) -> Value {
@@ -376,6 +380,7 @@ fn errors_truncations_binaries_redactions_and_an_injection_stay_what_they_are() 
             {"method": "tools/call", "tool": "gone", "do": [{"reply_error": {"code": -32602, "message": "no such tool"}}]},
             {"method": "tools/call", "tool": "big", "do": [{"big_reply_bytes": 200000}]},
             {"method": "tools/call", "tool": "image", "do": [{"reply": {"content": [{"type": "image", "mimeType": "image/png", "data": png}]}}]},
+            {"method": "tools/call", "tool": "pixel", "do": [{"reply": {"content": [{"type": "image", "mimeType": "image/gif", "data": PIXEL}]}}]},
         ]
     });
     let mut host = Host::start(proxy(&dir, &script));
@@ -392,6 +397,7 @@ fn errors_truncations_binaries_redactions_and_an_injection_stay_what_they_are() 
             "echo",
             json!({"token": token, "note": format!("use {token} here")}),
         ),
+        call(7, "pixel", json!({})),
     ];
     for c in &calls {
         host.send(c);
@@ -410,6 +416,7 @@ fn errors_truncations_binaries_redactions_and_an_injection_stay_what_they_are() 
             "4 mcp ok peer › big",
             "5 mcp ok peer › image",
             "6 mcp ok peer › echo",
+            "7 mcp ok peer › pixel",
         ]
     );
     let s = &doc["steps"];
@@ -437,6 +444,10 @@ fn errors_truncations_binaries_redactions_and_an_injection_stay_what_they_are() 
     );
     assert!(s[5]["redactions"].as_u64() >= Some(1));
     assert!(!html.contains(&token), "the secret is in the page");
+    assert_eq!(
+        s[6]["result"]["content"][0]["data"], PIXEL,
+        "a tiny image is kept inline"
+    );
     assert!(
         html.len() < 100_000,
         "a capped payload keeps the page small: {}",
@@ -449,6 +460,7 @@ fn errors_truncations_binaries_redactions_and_an_injection_stay_what_they_are() 
         json!({"expand": {"label": "1", "text": INJECTION},
                "search": {"query": "redacted", "count": 1},
                "injection": INJECTION,
+               "image": {"label": "7", "mime": "image/gif"},
                "errors": 2}),
     );
 }
