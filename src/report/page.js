@@ -34,6 +34,7 @@
   // ---- formatting --------------------------------------------------------
   function fmtMs(ms) {
     if (ms === null || ms === undefined || isNaN(ms)) return '';
+    if (ms === 0) return '0 ms';
     if (ms < 1) return ms.toFixed(2) + ' ms';
     if (ms < 1000) return (ms < 10 ? ms.toFixed(1) : Math.round(ms)) + ' ms';
     var s = ms / 1000;
@@ -333,6 +334,9 @@
   function timeline() {
     var sec = el('section', 'panel');
     add(sec, el('h2', null, 'Steps'));
+    if (steps.length) {
+      add(sec, el('p', 'hint', 'One row per tool call, numbered as bir runs show numbers them. Each bar shows when the call ran on the run\'s time axis; bars side by side in time ran at once. Click a row to see its arguments and result.'));
+    }
     if (!steps.length) {
       add(sec, el('p', 'empty', run.state === 'open'
         ? 'No tool call yet: this run has not made one so far.'
