@@ -16,7 +16,7 @@
 // Env: BIR_CHROMIUM (default /usr/bin/chromium), BIR_PLAYWRIGHT (the
 // playwright-core directory, default .peers/browser/node_modules/playwright-core).
 import { createRequire } from 'node:module';
-import { readFileSync, readdirSync, existsSync } from 'node:fs';
+import { readFileSync, readdirSync, existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -172,6 +172,31 @@ for (const name of cases) {
   check(`${name}: no network request`, requests.length === 0, requests.join(', '));
   check(`${name}: no console error`, problems.length === 0, problems.join(' | '));
   await page.close();
+}
+
+// --follow's page: a live page (written just now) reloads itself and says
+// so; one whose follower stopped long ago stays still and says that. The
+// pages are copies of a finished run's, with the data's live flag and time
+// changed as a follower would write them.
+{
+  const source = readFileSync(join(pagesDir, 'everything.html'), 'utf8');
+  const variant = (generatedAt) => source
+    .replace('"live":false', '"live":true')
+    .replace(/"generatedAt":"[^"]*"/, `"generatedAt":"${generatedAt}"`);
+  for (const [label, age, reloads] of [['live', 0, true], ['stale', 120000, false]]) {
+    const file = join(pagesDir, `follow-${label}.html`);
+    writeFileSync(file, variant(new Date(Date.now() - age).toISOString()));
+    const page = await context.newPage();
+    let loads = 0;
+    page.on('load', () => { loads++; });
+    await page.goto(pathToFileURL(file).href);
+    await page.waitForSelector('footer.foot');
+    const banner = await page.textContent('#live');
+    await page.waitForTimeout(3500);
+    check(`follow: a ${label} page ${reloads ? 'reloads' : 'stays still'}`, reloads ? loads >= 2 : loads === 1, `${loads} loads`);
+    check(`follow: a ${label} page says so`, reloads ? /^Live/.test(banner) : /follower stopped/.test(banner), banner);
+    await page.close();
+  }
 }
 
 await context.close();
