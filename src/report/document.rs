@@ -306,14 +306,15 @@ fn in_reading_order<'a>(calls: &[Call<'a>]) -> Vec<Call<'a>> {
 }
 
 /// One call as the page shows it: the `number`th in reading order, under
-/// the call numbered `parent`.
+/// the call numbered `parent`. A field both records carry is taken from
+/// the selection, else the response.
 fn step_view(call: &Call, number: usize, parent: Option<&str>, origin: i64) -> Value {
     let Some(s) = call.any() else {
         return Value::Null;
     };
     let label = call.number.as_str();
+    let (selected, response) = (call.selected, call.response);
     let start = offset(&s.started_at, origin).unwrap_or(0.0);
-    let response = call.response;
     let duration = response.and_then(|r| r.duration_ms);
     let kind = match s.kind {
         Some(StepKind::Builtin) => "builtin",
@@ -327,99 +328,48 @@ fn step_view(call: &Call, number: usize, parent: Option<&str>, origin: i64) -> V
     } else {
         s.qualified_name.to_string()
     };
-    let mut v = Map::new();
-    v.insert("n".into(), json!(number));
-    v.insert("label".into(), json!(label));
-    v.insert("depth".into(), json!(label.matches('.').count()));
-    v.insert("parent".into(), json!(parent));
-    v.insert("kind".into(), json!(kind));
-    v.insert("name".into(), json!(name));
-    v.insert("server".into(), json!(s.server_name));
-    v.insert("tool".into(), json!(s.tool_name));
-    v.insert("qualified".into(), json!(s.qualified_name));
-    v.insert("at".into(), json!(s.started_at));
-    v.insert("ms".into(), json!(start));
-    v.insert("durationMs".into(), json!(duration));
-    v.insert("endMs".into(), json!(start + duration.unwrap_or(0.0)));
-    v.insert("status".into(), json!(status_of(call)));
-    v.insert(
-        "isError".into(),
-        json!(response.is_some_and(|r| r.is_error)),
-    );
-    let selected = call.selected;
-    let pick = |f: fn(&Step) -> Option<Value>| {
+    let either = |f: fn(&Step) -> Option<Value>| {
         selected
             .and_then(f)
             .or_else(|| response.and_then(f))
             .unwrap_or(Value::Null)
     };
-    v.insert("args".into(), pick(|x| x.input.as_deref().cloned()));
-    v.insert(
-        "result".into(),
-        json!(response.and_then(|r| r.output.as_deref())),
-    );
-    v.insert(
-        "error".into(),
-        json!(response.and_then(|r| r.error.as_deref())),
-    );
-    v.insert(
-        "context".into(),
-        pick(|x| x.context.as_deref().map(|c| json!(c))),
-    );
-    v.insert(
-        "outcome".into(),
-        pick(|x| x.outcome.as_ref().map(|o| json!(o))),
-    );
-    v.insert("turn".into(), pick(|x| x.turn.map(|t| json!(t))));
-    v.insert(
-        "agentType".into(),
-        pick(|x| x.agent_type.as_deref().map(|a| json!(a))),
-    );
-    v.insert(
-        "agentId".into(),
-        pick(|x| x.agent_id.as_deref().map(|a| json!(a))),
-    );
-    v.insert(
-        "toolUseId".into(),
-        pick(|x| x.tool_use_id.as_deref().map(|a| json!(a))),
-    );
-    v.insert(
-        "requestId".into(),
-        pick(|x| x.request_id.as_deref().cloned()),
-    );
-    v.insert(
-        "argsDigest".into(),
-        pick(|x| x.args_digest.as_ref().map(|d| json!(d))),
-    );
-    v.insert(
-        "permission".into(),
-        json!(response.and_then(|r| r.permission.as_deref())),
-    );
-    let withheld: Vec<&str> = [selected, response]
-        .iter()
-        .flatten()
-        .filter_map(|x| x.withheld.as_deref())
-        .collect();
-    v.insert("withheld".into(), json!(withheld.first()));
-    let repaired: Vec<&str> = [selected, response]
-        .iter()
-        .flatten()
-        .filter_map(|x| x.repaired.as_deref())
-        .collect();
-    v.insert("repaired".into(), json!(repaired.join(",")));
-    v.insert(
-        "redactions".into(),
-        json!(selected.map_or(0, |x| x.redactions) + response.map_or(0, |x| x.redactions)),
-    );
-    v.insert(
-        "correlation".into(),
-        json!(response.and_then(|r| r.correlation.as_deref())),
-    );
-    v.insert(
-        "records".into(),
-        json!([selected.map(|x| &x.id), response.map(|x| &x.id)]),
-    );
-    Value::Object(v)
+    let both = [selected, response];
+    let records = || both.iter().flatten();
+    json!({
+        "n": number,
+        "label": label,
+        "depth": label.matches('.').count(),
+        "parent": parent,
+        "kind": kind,
+        "name": name,
+        "server": s.server_name,
+        "tool": s.tool_name,
+        "qualified": s.qualified_name,
+        "at": s.started_at,
+        "ms": start,
+        "durationMs": duration,
+        "endMs": start + duration.unwrap_or(0.0),
+        "status": status_of(call),
+        "isError": response.is_some_and(|r| r.is_error),
+        "args": either(|x| x.input.as_deref().cloned()),
+        "result": response.and_then(|r| r.output.as_deref()),
+        "error": response.and_then(|r| r.error.as_deref()),
+        "permission": response.and_then(|r| r.permission.as_deref()),
+        "correlation": response.and_then(|r| r.correlation.as_deref()),
+        "context": either(|x| x.context.as_deref().map(|c| json!(c))),
+        "outcome": either(|x| x.outcome.as_ref().map(|o| json!(o))),
+        "turn": either(|x| x.turn.map(|t| json!(t))),
+        "agentType": either(|x| x.agent_type.as_deref().map(|a| json!(a))),
+        "agentId": either(|x| x.agent_id.as_deref().map(|a| json!(a))),
+        "toolUseId": either(|x| x.tool_use_id.as_deref().map(|a| json!(a))),
+        "requestId": either(|x| x.request_id.as_deref().cloned()),
+        "argsDigest": either(|x| x.args_digest.as_ref().map(|d| json!(d))),
+        "withheld": records().find_map(|x| x.withheld.as_deref()),
+        "repaired": records().filter_map(|x| x.repaired.as_deref()).collect::<Vec<_>>().join(","),
+        "redactions": records().map(|x| x.redactions).sum::<u32>(),
+        "records": [selected.map(|x| &x.id), response.map(|x| &x.id)],
+    })
 }
 
 /// How the call ended, as one word the page colours and filters by.

@@ -465,6 +465,13 @@ fn errors_truncations_binaries_redactions_and_an_injection_stay_what_they_are() 
     );
 }
 
+/// The `run_started` record of a standalone run of `server`, started at
+/// 20:00:00.
+fn standalone_start(id: &str, server: &str) -> Value {
+    json!({"kind": "run_started", "data": {"id": id, "startedAt": "2026-12-01T20:00:00.000Z",
+        "metadata": {"recorder": "bir", "tier": "standalone", "wrappedServers": [server], "cwd": "/p", "birVersion": "0"}}})
+}
+
 #[test]
 fn an_empty_run_and_an_empty_journal() {
     let dir = TempDir::new("report-empty");
@@ -472,8 +479,7 @@ fn an_empty_run_and_an_empty_journal() {
         &dir,
         "run_empty",
         &[
-            json!({"kind": "run_started", "data": {"id": "run_empty", "startedAt": "2026-12-01T20:00:00.000Z",
-                "metadata": {"recorder": "bir", "tier": "standalone", "wrappedServers": ["quiet"], "cwd": "/p", "birVersion": "0"}}}),
+            standalone_start("run_empty", "quiet"),
             json!({"kind": "run_finished", "data": {"finishedAt": "2026-12-01T20:00:02.000Z",
                 "metrics": {"toolCalls": 0, "errors": 0, "totalToolMs": 0.0}, "lossy": false, "dropped": 0}}),
         ],
@@ -501,8 +507,7 @@ fn a_lossy_run_says_why() {
         &dir,
         "run_lossy",
         &[
-            json!({"kind": "run_started", "data": {"id": "run_lossy", "startedAt": "2026-12-01T20:00:00.000Z",
-                "metadata": {"recorder": "bir", "tier": "standalone", "wrappedServers": ["peer"], "cwd": "/p", "birVersion": "0"}}}),
+            standalone_start("run_lossy", "peer"),
             step(
                 1,
                 "tool_selected",
