@@ -325,7 +325,8 @@
     var pow = Math.pow(10, Math.floor(Math.log10(target)));
     var stepMs = [1, 2, 5, 10].map(function (m) { return m * pow; }).find(function (x) { return x >= target; }) || pow * 10;
     for (var t = 0; t <= span + 1e-9; t += stepMs) {
-      var tk = el('span', 'tick', t === 0 ? '0' : fmtMs(t));
+      // The last label would run past the axis: a line without it.
+      var tk = el('span', 'tick', pct(t) > 94 ? '' : t === 0 ? '0' : fmtMs(t));
       tk.style.left = pct(t) + '%';
       track.appendChild(tk);
     }
