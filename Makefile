@@ -8,6 +8,7 @@
 #   make build    static release binary
 #   make bench    overhead benchmark (direct vs byte pump vs bir-proxy)
 #   make bench-http  bir-proxy --url vs supergateway, mcp-proxy, a direct HTTP client
+#   make browser  the HTML report (bir report) checked in headless Chromium
 #   make golden   regenerate golden/ transcripts (then review `git diff golden/`)
 #   make dist     release archive dist/bir-<version>-<target>.tar.gz + SHA256SUMS
 
@@ -27,7 +28,7 @@ DIST_NAME := bir-$(VERSION)-$(TARGET)
 .PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e browser demo golden bench bench-http clean
 
 help:
-	@sed -n '1,14p' Makefile
+	@sed -n '1,15p' Makefile
 
 build:
 	RUSTFLAGS="$(STATIC_RUSTFLAGS)" cargo build --release --locked --target $(TARGET)

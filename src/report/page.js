@@ -285,7 +285,11 @@
       var div = el('div', 'turn');
       add(div, el('div', 'who', 'Turn ' + t.turn + (t.at ? ' · ' + clock(t.at) : '') +
         (t.origin ? ' · from the host (' + t.origin + ')' : ' · prompt')));
-      var p = el('div', 'text');
+      // A prompt from the host (a background agent's <task-notification>)
+      // is XML; its summary says what happened.
+      var summary = t.origin ? /<summary>([\s\S]*?)<\/summary>/.exec(String(t.prompt)) : null;
+      if (summary) add(div, el('div', 'text', summary[1]));
+      var p = el('div', summary ? 'text digest' : 'text');
       foldedText(t.prompt, p);
       add(sec, add(div, p));
       answers.forEach(function (a, i) {
