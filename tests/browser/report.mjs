@@ -178,7 +178,7 @@ for (const name of cases) {
 // so; one whose follower stopped long ago stays still and says that. The
 // pages are copies of a finished run's, with the data's live flag and time
 // changed as a follower would write them.
-{
+if (existsSync(join(pagesDir, 'everything.html'))) {
   const source = readFileSync(join(pagesDir, 'everything.html'), 'utf8');
   const variant = (generatedAt) => source
     .replace('"live":false', '"live":true')
