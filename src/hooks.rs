@@ -9,7 +9,11 @@
 //!    (`daemon::client`), within a budget,
 //! 3. posts the payload unchanged to `POST /hook/<Event>`,
 //! 4. prints the daemon's answer if there is one, it is JSON, and the event
-//!    allows it.
+//!    allows it. The daemon answers only a `PreToolUse` that asked for
+//!    call-id injection (`?correlate=inject`, sent when the hook command
+//!    says `--correlate inject` or `BIR_CORRELATE=inject` is set, and not
+//!    `--no-correlation`): `updatedInput` with `__bir_call_id__`, never a
+//!    permission decision (`bound::answer`).
 //!
 //! Invariants: it always exits 0; any trouble (no home, no daemon, a slow
 //! daemon, a bad answer) ends it silently — the session goes on unrecorded
@@ -21,6 +25,7 @@
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
+use crate::bound::Correlation;
 use crate::cli::{Exit, HooksArgs, Role, parse_args, print_version};
 use crate::daemon::client;
 use crate::error::ExitStatus;
@@ -43,7 +48,12 @@ pub fn main(args: &[String]) -> Exit {
     if parsed.as_ref().is_some_and(|a| a.version) {
         return print_version("bir-hooks");
     }
-    let event = parsed.and_then(|a| a.rest.into_iter().next());
+    let rest = parsed.map(|a| a.rest).unwrap_or_default();
+    let event = rest.first().cloned();
+    let correlation = correlation(
+        &rest[rest.len().min(1)..],
+        std::env::var(Correlation::ENV).ok(),
+    );
     let mut payload = Vec::new();
     if let Err(err) = std::io::stdin()
         .take(MAX_PAYLOAD as u64 + 1)
@@ -67,7 +77,12 @@ pub fn main(args: &[String]) -> Exit {
         log::debug!("{event}: payload over {MAX_PAYLOAD} bytes: not forwarded");
         return ExitStatus::Success.into();
     }
-    if let Some(answer) = forward(&event, &payload)
+    let path = if event == "PreToolUse" && correlation == Correlation::Inject {
+        format!("/hook/{event}?correlate=inject")
+    } else {
+        format!("/hook/{event}")
+    };
+    if let Some(answer) = forward(&event, &path, &payload)
         && may_print(&event)
         && is_json(&answer)
     {
@@ -79,7 +94,7 @@ pub fn main(args: &[String]) -> Exit {
 
 /// Posts the payload to the daemon (starting it if needed); the answer's
 /// body when it was a 200 with something in it.
-fn forward(event: &str, payload: &[u8]) -> Option<Vec<u8>> {
+fn forward(event: &str, path: &str, payload: &[u8]) -> Option<Vec<u8>> {
     let start = Instant::now();
     let total = if event == "SessionEnd" {
         SESSION_END_TOTAL
@@ -88,9 +103,8 @@ fn forward(event: &str, payload: &[u8]) -> Option<Vec<u8>> {
     };
     let left = || total.checked_sub(start.elapsed()).filter(|d| !d.is_zero());
     let home = crate::home::bir_home()?;
-    let path = format!("/hook/{event}");
     let first = client::discover(&home).map(|endpoint| {
-        let answer = endpoint.post(&path, payload, POST_DEADLINE.min(total));
+        let answer = endpoint.post(path, payload, POST_DEADLINE.min(total));
         (endpoint, answer)
     });
     let answer = match first {
@@ -104,7 +118,7 @@ fn forward(event: &str, payload: &[u8]) -> Option<Vec<u8>> {
         _ => {
             let budget = left()?.min(START_BUDGET);
             let endpoint = client::ensure_running(&home, budget)?;
-            match endpoint.post(&path, payload, left()?.min(POST_DEADLINE)) {
+            match endpoint.post(path, payload, left()?.min(POST_DEADLINE)) {
                 Ok(answer) => answer,
                 Err(err) => {
                     log::debug!("{event}: daemon did not answer: {err}");
@@ -121,6 +135,28 @@ fn forward(event: &str, payload: &[u8]) -> Option<Vec<u8>> {
             None
         }
     }
+}
+
+/// The call-id injection mode: the hook command's own arguments
+/// (`--correlate MODE`, `--correlate=MODE`, `--no-correlation`, written by
+/// `bir install`) win over `BIR_CORRELATE`; the default is passive. An
+/// unknown word counts as the default: a hook never fails over it.
+fn correlation(args: &[String], env: Option<String>) -> Correlation {
+    let mut from_args = None;
+    let mut words = args.iter();
+    while let Some(arg) = words.next() {
+        let mode = match arg.as_str() {
+            "--no-correlation" => Some(Correlation::Off),
+            "--correlate" => words.next().and_then(|w| Correlation::parse(w)),
+            other => other
+                .strip_prefix("--correlate=")
+                .and_then(Correlation::parse),
+        };
+        from_args = mode.or(from_args);
+    }
+    from_args
+        .or_else(|| env.as_deref().and_then(Correlation::parse))
+        .unwrap_or(Correlation::Passive)
 }
 
 fn could_not_connect(err: &std::io::Error) -> bool {
@@ -174,6 +210,31 @@ mod tests {
         assert!(!may_print("WorktreeCreate"));
         assert!(may_print("PreToolUse"));
         assert!(may_print("SomethingNew"));
+    }
+
+    #[test]
+    fn the_hook_command_chooses_injection_before_the_environment() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let env = |v: &str| Some(v.to_owned());
+        assert_eq!(correlation(&[], None), Correlation::Passive);
+        assert_eq!(correlation(&[], env("inject")), Correlation::Inject);
+        assert_eq!(correlation(&[], env("bogus")), Correlation::Passive);
+        assert_eq!(
+            correlation(&args(&["--no-correlation"]), env("inject")),
+            Correlation::Off
+        );
+        assert_eq!(
+            correlation(&args(&["--correlate", "inject"]), None),
+            Correlation::Inject
+        );
+        assert_eq!(
+            correlation(&args(&["--correlate=inject"]), env("off")),
+            Correlation::Inject
+        );
+        assert_eq!(
+            correlation(&args(&["--correlate=off"]), env("inject")),
+            Correlation::Off
+        );
     }
 
     #[test]

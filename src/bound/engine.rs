@@ -204,6 +204,23 @@ impl Engine {
             .is_some_and(|s| s.hooks_seen && !s.finished)
     }
 
+    /// The answer to a `PreToolUse` hook whose sender asked for call-id
+    /// injection (`Correlation::Inject`): `updatedInput` with
+    /// `__bir_call_id__` for an MCP call to a server whose proxy is bound in
+    /// the payload's session, else `None` (see `answer.rs`). Ask before
+    /// handing the hook itself to [`Engine::handle`]; the answer does not
+    /// depend on it.
+    pub(crate) fn injection(&self, payload: &serde_json::Value) -> Option<serde_json::Value> {
+        let session_id = payload["session_id"].as_str()?;
+        let session = self.sessions.get(session_id).filter(|s| !s.finished)?;
+        super::answer::inject_call_id(payload, |server| {
+            session
+                .proxies
+                .values()
+                .any(|bound| super::join::spelled(bound) == server)
+        })
+    }
+
     pub(crate) fn sessions(&self) -> Vec<SessionSummary> {
         let mut all: Vec<SessionSummary> = self.sessions.values().map(Session::summary).collect();
         all.sort_by(|a, b| a.session_id.cmp(&b.session_id));

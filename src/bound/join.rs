@@ -24,6 +24,11 @@ const CALL_ID_PREFIX: &str = "bir-";
 /// The correlation mark of a fingerprint join.
 pub(crate) const BY_FINGERPRINT: &str = "fingerprint";
 
+/// The id a `PreToolUse` answer injects for call `tool_use_id`.
+pub(crate) fn injected_id(tool_use_id: &str) -> String {
+    format!("{CALL_ID_PREFIX}{tool_use_id}")
+}
+
 /// Removes an injected call id from `args`; returns the `tool_use_id` it
 /// names.
 pub(crate) fn strip_call_id(args: &mut Value) -> Option<String> {

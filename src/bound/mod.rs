@@ -35,6 +35,7 @@
 //!   [`Engine::shutdown`] — never at `Stop`: Claude Code's Agent tool is
 //!   asynchronous and its result starts another turn of the same session.
 
+mod answer;
 mod engine;
 mod hook;
 mod join;
@@ -42,6 +43,7 @@ mod session;
 mod transcript;
 pub(crate) mod wire;
 
+pub(crate) use answer::Correlation;
 pub(crate) use engine::Engine;
 
 #[cfg(test)]

@@ -745,6 +745,74 @@ fn an_injected_call_id_joins_and_is_not_stored() {
     assert!(!h.journal().contains("__bir_call_id__"));
 }
 
+/// The opt-in injection end to end in the engine: the `PreToolUse` answer
+/// for a bound server's call carries the id (and no permission decision);
+/// the host runs the call with it and without `_meta`; the proxy's report
+/// joins on it, and nothing stored holds the key.
+#[test]
+fn the_pre_tool_use_answer_injects_an_id_that_joins_a_report_without_meta() {
+    let mut h = Harness::new();
+    start(&mut h, "echo twice");
+    let args = json!({"message": "hi"});
+    let mut payload = pre("mcp__everything__echo", "toolu_1", args.clone());
+    payload["session_id"] = json!(SESSION);
+    payload["hook_event_name"] = json!("PreToolUse");
+    let answer = h.engine.injection(&payload).expect("an injection");
+    assert_eq!(answer["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+    assert!(
+        answer["hookSpecificOutput"]
+            .get("permissionDecision")
+            .is_none()
+    );
+    let updated = answer["hookSpecificOutput"]["updatedInput"].clone();
+    assert_eq!(
+        updated,
+        json!({"message": "hi", "__bir_call_id__": "bir-toolu_1"})
+    );
+
+    // Not for a built-in, a server without a bound proxy, another session.
+    let bash = pre("Bash", "toolu_x", json!({"command": "ls"}));
+    let mut bash = bash;
+    bash["session_id"] = json!(SESSION);
+    assert_eq!(h.engine.injection(&bash), None);
+    let mut other = pre("mcp__github__search", "toolu_y", json!({}));
+    other["session_id"] = json!(SESSION);
+    assert_eq!(h.engine.injection(&other), None);
+    let mut stranger = payload.clone();
+    stranger["session_id"] = json!("another-session");
+    assert_eq!(h.engine.injection(&stranger), None);
+
+    // Two identical calls in flight: only the injected ids tell them apart.
+    h.hook(2.0, "PreToolUse", payload.clone());
+    h.pre(2.1, "mcp__everything__echo", "toolu_2", args.clone());
+    let second = json!({"message": "hi", "__bir_call_id__": "bir-toolu_2"});
+    h.echo_report(2.5, None, second.clone(), "second");
+    h.echo_report(2.6, None, updated.clone(), "first");
+    let content = json!([{"type": "text", "text": "Echo: hi"}]);
+    h.post(
+        3.0,
+        "mcp__everything__echo",
+        "toolu_1",
+        updated,
+        content.clone(),
+    );
+    h.post(3.1, "mcp__everything__echo", "toolu_2", second, content);
+    h.stop(4.0, "done");
+    h.end(5.0);
+    h.tick(20.0);
+    h.assert_well_formed();
+    for (id, text) in [("toolu_1", "first"), ("toolu_2", "second")] {
+        let (selected, response) = h.assert_told_once(id);
+        assert_eq!(selected.input.as_deref(), Some(&args), "{id}");
+        assert_eq!(response.output.as_deref(), Some(&echo_result(text)), "{id}");
+        assert_eq!(
+            response.correlation, None,
+            "{id}: joined exactly, not by fingerprint"
+        );
+    }
+    assert!(!h.journal().contains("__bir_call_id__"), "{}", h.journal());
+}
+
 #[test]
 fn a_proxy_call_without_any_hook_is_still_an_mcp_step() {
     let mut h = Harness::new();

@@ -460,21 +460,30 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, path) if path.starts_with("/hook/") => {
-            let event = &path["/hook/".len()..];
+            let (event, query) = path["/hook/".len()..]
+                .split_once('?')
+                .unwrap_or((&path["/hook/".len()..], ""));
             if event.is_empty() {
                 return (404, Vec::new());
             }
-            let Ok(payload) = serde_json::from_slice(&request.body) else {
+            let Ok(payload) = serde_json::from_slice::<serde_json::Value>(&request.body) else {
                 return (400, Vec::new());
             };
+            let mut core = daemon.core();
+            // The hook's stdout: nothing, except the call-id injection its
+            // sender asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
+            let answer = (event == "PreToolUse" && asks_injection(query))
+                .then(|| core.engine.injection(&payload))
+                .flatten();
             let input = Input::Hook {
                 event: event.to_owned(),
                 payload,
             };
-            daemon.core().handle(input, now);
-            // The hook's stdout: nothing to say (the engine decides nothing
-            // for the host).
-            (200, Vec::new())
+            core.handle(input, now);
+            match answer.map(|a| serde_json::to_vec(&a)) {
+                Some(Ok(body)) => (200, body),
+                _ => (200, Vec::new()),
+            }
         }
         (Method::Post, "/proxy/register") => {
             let Ok(register) = serde_json::from_slice::<wire::ProxyRegister>(&request.body) else {
@@ -504,6 +513,11 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
         }
         _ => (404, Vec::new()),
     }
+}
+
+/// `correlate=inject` among a hook route's query parameters.
+fn asks_injection(query: &str) -> bool {
+    query.split('&').any(|pair| pair == "correlate=inject")
 }
 
 fn proxy_input<T: serde::de::DeserializeOwned>(
