@@ -115,12 +115,7 @@ pub fn status_lines() -> Vec<String> {
         Ok(e) => e,
         Err(missing) => return vec![format!("Recorder daemon: {}", describe_missing(&missing))],
     };
-    let answer = endpoint
-        .get("/sessions", PROBE)
-        .ok()
-        .filter(|(status, _)| *status == 200)
-        .and_then(|(_, body)| serde_json::from_slice::<SessionsAnswer>(&body).ok());
-    let Some(answer) = answer else {
+    let Some(answer) = sessions_of(&endpoint) else {
         return vec![format!(
             "Recorder daemon: {} (pid {}) does not answer",
             endpoint.url,
@@ -147,6 +142,15 @@ pub fn status_lines() -> Vec<String> {
         ));
     }
     lines
+}
+
+/// `GET /sessions`, when the daemon answers it.
+fn sessions_of(endpoint: &client::Endpoint) -> Option<SessionsAnswer> {
+    endpoint
+        .get("/sessions", PROBE)
+        .ok()
+        .filter(|(status, _)| *status == 200)
+        .and_then(|(_, body)| serde_json::from_slice::<SessionsAnswer>(&body).ok())
 }
 
 fn uptime(h: &Health) -> String {
@@ -201,5 +205,150 @@ pub fn doctor_line() -> (String, bool) {
             (format!("recorder daemon: {}", describe_missing(&m)), false)
         }
         Err(m) => (format!("recorder daemon: {}", describe_missing(&m)), true),
+    }
+}
+
+/// `bir doctor`'s live check: for each session the running daemon records,
+/// whether each server wrapped for `project` (`wrapped`: the names of
+/// Claude Code's wrapped entries there) has a proxy bound to it. The lines,
+/// and how many problems they name.
+///
+/// Only sessions started in `project` are held to its list: a session
+/// elsewhere has other servers, and shows just the proxies bound to it. A
+/// wrapped server without a bound proxy in a live session of this project
+/// is a problem: its calls are told from the hooks alone (no server result,
+/// no duration), or its proxy records a standalone run beside the
+/// session's. No daemon, or one that does not answer, adds nothing here
+/// (the daemon check above says so).
+pub fn doctor_sessions(project: &Path, wrapped: &[String]) -> (Vec<String>, usize) {
+    let Some(home) = crate::home::bir_home() else {
+        return (Vec::new(), 0);
+    };
+    let Some(answer) = client::lookup(&home).ok().and_then(|e| sessions_of(&e)) else {
+        return (Vec::new(), 0);
+    };
+    session_lines(&answer.sessions, project, wrapped)
+}
+
+fn session_lines(
+    sessions: &[super::SessionView],
+    project: &Path,
+    wrapped: &[String],
+) -> (Vec<String>, usize) {
+    if sessions.is_empty() {
+        return (
+            vec!["  no live session (a Claude Code session with bir's hooks shows here)".into()],
+            0,
+        );
+    }
+    let here = same_dir_key(project);
+    let mut lines = Vec::new();
+    let mut problems = 0;
+    for s in sessions {
+        let in_project = !s.cwd.is_empty() && same_dir_key(Path::new(&s.cwd)) == here;
+        lines.push(format!(
+            "  live session {} in {}{} (run {}, {} step(s))",
+            s.session_id,
+            if s.cwd.is_empty() { "?" } else { &s.cwd },
+            if in_project { " (this project)" } else { "" },
+            s.run_id,
+            s.steps
+        ));
+        if !in_project || wrapped.is_empty() {
+            lines.push(if s.proxies.is_empty() {
+                "    no proxy bound".to_owned()
+            } else {
+                format!("    proxies bound: {}", s.proxies.join(", "))
+            });
+            continue;
+        }
+        let width = wrapped
+            .iter()
+            .chain(&s.proxies)
+            .map(String::len)
+            .max()
+            .unwrap_or(4);
+        for name in wrapped {
+            if s.proxies.contains(name) {
+                lines.push(format!("    {name:<width$}  bound"));
+            } else {
+                problems += 1;
+                lines.push(format!(
+                    "    {name:<width$}  PROBLEM: not bound: its calls get no server result in this run \
+                     (was the session started before `bir install`, or with recording off? restart it)"
+                ));
+            }
+        }
+        for extra in s.proxies.iter().filter(|p| !wrapped.contains(p)) {
+            lines.push(format!(
+                "    {extra:<width$}  bound (not a wrapped entry of this project)"
+            ));
+        }
+    }
+    (lines, problems)
+}
+
+/// A directory as compared between a session's cwd and the project:
+/// canonical when it exists, else as written.
+fn same_dir_key(dir: &Path) -> std::path::PathBuf {
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::SessionView;
+
+    fn session(id: &str, cwd: &str, proxies: &[&str]) -> SessionView {
+        SessionView {
+            session_id: id.into(),
+            run_id: format!("run_{id}"),
+            cwd: cwd.into(),
+            steps: 3,
+            proxies: proxies.iter().map(|p| p.to_string()).collect(),
+            last_event_at: "2026-12-01T23:00:00.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn each_wrapped_server_of_a_session_here_is_bound_or_a_problem() {
+        let project = Path::new("/nonexistent/proj");
+        let wrapped = vec!["peer".to_owned(), "github".to_owned()];
+        let sessions = vec![
+            session("s1", "/nonexistent/proj", &["peer", "extra"]),
+            session("s2", "/elsewhere", &["other"]),
+            session("s3", "/elsewhere/2", &[]),
+        ];
+        let (lines, problems) = session_lines(&sessions, project, &wrapped);
+        let text = lines.join("\n");
+        assert_eq!(problems, 1, "{text}");
+        assert!(
+            text.contains(
+                "live session s1 in /nonexistent/proj (this project) (run run_s1, 3 step(s))"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("    peer    bound\n"), "{text}");
+        assert!(text.contains("    github  PROBLEM: not bound"), "{text}");
+        assert!(
+            text.contains("    extra   bound (not a wrapped entry of this project)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "live session s2 in /elsewhere (run run_s2, 3 step(s))\n    proxies bound: other"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "live session s3 in /elsewhere/2 (run run_s3, 3 step(s))\n    no proxy bound"
+            ),
+            "{text}"
+        );
+
+        let (lines, problems) = session_lines(&[], project, &wrapped);
+        assert_eq!(problems, 0);
+        assert!(lines[0].contains("no live session"));
     }
 }

@@ -374,11 +374,15 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project)?;
     // Claude Code's paths, when it is a target: its hooks are checked too.
     let mut claude_paths = None;
+    // Its wrapped servers: the live check asks whether each one's proxy is
+    // bound in the sessions running here.
+    let mut claude_wrapped: Vec<String> = Vec::new();
     for t in targets {
         match t {
             super::clients::Target::ClaudeCode => match resolve_for(&project) {
                 Ok((resolved, decisions)) => sections.push((
                     {
+                        claude_wrapped = wrapped_names(&decisions);
                         claude_paths = Some(resolved.paths.clone());
                         format!(
                             "Claude Code — project {} (key \"{}\"), {}",
@@ -497,6 +501,11 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     if !ok {
         failures += 1;
     }
+    let (lines, problems) = crate::daemon::control::doctor_sessions(&cwd, &claude_wrapped);
+    for l in lines {
+        out(&l);
+    }
+    failures += problems;
     let (line, ok) = check_path_proxy();
     out(&line);
     if !ok {
@@ -509,6 +518,18 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         out("All wrapped servers answer.");
         Ok(ExitStatus::Success)
     }
+}
+
+/// The names of the wrapped entries among `decisions`, once each.
+fn wrapped_names(decisions: &[(Found, Decision)]) -> Vec<String> {
+    let mut names: Vec<String> = decisions
+        .iter()
+        .filter(|(f, _)| matches!(f.kind, EntryKind::Wrapped(_)))
+        .map(|(f, _)| f.name.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 fn scope_label(s: Scope) -> &'static str {

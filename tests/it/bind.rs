@@ -729,3 +729,116 @@ fn a_proxy_in_a_session_without_hooks_records_standalone_beside_a_live_daemon() 
     let (_, status, _) = bir_cmd(&dir, &["status"]);
     assert!(!status.contains("sess-unhooked"), "{status}");
 }
+
+/// Opt-in call-id injection through the real daemon and `bir hooks`: a
+/// `PreToolUse` that asks (`BIR_CORRELATE=inject`) is answered with
+/// `updatedInput` + `__bir_call_id__` (never a permission decision), only
+/// once the server's proxy is bound; a hook that does not ask, or says
+/// `--no-correlation`, gets nothing. `bir doctor` shows, for the live
+/// session in this project, which wrapped server's proxy is bound.
+#[test]
+fn injection_answers_only_for_bound_servers_and_doctor_shows_which_proxy_is_bound() {
+    let dir = TempDir::new("bind-inject");
+    let _down = DaemonDown(&dir);
+    let session = "sess-inject-1";
+    let cwd = dir.path().display().to_string();
+    let inject = [("BIR_CORRELATE", "inject".to_owned())];
+    let payload = |event: &str, extra: Value| {
+        let mut payload = json!({"session_id": session, "cwd": cwd, "hook_event_name": event});
+        if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        payload
+    };
+    let pre = |id: &str| {
+        payload(
+            "PreToolUse",
+            json!({"tool_name": "mcp__peer__echo", "tool_input": {"n": 2}, "tool_use_id": id}),
+        )
+    };
+    let start = payload("SessionStart", json!({"source": "startup"}));
+    assert!(run_hook(&dir, "SessionStart", &start, &inject).is_empty());
+    let prompt = payload("UserPromptSubmit", json!({"prompt": "echo"}));
+    assert!(run_hook(&dir, "UserPromptSubmit", &prompt, &inject).is_empty());
+    // No proxy of `peer` bound yet: nothing to inject into.
+    assert!(run_hook(&dir, "PreToolUse", &pre("toolu_1"), &inject).is_empty());
+
+    // Two wrapped servers in the user's Claude Code config; only `peer`
+    // runs in the session.
+    let wrapped = |name: &str| {
+        let script = dir.script(&format!("{name}.json"), &script(None));
+        json!({"command": dir.proxy_link(),
+               "args": ["--server-name", name, "--", bir(), "testpeer", script]})
+    };
+    let claude = json!({"mcpServers": {"peer": wrapped("peer"), "ghost": wrapped("ghost")}});
+    std::fs::write(dir.join("home/.claude.json"), claude.to_string()).expect("claude.json");
+
+    let env = [
+        ("CLAUDE_CODE_SESSION_ID", session.to_owned()),
+        ("BIR_BIND_WAIT_MS", "600000".to_owned()),
+    ];
+    let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
+    host.send(&init());
+    assert!(host.wait_lines(1, Duration::from_secs(10)));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, status, _) = bir_cmd(&dir, &["status"]);
+        if status.contains("proxies: peer") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the proxy never bound: {status}");
+        thread::sleep(Duration::from_millis(100));
+    }
+
+    let answer = run_hook(&dir, "PreToolUse", &pre("toolu_2"), &inject);
+    let answer: Value = serde_json::from_slice(&answer).expect("a JSON answer");
+    assert_eq!(
+        answer,
+        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+               "updatedInput": {"n": 2, "__bir_call_id__": "bir-toolu_2"}}})
+    );
+    // Not asked for, or refused on the hook's command line: nothing.
+    assert!(run_hook(&dir, "PreToolUse", &pre("toolu_3"), &[]).is_empty());
+    let mut off = command(bir(), &dir);
+    off.args(["hooks", "PreToolUse", "--no-correlation"])
+        .env("BIR_CORRELATE", "inject")
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = off.spawn().expect("spawn bir hooks");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(pre("toolu_4").to_string().as_bytes())
+        .expect("write payload");
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+
+    let doctor = command(bir(), &dir)
+        .args(["doctor", "--timeout-ms", "20000", "--project"])
+        .arg(dir.path())
+        .current_dir(dir.path())
+        .output()
+        .expect("doctor");
+    let text = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    assert!(
+        text.contains(&format!("live session {session} in ")) && text.contains("(this project)"),
+        "{text}"
+    );
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name) && l.starts_with("    "))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(row("peer").ends_with(" bound"), "{text}");
+    assert!(row("ghost").contains("PROBLEM: not bound"), "{text}");
+    assert!(
+        !doctor.status.success(),
+        "an unbound wrapped server is a problem: {text}"
+    );
+
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+}
