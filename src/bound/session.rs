@@ -16,8 +16,13 @@
 //! once with what is known then (never held for its context: that would
 //! delay and reorder the stream), and the `tool_response` carries the
 //! context from the transcript (text and thinking, preferred over the
-//! MessageDisplay text when both are known): a response waits (up to the
-//! join grace) for a transcript read that is under way when it completes.
+//! MessageDisplay text when both are known). The transcript-wait rule: a
+//! response whose call the transcript has not shown yet waits (up to the
+//! join grace) for a read under way, and for its agent's transcript to be
+//! whole — the turn's `Stop` (main thread) or the `SubagentStop`, whose
+//! read comes with it (`waits_for_words`). It keeps the index its first
+//! view gave it, so a later call told meanwhile is written (`seq`) before
+//! it but ordered (`stepIndex`) after it.
 //!
 //! The end: `Stop` releases nothing (held steps keep their index, and the
 //! async Agent tool's result starts another turn). `SessionEnd` waits, at
@@ -129,6 +134,9 @@ struct Call {
     /// The model's words from the transcript (text and thinking): the
     /// fuller context, preferred when known.
     transcript_context: Option<Redacted<String>>,
+    /// The transcript has shown this call (with or without words before
+    /// it): its context is as complete as it will be.
+    words_known: bool,
     /// When the call stops waiting for its other view.
     deadline: Option<SystemTime>,
     /// An Agent call already attributed to a subagent.
@@ -171,8 +179,20 @@ impl Call {
             permission: None,
             context: None,
             transcript_context: None,
+            words_known: false,
             deadline: None,
             claimed: false,
+        }
+    }
+}
+
+impl Call {
+    /// Takes what the transcript says of this call's words, once it has
+    /// shown the call (`transcript_words`).
+    fn learn_words(&mut self, words: Option<Option<Redacted<String>>>) {
+        if let Some(words) = words {
+            self.words_known = true;
+            self.transcript_context = words;
         }
     }
 }
@@ -545,8 +565,9 @@ impl Session {
         if target.context.is_none() {
             target.context = from.context;
         }
-        if target.transcript_context.is_none() {
+        if !target.words_known {
             target.transcript_context = from.transcript_context;
+            target.words_known = from.words_known;
         }
         if target.proxy.is_none() {
             target.server = from.server;
@@ -591,7 +612,8 @@ impl Session {
         if call.agent_id.is_none() && !self.display.trim().is_empty() {
             call.context = Some(cx.text(self.display.trim(), CONTEXT_CAP));
         }
-        call.transcript_context = self.transcript_context(cx, call.agent_id.as_deref(), &id);
+        let words = self.transcript_words(cx, call.agent_id.as_deref(), &id);
+        call.learn_words(words);
         self.attach_hook_view(cx, call);
         let agent = h.agent_id().map(str::to_owned);
         self.request_read(cx, agent);
@@ -646,7 +668,7 @@ impl Session {
         // By now the transcript holds the message that made this call: if
         // the read asked for at PreToolUse did not bring its words, read
         // again (the response waits for it).
-        if self.calls[i].transcript_context.is_none() {
+        if !self.calls[i].words_known {
             let agent = self.calls[i].agent_id.clone();
             self.request_read(cx, agent);
         }
@@ -669,7 +691,8 @@ impl Session {
         }
         let mut call = self.call_from_hook(cx, h, tool, args);
         call.tool_use_id = Some(id.to_owned());
-        call.transcript_context = self.transcript_context(cx, call.agent_id.as_deref(), id);
+        let words = self.transcript_words(cx, call.agent_id.as_deref(), id);
+        call.learn_words(words);
         self.attach_hook_view(cx, call)
     }
 
@@ -1041,15 +1064,18 @@ impl Session {
         }
     }
 
-    fn transcript_context(
+    /// What the transcript says the model wrote before call
+    /// `tool_use_id`: `None` while the file has not shown the call,
+    /// `Some(None)` when it has and no words came before it.
+    fn transcript_words(
         &self,
         cx: &Cx,
         agent: Option<&str>,
         tool_use_id: &str,
-    ) -> Option<Redacted<String>> {
+    ) -> Option<Option<Redacted<String>>> {
         let t = self.transcripts.get(&agent.map(str::to_owned))?;
         let text = t.contexts.get(tool_use_id)?;
-        Some(cx.text(text, CONTEXT_CAP))
+        Some((!text.trim().is_empty()).then(|| cx.text(text, CONTEXT_CAP)))
     }
 
     pub(super) fn on_transcript(
@@ -1075,14 +1101,14 @@ impl Session {
         }
         for i in 0..self.calls.len() {
             let c = &self.calls[i];
-            if c.transcript_context.is_some() || c.agent_id != agent {
+            if c.words_known || c.agent_id != agent {
                 continue;
             }
             let Some(id) = c.tool_use_id.clone() else {
                 continue;
             };
-            let context = self.transcript_context(cx, agent.as_deref(), &id);
-            self.calls[i].transcript_context = context;
+            let words = self.transcript_words(cx, agent.as_deref(), &id);
+            self.calls[i].learn_words(words);
         }
         if let Some(t) = self.transcripts.get_mut(&agent) {
             let done = &self.done;
@@ -1150,20 +1176,18 @@ impl Session {
         let c = &self.calls[i];
         let hooked = c.hooked;
         let has_answer = c.result.is_some() || c.proxy.is_some();
-        // A call with no words of the model yet (no MessageDisplay text and
-        // nothing from the transcript, as for a subagent's calls) waits for
-        // its PostToolUse, which reads the transcript again, and for that
-        // read: the proxy's answer often arrives first, before the words
-        // are in the transcript. The join grace bounds the wait.
-        let wordless =
-            c.context.is_none() && c.transcript_context.is_none() && self.transcript_path.is_some();
-        let ready = match (c.hooked, c.proxy.is_some(), c.result.is_some()) {
-            (true, true, has_result) => {
-                !(wordless && (!has_result || self.waits_for_context(cx, c)))
+        // Ready: the hook's identity and an answer (the proxy's, or the
+        // hook's when no proxy report can come), and the model's words
+        // from the transcript as complete as they will be — see
+        // `waits_for_words`. The join grace bounds every wait.
+        let ready = c.hooked
+            && match (c.proxy.is_some(), c.result.is_some()) {
+                (true, _) => true,
+                (false, true) => !self.waits_for_proxy(c),
+                (false, false) => false,
             }
-            (true, false, true) => !self.waits_for_proxy(c) && !self.waits_for_context(cx, c),
-            _ => false,
-        } && !self.waits_for_subagent_words(c);
+            && !self.waits_for_context(cx, c)
+            && !self.waits_for_words(c);
         if (hooked || force) && !c.selected_emitted {
             self.emit_selected(cx, i);
         }
@@ -1201,27 +1225,30 @@ impl Session {
         self.ending.is_none() || self.proxies.values().any(same)
     }
 
-    /// A subagent's call whose words are not read yet waits for its
-    /// SubagentStop: Claude Code writes a subagent's transcript rows late
-    /// (after the call's PostToolUse), and that hook brings the read of the
-    /// whole file. The join grace bounds the wait.
-    ///
-    /// The same holds for the main thread's Agent call: the tool answers at
-    /// once (`async_launched`) and the message that made it reaches the
-    /// transcript late; the turn's Stop brings the read.
-    fn waits_for_subagent_words(&self, c: &Call) -> bool {
-        if c.transcript_context.is_some() || self.transcript_path.is_none() {
+    /// The transcript-wait rule: a call whose words the transcript has not
+    /// shown yet waits until its agent's transcript is whole — the turn's
+    /// `Stop` for the main thread, the subagent's `SubagentStop` — and the
+    /// read that event brings. Claude Code writes a message's rows when it
+    /// likes: a subagent's after the call's PostToolUse, the main thread's
+    /// Agent call's late (the tool answers at once, `async_launched`), and
+    /// under load any main-thread call's after its PostToolUse. Every
+    /// PreToolUse and PostToolUse reads the transcript again, so a call
+    /// usually learns its words from the next read and waits no longer;
+    /// the join grace bounds the rest. The MessageDisplay text does not end
+    /// the wait: it lacks the thinking the transcript has.
+    fn waits_for_words(&self, c: &Call) -> bool {
+        if c.words_known || self.transcript_path.is_none() {
             return false;
         }
         match c.agent_id.as_deref() {
             Some(agent) => !self.agents.get(agent).is_some_and(|a| a.stopped),
-            None => c.kind == StepKind::Agent && !self.turn_stopped,
+            None => !self.turn_stopped,
         }
     }
 
     /// A finished call whose context a transcript read under way may bring.
     fn waits_for_context(&self, cx: &Cx, c: &Call) -> bool {
-        c.transcript_context.is_none()
+        !c.words_known
             && self
                 .transcripts
                 .get(&c.agent_id)

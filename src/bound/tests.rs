@@ -98,6 +98,28 @@ impl Harness {
         self.files.insert(path.to_owned(), text.into_bytes());
     }
 
+    /// The model's message making calls `ids`, with `words` before them,
+    /// appended to the main transcript: what Claude Code writes there
+    /// (usually before the calls' PreToolUse; under load, later). A message
+    /// after earlier ones follows their tool results (one row standing for
+    /// them), as in a real transcript.
+    fn said(&mut self, words: &str, ids: &[&str]) {
+        if self.files.get(TRANSCRIPT).is_some_and(|f| !f.is_empty()) {
+            let results = json!({"type": "user", "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "earlier", "content": "ok"}]}});
+            let file = self.files.entry(TRANSCRIPT.to_owned()).or_default();
+            file.extend_from_slice(format!("{results}\n").as_bytes());
+        }
+        let mut content = vec![json!({"type": "text", "text": words})];
+        for id in ids {
+            content.push(json!({"type": "tool_use", "id": id, "name": "Tool", "input": {}}));
+        }
+        let line =
+            json!({"type": "assistant", "message": {"role": "assistant", "content": content}});
+        let file = self.files.entry(TRANSCRIPT.to_owned()).or_default();
+        file.extend_from_slice(format!("{line}\n").as_bytes());
+    }
+
     /// Answers the reads that were held.
     fn answer_reads(&mut self) {
         self.hold_reads = false;
@@ -478,6 +500,7 @@ fn a_response_waiting_for_its_proxy_keeps_its_place_in_the_order() {
     let mut h = Harness::new();
     start(&mut h, "two things");
     let args = json!({"message": "hi"});
+    h.said("Echo first.", &["toolu_1"]);
     h.pre(2.0, "mcp__everything__echo", "toolu_1", args.clone());
     h.post(
         3.0,
@@ -486,11 +509,17 @@ fn a_response_waiting_for_its_proxy_keeps_its_place_in_the_order() {
         args.clone(),
         json!([]),
     );
+    h.said("Then list.", &["toolu_2"]);
     h.bash(3.5, "toolu_2", "ls", "a");
     assert_eq!(
         h.steps_of("toolu_1").len(),
         1,
         "the response waits for the proxy"
+    );
+    assert_eq!(
+        h.steps_of("toolu_2").len(),
+        2,
+        "a call with its words waits for nothing"
     );
     h.echo_report(4.5, Some("toolu_1"), args, "hi");
     h.assert_well_formed();
@@ -516,6 +545,14 @@ fn a_response_waiting_for_its_proxy_keeps_its_place_in_the_order() {
     assert_eq!(
         h.steps_of("toolu_1")[1].output.as_deref(),
         Some(&echo_result("hi"))
+    );
+    assert_eq!(
+        h.steps_of("toolu_1")[1].context.as_deref(),
+        Some("Echo first.")
+    );
+    assert_eq!(
+        h.steps_of("toolu_2")[1].context.as_deref(),
+        Some("Then list.")
     );
 }
 
@@ -551,6 +588,7 @@ fn a_proxy_that_binds_late_still_joins_within_the_grace() {
     h.hook(0.0, "SessionStart", json!({"source": "startup"}));
     h.hook(1.0, "UserPromptSubmit", json!({"prompt": "echo"}));
     let args = json!({"message": "hi"});
+    h.said("Echoing.", &["toolu_1"]);
     h.pre(2.0, "mcp__everything__echo", "toolu_1", args.clone());
     h.post(
         3.0,
@@ -579,6 +617,7 @@ fn a_server_whose_proxy_left_is_not_waited_for() {
         },
     );
     let args = json!({"message": "hi"});
+    h.said("Echoing.", &["toolu_1"]);
     h.pre(2.0, "mcp__everything__echo", "toolu_1", args.clone());
     h.post(3.0, "mcp__everything__echo", "toolu_1", args, json!([]));
     h.assert_told_once("toolu_1");
@@ -837,6 +876,7 @@ fn parallel_tool_calls_in_one_turn_are_each_told_once() {
     let mut h = Harness::new();
     start(&mut h, "do three things");
     let m = |s: &str| json!({"message": s});
+    h.said("Three at once.", &["toolu_1", "toolu_2", "toolu_3"]);
     h.pre(2.0, "mcp__everything__echo", "toolu_1", m("one"));
     h.pre(2.0, "Read", "toolu_2", json!({"file_path": "/a"}));
     h.pre(2.0, "mcp__everything__echo", "toolu_3", m("three"));
@@ -1394,6 +1434,7 @@ fn a_permission_denial_with_its_tool_use_id_lands_on_that_call() {
     let mut h = Harness::new();
     start(&mut h, "write");
     let input = json!({"file_path": "/etc/passwd", "content": "x"});
+    h.said("Writing twice.", &["toolu_1", "toolu_2"]);
     h.pre(2.0, "Write", "toolu_1", input.clone());
     h.pre(2.0, "Write", "toolu_2", input.clone());
     h.hook(
@@ -1489,6 +1530,88 @@ fn words_written_to_the_transcript_after_pre_tool_use_are_read_at_post() {
     assert_eq!(response.context.as_deref(), Some("Listing."));
 }
 
+/// The transcript-wait rule on the main thread (the bound e2e's flake
+/// under load): a built-in's PostToolUse arrives before the host wrote the
+/// message that made the call, so the read at PostToolUse finds nothing.
+/// The call waits — the MessageDisplay text does not end the wait, it has
+/// no thinking — and the turn's Stop brings the read with the words. A
+/// later call whose words are there is told at once, after it in the
+/// journal but before it nowhere in the run's order.
+#[test]
+fn a_main_thread_call_answered_before_its_words_are_written_waits_for_the_stop() {
+    let mut h = Harness::new();
+    start(&mut h, "shell twice");
+    h.hook(
+        1.5,
+        "MessageDisplay",
+        json!({"message_id": "m1", "delta": "First the date."}),
+    );
+    h.bash(2.0, "toolu_1", "date", "Tue");
+    assert_eq!(
+        h.steps_of("toolu_1").len(),
+        1,
+        "the response waits for the model's words"
+    );
+    // The host catches up: the first message, then the second with its call.
+    let first = json!({"type": "assistant", "message": {"content": [
+        {"type": "thinking", "thinking": "The date is cheap to get."},
+        {"type": "text", "text": "First the date."},
+        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]}});
+    h.write_transcript(TRANSCRIPT, &[first]);
+    h.said("Now the files.", &["toolu_2"]);
+    h.hook(
+        2.9,
+        "MessageDisplay",
+        json!({"message_id": "m2", "delta": "Now the files."}),
+    );
+    h.bash(3.0, "toolu_2", "ls", "a");
+    h.stop(4.0, "Tuesday, and one file.");
+    h.end(5.0);
+    h.tick(11.0);
+    h.assert_well_formed();
+    let order: Vec<(String, StepType, Option<String>)> = h
+        .steps()
+        .iter()
+        .map(|s| {
+            (
+                s.tool_use_id
+                    .clone()
+                    .map(|i| i.into_inner())
+                    .unwrap_or_default(),
+                s.step_type,
+                s.context.clone().map(|c| c.into_inner()),
+            )
+        })
+        .collect();
+    let thought = "[thinking] The date is cheap to get.\n\nFirst the date.";
+    assert_eq!(
+        order,
+        [
+            (
+                "toolu_1".into(),
+                StepType::ToolSelected,
+                Some("First the date.".into())
+            ),
+            (
+                "toolu_1".into(),
+                StepType::ToolResponse,
+                Some(thought.into())
+            ),
+            (
+                "toolu_2".into(),
+                StepType::ToolSelected,
+                Some("Now the files.".into())
+            ),
+            (
+                "toolu_2".into(),
+                StepType::ToolResponse,
+                Some("Now the files.".into())
+            ),
+            (String::new(), StepType::FinalAnswer, None),
+        ]
+    );
+}
+
 /// A subagent's MCP call: no MessageDisplay text, the proxy's answer
 /// arrives before PostToolUse, and the subagent's words reach its
 /// transcript only after PreToolUse. The joined step still carries them.
@@ -1536,6 +1659,7 @@ fn oversized_hook_payloads_are_stored_as_a_marker() {
     let mut h = Harness::new();
     start(&mut h, "read a big file");
     let big = "line of a big file\n".repeat(20_000);
+    h.said("Reading it.", &["toolu_1"]);
     h.bash(2.0, "toolu_1", "cat big", &big);
     let (_, response) = h.assert_told_once("toolu_1");
     let output = response.output.expect("output");

@@ -17,7 +17,7 @@
 //!   skipped, not buffered without end.
 //! * A line that is not JSON, or a record type we do not know, is skipped.
 //!
-//! What it yields: for each `tool_use` id, the model's words before it (its
+//! What it yields: for each `tool_use` id seen, the model's words before it (its
 //! `context`: text blocks, and thinking blocks where the transcript has
 //! them, since the last tool result or prompt; parallel calls of one
 //! message share it); the last assistant text after the last tool call
@@ -51,7 +51,8 @@ pub(crate) struct Transcript {
     /// Another read is wanted once the current one is answered (the file
     /// grew while it was being read).
     pub again: bool,
-    /// tool_use id → the model's words before that call.
+    /// tool_use id → the model's words before that call (empty: none),
+    /// for every call the file has shown so far.
     pub contexts: HashMap<String, String>,
     /// The ids of `contexts`, oldest first.
     order: VecDeque<String>,
@@ -216,8 +217,10 @@ impl Transcript {
                     }
                 }
                 Some("tool_use") => {
+                    // Every call is noted, with no words too: "the model
+                    // said nothing before it" is known, and a call waiting
+                    // for its words stops waiting.
                     if let Some(id) = block["id"].as_str()
-                        && !acc.context.is_empty()
                         && self
                             .contexts
                             .insert(id.to_owned(), acc.context.clone())
