@@ -510,6 +510,19 @@ pub struct InstallCmd {
     /// in that directory and trusts it) or none
     #[argh(option, default = "String::from(\"user\")")]
     pub hooks: String,
+
+    /// call-id injection for MCP calls of hosts that send no
+    /// `_meta["claudecode/toolUseId"]`: inject (PreToolUse adds
+    /// `__bir_call_id__` to a bound server's arguments; the server sees it),
+    /// off, or meta (the default: never touch arguments). Written on the
+    /// PreToolUse hook; without it, what is registered stays
+    #[argh(option)]
+    pub correlate: Option<String>,
+
+    /// never inject a call id, whatever BIR_CORRELATE says (same as
+    /// --correlate off)
+    #[argh(switch)]
+    pub no_correlation: bool,
 }
 
 /// Undo `bir install`: restore the entries bir wrapped.

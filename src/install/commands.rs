@@ -21,6 +21,7 @@ use super::hooks::HookScope;
 use super::jsonedit::{Flavor, json_string};
 use super::ledger::{self, Change};
 use super::vocab::{Decision, Found, Scope};
+use crate::bound::Correlation;
 use crate::cli::{InstallCmd, StatusCmd, UninstallCmd};
 use crate::codec::sha256_hex;
 use crate::error::{self, Error, ExitStatus};
@@ -96,6 +97,24 @@ fn wrap_mcp_json_in_place(flag: bool) -> bool {
     flag || std::env::var("BIR_WRAP_MCP_JSON").is_ok_and(|v| v.trim() == "1")
 }
 
+/// `--correlate MODE` / `--no-correlation`: the call-id injection mode to
+/// write on the `PreToolUse` hook (`None`: keep what is registered).
+fn correlation_option(
+    word: Option<&str>,
+    no_correlation: bool,
+) -> Result<Option<Correlation>, Error> {
+    match (word, no_correlation) {
+        (Some(w), true) if Correlation::parse(w) != Some(Correlation::Off) => Err(Error::usage(
+            "--no-correlation and --correlate say different things; give one",
+        )),
+        (_, true) => Ok(Some(Correlation::Off)),
+        (None, false) => Ok(None),
+        (Some(w), false) => Correlation::parse(w).map(Some).ok_or_else(|| {
+            Error::usage(format!("--correlate takes inject, off or meta, not `{w}`"))
+        }),
+    }
+}
+
 pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     let project = project_dir(&cmd.project);
     let targets = super::clients::targets(
@@ -106,6 +125,7 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         &project,
     )?;
     let hook_scope = HookScope::parse(&cmd.hooks)?;
+    let correlation = correlation_option(cmd.correlate.as_deref(), cmd.no_correlation)?;
     // Claude Code's paths and project key, when it is a target: the hooks
     // are registered there once the servers are wrapped.
     let mut hook_target: Option<(Paths, String)> = None;
@@ -215,7 +235,9 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
             s(false);
         }
         return match run_jobs(&jobs, &form, true).and_then(|_| match (&hook_target, hook_scope) {
-            (Some((paths, key)), Some(scope)) => hookcmd::install(paths, scope, key, true),
+            (Some((paths, key)), Some(scope)) => {
+                hookcmd::install(paths, scope, key, correlation, true)
+            }
             _ => Ok(None),
         }) {
             Ok(_) => {
@@ -234,7 +256,7 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     let result = result.and_then(|files| {
         let mut hooks = None;
         if let (Some((paths, key)), Some(scope)) = (&hook_target, hook_scope) {
-            hooks = hookcmd::install(paths, scope, key, false).map_err(|e| {
+            hooks = hookcmd::install(paths, scope, key, correlation, false).map_err(|e| {
                 if files.is_empty() {
                     e
                 } else {

@@ -17,6 +17,7 @@ use super::hooks::{
 };
 use super::jsonedit::{Doc, Flavor, Node};
 use super::ledger;
+use crate::bound::Correlation;
 use crate::codec::sha256_hex;
 use crate::error::{Context, Error};
 use crate::output::out;
@@ -55,6 +56,7 @@ pub fn install(
     paths: &Paths,
     scope: HookScope,
     project_key: &str,
+    correlation: Option<Correlation>,
     dry_run: bool,
 ) -> Result<Option<Changed>, Error> {
     let file = scope.settings_file(paths);
@@ -67,7 +69,10 @@ pub fn install(
         out(&format!("  not registered: {why}"));
         return Ok(None);
     }
-    let form = HookForm::detect();
+    let form = HookForm {
+        correlation,
+        ..HookForm::detect()
+    };
     let note_scope = || {
         if scope == HookScope::Project {
             out(&format!(
@@ -125,7 +130,8 @@ pub fn install(
                     h.file_sha256 = file_hash.clone();
                 }
             }
-            None if !plan.events.is_empty() || plan.repointed > 0 => l.hooks.push(HookChange {
+            None if !plan.events.is_empty() || plan.repointed > 0 || plan.reflagged > 0 => {
+                l.hooks.push(HookChange {
                 client: CLIENT.into(),
                 file: target.clone(),
                 scope: scope.label().into(),
@@ -135,7 +141,8 @@ pub fn install(
                 events: plan.events.clone(),
                 file_sha256: file_hash.clone(),
                 at: crate::time::rfc3339(std::time::SystemTime::now()),
-            }),
+            })
+            }
             None => {}
         }
     })
@@ -160,13 +167,23 @@ pub fn install(
             form.display()
         ));
     }
-    if plan.events.is_empty() && plan.repointed == 0 {
+    if plan.reflagged > 0 {
+        out(&format!(
+            "  PreToolUse now runs {} (call-id injection: {})",
+            form.command("PreToolUse"),
+            match form.correlation {
+                Some(Correlation::Inject) => "on; the server receives __bir_call_id__",
+                _ => "off",
+            }
+        ));
+    }
+    if plan.events.is_empty() && plan.repointed == 0 && plan.reflagged == 0 {
         out(&format!("  already registered ({} events)", plan.already));
     }
     note_scope();
     Ok(outcome
         .changed
-        .then(|| (target, plan.events.len() + plan.repointed)))
+        .then(|| (target, plan.events.len() + plan.repointed + plan.reflagged)))
 }
 
 /// Which hook changes an uninstall touches, and how.

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::claude::Paths;
 use super::entry::basename;
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
+use crate::bound::Correlation;
 use crate::error::Error;
 
 /// Every hook event Claude Code 2.1.332 fires (CLAUDE-CODE-OBSERVED §6),
@@ -130,6 +131,38 @@ pub struct HookForm {
     /// `<program> hooks <Event>` (a plain `bir`), not `<program> <Event>`
     /// (the `bir-hooks` link).
     pub subcommand: bool,
+    /// The call-id injection mode written on the `PreToolUse` command
+    /// (`--correlate inject`, `--no-correlation`); `None`: keep whatever a
+    /// registered hook already says (a new one says nothing).
+    pub correlation: Option<Correlation>,
+}
+
+/// The words a `PreToolUse` command carries for `mode`.
+fn correlation_words(mode: Correlation) -> Vec<String> {
+    match mode {
+        Correlation::Inject => vec!["--correlate".into(), "inject".into()],
+        Correlation::Off => vec!["--no-correlation".into()],
+        Correlation::Passive => Vec::new(),
+    }
+}
+
+/// Whether `words` (after the event) are correlation flags `bir-hooks`
+/// reads, and nothing else.
+fn correlation_flags(words: &[String]) -> bool {
+    let mut rest = words.iter();
+    while let Some(w) = rest.next() {
+        let ok = match w.as_str() {
+            "--no-correlation" => true,
+            "--correlate" => rest.next().is_some_and(|m| Correlation::parse(m).is_some()),
+            other => other
+                .strip_prefix("--correlate=")
+                .is_some_and(|m| Correlation::parse(m).is_some()),
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
 }
 
 impl HookForm {
@@ -142,6 +175,7 @@ impl HookForm {
             return HookForm {
                 program,
                 subcommand,
+                correlation: None,
             };
         }
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bir"));
@@ -151,23 +185,44 @@ impl HookForm {
                 return HookForm {
                     program: link,
                     subcommand: false,
+                    correlation: None,
                 };
             }
         }
         HookForm {
             program: exe,
             subcommand: true,
+            correlation: None,
         }
     }
 
-    /// The shell command for one event.
+    /// The shell command for one event (a new group's).
     pub fn command(&self, event: &str) -> String {
+        self.command_with(event, &[])
+    }
+
+    /// The command a registered group of bir's should run: this program,
+    /// and the correlation flags this form chose, else the ones it has.
+    fn command_over(&self, registered: &OurHook) -> String {
+        self.command_with(&registered.event, &registered.flags)
+    }
+
+    fn command_with(&self, event: &str, kept: &[String]) -> String {
         let mut cmd = shell_quote(&self.program.to_string_lossy());
         if self.subcommand {
             cmd.push_str(" hooks");
         }
         cmd.push(' ');
         cmd.push_str(event);
+        let flags = match self.correlation {
+            _ if event != "PreToolUse" => Vec::new(),
+            Some(mode) => correlation_words(mode),
+            None => kept.to_vec(),
+        };
+        for flag in flags {
+            cmd.push(' ');
+            cmd.push_str(&shell_quote(&flag));
+        }
         cmd
     }
 
@@ -249,23 +304,27 @@ pub struct OurHook {
     /// The program as written (the `bir-hooks` link or `bir`).
     pub program: String,
     pub event: String,
+    /// Correlation flags after the event (`--correlate inject`,
+    /// `--no-correlation`), as written.
+    pub flags: Vec<String>,
 }
 
 /// `Some` when `command` is a bir hook command: `<…/bir-hooks> <Event>` or
-/// `<…/bir> hooks <Event>`.
+/// `<…/bir> hooks <Event>`, optionally followed by correlation flags.
 pub fn parse_ours(command: &str) -> Option<OurHook> {
     let words = shell_words(command)?;
-    match words.as_slice() {
-        [p, ev] if basename(p) == "bir-hooks" => Some(OurHook {
-            program: p.clone(),
-            event: ev.clone(),
-        }),
-        [p, sub, ev] if sub == "hooks" && basename(p).starts_with("bir") => Some(OurHook {
-            program: p.clone(),
-            event: ev.clone(),
-        }),
-        _ => None,
-    }
+    let (program, event, flags) = match words.as_slice() {
+        [p, ev, flags @ ..] if basename(p) == "bir-hooks" => (p, ev, flags),
+        [p, sub, ev, flags @ ..] if sub == "hooks" && basename(p).starts_with("bir") => {
+            (p, ev, flags)
+        }
+        _ => return None,
+    };
+    correlation_flags(flags).then(|| OurHook {
+        program: program.clone(),
+        event: event.clone(),
+        flags: flags.to_vec(),
+    })
 }
 
 /// A matcher group bir wrote: no matcher or other keys, one command
@@ -372,6 +431,8 @@ pub struct Planned {
     /// bir groups that ran another bir program (a moved or deleted
     /// binary) and now run this one.
     pub repointed: usize,
+    /// bir's `PreToolUse` group now says another call-id injection mode.
+    pub reflagged: usize,
     /// Events that already had this bir's group.
     pub already: usize,
 }
@@ -402,10 +463,11 @@ pub fn install_edit(before: Option<&[u8]>, form: &HookForm, file: &Path) -> Resu
         created_file,
         ..Planned::default()
     };
-    // Point stale bir groups (another path) at this bir, span by span.
+    // Point stale bir groups (another path, or other correlation flags
+    // than the form chose) at this bir, span by span.
     let mut stale: Vec<Registered> = registered(&doc)
         .into_iter()
-        .filter(|r| r.command != form.command(&r.hook.event))
+        .filter(|r| r.command != form.command_over(&r.hook))
         .collect();
     stale.sort_by_key(|r| std::cmp::Reverse(r.command_span.0));
     for r in &stale {
@@ -416,9 +478,13 @@ pub fn install_edit(before: Option<&[u8]>, form: &HookForm, file: &Path) -> Resu
         bytes = doc.splice(
             r.command_span.0,
             r.command_span.1,
-            &json_string(&form.command(&r.hook.event)),
+            &json_string(&form.command_over(&r.hook)),
         );
-        plan.repointed += 1;
+        if Path::new(&r.hook.program) == form.program {
+            plan.reflagged += 1;
+        } else {
+            plan.repointed += 1;
+        }
     }
     for &event in EVENTS {
         let doc = Doc::parse(&bytes, Flavor::Json).map_err(|e| refuse(e.to_string()))?;
@@ -538,6 +604,7 @@ mod tests {
         HookForm {
             program: PathBuf::from(p),
             subcommand: basename(p) != "bir-hooks",
+            correlation: None,
         }
     }
 
@@ -549,7 +616,8 @@ mod tests {
             parse_ours(&f.command("Stop")),
             Some(OurHook {
                 program: "/opt/my tools/bir".into(),
-                event: "Stop".into()
+                event: "Stop".into(),
+                flags: Vec::new(),
             })
         );
         let f = form("/usr/local/bin/bir-hooks");
@@ -622,6 +690,79 @@ mod tests {
             uninstall_edit(&plan.bytes.expect("bytes"), &change).expect("uninstall");
         assert_eq!(back.as_deref(), Some(&b"{}\n"[..]));
         assert!(pristine);
+    }
+
+    /// `bir install --correlate inject` writes the flag on PreToolUse only;
+    /// a later plain `bir install` keeps it, `--correlate meta` takes it
+    /// away, and uninstall still gives back every byte.
+    #[test]
+    fn the_correlation_flag_rides_on_pre_tool_use_and_is_kept_until_changed() {
+        let file = Path::new("settings.json");
+        let before = "{\n  \"theme\": \"dark\"\n}\n";
+        let inject = HookForm {
+            correlation: Some(Correlation::Inject),
+            ..form("/b/bir-hooks")
+        };
+        let plan = install_edit(Some(before.as_bytes()), &inject, file).expect("install");
+        let after = plan.bytes.expect("changed");
+        let doc = Doc::parse(&after, Flavor::Json).expect("json");
+        let ours = registered(&doc);
+        assert_eq!(ours.len(), EVENTS.len());
+        for r in &ours {
+            if r.event == "PreToolUse" {
+                assert_eq!(r.command, "/b/bir-hooks PreToolUse --correlate inject");
+                assert_eq!(r.hook.flags, ["--correlate", "inject"]);
+            } else {
+                assert_eq!(r.command, format!("/b/bir-hooks {}", r.event));
+            }
+        }
+        // A plain install keeps it.
+        let again = install_edit(Some(&after), &form("/b/bir-hooks"), file).expect("again");
+        assert!(again.bytes.is_none(), "nothing to change");
+        // `--no-correlation` rewrites that one command, nothing else.
+        let off = HookForm {
+            correlation: Some(Correlation::Off),
+            ..form("/b/bir-hooks")
+        };
+        let plan_off = install_edit(Some(&after), &off, file).expect("off");
+        assert_eq!((plan_off.reflagged, plan_off.repointed), (1, 0));
+        let off_bytes = plan_off.bytes.expect("changed");
+        let text = String::from_utf8(off_bytes.clone()).expect("utf8");
+        assert!(
+            text.contains("\"/b/bir-hooks PreToolUse --no-correlation\""),
+            "{text}"
+        );
+        assert_eq!(
+            text.len(),
+            String::from_utf8_lossy(&after).len() - "--correlate inject".len()
+                + "--no-correlation".len()
+        );
+        // `--correlate meta`: the plain command again.
+        let meta = HookForm {
+            correlation: Some(Correlation::Passive),
+            ..form("/b/bir-hooks")
+        };
+        let plain = install_edit(Some(&off_bytes), &meta, file).expect("meta");
+        let plain = plain.bytes.expect("changed");
+        let fresh =
+            install_edit(Some(before.as_bytes()), &form("/b/bir-hooks"), file).expect("fresh");
+        assert_eq!(plain, fresh.bytes.expect("bytes"));
+        // Uninstall from any of them gives the user's file back.
+        let change = recorded(plan.events.clone(), false, plan.keep_parents);
+        for state in [&after, &off_bytes] {
+            let (back, _) = uninstall_edit(state, &change).expect("uninstall");
+            assert_eq!(
+                String::from_utf8(back.expect("changed")).expect("utf8"),
+                before
+            );
+        }
+        // Other words after the event are not bir's flags: not bir's group.
+        assert!(parse_ours("/b/bir-hooks PreToolUse --correlate sometimes").is_none());
+        assert!(parse_ours("/b/bir-hooks PreToolUse --verbose").is_none());
+        assert_eq!(
+            parse_ours("/b/bir hooks PreToolUse --correlate=off").map(|h| h.flags),
+            Some(vec!["--correlate=off".to_owned()])
+        );
     }
 
     #[test]
