@@ -1237,7 +1237,8 @@ impl Session {
     /// the join grace bounds the rest. The MessageDisplay text does not end
     /// the wait: it lacks the thinking the transcript has.
     fn waits_for_words(&self, c: &Call) -> bool {
-        if c.words_known || self.transcript_path.is_none() {
+        // After SessionEnd nothing more is written: its reads are the last.
+        if c.words_known || self.transcript_path.is_none() || self.ending.is_some() {
             return false;
         }
         match c.agent_id.as_deref() {

@@ -1612,6 +1612,21 @@ fn a_main_thread_call_answered_before_its_words_are_written_waits_for_the_stop()
     );
 }
 
+/// A session that ends without its turn's Stop (the user quit): SessionEnd's
+/// read is the last there will be, so a call still waiting for its words
+/// is told then, and the run finishes without waiting out the grace.
+#[test]
+fn session_end_ends_the_wait_for_words() {
+    let mut h = Harness::new();
+    start(&mut h, "list");
+    h.bash(2.0, "toolu_1", "ls", "a");
+    assert_eq!(h.steps_of("toolu_1").len(), 1, "waits for its words");
+    h.end(3.0);
+    h.assert_told_once("toolu_1");
+    assert_eq!(h.finish().reason.as_deref(), Some("session_end"));
+    h.assert_well_formed();
+}
+
 /// A subagent's MCP call: no MessageDisplay text, the proxy's answer
 /// arrives before PostToolUse, and the subagent's words reach its
 /// transcript only after PreToolUse. The joined step still carries them.

@@ -7,7 +7,8 @@
 # that fails, and answers. lib/bound_check.py then reads `bir runs export`
 # and compares what the model and the server saw with the same session
 # without bir. Variants: `bir off`, the daemon stopped mid-session by a Bash
-# step, two sessions at once in one directory. See README.md here.
+# step, two sessions at once in one directory, opt-in call-id injection
+# (`bir install --correlate inject`). See README.md here.
 #
 #   tests/e2e/run-bound.sh
 #
@@ -57,7 +58,8 @@ fill() { # fill FILE: the harness placeholders a session knows before it starts
 # (CLAUDE_CONFIG_DIR: its .claude.json and user settings) and a BIR_HOME for
 # one session. MODE bound: `bir install` wraps the server and registers the
 # hooks; plain: neither (the session without bir). PROJECT defaults to the
-# dir run-claude.sh uses (OUT/project).
+# dir run-claude.sh uses (OUT/project). INSTALL_EXTRA: more `bir install`
+# arguments.
 prepare() {
   local name="$1" script="$2" mode="$3"
   local out="$WORK/runs/$name"
@@ -86,7 +88,7 @@ prepare() {
     if env -u BIR_WRAP_MCP_JSON -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" \
          BIR_HOME="$bh" BIR_SERVICE_URL=off BIR_PROXY_PATH="$WORK/bin/bir-proxy" \
          BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
-         "$BIR_BIN" install --project "$project" >"$WORK/install-$name.txt" 2>&1 &&
+         "$BIR_BIN" install --project "$project" ${INSTALL_EXTRA:-} >"$WORK/install-$name.txt" 2>&1 &&
        grep -q 'wrapped  everything' "$WORK/install-$name.txt" &&
        grep -q 'registered 33 events' "$WORK/install-$name.txt"; then
       result ok "$name: bir install" "everything wrapped into the local scope; hooks in $conf/settings.json"
@@ -197,4 +199,21 @@ export_runs twoA
 check two --name two --out "$WORK/runs/twoA" --out2 "$WORK/runs/twoB" \
   --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
   --runs "$WORK/runs/twoA.runs.jsonl" --exports "$WORK/runs" --exports-prefix twoA
+
+# --- 6. opt-in call-id injection (`bir install --correlate inject`) ---------------------------
+# The PreToolUse hook asks; the daemon answers updatedInput with
+# __bir_call_id__ (no permission decision); the server gets the key, the
+# run joins on it and stores none; the model sees what it saw without bir.
+INSTALL_EXTRA="--correlate inject" prepare inject script.json bound
+if grep -q 'bir-hooks PreToolUse --correlate inject"' "$WORK/conf/inject/settings.json"; then
+  result ok "inject: hook command" "PreToolUse runs bir-hooks PreToolUse --correlate inject"
+else
+  result fail "inject: hook command" "$(grep -o '"[^"]*PreToolUse[^"]*"' "$WORK/conf/inject/settings.json" | tr '\n' ' ')"
+fi
+session inject
+wait_runs inject 1
+export_runs inject
+check inject --name inject --out "$WORK/runs/inject" --baseline "$WORK/runs/baseline" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
+  --runs "$WORK/runs/inject.runs.jsonl" --exports "$WORK/runs"
 finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks of the bound tier's end-to-end sessions (run-bound.sh).
 
-    bound_check.py session|bound|off|kill|two --name N --out RUN_DIR [...]
+    bound_check.py session|bound|off|kill|two|inject --name N --out RUN_DIR [...]
 
 Reads what the harness logged for a session (the fake API's requests and
 replies, the MCP relay's traffic between bir-proxy and the server, Claude
@@ -237,7 +237,46 @@ def check_bound(rep, a, script):
     check_run(rep, a, script, doc, session_id, a.out)
     if a.baseline:
         rep.run("the model saw the same as without bir", lambda: same_model_view(a.out, a.baseline))
-        rep.run("the server saw the same as without bir", lambda: same_server_view(a.out, a.baseline))
+        if a.mode == "inject":
+            rep.run("the server got the model's arguments plus only the call id",
+                    lambda: injected_server_view(a.out, a.baseline))
+        else:
+            rep.run("the server saw the same as without bir", lambda: same_server_view(a.out, a.baseline))
+    if a.mode == "inject":
+        rep.run("call ids injected and joined on, none stored", lambda: injected_ids(a.out, doc))
+
+
+CALL_ID = "__bir_call_id__"
+
+
+def without_call_id(args):
+    return {k: v for k, v in args.items() if k != CALL_ID} if isinstance(args, dict) else args
+
+
+def injected_server_view(out, baseline):
+    """With `--correlate inject` the server gets one more argument (the
+    relay is byte for byte): the same calls and answers once it is taken out."""
+    got = sorted(json.dumps([n, without_call_id(a), r], sort_keys=True, ensure_ascii=False)
+                 for n, a, r in mcp_calls(out).values())
+    want = server_view(baseline)
+    assert got == want, f"the server's calls differ: {got} vs {want}"
+    return f"{len(got)} tools/call: the same arguments (but the call id) and answers"
+
+
+def injected_ids(out, doc):
+    """Every call id the server got names its own call; the proxy is bound
+    by the first MCP call of this script (a Bash step comes first), so every
+    call carries one; the run joined each exactly and stores none."""
+    relay = mcp_calls(out)
+    assert relay, "no tools/call reached the server"
+    wrong = [(tid, (a or {}).get(CALL_ID)) for tid, (_, a, _) in relay.items()
+             if (a or {}).get(CALL_ID) != f"bir-{tid}"]
+    assert not wrong, f"calls without their own id: {wrong}"
+    text = json.dumps(doc)
+    assert CALL_ID not in text, "the run stores the injected key"
+    fp = [s.get("toolUseId") for s in doc.get("steps") or [] if s.get("correlation") == "fingerprint"]
+    assert not fp, f"joined by fingerprint: {fp}"
+    return f"{len(relay)} call(s), each with bir-<its toolUseId>; the run keeps none"
 
 
 def check_run(rep, a, script, doc, session_id, out):
@@ -295,6 +334,8 @@ def check_run(rep, a, script, doc, session_id, out):
             assert sel.get("serverName") == "everything" and sel.get("toolName") == name, f"{tid}: {sel.get('serverName')}/{sel.get('toolName')} vs {name}"
             scripted = [e for e in expected if e["name"] == sel["qualifiedName"] and e["input"] == sel.get("input")]
             assert scripted, f"{tid}: arguments {sel.get('input')} are not the model's"
+            if a.mode == "inject":
+                args = without_call_id(args)
             assert sel.get("input") == args, f"{tid}: recorded {sel.get('input')} but the server got {args}"
             assert resp.get("output") == answer, f"{tid}: recorded {json.dumps(resp.get('output'))[:200]} but the server answered {json.dumps(answer)[:200]}"
             assert bool(resp.get("isError")) == bool((answer or {}).get("isError")), f"{tid}: isError {resp.get('isError')}"
@@ -459,7 +500,7 @@ def check_two(rep, a, script):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["session", "bound", "off", "kill", "two"])
+    ap.add_argument("mode", choices=["session", "bound", "off", "kill", "two", "inject"])
     ap.add_argument("--name", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--out2")
@@ -473,7 +514,7 @@ def main():
     script = json.load(open(a.script, encoding="utf-8"))
     rep = Report(a.name)
     {"session": check_session, "bound": check_bound, "off": check_off,
-     "kill": check_kill, "two": check_two}[a.mode](rep, a, script)
+     "kill": check_kill, "two": check_two, "inject": check_bound}[a.mode](rep, a, script)
 
 
 if __name__ == "__main__":
