@@ -207,13 +207,14 @@ impl Engine {
     /// The answer to a `PreToolUse` hook whose sender asked for call-id
     /// injection (`Correlation::Inject`): `updatedInput` with
     /// `__bir_call_id__` for an MCP call to a server whose proxy is bound in
-    /// the payload's session, else `None` (see `answer.rs`). Ask before
+    /// the payload's session, else `None` (see `answer.rs`); `raw` is the
+    /// payload as posted (the answer keeps its input's text). Ask before
     /// handing the hook itself to [`Engine::handle`]; the answer does not
     /// depend on it.
-    pub(crate) fn injection(&self, payload: &serde_json::Value) -> Option<serde_json::Value> {
+    pub(crate) fn injection(&self, payload: &serde_json::Value, raw: &[u8]) -> Option<String> {
         let session_id = payload["session_id"].as_str()?;
         let session = self.sessions.get(session_id).filter(|s| !s.finished)?;
-        super::answer::inject_call_id(payload, |server| {
+        super::answer::inject_call_id(payload, raw, |server| {
             session
                 .proxies
                 .values()

@@ -796,7 +796,12 @@ fn the_pre_tool_use_answer_injects_an_id_that_joins_a_report_without_meta() {
     let mut payload = pre("mcp__everything__echo", "toolu_1", args.clone());
     payload["session_id"] = json!(SESSION);
     payload["hook_event_name"] = json!("PreToolUse");
-    let answer = h.engine.injection(&payload).expect("an injection");
+    let injection = |payload: &Value| {
+        let raw = payload.to_string();
+        let text = h.engine.injection(payload, raw.as_bytes())?;
+        Some(serde_json::from_str::<Value>(&text).expect("JSON"))
+    };
+    let answer = injection(&payload).expect("an injection");
     assert_eq!(answer["hookSpecificOutput"]["hookEventName"], "PreToolUse");
     assert!(
         answer["hookSpecificOutput"]
@@ -813,13 +818,13 @@ fn the_pre_tool_use_answer_injects_an_id_that_joins_a_report_without_meta() {
     let bash = pre("Bash", "toolu_x", json!({"command": "ls"}));
     let mut bash = bash;
     bash["session_id"] = json!(SESSION);
-    assert_eq!(h.engine.injection(&bash), None);
+    assert_eq!(injection(&bash), None);
     let mut other = pre("mcp__github__search", "toolu_y", json!({}));
     other["session_id"] = json!(SESSION);
-    assert_eq!(h.engine.injection(&other), None);
+    assert_eq!(injection(&other), None);
     let mut stranger = payload.clone();
     stranger["session_id"] = json!("another-session");
-    assert_eq!(h.engine.injection(&stranger), None);
+    assert_eq!(injection(&stranger), None);
 
     // Two identical calls in flight: only the injected ids tell them apart.
     h.hook(2.0, "PreToolUse", payload.clone());

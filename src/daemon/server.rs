@@ -473,17 +473,14 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             // The hook's stdout: nothing, except the call-id injection its
             // sender asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
             let answer = (event == "PreToolUse" && asks_injection(query))
-                .then(|| core.engine.injection(&payload))
+                .then(|| core.engine.injection(&payload, &request.body))
                 .flatten();
             let input = Input::Hook {
                 event: event.to_owned(),
                 payload,
             };
             core.handle(input, now);
-            match answer.map(|a| serde_json::to_vec(&a)) {
-                Some(Ok(body)) => (200, body),
-                _ => (200, Vec::new()),
-            }
+            (200, answer.map(String::into_bytes).unwrap_or_default())
         }
         (Method::Post, "/proxy/register") => {
             let Ok(register) = serde_json::from_slice::<wire::ProxyRegister>(&request.body) else {

@@ -143,6 +143,18 @@ check() { # check ARGS…: lib/bound_check.py's verdicts (counted here, not in a
   verdicts < <(python3 "$HERE/lib/bound_check.py" "$@" 2>&1)
 }
 
+# bound_session NAME MODE: run the prepared bound session NAME, wait for its
+# run, export it and check it (bound_check.py MODE) against the baseline.
+bound_session() {
+  local name="$1" mode="$2"
+  session "$name"
+  wait_runs "$name" 1
+  export_runs "$name"
+  check "$mode" --name "$name" --out "$WORK/runs/$name" --baseline "$WORK/runs/baseline" \
+    --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
+    --runs "$WORK/runs/$name.runs.jsonl" --exports "$WORK/runs"
+}
+
 # --- 1. the session without bir: what the model and the server see ------------------------
 prepare baseline script.json plain
 session baseline
@@ -151,12 +163,7 @@ check session --name baseline --out "$WORK/runs/baseline" --script "$HERE/bound/
 
 # --- 2. the bound session -----------------------------------------------------------------
 prepare bound script.json bound
-session bound
-wait_runs bound 1
-export_runs bound
-check bound --name bound --out "$WORK/runs/bound" --baseline "$WORK/runs/baseline" \
-  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
-  --runs "$WORK/runs/bound.runs.jsonl" --exports "$WORK/runs"
+bound_session bound bound
 
 # --- 3. bir off: nothing recorded, the session is the same ---------------------------------
 prepare off script.json bound
@@ -210,10 +217,5 @@ if grep -q 'bir-hooks PreToolUse --correlate inject"' "$WORK/conf/inject/setting
 else
   result fail "inject: hook command" "$(grep -o '"[^"]*PreToolUse[^"]*"' "$WORK/conf/inject/settings.json" | tr '\n' ' ')"
 fi
-session inject
-wait_runs inject 1
-export_runs inject
-check inject --name inject --out "$WORK/runs/inject" --baseline "$WORK/runs/baseline" \
-  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
-  --runs "$WORK/runs/inject.runs.jsonl" --exports "$WORK/runs"
+bound_session inject inject
 finish

@@ -593,8 +593,24 @@ fn hooks_answer_with_nothing_and_post_nothing_while_recording_is_off() {
 
 /// Runs `bir hooks EVENT` in `dir` with `payload` on stdin; its stdout.
 fn run_hook(dir: &TempDir, event: &str, payload: &Value, env: &[(&str, String)]) -> Vec<u8> {
+    run_hook_with(dir, &[event], payload, env)
+}
+
+/// A hook event `session` fired in `cwd`: `extra` beside the common fields.
+fn hook_payload(session: &str, cwd: &str, event: &str, extra: Value) -> Value {
+    let mut payload = json!({"session_id": session, "cwd": cwd, "hook_event_name": event});
+    if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    payload
+}
+
+/// `bir hooks ARGS…` (the event and any flags), as [`run_hook`].
+fn run_hook_with(dir: &TempDir, args: &[&str], payload: &Value, env: &[(&str, String)]) -> Vec<u8> {
+    let event = args.first().copied().unwrap_or_default();
     let mut cmd = command(bir(), dir);
-    cmd.args(["hooks", event])
+    cmd.arg("hooks")
+        .args(args)
         .current_dir(dir.path())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped());
@@ -629,11 +645,7 @@ fn a_proxy_binds_to_the_real_daemon_and_its_call_joins_the_hooks_view() {
     let session = "sess-real-1";
     let cwd = dir.path().display().to_string();
     let hook = |event: &str, extra: Value| {
-        let mut payload = json!({"session_id": session, "cwd": cwd, "hook_event_name": event});
-        if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
-            p.extend(e.clone());
-        }
-        run_hook(&dir, event, &payload, &[]);
+        run_hook(&dir, event, &hook_payload(session, &cwd, event, extra), &[]);
     };
     hook("SessionStart", json!({"source": "startup"}));
     hook("UserPromptSubmit", json!({"prompt": "echo something"}));
@@ -743,13 +755,7 @@ fn injection_answers_only_for_bound_servers_and_doctor_shows_which_proxy_is_boun
     let session = "sess-inject-1";
     let cwd = dir.path().display().to_string();
     let inject = [("BIR_CORRELATE", "inject".to_owned())];
-    let payload = |event: &str, extra: Value| {
-        let mut payload = json!({"session_id": session, "cwd": cwd, "hook_event_name": event});
-        if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
-            p.extend(e.clone());
-        }
-        payload
-    };
+    let payload = |event: &str, extra: Value| hook_payload(session, &cwd, event, extra);
     let pre = |id: &str| {
         payload(
             "PreToolUse",
@@ -799,21 +805,8 @@ fn injection_answers_only_for_bound_servers_and_doctor_shows_which_proxy_is_boun
     );
     // Not asked for, or refused on the hook's command line: nothing.
     assert!(run_hook(&dir, "PreToolUse", &pre("toolu_3"), &[]).is_empty());
-    let mut off = command(bir(), &dir);
-    off.args(["hooks", "PreToolUse", "--no-correlation"])
-        .env("BIR_CORRELATE", "inject")
-        .current_dir(dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped());
-    let mut child = off.spawn().expect("spawn bir hooks");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(pre("toolu_4").to_string().as_bytes())
-        .expect("write payload");
-    let out = child.wait_with_output().expect("wait");
-    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let args = ["PreToolUse", "--no-correlation"];
+    assert!(run_hook_with(&dir, &args, &pre("toolu_4"), &inject).is_empty());
 
     let doctor = command(bir(), &dir)
         .args(["doctor", "--timeout-ms", "20000", "--project"])
