@@ -35,7 +35,10 @@
 //! * [`read_journal`] (with [`ReadOutcome`]) and [`base64_decode`] — the
 //!   golden harness (`tests/it/golden.rs`) reads the run bir stored with
 //!   bir's own journal reader, and decodes its inputs with bir's codec,
-//!   rather than carrying a second copy of either.
+//!   rather than carrying a second copy of either;
+//! * [`frame_journal_record`] — the synthetic store the `bir runs`
+//!   benchmark and tests generate (`tests/it/synth.rs`) is written with
+//!   bir's own journal framing.
 
 mod bound;
 mod cli;
@@ -65,7 +68,7 @@ mod time;
 mod urls;
 
 pub use codec::base64_decode;
-pub use record::journal::{ReadOutcome, read as read_journal};
+pub use record::journal::{ReadOutcome, frame as frame_journal_record, read as read_journal};
 
 use std::process::ExitCode;
 

@@ -156,7 +156,10 @@ pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
         for s in kept.iter().take(cmd.limit) {
             let _ = writeln!(lines, "{}", json_line(s));
         }
-        out(lines.trim_end());
+        // No run: no line at all (not an empty one a script would parse).
+        if !lines.is_empty() {
+            out(lines.trim_end());
+        }
         return Ok(ExitStatus::Success);
     }
     if total == 0 {

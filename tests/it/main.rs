@@ -22,6 +22,9 @@
 //! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a
 //!   layer, no module cycle.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
+//! * `listing` — `bir runs` over many runs (`synth`: a generated store):
+//!   its filters, the listing index kept fresh and rebuilt when damaged,
+//!   the reader's step numbers, `bir runs show --follow` on a live run.
 //! * `redacted` — only `record::prepare` can make the `Redacted` values
 //!   records are built of (read from the source: what the compiler keeps,
 //!   kept in place).
@@ -48,6 +51,7 @@ mod install_cli;
 mod install_sh;
 mod layers;
 mod lifecycle;
+mod listing;
 mod record;
 mod redacted;
 mod relay;
@@ -56,3 +60,4 @@ mod report;
 mod secrets;
 mod store;
 mod support;
+mod synth;
