@@ -187,8 +187,8 @@ fn link_parents(calls: &mut [Call]) {
                 .filter(|p| *p != i)
         })
         .collect();
-    for i in 0..calls.len() {
-        calls[i].parent = cut_loops(&direct, i);
+    for (i, call) in calls.iter_mut().enumerate() {
+        call.parent = cut_loops(&direct, i);
     }
 }
 
@@ -214,8 +214,8 @@ fn number(calls: &mut [Call]) {
         .collect();
     top.sort_by_key(|&i| (calls[i].turn, calls[i].order, calls[i].seq));
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); calls.len()];
-    for i in 0..calls.len() {
-        if let Some(p) = calls[i].parent {
+    for (i, call) in calls.iter().enumerate() {
+        if let Some(p) = call.parent {
             children[p].push(i);
         }
     }

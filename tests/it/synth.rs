@@ -43,7 +43,7 @@ pub fn run_id(i: usize) -> String {
 
 /// Whether run `i` has a failed call (to which tool: [`failed_tool`]).
 pub fn has_failure(i: usize) -> bool {
-    i % 7 == 0
+    i.is_multiple_of(7)
 }
 
 /// The tool of run `i`'s failed call (its last of `calls`).
