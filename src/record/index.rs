@@ -37,6 +37,8 @@ use super::journal::{self, JOURNAL_SUFFIX};
 
 /// The index's file name in the runs directory.
 const INDEX_FILE: &str = ".index";
+/// How a new index's temporary file is named (then its writer's pid).
+const TMP_PREFIX: &str = ".index.tmp-";
 /// The lock its writers take.
 const LOCK_FILE: &str = ".index.lock";
 /// The first word of the header line; a file without it is not an index.
@@ -130,10 +132,15 @@ pub fn summaries(dir: &Path) -> io::Result<Vec<RunSummary>> {
     let mut stale: Vec<(String, fs::Metadata)> = Vec::new();
     let mut changed = false;
     let mut seen = 0usize;
+    // Temporary files of a save that was killed before its rename.
+    let mut leftovers: Vec<PathBuf> = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str().filter(|n| n.ends_with(JOURNAL_SUFFIX)) else {
+            if name.to_str().is_some_and(|n| n.starts_with(TMP_PREFIX)) {
+                leftovers.push(entry.path());
+            }
             continue;
         };
         if !entry.file_type().is_ok_and(|t| t.is_file()) {
@@ -176,7 +183,9 @@ pub fn summaries(dir: &Path) -> io::Result<Vec<RunSummary>> {
             .cmp(&a.started_at)
             .then_with(|| b.id.cmp(&a.id))
     });
-    if changed && let Err(err) = save(dir, &fresh) {
+    if (changed || !leftovers.is_empty())
+        && let Err(err) = save(dir, &fresh, &leftovers)
+    {
         log::debug!("runs index not saved: {err}");
     }
     Ok(fresh)
@@ -355,7 +364,11 @@ fn parse(bytes: &[u8]) -> Option<Vec<RunSummary>> {
 /// Writes `entries` as the new index: to a temporary file, then renamed
 /// over the old one, under the writers' lock (not waited for: if another
 /// listing is saving, this one's refresh is simply not kept).
-fn save(dir: &Path, entries: &[RunSummary]) -> io::Result<()> {
+///
+/// `leftovers` are temporary files of saves killed before their rename;
+/// they are removed under the lock (only a lock holder writes one, so none
+/// of them is being written).
+fn save(dir: &Path, entries: &[RunSummary], leftovers: &[PathBuf]) -> io::Result<()> {
     let lock = crate::home::private_file()
         .create(true)
         .truncate(false)
@@ -365,9 +378,12 @@ fn save(dir: &Path, entries: &[RunSummary]) -> io::Result<()> {
         log::debug!("runs index: another bir is saving it");
         return Ok(());
     }
+    for tmp in leftovers {
+        let _ = fs::remove_file(tmp);
+    }
     let stored: Vec<&RunSummary> = entries.iter().filter(|s| !s.held).collect();
     let body = serde_json::to_vec(&stored).map_err(io::Error::other)?;
-    let tmp: PathBuf = dir.join(format!("{INDEX_FILE}.tmp-{}", std::process::id()));
+    let tmp: PathBuf = dir.join(format!("{TMP_PREFIX}{}", std::process::id()));
     let written = (|| {
         let mut f = crate::home::private_file()
             .create(true)

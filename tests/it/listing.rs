@@ -235,6 +235,12 @@ fn the_index_follows_the_journals() {
         let rebuilt = std::fs::read(&index).expect("index");
         assert!(rebuilt.starts_with(b"bir-runs-index 1 "), "{what}: rebuilt");
     }
+    // A save killed before its rename left its temporary file: the next
+    // save removes it.
+    let leftover = runs.join(".index.tmp-4000000");
+    std::fs::write(&leftover, b"half an index").expect("leftover");
+    assert_eq!(listed(&dir, &[]), after_rm);
+    assert!(!leftover.exists(), "the leftover was removed");
     // A directory where the index goes: listing still works.
     std::fs::remove_file(&index).expect("rm");
     std::fs::create_dir(&index).expect("mkdir");
