@@ -45,7 +45,7 @@ const LOCK_FILE: &str = ".index.lock";
 const MAGIC: &str = "bir-runs-index";
 /// Bumped whenever [`RunSummary`] changes meaning: an index of another
 /// version is rebuilt.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// A bound run's prompt is kept up to this many characters in the index
 /// (a listing shows one line of it; `bir runs export` has all of it).
 const PROMPT_CHARS: usize = 1000;
@@ -86,9 +86,12 @@ pub struct RunSummary {
     pub held: bool,
 }
 
-/// One tool a run called.
+/// One tool a run called. Stored as a short array, `[server, tool,
+/// calls, errors, qualified]` with `qualified` null when it is the usual
+/// `mcp__<server>__<tool>`: a run has a handful of these, a store thousands
+/// of runs, and the index is read at every listing.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[serde(into = "ToolRow", from = "ToolRow")]
 pub struct ToolUse {
     pub server: String,
     /// The server's own name for the tool.
@@ -97,6 +100,35 @@ pub struct ToolUse {
     pub qualified: String,
     pub calls: u64,
     pub errors: u64,
+}
+
+/// [`ToolUse`] as the index stores it.
+type ToolRow = (String, String, u64, u64, Option<String>);
+
+impl From<ToolUse> for ToolRow {
+    fn from(t: ToolUse) -> ToolRow {
+        let usual = t.qualified == format!("mcp__{}__{}", t.server, t.tool);
+        (
+            t.server,
+            t.tool,
+            t.calls,
+            t.errors,
+            (!usual).then_some(t.qualified),
+        )
+    }
+}
+
+impl From<ToolRow> for ToolUse {
+    fn from((server, tool, calls, errors, qualified): ToolRow) -> ToolUse {
+        let qualified = qualified.unwrap_or_else(|| format!("mcp__{server}__{tool}"));
+        ToolUse {
+            server,
+            tool,
+            qualified,
+            calls,
+            errors,
+        }
+    }
 }
 
 impl RunSummary {
@@ -467,4 +499,60 @@ struct LiteTurn {
 struct LiteFinish {
     #[serde(default)]
     lossy: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary() -> RunSummary {
+        RunSummary {
+            file: "run_a.journal".into(),
+            id: "run_a".into(),
+            tools: vec![
+                ToolUse {
+                    server: "gh".into(),
+                    tool: "search".into(),
+                    qualified: "mcp__gh__search".into(),
+                    calls: 3,
+                    errors: 1,
+                },
+                ToolUse {
+                    server: String::new(),
+                    tool: "Bash".into(),
+                    qualified: "Bash".into(),
+                    calls: 2,
+                    errors: 0,
+                },
+            ],
+            ..RunSummary::default()
+        }
+    }
+
+    #[test]
+    fn tools_are_stored_short_and_read_back_whole() {
+        let json = serde_json::to_string(&summary().tools).expect("json");
+        assert_eq!(json, r#"[["gh","search",3,1,null],["","Bash",2,0,"Bash"]]"#);
+        let back: Vec<ToolUse> = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, summary().tools);
+    }
+
+    #[test]
+    fn only_a_whole_index_of_this_version_is_read() {
+        let dir = std::env::temp_dir().join(format!("bir-index-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        save(&dir, &[summary()], &[]).expect("save");
+        let bytes = std::fs::read(dir.join(INDEX_FILE)).expect("read");
+        assert_eq!(parse(&bytes), Some(vec![summary()]));
+        assert_eq!(load(&dir).len(), 1);
+        for cut in 0..bytes.len() {
+            assert_eq!(parse(&bytes[..cut]), None, "cut at {cut}");
+        }
+        let mut flipped = bytes.clone();
+        let last = flipped.len() - 2;
+        flipped[last] ^= 0x20;
+        assert_eq!(parse(&flipped), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
