@@ -87,19 +87,40 @@ pub struct RunSummary {
 }
 
 /// One tool a run called. Stored as a short array, `[server, tool,
-/// calls, errors, qualified]` with `qualified` null when it is the usual
-/// `mcp__<server>__<tool>`: a run has a handful of these, a store thousands
-/// of runs, and the index is read at every listing.
+/// calls, errors, qualified]`: a run has a handful of these, a store
+/// thousands of runs, and the index is read at every listing.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(into = "ToolRow", from = "ToolRow")]
 pub struct ToolUse {
     pub server: String,
     /// The server's own name for the tool.
     pub tool: String,
-    /// The host's name for it (`mcp__github__create_issue`, `Bash`).
-    pub qualified: String,
+    /// The host's name for it (`Bash`), when it is not the usual
+    /// `mcp__<server>__<tool>` (kept implicit: most are).
+    pub qualified: Option<String>,
     pub calls: u64,
     pub errors: u64,
+}
+
+impl ToolUse {
+    /// Whether `name` names this tool: the server's name for it, or the
+    /// host's.
+    pub fn is_named(&self, name: &str) -> bool {
+        self.tool == name
+            || match &self.qualified {
+                Some(q) => q == name,
+                None => is_usual(&self.server, &self.tool, name),
+            }
+    }
+}
+
+/// Whether `qualified` is `mcp__<server>__<tool>` (without building it).
+fn is_usual(server: &str, tool: &str, qualified: &str) -> bool {
+    qualified
+        .strip_prefix("mcp__")
+        .and_then(|rest| rest.strip_prefix(server))
+        .and_then(|rest| rest.strip_prefix("__"))
+        == Some(tool)
 }
 
 /// [`ToolUse`] as the index stores it.
@@ -107,20 +128,12 @@ type ToolRow = (String, String, u64, u64, Option<String>);
 
 impl From<ToolUse> for ToolRow {
     fn from(t: ToolUse) -> ToolRow {
-        let usual = t.qualified == format!("mcp__{}__{}", t.server, t.tool);
-        (
-            t.server,
-            t.tool,
-            t.calls,
-            t.errors,
-            (!usual).then_some(t.qualified),
-        )
+        (t.server, t.tool, t.calls, t.errors, t.qualified)
     }
 }
 
 impl From<ToolRow> for ToolUse {
     fn from((server, tool, calls, errors, qualified): ToolRow) -> ToolUse {
-        let qualified = qualified.unwrap_or_else(|| format!("mcp__{server}__{tool}"));
         ToolUse {
             server,
             tool,
@@ -301,14 +314,19 @@ pub fn summarize(path: &Path, name: &str, meta: &fs::Metadata) -> io::Result<Run
                 let use_of = match s.tools.iter_mut().find(|t| {
                     t.server == step.server_name
                         && t.tool == step.tool_name
-                        && t.qualified == step.qualified_name
+                        && match &t.qualified {
+                            Some(q) => *q == step.qualified_name,
+                            None => is_usual(&t.server, &t.tool, &step.qualified_name),
+                        }
                 }) {
                     Some(t) => t,
                     None => {
+                        let usual =
+                            is_usual(&step.server_name, &step.tool_name, &step.qualified_name);
                         s.tools.push(ToolUse {
                             server: step.server_name,
                             tool: step.tool_name,
-                            qualified: step.qualified_name,
+                            qualified: (!usual).then_some(step.qualified_name),
                             ..ToolUse::default()
                         });
                         let last = s.tools.len() - 1;
@@ -513,14 +531,14 @@ mod tests {
                 ToolUse {
                     server: "gh".into(),
                     tool: "search".into(),
-                    qualified: "mcp__gh__search".into(),
+                    qualified: None,
                     calls: 3,
                     errors: 1,
                 },
                 ToolUse {
                     server: String::new(),
                     tool: "Bash".into(),
-                    qualified: "Bash".into(),
+                    qualified: Some("Bash".into()),
                     calls: 2,
                     errors: 0,
                 },
@@ -535,6 +553,12 @@ mod tests {
         assert_eq!(json, r#"[["gh","search",3,1,null],["","Bash",2,0,"Bash"]]"#);
         let back: Vec<ToolUse> = serde_json::from_str(&json).expect("parse");
         assert_eq!(back, summary().tools);
+        let [gh, bash] = &back[..] else {
+            panic!("two tools")
+        };
+        assert!(gh.is_named("search") && gh.is_named("mcp__gh__search"));
+        assert!(!gh.is_named("mcp__gh__searc") && !gh.is_named("mcp__g__search"));
+        assert!(bash.is_named("Bash") && !bash.is_named("mcp____Bash"));
     }
 
     #[test]

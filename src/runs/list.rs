@@ -73,8 +73,7 @@ impl Filter {
         match &self.tool {
             Some(want) => {
                 let called = |t: &&crate::record::index::ToolUse| {
-                    (&t.tool == want || &t.qualified == want)
-                        && self.server.as_ref().is_none_or(|srv| &t.server == srv)
+                    t.is_named(want) && self.server.as_ref().is_none_or(|srv| &t.server == srv)
                 };
                 let mut uses = s.tools.iter().filter(called);
                 let kept = if self.failed {
@@ -146,9 +145,14 @@ pub(super) fn when(s: &str, now: SystemTime) -> Result<i64, Error> {
 /// Lists the runs `cmd` asks for.
 pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
     let filter = Filter::of(cmd, SystemTime::now())?;
-    let runs = store
-        .summaries()
-        .context(|| format!("cannot read {}", store.dir().display()))?;
+    // Never freed: the process ends once the listing is printed, and
+    // freeing ten thousand summaries one string at a time costs more than
+    // printing them.
+    let runs = std::mem::ManuallyDrop::new(
+        store
+            .summaries()
+            .context(|| format!("cannot read {}", store.dir().display()))?,
+    );
     let total = runs.len();
     let kept: Vec<&RunSummary> = runs.iter().filter(|s| filter.keeps(s)).collect();
     if cmd.json {
@@ -262,7 +266,7 @@ mod tests {
                 .map(|&(server, tool, calls, errors)| ToolUse {
                     server: server.into(),
                     tool: tool.into(),
-                    qualified: format!("mcp__{server}__{tool}"),
+                    qualified: None,
                     calls,
                     errors,
                 })
