@@ -123,6 +123,7 @@ bench: build
 	cargo bench --locked --bench redact
 	cargo bench --locked --bench scan
 	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench daemon
+	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench runs
 
 # bir-proxy --url vs supergateway vs mcp-proxy vs a direct HTTP client.
 bench-http: peers
