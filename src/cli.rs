@@ -178,6 +178,7 @@ pub enum CliCommand {
     Down(DownCmd),
     Off(OffCmd),
     On(OnCmd),
+    Investigate(InvestigateCmd),
 }
 
 /// Stop the recorder daemon (it finishes every open run first). It starts
@@ -379,6 +380,23 @@ pub struct ReportCmd {
     /// itself); return when the run ends
     #[argh(switch)]
     pub follow: bool,
+}
+
+// ---- `investigate`
+
+/// Show what went wrong or changed in a run: failed calls with what led to
+/// them, loops, steps slower than usual, servers whose tools changed, and
+/// gaps in the record.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "investigate")]
+pub struct InvestigateCmd {
+    /// the run: its id, a unique prefix of it, or `latest` (default)
+    #[argh(positional, default = "String::from(\"latest\")")]
+    pub run: String,
+
+    /// print the findings as one JSON document
+    #[argh(switch)]
+    pub json: bool,
 }
 
 // ---- `sync`

@@ -48,6 +48,7 @@ mod error;
 mod home;
 mod hooks;
 mod install;
+mod investigate;
 pub mod jsonrpc;
 mod logging;
 mod login;
@@ -142,6 +143,7 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Down(cmd)) => ("bir down", daemon::control::down(cmd)),
         Some(CliCommand::Off(cmd)) => ("bir off", switch::off(cmd)),
         Some(CliCommand::On(cmd)) => ("bir on", switch::on(cmd)),
+        Some(CliCommand::Investigate(cmd)) => ("bir investigate", investigate::main(cmd)),
         None => (
             "bir",
             Err(error::Error::usage(

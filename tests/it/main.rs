@@ -17,6 +17,8 @@
 //!   fixture homes.
 //! * `install_sh` — `install/install.sh` run by `sh`, `dash` and `busybox sh`
 //!   against a release served from 127.0.0.1.
+//! * `investigate` — `bir investigate` on hand-made runs: failures, slow
+//!   steps, loops, a server's changed tools, gaps in the record.
 //! * `http` — `bir proxy --url`: the real server-everything over
 //!   Streamable HTTP and legacy SSE, and a fault server on 127.0.0.1.
 //! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a
@@ -49,6 +51,7 @@ mod golden;
 mod http;
 mod install_cli;
 mod install_sh;
+mod investigate;
 mod layers;
 mod lifecycle;
 mod listing;
