@@ -179,6 +179,7 @@ pub enum CliCommand {
     Off(OffCmd),
     On(OnCmd),
     Investigate(InvestigateCmd),
+    Setup(SetupCmd),
 }
 
 /// Stop the recorder daemon (it finishes every open run first). It starts
@@ -380,6 +381,32 @@ pub struct ReportCmd {
     /// itself); return when the run ends
     #[argh(switch)]
     pub follow: bool,
+}
+
+// ---- `setup`
+
+/// The guided first run: find the MCP clients here, show what `bir install`
+/// would change, ask once, install, check with `bir doctor`.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "setup")]
+pub struct SetupCmd {
+    /// make the changes shown without asking (needed without a terminal)
+    #[argh(switch)]
+    pub yes: bool,
+
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// where Claude Code's hooks go: user (default), project or none (as
+    /// for `bir install --hooks`)
+    #[argh(option, default = "String::from(\"user\")")]
+    pub hooks: String,
+
+    /// how long `bir doctor` waits for each server, in milliseconds
+    /// (default 15000)
+    #[argh(option, default = "15000")]
+    pub timeout_ms: u64,
 }
 
 // ---- `investigate`

@@ -143,6 +143,7 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Down(cmd)) => ("bir down", daemon::control::down(cmd)),
         Some(CliCommand::Off(cmd)) => ("bir off", switch::off(cmd)),
         Some(CliCommand::On(cmd)) => ("bir on", switch::on(cmd)),
+        Some(CliCommand::Setup(cmd)) => ("bir setup", install::setup::main(cmd)),
         Some(CliCommand::Investigate(cmd)) => ("bir investigate", investigate::main(cmd)),
         None => (
             "bir",

@@ -115,7 +115,26 @@ fn correlation_option(
     }
 }
 
-pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
+/// What one `bir install` would do, computed once: the file jobs (which
+/// entries to wrap, per file), the per-client summaries, and where the
+/// hooks go. `bir install --dry-run` shows it, `bir install` applies it,
+/// and `bir setup` shows it, asks, then applies the very same plan (so
+/// nothing is edited that was not shown).
+pub struct InstallPlan {
+    jobs: Vec<FileJob>,
+    form: ProxyForm,
+    summaries: Vec<Box<dyn Fn(bool)>>,
+    /// Claude Code's paths and project key, when it is a target: the hooks
+    /// are registered there once the servers are wrapped.
+    hook_target: Option<(Paths, String)>,
+    hook_scope: Option<HookScope>,
+    /// The call-id injection mode for the `PreToolUse` hook (`None`: keep
+    /// what is registered).
+    correlation: Option<Correlation>,
+}
+
+/// Plans `bir install` for `cmd` (nothing is written).
+pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let project = project_dir(&cmd.project);
     let targets = super::clients::targets(
         cmd.client.as_deref(),
@@ -126,8 +145,6 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     )?;
     let hook_scope = HookScope::parse(&cmd.hooks)?;
     let correlation = correlation_option(cmd.correlate.as_deref(), cmd.no_correlation)?;
-    // Claude Code's paths and project key, when it is a target: the hooks
-    // are registered there once the servers are wrapped.
     let mut hook_target: Option<(Paths, String)> = None;
     let form = ProxyForm::detect();
     let mut jobs: Vec<FileJob> = Vec::new();
@@ -230,33 +247,68 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
             )));
         }
     }
-    if cmd.dry_run {
-        for s in &summaries {
+    Ok(InstallPlan {
+        jobs,
+        form,
+        summaries,
+        hook_target,
+        hook_scope,
+        correlation,
+    })
+}
+
+/// What applying a plan changed: per file, its path and how many entries;
+/// the hooks' settings file and how many events, if it changed.
+pub struct Applied {
+    pub files: Vec<(PathBuf, usize)>,
+    pub hooks: Option<(PathBuf, usize)>,
+}
+
+impl InstallPlan {
+    /// Whether applying the plan would change any file (entries or hooks),
+    /// worked out without printing or writing anything.
+    pub fn would_change(&self) -> Result<bool, Error> {
+        for job in self.jobs.iter().filter(|j| !j.ops.is_empty()) {
+            let before = atomic::read(&job.file)?;
+            if let (Some(after), _) =
+                format::of_job(job).apply(job, &self.form, before.as_deref())?
+                && before.as_deref() != Some(after.as_slice())
+            {
+                return Ok(true);
+            }
+        }
+        match (&self.hook_target, self.hook_scope) {
+            (Some((paths, _)), Some(scope)) => hookcmd::would_change(paths, scope),
+            _ => Ok(false),
+        }
+    }
+
+    /// Prints the per-client summaries, the exact diff of every file that
+    /// would change, and the hooks' section. Writes nothing.
+    pub fn show(&self) -> Result<(), Error> {
+        for s in &self.summaries {
             s(false);
         }
-        return match run_jobs(&jobs, &form, true).and_then(|_| match (&hook_target, hook_scope) {
-            (Some((paths, key)), Some(scope)) => {
-                hookcmd::install(paths, scope, key, correlation, true)
-            }
-            _ => Ok(None),
-        }) {
-            Ok(_) => {
-                out("(dry run: nothing was written)");
-                Ok(ExitStatus::Success)
-            }
-            Err(e) => Err(e),
-        };
+        run_jobs(&self.jobs, &self.form, true)?;
+        if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
+            hookcmd::install(paths, scope, key, self.correlation, true)?;
+        }
+        Ok(())
     }
-    let result = run_jobs(&jobs, &form, false);
-    for s in &summaries {
-        s(result.is_ok());
-    }
-    // The hooks, once the servers are wrapped (a failure there stops here,
-    // so nothing half-done is left to explain).
-    let result = result.and_then(|files| {
+
+    /// Writes the plan: the entries, then (only if they were written) the
+    /// hooks. Prints the summaries as applied.
+    pub fn apply(&self) -> Result<Applied, Error> {
+        let result = run_jobs(&self.jobs, &self.form, false);
+        for s in &self.summaries {
+            s(result.is_ok());
+        }
+        // The hooks, once the servers are wrapped (a failure there stops
+        // here, so nothing half-done is left to explain).
+        let files = result?;
         let mut hooks = None;
-        if let (Some((paths, key)), Some(scope)) = (&hook_target, hook_scope) {
-            hooks = hookcmd::install(paths, scope, key, correlation, false).map_err(|e| {
+        if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
+            hooks = hookcmd::install(paths, scope, key, self.correlation, false).map_err(|e| {
                 if files.is_empty() {
                     e
                 } else {
@@ -267,35 +319,45 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
                 }
             })?;
         }
-        Ok((files, hooks))
-    });
-    match result {
-        Ok((files, None)) if files.is_empty() => {
-            out("\nNothing to change.");
-            Ok(ExitStatus::Success)
-        }
-        Ok((files, hooks)) => {
-            out("");
-            for (file, n) in &files {
-                out(&format!(
-                    "Changed: {} ({n} entr{}). Nothing else in it was touched.",
-                    file.display(),
-                    if *n == 1 { "y" } else { "ies" }
-                ));
-            }
-            if let Some((file, n)) = &hooks {
-                out(&format!(
-                    "Changed: {} (bir's hooks for {n} event{}). Nothing else in it was touched.",
-                    file.display(),
-                    if *n == 1 { "" } else { "s" }
-                ));
-            }
-            out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
-            out("Check: bir doctor     Restart the clients' sessions to use the wrapped servers.");
-            Ok(ExitStatus::Success)
-        }
-        Err(e) => Err(e),
+        Ok(Applied { files, hooks })
     }
+}
+
+/// Prints what [`InstallPlan::apply`] changed, and how to undo and check it.
+pub fn report_applied(applied: &Applied) {
+    out("");
+    for (file, n) in &applied.files {
+        out(&format!(
+            "Changed: {} ({n} entr{}). Nothing else in it was touched.",
+            file.display(),
+            if *n == 1 { "y" } else { "ies" }
+        ));
+    }
+    if let Some((file, n)) = &applied.hooks {
+        out(&format!(
+            "Changed: {} (bir's hooks for {n} event{}). Nothing else in it was touched.",
+            file.display(),
+            if *n == 1 { "" } else { "s" }
+        ));
+    }
+    out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
+}
+
+pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
+    let plan = plan(&cmd)?;
+    if cmd.dry_run {
+        plan.show()?;
+        out("(dry run: nothing was written)");
+        return Ok(ExitStatus::Success);
+    }
+    let applied = plan.apply()?;
+    if applied.files.is_empty() && applied.hooks.is_none() {
+        out("\nNothing to change.");
+        return Ok(ExitStatus::Success);
+    }
+    report_applied(&applied);
+    out("Check: bir doctor     Restart the clients' sessions to use the wrapped servers.");
+    Ok(ExitStatus::Success)
 }
 
 fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: bool) {

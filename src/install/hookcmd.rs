@@ -186,6 +186,19 @@ pub fn install(
         .then(|| (target, plan.events.len() + plan.repointed + plan.reflagged)))
 }
 
+/// Whether [`install`] would change the settings file (quietly: `bir
+/// setup` asks this to know whether anything is left to do). A policy that
+/// blocks user and project hooks means no change.
+pub fn would_change(paths: &Paths, scope: HookScope) -> Result<bool, Error> {
+    if policy_blocks(paths).is_some() {
+        return Ok(false);
+    }
+    let file = scope.settings_file(paths);
+    let before = atomic::read(&file)?;
+    let plan = install_edit(before.as_deref(), &HookForm::detect(), &file)?;
+    Ok(plan.bytes.is_some())
+}
+
 /// Which hook changes an uninstall touches, and how.
 pub struct Selection {
     /// Reversed in the file.

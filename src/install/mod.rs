@@ -8,6 +8,7 @@
 //!   [`commands`] — `install`/`uninstall`/`status`; [`ledger`] — what bir
 //!   changed; [`doctor`] — launches every wrapped entry; [`wrap`] and
 //!   [`entry`] — wrapped entries; [`remote_entry`] — remote (HTTP/SSE) server entries; [`diff`] — `--dry-run` output.
+//! * [`setup`] — `bir setup`, the guided first run over install and doctor.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
 //!   file edits); [`hookcmd`] — what install/uninstall/status/doctor do
 //!   with them.
@@ -28,5 +29,6 @@ pub mod hooks;
 pub mod jsonedit;
 pub mod ledger;
 pub mod remote_entry;
+pub mod setup;
 pub mod vocab;
 pub mod wrap;

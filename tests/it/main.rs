@@ -38,6 +38,8 @@
 //! * `report` — `bir report`: the HTML page's structure (read back from
 //!   the data it embeds) on standalone, bound, damaged, empty and lossy
 //!   runs; `--follow` on a live run; `--open`.
+//! * `setup` — `bir setup` on fixture homes: no client, one, several, a
+//!   managed policy, a second run that changes nothing.
 //! * `store` — the store under a live proxy: two proxies at once,
 //!   retention and `bir sync` from others, the store deleted or unwritable.
 
@@ -61,6 +63,7 @@ mod relay;
 mod remote;
 mod report;
 mod secrets;
+mod setup;
 mod store;
 mod support;
 mod synth;
