@@ -300,6 +300,10 @@ pub struct RunsCmd {
     /// only runs recorded in the current directory or below it
     #[argh(switch)]
     pub here: bool,
+
+    /// list the runs on the recording service you are logged in to
+    #[argh(switch)]
+    pub remote: bool,
 }
 
 #[derive(FromArgs, Debug)]
@@ -326,6 +330,10 @@ pub struct ShowCmd {
     /// stop when it ends
     #[argh(switch)]
     pub follow: bool,
+
+    /// fetch the run from the recording service (its whole id, or `latest`)
+    #[argh(switch)]
+    pub remote: bool,
 }
 
 /// Write a run as JSON (one document) or JSONL (its records) to stdout.
@@ -339,6 +347,10 @@ pub struct ExportCmd {
     /// json (default) or jsonl
     #[argh(option, default = "String::from(\"json\")")]
     pub format: String,
+
+    /// fetch the run from the recording service (its whole id, or `latest`)
+    #[argh(switch)]
+    pub remote: bool,
 }
 
 /// Remove runs by id, by age, or beyond a count.

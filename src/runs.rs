@@ -14,6 +14,7 @@ use crate::output::{escape, out};
 use crate::record::calls::{Call, reader_calls};
 use crate::record::model::{ServerSnapshot, Step, StepType};
 use crate::record::store::{LoadedRun, Store};
+use crate::service::read;
 
 mod follow;
 mod list;
@@ -24,6 +25,14 @@ mod turns;
 pub fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
     let store = Store::open_default().context(|| "cannot open the run store".into())?;
     match cmd.action {
+        // The recording service's runs, fetched into a scratch store and
+        // rendered as local ones (`service::read`).
+        None if cmd.remote => list::list(read::list(cmd.limit)?.store(), &cmd),
+        Some(RunsAction::Show(s)) if s.remote => show(&read::fetch(&s.run)?.first()?, s.full),
+        Some(RunsAction::Export(e)) if e.remote => {
+            export(&read::fetch(&e.run)?.first()?, &e.format)
+                .map_err(|err| err.in_command("bir runs export"))
+        }
         None => list::list(&store, &cmd),
         Some(RunsAction::Show(s)) if s.follow => follow::follow(&store, &s),
         Some(RunsAction::Show(s)) => show(&store.find(&s.run)?, s.full),

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::record::calls::reader_calls;
 use crate::record::model::{ServerSnapshot, Step, StepType, canonical};
 use crate::record::store::LoadedRun;
 
@@ -146,7 +147,7 @@ pub struct Gap {
 /// Everything `bir investigate` finds in `run`, comparing it with
 /// `history` (other runs, each started before it).
 pub fn investigate(run: &LoadedRun, history: &[LoadedRun]) -> Findings {
-    let calls = pair_calls(&run.steps);
+    let calls = pair_calls(run);
     Findings {
         run: run.id(),
         tier: run
@@ -155,7 +156,7 @@ pub fn investigate(run: &LoadedRun, history: &[LoadedRun]) -> Findings {
             .map(|h| h.metadata.tier.clone())
             .unwrap_or_else(|| "?".into()),
         state: state_of(run).into(),
-        tool_calls: run.tool_calls(),
+        tool_calls: calls.len(),
         history_runs: history.len(),
         failures: failures(run, &calls),
         slow: slow_steps(&calls, history),
@@ -195,38 +196,19 @@ fn step_failed(s: &Step) -> bool {
             .is_some_and(|o| !matches!(o, "answered"))
 }
 
-/// Pairs each response with its selection. A standalone run writes the
-/// two back to back; a bound run may interleave parallel calls, so a
-/// response goes to the latest unanswered selection with the same tool
-/// and the same `tool_use_id` (or request id, when there is no tool use
-/// id). A response without a selection stands alone as its own call.
-fn pair_calls(steps: &[Step]) -> Vec<Call<'_>> {
-    let mut calls: Vec<Call<'_>> = Vec::new();
-    for step in steps {
-        match step.step_type {
-            StepType::ToolSelected => calls.push(Call {
-                selected: step,
-                response: None,
-            }),
-            StepType::ToolResponse => {
-                let open = calls.iter_mut().rev().find(|c| {
-                    c.response.is_none()
-                        && c.selected.qualified_name == step.qualified_name
-                        && c.selected.tool_use_id == step.tool_use_id
-                        && (step.tool_use_id.is_some() || c.selected.request_id == step.request_id)
-                });
-                match open {
-                    Some(call) => call.response = Some(step),
-                    None => calls.push(Call {
-                        selected: step,
-                        response: Some(step),
-                    }),
-                }
-            }
-            StepType::FinalAnswer => {}
-        }
-    }
-    calls
+/// The run's calls, paired and ordered the way every reader pairs them
+/// (`record::calls`). A call with only a response (its selection lost)
+/// stands for itself.
+fn pair_calls(run: &LoadedRun) -> Vec<Call<'_>> {
+    reader_calls(run)
+        .into_iter()
+        .filter_map(|c| {
+            Some(Call {
+                selected: c.selected.or(c.response)?,
+                response: c.response,
+            })
+        })
+        .collect()
 }
 
 fn tool_label(s: &Step) -> String {
@@ -541,7 +523,9 @@ fn gaps(run: &LoadedRun, calls: &[Call<'_>]) -> Vec<Gap> {
     if let Some(note) = run.header.as_ref().and_then(|h| h.metadata.note.as_deref()) {
         gap("joined_late", format!("lossy from its start: {note}"));
     }
-    let lossy_unexplained = run.lossy()
+    let lossy = run.finish.as_ref().is_some_and(|f| f.lossy)
+        || run.header.as_ref().is_some_and(|h| h.metadata.lossy);
+    let lossy_unexplained = lossy
         && run.torn_bytes == 0
         && run.finish.as_ref().is_none_or(|f| f.dropped == 0)
         && run

@@ -25,6 +25,10 @@ pub(super) const BUSY_RETRY_DELAY: Duration = Duration::from_secs(1);
 const UNREACHED_RETRY_DELAY: Duration = Duration::from_millis(500);
 /// How much of an answer is read (and thrown away, or parsed for refresh).
 const MAX_ANSWER_BYTES: u64 = 64 * 1024;
+/// The most of one read-side answer (a run with its steps, or a page of
+/// runs) bir reads; a run's steps are capped when recorded, so a real
+/// answer is far smaller.
+const MAX_READ_BYTES: u64 = 64 << 20;
 /// Token refreshes one client attempts at most.
 const MAX_REFRESHES: u8 = 2;
 
@@ -330,6 +334,84 @@ impl Client {
             request = request.set("Authorization", &format!("Bearer {}", creds.token.expose()));
         }
         answer_of(request.send_bytes(&req.body))
+    }
+
+    /// `GET {base}{path}`, read as JSON (the read side: `bir runs
+    /// --remote`). The token is handled as for sending: refreshed first
+    /// when it has expired, and once more after a 401. Not retried
+    /// otherwise: a person is waiting, and the error says what to do.
+    pub fn get_json(&mut self, path: &str) -> Result<Value, SendFailure> {
+        if self
+            .creds
+            .as_ref()
+            .is_some_and(|c| c.expired() && c.refresh_token.is_some())
+        {
+            let _ = self.refresh();
+        }
+        let mut got = self.get_once(path);
+        if matches!(got, Err(Answer::Status(401, _))) && self.creds.is_some() {
+            self.refresh()?;
+            got = self.get_once(path);
+        }
+        let what = format!("GET {path}");
+        got.map_err(|answer| {
+            let (kind, detail) = match answer {
+                Answer::Status(401, _) => (
+                    FailKind::Unauthorized,
+                    format!(
+                        "HTTP 401 on {what}: {}",
+                        if self.creds.is_some() {
+                            "the token was refused; `bir login` again"
+                        } else {
+                            "the service wants a token (`bir login`)"
+                        }
+                    ),
+                ),
+                Answer::Status(code @ 300..=399, _) => (
+                    FailKind::Redirected,
+                    format!("HTTP {code} (a redirect, not followed) on {what}"),
+                ),
+                Answer::Status(code, _) => {
+                    (FailKind::Status(code), format!("HTTP {code} on {what}"))
+                }
+                Answer::Unreached(why) => (
+                    FailKind::Unreachable,
+                    format!("service unreachable ({why}) on {what}"),
+                ),
+                Answer::Tls(why) => (FailKind::Tls, format!("TLS failed ({why}) on {what}")),
+                Answer::Broken(why) => (FailKind::Transport, format!("{why} on {what}")),
+            };
+            SendFailure { kind, detail }
+        })
+    }
+
+    /// One `GET`: the answer's JSON on a 2xx, else why not.
+    fn get_once(&self, path: &str) -> Result<Value, Answer> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.agent.get(&url).set("Accept", "application/json");
+        if let Some(creds) = &self.creds {
+            request = request.set("Authorization", &format!("Bearer {}", creds.token.expose()));
+        }
+        let response = match request.call() {
+            Ok(r) if (200..300).contains(&r.status()) => r,
+            other => return Err(answer_of(other)),
+        };
+        let mut text = Vec::new();
+        let read = response
+            .into_reader()
+            .take(MAX_READ_BYTES + 1)
+            .read_to_end(&mut text);
+        if let Err(e) = read {
+            return Err(Answer::Broken(format!("reading the answer failed: {e}")));
+        }
+        if text.len() as u64 > MAX_READ_BYTES {
+            return Err(Answer::Broken(format!(
+                "the answer is over {} MiB",
+                MAX_READ_BYTES >> 20
+            )));
+        }
+        serde_json::from_slice(&text)
+            .map_err(|e| Answer::Broken(format!("the answer is not JSON ({e})")))
     }
 
     /// Gets a fresh token (docs/recording-service.md, "The auth contract").

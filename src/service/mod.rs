@@ -7,7 +7,8 @@
 //! * [`client`] — the blocking HTTP client (retry, refresh, no redirects);
 //! * [`sync`] — sending what the service has not acknowledged (`bir sync`,
 //!   and the background catch-up);
-//! * [`forwarder`] — the recorder's forwarder.
+//! * [`forwarder`] — the recorder's forwarder;
+//! * [`read`] — the read side (`bir runs --remote`): runs fetched back.
 //!
 //! `bir login|logout|whoami|sync` are thin commands over this module.
 //!
@@ -75,6 +76,7 @@
 pub mod client;
 pub mod credentials;
 pub mod forwarder;
+pub mod read;
 pub mod sync;
 pub mod url;
 pub mod wire;

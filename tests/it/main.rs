@@ -40,6 +40,9 @@
 //!   runs; `--follow` on a live run; `--open`.
 //! * `setup` — `bir setup` on fixture homes: no client, one, several, a
 //!   managed policy, a second run that changes nothing.
+//! * `remote_read` — `bir runs --remote`, `show|export --remote`: runs
+//!   read back from the fake service, rendered like local ones; 401
+//!   refresh; an unreachable service.
 //! * `store` — the store under a live proxy: two proxies at once,
 //!   retention and `bir sync` from others, the store deleted or unwritable.
 
@@ -62,6 +65,7 @@ mod redacted;
 mod relay;
 mod remote;
 mod report;
+mod remote_read;
 mod secrets;
 mod setup;
 mod store;

@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use crate::support::{Host, Seen, TempDir, bir, command};
 
 pub(crate) const TOKEN: &str = "tok_S3CRETS3CRET_0123456789abcdef";
-const REFRESH: &str = "ref_R3FR3SHR3FR3SH_0123456789abcdef";
-const NEW_TOKEN: &str = "tok_N3WN3WN3W_fedcba9876543210";
+pub(crate) const REFRESH: &str = "ref_R3FR3SHR3FR3SH_0123456789abcdef";
+pub(crate) const NEW_TOKEN: &str = "tok_N3WN3WN3W_fedcba9876543210";
 
 /// One request the fake service received.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ pub(crate) struct Req {
 }
 
 impl Req {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
@@ -161,7 +161,7 @@ impl Drop for FakeService {
 }
 
 /// A URL where nothing listens.
-fn closed_port_url() -> String {
+pub(crate) fn closed_port_url() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
         .local_addr()
@@ -200,7 +200,7 @@ fn peer_script() -> Value {
 
 /// `bir-proxy --server-name peer -- bir testpeer <script>` sending to
 /// `service`.
-fn proxy(dir: &TempDir, service: &str) -> Command {
+pub(crate) fn proxy(dir: &TempDir, service: &str) -> Command {
     let script = dir.script("peer.json", &peer_script());
     let mut cmd = command(dir.proxy_link(), dir);
     cmd.env("BIR_SERVICE_URL", service)
@@ -214,7 +214,7 @@ fn proxy(dir: &TempDir, service: &str) -> Command {
 
 /// A host session: initialize, tools/list, `calls` tool calls, end of
 /// input. Returns what the host saw and the latency of each call.
-fn session(cmd: Command, calls: u64) -> (Seen, Vec<Duration>) {
+pub(crate) fn session(cmd: Command, calls: u64) -> (Seen, Vec<Duration>) {
     let mut host = Host::start(cmd);
     host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
     assert!(
@@ -240,7 +240,7 @@ fn session(cmd: Command, calls: u64) -> (Seen, Vec<Duration>) {
     (host.finish(Duration::from_secs(10)), latencies)
 }
 
-fn run_bir(dir: &TempDir, service: &str, args: &[&str]) -> Output {
+pub(crate) fn run_bir(dir: &TempDir, service: &str, args: &[&str]) -> Output {
     command(bir(), dir)
         .env("BIR_SERVICE_URL", service)
         .env("RUST_LOG", "debug")
