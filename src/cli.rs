@@ -98,6 +98,12 @@ pub struct ProxyArgs {
     #[argh(switch)]
     pub restart: bool,
 
+    /// start the server only when a request needs it: answer `initialize`,
+    /// `tools/list` and `ping` from the last snapshot recorded for the same
+    /// command line (also BIR_PROXY_LAZY=1); without one, start at once
+    #[argh(switch)]
+    pub lazy: bool,
+
     /// a remote MCP server's URL (instead of a command)
     #[argh(option)]
     pub url: Option<String>,

@@ -662,6 +662,7 @@ mod tests {
             max_age: None,
             redact: RedactConfig::default(),
             known_secrets: Vec::new(),
+            command_digest: None,
         };
         let settings = BindSettings {
             identity: Identity {
@@ -749,6 +750,7 @@ mod tests {
                     max_age: None,
                     redact: RedactConfig::default(),
                     known_secrets: Vec::new(),
+                    command_digest: None,
                 });
                 prep.call(&report(n), &mut out);
                 out.pop().expect("a call")

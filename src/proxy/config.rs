@@ -19,6 +19,9 @@ pub struct ProxyConfig {
     pub transcript: Option<PathBuf>,
     /// Restart a dead upstream once (`--restart`).
     pub restart: bool,
+    /// Start a stdio upstream only when a request needs it (`--lazy`,
+    /// `BIR_PROXY_LAZY=1`; see `proxy::lazy`).
+    pub lazy: bool,
     /// Stay up answering errors once the upstream is gone
     /// (`BIR_PROXY_STAY_UP=1`).
     pub stay_up: bool,
@@ -127,6 +130,7 @@ impl ProxyConfig {
             args: rest,
             transcript: args.transcript,
             restart: args.restart,
+            lazy: args.lazy || env_flag("BIR_PROXY_LAZY"),
             stay_up: env_flag("BIR_PROXY_STAY_UP"),
             max_message_bytes,
             session_id: std::env::var("CLAUDE_CODE_SESSION_ID")

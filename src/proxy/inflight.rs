@@ -187,6 +187,9 @@ pub struct HostRequest {
 pub struct OwnRequest {
     /// Sent to the upstream once this request is answered.
     pub then_send: Option<Vec<u8>>,
+    /// The answer goes to the lifecycle loop under this name
+    /// (`Event::OwnAnswer`).
+    pub report_as: Option<&'static str>,
 }
 
 #[derive(Debug)]
@@ -370,7 +373,25 @@ impl InFlight {
 
     /// Records a request the proxy sends to the upstream itself.
     pub fn insert_own(&mut self, id: &str, then_send: Option<Vec<u8>>) {
-        self.own.insert(IdKey::own(id), OwnRequest { then_send });
+        self.own.insert(
+            IdKey::own(id),
+            OwnRequest {
+                then_send,
+                report_as: None,
+            },
+        );
+    }
+
+    /// Records a request the proxy sends itself whose answer the
+    /// lifecycle loop wants (as `Event::OwnAnswer { id, .. }`).
+    pub fn insert_own_reported(&mut self, id: &'static str) {
+        self.own.insert(
+            IdKey::own(id),
+            OwnRequest {
+                then_send: None,
+                report_as: Some(id),
+            },
+        );
     }
 
     /// If `raw_id` answers one of the proxy's own requests, takes it.

@@ -39,6 +39,7 @@ pub(crate) mod binding;
 pub mod config;
 pub(crate) mod gate;
 pub mod inflight;
+pub mod lazy;
 pub mod modern;
 pub(crate) mod passthrough;
 pub mod relay;
@@ -103,7 +104,18 @@ pub enum Event {
     /// A remote upstream's transport finished after the host left (the
     /// session was ended).
     UpstreamHttpClosed,
+    /// `--lazy`: a host request needs the server, not started yet. The
+    /// sender is dropped (or sent to) once its handshake is done or failed.
+    WakeUpstream(Sender<()>),
+    /// The server answered one of the proxy's own requests whose answer
+    /// the lifecycle loop waits for (`--lazy`: the replayed handshake, the
+    /// tools check).
+    OwnAnswer { id: &'static str, answer: Vec<u8> },
 }
+
+/// `--lazy`: the id of the replayed `initialize` and of the tools check.
+const LAZY_INIT_ID: &str = "bir:lazy-initialize";
+const LAZY_TOOLS_ID: &str = "bir:lazy-tools";
 
 /// Runs `bir-proxy` with the arguments after the program name.
 pub fn main(args: &[String]) -> Exit {
@@ -139,7 +151,9 @@ pub fn main(args: &[String]) -> Exit {
     let observer = start_observer(&cfg, start);
     let (tx, rx) = mpsc::channel();
     signals::spawn_watcher(tx.clone());
+    let gate = lazy::gate_for(&cfg);
     let shared = Arc::new(Shared::new(cfg, observer));
+    lock(&shared.lazy).dormant = gate;
     Session::new(shared, tx, rx).run()
 }
 
@@ -172,8 +186,9 @@ fn start_observer(cfg: &ProxyConfig, start: passthrough::Start) -> Observer {
         _ => RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone()),
     };
     if let Some(mut rc) = recorder_config {
-        if let Some(remote) = &cfg.upstream_http {
-            rc.known_secrets = upstream_http_credentials(remote);
+        match &cfg.upstream_http {
+            Some(remote) => rc.known_secrets = upstream_http_credentials(remote),
+            None => rc.command_digest = Some(lazy::command_digest(cfg)),
         }
         let store = match Store::open_default() {
             Ok(store) => Some(store),
@@ -233,6 +248,9 @@ struct Session {
     /// Disconnects when the current upstream's stderr is copied out.
     stderr_copied: Option<Receiver<()>>,
     timer: Option<(Instant, Timer)>,
+    /// `--lazy`: host pumps waiting for the server's handshake; released
+    /// (dropped) when it is done or the server is gone.
+    wake_waiters: Vec<Sender<()>>,
 }
 
 impl Session {
@@ -253,11 +271,15 @@ impl Session {
             upstream_http_exit: None,
             stderr_copied: None,
             timer: None,
+            wake_waiters: Vec::new(),
         }
     }
 
     fn run(mut self) -> Exit {
-        if let Err(err) = self.start_upstream() {
+        let dormant = lock(&self.shared.lazy).dormant.is_some();
+        if dormant {
+            log::debug!("--lazy: answering from the last snapshot; the server starts when needed");
+        } else if let Err(err) = self.start_upstream() {
             eprintln!(
                 "bir-proxy[{}]: cannot start '{}': {}",
                 self.shared.cfg.server_name,
@@ -408,6 +430,13 @@ impl Session {
                     return None;
                 }
                 self.host_eof = true;
+                // `--lazy`, the server never needed: nothing to stop.
+                if self.pid.is_none()
+                    && self.dead_status.is_none()
+                    && self.shared.cfg.upstream_http.is_none()
+                {
+                    return Some(Exit::from(Status::Success));
+                }
                 // Closing the upstream's stdin is how MCP asks a stdio server to stop.
                 *lock(&self.shared.upstream_in) = None;
                 if let Some(status) = self.dead_status {
@@ -452,6 +481,94 @@ impl Session {
                 }
             }
             Event::UpstreamEof { .. } | Event::UpstreamExited { .. } => None,
+            Event::WakeUpstream(done) => {
+                self.wake(done);
+                None
+            }
+            Event::OwnAnswer { id, answer } => {
+                self.on_own_answer(id, &answer);
+                None
+            }
+        }
+    }
+
+    /// `--lazy`: starts the server a host request needs, and replays the
+    /// handshake the host had with the snapshot (its `initialize` under
+    /// the proxy's own id; `initialized` once that is answered). `done` is
+    /// released when the handshake is over, or at once when there is none
+    /// to replay (the host's own `initialize` is on its way) or the server
+    /// cannot start (the pending request is then answered as for a dead
+    /// server).
+    fn wake(&mut self, done: Sender<()>) {
+        if self.pid.is_some() || self.dead_status.is_some() || self.host_eof || self.signalled {
+            return;
+        }
+        if let Err(err) = self.start_upstream() {
+            eprintln!(
+                "bir-proxy[{}]: cannot start '{}': {}",
+                self.shared.cfg.server_name,
+                self.command_line(),
+                upstream::start_error(&self.shared.cfg.program, &err)
+            );
+            let pending = lock(&self.shared.inflight).upstream_died();
+            self.dead_status = Some(Exit::from(Status::Failure));
+            self.answer_as_gone(pending);
+            return;
+        }
+        self.shared
+            .observer
+            .event("--lazy: server started on demand");
+        let replay = lock(&self.shared.lazy).answered_initialize;
+        let initialize = lock(&self.shared.handshake).initialize.clone();
+        let line = initialize.and_then(|i| with_own_id(&i, LAZY_INIT_ID));
+        match (replay, line) {
+            (true, Some(line)) => {
+                lock(&self.shared.inflight).insert_own_reported(LAZY_INIT_ID);
+                self.shared.write_to_upstream(&line);
+                self.shared
+                    .observer
+                    .message(crate::observe::Direction::ProxyToServer, &line);
+                self.wake_waiters.push(done);
+            }
+            (true, None) => {
+                log::warn!("--lazy: cannot replay the host's initialize (it does not parse)");
+            }
+            (false, _) => {}
+        }
+    }
+
+    /// `--lazy`: the server answered the replayed `initialize` (send the
+    /// host's `initialized`, check the tools, let the host's requests go)
+    /// or the tools check (tell the host if its tools are out of date).
+    fn on_own_answer(&mut self, id: &str, answer: &[u8]) {
+        if id == LAZY_INIT_ID {
+            let initialized = lock(&self.shared.handshake).initialized.clone();
+            if let Some(line) = initialized {
+                self.shared.write_to_upstream(&line);
+            }
+            if lock(&self.shared.lazy).tools_given.is_some() {
+                let ask = format!(
+                    "{{\"jsonrpc\":\"2.0\",\"id\":\"{LAZY_TOOLS_ID}\",\"method\":\"tools/list\"}}\n"
+                );
+                lock(&self.shared.inflight).insert_own_reported(LAZY_TOOLS_ID);
+                self.shared.write_to_upstream(ask.as_bytes());
+            }
+            for waiter in self.wake_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        } else if id == LAZY_TOOLS_ID {
+            let given = lock(&self.shared.lazy).tools_given.take();
+            if let Some(given) = given
+                && lazy::tools_differ(&given, answer)
+            {
+                log::info!(
+                    "--lazy: the server's tools differ from its last snapshot; telling the host"
+                );
+                self.shared.write_to_host(
+                    b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n",
+                    &self.tx,
+                );
+            }
         }
     }
 
@@ -501,6 +618,7 @@ impl Session {
     /// the proxy ends, restarts the upstream, or stays up.
     fn upstream_ended(&mut self, status: ExitStatus) -> Option<Exit> {
         self.timer = None;
+        self.wake_waiters.clear();
         let exit = exit_of(status);
         let pending = lock(&self.shared.inflight).upstream_died();
         *lock(&self.shared.upstream_in) = None;

@@ -49,12 +49,14 @@ use crate::sys::lock;
 ///   read's frames are decided, never while writing: the decisions go into
 ///   an outbox that is written after the lock is released.
 /// * `handshake` — the host's handshake, for a restart. Held for one copy.
+/// * `lazy` — `--lazy`: the snapshot answers while the server is not
+///   started (see `proxy::lazy`). Held for one decision or one copy.
 ///
 /// **Lock order.** Two locks are ever held together only in this order:
 /// `host_out` before `upstream_in` (`flush_upstream_outbox` writes the
 /// proxy's own requests to the upstream inside the host write), and
-/// `inflight` before `handshake` (`on_host_frame` keeps a host's
-/// `initialize` while deciding it). So the lifecycle loop, restarting the
+/// `inflight` before `lazy` before `handshake` (`on_host_frame` keeps a
+/// host's `initialize` while deciding it). So the lifecycle loop, restarting the
 /// upstream, copies the handshake out under its lock alone and never holds
 /// it together with `inflight`; nothing takes `host_out` while holding
 /// `upstream_in`; and `inflight` is never held together with `host_out` or
@@ -72,8 +74,39 @@ pub struct Shared {
     pub inflight: Mutex<InFlight>,
     /// The host's handshake, replayed to a restarted upstream.
     pub handshake: Mutex<Handshake>,
+    /// `--lazy`: whether the server is still not started, and what the
+    /// host was answered in its place.
+    pub lazy: Mutex<LazyState>,
     /// Where observations go after their bytes are written (never blocks).
     pub observer: Observer,
+}
+
+/// The answers a lazy proxy gives in place of a server not yet started
+/// (made by `proxy::lazy` from the last snapshot of the same server).
+#[derive(Debug, Clone)]
+pub struct LazyGate {
+    /// The protocol version the snapshot was taken with: a host asking
+    /// for another one gets the real server.
+    pub protocol_version: String,
+    /// The `result` of `initialize`, as JSON text.
+    pub initialize_result: String,
+    /// The `result` of `tools/list`, as JSON text.
+    pub tools_result: String,
+    /// The tools, canonical JSON (to compare with the live server's).
+    pub tools_canonical: Vec<u8>,
+}
+
+/// A lazy proxy's state (see [`Shared::lazy`]).
+#[derive(Debug, Default)]
+pub struct LazyState {
+    /// Set while the server is not started: the host is answered from it.
+    pub dormant: Option<LazyGate>,
+    /// The host's `initialize` was answered from the snapshot: the server,
+    /// once started, gets it replayed.
+    pub answered_initialize: bool,
+    /// The host was given the snapshot's tools (canonical JSON): the live
+    /// server's are compared with them once it is started.
+    pub tools_given: Option<Vec<u8>>,
 }
 
 /// The host's `initialize` request and `notifications/initialized`, as sent.
@@ -165,6 +198,7 @@ impl Shared {
             upstream_in: Mutex::new(None),
             inflight: Mutex::new(InFlight::new()),
             handshake: Mutex::new(Handshake::default()),
+            lazy: Mutex::new(LazyState::default()),
             observer,
         }
     }
@@ -312,6 +346,13 @@ struct Outbox {
     after: Vec<After>,
     /// What `after` turns into, handed to the observer in one go.
     observed: Batch,
+    /// Host pump, `--lazy`: a request needs the server, which is not
+    /// started yet. It is started (and its handshake done) before this
+    /// outbox is written.
+    wake: bool,
+    /// Upstream pump: events for the lifecycle loop (answers to the
+    /// proxy's own requests it waits for), sent after the writes.
+    lifecycle: Vec<Event>,
 }
 
 impl Outbox {
@@ -322,6 +363,8 @@ impl Outbox {
             back: Vec::new(),
             after: Vec::new(),
             observed: Batch::default(),
+            wake: false,
+            lifecycle: Vec::new(),
         }
     }
 
@@ -406,6 +449,9 @@ fn flush_host_outbox(
     framer: &Framer,
     outbox: &mut Outbox,
 ) {
+    if std::mem::take(&mut outbox.wake) {
+        wake_upstream(events);
+    }
     let (_, host_ok) = write_pieces(
         framer,
         outbox,
@@ -491,6 +537,9 @@ fn host_line(
             if !inflight.upstream_alive() {
                 return Verdict::Consumed;
             }
+            if let Some(verdict) = lazy_notification(shared, bytes, &method) {
+                return verdict;
+            }
             host_notification(shared, inflight, bytes, &method, outbox.read_at);
             Verdict::Relay
         }
@@ -502,7 +551,13 @@ fn host_line(
                 Verdict::Consumed
             }
         }
-        Kind::Batch => host_batch(shared, inflight, bytes, outbox),
+        Kind::Batch => {
+            // A batch is relayed whole: the server has to be there.
+            if lock(&shared.lazy).dormant.take().is_some() {
+                outbox.wake = true;
+            }
+            host_batch(shared, inflight, bytes, outbox)
+        }
         Kind::Blank | Kind::Unclassified => Verdict::Relay,
     }
 }
@@ -515,6 +570,9 @@ fn host_request(
     method: &str,
     outbox: &mut Outbox,
 ) -> Verdict {
+    if let Some(verdict) = lazy_request(shared, bytes, id, method, outbox) {
+        return verdict;
+    }
     let keep = shared.observer.enabled()
         && matches!(
             method,
@@ -546,6 +604,94 @@ fn host_request(
             Verdict::Consumed
         }
     }
+}
+
+/// How long the host pump waits for a lazily started server to finish its
+/// handshake before relaying anyway. Generous: a server fetched by `npx`
+/// on first use can take this long, and the host is waiting for it either
+/// way.
+const LAZY_WAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// `--lazy`: asks the lifecycle loop to start the server and waits until
+/// its handshake is done (or it failed), so that what this pump relays
+/// next reaches a server ready for it.
+fn wake_upstream(events: &Sender<Event>) {
+    let (done, wait) = std::sync::mpsc::channel();
+    if events.send(Event::WakeUpstream(done)).is_ok() {
+        let _ = wait.recv_timeout(LAZY_WAKE_TIMEOUT);
+    }
+}
+
+#[derive(Deserialize)]
+struct InitializeParams<'a> {
+    #[serde(rename = "protocolVersion", borrow, default)]
+    protocol_version: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct RequestEnvelope<'a> {
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// `--lazy`, while the server is not started: answers what the snapshot
+/// can (`initialize` in the snapshot's protocol version, `tools/list`
+/// without a cursor, `ping`); anything else wakes the server (`None`: go
+/// on as usual, the outbox waits for the server).
+fn lazy_request(
+    shared: &Shared,
+    bytes: &[u8],
+    id: &[u8],
+    method: &str,
+    outbox: &mut Outbox,
+) -> Option<Verdict> {
+    let mut lazy = lock(&shared.lazy);
+    let gate = lazy.dormant.as_ref()?;
+    let params = serde_json::from_slice::<RequestEnvelope>(bytes)
+        .ok()
+        .and_then(|e| e.params);
+    let result = match method {
+        "initialize" => {
+            let asked = params
+                .and_then(|p| serde_json::from_str::<InitializeParams>(p.get()).ok())
+                .and_then(|p| p.protocol_version);
+            (asked == Some(gate.protocol_version.as_str())).then(|| gate.initialize_result.clone())
+        }
+        "tools/list" => {
+            let cursor = params.is_some_and(|p| p.get().contains("\"cursor\""));
+            (!cursor).then(|| gate.tools_result.clone())
+        }
+        "ping" => Some("{}".to_owned()),
+        _ => None,
+    };
+    let Some(result) = result else {
+        lazy.dormant = None;
+        outbox.wake = true;
+        return None;
+    };
+    match method {
+        "initialize" => {
+            lazy.answered_initialize = true;
+            lock(&shared.handshake).initialize = Some(bytes.to_vec());
+        }
+        "tools/list" => lazy.tools_given = Some(gate.tools_canonical.clone()),
+        _ => {}
+    }
+    drop(lazy);
+    let id = String::from_utf8_lossy(id);
+    let answer = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}\n");
+    answer_host(shared, outbox, answer.into_bytes());
+    Some(Verdict::Consumed)
+}
+
+/// `--lazy`, while the server is not started: its notifications have
+/// nowhere to go. `notifications/initialized` is kept for the replay.
+fn lazy_notification(shared: &Shared, bytes: &[u8], method: &str) -> Option<Verdict> {
+    lock(&shared.lazy).dormant.as_ref()?;
+    if method == "notifications/initialized" {
+        lock(&shared.handshake).initialized = Some(bytes.to_vec());
+    }
+    Some(Verdict::Consumed)
 }
 
 #[derive(Deserialize)]
@@ -727,6 +873,12 @@ fn upstream_line(
     match kind {
         Kind::Response { id, .. } => {
             if let Some(own) = inflight.answer_own(id) {
+                if let Some(name) = own.report_as {
+                    outbox.lifecycle.push(Event::OwnAnswer {
+                        id: name,
+                        answer: bytes.to_vec(),
+                    });
+                }
                 if let Some(next) = own.then_send {
                     if shared.observer.wants_messages() {
                         outbox
@@ -863,6 +1015,9 @@ fn flush_upstream_outbox(
     };
     if !host_ok {
         let _ = events.send(Event::HostGone);
+    }
+    for event in outbox.lifecycle.drain(..) {
+        let _ = events.send(event);
     }
     deliver_after(shared, framer, outbox, Direction::ServerToHost);
 }

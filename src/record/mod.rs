@@ -62,6 +62,9 @@ pub struct RecorderConfig {
     /// Values the proxy itself holds as credentials (the headers it sends a
     /// remote upstream): redacted wherever they turn up, in any encoding.
     pub known_secrets: Vec<String>,
+    /// The server's command digest, stamped on its snapshots (see
+    /// `ServerSnapshot::command_digest`).
+    pub command_digest: Option<String>,
 }
 
 impl RecorderConfig {
@@ -93,6 +96,7 @@ impl RecorderConfig {
                     .is_ok_and(|v| v == "1"),
             },
             known_secrets: Vec::new(),
+            command_digest: None,
         })
     }
 }

@@ -126,6 +126,12 @@ pub struct ServerSnapshot {
     pub tool_hashes: BTreeMap<Redacted<String>, String>,
     /// sha256 over all tool hashes, in name order.
     pub tools_digest: String,
+    /// sha256 of the command line the proxy started the server with (and
+    /// the program's size and modification time): how `bir-proxy --lazy`
+    /// finds the last snapshot of the same server, same version. Absent
+    /// for remote servers and in runs recorded before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_digest: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -373,6 +373,7 @@ impl Preparation {
     fn refresh_snapshot_digest(&mut self) {
         let s = &mut self.knowledge.snapshot;
         s.server_name = self.cfg.server_name.to_string();
+        s.command_digest = self.cfg.command_digest.clone();
         let joined: String = s
             .tool_hashes
             .iter()

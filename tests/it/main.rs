@@ -21,6 +21,8 @@
 //!   steps, loops, a server's changed tools, gaps in the record.
 //! * `http` — `bir proxy --url`: the real server-everything over
 //!   Streamable HTTP and legacy SSE, and a fault server on 127.0.0.1.
+//! * `lazy` — `bir-proxy --lazy`: the same host-visible bytes as eager,
+//!   with and without a tool call; changed tools announced.
 //! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a
 //!   layer, no module cycle.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
@@ -58,6 +60,7 @@ mod install_cli;
 mod install_sh;
 mod investigate;
 mod layers;
+mod lazy;
 mod lifecycle;
 mod listing;
 mod record;

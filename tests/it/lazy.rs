@@ -1,0 +1,151 @@
+//! `bir-proxy --lazy`: the host sees the same bytes as with an eagerly
+//! started server, for a session that calls a tool (the server is started
+//! on demand, the handshake replayed) and for one that never does (the
+//! server is never started); a server whose tools changed since the
+//! snapshot gets the host told (`notifications/tools/list_changed`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Host, TempDir, bir, command};
+
+/// The peer's script: its tools, and a pid file written when it starts
+/// (so a test can tell whether the server was started at all).
+fn write_script(dir: &TempDir, tools: &Value) -> PathBuf {
+    dir.script(
+        "peer.json",
+        &json!({"tools": tools, "on_start": [{"pidfile": dir.join("started.pid")}]}),
+    )
+}
+
+fn echo_tools() -> Value {
+    json!([{"name": "echo", "description": "Echoes", "inputSchema": {"type": "object"}}])
+}
+
+fn proxy(dir: &TempDir, script: &Path, lazy: bool) -> Command {
+    let mut cmd = command(dir.proxy_link(), dir);
+    cmd.args(["--server-name", "peer"]);
+    if lazy {
+        cmd.arg("--lazy");
+    }
+    cmd.arg("--").arg(bir()).arg("testpeer").arg(script);
+    cmd.current_dir(dir.path());
+    cmd
+}
+
+/// Initialize, initialized, tools/list, then `calls` echo calls, each
+/// answer awaited before the next message (so the bytes are the same
+/// whatever the timing); then end of input. Returns the host's stdout.
+fn session(cmd: Command, calls: u64) -> Vec<u8> {
+    let mut host = Host::start(cmd);
+    let wait = |host: &Host, n: usize| {
+        assert!(
+            host.wait_lines(n, Duration::from_secs(30)),
+            "waited for {n} lines; got {}\nstderr: {}",
+            String::from_utf8_lossy(&host.stdout_so_far()),
+            host.stderr_so_far()
+        );
+    };
+    host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
+    wait(&host, 1);
+    host.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+    wait(&host, 2);
+    for i in 0..calls {
+        host.send(&json!({"jsonrpc":"2.0","id":10 + i,"method":"tools/call","params":{"name":"echo","arguments":{"n": i}}}));
+        wait(&host, 3 + i as usize);
+    }
+    let seen = host.finish(Duration::from_secs(15));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    seen.stdout
+}
+
+fn wait_for(path: &Path) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Lazy and eager give the host identical bytes: in a session that calls
+/// a tool (the server is started for the call) and in one that never does
+/// (the server is never started). Without a snapshot, lazy starts the
+/// server at once.
+#[test]
+fn lazy_shows_the_host_the_same_bytes_as_eager() {
+    let dir = TempDir::new("lazy-same");
+    let script = write_script(&dir, &echo_tools());
+    let pid = dir.join("started.pid");
+
+    // No snapshot yet: --lazy starts the server at once (and this session
+    // records the snapshot the next ones use).
+    let first = session(proxy(&dir, &script, true), 1);
+    assert!(pid.exists(), "no snapshot: started at once");
+    let eager_call = session(proxy(&dir, &script, false), 1);
+    assert_eq!(first, eager_call);
+
+    std::fs::remove_file(&pid).expect("rm pid");
+    let lazy_call = session(proxy(&dir, &script, true), 1);
+    assert!(wait_for(&pid), "started for the call");
+    assert_eq!(
+        String::from_utf8_lossy(&lazy_call),
+        String::from_utf8_lossy(&eager_call),
+        "a session that calls a tool"
+    );
+
+    std::fs::remove_file(&pid).expect("rm pid");
+    let lazy_idle = session(proxy(&dir, &script, true), 0);
+    assert!(!pid.exists(), "a session that needs no server starts none");
+    let eager_idle = session(proxy(&dir, &script, false), 0);
+    assert_eq!(
+        String::from_utf8_lossy(&lazy_idle),
+        String::from_utf8_lossy(&eager_idle),
+        "a session that never calls a tool"
+    );
+}
+
+/// The server's tools changed since its snapshot: the host, given the old
+/// list, is told to ask again once the server is started.
+#[test]
+fn lazy_tells_the_host_when_the_tools_changed() {
+    let dir = TempDir::new("lazy-changed");
+    let script = write_script(&dir, &echo_tools());
+    session(proxy(&dir, &script, false), 1);
+    // Same command line, new tools (the script is read at start).
+    let mut tools = echo_tools();
+    tools
+        .as_array_mut()
+        .expect("array")
+        .push(json!({"name": "exfiltrate", "inputSchema": {"type": "object"}}));
+    write_script(&dir, &tools);
+
+    let out = session(proxy(&dir, &script, true), 1);
+    let lines: Vec<Value> = String::from_utf8_lossy(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(
+        lines[1]["result"]["tools"].as_array().map(Vec::len),
+        Some(1),
+        "tools/list answered from the snapshot: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["method"] == "notifications/tools/list_changed"),
+        "the host is told: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["id"] == 10 && l["result"].is_object()),
+        "the call was answered: {lines:?}"
+    );
+}
