@@ -173,6 +173,10 @@ fn mask_record(v: &mut Value) {
     while let Some(node) = stack.pop() {
         match node {
             Value::Object(map) => {
+                // A snapshot's `commandDigest` hashes the temporary paths
+                // of the peer's command line (for `--lazy`): left out, so
+                // the expectations need not change with it.
+                map.remove("commandDigest");
                 for (k, child) in map.iter_mut() {
                     let volatile_id = k == "id"
                         && child
