@@ -425,6 +425,11 @@ pub struct SetupCmd {
     /// (default 15000)
     #[argh(option, default = "15000")]
     pub timeout_ms: u64,
+
+    /// wrapped stdio servers start only when a request needs them
+    /// (`bir install --lazy`)
+    #[argh(switch)]
+    pub lazy: bool,
 }
 
 // ---- `investigate`
@@ -586,6 +591,11 @@ pub struct InstallCmd {
     /// --correlate off)
     #[argh(switch)]
     pub no_correlation: bool,
+
+    /// wrapped stdio servers start only when a request needs them
+    /// (`bir-proxy --lazy`; applies to the entries this run wraps)
+    #[argh(switch)]
+    pub lazy: bool,
 }
 
 /// Undo `bir install`: restore the entries bir wrapped.

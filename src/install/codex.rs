@@ -239,7 +239,7 @@ mod tests {
     const CONFIG: &str = "# my codex config\r\nmodel = \"o3\"\r\n\r\n[mcp_servers.fs]\r\ncommand = 'npx'   # literal string\r\nargs = [ \"-y\", \"@scope/fs\" ]\r\nenv = { TOKEN = \"x\" }\r\n\r\n[mcp_servers.bare]\r\ncommand = \"srv\"\r\n\r\n[mcp_servers.remote]\r\nurl = \"https://x/mcp\"\r\n\r\n[other]\r\nkey = 1\r\n";
 
     fn form() -> ProxyForm {
-        ProxyForm::Link(PathBuf::from("/h/bin/bir-proxy"))
+        ProxyForm::link(PathBuf::from("/h/bin/bir-proxy"))
     }
 
     #[test]

@@ -146,7 +146,8 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let hook_scope = HookScope::parse(&cmd.hooks)?;
     let correlation = correlation_option(cmd.correlate.as_deref(), cmd.no_correlation)?;
     let mut hook_target: Option<(Paths, String)> = None;
-    let form = ProxyForm::detect();
+    let mut form = ProxyForm::detect();
+    form.lazy = cmd.lazy;
     let mut jobs: Vec<FileJob> = Vec::new();
     let mut known_names: Vec<String> = Vec::new();
     let mut summaries: Vec<Box<dyn Fn(bool)>> = Vec::new();

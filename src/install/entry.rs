@@ -21,9 +21,17 @@ use std::path::{Path, PathBuf};
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 use crate::error::Error;
 
-/// How entries start the proxy.
+/// How entries start the proxy: which program, and with which of the
+/// proxy's own options.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProxyForm {
+pub struct ProxyForm {
+    program: ProxyProgram,
+    /// Stdio entries start the proxy with `--lazy` (`bir install --lazy`).
+    pub lazy: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ProxyProgram {
     /// `<path>/bir-proxy …`.
     Link(PathBuf),
     /// `<path>/bir proxy …`.
@@ -31,30 +39,46 @@ pub enum ProxyForm {
 }
 
 impl ProxyForm {
+    /// `<path>/bir-proxy …`.
+    pub fn link(path: PathBuf) -> ProxyForm {
+        ProxyForm {
+            program: ProxyProgram::Link(path),
+            lazy: false,
+        }
+    }
+
+    /// `<path>/bir proxy …`.
+    pub fn bir(path: PathBuf) -> ProxyForm {
+        ProxyForm {
+            program: ProxyProgram::Bir(path),
+            lazy: false,
+        }
+    }
+
     /// The form for this installation: `BIR_PROXY_PATH`, else the
     /// `bir-proxy` link beside the running executable, else `bir proxy`.
     pub fn detect() -> ProxyForm {
         if let Some(p) = std::env::var_os("BIR_PROXY_PATH").filter(|p| !p.is_empty()) {
             let p = PathBuf::from(p);
             return if is_proxy_program(&p.to_string_lossy()) {
-                ProxyForm::Link(p)
+                ProxyForm::link(p)
             } else {
-                ProxyForm::Bir(p)
+                ProxyForm::bir(p)
             };
         }
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bir"));
         if let Some(dir) = exe.parent() {
             let link = dir.join("bir-proxy");
             if link.exists() {
-                return ProxyForm::Link(link);
+                return ProxyForm::link(link);
             }
         }
-        ProxyForm::Bir(exe)
+        ProxyForm::bir(exe)
     }
 
     pub fn command(&self) -> String {
-        match self {
-            ProxyForm::Link(p) | ProxyForm::Bir(p) => p.to_string_lossy().into_owned(),
+        match &self.program {
+            ProxyProgram::Link(p) | ProxyProgram::Bir(p) => p.to_string_lossy().into_owned(),
         }
     }
 
@@ -62,7 +86,7 @@ impl ProxyForm {
     /// ever goes here: `ps` shows argv).
     pub fn remote_args(&self, server_name: &str, url: &str, transport: &str) -> Vec<String> {
         let mut out = Vec::with_capacity(7);
-        if matches!(self, ProxyForm::Bir(_)) {
+        if matches!(self.program, ProxyProgram::Bir(_)) {
             out.push("proxy".to_owned());
         }
         for a in [
@@ -80,9 +104,12 @@ impl ProxyForm {
 
     /// The wrapped entry's `args`.
     pub fn args(&self, server_name: &str, command: &str, args: &[String]) -> Vec<String> {
-        let mut out = Vec::with_capacity(args.len() + 5);
-        if matches!(self, ProxyForm::Bir(_)) {
+        let mut out = Vec::with_capacity(args.len() + 6);
+        if matches!(self.program, ProxyProgram::Bir(_)) {
             out.push("proxy".to_owned());
+        }
+        if self.lazy {
+            out.push("--lazy".to_owned());
         }
         out.extend([
             "--server-name".to_owned(),
@@ -309,7 +336,7 @@ mod tests {
 
     #[test]
     fn both_proxy_forms_are_recognised() {
-        let link = ProxyForm::Link(PathBuf::from("/u/bin/bir-proxy"));
+        let link = ProxyForm::link(PathBuf::from("/u/bin/bir-proxy"));
         let args = link.args("fs", "npx", &s(&["-y", "pkg"]));
         assert_eq!(args, s(&["--server-name", "fs", "--", "npx", "-y", "pkg"]));
         let w = parse_wrapped(&link.command(), &args).expect("wrapped");
@@ -319,7 +346,7 @@ mod tests {
             ("npx", s(&["-y", "pkg"]))
         );
 
-        let bir = ProxyForm::Bir(PathBuf::from("/opt/bir"));
+        let bir = ProxyForm::bir(PathBuf::from("/opt/bir"));
         let args = bir.args("fs", "node", &[]);
         assert_eq!(args, s(&["proxy", "--server-name", "fs", "--", "node"]));
         assert!(parse_wrapped("/opt/bir", &args).is_some());
@@ -376,7 +403,7 @@ mod tests {
     #[test]
     fn wrapped_copy_keeps_every_other_field() {
         let text = r#"{"type": "stdio", "command": "npx", "args": ["-y", "${PKG}"], "env": {"TOKEN": "${TOKEN}"}, "x-unknown": 1}"#;
-        let form = ProxyForm::Link(PathBuf::from("/h/bin/bir-proxy"));
+        let form = ProxyForm::link(PathBuf::from("/h/bin/bir-proxy"));
         let out = wrapped_entry_text(text, &form, "fs").expect("wrap");
         assert_eq!(
             out,

@@ -437,7 +437,7 @@ mod tests {
         let text = r#"{"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer abc\"1", "X-Trace": "1"}, "timeout": 5000}"#;
         let d = node(text);
         assert_eq!(assess(&d.root, "claude-code", false).ok(), Some(vec![]));
-        let form = ProxyForm::Link(PathBuf::from("/b/bir-proxy"));
+        let form = ProxyForm::link(PathBuf::from("/b/bir-proxy"));
         let out = wrapped_text(text, &form, "api", "claude-code").expect("wrap");
         let v: serde_json::Value = serde_json::from_str(&out).expect("json");
         assert_eq!(

@@ -125,6 +125,7 @@ pub fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
         } else {
             "none".into()
         },
+        lazy: cmd.lazy,
     };
     let plan = commands::plan(&install)?;
     let pending = plan.would_change()?;

@@ -160,7 +160,8 @@ fn setup_one_client_shows_asks_installs_and_is_idempotent() {
 }
 
 /// Several clients (Claude Code and Cursor): both are found, both plans
-/// are shown, both files are wrapped.
+/// are shown, both files are wrapped (with `--lazy`: lazy entries, which
+/// the doctor still finds answering).
 #[test]
 fn setup_several_clients_wraps_each() {
     let h = Home::new("setup-several");
@@ -175,7 +176,7 @@ fn setup_several_clients_wraps_each() {
         &json!({"mcpServers": {"cursor-peer": h.peer_entry()}}),
     );
 
-    let out = h.setup(&["--yes", "--hooks", "none"], &[]);
+    let out = h.setup(&["--yes", "--hooks", "none", "--lazy"], &[]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     assert!(all.contains("Claude Code      "), "{all}");
@@ -183,6 +184,12 @@ fn setup_several_clients_wraps_each() {
     let cursor_now: Value =
         serde_json::from_slice(&fs::read(&cursor).expect("read")).expect("json");
     assert_eq!(cursor_now["mcpServers"]["cursor-peer"]["args"][0], "proxy");
+    assert!(
+        cursor_now["mcpServers"]["cursor-peer"]["args"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("--lazy"))),
+        "--lazy reaches the wrapped entries: {cursor_now}"
+    );
     assert!(
         all.contains("cc-peer  OK") && all.contains("cursor-peer  OK"),
         "{all}"
