@@ -78,20 +78,24 @@ pub fn gate_for(cfg: &ProxyConfig) -> Option<LazyGate> {
         let Ok(run) = load_path(&path) else {
             continue;
         };
-        let found = run.snapshots.iter().rev().find(|s| {
-            s.server_name == *cfg.server_name && s.command_digest.as_deref() == Some(&digest)
-        });
-        if let Some(snapshot) = found {
-            // The newest snapshot of this server decides: an unusable one
-            // means the server has changed in a way lazy cannot answer for.
-            let gate = gate_of(snapshot);
-            if gate.is_none() {
-                log::debug!("--lazy: the last snapshot of this server is not usable; starting it");
-            }
-            return gate;
+        // The newest usable snapshot: a lazy session records only what
+        // it relayed (no `initialize` it answered itself), so its own
+        // snapshot may be partial; an older whole one is still right, and
+        // if the tools moved on since, the host is told once the server
+        // starts.
+        let usable = run
+            .snapshots
+            .iter()
+            .rev()
+            .filter(|s| {
+                s.server_name == *cfg.server_name && s.command_digest.as_deref() == Some(&digest)
+            })
+            .find_map(gate_of);
+        if usable.is_some() {
+            return usable;
         }
     }
-    log::debug!("--lazy: no snapshot of this server yet; starting it");
+    log::debug!("--lazy: no usable snapshot of this server; starting it");
     None
 }
 
@@ -111,15 +115,32 @@ fn gate_of(s: &ServerSnapshot) -> Option<LazyGate> {
     }
     let initialize_result = Value::Object(result).to_string();
     let tools_result = json!({"tools": tools}).to_string();
-    if initialize_result.contains("[REDACTED") || tools_result.contains("[REDACTED") {
-        return None;
-    }
-    Some(LazyGate {
+    let list = |key: &str, items: &Option<Vec<crate::record::model::Redacted<Value>>>| {
+        items.as_ref().map(|items| {
+            let items: Vec<Value> = items.iter().map(|i| (**i).clone()).collect();
+            json!({key: items}).to_string()
+        })
+    };
+    let gate = LazyGate {
         protocol_version: protocol,
         initialize_result,
         tools_result,
         tools_canonical: canonical(&Value::Array(tools)),
-    })
+        prompts_result: list("prompts", &s.prompts),
+        resources_result: list("resources", &s.resources),
+        templates_result: list("resourceTemplates", &s.resource_templates),
+    };
+    let texts = [
+        Some(&gate.initialize_result),
+        Some(&gate.tools_result),
+        gate.prompts_result.as_ref(),
+        gate.resources_result.as_ref(),
+        gate.templates_result.as_ref(),
+    ];
+    if texts.into_iter().flatten().any(|t| t.contains("[REDACTED")) {
+        return None;
+    }
+    Some(gate)
 }
 
 /// Whether a live `tools/list` answer (the whole line) lists other tools

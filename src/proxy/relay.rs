@@ -92,6 +92,12 @@ pub struct LazyGate {
     pub initialize_result: String,
     /// The `result` of `tools/list`, as JSON text.
     pub tools_result: String,
+    /// The `result` of `prompts/list`, `resources/list` and
+    /// `resources/templates/list`, as JSON text, when the snapshot has
+    /// them (else such a request wakes the server).
+    pub prompts_result: Option<String>,
+    pub resources_result: Option<String>,
+    pub templates_result: Option<String>,
     /// The tools, canonical JSON (to compare with the live server's).
     pub tools_canonical: Vec<u8>,
 }
@@ -576,7 +582,13 @@ fn host_request(
     let keep = shared.observer.enabled()
         && matches!(
             method,
-            "tools/call" | "initialize" | "server/discover" | "tools/list"
+            "tools/call"
+                | "initialize"
+                | "server/discover"
+                | "tools/list"
+                | "prompts/list"
+                | "resources/list"
+                | "resources/templates/list"
         );
     let admission = inflight.insert_host(id, method, keep.then_some(bytes), outbox.read_at);
     let evicted = inflight.take_evicted_calls();
@@ -662,6 +674,15 @@ fn lazy_request(
             (!cursor).then(|| gate.tools_result.clone())
         }
         "ping" => Some("{}".to_owned()),
+        "prompts/list" | "resources/list" | "resources/templates/list" => {
+            let cursor = params.is_some_and(|p| p.get().contains("\"cursor\""));
+            let cached = match method {
+                "prompts/list" => &gate.prompts_result,
+                "resources/list" => &gate.resources_result,
+                _ => &gate.templates_result,
+            };
+            cached.clone().filter(|_| !cursor)
+        }
         _ => None,
     };
     let Some(result) = result else {

@@ -132,6 +132,17 @@ pub struct ServerSnapshot {
     /// for remote servers and in runs recorded before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_digest: Option<String>,
+    /// The server's answers to `prompts/list`, `resources/list` and
+    /// `resources/templates/list` (their `prompts`, `resources`,
+    /// `resourceTemplates`), redacted, when the host asked and one page
+    /// held them all: `--lazy` answers a host from them. Not part of the
+    /// tools digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Vec<Redacted<Value>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<Redacted<Value>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_templates: Option<Vec<Redacted<Value>>>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

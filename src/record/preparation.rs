@@ -299,6 +299,10 @@ impl Preparation {
             "initialize" => self.on_initialize(&request, &result),
             "server/discover" => self.on_discover(&request, &result),
             "tools/list" => return self.on_tools_list(&request, &result),
+            "prompts/list" | "resources/list" | "resources/templates/list" => {
+                self.on_other_list(method, &request, &result);
+                return false;
+            }
             _ => return false,
         }
         true
@@ -368,6 +372,27 @@ impl Preparation {
         k.snapshot_known = true;
         self.refresh_snapshot_digest();
         result.part("/nextCursor").is_none()
+    }
+
+    /// `prompts/list`, `resources/list`, `resources/templates/list`: kept
+    /// when one page (asked without a cursor, answered without a next one)
+    /// holds the whole list; otherwise forgotten, so a lazy proxy never
+    /// answers with part of a list.
+    fn on_other_list(&mut self, method: &str, request: &Redacted<Value>, result: &Redacted<Value>) {
+        let (key, slot) = match method {
+            "prompts/list" => ("/prompts", &mut self.knowledge.snapshot.prompts),
+            "resources/list" => ("/resources", &mut self.knowledge.snapshot.resources),
+            _ => (
+                "/resourceTemplates",
+                &mut self.knowledge.snapshot.resource_templates,
+            ),
+        };
+        let whole =
+            request.part("/params/cursor").is_none() && result.part("/nextCursor").is_none();
+        *slot = result
+            .part(key)
+            .filter(|_| whole)
+            .map(|items| items.elements());
     }
 
     fn refresh_snapshot_digest(&mut self) {

@@ -149,3 +149,66 @@ fn lazy_tells_the_host_when_the_tools_changed() {
         "the call was answered: {lines:?}"
     );
 }
+
+/// A server that also lists prompts and resources: once a session has
+/// recorded those lists, a lazy proxy answers them too, and a session that
+/// only lists things starts no server. (What Claude Code asks at the start
+/// of every session.)
+#[test]
+fn lazy_answers_prompts_and_resources_lists_from_the_snapshot() {
+    let dir = TempDir::new("lazy-lists");
+    let script = dir.script(
+        "peer.json",
+        &json!({"tools": echo_tools(),
+            "capabilities": {"tools": {}, "prompts": {}, "resources": {}},
+            "on_start": [{"pidfile": dir.join("started.pid")}],
+            "rules": [
+                {"method": "prompts/list", "do": [{"reply": {"prompts": [{"name": "greet", "description": "Says hello"}]}}]},
+                {"method": "resources/list", "do": [{"reply": {"resources": [{"uri": "file:///a", "name": "a"}]}}]}
+            ]}),
+    );
+    let pid = dir.join("started.pid");
+    let lists = |lazy: bool, call: bool| -> Vec<u8> {
+        let mut host = Host::start(proxy(&dir, &script, lazy));
+        host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
+        assert!(
+            host.wait_lines(1, Duration::from_secs(30)),
+            "{}",
+            host.stderr_so_far()
+        );
+        host.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        for (i, method) in ["tools/list", "prompts/list", "resources/list"]
+            .iter()
+            .enumerate()
+        {
+            host.send(&json!({"jsonrpc":"2.0","id":i + 1,"method":method}));
+            assert!(
+                host.wait_lines(i + 2, Duration::from_secs(30)),
+                "{}",
+                host.stderr_so_far()
+            );
+        }
+        if call {
+            host.send(&json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{}}}));
+            assert!(
+                host.wait_lines(5, Duration::from_secs(30)),
+                "{}",
+                host.stderr_so_far()
+            );
+        }
+        let seen = host.finish(Duration::from_secs(15));
+        assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+        seen.stdout
+    };
+    let eager = lists(false, true);
+    std::fs::remove_file(&pid).expect("rm pid");
+    let lazy = lists(true, false);
+    assert!(!pid.exists(), "listing needs no server");
+    let eager_lines: Vec<&[u8]> = eager.split(|b| *b == b'\n').take(4).collect();
+    let lazy_lines: Vec<&[u8]> = lazy.split(|b| *b == b'\n').take(4).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&lazy_lines.concat()),
+        String::from_utf8_lossy(&eager_lines.concat()),
+        "the same answers, byte for byte"
+    );
+}
