@@ -399,6 +399,10 @@ pub struct ReportCmd {
     /// itself); return when the run ends
     #[argh(switch)]
     pub follow: bool,
+
+    /// fetch the run from the recording service (its whole id, or `latest`)
+    #[argh(switch)]
+    pub remote: bool,
 }
 
 // ---- `setup`

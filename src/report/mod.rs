@@ -43,12 +43,21 @@ const HEARTBEAT: Duration = Duration::from_secs(5);
 
 pub fn main(cmd: ReportCmd) -> Result<ExitStatus, Error> {
     let store = Store::open_default().context(|| "cannot open the run store".into())?;
-    let run = store.find(&cmd.run)?;
+    // `--remote`: the run fetched from the recording service (into a
+    // scratch store that lives until the page is written).
+    let fetched = match cmd.remote {
+        true => Some(crate::service::read::fetch(&cmd.run)?),
+        false => None,
+    };
+    let run = match &fetched {
+        Some(f) => f.first()?,
+        None => store.find(&cmd.run)?,
+    };
     let target = match &cmd.output {
         Some(path) => path.clone(),
         None => default_path(&run.id())?,
     };
-    let live = cmd.follow && is_live(&run);
+    let live = cmd.follow && fetched.is_none() && is_live(&run);
     write_page(&run, &target, live)?;
     out(&format!("wrote {}", escape(&target.display().to_string())));
     if cmd.open {

@@ -142,6 +142,15 @@ fn remote_runs_read_back_like_local_ones() {
         ),
         show_local
     );
+    let page = dir.join("remote.html");
+    let page_arg = page.to_str().expect("utf-8").to_owned();
+    bir_ok(
+        &dir,
+        &service.base,
+        &["report", "--remote", &id, "-o", &page_arg],
+    );
+    let html = std::fs::read_to_string(&page).expect("the page");
+    assert!(html.contains(&id), "the report names the run");
     // Every read carried the token; the scratch copies are gone.
     for r in service.requests().iter().filter(|r| r.method == "GET") {
         assert_eq!(r.header("Authorization"), Some(&*format!("Bearer {TOKEN}")));
