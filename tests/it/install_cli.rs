@@ -18,7 +18,8 @@ fn run(dir: &TempDir, args: &[&str]) -> Output {
         .expect("run bir")
 }
 
-fn text(out: &Output) -> String {
+/// A command's status, stdout and stderr, for assertion messages.
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
         out.status,

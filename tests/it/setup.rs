@@ -9,6 +9,7 @@ use std::process::{Output, Stdio};
 
 use serde_json::{Value, json};
 
+use crate::install_cli::text;
 use crate::support::{TempDir, bir, command};
 
 struct Home {
@@ -76,15 +77,6 @@ fn walk(dir: &Path, found: &mut Vec<(PathBuf, Vec<u8>)>) {
             found.push((p.clone(), fs::read(&p).expect("read")));
         }
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn write_json(path: &Path, v: &Value) {
