@@ -106,6 +106,34 @@ prepare() {
       result fail "$name: status and doctor" "$seen"
     fi
   fi
+  if [[ $mode == setup ]]; then
+    # `bir setup --yes` in place of `bir install`: the same result. Its exit
+    # status is the doctor's, which cannot start this fixture's server yet
+    # (placeholders until the session), so its output is what is checked;
+    # a second `bir setup` (no terminal, no --yes) changes nothing.
+    local env_setup=(env -u BIR_WRAP_MCP_JSON -u XDG_CONFIG_HOME HOME="$WORK/home-$name"
+      CLAUDE_CONFIG_DIR="$conf" BIR_HOME="$bh" BIR_SERVICE_URL=off BIR_PROXY_PATH="$WORK/bin/bir-proxy"
+      BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed")
+    "${env_setup[@]}" "$BIR_BIN" setup --yes --timeout-ms 3000 --project "$project" \
+      >"$WORK/setup-$name.txt" 2>&1 </dev/null
+    if grep -q 'wrapped  everything' "$WORK/setup-$name.txt" &&
+       grep -q 'registered 33 events' "$WORK/setup-$name.txt" &&
+       grep -q 'bir runs' "$WORK/setup-$name.txt"; then
+      result ok "$name: bir setup --yes" "everything wrapped; hooks in $conf/settings.json; next steps named"
+    else
+      result fail "$name: bir setup --yes" "$(tr '\n' ' ' <"$WORK/setup-$name.txt" | cut -c1-400)"
+    fi
+    local before after
+    before="$(cat "$conf/.claude.json" "$conf/settings.json" | sha256sum)"
+    "${env_setup[@]}" "$BIR_BIN" setup --timeout-ms 3000 --project "$project" \
+      >"$WORK/setup2-$name.txt" 2>&1 </dev/null
+    after="$(cat "$conf/.claude.json" "$conf/settings.json" | sha256sum)"
+    if grep -q 'Everything is in place' "$WORK/setup2-$name.txt" && [[ $before == "$after" ]]; then
+      result ok "$name: bir setup again" "everything in place, nothing written"
+    else
+      result fail "$name: bir setup again" "$(tr '\n' ' ' <"$WORK/setup2-$name.txt" | cut -c1-400)"
+    fi
+  fi
   fill "$conf/.claude.json" "$out"
   fill "$project/.mcp.json" "$out"
   [[ $project == "$out/project" ]] && rm -rf "$out"   # run-claude.sh makes it again
@@ -164,6 +192,17 @@ check session --name baseline --out "$WORK/runs/baseline" --script "$HERE/bound/
 # --- 2. the bound session -----------------------------------------------------------------
 prepare bound script.json bound
 bound_session bound bound
+
+# --- 2b. after `bir setup --yes` instead of `bir install`: the same bound run -----------------
+if [[ ${BIR_E2E_SKIP_SETUP:-} != 1 ]]; then
+  prepare setup script.json setup
+  session setup
+  wait_runs setup 1
+  export_runs setup
+  check bound --name setup --out "$WORK/runs/setup" --baseline "$WORK/runs/baseline" \
+    --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
+    --runs "$WORK/runs/setup.runs.jsonl" --exports "$WORK/runs"
+fi
 
 # --- 3. bir off: nothing recorded, the session is the same ---------------------------------
 prepare off script.json bound
