@@ -327,6 +327,10 @@ enum After {
     StepOwned(Vec<u8>, HostRequest),
     /// A `tools/call` the proxy answered itself.
     Unanswered(HostRequest, CallOutcome, Option<u64>),
+    /// `--lazy`: an exchange the proxy answered from the snapshot (the
+    /// method, the host's request, the answer): the recorder learns the
+    /// server from it as if the server had answered.
+    Exchange(&'static str, Vec<u8>, Vec<u8>),
 }
 
 /// One piece of a pump's output, in order.
@@ -701,6 +705,21 @@ fn lazy_request(
     drop(lazy);
     let id = String::from_utf8_lossy(id);
     let answer = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}\n");
+    let learned = match method {
+        "initialize" => Some("initialize"),
+        "tools/list" => Some("tools/list"),
+        "prompts/list" => Some("prompts/list"),
+        "resources/list" => Some("resources/list"),
+        "resources/templates/list" => Some("resources/templates/list"),
+        _ => None,
+    };
+    if let Some(method) = learned.filter(|_| shared.observer.enabled()) {
+        outbox.after.push(After::Exchange(
+            method,
+            bytes.to_vec(),
+            answer.clone().into_bytes(),
+        ));
+    }
     answer_host(shared, outbox, answer.into_bytes());
     Some(Verdict::Consumed)
 }
@@ -1068,6 +1087,7 @@ fn deliver_after(shared: &Shared, framer: &Framer, outbox: &mut Outbox, relayed:
                     batch.tool_call(call);
                 }
             }
+            After::Exchange(method, request, response) => batch.exchange(method, request, response),
         }
     }
     shared.observer.hand_over(batch);

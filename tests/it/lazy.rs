@@ -94,6 +94,16 @@ fn lazy_shows_the_host_the_same_bytes_as_eager() {
     std::fs::remove_file(&pid).expect("rm pid");
     let lazy_call = session(proxy(&dir, &script, true), 1);
     assert!(wait_for(&pid), "started for the call");
+    // The lazy session's run knows the server as an eager one does (the
+    // exchanges it answered from the snapshot are recorded as exchanges).
+    let (code, out, err) = crate::record::bir_cmd(&dir, &["runs", "export", "latest"]);
+    assert_eq!(code, 0, "{err}");
+    let run: Value = serde_json::from_str(&out).expect("export");
+    assert_eq!(
+        run["servers"][0]["serverInfo"]["name"], "testpeer",
+        "the lazy run's snapshot: {run}"
+    );
+    assert_eq!(run["servers"][0]["tools"][0]["name"], "echo");
     assert_eq!(
         String::from_utf8_lossy(&lazy_call),
         String::from_utf8_lossy(&eager_call),
