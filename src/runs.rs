@@ -27,7 +27,9 @@ pub fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
     match cmd.action {
         // The recording service's runs, fetched into a scratch store and
         // rendered as local ones (`service::read`).
-        None if cmd.remote => list::list(read::list(cmd.limit)?.store(), &cmd),
+        None if cmd.remote => {
+            read::list(cmd.limit)?.list_with(cmd.json, |store| list::list(store, &cmd))
+        }
         Some(RunsAction::Show(s)) if s.remote => show(&read::fetch(&s.run)?.first()?, s.full),
         Some(RunsAction::Export(e)) if e.remote => {
             export(&read::fetch(&e.run)?.first()?, &e.format)

@@ -26,8 +26,9 @@ use serde_json::{Map, Value, json};
 
 use super::client::{Client, ServiceConfig};
 use super::url::segment;
-use crate::error::{Context, Error};
+use crate::error::{Context, Error, ExitStatus};
 use crate::home::bir_home;
+use crate::output::out;
 use crate::record::journal::{self, DiskStorage};
 use crate::record::model::{Record, RunMetadata};
 use crate::record::store::{LoadedRun, Store, load_path};
@@ -38,15 +39,33 @@ const MAX_LIST: usize = 500;
 /// Runs fetched from the service, as journals in a scratch store that is
 /// removed when this is dropped.
 pub struct Fetched {
+    /// The service's base URL (for messages).
+    base: String,
     store: Store,
     root: PathBuf,
     ids: Vec<String>,
 }
 
 impl Fetched {
-    /// The scratch store (for listing, exactly as the local store is).
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// Lists the fetched runs with `list` (the local listing, given the
+    /// scratch store); no runs at all is said in the service's words, not
+    /// the scratch store's (and with `json`, as no lines at all).
+    pub fn list_with(
+        &self,
+        json: bool,
+        list: impl FnOnce(&Store) -> Result<ExitStatus, Error>,
+    ) -> Result<ExitStatus, Error> {
+        if self.ids.is_empty() && json {
+            return Ok(ExitStatus::Success);
+        }
+        if self.ids.is_empty() {
+            out(&format!(
+                "No runs on the recording service at {}.",
+                crate::urls::display(&self.base)
+            ));
+            return Ok(ExitStatus::Success);
+        }
+        list(&self.store)
     }
 
     /// The first fetched run, loaded as a local run is.
@@ -94,7 +113,7 @@ pub fn list(limit: usize) -> Result<Fetched, Error> {
         .get("runs")
         .and_then(Value::as_array)
         .ok_or_else(|| Error::failure("the service's run list has no `runs` array"))?;
-    materialize(runs.iter().take(limit))
+    materialize(client.base(), runs.iter().take(limit))
 }
 
 /// One run: its id, or `latest` (the service's newest).
@@ -116,7 +135,7 @@ pub fn fetch(id: &str) -> Result<Fetched, Error> {
             )),
             _ => failed(&client, f),
         })?;
-    materialize(std::iter::once(&doc))
+    materialize(client.base(), std::iter::once(&doc))
 }
 
 /// `run_` and then letters, digits, `-`, `_`: safe as a file name.
@@ -131,7 +150,7 @@ fn safe_id(id: &str) -> bool {
 }
 
 /// Writes each run document as a journal of a fresh scratch store.
-fn materialize<'a>(docs: impl Iterator<Item = &'a Value>) -> Result<Fetched, Error> {
+fn materialize<'a>(base: &str, docs: impl Iterator<Item = &'a Value>) -> Result<Fetched, Error> {
     let home = bir_home().ok_or_else(|| {
         Error::failure("no home directory: set BIR_HOME to choose where bir keeps its files")
     })?;
@@ -143,6 +162,7 @@ fn materialize<'a>(docs: impl Iterator<Item = &'a Value>) -> Result<Fetched, Err
     let store = Store::open(&root.join("runs"), Arc::new(DiskStorage))
         .context(|| format!("cannot create {}", root.display()))?;
     let mut fetched = Fetched {
+        base: base.to_owned(),
         store,
         root,
         ids: Vec::new(),

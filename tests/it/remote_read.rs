@@ -210,7 +210,7 @@ fn remote_read_refreshes_a_refused_token() {
         &json!({"service": service.base, "token": TOKEN, "refreshToken": REFRESH}),
     );
     let out = bir_ok(&dir, &service.base, &["runs", "--remote"]);
-    assert!(out.contains("No runs yet"), "{out}");
+    assert!(out.contains("No runs on the recording service at"), "{out}");
     assert_eq!(
         service.lines(),
         [
