@@ -523,6 +523,12 @@ pub struct InstallCmd {
     /// --correlate off)
     #[argh(switch)]
     pub no_correlation: bool,
+
+    /// also install bir's Claude Code plugin (a hooks module that streams
+    /// the model's words and each turn's answer to the recorder daemon over
+    /// its private Unix socket; Claude Code 2.1.332 or newer)
+    #[argh(switch, long = "mod")]
+    pub with_mod: bool,
 }
 
 /// Undo `bir install`: restore the entries bir wrapped.

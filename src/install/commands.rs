@@ -234,12 +234,17 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         for s in &summaries {
             s(false);
         }
-        return match run_jobs(&jobs, &form, true).and_then(|_| match (&hook_target, hook_scope) {
-            (Some((paths, key)), Some(scope)) => {
-                hookcmd::install(paths, scope, key, correlation, true)
-            }
-            _ => Ok(None),
-        }) {
+        return match run_jobs(&jobs, &form, true)
+            .and_then(|_| match (&hook_target, hook_scope) {
+                (Some((paths, key)), Some(scope)) => {
+                    hookcmd::install(paths, scope, key, correlation, true, cmd.with_mod)
+                }
+                _ => Ok(None),
+            })
+            .and_then(|_| match (&hook_target, cmd.with_mod) {
+                (Some((paths, key)), true) => super::modcmd::install(paths, key, true),
+                _ => Ok(None),
+            }) {
             Ok(_) => {
                 out("(dry run: nothing was written)");
                 Ok(ExitStatus::Success)
@@ -256,25 +261,37 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     let result = result.and_then(|files| {
         let mut hooks = None;
         if let (Some((paths, key)), Some(scope)) = (&hook_target, hook_scope) {
-            hooks = hookcmd::install(paths, scope, key, correlation, false).map_err(|e| {
-                if files.is_empty() {
-                    e
-                } else {
-                    Error::failure(
-                        "the MCP servers were wrapped, but the hooks were not registered",
-                    )
-                    .because(e)
-                }
+            hooks = hookcmd::install(paths, scope, key, correlation, false, cmd.with_mod).map_err(
+                |e| {
+                    if files.is_empty() {
+                        e
+                    } else {
+                        Error::failure(
+                            "the MCP servers were wrapped, but the hooks were not registered",
+                        )
+                        .because(e)
+                    }
+                },
+            )?;
+        }
+        let mut modded = None;
+        if let (Some((paths, key)), true) = (&hook_target, cmd.with_mod) {
+            // After the hooks: the mod only adds to what they record.
+            modded = super::modcmd::install(paths, key, false).map_err(|e| {
+                Error::failure(
+                    "the hooks were registered, but the Claude Code mod was not installed",
+                )
+                .because(e)
             })?;
         }
-        Ok((files, hooks))
+        Ok((files, hooks, modded))
     });
     match result {
-        Ok((files, None)) if files.is_empty() => {
+        Ok((files, None, None)) if files.is_empty() => {
             out("\nNothing to change.");
             Ok(ExitStatus::Success)
         }
-        Ok((files, hooks)) => {
+        Ok((files, hooks, modded)) => {
             out("");
             for (file, n) in &files {
                 out(&format!(
@@ -288,6 +305,12 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
                     "Changed: {} (bir's hooks for {n} event{}). Nothing else in it was touched.",
                     file.display(),
                     if *n == 1 { "" } else { "s" }
+                ));
+            }
+            if let Some(file) = &modded {
+                out(&format!(
+                    "Changed: {} (bir's Claude Code plugin declared). Nothing else in it was touched.",
+                    file.display()
                 ));
             }
             out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
@@ -403,7 +426,20 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         by_file.as_deref(),
         &cmd.server,
     );
-    if selected.is_empty() && hook_sel.reverse.is_empty() && hook_sel.release.is_empty() {
+    let mod_sel = hookcmd::select(
+        &ledger.mods,
+        everywhere,
+        &keys,
+        cmd.client.as_deref(),
+        by_file.as_deref(),
+        &cmd.server,
+    );
+    if selected.is_empty()
+        && hook_sel.reverse.is_empty()
+        && hook_sel.release.is_empty()
+        && mod_sel.reverse.is_empty()
+        && mod_sel.release.is_empty()
+    {
         out(if cmd.all {
             "Nothing to undo: bir has no recorded changes on this machine."
         } else {
@@ -482,6 +518,9 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         if !hookcmd::uninstall(&hook_sel, &keys, true) {
             failed = true;
         }
+        if !super::modcmd::uninstall(&mod_sel, &keys, true) {
+            failed = true;
+        }
         out("(dry run: nothing was written)");
         return Ok(ExitStatus::failure_if(failed));
     }
@@ -507,6 +546,10 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
             );
         }
     } else if !hookcmd::uninstall(&hook_sel, &keys, false) {
+        failed = true;
+    }
+    // The mod goes with the hooks (it only adds to what they record).
+    if !failed && !super::modcmd::uninstall(&mod_sel, &keys, false) {
         failed = true;
     }
     Ok(ExitStatus::failure_if(failed))

@@ -10,7 +10,7 @@
 //!   [`entry`] — wrapped entries; [`remote_entry`] — remote (HTTP/SSE) server entries; [`diff`] — `--dry-run` output.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
 //!   file edits); [`hookcmd`] — what install/uninstall/status/doctor do
-//!   with them.
+//!   with them; [`modcmd`] — bir's Claude Code plugin (`--mod`).
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
@@ -27,6 +27,7 @@ pub mod hookcmd;
 pub mod hooks;
 pub mod jsonedit;
 pub mod ledger;
+pub mod modcmd;
 pub mod remote_entry;
 pub mod vocab;
 pub mod wrap;

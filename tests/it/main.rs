@@ -8,6 +8,8 @@
 //! * `daemon` — the recorder daemon through the real binary: started by a
 //!   hook, one per home, stale and tampered discovery files, the control
 //!   server's abuse cases, `bir down`, idle exit, silent hooks.
+//! * `mod_socket` — the daemon's Unix socket for the Claude Code mod:
+//!   private base, stale/live, 409, peer uid, the mod's words in the run.
 //! * `damaged` — damaged and odd answers the host gets (lone surrogates,
 //!   NULs, invalid UTF-8, odd envelopes, shared ids, stray cancels): relayed
 //!   as written, recorded as what happened, their secrets not stored.
@@ -52,6 +54,7 @@ mod install_sh;
 mod layers;
 mod lifecycle;
 mod listing;
+mod mod_socket;
 mod record;
 mod redacted;
 mod relay;
