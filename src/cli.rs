@@ -541,6 +541,12 @@ pub struct InstallCmd {
     /// --correlate off)
     #[argh(switch)]
     pub no_correlation: bool,
+
+    /// serve this recorded scenario instead of the --server entries
+    /// (`bir-proxy --replay FILE -- original`); `bir uninstall --server
+    /// NAME` switches back
+    #[argh(option)]
+    pub replay: Option<PathBuf>,
 }
 
 /// Undo `bir install`: restore the entries bir wrapped.

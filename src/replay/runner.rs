@@ -806,3 +806,100 @@ pub fn brief(v: &Value) -> String {
     let cut = crate::record::truncate::token_safe_prefix(&text, 77);
     format!("{cut}…")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(status: Status) -> StepReport {
+        StepReport {
+            id: "s1".into(),
+            index: 1,
+            server: "fx".into(),
+            tool: "t".into(),
+            class: Class::Auto,
+            external: false,
+            status,
+            reasons: Vec::new(),
+            differences: Vec::new(),
+            needs_interaction: Vec::new(),
+            duration_ms: None,
+            recorded_ms: None,
+            live_result: None,
+            live_error: None,
+            varying: Vec::new(),
+        }
+    }
+
+    /// REPLAY.md §4.9: 4 over 1 over 5 over 3 over 0.
+    #[test]
+    fn exit_codes_follow_their_priority() {
+        let mut r = Report::default();
+        assert_eq!(r.exit_status().code(), 0);
+        r.steps.push(step(Status::Match));
+        r.steps.push(step(Status::GuidedOnly));
+        assert_eq!(r.exit_status().code(), 0, "built-ins are not incomplete");
+        r.steps.push(step(Status::Held));
+        assert_eq!(r.exit_status().code(), 3);
+        r.stale_is_error = true;
+        assert_eq!(r.exit_status().code(), 5);
+        for divergence in [
+            Status::Diverged,
+            Status::ErrorChanged,
+            Status::MissingTool,
+            Status::SchemaChanged,
+            Status::UnboundLiteral,
+        ] {
+            let mut d = Report {
+                stale_is_error: true,
+                ..Report::default()
+            };
+            d.steps.push(step(Status::Held));
+            d.steps.push(step(divergence));
+            assert_eq!(d.exit_status().code(), 1, "{divergence:?}");
+            d.environment.push("down".into());
+            assert_eq!(d.exit_status().code(), 4, "server down is not a regression");
+        }
+    }
+
+    #[test]
+    fn expected_values_follow_their_bindings() {
+        let mut s = ScenarioStep {
+            id: "s2".into(),
+            expect: super::super::scenario::Expect {
+                result: Some(
+                    serde_json::json!({"content": [{"type": "text", "text": "{\"id\": \"item-0001\", \"n\": 1}"}]}),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        s.bindings.push(super::super::scenario::Binding {
+            arg: "/id".into(),
+            from: "${step:s1:/id}".into(),
+            literal: "item-0001".into(),
+            applied: true,
+        });
+        let params = HashMap::new();
+        let mut results = Results {
+            params: &params,
+            steps: HashMap::new(),
+        };
+        results
+            .steps
+            .insert("s1".into(), serde_json::json!({"id": "item-0006"}));
+        let expected = expected_through_bindings(&s, &results).expect("expected");
+        assert!(
+            expected.to_string().contains("item-0006")
+                && !expected.to_string().contains("item-0001")
+        );
+        // Not applied: the literal stays, and a changed source is reported.
+        s.bindings[0].applied = false;
+        let why = unbound_literal(&s, &results).expect("unbound");
+        assert!(why.contains("item-0006"), "{why}");
+        results
+            .steps
+            .insert("s1".into(), serde_json::json!({"id": "item-0001"}));
+        assert!(unbound_literal(&s, &results).is_none());
+    }
+}

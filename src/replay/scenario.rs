@@ -139,9 +139,14 @@ impl Default for Rules {
 #[serde(rename_all = "camelCase")]
 pub struct ScenarioStep {
     pub id: String,
+    #[serde(default)]
     pub index: u64,
-    /// `mcp` or `builtin` (built-in steps are guided-only).
+    /// `mcp` or `builtin` (built-in steps are guided-only); a script may
+    /// leave it out (`mcp`).
+    #[serde(default = "mcp")]
     pub kind: String,
+    /// A script may leave it out: then the step belongs to any server.
+    #[serde(default)]
     pub server: String,
     pub tool: String,
     /// May hold `${param:x}`, `${env:X}` or `${step:s3:/pointer}`.
@@ -209,6 +214,10 @@ pub struct Binding {
     pub literal: String,
     /// Applied to `args`, or only proposed.
     pub applied: bool,
+}
+
+fn mcp() -> String {
+    "mcp".to_owned()
 }
 
 impl Scenario {
@@ -319,5 +328,48 @@ impl Scenario {
     pub fn reference_time(&self) -> Option<&str> {
         let source = self.source.as_ref()?;
         Some(source.verified_at.as_deref().unwrap_or(&source.recorded_at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_refuses_what_the_schema_cannot_say() {
+        let ok = r#"{"schema": "bir/scenario@1", "steps": [{"id": "s1", "tool": "a"}, {"id": "s2", "tool": "b", "args": {"x": "${step:s1:/id}"}}]}"#;
+        let s = Scenario::parse(ok).expect("valid");
+        assert_eq!(s.steps[0].kind, "mcp");
+        assert_eq!(Scenario::parse(&s.to_text()).expect("round trip"), s);
+        for (bad, why) in [
+            (
+                r#"{"schema": "bir/scenario@2", "steps": []}"#,
+                "bir/scenario@2",
+            ),
+            (r#"{"steps": []}"#, "schema"),
+            (
+                r#"{"schema": "bir/scenario@1", "steps": [{"id": "s1", "tool": "a"}, {"id": "s1", "tool": "b"}]}"#,
+                "twice",
+            ),
+            (
+                r#"{"schema": "bir/scenario@1", "steps": [{"id": "s1", "tool": "a", "args": {"x": "${step:s2:/id}"}}, {"id": "s2", "tool": "b"}]}"#,
+                "earlier",
+            ),
+            (
+                r#"{"schema": "bir/scenario@1", "steps": [{"id": "s1", "tool": "a", "safety": "yolo"}]}"#,
+                "safety",
+            ),
+            (
+                r#"{"schema": "bir/scenario@1", "rules": {"match": "fuzzy"}, "steps": []}"#,
+                "fuzzy",
+            ),
+            (
+                r#"{"schema": "bir/scenario@1", "steps": [{"id": "s1", "tool": "a", "ignore": [{"path": "/x", "kind": "pattern:("}]}]}"#,
+                "pattern",
+            ),
+        ] {
+            let err = Scenario::parse(bad).expect_err(bad).to_string();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
     }
 }

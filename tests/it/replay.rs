@@ -744,3 +744,109 @@ fn everything_read_only_runs_and_writes_wait_for_consent() {
         out.stdout
     );
 }
+
+/// `bir install --replay FILE --server NAME` switches a config entry to a
+/// hand-written script served by `bir-proxy --replay`; `bir uninstall`
+/// gives the file back byte for byte; `bir replay` without `--server`
+/// finds the original command in the install ledger.
+#[test]
+fn install_replay_switches_an_entry_to_the_mock_and_back() {
+    let dir = TempDir::new("replay-install");
+    let peer = dir.script(
+        "peer.json",
+        &json!({"serverInfo": {"name": "peer", "version": "1"}, "tools": [{"name": "echo", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]}),
+    );
+    let script = json!({
+        "schema": "bir/scenario@1",
+        "steps": [{"id": "s1", "server": "fx", "tool": "echo", "args": {"x": 1},
+                   "annotations": {"readOnlyHint": true},
+                   "expect": {"result": {"content": [{"type": "text", "text": "scripted"}]}}}]
+    });
+    std::fs::write(dir.join("script.json"), script.to_string()).expect("write script");
+    let config = dir.join("mcp.json");
+    let original = serde_json::to_string_pretty(
+        &json!({"mcpServers": {"fx": {"command": bir(), "args": ["testpeer", peer]}}}),
+    )
+    .expect("json");
+    std::fs::write(&config, &original).expect("write config");
+    let cfg = config.to_str().expect("utf-8");
+    let out = bir_in(
+        &dir,
+        &[
+            "install",
+            "--config",
+            cfg,
+            "--server",
+            "fx",
+            "--replay",
+            "script.json",
+            "--hooks",
+            "none",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let wrapped: Value =
+        serde_json::from_slice(&std::fs::read(&config).expect("read")).expect("json");
+    let entry = &wrapped["mcpServers"]["fx"];
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        args.contains(&"--replay") && args.contains(&"testpeer"),
+        "{entry}"
+    );
+    let (answers, code, stderr) = {
+        let mut cmd = command(entry["command"].as_str().expect("command"), &dir);
+        cmd.current_dir(dir.path())
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn");
+        let lines = [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            call(2, "echo", json!({"x": 1})),
+        ];
+        let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("wait");
+        let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (
+            answers,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(answers.len(), 2, "{answers:?} {stderr}");
+    assert_eq!(answers[0]["result"]["tools"][0]["name"], "echo");
+    assert_eq!(
+        answers[1]["result"]["content"][0]["text"], "scripted",
+        "{answers:?}"
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+
+    // The ledger keeps the original command: replay needs no --server.
+    let out = bir_in(&dir, &["replay", "script.json"]);
+    assert!(
+        out.stdout.contains("fx/echo [auto, external] diverged"),
+        "testpeer echoes its arguments, the script said \"scripted\": {}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(!out.stdout.contains("SERVER DOWN"), "{}", out.stdout);
+
+    let out = bir_in(&dir, &["uninstall", "--config", cfg]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
+}
