@@ -9,14 +9,15 @@
 //! id-like key. The proposals are heuristics: derive applies them (unless
 //! `--no-bind`) and lists each in the step's `bindings` for review.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::Value;
 
 use super::compare::expand_json_text;
 use super::scenario::{Binding, Expect, Rules, SCHEMA, Scenario, ScenarioStep, ServerSnap, Source};
 use super::template::{escape_segment, has_placeholder};
-use crate::record::model::{StepKind, StepType};
+use crate::record::calls::reader_calls;
+use crate::record::model::StepKind;
 use crate::record::store::LoadedRun;
 
 /// Shortest value bound by equality alone (shorter ones must sit under an
@@ -83,90 +84,70 @@ pub fn derive(run: &LoadedRun, options: &DeriveOptions) -> Scenario {
     }
 }
 
-fn call_key(step: &crate::record::model::Step) -> String {
-    match &step.tool_use_id {
-        Some(t) => format!("t:{}", t.as_str()),
-        None => format!(
-            "r:{}:{}",
-            step.server_name,
-            step.request_id
-                .as_ref()
-                .map(|r| r.to_string())
-                .unwrap_or_default()
-        ),
-    }
-}
-
+/// The run's calls as every reader pairs and orders them
+/// (`record::calls`), as scenario steps.
 fn pair_calls(run: &LoadedRun, servers: &BTreeMap<String, ServerSnap>) -> Vec<ScenarioStep> {
     let mut out: Vec<ScenarioStep> = Vec::new();
-    let mut open: HashMap<String, VecDeque<usize>> = HashMap::new();
-    let mut in_flight: HashSet<usize> = HashSet::new();
+    // (step id, last stepIndex) of calls whose answer came after a later
+    // call began: they ran concurrently and share a group.
+    let mut open: Vec<(usize, u64)> = Vec::new();
     let mut next_group = 1u32;
-    for step in &run.steps {
-        match step.step_type {
-            StepType::ToolSelected => {
-                let i = out.len();
-                let kind = match step.kind {
-                    Some(StepKind::Builtin) | Some(StepKind::Agent) => "builtin",
-                    _ => "mcp",
-                };
-                let args = step
-                    .input
-                    .as_ref()
-                    .map(|v| v.clone().into_inner())
-                    .unwrap_or(Value::Object(Default::default()));
-                let tool = step.tool_name.as_str().to_owned();
-                let annotations = servers
-                    .get(&step.server_name)
-                    .and_then(|s| s.tool(&tool))
-                    .and_then(|t| t.get("annotations"))
-                    .cloned();
-                // Calls still waiting for an answer ran concurrently with
-                // this one: they share a group.
-                let mut group = None;
-                if let Some(&other) = in_flight.iter().min() {
-                    let g = *out[other].group.get_or_insert_with(|| {
-                        next_group += 1;
-                        next_group - 1
-                    });
-                    group = Some(g);
-                }
-                out.push(ScenarioStep {
-                    id: format!("s{}", i + 1),
-                    index: (i + 1) as u64,
-                    kind: kind.to_owned(),
-                    server: step.server_name.clone(),
-                    tool,
-                    redacted: has_placeholder(&args) || step.redactions > 0,
-                    args,
-                    annotations,
-                    group,
-                    ..ScenarioStep::default()
-                });
-                open.entry(call_key(step)).or_default().push_back(i);
-                in_flight.insert(i);
-            }
-            StepType::ToolResponse => {
-                let Some(i) = open.get_mut(&call_key(step)).and_then(VecDeque::pop_front) else {
-                    continue;
-                };
-                in_flight.remove(&i);
-                let result = step.output.as_ref().map(|v| v.clone().into_inner());
-                let s = &mut out[i];
-                s.truncated = result.as_ref().is_some_and(|r| {
-                    r.get("truncated") == Some(&Value::Bool(true))
-                        && r.get("originalBytes").is_some()
-                });
-                s.expect = Expect {
-                    is_error: step.is_error,
-                    result,
-                    error: step.error.as_ref().map(|v| v.clone().into_inner()),
-                    volatile: false,
-                };
-                s.duration_ms = step.duration_ms;
-            }
-            StepType::FinalAnswer => {}
+    for call in reader_calls(run) {
+        let Some(first) = call.any() else { continue };
+        let i = out.len();
+        let kind = match first.kind {
+            Some(StepKind::Builtin) | Some(StepKind::Agent) => "builtin",
+            _ => "mcp",
+        };
+        let args = call
+            .selected
+            .and_then(|s| s.input.as_ref())
+            .map(|v| v.clone().into_inner())
+            .unwrap_or(Value::Object(Default::default()));
+        let tool = first.tool_name.as_str().to_owned();
+        let annotations = servers
+            .get(&first.server_name)
+            .and_then(|s| s.tool(&tool))
+            .and_then(|t| t.get("annotations"))
+            .cloned();
+        let start = call.selected.map_or(call.order, |s| s.step_index);
+        let end = call.response.map_or(u64::MAX, |r| r.step_index);
+        open.retain(|&(_, until)| until > start);
+        let mut group = None;
+        if let Some(&(other, _)) = open.first() {
+            let g = *out[other].group.get_or_insert_with(|| {
+                next_group += 1;
+                next_group - 1
+            });
+            group = Some(g);
         }
+        open.push((i, end));
+        let mut step = ScenarioStep {
+            id: format!("s{}", i + 1),
+            index: (i + 1) as u64,
+            kind: kind.to_owned(),
+            server: first.server_name.clone(),
+            tool,
+            redacted: has_placeholder(&args) || call.selected.is_some_and(|s| s.redactions > 0),
+            args,
+            annotations,
+            group,
+            ..ScenarioStep::default()
+        };
+        if let Some(response) = call.response {
+            let result = response.output.as_ref().map(|v| v.clone().into_inner());
+            step.truncated = result.as_ref().is_some_and(|r| {
+                r.get("truncated") == Some(&Value::Bool(true)) && r.get("originalBytes").is_some()
+            });
+            step.expect = Expect {
+                is_error: response.is_error,
+                result,
+                error: response.error.as_ref().map(|v| v.clone().into_inner()),
+                volatile: false,
+            };
+            step.duration_ms = response.duration_ms;
+        }
+        out.push(step);
     }
     out
 }
@@ -281,7 +262,7 @@ fn propose_bindings(steps: &mut [ScenarioStep], apply: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::model::Step;
+    use crate::record::model::{Record, RunEvent, Step, StepType};
     use serde_json::json;
 
     fn call(run: &mut LoadedRun, tool: &str, rid: u64, args: Value, result: Value) {
@@ -292,6 +273,7 @@ mod tests {
         );
         sel.server_name = "fx".into();
         sel.tool_name = tool.into();
+        sel.qualified_name = format!("mcp__fx__{tool}").as_str().into();
         sel.request_id = Some(json!(rid).into());
         sel.input = Some(args.into());
         let mut resp = Step::new(
@@ -301,10 +283,16 @@ mod tests {
         );
         resp.server_name = "fx".into();
         resp.tool_name = tool.into();
+        resp.qualified_name = format!("mcp__fx__{tool}").as_str().into();
         resp.request_id = Some(json!(rid).into());
         resp.output = Some(result.into());
-        run.steps.push(sel);
-        run.steps.push(resp);
+        for step in [sel, resp] {
+            run.records.push(Record {
+                seq: run.records.len() as u64 + 1,
+                event: RunEvent::Step(step.clone()),
+            });
+            run.steps.push(step);
+        }
     }
 
     fn text(t: &str) -> Value {
