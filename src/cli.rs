@@ -919,6 +919,10 @@ pub struct MockCmd {
     /// warn (default) or error (refuse to start) past --max-age
     #[argh(option, default = "String::from(\"warn\")")]
     pub expired: String,
+    /// at start, compare the snapshot with the real server's tools/list
+    /// (the server after `--`) and warn on drift
+    #[argh(switch)]
+    pub live_check: bool,
     /// the real server, after `--` (for --on-miss passthrough)
     #[argh(positional, greedy)]
     pub command: Vec<String>,

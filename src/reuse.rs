@@ -827,5 +827,6 @@ pub fn mock(cmd: MockCmd) -> Result<ExitStatus, Error> {
         max_age,
         expired_error,
         upstream: &cmd.command,
+        live_check: cmd.live_check,
     })
 }

@@ -128,6 +128,7 @@ pub fn main(args: &[String]) -> Exit {
             max_age: None,
             expired_error: false,
             upstream: &parsed.command,
+            live_check: false,
         });
         return error::report("bir-proxy", outcome).into();
     }

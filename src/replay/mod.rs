@@ -111,8 +111,10 @@ pub struct ServeRequest<'a> {
     pub strict_redaction: bool,
     pub max_age: Option<std::time::Duration>,
     pub expired_error: bool,
-    /// The real server, for `--on-miss passthrough`.
+    /// The real server, for `--on-miss passthrough` and `--live-check`.
     pub upstream: &'a [String],
+    /// Compare the snapshot with the real server's `tools/list` at start.
+    pub live_check: bool,
 }
 
 /// Serves a recording on this process's stdin/stdout until stdin ends.
@@ -167,7 +169,7 @@ pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
             age / 86_400
         );
     }
-    let upstream = if passthrough {
+    let upstream = if passthrough || req.live_check {
         let cwd = scenario
             .source
             .as_ref()
@@ -185,7 +187,30 @@ pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
         client
             .initialize(&version, &caps, std::time::Duration::from_secs(30))
             .map_err(|e| Error::failure(e.to_string()).with_status(ExitStatus::Environment))?;
-        Some(client)
+        if req.live_check {
+            let redactor = recorded_space_redactor();
+            let cap = payload_cap();
+            let live: Vec<serde_json::Value> = client
+                .list_tools(std::time::Duration::from_secs(30))
+                .map_err(|e| Error::failure(e.to_string()).with_status(ExitStatus::Environment))?
+                .into_iter()
+                .filter_map(|t| crate::record::prepare::value(&redactor, t, cap).value)
+                .map(|v| v.into_inner())
+                .collect();
+            let recorded = snap.map(|s| s.tools.as_slice()).unwrap_or_default();
+            let drift = runner::drift_of(&server, recorded, &live);
+            if drift.any() {
+                log::warn!(
+                    "--live-check: {server} drifted from the recording: added [{}] removed [{}] changed [{}]",
+                    drift.added.join(", "),
+                    drift.removed.join(", "),
+                    drift.changed.join(", ")
+                );
+            } else {
+                log::info!("--live-check: {server}'s tools match the recording");
+            }
+        }
+        passthrough.then_some(client)
     } else {
         None
     };

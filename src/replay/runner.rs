@@ -235,7 +235,7 @@ pub fn bind_params(scenario: &Scenario, given: &HashMap<String, String>) -> Hash
 }
 
 /// Live definitions that differ from the snapshot, in recorded space.
-fn drift_of(server: &str, recorded: &[Value], live: &[Value]) -> Drift {
+pub fn drift_of(server: &str, recorded: &[Value], live: &[Value]) -> Drift {
     let by_name = |tools: &[Value]| -> BTreeMap<String, Value> {
         tools
             .iter()

@@ -23,6 +23,12 @@ from mcp.shared.exceptions import MCPError
 warnings.simplefilter("ignore")
 
 
+async def decline(context, params):
+    """Elicitation: declined, as bir replay declines it (so the capability is declared and a
+    replay can be compared with the recording)."""
+    return types.ElicitResult(action="decline")
+
+
 def dump(x):
     return x.model_dump(by_alias=True, mode="json", exclude_none=True)
 
@@ -38,6 +44,7 @@ async def amain(calls, argv):
             cache=None,
             read_timeout_seconds=20,
             client_info=types.Implementation(name="bir-replay-driver", version="0.1.0"),
+            elicitation_callback=decline,
         ) as client:
             out["protocolVersion"] = client.protocol_version
             out["serverInfo"] = dump(client.server_info) if client.server_info else None
