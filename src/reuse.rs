@@ -461,23 +461,7 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
     if cmd.sources.is_empty() {
         return Err(Error::usage("name at least one scenario file or run"));
     }
-    let expired_error = match cmd.expired.as_str() {
-        "warn" => false,
-        "error" => true,
-        other => {
-            return Err(Error::usage(format!(
-                "--expired {other:?} is not warn or error"
-            )));
-        }
-    };
-    let max_age = cmd
-        .max_age
-        .as_deref()
-        .map(|a| {
-            crate::time::parse_age(a)
-                .ok_or_else(|| Error::usage(format!("--max-age {a:?} is not an age like 30d")))
-        })
-        .transpose()?;
+    let (max_age, expired_error) = staleness(cmd.max_age.as_deref(), &cmd.expired)?;
     if (cmd.update || cmd.update_all) && cmd.schema_only {
         return Err(Error::usage(
             "--update needs the steps to run; it cannot go with --schema-only",
@@ -574,6 +558,23 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
         worst = worse(worst, status);
     }
     Ok(worst)
+}
+
+/// `--max-age AGE` and `--expired warn|error`.
+fn staleness(max_age: Option<&str>, expired: &str) -> Result<(Option<Duration>, bool), Error> {
+    let age = max_age
+        .map(|a| {
+            crate::time::parse_age(a)
+                .ok_or_else(|| Error::usage(format!("--max-age {a:?} is not an age like 30d")))
+        })
+        .transpose()?;
+    match expired {
+        "warn" => Ok((age, false)),
+        "error" => Ok((age, true)),
+        other => Err(Error::usage(format!(
+            "--expired {other:?} is not warn or error"
+        ))),
+    }
 }
 
 /// `--update`: diverged steps take the live result as their expectation;
@@ -799,23 +800,7 @@ pub fn junit_xml(report: &Report) -> String {
 // ---------------------------------------------------------------- mock
 
 pub fn mock(cmd: MockCmd) -> Result<ExitStatus, Error> {
-    let max_age = cmd
-        .max_age
-        .as_deref()
-        .map(|a| {
-            crate::time::parse_age(a)
-                .ok_or_else(|| Error::usage(format!("--max-age {a:?} is not an age like 30d")))
-        })
-        .transpose()?;
-    let expired_error = match cmd.expired.as_str() {
-        "warn" => false,
-        "error" => true,
-        other => {
-            return Err(Error::usage(format!(
-                "--expired {other:?} is not warn or error"
-            )));
-        }
-    };
+    let (max_age, expired_error) = staleness(cmd.max_age.as_deref(), &cmd.expired)?;
     crate::replay::serve_mock(&crate::replay::ServeRequest {
         source: &cmd.source,
         server: cmd.server.as_deref(),

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::compare::expand_json_text;
 use super::scenario::{Binding, Expect, Rules, SCHEMA, Scenario, ScenarioStep, ServerSnap, Source};
-use super::template::{escape_segment, has_placeholder};
+use super::template::{for_each_leaf, has_placeholder};
 use crate::record::calls::reader_calls;
 use crate::record::model::StepKind;
 use crate::record::store::LoadedRun;
@@ -163,30 +163,15 @@ fn id_like(key: &str) -> bool {
         || lower == "key"
 }
 
-/// Every scalar leaf of `value` with its pointer and the key it sits under.
-fn leaves(value: &Value, path: &mut String, key: &str, out: &mut Vec<(String, String, Value)>) {
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&escape_segment(k));
-                leaves(v, path, k, out);
-                path.truncate(len);
-            }
+/// Every string or number leaf of `value`: (pointer, key, value).
+fn leaves(value: &Value) -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    for_each_leaf(value, &mut |pointer, key, leaf| {
+        if matches!(leaf, Value::String(_) | Value::Number(_)) {
+            out.push((pointer.to_owned(), key.to_owned(), leaf.clone()));
         }
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                leaves(v, path, key, out);
-                path.truncate(len);
-            }
-        }
-        Value::Null | Value::Bool(_) => {}
-        scalar => out.push((path.clone(), key.to_owned(), scalar.clone())),
-    }
+    });
+    out
 }
 
 fn bindable(key: &str, value: &Value) -> bool {
@@ -204,8 +189,7 @@ fn propose_bindings(steps: &mut [ScenarioStep], apply: bool) {
     let mut produced: HashMap<String, (String, String)> = HashMap::new();
     let mut known_inputs: HashSet<String> = HashSet::new();
     for step in steps.iter_mut() {
-        let mut arg_leaves = Vec::new();
-        leaves(&step.args, &mut String::new(), "", &mut arg_leaves);
+        let arg_leaves = leaves(&step.args);
         for (pointer, key, value) in &arg_leaves {
             let canon = value.to_string();
             if !bindable(key, value) || known_inputs.contains(&canon) {
@@ -232,14 +216,7 @@ fn propose_bindings(steps: &mut [ScenarioStep], apply: bool) {
             known_inputs.insert(value.to_string());
         }
         if let Some(result) = &step.expect.result {
-            let mut result_leaves = Vec::new();
-            leaves(
-                &expand_json_text(result),
-                &mut String::new(),
-                "",
-                &mut result_leaves,
-            );
-            for (pointer, _, value) in result_leaves {
+            for (pointer, _, value) in leaves(&expand_json_text(result)) {
                 if pointer.starts_with("/_meta") {
                     continue;
                 }

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::compare::{Difference, RuleSet, diff};
 use super::scenario::ScenarioStep;
-use super::template::{escape_segment, walk_strings};
+use super::template::{for_each_leaf, walk_strings};
 use crate::record::model::canonical;
 
 /// How many recorded calls of the tool a miss compares with, at most, to
@@ -98,29 +98,12 @@ pub struct Matcher {
 }
 
 /// Argument pointers holding a template: they differ live by design.
-fn template_slots(args: &Value, path: &mut String, out: &mut Vec<String>) {
-    match args {
-        Value::String(s) if s.contains("${") => out.push(path.clone()),
-        Value::Object(map) => {
-            for (k, v) in map {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&escape_segment(k));
-                template_slots(v, path, out);
-                path.truncate(len);
-            }
+fn template_slots(args: &Value, out: &mut Vec<String>) {
+    for_each_leaf(args, &mut |pointer, _, leaf| {
+        if leaf.as_str().is_some_and(|s| s.contains("${")) {
+            out.push(pointer.to_owned());
         }
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                template_slots(v, path, out);
-                path.truncate(len);
-            }
-        }
-        _ => {}
-    }
+    });
 }
 
 /// `args` with the slots removed, canonical.
@@ -174,7 +157,7 @@ impl Matcher {
         };
         for (i, step) in steps.iter().enumerate() {
             let mut slots = step.volatile_args.clone();
-            template_slots(&step.args, &mut String::new(), &mut slots);
+            template_slots(&step.args, &mut slots);
             slots.sort();
             slots.dedup();
             let key = relaxed_key(&step.args, &slots);

@@ -249,15 +249,8 @@ impl<'a> Mock<'a> {
             .cloned()
             .unwrap_or_else(|| json!({}));
         // Recorded space: what the recorder would have stored of these arguments.
-        let prepared = crate::record::prepare::value(
-            &self.redactor,
-            raw_args.clone(),
-            self.options.payload_cap,
-        );
-        let args = prepared
-            .value
-            .map(|v| v.into_inner())
-            .unwrap_or(Value::Null);
+        let args =
+            super::in_recorded_space(&self.redactor, self.options.payload_cap, raw_args.clone());
         let (i, repeat) = match self.matcher.call(&tool, &args) {
             Outcome::Hit(i) => (i, false),
             Outcome::Repeat(i) => (i, true),

@@ -50,6 +50,19 @@ pub fn recorded_space_redactor() -> crate::redact::Redactor {
     crate::record::prepare::build_redactor(crate::redact::RedactConfig::default(), &[])
 }
 
+/// `value` as the recorder would have stored it: binaries stubbed,
+/// redacted, capped (`Null` if redaction failed: nothing of it is kept).
+pub fn in_recorded_space(
+    redactor: &crate::redact::Redactor,
+    cap: usize,
+    value: serde_json::Value,
+) -> serde_json::Value {
+    crate::record::prepare::value(redactor, value, cap)
+        .value
+        .map(|r| r.into_inner())
+        .unwrap_or(serde_json::Value::Null)
+}
+
 /// The cap the recorder applies (`BIR_MAX_PAYLOAD_BYTES`).
 pub fn payload_cap() -> usize {
     crate::record::RecorderConfig::from_env("replay".into(), None)
@@ -175,30 +188,25 @@ pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
             .as_ref()
             .map(|s| s.cwd.clone())
             .unwrap_or_default();
-        let mut client = client::McpClient::spawn(&server, req.upstream, &cwd)
-            .map_err(|e| Error::failure(e.to_string()).with_status(ExitStatus::Environment))?;
-        let snap = scenario.servers.get(&server);
-        let version = snap
-            .and_then(|s| s.protocol_version.clone())
-            .unwrap_or_else(|| "2025-06-18".to_owned());
-        let caps = snap
-            .and_then(|s| s.client_capabilities.clone())
-            .unwrap_or_else(|| serde_json::json!({}));
-        client
-            .initialize(&version, &caps, std::time::Duration::from_secs(30))
-            .map_err(|e| Error::failure(e.to_string()).with_status(ExitStatus::Environment))?;
+        let redactor = recorded_space_redactor();
+        let cap = payload_cap();
+        let live = runner::start_server(
+            &server,
+            req.upstream,
+            &scenario,
+            &cwd,
+            std::time::Duration::from_secs(30),
+            &|v| in_recorded_space(&redactor, cap, v),
+        )
+        .map_err(|e| Error::failure(e.to_string()).with_status(ExitStatus::Environment))?;
         if req.live_check {
-            let redactor = recorded_space_redactor();
-            let cap = payload_cap();
-            let live: Vec<serde_json::Value> = client
-                .list_tools(std::time::Duration::from_secs(30))
-                .map_err(|e| Error::failure(e.to_string()).with_status(ExitStatus::Environment))?
-                .into_iter()
-                .filter_map(|t| crate::record::prepare::value(&redactor, t, cap).value)
-                .map(|v| v.into_inner())
-                .collect();
-            let recorded = snap.map(|s| s.tools.as_slice()).unwrap_or_default();
-            let drift = runner::drift_of(&server, recorded, &live);
+            let live_tools: Vec<serde_json::Value> = live.tools.values().cloned().collect();
+            let recorded = scenario
+                .servers
+                .get(&server)
+                .map(|s| s.tools.as_slice())
+                .unwrap_or_default();
+            let drift = runner::drift_of(&server, recorded, &live_tools);
             if drift.any() {
                 log::warn!(
                     "--live-check: {server} drifted from the recording: added [{}] removed [{}] changed [{}]",
@@ -210,7 +218,7 @@ pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
                 log::info!("--live-check: {server}'s tools match the recording");
             }
         }
-        passthrough.then_some(client)
+        passthrough.then_some(live.client)
     } else {
         None
     };

@@ -258,10 +258,11 @@ pub fn drift_of(server: &str, recorded: &[Value], live: &[Value]) -> Drift {
     d
 }
 
-struct LiveServer {
-    client: McpClient,
+/// A live server, its session opened as the recording's was.
+pub struct LiveServer {
+    pub client: McpClient,
     /// Live tool definitions in recorded space, by name.
-    tools: HashMap<String, Value>,
+    pub tools: HashMap<String, Value>,
 }
 
 /// Runs `scenario`. `confirm` is asked about held steps `--execute` may
@@ -277,12 +278,7 @@ pub fn run(
         ..Report::default()
     };
     let redactor = super::recorded_space_redactor();
-    let to_recorded = |v: Value| -> Value {
-        crate::record::prepare::value(&redactor, v, options.payload_cap)
-            .value
-            .map(|r| r.into_inner())
-            .unwrap_or(Value::Null)
-    };
+    let to_recorded = |v: Value| super::in_recorded_space(&redactor, options.payload_cap, v);
     let selected: Vec<&ScenarioStep> = select(scenario, options);
     let cwd = scenario
         .source
@@ -637,7 +633,9 @@ fn select<'a>(scenario: &'a Scenario, options: &Options) -> Vec<&'a ScenarioStep
         .collect()
 }
 
-fn start_server(
+/// Starts `command` and opens the session the way the recording did (its
+/// protocol version, its client capabilities), then lists the tools.
+pub fn start_server(
     name: &str,
     command: &[String],
     scenario: &Scenario,

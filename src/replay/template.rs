@@ -152,6 +152,37 @@ pub fn walk_strings(value: &Value, f: &mut dyn FnMut(&str)) {
     }
 }
 
+/// Calls `f(pointer, key, value)` for every scalar leaf of `value` (not
+/// null or booleans' containers: every string, number, boolean and null),
+/// with its JSON Pointer and the object key it sits under (an array
+/// element inherits its array's key).
+pub fn for_each_leaf(value: &Value, f: &mut dyn FnMut(&str, &str, &Value)) {
+    fn walk(value: &Value, path: &mut String, key: &str, f: &mut dyn FnMut(&str, &str, &Value)) {
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&escape_segment(k));
+                    walk(v, path, k, f);
+                    path.truncate(len);
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    let len = path.len();
+                    path.push('/');
+                    path.push_str(&i.to_string());
+                    walk(v, path, key, f);
+                    path.truncate(len);
+                }
+            }
+            leaf => f(path, key, leaf),
+        }
+    }
+    walk(value, &mut String::new(), "", f);
+}
+
 /// Escapes one JSON Pointer segment.
 pub fn escape_segment(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")

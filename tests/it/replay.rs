@@ -13,20 +13,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::support::{TempDir, bir, command};
-
-fn peers() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers")
-}
-
-fn require(path: PathBuf) -> PathBuf {
-    assert!(
-        path.exists(),
-        "missing test peer {}: run scripts/install-peers.sh",
-        path.display()
-    );
-    path
-}
+use crate::support::{TempDir, bir, command, peers, require};
 
 fn python() -> PathBuf {
     require(peers().join("venv/bin/python"))
@@ -520,7 +507,18 @@ fn verify_exit_codes_calibration_update_and_schema_drift() {
 /// One JSON-RPC line per request to a `bir` mock on stdin; its answers and
 /// exit code.
 fn raw_mock(dir: &TempDir, args: &[&str], lines: &[Value]) -> (Vec<Value>, i32, String) {
-    let mut cmd = command(bir(), dir);
+    raw_session(dir, &bir(), args, lines)
+}
+
+/// `program args…` fed `lines` (one JSON-RPC message each) on stdin until
+/// it ends: its answers, exit code and stderr.
+fn raw_session(
+    dir: &TempDir,
+    program: &Path,
+    args: &[&str],
+    lines: &[Value],
+) -> (Vec<Value>, i32, String) {
+    let mut cmd = command(program, dir);
     cmd.current_dir(dir.path())
         .args(args)
         .stdin(Stdio::piped())
@@ -798,43 +796,22 @@ fn install_replay_switches_an_entry_to_the_mock_and_back() {
         args.contains(&"--replay") && args.contains(&"testpeer"),
         "{entry}"
     );
-    let (answers, code, stderr) = {
-        let mut cmd = command(entry["command"].as_str().expect("command"), &dir);
-        cmd.current_dir(dir.path())
-            .args(&args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn");
-        let lines = [
+    let (answers, code, stderr) = raw_session(
+        &dir,
+        Path::new(entry["command"].as_str().expect("command")),
+        &args,
+        &[
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
             call(2, "echo", json!({"x": 1})),
-        ];
-        let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write");
-        let out = child.wait_with_output().expect("wait");
-        let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        (
-            answers,
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+        ],
+    );
     assert_eq!(answers.len(), 2, "{answers:?} {stderr}");
     assert_eq!(answers[0]["result"]["tools"][0]["name"], "echo");
     assert_eq!(
         answers[1]["result"]["content"][0]["text"], "scripted",
         "{answers:?}"
     );
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, 0, "{stderr}");
 
     // The ledger keeps the original command: replay needs no --server.
     let out = bir_in(&dir, &["replay", "script.json"]);
