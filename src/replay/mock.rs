@@ -180,12 +180,17 @@ impl<'a> Mock<'a> {
                 r
             }
             "initialize" => {
+                // A stateless-era recording has no session version to offer:
+                // a client opening a session gets the version it asked for
+                // (the server it stands in for spoke both eras).
+                let version = recorded_version
+                    .clone()
+                    .filter(|_| !modern_recording)
+                    .map(Value::String)
+                    .or_else(|| params.get("protocolVersion").cloned())
+                    .unwrap_or(Value::Null);
                 let mut r = json!({
-                    "protocolVersion": snap
-                        .and_then(|s| s.protocol_version.clone())
-                        .map(Value::String)
-                        .or_else(|| params.get("protocolVersion").cloned())
-                        .unwrap_or(Value::Null),
+                    "protocolVersion": version,
                     "capabilities": snap.and_then(|s| s.capabilities.clone()).unwrap_or_else(|| json!({"tools": {}})),
                     "serverInfo": snap.and_then(|s| s.server_info.clone()).unwrap_or_else(|| json!({"name": "bir-mock", "version": env!("CARGO_PKG_VERSION")})),
                 });

@@ -401,7 +401,10 @@ fn verify_exit_codes_calibration_update_and_schema_drift() {
     assert_eq!(out.code, 0, "calibrated: {}", out.stdout);
 
     // Liveness: the server starts, its tools match the snapshot.
-    let out = bir_in(&dir, &["scenario", "check", "v.scenario.json", "--server", &ok]);
+    let out = bir_in(
+        &dir,
+        &["scenario", "check", "v.scenario.json", "--server", &ok],
+    );
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("age: 0 days"), "{}", out.stdout);
 
