@@ -280,6 +280,8 @@ pub fn run(
     let redactor = super::recorded_space_redactor();
     let to_recorded = |v: Value| super::in_recorded_space(&redactor, options.payload_cap, v);
     let selected: Vec<&ScenarioStep> = select(scenario, options);
+    let selected_ids: std::collections::HashSet<&str> =
+        selected.iter().map(|s| s.id.as_str()).collect();
     let cwd = scenario
         .source
         .as_ref()
@@ -351,7 +353,7 @@ pub fn run(
         .collect();
 
     for step in &scenario.steps {
-        let is_selected = selected.iter().any(|s| s.id == step.id);
+        let is_selected = selected_ids.contains(step.id.as_str());
         if !is_selected {
             // Not run, but its recorded result still feeds bindings.
             if let Some(r) = &step.expect.result {

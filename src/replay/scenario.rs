@@ -256,10 +256,9 @@ impl Scenario {
     /// rule kinds, `${step:…}` references pointing backwards.
     pub fn validate(&self) -> Result<(), Error> {
         let mut seen = std::collections::HashSet::new();
-        for (i, step) in self.steps.iter().enumerate() {
-            if !seen.insert(step.id.as_str()) {
-                return Err(Error::usage(format!("step id {} appears twice", step.id)));
-            }
+        // Ids seen so far: a `${step:…}` must name one of them (an earlier
+        // step), checked before the step's own id joins them.
+        for step in &self.steps {
             if step.tool.is_empty() {
                 return Err(Error::usage(format!("step {} has no tool", step.id)));
             }
@@ -275,14 +274,16 @@ impl Scenario {
                 super::compare::check_rule(rule)
                     .map_err(|e| Error::usage(format!("step {}: {e}", step.id)))?;
             }
-            let earlier: Vec<&str> = self.steps[..i].iter().map(|s| s.id.as_str()).collect();
             for reference in super::template::step_refs(&step.args) {
-                if !earlier.contains(&reference.as_str()) {
+                if !seen.contains(reference.as_str()) {
                     return Err(Error::usage(format!(
                         "step {} refers to {reference}, which is not an earlier step",
                         step.id
                     )));
                 }
+            }
+            if !seen.insert(step.id.as_str()) {
+                return Err(Error::usage(format!("step id {} appears twice", step.id)));
             }
         }
         if !matches!(
