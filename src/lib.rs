@@ -56,7 +56,9 @@ mod output;
 mod proxy;
 mod record;
 pub mod redact;
+mod replay;
 mod report;
+mod reuse;
 mod runs;
 mod secret;
 mod service;
@@ -142,6 +144,10 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Down(cmd)) => ("bir down", daemon::control::down(cmd)),
         Some(CliCommand::Off(cmd)) => ("bir off", switch::off(cmd)),
         Some(CliCommand::On(cmd)) => ("bir on", switch::on(cmd)),
+        Some(CliCommand::Scenario(cmd)) => ("bir scenario", reuse::scenario(cmd)),
+        Some(CliCommand::Replay(cmd)) => ("bir replay", reuse::replay(cmd)),
+        Some(CliCommand::Verify(cmd)) => ("bir verify", reuse::verify(cmd)),
+        Some(CliCommand::Mock(cmd)) => ("bir mock", reuse::mock(cmd)),
         None => (
             "bir",
             Err(error::Error::usage(

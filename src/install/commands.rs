@@ -117,6 +117,9 @@ fn correlation_option(
 
 pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     let project = project_dir(&cmd.project);
+    if let Some(file) = &cmd.replay {
+        super::entry::serve_recording(file, &cmd.server)?;
+    }
     let targets = super::clients::targets(
         cmd.client.as_deref(),
         cmd.config.as_deref(),

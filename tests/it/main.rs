@@ -35,6 +35,9 @@
 //!   before the handshake, empty and huge batches, floods.
 //! * `remote` — the recording service (a fake on 127.0.0.1): order,
 //!   retries, refresh, cool-down, `bir sync`, and where the token goes.
+//! * `replay` — reusing runs against real peers: scenarios derived from
+//!   recorded runs, `bir replay`/`verify` exit codes, the mock answering
+//!   the Python SDK like the live server.
 //! * `report` — `bir report`: the HTML page's structure (read back from
 //!   the data it embeds) on standalone, bound, damaged, empty and lossy
 //!   runs; `--follow` on a live run; `--open`.
@@ -59,6 +62,7 @@ mod record;
 mod redacted;
 mod relay;
 mod remote;
+mod replay;
 mod report;
 mod secrets;
 mod store;
