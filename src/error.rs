@@ -34,6 +34,15 @@ pub enum ExitStatus {
     /// The command line asks for something it cannot do (2): a missing or
     /// conflicting argument, a value it does not accept.
     Usage,
+    /// Replay/verify only (3): steps were held or blocked, nothing diverged.
+    Incomplete,
+    /// Replay/verify/mock only (4): a server failed to start, connect or
+    /// initialise. Kept apart from 1 so CI tells "server down" from
+    /// "regression".
+    Environment,
+    /// Replay/verify only (5): stale or drifted, under `--expired error` or
+    /// `--fail-on-drift`.
+    Stale,
 }
 
 impl ExitStatus {
@@ -43,6 +52,9 @@ impl ExitStatus {
             ExitStatus::Success => 0,
             ExitStatus::Failure => 1,
             ExitStatus::Usage => 2,
+            ExitStatus::Incomplete => 3,
+            ExitStatus::Environment => 4,
+            ExitStatus::Stale => 5,
         }
     }
 

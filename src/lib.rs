@@ -57,7 +57,9 @@ mod output;
 mod proxy;
 mod record;
 pub mod redact;
+mod replay;
 mod report;
+mod reuse;
 mod runs;
 mod secret;
 mod service;
@@ -145,6 +147,10 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::On(cmd)) => ("bir on", switch::on(cmd)),
         Some(CliCommand::Setup(cmd)) => ("bir setup", install::setup::main(cmd)),
         Some(CliCommand::Investigate(cmd)) => ("bir investigate", investigate::main(cmd)),
+        Some(CliCommand::Scenario(cmd)) => ("bir scenario", reuse::scenario(cmd)),
+        Some(CliCommand::Replay(cmd)) => ("bir replay", reuse::replay(cmd)),
+        Some(CliCommand::Verify(cmd)) => ("bir verify", reuse::verify(cmd)),
+        Some(CliCommand::Mock(cmd)) => ("bir mock", reuse::mock(cmd)),
         None => (
             "bir",
             Err(error::Error::usage(

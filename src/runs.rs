@@ -354,18 +354,8 @@ fn rm(store: &Store, cmd: RmCmd) -> Result<ExitStatus, Error> {
 /// `7d`, `12h`, `30m`, `45s`.
 /// A value that is not an age is a usage error.
 pub fn parse_age(s: &str) -> Result<Duration, Error> {
-    let s = s.trim();
-    let not_an_age = || Error::usage(format!("`{s}` is not an age like 7d, 12h or 30m"));
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| not_an_age())?;
-    let secs = match unit {
-        "d" => n * 86_400,
-        "h" => n * 3600,
-        "m" => n * 60,
-        "s" | "" => n,
-        _ => return Err(not_an_age()),
-    };
-    Ok(Duration::from_secs(secs))
+    crate::time::parse_age(s)
+        .ok_or_else(|| Error::usage(format!("`{}` is not an age like 7d, 12h or 30m", s.trim())))
 }
 
 fn short_id(id: &str) -> String {

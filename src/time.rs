@@ -35,6 +35,21 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
+/// An age: `7d`, `12h`, `30m`, `45s` (a bare number is seconds).
+pub fn parse_age(s: &str) -> Option<std::time::Duration> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().ok()?;
+    let secs = match unit {
+        "d" => n.checked_mul(86_400)?,
+        "h" => n.checked_mul(3600)?,
+        "m" => n.checked_mul(60)?,
+        "s" | "" => n,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_secs(secs))
+}
+
 /// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` to Unix seconds.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
     let s = s.trim();

@@ -72,6 +72,7 @@ impl Engine {
             Input::ProxyRecords(recs) => Some(recs.session_id.clone()),
             Input::ProxyGone { proxy_id } => self.proxies.get(proxy_id).cloned(),
             Input::TranscriptRead { session_id, .. } => Some(session_id.clone()),
+            Input::Mod(batch) => Some(batch.session_id.clone()),
         };
         match input {
             Input::Hook { event, payload } => {
@@ -105,6 +106,10 @@ impl Engine {
                     let mut cx = self.shared.cx(now, &mut out);
                     session.on_proxy_gone(&mut cx, &proxy_id);
                 }
+            }
+            Input::Mod(batch) => {
+                let id = batch.session_id.clone();
+                self.with_session(&id, now, false, &mut out, |s, cx| s.on_mod(cx, batch));
             }
             Input::TranscriptRead {
                 session_id,

@@ -68,6 +68,9 @@ pub(crate) enum Input {
     ProxyRecords(wire::ProxyRecords),
     /// A proxy said goodbye, or its registration expired.
     ProxyGone { proxy_id: String },
+    /// What the Claude Code mod saw in a session (over the daemon's Unix
+    /// socket): the model's words and the turn's answer, live.
+    Mod(wire::ModBatch),
     /// The transcript the engine asked for ([`Output::ReadTranscript`]),
     /// read from `offset`: whatever bytes were there (possibly ending in a
     /// line still being written).

@@ -35,6 +35,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::SystemTime;
 
+mod modlink;
+
 use serde_json::{Value, json};
 
 use super::hook::{self, Hook};
@@ -276,6 +278,8 @@ pub(super) struct Session {
     /// SessionEnd was seen: the run finishes when nothing waits any more,
     /// or at this time.
     ending: Option<SystemTime>,
+    /// What the Claude Code mod reported (`session/modlink.rs`).
+    modlink: modlink::ModState,
 }
 
 impl Session {
@@ -316,6 +320,7 @@ impl Session {
             snapshots: HashMap::new(),
             metrics: RunMetrics::default(),
             ending: None,
+            modlink: modlink::ModState::default(),
         }
     }
 
@@ -842,6 +847,8 @@ impl Session {
             self.session_event(cx, h, false);
         }
         match h.last_assistant_message() {
+            // The mod already gave this turn's answer.
+            _ if self.modlink.answered_turn == Some(self.turn) => {}
             Some(text) if !text.trim().is_empty() => {
                 let text = cx.text(text, cx.cfg.payload_cap);
                 self.final_answer(cx, text);
@@ -1073,6 +1080,10 @@ impl Session {
         agent: Option<&str>,
         tool_use_id: &str,
     ) -> Option<Option<Redacted<String>>> {
+        // The mod's words first: the same text, known earlier.
+        if let Some(text) = self.modlink.context(agent, tool_use_id) {
+            return Some(Some(cx.text(text, CONTEXT_CAP)));
+        }
         let t = self.transcripts.get(&agent.map(str::to_owned))?;
         let text = t.contexts.get(tool_use_id)?;
         Some((!text.trim().is_empty()).then(|| cx.text(text, CONTEXT_CAP)))

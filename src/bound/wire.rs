@@ -52,3 +52,35 @@ pub(crate) use crate::record::preparation::ProxyItem;
 pub(crate) struct ProxyUnregister {
     pub proxy_id: String,
 }
+
+/// `POST /mod/events` over the daemon's Unix socket: what the Claude Code
+/// mod (`bir install --mod`) saw in one session since its last post, in
+/// the order the host raised it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ModBatch {
+    /// `$.session.id()`: the hooks' `session_id`.
+    pub session_id: String,
+    pub events: Vec<ModEvent>,
+    /// Events the mod dropped before this post (its queue was full while
+    /// the daemon could not be reached).
+    #[serde(default)]
+    pub lost: u64,
+}
+
+/// One hooks-module event, as the mod forwards it: never changed, only
+/// wrapped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ModEvent {
+    /// Per mod instance, from 1, in the order the host raised the events:
+    /// the order the daemon applies them in, whatever order posts land.
+    pub seq: u64,
+    /// `session.start`, `session.append`, `turn.step`, `tool.call`,
+    /// `tool.result`, `turn.complete`, `session.end`.
+    pub kind: String,
+    /// The event's input as the host handed it (for `tool.result`:
+    /// `{tool_use_id, tool, result}`).
+    #[serde(default)]
+    pub e: serde_json::Value,
+}

@@ -294,6 +294,21 @@ fn same_dir_key(dir: &Path) -> std::path::PathBuf {
     std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned())
 }
 
+/// The running daemon's Unix socket (the mod's link), when the discovery
+/// file names a live daemon of this build and a socket that answers the
+/// health marker. `bir doctor` says from it which path records the model's
+/// words.
+pub fn live_socket() -> Option<String> {
+    let home = crate::home::bir_home()?;
+    let d = match super::discovery::read(&home) {
+        Ok(Some(d)) if super::discovery::pid_alive(d.pid) => d,
+        _ => return None,
+    };
+    let path = d.socket?;
+    (super::uds::occupant(std::path::Path::new(&path)) == super::uds::Occupant::Live)
+        .then_some(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

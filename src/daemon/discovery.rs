@@ -34,6 +34,10 @@ pub(crate) struct Discovery {
     pub version: String,
     /// Milliseconds since the Unix epoch.
     pub started_at: u64,
+    /// The Unix socket the Claude Code mod reaches the daemon on, when it
+    /// could bind one (`uds.rs`); shown by `bir doctor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
 }
 
 /// The version a daemon and its clients must share: the crate version and
@@ -224,6 +228,7 @@ mod tests {
             pid: 7,
             version: daemon_version(),
             started_at: 1,
+            socket: None,
         }
     }
 

@@ -24,7 +24,26 @@
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+
+/// A connection the daemon serves: loopback TCP or its Unix socket. Both
+/// are read under the same caps and the same total deadline.
+pub(crate) trait Conn: Read + Write {
+    fn set_read_deadline(&self, left: Option<Duration>) -> io::Result<()>;
+}
+
+impl Conn for TcpStream {
+    fn set_read_deadline(&self, left: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(left)
+    }
+}
+
+impl Conn for UnixStream {
+    fn set_read_deadline(&self, left: Option<Duration>) -> io::Result<()> {
+        self.set_read_timeout(left)
+    }
+}
 
 /// Caps on one request.
 #[derive(Debug, Clone)]
@@ -42,6 +61,8 @@ pub(crate) struct Request {
     pub method: Method,
     pub path: String,
     pub body: Vec<u8>,
+    /// [`INSTANCE_HEADER`]'s value (at most 64 token characters).
+    pub instance: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,10 +72,19 @@ pub(crate) enum Method {
 }
 
 /// What the daemon accepts as the caller's identity.
-pub(crate) struct Guard<'a> {
-    pub port: u16,
-    pub token: &'a str,
+pub(crate) enum Guard<'a> {
+    /// Loopback TCP: `Host` is `127.0.0.1:<port>` (or `localhost`/`[::1]`)
+    /// and the bearer token is required.
+    Loopback { port: u16, token: &'a str },
+    /// The Unix socket: its permissions (and the peer's uid, checked at
+    /// accept) are the credential, so there is no token; `Host` must be
+    /// exactly `host`, and `Origin` is refused as on TCP.
+    Socket { host: &'a str },
 }
+
+/// The request's `x-bir-mod` header (the mod instance that sent it), when
+/// it names one.
+pub(crate) const INSTANCE_HEADER: &str = "x-bir-mod";
 
 /// A refusal: the status to answer with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +93,7 @@ pub(crate) struct Refused(pub u16);
 /// Reads one request from `stream`, checking as it goes. `started` is when
 /// the connection was accepted: the deadline counts from there.
 pub(crate) fn read_request(
-    stream: &mut TcpStream,
+    stream: &mut impl Conn,
     limits: &Limits,
     guard: &Guard<'_>,
     started: Instant,
@@ -104,6 +134,7 @@ pub(crate) fn read_request(
         return Err(Refused(413));
     }
     let path = parsed.path.to_owned();
+    let instance = parsed.instance.map(str::to_owned);
     let mut body = buf.split_off(head_end + 4);
     if body.len() > length {
         // Bytes after the body: a pipelined second request, which we do
@@ -113,13 +144,18 @@ pub(crate) fn read_request(
     while body.len() < length {
         read_some(stream, &mut body, length, limits, started)?;
     }
-    Ok(Request { method, path, body })
+    Ok(Request {
+        method,
+        path,
+        body,
+        instance,
+    })
 }
 
 /// Reads what is there into `buf` (never past `cap` bytes in all), within
 /// what is left of the deadline.
 fn read_some(
-    stream: &mut TcpStream,
+    stream: &mut impl Conn,
     buf: &mut Vec<u8>,
     cap: usize,
     limits: &Limits,
@@ -131,7 +167,7 @@ fn read_some(
         .filter(|d| !d.is_zero())
         .ok_or(Refused(408))?;
     stream
-        .set_read_timeout(Some(left))
+        .set_read_deadline(Some(left))
         .map_err(|_| Refused(400))?;
     let mut chunk = [0u8; 16 * 1024];
     let want = cap.saturating_sub(buf.len()).clamp(1, chunk.len());
@@ -167,6 +203,7 @@ struct Head<'a> {
     content_lengths: usize,
     transfer_encoding: bool,
     json: bool,
+    instance: Option<&'a str>,
 }
 
 fn parse_head<'a>(head: &'a str, limits: &Limits) -> Result<Head<'a>, Refused> {
@@ -196,6 +233,7 @@ fn parse_head<'a>(head: &'a str, limits: &Limits) -> Result<Head<'a>, Refused> {
         content_lengths: 0,
         transfer_encoding: false,
         json: false,
+        instance: None,
     };
     for (count, line) in lines.enumerate() {
         if count >= limits.max_fields {
@@ -227,6 +265,10 @@ fn parse_head<'a>(head: &'a str, limits: &Limits) -> Result<Head<'a>, Refused> {
             parsed.content_length = Some(value.parse().unwrap_or(usize::MAX));
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             parsed.transfer_encoding = true;
+        } else if name.eq_ignore_ascii_case(INSTANCE_HEADER) {
+            // An instance id is a short token; anything else names none.
+            parsed.instance = Some(value)
+                .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(is_token_byte));
         } else if name.eq_ignore_ascii_case("content-type") {
             let media = value.split(';').next().unwrap_or("").trim();
             parsed.json = media.eq_ignore_ascii_case("application/json");
@@ -241,14 +283,25 @@ fn is_token_byte(b: u8) -> bool {
 
 /// Host, Origin, then the token (see the module's order).
 fn check_caller(head: &Head<'_>, guard: &Guard<'_>) -> Result<(), Refused> {
+    let (port, token) = match guard {
+        Guard::Socket { host } => {
+            let host_ok = head.hosts == 1 && head.host == Some(host);
+            return if host_ok && !head.origin {
+                Ok(())
+            } else {
+                Err(Refused(403))
+            };
+        }
+        Guard::Loopback { port, token } => (*port, *token),
+    };
     let host_ok = head.hosts == 1
         && head.host.is_some_and(|host| {
-            let Some((name, port)) = host.rsplit_once(':') else {
+            let Some((name, host_port)) = host.rsplit_once(':') else {
                 return false;
             };
             matches!(name, "127.0.0.1" | "localhost" | "[::1]")
-                && port.parse::<u16>().ok() == Some(guard.port)
-                && port.bytes().all(|b| b.is_ascii_digit())
+                && host_port.parse::<u16>().ok() == Some(port)
+                && host_port.bytes().all(|b| b.is_ascii_digit())
         });
     if !host_ok || head.origin {
         return Err(Refused(403));
@@ -257,7 +310,7 @@ fn check_caller(head: &Head<'_>, guard: &Guard<'_>) -> Result<(), Refused> {
         .authorization
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if !token_matches(presented, guard.token) {
+    if !token_matches(presented, token) {
         return Err(Refused(401));
     }
     Ok(())
@@ -285,6 +338,7 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        409 => "Conflict",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
         411 => "Length Required",
@@ -299,7 +353,7 @@ fn reason(status: u16) -> &'static str {
 
 /// Writes one answer and ends the exchange. Errors carry a static body:
 /// nothing of the request is echoed back.
-pub(crate) fn respond(stream: &mut TcpStream, status: u16, body: &[u8]) -> io::Result<()> {
+pub(crate) fn respond(stream: &mut impl Write, status: u16, body: &[u8]) -> io::Result<()> {
     let body: &[u8] = if status != 200 && body.is_empty() {
         reason(status).as_bytes()
     } else {
@@ -354,7 +408,7 @@ mod tests {
         let got = read_request(
             &mut conn,
             &limits(),
-            &Guard {
+            &Guard::Loopback {
                 port,
                 token: &token,
             },
@@ -450,6 +504,57 @@ mod tests {
         assert_eq!(
             serve(options.into_bytes()).expect_err("refused"),
             Refused(405)
+        );
+    }
+
+    /// What `read_request` makes of `raw` sent over a Unix socket pair,
+    /// under the socket's guard.
+    fn serve_socket(raw: &str) -> Result<Request, Refused> {
+        let (mut server, mut client) = UnixStream::pair().expect("pair");
+        let raw = raw.to_owned();
+        let writer = std::thread::spawn(move || {
+            let _ = client.write_all(raw.as_bytes());
+            let mut sink = Vec::new();
+            let _ = client.read_to_end(&mut sink);
+        });
+        let got = read_request(
+            &mut server,
+            &limits(),
+            &Guard::Socket { host: "bir" },
+            Instant::now(),
+        );
+        drop(server);
+        writer.join().expect("writer");
+        got
+    }
+
+    fn socket_post(host: &str, extra: &str, body: &str) -> String {
+        format!(
+            "POST /mod/events HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n{body}",
+            body.len()
+        )
+    }
+
+    #[test]
+    fn the_socket_needs_no_token_but_its_own_host_and_no_origin() {
+        let req = serve_socket(&socket_post("bir", "x-bir-mod: m-1\r\n", "{}")).expect("ok");
+        assert_eq!(req.path, "/mod/events");
+        assert_eq!(req.instance.as_deref(), Some("m-1"));
+        let req = serve_socket(&socket_post("bir", "x-bir-mod: a b\r\n", "{}")).expect("ok");
+        assert_eq!(req.instance, None, "not a token: names no instance");
+        assert_eq!(
+            serve_socket(&socket_post("127.0.0.1:1", "", "{}")).expect_err("host"),
+            Refused(403)
+        );
+        assert_eq!(
+            serve_socket(&socket_post("bir", "Origin: http://evil\r\n", "{}")).expect_err("origin"),
+            Refused(403)
+        );
+        // The same caps as TCP.
+        let big = "x".repeat(2000);
+        assert_eq!(
+            serve_socket(&socket_post("bir", "", &big)).expect_err("cap"),
+            Refused(413)
         );
     }
 

@@ -15,6 +15,8 @@
 //! * [`http`] — its strict, capped HTTP/1.1 request reader.
 //! * [`sinks`] — carrying out the engine's outputs (journals, the
 //!   recording service, transcript reads).
+//! * [`uds`] — the Unix socket the Claude Code mod posts to: where it may
+//!   live, stale vs live, the peer's uid.
 //! * [`control`] — `bir down`, and the daemon's lines in `bir status` and
 //!   `bir doctor`.
 
@@ -24,6 +26,7 @@ pub(crate) mod discovery;
 pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;
+pub(crate) mod uds;
 
 use serde::{Deserialize, Serialize};
 

@@ -21,8 +21,10 @@
 //! * On the way out every open run is finished (`Engine::shutdown`), the
 //!   journals synced, and the discovery file removed if it still names us.
 
+use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,8 +33,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use super::discovery::{self, Discovery};
-use super::http::{self, Guard, Limits, Method, Refused, Request};
+use super::http::{self, Conn, Guard, Limits, Method, Refused, Request};
 use super::sinks::Core;
+use super::uds;
 use super::{Health, SessionView, SessionsAnswer};
 use crate::bound::{Engine, EngineConfig, Input, wire};
 use crate::cli::Exit;
@@ -50,6 +53,12 @@ const DEFAULT_REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 const TICK: Duration = Duration::from_millis(250);
 /// Stack of a connection thread: parsing and the engine's work need little.
 const CONNECTION_STACK: usize = 512 * 1024;
+/// Sessions whose mod claim is remembered at most (the oldest go first:
+/// a claim only matters while its session runs).
+const MAX_MOD_CLAIMS: usize = 4096;
+/// How long a mod instance that holds a session may stay silent before
+/// another instance may take the session over.
+const MOD_CLAIM_IDLE: Duration = Duration::from_secs(30);
 
 /// What every thread of the daemon shares.
 struct Daemon {
@@ -65,6 +74,15 @@ struct Daemon {
     last_request_ms: AtomicU64,
     open_connections: AtomicUsize,
     stop: AtomicBool,
+    /// The Unix socket the mod reaches us on, when one could be bound.
+    socket: Option<PathBuf>,
+    /// Which mod instance holds each session's link (session id →
+    /// instance): the first to post for a session holds it, any other is
+    /// refused with 409 (`claude --resume` of one session in a second
+    /// terminal must not interleave two conversations into one run).
+    /// A holder silent for [`MOD_CLAIM_IDLE`] lets go: a module the host
+    /// reloaded comes back as a new instance and must not stay refused.
+    mod_claims: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 impl Daemon {
@@ -115,6 +133,7 @@ fn run(home: &Path) -> Result<(), String> {
         .set_nonblocking(true)
         .map_err(|e| format!("listen: {e}"))?;
     let token = new_token()?;
+    let socket = bind_socket(home);
     // Before any thread starts, so all of them inherit the mask.
     block_stop_signals();
 
@@ -149,6 +168,8 @@ fn run(home: &Path) -> Result<(), String> {
         last_request_ms: AtomicU64::new(0),
         open_connections: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
+        socket: socket.as_ref().map(|(path, _, _)| path.clone()),
+        mod_claims: Mutex::new(HashMap::new()),
     });
     let published = Discovery {
         url: format!("http://127.0.0.1:{port}"),
@@ -156,6 +177,7 @@ fn run(home: &Path) -> Result<(), String> {
         pid: daemon.pid,
         version: discovery::daemon_version(),
         started_at: millis_since_epoch(started_at),
+        socket: daemon.socket.as_ref().map(|p| p.display().to_string()),
     };
     discovery::write(home, &published).map_err(|e| format!("discovery file: {e}"))?;
     log::info!("listening on {} (pid {})", published.url, daemon.pid);
@@ -169,8 +191,13 @@ fn run(home: &Path) -> Result<(), String> {
             .spawn(move || tick_loop(&daemon, idle))
             .map_err(|e| format!("cannot start a thread: {e}"))?
     };
-    accept_loop(&daemon, &listener);
+    let unix = socket.as_ref().map(|(_, listener, _)| listener);
+    accept_loop(&daemon, &listener, unix);
     drop(listener);
+    if let Some((path, listener, inode)) = socket {
+        drop(listener);
+        uds::remove_if_ours(&path, inode);
+    }
     let _ = ticker.join();
 
     // Let requests already taken finish (each is bounded by its deadline).
@@ -183,6 +210,40 @@ fn run(home: &Path) -> Result<(), String> {
     drop(lock);
     log::info!("stopped");
     Ok(())
+}
+
+/// Binds the Unix socket the mod reaches us on (see `uds`): its path, the
+/// listener and the socket file's inode (to remove only our own at exit).
+/// `None` when no private base is available or the path is taken: the
+/// daemon still serves hooks and proxies over TCP, and the mod stays
+/// silent.
+fn bind_socket(home: &Path) -> Option<(PathBuf, UnixListener, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    if std::env::var_os("BIR_DAEMON_SOCKET").is_some_and(|v| v == "off") {
+        return None;
+    }
+    let home = home.to_string_lossy();
+    let path = match uds::resolve(&uds::BaseEnv::from_process(), &home) {
+        Ok(path) => path,
+        Err(why) => {
+            log::warn!("no socket for the mod: {why}");
+            return None;
+        }
+    };
+    let listener = match uds::bind(&path) {
+        Ok(l) => l,
+        Err(why) => {
+            log::warn!("no socket for the mod: {why}");
+            return None;
+        }
+    };
+    if let Err(e) = listener.set_nonblocking(true) {
+        log::warn!("no socket for the mod: {e}");
+        return None;
+    }
+    let inode = std::fs::symlink_metadata(&path).map_or(0, |m| m.ino());
+    log::info!("mod socket at {}", path.display());
+    Some((path, listener, inode))
 }
 
 /// The exclusive lock on `control/daemon.lock`, or who holds it.
@@ -344,46 +405,119 @@ fn still_published(daemon: &Daemon) -> bool {
     matches!(discovery::read(&daemon.home), Ok(Some(d)) if d.pid == daemon.pid)
 }
 
-/// Accepts until asked to stop, polling so a stop is noticed within
-/// [`TICK`] even when no one connects.
-fn accept_loop(daemon: &Arc<Daemon>, listener: &TcpListener) {
+/// Accepts on both listeners until asked to stop, polling so a stop is
+/// noticed within [`TICK`] even when no one connects.
+fn accept_loop(daemon: &Arc<Daemon>, listener: &TcpListener, unix: Option<&UnixListener>) {
+    let own_uid = uds::own_uid();
     while !daemon.stop.load(Ordering::Acquire) {
-        let mut fds = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd for the duration of the call.
-        let ready = unsafe { libc::poll(&mut fds, 1, TICK.as_millis() as libc::c_int) };
+        let mut fds = [
+            libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: unix.map_or(-1, |u| u.as_raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds for the duration of the call (a
+        // negative fd is ignored by poll).
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, TICK.as_millis() as libc::c_int) };
         if ready <= 0 {
             continue;
         }
-        loop {
-            match listener.accept() {
-                Ok((stream, _)) => admit(daemon, stream),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    log::warn!("accept: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                    break;
-                }
+        if fds[0].revents != 0 {
+            accept_all(
+                || listener.accept().map(|(s, _)| s),
+                |stream| {
+                    let _ = stream.set_nonblocking(false);
+                    let _ = stream.set_nodelay(true);
+                    admit(daemon, stream, Via::Tcp);
+                },
+            );
+        }
+        if let Some(unix) = unix
+            && fds[1].revents != 0
+        {
+            accept_all(
+                || unix.accept().map(|(s, _)| s),
+                |stream: UnixStream| {
+                    let _ = stream.set_nonblocking(false);
+                    // The socket's permissions are the credential; the peer's
+                    // uid is the second check, before a byte is read.
+                    if !uds::peer_allowed(&stream, own_uid) {
+                        log::warn!("refused a socket peer of another user");
+                        let mut stream = stream;
+                        let _ = stream.set_write_timeout(Some(Duration::from_millis(50)));
+                        let _ = http::respond(&mut stream, 403, b"");
+                        return;
+                    }
+                    admit(daemon, stream, Via::Socket);
+                },
+            );
+        }
+    }
+}
+
+/// Accepts every connection waiting on a non-blocking listener.
+fn accept_all<S>(mut accept: impl FnMut() -> std::io::Result<S>, mut take: impl FnMut(S)) {
+    loop {
+        match accept() {
+            Ok(stream) => take(stream),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                log::warn!("accept: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                break;
             }
         }
     }
 }
 
+/// Which listener a connection came in on: it decides the caller check
+/// and the routes served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Tcp,
+    Socket,
+}
+
+/// A connection either listener accepted.
+trait Served: Conn + Send + 'static {
+    fn set_write_deadline(&self, d: Option<Duration>) -> std::io::Result<()>;
+    fn shut_write(&self);
+}
+
+impl Served for TcpStream {
+    fn set_write_deadline(&self, d: Option<Duration>) -> std::io::Result<()> {
+        self.set_write_timeout(d)
+    }
+    fn shut_write(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+impl Served for UnixStream {
+    fn set_write_deadline(&self, d: Option<Duration>) -> std::io::Result<()> {
+        self.set_write_timeout(d)
+    }
+    fn shut_write(&self) {
+        let _ = self.shutdown(std::net::Shutdown::Write);
+    }
+}
+
 /// Serves `stream` on its own thread, or refuses it at once when
 /// [`MAX_CONNECTIONS`] are open.
-fn admit(daemon: &Arc<Daemon>, mut stream: TcpStream) {
+fn admit<S: Served>(daemon: &Arc<Daemon>, mut stream: S, via: Via) {
     let accepted = Instant::now();
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_nodelay(true);
     let open = daemon.open_connections.fetch_add(1, Ordering::AcqRel);
     if open >= MAX_CONNECTIONS {
         daemon.open_connections.fetch_sub(1, Ordering::AcqRel);
-        let _ = stream.set_write_timeout(Some(Duration::from_millis(50)));
+        let _ = stream.set_write_deadline(Some(Duration::from_millis(50)));
         let _ = http::respond(&mut stream, 503, b"");
         return;
     }
@@ -391,7 +525,7 @@ fn admit(daemon: &Arc<Daemon>, mut stream: TcpStream) {
     let spawned = std::thread::Builder::new()
         .stack_size(CONNECTION_STACK)
         .spawn(move || {
-            serve(&worker, stream, accepted);
+            serve(&worker, stream, accepted, via);
             worker.open_connections.fetch_sub(1, Ordering::AcqRel);
         });
     if let Err(err) = spawned {
@@ -400,24 +534,31 @@ fn admit(daemon: &Arc<Daemon>, mut stream: TcpStream) {
     }
 }
 
-fn serve(daemon: &Daemon, mut stream: TcpStream, accepted: Instant) {
-    let guard = Guard {
-        port: daemon.port,
-        token: &daemon.token,
+fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via) {
+    let guard = match via {
+        Via::Tcp => Guard::Loopback {
+            port: daemon.port,
+            token: &daemon.token,
+        },
+        Via::Socket => Guard::Socket {
+            host: uds::SOCKET_HOST,
+        },
     };
     let (status, body) = match http::read_request(&mut stream, &daemon.limits, &guard, accepted) {
         Err(Refused(status)) => (status, Vec::new()),
         Ok(request) => {
             daemon.touch();
-            let routed =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| route(daemon, request)));
+            let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match via {
+                Via::Tcp => route(daemon, request),
+                Via::Socket => route_socket(daemon, request),
+            }));
             routed.unwrap_or_else(|_| {
                 log::error!("a request failed with an internal error");
                 (500, Vec::new())
             })
         }
     };
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_write_deadline(Some(Duration::from_secs(2)));
     let _ = http::respond(&mut stream, status, &body);
     if status != 200 {
         linger(&mut stream);
@@ -427,10 +568,9 @@ fn serve(daemon: &Daemon, mut stream: TcpStream, accepted: Instant) {
 /// After a refusal the client may still be sending (a body we would not
 /// read): read a little and close, so the kernel does not answer its
 /// bytes with a reset that could eat our response.
-fn linger(stream: &mut TcpStream) {
-    use std::io::Read;
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
+fn linger<S: Served>(stream: &mut S) {
+    stream.shut_write();
+    let _ = stream.set_read_deadline(Some(Duration::from_millis(100)));
     let mut sink = [0u8; 16 * 1024];
     let mut total = 0;
     let until = Instant::now() + Duration::from_millis(500);
@@ -440,6 +580,69 @@ fn linger(stream: &mut TcpStream) {
             Ok(n) => total += n,
         }
     }
+}
+
+/// What the Unix socket serves: the liveness probe and the mod's events.
+/// Nothing else (no `/shutdown`, no `/hook`): the socket is the mod's.
+fn route_socket(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
+    match (request.method, request.path.as_str()) {
+        (Method::Get, "/health") => json(&serde_json::json!({
+            "link": uds::HEALTH_MARKER,
+            "pid": daemon.pid,
+            "version": discovery::daemon_version(),
+        })),
+        (Method::Post, "/mod/events") => {
+            let Ok(batch) = serde_json::from_slice::<wire::ModBatch>(&request.body) else {
+                log::debug!("a mod batch did not parse");
+                return (400, Vec::new());
+            };
+            if batch.session_id.is_empty() {
+                return (400, Vec::new());
+            }
+            if let Some(instance) = &request.instance
+                && !claim(daemon, &batch.session_id, instance)
+            {
+                return (
+                    409,
+                    br#"{"reason":"another mod instance holds this session"}"#.to_vec(),
+                );
+            }
+            daemon.core().handle(Input::Mod(batch), SystemTime::now());
+            (200, b"{\"ok\":true}".to_vec())
+        }
+        _ => (404, Vec::new()),
+    }
+}
+
+/// Whether `instance` holds (or now takes) session `session`'s mod link.
+fn claim(daemon: &Daemon, session: &str, instance: &str) -> bool {
+    let mut claims = daemon.mod_claims.lock().unwrap_or_else(|p| p.into_inner());
+    let now = Instant::now();
+    if let Some((holder, last)) = claims.get_mut(session) {
+        if holder == instance {
+            *last = now;
+            return true;
+        }
+        if now.duration_since(*last) < MOD_CLAIM_IDLE {
+            return false;
+        }
+    }
+    if claims.len() >= MAX_MOD_CLAIMS {
+        // Sessions the engine no longer records hold nothing worth keeping.
+        let live: std::collections::HashSet<String> = daemon
+            .core()
+            .engine
+            .sessions()
+            .into_iter()
+            .map(|s| s.session_id)
+            .collect();
+        claims.retain(|s, _| live.contains(s));
+        if claims.len() >= MAX_MOD_CLAIMS {
+            claims.clear();
+        }
+    }
+    claims.insert(session.to_owned(), (instance.to_owned(), now));
+    true
 }
 
 /// Answers an accepted request: `(status, body)`.

@@ -131,11 +131,16 @@ pub struct InstallPlan {
     /// The call-id injection mode for the `PreToolUse` hook (`None`: keep
     /// what is registered).
     correlation: Option<Correlation>,
+    /// `--mod`: also install bir's Claude Code plugin.
+    with_mod: bool,
 }
 
 /// Plans `bir install` for `cmd` (nothing is written).
 pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let project = project_dir(&cmd.project);
+    if let Some(file) = &cmd.replay {
+        super::entry::serve_recording(file, &cmd.server)?;
+    }
     let targets = super::clients::targets(
         cmd.client.as_deref(),
         cmd.config.as_deref(),
@@ -255,6 +260,7 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
         hook_target,
         hook_scope,
         correlation,
+        with_mod: cmd.with_mod,
     })
 }
 
@@ -263,6 +269,8 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
 pub struct Applied {
     pub files: Vec<(PathBuf, usize)>,
     pub hooks: Option<(PathBuf, usize)>,
+    /// The Claude Code settings file that declares bir's plugin (`--mod`).
+    pub modded: Option<PathBuf>,
 }
 
 impl InstallPlan {
@@ -292,7 +300,10 @@ impl InstallPlan {
         }
         run_jobs(&self.jobs, &self.form, true)?;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hookcmd::install(paths, scope, key, self.correlation, true)?;
+            hookcmd::install(paths, scope, key, self.correlation, true, self.with_mod)?;
+        }
+        if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
+            super::modcmd::install(paths, key, true)?;
         }
         Ok(())
     }
@@ -309,18 +320,33 @@ impl InstallPlan {
         let files = result?;
         let mut hooks = None;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hooks = hookcmd::install(paths, scope, key, self.correlation, false).map_err(|e| {
-                if files.is_empty() {
-                    e
-                } else {
-                    Error::failure(
-                        "the MCP servers were wrapped, but the hooks were not registered",
-                    )
-                    .because(e)
-                }
+            hooks = hookcmd::install(paths, scope, key, self.correlation, false, self.with_mod)
+                .map_err(|e| {
+                    if files.is_empty() {
+                        e
+                    } else {
+                        Error::failure(
+                            "the MCP servers were wrapped, but the hooks were not registered",
+                        )
+                        .because(e)
+                    }
+                })?;
+        }
+        let mut modded = None;
+        if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
+            // After the hooks: the mod only adds to what they record.
+            modded = super::modcmd::install(paths, key, false).map_err(|e| {
+                Error::failure(
+                    "the hooks were registered, but the Claude Code mod was not installed",
+                )
+                .because(e)
             })?;
         }
-        Ok(Applied { files, hooks })
+        Ok(Applied {
+            files,
+            hooks,
+            modded,
+        })
     }
 }
 
@@ -341,6 +367,12 @@ pub fn report_applied(applied: &Applied) {
             if *n == 1 { "" } else { "s" }
         ));
     }
+    if let Some(file) = &applied.modded {
+        out(&format!(
+            "Changed: {} (bir's Claude Code plugin declared). Nothing else in it was touched.",
+            file.display()
+        ));
+    }
     out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
 }
 
@@ -352,7 +384,7 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         return Ok(ExitStatus::Success);
     }
     let applied = plan.apply()?;
-    if applied.files.is_empty() && applied.hooks.is_none() {
+    if applied.files.is_empty() && applied.hooks.is_none() && applied.modded.is_none() {
         out("\nNothing to change.");
         return Ok(ExitStatus::Success);
     }
@@ -466,7 +498,20 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         by_file.as_deref(),
         &cmd.server,
     );
-    if selected.is_empty() && hook_sel.reverse.is_empty() && hook_sel.release.is_empty() {
+    let mod_sel = hookcmd::select(
+        &ledger.mods,
+        everywhere,
+        &keys,
+        cmd.client.as_deref(),
+        by_file.as_deref(),
+        &cmd.server,
+    );
+    if selected.is_empty()
+        && hook_sel.reverse.is_empty()
+        && hook_sel.release.is_empty()
+        && mod_sel.reverse.is_empty()
+        && mod_sel.release.is_empty()
+    {
         out(if cmd.all {
             "Nothing to undo: bir has no recorded changes on this machine."
         } else {
@@ -545,6 +590,9 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         if !hookcmd::uninstall(&hook_sel, &keys, true) {
             failed = true;
         }
+        if !super::modcmd::uninstall(&mod_sel, &keys, true) {
+            failed = true;
+        }
         out("(dry run: nothing was written)");
         return Ok(ExitStatus::failure_if(failed));
     }
@@ -570,6 +618,10 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
             );
         }
     } else if !hookcmd::uninstall(&hook_sel, &keys, false) {
+        failed = true;
+    }
+    // The mod goes with the hooks (it only adds to what they record).
+    if !failed && !super::modcmd::uninstall(&mod_sel, &keys, false) {
         failed = true;
     }
     Ok(ExitStatus::failure_if(failed))

@@ -489,7 +489,13 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         }
     }
     if let Some(paths) = &claude_paths {
-        let (lines, problems) = super::hookcmd::doctor(paths);
+        let (lines, problems) = super::hookcmd::doctor(paths, super::modcmd::installed(paths));
+        for l in lines {
+            out(&l);
+        }
+        failures += problems;
+        let socket = crate::daemon::control::live_socket();
+        let (lines, problems) = super::modcmd::doctor(paths, socket.as_deref());
         for l in lines {
             out(&l);
         }

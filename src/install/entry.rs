@@ -104,22 +104,59 @@ impl ProxyForm {
 
     /// The wrapped entry's `args`.
     pub fn args(&self, server_name: &str, command: &str, args: &[String]) -> Vec<String> {
-        let mut out = Vec::with_capacity(args.len() + 6);
+        let mut out = Vec::with_capacity(args.len() + 8);
         if matches!(self.program, ProxyProgram::Bir(_)) {
             out.push("proxy".to_owned());
         }
         if self.lazy {
             out.push("--lazy".to_owned());
         }
-        out.extend([
-            "--server-name".to_owned(),
-            server_name.to_owned(),
-            "--".to_owned(),
-        ]);
+        out.extend(["--server-name".to_owned(), server_name.to_owned()]);
+        if let Some(file) = REPLAY.get() {
+            out.extend(["--replay".to_owned(), file.clone()]);
+        }
+        out.push("--".to_owned());
         out.push(command.to_owned());
         out.extend(args.iter().cloned());
         out
     }
+}
+
+/// `bir install --replay FILE --server NAME`: for this one install run,
+/// every entry it wraps serves the recording (`bir-proxy --replay FILE --
+/// original command`; the original stays after `--`, so `--on-miss
+/// passthrough` and `bir uninstall` both have it). Set once, before any
+/// entry is planned; a process-wide setting because one install run wraps
+/// with one form.
+static REPLAY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Checks `file` is a scenario bir can serve and `servers` names exactly
+/// the entries to switch, and makes the wrapped entries serve it.
+pub fn serve_recording(file: &Path, servers: &[String]) -> Result<(), crate::error::Error> {
+    if servers.is_empty() {
+        return Err(crate::error::Error::usage(
+            "--replay switches named entries only: add --server NAME",
+        ));
+    }
+    let absolute = std::fs::canonicalize(file).map_err(|e| {
+        crate::error::Error::usage(format!("--replay {}: cannot read it", file.display()))
+            .because(e)
+    })?;
+    let text = std::fs::read_to_string(&absolute).map_err(|e| {
+        crate::error::Error::usage(format!("--replay {}: cannot read it", file.display()))
+            .because(e)
+    })?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        crate::error::Error::usage(format!("--replay {}: not JSON", file.display())).because(e)
+    })?;
+    if doc.get("schema").and_then(serde_json::Value::as_str) != Some("bir/scenario@1") {
+        return Err(crate::error::Error::usage(format!(
+            "--replay {}: not a bir scenario (bir scenario derive writes one)",
+            file.display()
+        )));
+    }
+    let _ = REPLAY.set(absolute.to_string_lossy().into_owned());
+    Ok(())
 }
 
 /// A command's file name without its directory and `.exe`.

@@ -13,7 +13,8 @@ use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
 use super::hooks::{
-    EVENTS, HookChange, HookForm, HookScope, TIMEOUT_SECS, install_edit, registered, uninstall_edit,
+    EVENTS, HookChange, HookForm, HookScope, LEFT_TO_THE_MOD, TIMEOUT_SECS, install_edit_skipping,
+    registered, uninstall_edit,
 };
 use super::jsonedit::{Doc, Flavor, Node};
 use super::ledger;
@@ -51,14 +52,17 @@ fn policy_blocks(paths: &Paths) -> Option<String> {
 }
 
 /// Registers the hooks (`bir install`). Prints its own section. Returns the
-/// changed file, if any.
+/// changed file, if any. `with_mod`: bir's Claude Code mod is installed too,
+/// and the events it makes redundant ([`LEFT_TO_THE_MOD`]) are not added.
 pub fn install(
     paths: &Paths,
     scope: HookScope,
     project_key: &str,
     correlation: Option<Correlation>,
     dry_run: bool,
+    with_mod: bool,
 ) -> Result<Option<Changed>, Error> {
+    let skip: &[&str] = if with_mod { LEFT_TO_THE_MOD } else { &[] };
     let file = scope.settings_file(paths);
     out(&format!(
         "Claude Code hooks — {} ({} settings)",
@@ -83,7 +87,7 @@ pub fn install(
     };
     if dry_run {
         let before = atomic::read(&file)?;
-        let plan = install_edit(before.as_deref(), &form, &file)?;
+        let plan = install_edit_skipping(before.as_deref(), &form, &file, skip)?;
         if let Some(after) = &plan.bytes {
             out(&format!(
                 "  register   {} events → {} (timeout {TIMEOUT_SECS} s)",
@@ -109,7 +113,7 @@ pub fn install(
     }
     let planned = RefCell::new(None);
     let outcome = atomic::update(&file, &mut |before| {
-        let plan = install_edit(before, &form, &file)?;
+        let plan = install_edit_skipping(before, &form, &file, skip)?;
         let bytes = plan.bytes.clone();
         *planned.borrow_mut() = Some(plan);
         Ok(bytes)
@@ -180,6 +184,12 @@ pub fn install(
     if plan.events.is_empty() && plan.repointed == 0 && plan.reflagged == 0 {
         out(&format!("  already registered ({} events)", plan.already));
     }
+    if with_mod {
+        out(&format!(
+            "  left to the mod: {} (the model's words come over the mod link)",
+            LEFT_TO_THE_MOD.join(", ")
+        ));
+    }
     note_scope();
     Ok(outcome
         .changed
@@ -195,31 +205,52 @@ pub fn would_change(paths: &Paths, scope: HookScope) -> Result<bool, Error> {
     }
     let file = scope.settings_file(paths);
     let before = atomic::read(&file)?;
-    let plan = install_edit(before.as_deref(), &HookForm::detect(), &file)?;
+    // `bir setup` installs no mod: every event is bir's hooks' own.
+    let plan = install_edit_skipping(before.as_deref(), &HookForm::detect(), &file, &[])?;
     Ok(plan.bytes.is_some())
 }
 
-/// Which hook changes an uninstall touches, and how.
-pub struct Selection {
-    /// Reversed in the file.
-    pub reverse: Vec<HookChange>,
-    /// Kept (another project still wants them); only the ledger forgets
-    /// this project.
-    pub release: Vec<HookChange>,
+/// A change several projects may share (bir's hooks in user settings, the
+/// Claude Code mod): kept while any project that asked for it remains.
+pub trait Shared: Clone {
+    fn file(&self) -> &Path;
+    fn projects(&self) -> &[String];
+    fn projects_mut(&mut self) -> &mut Vec<String>;
 }
 
-/// Selects the hook changes for `bir uninstall`: every one with `--all`,
+impl Shared for HookChange {
+    fn file(&self) -> &Path {
+        &self.file
+    }
+    fn projects(&self) -> &[String] {
+        &self.projects
+    }
+    fn projects_mut(&mut self) -> &mut Vec<String> {
+        &mut self.projects
+    }
+}
+
+/// Which shared changes an uninstall touches, and how.
+pub struct Selection<T = HookChange> {
+    /// Reversed in the file.
+    pub reverse: Vec<T>,
+    /// Kept (another project still wants them); only the ledger forgets
+    /// this project.
+    pub release: Vec<T>,
+}
+
+/// Selects the shared changes for `bir uninstall`: every one with `--all`,
 /// else those this project asked for (reversed only when no other project
 /// still wants them). `--server`, another `--client`, or a `--config` file
 /// other than a settings file select none.
-pub fn select(
-    all: &[HookChange],
+pub fn select<T: Shared>(
+    all: &[T],
     everywhere: bool,
     keys: &[String],
     client: Option<&str>,
     by_file: Option<&Path>,
     servers: &[String],
-) -> Selection {
+) -> Selection<T> {
     let mut sel = Selection {
         reverse: Vec::new(),
         release: Vec::new(),
@@ -228,23 +259,40 @@ pub fn select(
         return sel;
     }
     for h in all {
-        if by_file.is_some_and(|f| f != h.file) {
+        if by_file.is_some_and(|f| f != h.file()) {
             continue;
         }
         if everywhere {
             sel.reverse.push(h.clone());
             continue;
         }
-        if !h.projects.iter().any(|p| keys.contains(p)) {
+        if !h.projects().iter().any(|p| keys.contains(p)) {
             continue;
         }
-        if h.projects.iter().all(|p| keys.contains(p)) {
+        if h.projects().iter().all(|p| keys.contains(p)) {
             sel.reverse.push(h.clone());
         } else {
             sel.release.push(h.clone());
         }
     }
     sel
+}
+
+/// The ledger's list after an uninstall: the changes `done` (by file) are
+/// gone, those `released` no longer name this project's `keys`.
+pub fn forget<T: Shared>(
+    list: &mut Vec<T>,
+    done: &[PathBuf],
+    released: &[PathBuf],
+    keys: &[String],
+) {
+    list.retain(|h| !done.iter().any(|f| f == h.file()));
+    for h in list
+        .iter_mut()
+        .filter(|h| released.iter().any(|f| f == h.file()))
+    {
+        h.projects_mut().retain(|p| !keys.contains(p));
+    }
 }
 
 /// Undoes the selected hook changes (`bir uninstall`). Returns false when
@@ -326,12 +374,7 @@ pub fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool {
     }
     let released: Vec<PathBuf> = sel.release.iter().map(|h| h.file.clone()).collect();
     if (!done.is_empty() || !released.is_empty())
-        && let Err(e) = ledger::modify(&mut |l| {
-            l.hooks.retain(|h| !done.contains(&h.file));
-            for h in l.hooks.iter_mut().filter(|h| released.contains(&h.file)) {
-                h.projects.retain(|p| !keys.contains(p));
-            }
-        })
+        && let Err(e) = ledger::modify(&mut |l| forget(&mut l.hooks, &done, &released, keys))
     {
         crate::error::print(
             "bir uninstall",
@@ -410,7 +453,13 @@ pub fn status(paths: &Paths) {
 
 /// `bir doctor`: lines to print and the number of problems. Hooks that run
 /// a program that is gone, or another bir than this one, are problems.
-pub fn doctor(paths: &Paths) -> (Vec<String>, usize) {
+pub fn doctor(paths: &Paths, left_to_the_mod: bool) -> (Vec<String>, usize) {
+    // With the mod installed, the events it makes redundant are not missing.
+    let expected = if left_to_the_mod {
+        EVENTS.len() - LEFT_TO_THE_MOD.len()
+    } else {
+        EVENTS.len()
+    };
     let mut lines = Vec::new();
     let mut problems = 0;
     let files = found(paths);
@@ -439,10 +488,16 @@ pub fn doctor(paths: &Paths) -> (Vec<String>, usize) {
                         this.program.display()
                     )
                 }
-                Some(_) if f.events.len() < EVENTS.len() => format!(
+                Some(_) if f.events.len() < expected => format!(
                     "Hooks: ok: {where_}: {} of {} events → {program} (this bir); `bir install` adds the missing ones",
                     f.events.len(),
                     EVENTS.len()
+                ),
+                Some(_) if f.events.len() < EVENTS.len() => format!(
+                    "Hooks: ok: {where_}: {} of {} events → {program} (this bir; {} left to the mod)",
+                    f.events.len(),
+                    EVENTS.len(),
+                    LEFT_TO_THE_MOD.join(", ")
                 ),
                 Some(_) => format!(
                     "Hooks: ok: {where_}: all {} events → {program} (this bir)",

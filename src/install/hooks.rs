@@ -42,6 +42,16 @@ use crate::error::Error;
 /// minus `WorktreeCreate`. An event name a Claude Code version does not
 /// know is ignored by it (the others still fire), so the list may run ahead
 /// of the installed version.
+/// Events bir does not register when its Claude Code mod is installed
+/// (`bir install --mod`): measured on a scripted 50-call session
+/// (`tests/e2e/bench-mod.sh`), `MessageDisplay` was a quarter of all hook
+/// processes (51 of 205, one per message of the model) and brings only the
+/// model's text, which the mod's `session.append` rows carry too (and the
+/// transcript after each call, when mods are off). Every other event tells
+/// something the run needs whether or not the mod runs: a mod can be
+/// switched off host-side at any time, and the hooks then record alone.
+pub const LEFT_TO_THE_MOD: &[&str] = &["MessageDisplay"];
+
 pub const EVENTS: &[&str] = &[
     "PreToolUse",
     "PostToolUse",
@@ -440,7 +450,19 @@ pub struct Planned {
 /// Registers every event's group in `before` (None: no file yet). A file
 /// that is not a JSON object, or whose `hooks` (or an event's value) has
 /// an unexpected type, is refused with nothing changed.
+#[cfg(test)]
 pub fn install_edit(before: Option<&[u8]>, form: &HookForm, file: &Path) -> Result<Planned, Error> {
+    install_edit_skipping(before, form, file, &[])
+}
+
+/// [`install_edit`] without the events in `skip` (their groups are neither
+/// added nor removed).
+pub fn install_edit_skipping(
+    before: Option<&[u8]>,
+    form: &HookForm,
+    file: &Path,
+    skip: &[&str],
+) -> Result<Planned, Error> {
     let created_file = before.is_none();
     let mut bytes = before.map_or_else(|| NEW_FILE.to_vec(), <[u8]>::to_vec);
     let refuse = |what: String| {
@@ -486,7 +508,7 @@ pub fn install_edit(before: Option<&[u8]>, form: &HookForm, file: &Path) -> Resu
             plan.repointed += 1;
         }
     }
-    for &event in EVENTS {
+    for &event in EVENTS.iter().filter(|e| !skip.contains(e)) {
         let doc = Doc::parse(&bytes, Flavor::Json).map_err(|e| refuse(e.to_string()))?;
         let path = ["hooks", event];
         match doc.root.at(&path) {
@@ -645,6 +667,24 @@ mod tests {
         ] {
             assert_eq!(parse_ours(cmd), None, "{cmd}");
         }
+    }
+
+    #[test]
+    fn with_the_mod_the_events_it_carries_are_not_registered() {
+        let f = form("/b/bir-hooks");
+        let file = Path::new("settings.json");
+        let plan = install_edit_skipping(None, &f, file, LEFT_TO_THE_MOD).expect("edit");
+        let events: Vec<&str> = plan.events.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(events.len(), EVENTS.len() - LEFT_TO_THE_MOD.len());
+        assert!(!events.contains(&"MessageDisplay"));
+        assert!(events.contains(&"PreToolUse") && events.contains(&"PostToolBatch"));
+        // Registered before without the mod: left as it is, not removed.
+        let full = install_edit(None, &f, file)
+            .expect("edit")
+            .bytes
+            .expect("bytes");
+        let again = install_edit_skipping(Some(&full), &f, file, LEFT_TO_THE_MOD).expect("edit");
+        assert!(again.bytes.is_none(), "nothing to add, nothing taken away");
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub struct Ledger {
     /// Claude Code hooks bir registered, one entry per settings file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<super::hooks::HookChange>,
+    /// bir's Claude Code plugin (`bir install --mod`), one entry per
+    /// settings file that declares it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mods: Vec<ModChange>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,6 +99,32 @@ pub fn sanitized(raw: &str, args_secret: bool) -> Option<serde_json::Value> {
         );
     }
     Some(v)
+}
+
+/// bir's Claude Code plugin (`bir install --mod`, `modcmd.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModChange {
+    /// The user settings file bir edited.
+    pub file: PathBuf,
+    /// The marketplace directory bir wrote.
+    pub marketplace: PathBuf,
+    /// Claude Code's configuration directory (where it keeps its own
+    /// plugin records).
+    pub config_dir: PathBuf,
+    /// Claude Code's `.claude.json` (it counts a plugin's use there).
+    #[serde(default)]
+    pub claude_json: PathBuf,
+    /// Projects that asked for it.
+    pub projects: Vec<String>,
+    /// bir created the settings file.
+    pub created_file: bool,
+    /// How many parents of each key existed before (see
+    /// `Doc::remove_pruning`): `extraKnownMarketplaces.bir-local`, then
+    /// `enabledPlugins.bir-mod@bir-local`.
+    pub keep_parents: [usize; 2],
+    pub file_sha256: String,
+    pub at: String,
 }
 
 pub const ACTION_INSERTED: &str = "inserted";

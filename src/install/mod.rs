@@ -11,7 +11,7 @@
 //! * [`setup`] — `bir setup`, the guided first run over install and doctor.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
 //!   file edits); [`hookcmd`] — what install/uninstall/status/doctor do
-//!   with them.
+//!   with them; [`modcmd`] — bir's Claude Code plugin (`--mod`).
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
@@ -28,6 +28,7 @@ pub mod hookcmd;
 pub mod hooks;
 pub mod jsonedit;
 pub mod ledger;
+pub mod modcmd;
 pub mod remote_entry;
 pub mod setup;
 pub mod vocab;

@@ -119,6 +119,8 @@ pub fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
         jsonc: false,
         correlate: None,
         no_correlation: false,
+        with_mod: false,
+        replay: None,
         // No hooks for a Claude Code that is not installed.
         hooks: if claude {
             cmd.hooks.clone()

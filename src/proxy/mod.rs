@@ -126,6 +126,24 @@ pub fn main(args: &[String]) -> Exit {
     if parsed.version {
         return print_version("bir-proxy");
     }
+    if let Some(recording) = &parsed.replay {
+        // `--replay FILE [-- real cmd]`: the recording answers instead of a
+        // server (the command after `--` serves `--on-miss passthrough`).
+        let outcome = crate::replay::serve_mock(&crate::replay::ServeRequest {
+            source: recording,
+            server: parsed.server_name.as_deref(),
+            match_mode: parsed.match_mode.as_deref(),
+            repeats: "error",
+            on_miss: &parsed.on_miss,
+            require_all: false,
+            strict_redaction: false,
+            max_age: None,
+            expired_error: false,
+            upstream: &parsed.command,
+            live_check: false,
+        });
+        return error::report("bir-proxy", outcome).into();
+    }
     let cfg = match ProxyConfig::resolve(parsed) {
         Ok(cfg) => cfg,
         Err(err) => {

@@ -8,7 +8,10 @@
 # and compares what the model and the server saw with the same session
 # without bir. Variants: `bir off`, the daemon stopped mid-session by a Bash
 # step, two sessions at once in one directory, opt-in call-id injection
-# (`bir install --correlate inject`). See README.md here.
+# (`bir install --correlate inject`); with bir's Claude Code mod
+# (`bir install --mod`): the words arrive over the mod link, the daemon absent
+# leaves the session alone, the mod switched off falls back to the hooks, and
+# `bir uninstall` leaves no trace of the plugin. See README.md here.
 #
 #   tests/e2e/run-bound.sh
 #
@@ -57,8 +60,9 @@ fill() { # fill FILE: the harness placeholders a session knows before it starts
 # prepare NAME SCRIPT MODE [PROJECT]: a scenario dir, a Claude config dir
 # (CLAUDE_CONFIG_DIR: its .claude.json and user settings) and a BIR_HOME for
 # one session. MODE bound: `bir install` wraps the server and registers the
-# hooks; plain: neither (the session without bir). PROJECT defaults to the
-# dir run-claude.sh uses (OUT/project). INSTALL_EXTRA: more `bir install`
+# hooks; mod: the same with `--mod` (bir's Claude Code plugin too); plain:
+# neither (the session without bir). PROJECT defaults to the dir
+# run-claude.sh uses (OUT/project). INSTALL_EXTRA: more `bir install`
 # arguments.
 prepare() {
   local name="$1" script="$2" mode="$3"
@@ -69,7 +73,8 @@ prepare() {
   mkdir -p "$scen" "$conf" "$bh" "$project"
   chmod 700 "$bh"
   cp "$HERE/bound/prompt.txt" "$HERE/bound/mcp.json" "$scen/"
-  cp "$HERE/bound/$script" "$scen/script.json"
+  [[ $script == /* ]] || script="$HERE/bound/$script"   # a script of bound/, or a path
+  cp "$script" "$scen/script.json"
   fill "$scen/script.json" "$out"
   sed -e "s#@@PROJECT@@#$project#g" -e "s#@@KEY20@@#${API_KEY: -20}#g" \
     "$HARNESS/fixtures/claude.json" >"$conf/.claude.json"
@@ -84,13 +89,18 @@ prepare() {
     echo "MCP_CONNECTION_NONBLOCKING=0"
     echo "MCP_CONNECT_TIMEOUT_MS=30000"
   } >"$scen/env"
-  if [[ $mode == bound ]]; then
-    if env -u BIR_WRAP_MCP_JSON -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" \
+  if [[ $mode == bound || $mode == mod ]]; then
+    local with_mod=()
+    [[ $mode == mod ]] && with_mod=(--mod)
+    if env -u BIR_WRAP_MCP_JSON -u XDG_CONFIG_HOME -u XDG_RUNTIME_DIR HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" \
          BIR_HOME="$bh" BIR_SERVICE_URL=off BIR_PROXY_PATH="$WORK/bin/bir-proxy" \
          BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
-         "$BIR_BIN" install --project "$project" ${INSTALL_EXTRA:-} >"$WORK/install-$name.txt" 2>&1 &&
+         "$BIR_BIN" install --project "$project" ${INSTALL_EXTRA:-} "${with_mod[@]}" >"$WORK/install-$name.txt" 2>&1 &&
        grep -q 'wrapped  everything' "$WORK/install-$name.txt" &&
-       grep -q 'registered 33 events' "$WORK/install-$name.txt"; then
+       { grep -q 'registered 33 events' "$WORK/install-$name.txt" ||
+         { [[ $mode == mod ]] && grep -q 'registered 32 events' "$WORK/install-$name.txt" &&
+           grep -q 'left to the mod: MessageDisplay' "$WORK/install-$name.txt"; }; } &&
+       { [[ $mode != mod ]] || grep -q 'installed  bir-mod@bir-local' "$WORK/install-$name.txt"; }; then
       result ok "$name: bir install" "everything wrapped into the local scope; hooks in $conf/settings.json"
     else
       result fail "$name: bir install" "$(tr '\n' ' ' <"$WORK/install-$name.txt")"
@@ -100,7 +110,9 @@ prepare() {
     seen="$(cd "$project" && env -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" BIR_HOME="$bh" \
       BIR_SERVICE_URL=off BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
       sh -c '"$0" status; "$0" doctor --timeout-ms 3000' "$BIR_BIN" 2>&1 | grep '^Hooks:')"
-    if [[ $seen == *"Hooks: installed in $conf/settings.json (user settings): 33 of 33 events"*"Hooks: ok:"*"(this bir)"* ]]; then
+    local want="33 of 33 events" ok_line="(this bir)"
+    [[ $mode == mod ]] && want="32 of 33 events" ok_line="(this bir; MessageDisplay left to the mod)"
+    if [[ $seen == *"Hooks: installed in $conf/settings.json (user settings): $want"*"Hooks: ok:"*"$ok_line"* ]]; then
       result ok "$name: status and doctor" "$(tr '\n' ' ' <<<"$seen" | cut -c1-220)"
     else
       result fail "$name: status and doctor" "$seen"
@@ -183,6 +195,9 @@ bound_session() {
     --runs "$WORK/runs/$name.runs.jsonl" --exports "$WORK/runs"
 }
 
+# Sourced with BIR_E2E_BOUND_LIB=1 (bench-mod.sh): the helpers above, no sessions.
+if [[ -n ${BIR_E2E_BOUND_LIB:-} ]]; then return 0; fi
+
 # --- 1. the session without bir: what the model and the server see ------------------------
 prepare baseline script.json plain
 session baseline
@@ -257,4 +272,78 @@ else
   result fail "inject: hook command" "$(grep -o '"[^"]*PreToolUse[^"]*"' "$WORK/conf/inject/settings.json" | tr '\n' ' ')"
 fi
 bound_session inject inject
+
+# --- 7. with bir's Claude Code mod: the words arrive over the mod link ---------------------
+birenv() { # birenv NAME CMD…: CMD with the session NAME's bir environment, in its project
+  local name="$1"; shift
+  (cd "$WORK/runs/$name/project" 2>/dev/null || cd "$WORK"
+   env -u XDG_CONFIG_HOME -u XDG_RUNTIME_DIR HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$WORK/conf/$name" \
+     BIR_HOME="$WORK/birhome/$name" BIR_SERVICE_URL=off BIR_HOOKS_PATH="$WORK/bin/bir-hooks" \
+     BIR_CLAUDE_MANAGED_DIR="$WORK/managed" "$@")
+}
+prepare mod script.json mod
+session mod
+wait_runs mod 1
+export_runs mod
+check bound --name mod --out "$WORK/runs/mod" --baseline "$WORK/runs/baseline" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
+  --runs "$WORK/runs/mod.runs.jsonl" --exports "$WORK/runs" --mod-link yes
+seen="$(birenv mod "$BIR_BIN" doctor --timeout-ms 3000 2>&1 | grep '^Mod:')"
+if [[ $seen == "Mod: active path: mod link + hooks"* ]]; then
+  result ok "mod: doctor" "$seen"
+else
+  result fail "mod: doctor" "$seen"
+fi
+if grep -q 'hooks module bir-mod@bir-local loaded' "$WORK/runs/mod/logs/debug.log"; then
+  result ok "mod: loaded by Claude Code" "from the marketplace bir declared ($(grep -o 'hooks module bir-mod@bir-local loaded[^;]*' "$WORK/runs/mod/logs/debug.log" | head -1))"
+else
+  result fail "mod: loaded by Claude Code" "no 'hooks module bir-mod@bir-local loaded' in debug.log"
+fi
+
+# --- 8. `bir uninstall` leaves no trace of the plugin ---------------------------------------
+birenv mod "$BIR_BIN" uninstall --project "$WORK/runs/mod/project" >"$WORK/uninstall-mod.txt" 2>&1
+# (Claude Code's rolling backups of .claude.json are its own history, not
+# bir's to edit: left out.)
+traces="$(grep -rl --exclude-dir=backups 'bir-mod\|bir-local' "$WORK/conf/mod" 2>/dev/null
+  ls -d "$WORK/birhome/mod/claude-plugins" 2>/dev/null)"
+if [[ -z $traces ]] && grep -q 'Claude Code mod: removed' "$WORK/uninstall-mod.txt"; then
+  result ok "mod: bir uninstall" "no file under the Claude config dir names bir-mod or bir-local; the plugin files are gone"
+else
+  result fail "mod: bir uninstall" "left: ${traces//$'\n'/ }; $(tr '\n' ' ' <"$WORK/uninstall-mod.txt" | cut -c1-300)"
+fi
+seen="$(birenv mod "$BIR_BIN" doctor --timeout-ms 3000 2>&1 | grep '^Mod:')"
+[[ $seen == "Mod: not installed"* ]] && result ok "mod: doctor after uninstall" "$seen" ||
+  result fail "mod: doctor after uninstall" "$seen"
+
+# --- 9. the mod with the daemon absent (bir off: no hook starts it) -------------------------
+prepare modabsent script.json mod
+BIR_HOME="$WORK/birhome/modabsent" "$BIR_BIN" off >"$WORK/modabsent-off.txt" 2>&1 ||
+  result fail "modabsent: bir off" "$(tr '\n' ' ' <"$WORK/modabsent-off.txt")"
+session modabsent
+sleep 1
+BIR_HOME="$WORK/birhome/modabsent" "$BIR_BIN" runs --json >"$WORK/runs/modabsent.runs.jsonl" 2>/dev/null
+check off --name modabsent --out "$WORK/runs/modabsent" --baseline "$WORK/runs/baseline" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/modabsent.runs.jsonl"
+if grep -q 'hooks module bir-mod@bir-local loaded' "$WORK/runs/modabsent/logs/debug.log" &&
+   ! grep -q 'POST http://bir/mod/events' "$WORK/runs/modabsent/logs/debug.log"; then
+  result ok "modabsent: the mod stayed silent" "loaded, found no daemon socket, posted nothing"
+else
+  result fail "modabsent: the mod stayed silent" "$(grep -c 'bir/mod/events' "$WORK/runs/modabsent/logs/debug.log") posts; loaded: $(grep -c 'hooks module bir-mod' "$WORK/runs/modabsent/logs/debug.log")"
+fi
+
+# --- 10. the mod switched off: the hooks and the transcript record the same steps ------------
+# (Claude Code's own switch for one plugin: enabledPlugins false; what --bare,
+# disableAllHooks or a host-side rollout flag do to modules looks the same to bir.)
+prepare moddisabled script.json mod
+python3 - "$WORK/conf/moddisabled/settings.json" <<'PY'
+import json, sys
+p = sys.argv[1]; s = json.load(open(p)); s["enabledPlugins"]["bir-mod@bir-local"] = False
+json.dump(s, open(p, "w"), indent=2)
+PY
+session moddisabled
+wait_runs moddisabled 1
+export_runs moddisabled
+check bound --name moddisabled --out "$WORK/runs/moddisabled" --baseline "$WORK/runs/baseline" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
+  --runs "$WORK/runs/moddisabled.runs.jsonl" --exports "$WORK/runs" --mod-link no
 finish

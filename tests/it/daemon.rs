@@ -113,7 +113,9 @@ fn start_by_hook(t: &TempDir, env: &[(&str, &str)]) -> Disco {
     let out = hook(t, "SessionStart", &payload("SessionStart"), env);
     assert!(out.status.success(), "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
-    wait_for_daemon(t, None)
+    // Never this test process: a planted file names it (a live pid) until
+    // the daemon, slow to start on a busy machine, replaces it.
+    wait_for_daemon(t, Some(std::process::id()))
 }
 
 fn port_of(d: &Disco) -> u16 {

@@ -7,7 +7,7 @@
 
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,22 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Host, TempDir, bir, command};
+use crate::support::{Host, TempDir, bir, command, peers, require};
 
 // ---------------------------------------------------------------- helpers
-
-fn peers() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers")
-}
-
-fn require(path: PathBuf) -> PathBuf {
-    assert!(
-        path.exists(),
-        "missing test peer {}: run scripts/install-peers.sh",
-        path.display()
-    );
-    path
-}
 
 fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");

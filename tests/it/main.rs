@@ -8,6 +8,8 @@
 //! * `daemon` — the recorder daemon through the real binary: started by a
 //!   hook, one per home, stale and tampered discovery files, the control
 //!   server's abuse cases, `bir down`, idle exit, silent hooks.
+//! * `mod_socket` — the daemon's Unix socket for the Claude Code mod:
+//!   private base, stale/live, 409, peer uid, the mod's words in the run.
 //! * `damaged` — damaged and odd answers the host gets (lone surrogates,
 //!   NULs, invalid UTF-8, odd envelopes, shared ids, stray cancels): relayed
 //!   as written, recorded as what happened, their secrets not stored.
@@ -37,6 +39,9 @@
 //!   before the handshake, empty and huge batches, floods.
 //! * `remote` — the recording service (a fake on 127.0.0.1): order,
 //!   retries, refresh, cool-down, `bir sync`, and where the token goes.
+//! * `replay` — reusing runs against real peers: scenarios derived from
+//!   recorded runs, `bir replay`/`verify` exit codes, the mock answering
+//!   the Python SDK like the live server.
 //! * `report` — `bir report`: the HTML page's structure (read back from
 //!   the data it embeds) on standalone, bound, damaged, empty and lossy
 //!   runs; `--follow` on a live run; `--open`.
@@ -63,11 +68,13 @@ mod layers;
 mod lazy;
 mod lifecycle;
 mod listing;
+mod mod_socket;
 mod record;
 mod redacted;
 mod relay;
 mod remote;
 mod remote_read;
+mod replay;
 mod report;
 mod secrets;
 mod setup;

@@ -18,6 +18,22 @@ pub fn bir() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_bir"))
 }
 
+/// The real peers `scripts/install-peers.sh` installs (npm, PyPI).
+pub fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers")
+}
+
+/// `path`, or a loud failure naming the script that installs it (real-peer
+/// tests never skip).
+pub fn require(path: PathBuf) -> PathBuf {
+    assert!(
+        path.exists(),
+        "missing test peer {}: run scripts/install-peers.sh",
+        path.display()
+    );
+    path
+}
+
 /// A scratch directory removed when dropped.
 pub struct TempDir(PathBuf);
 

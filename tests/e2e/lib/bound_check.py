@@ -235,6 +235,8 @@ def check_bound(rep, a, script):
         return
     doc = load_export(a.exports, a.exports_prefix or a.name, mine[0]["id"])
     check_run(rep, a, script, doc, session_id, a.out)
+    if a.mod_link:
+        rep.run("recording path", lambda: mod_link(doc, a.mod_link == "yes"))
     if a.baseline:
         rep.run("the model saw the same as without bir", lambda: same_model_view(a.out, a.baseline))
         if a.mode == "inject":
@@ -411,6 +413,24 @@ def check_run(rep, a, script, doc, session_id, out):
     rep.run("final answer is what the model said", final)
 
 
+def mod_link(doc, expected):
+    """Whether the run says the Claude Code mod's link was active (the
+    `ModLink` session event the daemon writes at the mod's first report)."""
+    links = [e for e in doc.get("events") or [] if e.get("name") == "ModLink"]
+    # Live: a `tool_selected` step (written when the call is chosen, before
+    # it runs) that already carries the model's words. Without the mod they
+    # come with the `tool_response`, from the transcript read after the call.
+    selected = [s for s in doc.get("steps") or [] if s.get("type") == "tool_selected"]
+    live = sum(1 for s in selected if s.get("context"))
+    if expected:
+        assert len(links) == 1, f"{len(links)} ModLink events (the mod never reached the daemon?)"
+        assert live >= 1, "no tool_selected step carried the model's words when it was written"
+        return (f"mod link + hooks: the run says the mod's words arrived live; "
+                f"{live} of {len(selected)} calls had them when chosen")
+    assert not links, "a ModLink event although the mod was off"
+    return f"hooks + transcript only (no ModLink event); {live} of {len(selected)} calls had words when chosen"
+
+
 def same_model_view(out, baseline):
     (first, blocks), (first0, blocks0) = model_view(out), model_view(baseline)
     assert first, "no first request logged"
@@ -510,6 +530,7 @@ def main():
     ap.add_argument("--runs")
     ap.add_argument("--exports")
     ap.add_argument("--exports-prefix")
+    ap.add_argument("--mod-link", choices=["yes", "no"])
     a = ap.parse_args()
     script = json.load(open(a.script, encoding="utf-8"))
     rep = Report(a.name)

@@ -1,0 +1,368 @@
+//! A recording served as a stdio MCP server (`bir mock`, `bir-proxy
+//! --replay`).
+//!
+//! * `initialize` and the `*/list` methods are answered from the snapshot;
+//!   a list never captured comes back empty; an unrecorded
+//!   `server/discover` gets -32601 (the caller falls back to
+//!   `initialize`). Replies carry the caller's id; notifications get none.
+//! * `tools/call` goes through the [`Matcher`]; a hit is served exactly as
+//!   recorded (in recorded space: a redacted or truncated result is served
+//!   as stored, with one warning per step). The live arguments are
+//!   redacted and capped the way the recorder would have stored them
+//!   before matching, so a secret in a live call equals its placeholder.
+//! * A miss answers a JSON-RPC error in the implementation-defined range
+//!   with `data.bir` naming the nearest recorded step and the differing
+//!   argument paths; with `--on-miss passthrough` a call to a tool the
+//!   safety gate classes `auto` goes to the real server instead.
+//! * At the end: status 1 if any call missed (or, with `--require-all`,
+//!   recorded calls were left unused), else 0, and one summary line.
+
+use std::collections::HashSet;
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::client::{Answer, McpClient};
+use super::gate::{self, Class};
+use super::matcher::{Matcher, Mode, Outcome, lossy_result};
+use super::scenario::{Scenario, ScenarioStep};
+use crate::redact::Redactor;
+
+/// The error code of a mock miss (JSON-RPC's implementation-defined range).
+pub const MISS_CODE: i64 = -32001;
+/// How long a passed-through call may take.
+const PASSTHROUGH_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct MockOptions {
+    pub mode: Mode,
+    pub repeats_last: bool,
+    pub require_all: bool,
+    /// Refuse to serve results that still hold placeholders or were cut.
+    pub strict_redaction: bool,
+    /// Payload cap the live arguments are brought to before matching.
+    pub payload_cap: usize,
+}
+
+/// How a mock session went.
+#[derive(Debug, Default)]
+pub struct MockSummary {
+    pub served: usize,
+    pub repeats: usize,
+    pub misses: usize,
+    pub passed_through: usize,
+    pub unused: Vec<String>,
+}
+
+impl MockSummary {
+    pub fn failed(&self, require_all: bool) -> bool {
+        self.misses > 0 || (require_all && !self.unused.is_empty())
+    }
+
+    pub fn line(&self) -> String {
+        format!(
+            "bir mock: {} served, {} repeated, {} missed, {} passed through, {} recorded calls unused",
+            self.served,
+            self.repeats,
+            self.misses,
+            self.passed_through,
+            self.unused.len()
+        )
+    }
+}
+
+pub struct Mock<'a> {
+    snapshot: Option<&'a super::scenario::ServerSnap>,
+    steps: Vec<&'a ScenarioStep>,
+    matcher: Matcher,
+    options: MockOptions,
+    redactor: Redactor,
+    upstream: Option<McpClient>,
+    warned: HashSet<usize>,
+    summary: MockSummary,
+}
+
+impl<'a> Mock<'a> {
+    /// A mock of `server` (steps of other servers are not served; a script
+    /// without servers serves all its steps).
+    pub fn new(
+        scenario: &'a Scenario,
+        server: &str,
+        options: MockOptions,
+        redactor: Redactor,
+        upstream: Option<McpClient>,
+    ) -> Mock<'a> {
+        let steps: Vec<&ScenarioStep> = scenario
+            .steps
+            .iter()
+            .filter(|s| s.kind == "mcp" || s.kind.is_empty())
+            .filter(|s| s.server == server || s.server.is_empty())
+            .collect();
+        let matcher = Matcher::new(&steps, options.mode, options.repeats_last);
+        Mock {
+            snapshot: scenario.servers.get(server),
+            steps,
+            matcher,
+            options,
+            redactor,
+            upstream,
+            warned: HashSet::new(),
+            summary: MockSummary::default(),
+        }
+    }
+
+    /// Serves until `input` ends.
+    pub fn serve(mut self, input: &mut dyn BufRead, output: &mut dyn Write) -> MockSummary {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match input.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let trimmed = line.trim();
+            if trimmed.is_empty() {
+                continue;
+            }
+            let reply = match serde_json::from_str::<Value>(trimmed) {
+                Ok(Value::Array(batch)) => {
+                    let answers: Vec<Value> = batch.iter().filter_map(|m| self.handle(m)).collect();
+                    (!answers.is_empty()).then_some(Value::Array(answers))
+                }
+                Ok(message) => self.handle(&message),
+                Err(_) => Some(error(Value::Null, -32700, "parse error", None)),
+            };
+            if let Some(reply) = reply {
+                let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
+                bytes.push(b'\n');
+                if output
+                    .write_all(&bytes)
+                    .and_then(|()| output.flush())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+        self.summary.unused = self
+            .matcher
+            .unused()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        self.summary
+    }
+
+    fn handle(&mut self, message: &Value) -> Option<Value> {
+        let method = message.get("method").and_then(Value::as_str)?;
+        let id = message.get("id")?.clone();
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let snap = self.snapshot;
+        let recorded_version = snap.and_then(|s| s.protocol_version.clone());
+        let modern_recording = recorded_version
+            .as_deref()
+            .is_some_and(super::client::is_modern);
+        // A stateless-era request (its `_meta` names the version) gets
+        // stateless-era result envelopes.
+        let modern_request = params
+            .pointer("/_meta/io.modelcontextprotocol~1protocolVersion")
+            .is_some();
+        let mut result = match method {
+            "server/discover" if modern_recording => {
+                let mut r = json!({
+                    "capabilities": snap.and_then(|s| s.capabilities.clone()).unwrap_or_else(|| json!({"tools": {}})),
+                    "supportedVersions": [recorded_version],
+                    "_meta": {"io.modelcontextprotocol/serverInfo": snap.and_then(|s| s.server_info.clone()).unwrap_or(Value::Null)},
+                });
+                if let Some(i) = snap.and_then(|s| s.instructions.clone()) {
+                    r["instructions"] = i;
+                }
+                r
+            }
+            "initialize" => {
+                // A stateless-era recording has no session version to offer:
+                // a client opening a session gets the version it asked for
+                // (the server it stands in for spoke both eras).
+                let version = recorded_version
+                    .clone()
+                    .filter(|_| !modern_recording)
+                    .map(Value::String)
+                    .or_else(|| params.get("protocolVersion").cloned())
+                    .unwrap_or(Value::Null);
+                let mut r = json!({
+                    "protocolVersion": version,
+                    "capabilities": snap.and_then(|s| s.capabilities.clone()).unwrap_or_else(|| json!({"tools": {}})),
+                    "serverInfo": snap.and_then(|s| s.server_info.clone()).unwrap_or_else(|| json!({"name": "bir-mock", "version": env!("CARGO_PKG_VERSION")})),
+                });
+                if let Some(i) = snap.and_then(|s| s.instructions.clone()) {
+                    r["instructions"] = i;
+                }
+                r
+            }
+            "ping" => json!({}),
+            "tools/list" => {
+                let tools = snap
+                    .map(|s| s.tools.clone())
+                    .unwrap_or_else(|| self.script_tools());
+                json!({"tools": tools})
+            }
+            "prompts/list" => json!({"prompts": []}),
+            "resources/list" => json!({"resources": []}),
+            "resources/templates/list" => json!({"resourceTemplates": []}),
+            "tools/call" => return Some(self.call(id, &params)),
+            other => {
+                return Some(error(
+                    id,
+                    -32601,
+                    &format!("method not found: {other} was not recorded"),
+                    None,
+                ));
+            }
+        };
+        if modern_request && let Some(obj) = result.as_object_mut() {
+            obj.insert("resultType".to_owned(), json!("complete"));
+            // Cacheable results of that era must say how long they may be
+            // cached: a mock's answers are private and not to be kept.
+            if method == "server/discover" || method.ends_with("/list") {
+                obj.insert("cacheScope".to_owned(), json!("private"));
+                obj.insert("ttlMs".to_owned(), json!(0));
+            }
+        }
+        Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    }
+
+    /// A hand-written script has no snapshot: its tools are the names it
+    /// answers, with an open schema.
+    fn script_tools(&self) -> Vec<Value> {
+        let mut names: Vec<&str> = self.steps.iter().map(|s| s.tool.as_str()).collect();
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
+            .collect()
+    }
+
+    fn call(&mut self, id: Value, params: &Value) -> Value {
+        let tool = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let raw_args = params
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        // Recorded space: what the recorder would have stored of these arguments.
+        let args =
+            super::in_recorded_space(&self.redactor, self.options.payload_cap, raw_args.clone());
+        let (i, repeat) = match self.matcher.call(&tool, &args) {
+            Outcome::Hit(i) => (i, false),
+            Outcome::Repeat(i) => (i, true),
+            Outcome::Miss(miss) => {
+                if let Some(answer) = self.passthrough(&tool, &raw_args) {
+                    self.summary.passed_through += 1;
+                    return match answer {
+                        Answer::Result(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
+                        Answer::Error(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
+                    };
+                }
+                self.summary.misses += 1;
+                let where_ = miss
+                    .nearest_step
+                    .as_deref()
+                    .map_or(String::new(), |s| format!("; nearest recorded step {s}"));
+                log::warn!("miss: {tool}: {}{where_}", miss.reason);
+                return error(
+                    id,
+                    MISS_CODE,
+                    &format!("bir mock: {}{where_}", miss.reason),
+                    Some(json!({"bir": miss})),
+                );
+            }
+        };
+        if repeat {
+            self.summary.repeats += 1;
+        } else {
+            self.summary.served += 1;
+        }
+        let step = self.steps[i];
+        if self.options.mode == Mode::Tool {
+            log::warn!(
+                "--match tool: {tool} served from {} whatever its arguments",
+                step.id
+            );
+        }
+        if lossy_result(step) {
+            if self.options.strict_redaction {
+                self.summary.misses += 1;
+                return error(
+                    id,
+                    MISS_CODE,
+                    &format!(
+                        "bir mock: step {} was recorded redacted or truncated (--strict-redaction)",
+                        step.id
+                    ),
+                    Some(json!({"bir": {"reason": "strict-redaction", "nearestStep": step.id}})),
+                );
+            }
+            if self.warned.insert(i) {
+                log::warn!(
+                    "step {} is served as recorded: redacted or truncated",
+                    step.id
+                );
+            }
+        }
+        match (&step.expect.result, &step.expect.error) {
+            (_, Some(e)) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
+            (Some(r), None) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
+            (None, None) => error(
+                id,
+                MISS_CODE,
+                &format!("bir mock: step {} has no recorded answer", step.id),
+                None,
+            ),
+        }
+    }
+
+    /// `--on-miss passthrough`: only tools the gate classes `auto` (from the
+    /// snapshot's annotations) reach the real server.
+    fn passthrough(&mut self, tool: &str, raw_args: &Value) -> Option<Answer> {
+        let upstream = self.upstream.as_mut()?;
+        let annotations = self
+            .snapshot
+            .and_then(|s| s.tool(tool))
+            .and_then(|t| t.get("annotations"));
+        let verdict = gate::judge(&gate::Facts {
+            tool,
+            recorded: annotations,
+            live: None,
+            trusted_server: true,
+            trust_none: false,
+            override_: None,
+            trust_scenario: false,
+        });
+        if verdict.class != Class::Auto {
+            log::warn!(
+                "miss: {tool} is {} and is not passed through",
+                verdict.class.name()
+            );
+            return None;
+        }
+        match upstream.call_tool(tool, raw_args, PASSTHROUGH_TIMEOUT) {
+            Ok(answer) => Some(answer),
+            Err(e) => {
+                log::warn!("passthrough failed: {e}");
+                None
+            }
+        }
+    }
+}
+
+fn error(id: Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut e = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        e["data"] = d;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": e})
+}

