@@ -766,6 +766,8 @@ mod tests {
                 }
             })
         };
+        // Busy from before the first call on.
+        observer.relay_active(Instant::now());
         for n in 0..5 {
             observer.tool_call(call(n));
         }
