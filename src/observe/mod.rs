@@ -406,8 +406,10 @@ const BEHIND: usize = MAX_QUEUED / 2;
 
 /// And once it has stood back this long: a relay that is never quiet (a
 /// server streaming progress notifications, say) must not keep a run
-/// from reaching its journal.
-const MAX_DEFERRAL: Duration = Duration::from_millis(500);
+/// from reaching its journal, and a proxy killed (SIGKILL) in the middle
+/// of a long burst must not lose more than this much of it. Long enough
+/// for a burst of a thousand quick calls.
+const MAX_DEFERRAL: Duration = Duration::from_millis(50);
 
 /// How much the background network threads step back (the most `nice`
 /// allows).
