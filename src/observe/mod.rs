@@ -447,6 +447,9 @@ fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: 
         // Taken off the queue but not yet delivered (the relay got busy).
         let mut pending = 0;
         let mut standing_back: Option<Instant> = None;
+        // When the sinks were last flushed: what was delivered reaches the
+        // journal within [`POLL`] even while the worker is behind.
+        let mut flushed_at: Option<Instant> = None;
         loop {
             if pending == 0 && standing_back.is_none() {
                 // Idle: the first push wakes it (one wake-up per burst),
@@ -481,8 +484,10 @@ fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: 
                 // Caught up: the next wait for the relay starts afresh.
                 standing_back = None;
             }
-            if pending == 0 && queue.is_empty() {
+            let stale = flushed_at.is_none_or(|at| at.elapsed() >= POLL);
+            if (pending == 0 && queue.is_empty()) || stale {
                 d.sinks.iter_mut().for_each(|s| s.flush());
+                flushed_at = Some(Instant::now());
             }
         }
     }));
