@@ -12,15 +12,26 @@
 //! * A sink that fails or panics loses its own data only. A panic is caught
 //!   at the worker boundary and the observer switches itself off (logged
 //!   once); the relay is unaffected.
-//! * Recording completes on a busy machine. The worker runs at normal
-//!   priority: a lowered one can never be raised again by an unprivileged
-//!   thread, and against busy nice-0 processes a nice-19 thread gets a
-//!   sliver of the CPU — runs were left unfinished and calls lost that way
-//!   (issue 12, item 9). It keeps out of the relay's way by cooperating
-//!   instead: it does not start on an observation within [`RELAY_BUSY`]
-//!   of the relay's last read (unless half the queue is waiting), takes a
-//!   whole batch under one short lock, and offers the CPU back every
-//!   [`YIELD_EVERY`] observations.
+//! * Recording completes on a busy machine. The worker keeps its normal
+//!   weight: a lowered priority can never be raised again by an
+//!   unprivileged thread, and against busy nice-0 processes a nice-19
+//!   thread gets a sliver of the CPU — runs were left unfinished and calls
+//!   lost that way (issue 12, item 9).
+//! * Recording stays out of the relay's way by choosing *when* it works,
+//!   not by a lower priority: while the relay is busy (it read something
+//!   within [`QUIET`]) the worker stands back, asleep, and does the whole
+//!   backlog in the next pause — an agent's think time, or the gap between
+//!   two bursts. It stands back for at most [`MAX_DEFERRAL`], and never
+//!   lets more than half the queue wait ([`BEHIND`]): beyond that, while
+//!   the relay stays busy, it delivers one observation per observation
+//!   queued (woken by the push that crosses the mark), so that a relay
+//!   that is never quiet still gets its calls recorded at a small, even
+//!   cost per call rather than a burst that stalls a few. Each look at
+//!   whether the relay went quiet is a wake-up (one per [`QUIET`] while it
+//!   is busy, a few microseconds); the worker runs as `SCHED_BATCH` (same weight as any thread, but its wake-ups do not
+//!   preempt a running relay thread), takes a whole batch under one short
+//!   lock, stops as soon as the relay reads again, and offers the CPU
+//!   back every [`YIELD_EVERY`] observations.
 //! * The end does not wait for the worker. The sinks and every observation
 //!   taken off the queue live behind one lock ([`Delivery`]); the worker
 //!   lets go after the observation it is on once the queue is closed, and
@@ -46,8 +57,12 @@ use step::{StepReport, ToolCallObserved};
 const POLL: Duration = Duration::from_millis(50);
 
 /// At most this many observations wait for the worker (the design's
-/// `STEP_BACKLOG`).
-pub const MAX_QUEUED: usize = 250;
+/// `STEP_BACKLOG`, raised from 250): room for a burst of a thousand calls
+/// (half the queue, [`BEHIND`]) that the worker records in the pause
+/// after it (see [`QUIET`]). Each
+/// holds a small call's copies (a few hundred bytes); large messages are
+/// bounded by [`MAX_QUEUED_BYTES`] instead.
+pub const MAX_QUEUED: usize = 2048;
 /// And at most this many bytes of message copies (large messages are
 /// copied as a head and a tail only, see [`step::ObservedBody`]).
 pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
@@ -184,7 +199,7 @@ struct Delivery {
 }
 
 /// When the relay last read something, in microseconds since `since`: the
-/// worker keeps off the CPU while the relay is busy ([`RELAY_BUSY`]).
+/// worker keeps off the CPU while the relay is busy ([`QUIET`]).
 struct RelayActivity {
     since: Instant,
     last_read_us: AtomicU64,
@@ -198,10 +213,15 @@ impl RelayActivity {
         }
     }
 
-    fn busy(&self) -> bool {
+    /// How long until the relay counts as quiet; `None` when it does.
+    fn quiet_in(&self) -> Option<Duration> {
         let now = self.since.elapsed().as_micros() as u64;
-        let last = self.last_read_us.load(Ordering::Relaxed);
-        now.saturating_sub(last) < RELAY_BUSY.as_micros() as u64
+        let quiet_at = self.last_read_us.load(Ordering::Relaxed) + QUIET.as_micros() as u64;
+        (quiet_at > now).then(|| Duration::from_micros(quiet_at - now))
+    }
+
+    fn busy(&self) -> bool {
+        self.quiet_in().is_some()
     }
 }
 
@@ -363,26 +383,33 @@ impl Observer {
 /// delivery (it does after the observation it is on).
 const HANDOVER_POLL: Duration = Duration::from_millis(1);
 
-/// The worker offers the CPU back after this many observations of a batch,
-/// so that a relay thread waiting for the CPU never waits for a whole batch.
-const YIELD_EVERY: usize = 16;
+/// The worker offers the CPU back after this many observations of a
+/// batch, so that a relay thread waiting for the CPU (woken, but not yet
+/// run, so it could not say it is busy) waits for a few at most.
+const YIELD_EVERY: usize = 4;
 
 /// The relay counts as busy this long after its last read: meanwhile the
-/// worker does not start on an observation (unless it is falling behind,
-/// [`BEHIND`]), so that on a saturated CPU recording work is not one more
-/// runnable thread between a request and its answer. This is what a low
-/// `nice` used to do, without its flaw: a thread's priority, once lowered,
-/// can never be raised again, and a nice-19 worker could not finish its
-/// runs on a busy machine.
-const RELAY_BUSY: Duration = Duration::from_millis(1);
+/// worker stands back (see the module docs). Long enough to span the gap
+/// between two calls of a burst, short against an agent's think time, and
+/// short enough that the recording starts at once in a pause (whoever
+/// waits for a proxy to go idle sees it working, not asleep).
+const QUIET: Duration = Duration::from_millis(1);
+
+/// The shortest nap while standing back: a relay that went quiet a moment
+/// ago is looked at again a little later, not spun on.
+const MIN_NAP: Duration = Duration::from_micros(250);
 
 /// With this many observations waiting, the worker delivers even while the
-/// relay is busy (half the queue: before it starts dropping).
+/// relay is busy (half the queue: before it starts dropping), as many as
+/// keep it under the mark.
 const BEHIND: usize = MAX_QUEUED / 2;
 
-/// And once it has stood back this long: a relay that is never idle must
-/// not keep a run from reaching its journal.
-const MAX_DEFERRAL: Duration = Duration::from_millis(10);
+/// And once it has stood back this long: a relay that is never quiet (a
+/// server streaming progress notifications, say) must not keep a run
+/// from reaching its journal, and a proxy killed (SIGKILL) in the middle
+/// of a long burst must not lose more than this much of it. Long enough
+/// for a burst of a thousand quick calls.
+const MAX_DEFERRAL: Duration = Duration::from_millis(50);
 
 /// How much the background network threads step back (the most `nice`
 /// allows).
@@ -409,27 +436,39 @@ pub fn give_way_to_the_relay() {
     }
 }
 
-/// The worker: waits for observations, takes them off the queue and
-/// delivers them under the delivery lock. Once the queue is closed it lets
-/// go (after the observation it is on) and leaves the rest to
-/// [`Observer::finish`].
+/// The worker: waits for observations, stands back while the relay is
+/// busy, then takes them off the queue and delivers them under the
+/// delivery lock. Once the queue is closed it lets go (after the
+/// observation it is on) and leaves the rest to [`Observer::finish`].
 fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: &RelayActivity) {
+    run_as_batch();
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut taken = VecDeque::new();
+        // Taken off the queue but not yet delivered (the relay got busy).
         let mut pending = 0;
-        let mut deferred_since: Option<Instant> = None;
+        let mut standing_back: Option<Instant> = None;
+        // When the sinks were last flushed: what was delivered reaches the
+        // journal within [`POLL`] even while the worker is behind.
+        let mut flushed_at: Option<Instant> = None;
         loop {
-            if pending == 0 {
-                queue.wait(POLL);
+            if pending == 0 && standing_back.is_none() {
+                // Idle: the first push wakes it (one wake-up per burst),
+                // so that it records the burst as soon as the relay pauses.
+                queue.wait(1, POLL);
             }
-            let may_defer = deferred_since.is_none_or(|t| t.elapsed() < MAX_DEFERRAL);
-            if may_defer && activity.busy() && pending + queue.len() < BEHIND && !queue.is_closed()
-            {
-                deferred_since.get_or_insert_with(Instant::now);
-                thread::sleep(RELAY_BUSY);
+            if queue.is_closed() {
+                return;
+            }
+            let waiting = pending + queue.len();
+            let stood_back = standing_back.get_or_insert_with(Instant::now).elapsed();
+            if let Some(nap) = stand_back(waiting, stood_back, activity.quiet_in()) {
+                // Asleep until the relay may be quiet, or half the queue
+                // waits, or the queue closes (a push or `close` wakes it).
+                queue.wait(BEHIND.saturating_sub(pending), nap);
                 continue;
             }
-            deferred_since = None;
+            // Once it stood back too long, the whole backlog goes.
+            let yield_to = (stood_back < MAX_DEFERRAL).then_some(activity);
             let Ok(mut held) = delivery.lock() else {
                 return;
             };
@@ -439,10 +478,16 @@ fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: 
             }
             queue.take_all(Duration::ZERO, &mut taken);
             d.pending.append(&mut taken);
-            deliver_while_open(queue, d, may_defer.then_some(activity));
+            deliver_while_open(queue, d, yield_to);
             pending = d.pending.len();
-            if pending == 0 && queue.is_empty() {
+            if pending == 0 {
+                // Caught up: the next wait for the relay starts afresh.
+                standing_back = None;
+            }
+            let stale = flushed_at.is_none_or(|at| at.elapsed() >= POLL);
+            if (pending == 0 && queue.is_empty()) || stale {
                 d.sinks.iter_mut().for_each(|s| s.flush());
+                flushed_at = Some(Instant::now());
             }
         }
     }));
@@ -452,10 +497,89 @@ fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: 
     }
 }
 
+/// How long the worker sleeps before it looks again, rather than deliver
+/// the `waiting` observations now (`None`): while the relay is busy (it
+/// counts as quiet in `relay_quiet_in`), unless the worker is behind or
+/// has stood back for `stood_back` too long already. It looks again when
+/// the relay may be quiet (not sooner than [`MIN_NAP`]).
+fn stand_back(
+    waiting: usize,
+    stood_back: Duration,
+    relay_quiet_in: Option<Duration>,
+) -> Option<Duration> {
+    if waiting == 0 || waiting >= BEHIND || stood_back >= MAX_DEFERRAL {
+        return None;
+    }
+    relay_quiet_in.map(|quiet_in| quiet_in.max(MIN_NAP))
+}
+
+/// The time slice the worker asks for: longer than the kernel's default
+/// (about 1.4 ms on two CPUs), which is what lets a waking relay thread
+/// preempt it at once (see [`run_as_batch`]).
+const WORKER_SLICE: Duration = Duration::from_millis(10);
+
+/// Puts the calling thread in `SCHED_BATCH` with a long time slice
+/// ([`WORKER_SLICE`]). Its weight stays that of any normal thread, so the
+/// worker still gets its share of a busy CPU and completes its runs, and
+/// an unprivileged thread may go back. What changes is who preempts whom
+/// (Linux's EEVDF scheduler, 6.12 and later): a waking batch thread never
+/// preempts the running one (the worker's wake-ups do not cut into a
+/// relay thread between its read and its write), and a waking thread
+/// with a shorter slice than the running one's — a relay thread waking
+/// while the worker runs — takes the CPU at once instead of waiting for
+/// the worker's slice to end. On older kernels the slice is ignored and
+/// only the first half holds; where the call is refused, the worker
+/// keeps the default policy. (The calling thread only.)
+fn run_as_batch() {
+    #[cfg(target_os = "linux")]
+    {
+        /// `struct sched_attr`, first version (48 bytes), as the kernel
+        /// reads it.
+        #[repr(C)]
+        struct SchedAttr {
+            size: u32,
+            policy: u32,
+            flags: u64,
+            nice: i32,
+            priority: u32,
+            runtime_ns: u64,
+            deadline_ns: u64,
+            period_ns: u64,
+        }
+        // SAFETY: no pointers. The thread keeps its nice value (a user's
+        // `nice bir …` holds; lowering it would be refused).
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let attr = SchedAttr {
+            size: std::mem::size_of::<SchedAttr>() as u32,
+            policy: libc::SCHED_BATCH as u32,
+            flags: 0,
+            nice,
+            priority: 0,
+            runtime_ns: WORKER_SLICE.as_nanos() as u64,
+            deadline_ns: 0,
+            period_ns: 0,
+        };
+        // SAFETY: `attr` is a valid, fully initialised sched_attr of the
+        // size it declares, alive for the call; pid 0 is the calling
+        // thread; flags 0.
+        let sliced = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr, 0) == 0 };
+        if sliced {
+            return;
+        }
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid sched_param for the call's duration.
+        let batched = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0 };
+        if !batched {
+            log::debug!("the recording thread stays in the default scheduling policy");
+        }
+    }
+}
+
 /// Delivers what is pending while the queue is open, offering the CPU back
 /// every [`YIELD_EVERY`] observations; stops (leaving the rest pending)
-/// as soon as the queue is closed, so the finishing thread takes over, or
-/// when the relay got busy and the worker is not behind.
+/// as soon as the queue is closed, so the finishing thread takes over, or,
+/// given the relay's `activity`, as soon as the relay is busy and fewer
+/// than [`BEHIND`] observations wait.
 fn deliver_while_open(
     queue: &Queue<Observation>,
     d: &mut Delivery,
@@ -463,8 +587,9 @@ fn deliver_while_open(
 ) {
     let mut delivered = 0;
     while let Some(obs) = d.pending.pop_front() {
-        let relay_busy = || activity.is_some_and(RelayActivity::busy);
-        if queue.is_closed() || (delivered > 0 && d.pending.len() < BEHIND && relay_busy()) {
+        let yield_to_relay =
+            || activity.is_some_and(RelayActivity::busy) && d.pending.len() + queue.len() < BEHIND;
+        if queue.is_closed() || (delivered > 0 && yield_to_relay()) {
             d.pending.push_front(obs);
             return;
         }
@@ -611,6 +736,63 @@ mod tests {
         let dropped = finished_with - 1;
         assert!(dropped > 0 && delivered < 50, "{delivered} delivered");
         assert_eq!(delivered + dropped, 50, "each one delivered or counted");
+    }
+
+    #[test]
+    fn the_worker_stands_back_only_while_the_relay_is_busy_and_it_is_not_behind() {
+        let busy = Some(Duration::from_micros(700));
+        let fresh = Duration::ZERO;
+        assert_eq!(stand_back(0, fresh, busy), None, "nothing to do");
+        assert_eq!(stand_back(3, fresh, None), None, "quiet relay: now");
+        assert_eq!(stand_back(3, fresh, busy), busy, "until it may be quiet");
+        assert_eq!(
+            stand_back(3, fresh, Some(Duration::from_micros(1))),
+            Some(MIN_NAP),
+            "never a spin"
+        );
+        assert_eq!(stand_back(BEHIND - 1, fresh, busy), busy);
+        assert_eq!(stand_back(BEHIND, fresh, busy), None, "behind: now");
+        assert_eq!(stand_back(3, MAX_DEFERRAL, busy), None, "stood back enough");
+    }
+
+    /// A relay that never goes quiet (it reads all the time) does not keep
+    /// its calls from the sinks: the worker stands back for a bounded time
+    /// only. (On a busy machine the relay may look quiet now and then,
+    /// which delivers sooner: no duration is asserted.)
+    #[test]
+    fn a_relay_that_is_never_quiet_still_gets_its_calls_delivered() {
+        let (observer, tally) = observer(Duration::ZERO, None);
+        let observer = Arc::new(observer);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let relay = {
+            let (observer, stop) = (Arc::clone(&observer), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    observer.relay_active(Instant::now());
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            })
+        };
+        // Busy from before the first call on.
+        observer.relay_active(Instant::now());
+        for n in 0..5 {
+            observer.tool_call(call(n));
+        }
+        let started = Instant::now();
+        while tally.steps.load(Ordering::SeqCst) < 5 && started.elapsed() < Duration::from_secs(60)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let delivered = tally.steps.load(Ordering::SeqCst);
+        stop.store(true, Ordering::Relaxed);
+        relay.join().expect("relay thread");
+        assert_eq!(delivered, 5, "delivered while the relay stayed busy");
+        observer.finish(Duration::from_secs(5));
+        assert_eq!(
+            tally.finished_with.load(Ordering::SeqCst),
+            1,
+            "none dropped"
+        );
     }
 
     #[test]

@@ -30,8 +30,10 @@ struct State<T> {
     items: VecDeque<T>,
     bytes: usize,
     closed: bool,
-    /// The consumer is blocked in `take_all`, waiting to be woken.
+    /// The consumer is blocked in `take_all` or `wait`, waiting to be woken.
     consumer_asleep: bool,
+    /// How many queued items wake it (set by `wait`).
+    wake_at: usize,
 }
 
 impl<T: Weighed> Queue<T> {
@@ -42,6 +44,7 @@ impl<T: Weighed> Queue<T> {
                 bytes: 0,
                 closed: false,
                 consumer_asleep: false,
+                wake_at: max_items.max(1) / 2,
             }),
             ready: Condvar::new(),
             max_items: max_items.max(1),
@@ -86,11 +89,12 @@ impl<T: Weighed> Queue<T> {
             state.bytes += weight;
             state.items.push_back(item);
         }
-        // Wake the consumer only when a batch has built up, and only if it
-        // sleeps: a wake-up (a system call) per item would cost the relay
-        // dearly, and a consumer at work, or falling behind, needs none. An
-        // idle consumer polls on its own (see `take_all`'s timeout).
-        let wake = state.consumer_asleep && state.items.len() >= self.max_items / 2;
+        // Wake the consumer only when it asked to be (by default when a
+        // batch has built up), and only if it sleeps: a wake-up (a system
+        // call) per item would cost the relay dearly, and a consumer at
+        // work needs none. An idle consumer polls on its own (see the
+        // timeouts of `take_all` and `wait`).
+        let wake = state.consumer_asleep && state.items.len() >= state.wake_at;
         if wake {
             state.consumer_asleep = false;
         }
@@ -122,6 +126,7 @@ impl<T: Weighed> Queue<T> {
                 return;
             }
             state.consumer_asleep = true;
+            state.wake_at = self.max_items / 2;
             let Ok((next, result)) = self.ready.wait_timeout(state, timeout) else {
                 return;
             };
@@ -133,18 +138,24 @@ impl<T: Weighed> Queue<T> {
         }
     }
 
-    /// Waits up to `timeout` until something is queued or the queue is
-    /// closed, taking nothing: the consumer then takes the batch under its
-    /// own delivery lock, so that whoever holds that lock holds every
-    /// observation out of the queue (see `Observer::finish`).
-    pub fn wait(&self, timeout: Duration) {
+    /// Waits up to `timeout` until at least `at_least` items are queued
+    /// or the queue is closed, taking nothing: the consumer then takes the
+    /// batch under its own delivery lock, so that whoever holds that lock
+    /// holds every observation out of the queue (see `Observer::finish`).
+    /// The push that brings the queue to `at_least` wakes it: a wake-up
+    /// the producer pays for, so an idle consumer asks for a batch (half
+    /// the queue) and polls for less. May return early (a spurious
+    /// wake-up); callers look again.
+    pub fn wait(&self, at_least: usize, timeout: Duration) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
-        if !state.items.is_empty() || state.closed {
+        let at_least = at_least.max(1);
+        if state.items.len() >= at_least || state.closed {
             return;
         }
         state.consumer_asleep = true;
+        state.wake_at = at_least;
         if let Ok((mut next, _)) = self.ready.wait_timeout(state, timeout) {
             next.consumer_asleep = false;
         }

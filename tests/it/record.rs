@@ -439,7 +439,10 @@ fn a_burst_reaches_the_host_whole_and_the_run_accounts_for_every_call() {
 /// The observer's worker runs at normal priority, as the relay does: a
 /// thread that lowers its priority can never raise it again, and a nice-19
 /// worker could not finish its runs on a busy machine (issue 12, item 9;
-/// `contention::*`). It gives way to the relay by standing back instead.
+/// `contention::*`). It gives way to the relay by standing back instead,
+/// and by its scheduling policy: `SCHED_BATCH` (same weight, but its
+/// wake-ups do not preempt a relay thread), while the relay's threads keep
+/// the default policy.
 #[test]
 fn the_observer_keeps_the_priority_it_needs_to_finish_runs() {
     let dir = TempDir::new("nice");
@@ -447,29 +450,63 @@ fn the_observer_keeps_the_priority_it_needs_to_finish_runs() {
     host.send(&init());
     host.send(&call(1, "echo", json!({})));
     assert!(host.wait_lines(2, Duration::from_secs(5)));
-    // /proc/<pid>/task/<tid>/stat: field 19 is the nice value; the
-    // command name (field 2) is in parentheses and holds no spaces here.
-    let mut niceness = std::collections::BTreeMap::new();
-    let tasks = std::fs::read_dir(format!("/proc/{}/task", host.pid())).expect("task dir");
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
-            continue;
-        };
-        let Some((name, rest)) = stat.split_once(") ") else {
-            continue;
-        };
-        let name = name.rsplit('(').next().unwrap_or("").to_owned();
-        let nice: i32 = rest
-            .split(' ')
-            .nth(16)
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(99);
-        niceness.insert(name, nice);
-    }
+    // /proc/<pid>/task/<tid>/stat: field 19 is the nice value, field 41
+    // the scheduling policy; the command name (field 2) is in parentheses
+    // and holds no spaces here.
+    let pid = host.pid();
+    let threads = || {
+        let mut niceness = std::collections::BTreeMap::new();
+        let mut policy = std::collections::BTreeMap::new();
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("task dir");
+        for task in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+                continue;
+            };
+            let Some((name, rest)) = stat.split_once(") ") else {
+                continue;
+            };
+            let name = name.rsplit('(').next().unwrap_or("").to_owned();
+            let field = |n: usize| -> i32 {
+                rest.split(' ')
+                    .nth(n - 3)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(99)
+            };
+            niceness.insert(name.clone(), field(19));
+            policy.insert(name, field(41));
+        }
+        (niceness, policy)
+    };
+    // The worker sets its policy when it starts, which on a busy machine
+    // may be a moment after the relay answered: look until it has.
+    let started = std::time::Instant::now();
+    let (niceness, policy) = loop {
+        let (niceness, policy) = threads();
+        let set = policy.get("bir-observer") == Some(&libc::SCHED_BATCH);
+        if set || started.elapsed() > Duration::from_secs(10) {
+            break (niceness, policy);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     host.finish(Duration::from_secs(5));
     assert_eq!(niceness.get("bir-observer"), Some(&0), "{niceness:?}");
     assert_eq!(niceness.get("bir-from-host"), Some(&0), "{niceness:?}");
     assert_eq!(niceness.get("bir-from-server"), Some(&0), "{niceness:?}");
+    assert_eq!(
+        policy.get("bir-observer"),
+        Some(&libc::SCHED_BATCH),
+        "{policy:?}"
+    );
+    assert_eq!(
+        policy.get("bir-from-host"),
+        Some(&libc::SCHED_OTHER),
+        "{policy:?}"
+    );
+    assert_eq!(
+        policy.get("bir-from-server"),
+        Some(&libc::SCHED_OTHER),
+        "{policy:?}"
+    );
 }
 
 #[test]
