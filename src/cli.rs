@@ -360,13 +360,14 @@ pub struct ShowCmd {
     pub remote: bool,
 }
 
-/// Write a run as JSON (one document) or JSONL (its records) to stdout.
+/// Write a run as JSON (one document) or JSONL (its records) to stdout,
+/// or send runs to OpenTelemetry (--otlp).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "export")]
 pub struct ExportCmd {
     /// the run: its id, a unique prefix of it, or `latest`
     #[argh(positional)]
-    pub run: String,
+    pub run: Option<String>,
 
     /// json (default) or jsonl
     #[argh(option, default = "String::from(\"json\")")]
@@ -375,6 +376,14 @@ pub struct ExportCmd {
     /// fetch the run from the recording service (its whole id, or `latest`)
     #[argh(switch)]
     pub remote: bool,
+
+    /// send to the OpenTelemetry receiver (BIR_OTLP_ENDPOINT, or OTEL_* with BIR_OTLP=1) instead of printing: the run named, or with --since every run not exported yet
+    #[argh(switch)]
+    pub otlp: bool,
+
+    /// with --otlp: the runs started within this age (e.g. 7d, 12h) that were not exported yet
+    #[argh(option)]
+    pub since: Option<String>,
 }
 
 /// Remove runs by id, by age, or beyond a count.

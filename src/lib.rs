@@ -53,6 +53,7 @@ pub mod jsonrpc;
 mod logging;
 mod login;
 mod observe;
+mod otlp;
 mod output;
 mod proxy;
 mod record;

@@ -18,6 +18,7 @@ use crate::service::read;
 
 mod follow;
 mod list;
+mod otlp_export;
 mod turns;
 
 /// `bir runs` and its subcommands; errors name `bir runs` unless a
@@ -38,8 +39,18 @@ pub fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
         None => list::list(&store, &cmd),
         Some(RunsAction::Show(s)) if s.follow => follow::follow(&store, &s),
         Some(RunsAction::Show(s)) => show(&store.find(&s.run)?, s.full),
+        Some(RunsAction::Export(e)) if e.otlp || e.since.is_some() => {
+            otlp_export::export(&store, e.run.as_deref(), e.since.as_deref())
+                .map_err(|err| err.in_command("bir runs export"))
+        }
         Some(RunsAction::Export(e)) => {
-            export(&store.find(&e.run)?, &e.format).map_err(|err| err.in_command("bir runs export"))
+            let Some(wanted) = e.run.as_deref() else {
+                return Err(
+                    Error::usage("name the run to export (an id, a prefix, or `latest`)")
+                        .in_command("bir runs export"),
+                );
+            };
+            export(&store.find(wanted)?, &e.format).map_err(|err| err.in_command("bir runs export"))
         }
         Some(RunsAction::Rm(r)) => rm(&store, r).map_err(|err| err.in_command("bir runs rm")),
     }

@@ -147,9 +147,14 @@ fn run(home: &Path) -> Result<(), String> {
             None
         }
     };
-    let remote = crate::service::forwarder::ServiceForwarder::from_env()
-        .map(|r| Box::new(r) as Box<dyn crate::record::Forwarder>);
-    let core = Core::new(Engine::new(engine_config()), store, remote);
+    let mut forwarders: Vec<Box<dyn crate::record::Forwarder>> = Vec::new();
+    if let Some(remote) = crate::service::forwarder::ServiceForwarder::from_env() {
+        forwarders.push(Box::new(remote));
+    }
+    if let Some(otlp) = crate::otlp::forwarder::OtlpForwarder::from_env() {
+        forwarders.push(Box::new(otlp));
+    }
+    let core = Core::new(Engine::new(engine_config()), store, forwarders);
     let started_at = SystemTime::now();
     let daemon = Arc::new(Daemon {
         core: Mutex::new(core),

@@ -1,7 +1,7 @@
 //! Where the engine's [`Output`]s go: the local store (one
 //! [`LocalWriter`] per open run, the same journals `bir runs` reads), the
-//! recording service when one is configured, and transcript reads fed back
-//! to the engine.
+//! recording service and the OpenTelemetry exporter when configured, and
+//! transcript reads fed back to the engine.
 //!
 //! Invariants:
 //! * Records reach a run's writer in the order the engine emitted them;
@@ -27,7 +27,7 @@ use crate::record::writer::LocalWriter;
 /// new offset for the rest).
 pub(crate) const MAX_TRANSCRIPT_READ: u64 = 8 * 1024 * 1024;
 
-/// How long the daemon's shutdown waits for the recording service.
+/// How long the daemon's shutdown waits for each forwarder.
 const FORWARD_DEADLINE: Duration = Duration::from_millis(1000);
 
 /// The engine with the sinks that carry out its outputs.
@@ -35,20 +35,22 @@ pub(crate) struct Core {
     pub engine: Engine,
     store: Option<Store>,
     writers: HashMap<String, LocalWriter>,
-    remote: Option<Box<dyn Forwarder>>,
+    /// The recording service, the OpenTelemetry exporter: each gets every
+    /// record, in order.
+    forwarders: Vec<Box<dyn Forwarder>>,
 }
 
 impl Core {
     pub(crate) fn new(
         engine: Engine,
         store: Option<Store>,
-        remote: Option<Box<dyn Forwarder>>,
+        forwarders: Vec<Box<dyn Forwarder>>,
     ) -> Core {
         Core {
             engine,
             store,
             writers: HashMap::new(),
-            remote,
+            forwarders,
         }
     }
 
@@ -75,8 +77,8 @@ impl Core {
             writer.sync();
             writer.report_if_degraded();
         }
-        if let Some(remote) = self.remote.as_mut() {
-            remote.finish(FORWARD_DEADLINE);
+        for forwarder in &mut self.forwarders {
+            forwarder.finish(FORWARD_DEADLINE);
         }
     }
 
@@ -122,8 +124,8 @@ impl Core {
                 Err(err) => log::warn!("a record could not be serialised: {err}"),
             }
         }
-        if let Some(remote) = self.remote.as_mut() {
-            remote.forward(run_id, record);
+        for forwarder in &mut self.forwarders {
+            forwarder.forward(run_id, record);
         }
         if finished && let Some(mut writer) = self.writers.remove(run_id) {
             writer.sync();

@@ -220,6 +220,10 @@ fn start_observer(cfg: &ProxyConfig, start: passthrough::Start) -> Observer {
         if let Some(remote) = ServiceForwarder::from_env() {
             run.add_forwarder(Box::new(remote));
         }
+        // OpenTelemetry, when BIR_OTLP=1 or BIR_OTLP_ENDPOINT asks for it.
+        if let Some(otlp) = crate::otlp::forwarder::OtlpForwarder::from_env() {
+            run.add_forwarder(Box::new(otlp));
+        }
         sinks.push(binding::recording_sink(cfg, rc, run));
     }
     if let Some(path) = &cfg.transcript {

@@ -115,6 +115,13 @@ pub trait Forwarder: Send {
     fn acked(&self, run_id: &str) -> u64;
     /// The run is over: deliver what is queued within `deadline`.
     fn finish(&mut self, deadline: Duration);
+    /// Whether [`Forwarder::acked`] counts toward the journal's
+    /// `remote_ack` (the recording service's bookkeeping, which `bir sync`
+    /// reads). A sink that keeps its own record of what went out (the
+    /// OpenTelemetry exporter) says no, so it never holds that back.
+    fn notes_remote_acks(&self) -> bool {
+        true
+    }
 }
 
 /// The local Tier 2 run: one journal in `$BIR_HOME/runs/`, opened at the
@@ -311,7 +318,9 @@ impl LocalRun {
         let mut acked = Vec::new();
         for forwarder in &mut self.forwarders {
             forwarder.finish(FORWARD_DEADLINE);
-            acked.push(forwarder.acked(&run_id));
+            if forwarder.notes_remote_acks() {
+                acked.push(forwarder.acked(&run_id));
+            }
         }
         if let Some(up_to) = acked.into_iter().min().filter(|n| *n > 0) {
             let at = time::rfc3339(SystemTime::now());

@@ -1,0 +1,450 @@
+//! The recorder's OTLP sink: a [`Forwarder`] that gathers each run's
+//! records as they are journaled and, when the run finishes, exports it
+//! from a bounded queue on a thread of its own (never the relay's, never
+//! the observer's: `forward` only clones and queues).
+//!
+//! Nothing is lost when the receiver is down: a run is marked exported
+//! only once the receiver took it, and everything is in the journal, so
+//! what did not go out (a failure, a queue overflow, a process that ended
+//! before the export did) goes later with `bir runs export --otlp`, or by
+//! the background catch-up that this thread runs whenever it is idle.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::catchup::{CatchUp, export_run};
+use super::client::{Client, FailKind};
+use super::config::OtlpConfig;
+use crate::record::Forwarder;
+use crate::record::model::{Record, RunEvent};
+use crate::record::store::Store;
+
+/// Finished runs waiting for export, at most.
+const MAX_QUEUED_RUNS: usize = 32;
+/// Records gathered for one run, at most; a longer run is left to the
+/// catch-up (its journal has it all).
+const MAX_RUN_RECORDS: usize = 100_000;
+/// The catch-up starts after the thread has been idle this long: a short
+/// proxy session never spends its time on earlier runs.
+const CATCH_UP_AFTER: Duration = Duration::from_millis(1500);
+/// After a failure, nothing is exported for a while: 5 s doubling to 60 s.
+const COOL_DOWN_FIRST: Duration = Duration::from_secs(5);
+const COOL_DOWN_MAX: Duration = Duration::from_secs(60);
+
+struct Item {
+    run_id: String,
+    records: Vec<Record>,
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Item>,
+    busy: bool,
+    stop: bool,
+    failures: u32,
+    cool_until: Option<Instant>,
+    /// Runs of this process: the catch-up leaves them to the live path.
+    live: HashSet<String>,
+    /// The one warning of this process was given.
+    warned: bool,
+    /// Runs exported by this thread (for tests and the debug log).
+    exported: u64,
+}
+
+impl State {
+    fn cooling(&self, now: Instant) -> Option<Duration> {
+        self.cool_until
+            .and_then(|t| t.checked_duration_since(now))
+            .filter(|d| !d.is_zero())
+    }
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A run being gathered.
+#[derive(Default)]
+struct Gathering {
+    records: Vec<Record>,
+    /// Too long, or its start was not seen: left to the catch-up.
+    given_up: bool,
+}
+
+pub struct OtlpForwarder {
+    shared: Arc<Shared>,
+    runs: HashMap<String, Gathering>,
+    content: bool,
+}
+
+impl std::fmt::Debug for OtlpForwarder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OtlpForwarder")
+    }
+}
+
+impl OtlpForwarder {
+    /// The exporter the environment asks for, if any; a configuration
+    /// problem is logged (once, here) and export stays off.
+    pub fn from_env() -> Option<OtlpForwarder> {
+        match OtlpConfig::from_env() {
+            Ok(Some(cfg)) => OtlpForwarder::start(cfg, Store::open_default().ok()),
+            Ok(None) => None,
+            Err(msg) => {
+                log::warn!("runs are not exported to OpenTelemetry: {msg}");
+                None
+            }
+        }
+    }
+
+    /// Starts the export thread; `store` is where exports are marked and
+    /// the catch-up looks (none: no marks, no catch-up).
+    pub fn start(cfg: OtlpConfig, store: Option<Store>) -> Option<OtlpForwarder> {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+        });
+        let content = cfg.map.content;
+        let worker = Arc::clone(&shared);
+        let spawned = thread::Builder::new()
+            .name("bir-otlp".into())
+            .spawn(move || {
+                crate::observe::give_way_to_the_relay();
+                let ran = catch_unwind(AssertUnwindSafe(|| {
+                    let client = Client::new(cfg);
+                    send_loop(&worker, &client, store);
+                }));
+                if ran.is_err() {
+                    log::error!("OpenTelemetry export stopped after an internal error; runs stay in the local store for `bir runs export --otlp`");
+                }
+                let mut st = worker.lock();
+                st.stop = true;
+                st.busy = false;
+                st.queue.clear();
+                worker.changed.notify_all();
+            });
+        match spawned {
+            Ok(_) => Some(OtlpForwarder {
+                shared,
+                runs: HashMap::new(),
+                content,
+            }),
+            Err(err) => {
+                log::warn!("runs are not exported to OpenTelemetry: cannot start a thread: {err}");
+                None
+            }
+        }
+    }
+
+    /// How many runs this forwarder's thread exported (tests).
+    #[cfg(test)]
+    fn exported(&self) -> u64 {
+        self.shared.lock().exported
+    }
+}
+
+/// A copy of `record` with only what the export uses: without content,
+/// tool arguments and results are left out (prompts and answers stay, for
+/// their length).
+fn trimmed(record: &Record, content: bool) -> Record {
+    let mut r = record.clone();
+    if !content && let RunEvent::Step(s) = &mut r.event {
+        if s.step_type != crate::record::model::StepType::FinalAnswer {
+            s.output = None;
+        }
+        s.input = None;
+        s.context = None;
+    }
+    r
+}
+
+fn cool_down_for(failures: u32) -> Duration {
+    COOL_DOWN_FIRST
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(COOL_DOWN_MAX)
+}
+
+enum Work {
+    Live(Item),
+    CatchUp,
+}
+
+enum CatchUpState {
+    Waiting,
+    Running(CatchUp),
+    Over,
+}
+
+fn send_loop(shared: &Shared, client: &Client, store: Option<Store>) {
+    let mut catch_up = if store.is_some() {
+        CatchUpState::Waiting
+    } else {
+        CatchUpState::Over
+    };
+    let mut idle_since = Instant::now();
+    loop {
+        let work = {
+            let mut st = shared.lock();
+            loop {
+                if st.stop {
+                    return;
+                }
+                let now = Instant::now();
+                if let Some(wait) = st.cooling(now) {
+                    st = shared
+                        .changed
+                        .wait_timeout(st, wait)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                    continue;
+                }
+                if let Some(item) = st.queue.pop_front() {
+                    st.busy = true;
+                    break Work::Live(item);
+                }
+                if matches!(catch_up, CatchUpState::Over) {
+                    st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+                    continue;
+                }
+                let idle = now.duration_since(idle_since);
+                if idle >= CATCH_UP_AFTER {
+                    break Work::CatchUp;
+                }
+                st = shared
+                    .changed
+                    .wait_timeout(st, CATCH_UP_AFTER - idle)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        };
+        match work {
+            Work::Live(item) => {
+                export_live(shared, client, store.as_ref(), item);
+                idle_since = Instant::now();
+            }
+            Work::CatchUp => {
+                catch_up = catch_up_turn(shared, client, store.as_ref(), catch_up);
+            }
+        }
+    }
+}
+
+fn export_live(shared: &Shared, client: &Client, store: Option<&Store>, item: Item) {
+    let mut sleep = |d: Duration| {
+        let st = shared.lock();
+        let (st, _) = shared
+            .changed
+            .wait_timeout_while(st, d, |s| !s.stop)
+            .unwrap_or_else(|p| p.into_inner());
+        !st.stop
+    };
+    let result = export_run(client, store, &item.run_id, &item.records, &mut sleep);
+    let mut st = shared.lock();
+    st.busy = false;
+    match result {
+        Ok(sent) => {
+            st.failures = 0;
+            st.cool_until = None;
+            st.exported += 1;
+            log::debug!("run {} exported ({} span(s))", item.run_id, sent.spans);
+        }
+        Err(failure) => {
+            let stopped = failure.kind == FailKind::Stopped;
+            st.failures += 1;
+            let pause = cool_down_for(st.failures);
+            st.cool_until = Some(Instant::now() + pause);
+            if !st.warned && !stopped {
+                st.warned = true;
+                log::warn!(
+                    "{failure}. Run {} stays in the local store, not exported; `bir runs export --otlp {}` or a later session sends it",
+                    item.run_id,
+                    item.run_id
+                );
+            }
+        }
+    }
+    shared.changed.notify_all();
+}
+
+/// One run of the catch-up; a failure ends it for this process.
+fn catch_up_turn(
+    shared: &Shared,
+    client: &Client,
+    store: Option<&Store>,
+    state: CatchUpState,
+) -> CatchUpState {
+    let mut running = match state {
+        CatchUpState::Waiting => match store.cloned().and_then(CatchUp::begin) {
+            Some(c) => c,
+            None => return CatchUpState::Over,
+        },
+        CatchUpState::Running(c) => c,
+        CatchUpState::Over => return CatchUpState::Over,
+    };
+    let live: HashSet<String> = shared.lock().live.clone();
+    // A catch-up never waits while a run of this session is queued.
+    let mut sleep = |d: Duration| {
+        let st = shared.lock();
+        let (st, _) = shared
+            .changed
+            .wait_timeout_while(st, d, |s| !s.stop && s.queue.is_empty())
+            .unwrap_or_else(|p| p.into_inner());
+        !st.stop && st.queue.is_empty()
+    };
+    match running.export_next(client, &|id| live.contains(id), &mut sleep) {
+        Ok(true) => CatchUpState::Running(running),
+        Ok(false) => CatchUpState::Over,
+        Err(failure) => {
+            log::debug!("catching up on earlier runs stopped: {failure}");
+            CatchUpState::Over
+        }
+    }
+}
+
+impl Forwarder for OtlpForwarder {
+    fn forward(&mut self, run_id: &str, record: &Record) {
+        if matches!(record.event, RunEvent::RemoteAck(_)) {
+            return;
+        }
+        let finished = matches!(record.event, RunEvent::RunFinished(_));
+        // A run whose start this forwarder did not see cannot be exported
+        // from what it gathered.
+        let run = self
+            .runs
+            .entry(run_id.to_owned())
+            .or_insert_with(|| Gathering {
+                given_up: !matches!(record.event, RunEvent::RunStarted(_)),
+                ..Gathering::default()
+            });
+        if run.records.is_empty() && !run.given_up {
+            self.shared.lock().live.insert(run_id.to_owned());
+        }
+        if !run.given_up {
+            if run.records.len() >= MAX_RUN_RECORDS {
+                run.given_up = true;
+                run.records = Vec::new();
+            } else {
+                run.records.push(trimmed(record, self.content));
+            }
+        }
+        if !finished {
+            return;
+        }
+        let Some(run) = self.runs.remove(run_id) else {
+            return;
+        };
+        let mut st = self.shared.lock();
+        st.live.remove(run_id);
+        if run.given_up || st.stop {
+            return;
+        }
+        st.queue.push_back(Item {
+            run_id: run_id.to_owned(),
+            records: run.records,
+        });
+        while st.queue.len() > MAX_QUEUED_RUNS {
+            // The oldest waits in the journal for the catch-up.
+            st.queue.pop_front();
+        }
+        self.shared.changed.notify_all();
+    }
+
+    /// The OTLP sink keeps its own record of what went out (the ledger);
+    /// it acknowledges nothing in the journal's `remote_ack`.
+    fn acked(&self, _run_id: &str) -> u64 {
+        0
+    }
+
+    fn notes_remote_acks(&self) -> bool {
+        false
+    }
+
+    fn finish(&mut self, deadline: Duration) {
+        let until = Instant::now() + deadline;
+        let mut st = self.shared.lock();
+        loop {
+            let now = Instant::now();
+            let idle = st.queue.is_empty() && !st.busy;
+            if idle || st.stop || now >= until || (!st.busy && st.cooling(now).is_some()) {
+                break;
+            }
+            st = self
+                .shared
+                .changed
+                .wait_timeout(st, until - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for OtlpForwarder {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.changed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cool_down_doubles_to_a_minute() {
+        let secs: Vec<u64> = (1..8).map(|n| cool_down_for(n).as_secs()).collect();
+        assert_eq!(secs, vec![5, 10, 20, 40, 60, 60, 60]);
+    }
+
+    #[test]
+    fn without_content_arguments_and_results_are_not_kept() {
+        let step: crate::record::model::Step = serde_json::from_value(serde_json::json!({
+            "id": "s", "stepIndex": 1, "type": "tool_response", "qualifiedName": "q",
+            "serverName": "s", "toolName": "t", "startedAt": "x",
+            "input": {"secret": 1}, "output": {"content": []}, "error": {"code": -1}
+        }))
+        .expect("step");
+        let rec = Record {
+            seq: 1,
+            event: RunEvent::Step(step),
+        };
+        let RunEvent::Step(kept) = trimmed(&rec, false).event else {
+            panic!("step")
+        };
+        assert!(kept.input.is_none() && kept.output.is_none());
+        assert!(
+            kept.error.is_some(),
+            "the error's code and message name the failure"
+        );
+        let RunEvent::Step(all) = trimmed(&rec, true).event else {
+            panic!("step")
+        };
+        assert!(all.input.is_some() && all.output.is_some());
+    }
+
+    #[test]
+    fn a_run_not_seen_from_its_start_is_left_to_the_catch_up() {
+        let cfg = OtlpConfig::resolve(&|k: &str| {
+            (k == "BIR_OTLP_ENDPOINT").then(|| "http://127.0.0.1:9".to_owned())
+        })
+        .expect("ok")
+        .expect("on");
+        let mut f = OtlpForwarder::start(cfg, None).expect("thread");
+        let finish = Record {
+            seq: 7,
+            event: RunEvent::RunFinished(crate::record::model::RunFinish::default()),
+        };
+        f.forward("run_x", &finish);
+        assert!(f.shared.lock().queue.is_empty());
+        assert_eq!(f.exported(), 0);
+    }
+}

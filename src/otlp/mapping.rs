@@ -1,0 +1,632 @@
+//! A run's journal records → spans (OTEL.md §2.6): the one function every
+//! export goes through (live, catch-up, `bir runs export --otlp`), so the
+//! export of a run is fixed by its journal: same records, same spans, same
+//! bytes.
+//!
+//! **One trace per run**, not per turn: the run is what bir journals,
+//! marks as exported and exports again, so it is the unit whose ids must be
+//! stable; a standalone (proxy) run has no turns at all; and every span
+//! carries `gen_ai.conversation.id`, which is what Phoenix and Langfuse
+//! group sessions by, so the per-turn split would buy nothing there. Each
+//! turn is a `bir.user_prompt` event on the root span (with `bir.turn`).
+//!
+//! **Ids.** The trace id and every span id are derived (SHA-256, domain
+//! separated) from ids the journal already holds and that were generated
+//! once, at random: the run id, a call's `toolUseId` (else its first
+//! `stepIndex`), a subagent's `agentId`. So they are fixed when the run is
+//! recorded, unique across runs (Phoenix drops a span whose id it has seen),
+//! identical on every re-export (a receiver sees the same spans, not
+//! copies), and no new field is needed in the journal format (runs
+//! recorded before this exporter existed export the same way).
+//!
+//! **Content.** Span names, tool names, ids, timings, error types and
+//! status codes always go out; prompts, answers, arguments and results only
+//! with `content` (`BIR_OTLP_CONTENT=1`), and then exactly as the journal
+//! holds them: already redacted and truncated by the recorder. Without it
+//! the prompt and answer events carry their length only.
+
+use std::collections::HashMap;
+
+use super::span::{Event, KeyValue, Span, SpanKind, StatusCode, kv};
+use crate::record::model::{Record, RunEvent, RunFinish, RunHeader, Step, StepKind, StepType};
+
+/// What the mapping may add beyond names and timings.
+#[derive(Debug, Clone, Default)]
+pub struct MapOptions {
+    /// Prompts, answers, arguments and results (redacted, truncated).
+    pub content: bool,
+    /// `gen_ai.provider.name`; when `None`, `anthropic` for Claude Code
+    /// hosts and nothing for others (bir cannot know their model's maker).
+    pub provider: Option<String>,
+}
+
+/// The longest `status.message` sent (a JSON-RPC error's message).
+const MAX_STATUS_MESSAGE: usize = 256;
+
+/// `trace_id` of run `run_id`.
+pub fn trace_id(run_id: &str) -> [u8; 16] {
+    let d = digest(&["bir.otlp.trace", run_id]);
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&d[..16]);
+    nonzero(&mut id);
+    id
+}
+
+/// The span id of `what` (`root`, `call`, `agent`) named `key` in run `run_id`.
+pub fn span_id(run_id: &str, what: &str, key: &str) -> [u8; 8] {
+    let d = digest(&["bir.otlp.span", run_id, what, key]);
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&d[..8]);
+    nonzero(&mut id);
+    id
+}
+
+fn digest(parts: &[&str]) -> [u8; 32] {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in parts {
+        // Length-prefixed: ("ab","c") and ("a","bc") differ.
+        ctx.update(&(p.len() as u64).to_le_bytes());
+        ctx.update(p.as_bytes());
+    }
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
+/// All-zero ids are invalid in OTLP.
+fn nonzero(id: &mut [u8]) {
+    if id.iter().all(|b| *b == 0)
+        && let Some(last) = id.last_mut()
+    {
+        *last = 1;
+    }
+}
+
+/// Unix nanoseconds of an RFC 3339 time (0 when unreadable).
+pub fn unix_nanos(at: &str) -> u64 {
+    let Some(secs) = crate::time::parse_rfc3339(at) else {
+        return 0;
+    };
+    let mut nanos: u64 = 0;
+    let mut digits = 0;
+    if let Some(frac) = at.trim().get(19..).and_then(|r| r.strip_prefix('.')) {
+        for b in frac.bytes().take_while(u8::is_ascii_digit).take(9) {
+            nanos = nanos * 10 + u64::from(b - b'0');
+            digits += 1;
+        }
+    }
+    nanos *= 10u64.pow(9 - digits);
+    u64::try_from(secs)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(nanos)
+}
+
+/// One tool call: its two records (either may be missing in a run cut
+/// short), placed by the first `stepIndex` either has.
+struct Call<'a> {
+    selected: Option<&'a Step>,
+    response: Option<&'a Step>,
+    order: u64,
+}
+
+impl<'a> Call<'a> {
+    fn any(&self) -> &'a Step {
+        // Every call is made with at least one of them.
+        self.selected
+            .or(self.response)
+            .unwrap_or_else(|| unreachable!())
+    }
+}
+
+/// A subagent seen in the run.
+#[derive(Default)]
+struct Agent {
+    agent_type: Option<String>,
+    parent_tool_use_id: Option<String>,
+    start: Option<u64>,
+    end: Option<u64>,
+}
+
+/// The spans of the run `records` make, root first; empty when they have
+/// no run header (nothing to name the trace by).
+pub fn spans_of(records: &[Record], opts: &MapOptions) -> Vec<Span> {
+    let mut header: Option<&RunHeader> = None;
+    let mut finish: Option<&RunFinish> = None;
+    let mut steps: Vec<&Step> = Vec::new();
+    let mut turns = Vec::new();
+    let mut session_events = Vec::new();
+    let mut protocol_versions: HashMap<&str, &str> = HashMap::new();
+    for r in records {
+        match &r.event {
+            RunEvent::RunStarted(h) => header = Some(h),
+            RunEvent::RunFinished(f) => finish = Some(f),
+            RunEvent::Step(s) => steps.push(s),
+            RunEvent::Turn(t) => turns.push(t),
+            RunEvent::SessionEvent(e) => session_events.push(e),
+            RunEvent::ServerSnapshot(s) => {
+                if let Some(v) = &s.protocol_version {
+                    protocol_versions.insert(&s.server_name, v.as_str());
+                }
+            }
+            RunEvent::RemoteAck(_) => {}
+        }
+    }
+    let Some(header) = header else {
+        return Vec::new();
+    };
+    let run_id = header.id.as_str();
+    let trace = trace_id(run_id);
+    let root_id = span_id(run_id, "root", "");
+    let meta = &header.metadata;
+    let conversation = meta.session_id.as_deref();
+
+    // A step emitted again (an amended view of a bound run's call) is
+    // replaced by its last emission.
+    let mut last: HashMap<(u64, u8), usize> = HashMap::new();
+    for (i, s) in steps.iter().enumerate() {
+        last.insert((s.step_index, s.step_type as u8), i);
+    }
+    let steps: Vec<&Step> = steps
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| last.get(&(s.step_index, s.step_type as u8)) == Some(i))
+        .map(|(_, s)| *s)
+        .collect();
+
+    // Pair each call's two records: by toolUseId, else (standalone runs)
+    // the latest unanswered selection of the same tool and request id.
+    let mut calls: Vec<Call> = Vec::new();
+    let mut answers: Vec<&Step> = Vec::new();
+    let mut by_use_id: HashMap<&str, usize> = HashMap::new();
+    for s in steps {
+        let selected = match s.step_type {
+            StepType::FinalAnswer => {
+                answers.push(s);
+                continue;
+            }
+            StepType::ToolSelected => true,
+            StepType::ToolResponse => false,
+        };
+        let found = match s.tool_use_id.as_deref() {
+            Some(id) => by_use_id.get(id).copied(),
+            None if !selected => calls.iter().rposition(|c| {
+                c.response.is_none()
+                    && c.any().tool_use_id.is_none()
+                    && c.any().qualified_name == s.qualified_name
+                    && c.any().request_id == s.request_id
+            }),
+            None => None,
+        };
+        let slot = found.filter(|&i| {
+            if selected {
+                calls[i].selected.is_none()
+            } else {
+                calls[i].response.is_none()
+            }
+        });
+        let i = match slot {
+            Some(i) => i,
+            None => {
+                calls.push(Call {
+                    selected: None,
+                    response: None,
+                    order: s.step_index,
+                });
+                if let Some(id) = s.tool_use_id.as_deref() {
+                    by_use_id.insert(id, calls.len() - 1);
+                }
+                calls.len() - 1
+            }
+        };
+        let call = &mut calls[i];
+        call.order = call.order.min(s.step_index);
+        if selected {
+            call.selected = Some(s);
+        } else {
+            call.response = Some(s);
+        }
+    }
+    calls.sort_by_key(|c| c.order);
+
+    let call_span_of_use_id: HashMap<String, [u8; 8]> = calls
+        .iter()
+        .filter_map(|c| {
+            let id = c.any().tool_use_id.as_deref()?;
+            Some((id.to_owned(), span_id(run_id, "call", id)))
+        })
+        .collect();
+
+    // Subagents: from their steps, and the SubagentStart/Stop events.
+    let mut agents: HashMap<String, Agent> = HashMap::new();
+    for c in &calls {
+        let s = c.any();
+        if let Some(id) = s.agent_id.as_deref() {
+            let a = agents.entry(id.to_owned()).or_default();
+            a.agent_type = a
+                .agent_type
+                .take()
+                .or_else(|| s.agent_type.as_deref().map(str::to_owned));
+            a.parent_tool_use_id = a
+                .parent_tool_use_id
+                .take()
+                .or_else(|| s.parent_tool_use_id.as_deref().map(str::to_owned));
+        }
+    }
+    for e in &session_events {
+        let Some(id) = e.agent_id.as_deref() else {
+            continue;
+        };
+        let Some(a) = agents.get_mut(id) else {
+            continue;
+        };
+        let at = unix_nanos(&e.at);
+        match e.name.as_str() {
+            "SubagentStart" => a.start = Some(a.start.map_or(at, |s| s.min(at))),
+            "SubagentStop" => a.end = Some(a.end.map_or(at, |s| s.max(at))),
+            _ => {}
+        }
+        if a.agent_type.is_none()
+            && let Some(t) = e.data.as_ref().and_then(|d| d.text_at("/agent_type"))
+        {
+            a.agent_type = Some(t.into_inner());
+        }
+    }
+
+    let common = |attrs: &mut Vec<KeyValue>| {
+        if let Some(c) = conversation {
+            attrs.push(kv("gen_ai.conversation.id", c));
+        }
+    };
+    let host_app = meta.host.as_ref().map(|h| h.app.as_str());
+    let provider = opts.provider.clone().or_else(|| {
+        (meta.tier == "bound" || host_app.is_some_and(|a| a.to_lowercase().contains("claude")))
+            .then(|| "anthropic".to_owned())
+    });
+
+    let mut spans: Vec<Span> = Vec::with_capacity(calls.len() + agents.len() + 1);
+    let mut emitted_agents: Vec<String> = Vec::new();
+    let mut latest_end = 0u64;
+    for c in &calls {
+        let s = c.any();
+        if let Some(agent) = s.agent_id.as_deref()
+            && !emitted_agents.iter().any(|a| a == agent)
+        {
+            emitted_agents.push(agent.to_owned());
+        }
+        let span = call_span(c, run_id, &trace, opts, &protocol_versions, |s| {
+            match s.agent_id.as_deref() {
+                Some(agent) => span_id(run_id, "agent", agent),
+                None => root_id,
+            }
+        });
+        let mut span = span;
+        common(&mut span.attributes);
+        latest_end = latest_end.max(span.end_time_unix_nano);
+        spans.push(span);
+    }
+    // Each subagent's span, placed before its first call.
+    for agent_key in &emitted_agents {
+        let Some(a) = agents.get(agent_key) else {
+            continue;
+        };
+        let members: Vec<&Span> = spans
+            .iter()
+            .filter(|sp| sp.parent_span_id == Some(span_id(run_id, "agent", agent_key)))
+            .collect();
+        let first = members
+            .iter()
+            .map(|s| s.start_time_unix_nano)
+            .min()
+            .unwrap_or(0);
+        let last = members
+            .iter()
+            .map(|s| s.end_time_unix_nano)
+            .max()
+            .unwrap_or(first);
+        let start = a.start.map_or(first, |s| s.min(first));
+        let end = a.end.map_or(last, |e| e.max(last));
+        let name = match &a.agent_type {
+            Some(t) => format!("invoke_agent {t}"),
+            None => "invoke_agent".to_owned(),
+        };
+        let mut attrs = vec![kv("gen_ai.operation.name", "invoke_agent")];
+        if let Some(p) = &provider {
+            attrs.push(kv("gen_ai.provider.name", p.as_str()));
+        }
+        if let Some(t) = &a.agent_type {
+            attrs.push(kv("gen_ai.agent.name", t.as_str()));
+        }
+        attrs.push(kv("gen_ai.agent.id", agent_key.as_str()));
+        common(&mut attrs);
+        let parent = a
+            .parent_tool_use_id
+            .as_deref()
+            .and_then(|id| call_span_of_use_id.get(id).copied())
+            .unwrap_or(root_id);
+        let span = Span {
+            trace_id: trace,
+            span_id: span_id(run_id, "agent", agent_key),
+            parent_span_id: Some(parent),
+            name,
+            kind: SpanKind::Internal,
+            start_time_unix_nano: start,
+            end_time_unix_nano: end,
+            attributes: attrs,
+            events: Vec::new(),
+            status: StatusCode::Unset,
+            status_message: String::new(),
+        };
+        let at = spans
+            .iter()
+            .position(|sp| sp.parent_span_id == Some(span.span_id))
+            .unwrap_or(spans.len());
+        latest_end = latest_end.max(end);
+        spans.insert(at, span);
+    }
+
+    // The root: the whole run, with the prompts and answers as events.
+    let start = unix_nanos(&header.started_at);
+    let end = match finish {
+        Some(f) => unix_nanos(&f.finished_at).max(start),
+        None => latest_end.max(start),
+    };
+    let agent_name = host_app
+        .map(str::to_owned)
+        .or_else(|| (meta.tier == "bound").then(|| "claude-code".to_owned()));
+    let mut attrs = vec![kv("gen_ai.operation.name", "invoke_agent")];
+    if let Some(p) = &provider {
+        attrs.push(kv("gen_ai.provider.name", p.as_str()));
+    }
+    if let Some(a) = &agent_name {
+        attrs.push(kv("gen_ai.agent.name", a.as_str()));
+    }
+    if let Some(h) = &meta.host
+        && !h.version.is_empty()
+    {
+        attrs.push(kv("gen_ai.agent.version", h.version.as_str()));
+    }
+    common(&mut attrs);
+    if let Some(m) = finish
+        .and_then(|f| f.model.as_ref())
+        .or(meta.model.as_ref())
+    {
+        attrs.push(kv("gen_ai.request.model", m.as_str()));
+    }
+    attrs.push(kv("bir.run.id", run_id));
+    attrs.push(kv("bir.run.tier", meta.tier.as_str()));
+    attrs.push(kv("bir.step.count", calls.len() as i64));
+    if !meta.wrapped_servers.is_empty() {
+        attrs.push(kv("bir.mcp.servers", meta.wrapped_servers.join(",")));
+    }
+    let lossy = meta.lossy || finish.is_some_and(|f| f.lossy);
+    if lossy {
+        attrs.push(kv("bir.lossy", true));
+    }
+    if let Some(reason) = finish.and_then(|f| f.reason.as_deref()) {
+        attrs.push(kv("bir.run.end_reason", reason));
+    }
+    let (status, status_message) = if finish.is_none() {
+        attrs.push(kv("error.type", "interrupted"));
+        (StatusCode::Error, String::new())
+    } else {
+        (StatusCode::Unset, String::new())
+    };
+    if opts.content {
+        if let Some(first) = turns.first() {
+            attrs.push(kv(
+                "gen_ai.input.messages",
+                message_json("user", first.prompt.as_str(), None),
+            ));
+        } else if let Some(input) = &header.input {
+            attrs.push(kv(
+                "gen_ai.input.messages",
+                message_json("user", input.as_str(), None),
+            ));
+        }
+        let last_answer = answers
+            .last()
+            .and_then(|a| a.output.as_ref())
+            .and_then(|o| o.as_str().map(str::to_owned))
+            .or_else(|| {
+                finish
+                    .and_then(|f| f.output.as_ref())
+                    .map(|o| o.as_str().to_owned())
+            });
+        if let Some(text) = last_answer {
+            attrs.push(kv(
+                "gen_ai.output.messages",
+                message_json("assistant", &text, Some("stop")),
+            ));
+        }
+    }
+    let mut events: Vec<(u64, u8, Event)> = Vec::new();
+    for t in &turns {
+        let mut a = vec![kv("bir.turn", i64::from(t.turn))];
+        if let Some(origin) = &t.origin {
+            a.push(kv("bir.turn.origin", origin.as_str()));
+        }
+        content_attrs(&mut a, t.prompt.as_str(), opts.content);
+        let at = unix_nanos(&t.at);
+        events.push((at, 0, event("bir.user_prompt", at, a)));
+    }
+    for s in &answers {
+        let text = s
+            .output
+            .as_ref()
+            .and_then(|o| o.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let mut a = Vec::new();
+        if let Some(turn) = s.turn {
+            a.push(kv("bir.turn", i64::from(turn)));
+        }
+        content_attrs(&mut a, &text, opts.content);
+        let at = unix_nanos(&s.started_at);
+        events.push((at, 1, event("bir.final_answer", at, a)));
+    }
+    events.sort_by_key(|(at, order, _)| (*at, *order));
+    let root = Span {
+        trace_id: trace,
+        span_id: root_id,
+        parent_span_id: None,
+        name: match &agent_name {
+            Some(a) => format!("invoke_agent {a}"),
+            None => "invoke_agent".to_owned(),
+        },
+        kind: SpanKind::Internal,
+        start_time_unix_nano: start,
+        end_time_unix_nano: end,
+        attributes: attrs,
+        events: events.into_iter().map(|(_, _, e)| e).collect(),
+        status,
+        status_message,
+    };
+    spans.insert(0, root);
+    spans
+}
+
+fn event(name: &str, at: u64, attributes: Vec<KeyValue>) -> Event {
+    Event {
+        time_unix_nano: at,
+        name: name.to_owned(),
+        attributes,
+    }
+}
+
+/// `bir.content.length` (characters) always; the text itself only with
+/// content on.
+fn content_attrs(attrs: &mut Vec<KeyValue>, text: &str, content: bool) {
+    attrs.push(kv("bir.content.captured", content));
+    attrs.push(kv("bir.content.length", text.chars().count() as i64));
+    if content {
+        attrs.push(kv("bir.content", text));
+    }
+}
+
+/// One GenAI message (`gen-ai-input-messages.json` /
+/// `gen-ai-output-messages.json`) as a JSON string.
+fn message_json(role: &str, text: &str, finish_reason: Option<&str>) -> String {
+    let mut m = serde_json::json!({"role": role, "parts": [{"type": "text", "content": text}]});
+    if let Some(r) = finish_reason {
+        m["finish_reason"] = r.into();
+    }
+    serde_json::Value::Array(vec![m]).to_string()
+}
+
+/// The span of one call: a CLIENT `tools/call {tool}` span for an MCP
+/// call, an INTERNAL `execute_tool {tool}` span for a host built-in.
+fn call_span(
+    c: &Call,
+    run_id: &str,
+    trace: &[u8; 16],
+    opts: &MapOptions,
+    protocol_versions: &HashMap<&str, &str>,
+    parent_of: impl Fn(&Step) -> [u8; 8],
+) -> Span {
+    let s = c.any();
+    let key = match s.tool_use_id.as_deref() {
+        Some(id) => id.to_owned(),
+        None => format!("#{}", c.order),
+    };
+    let tool = s.tool_name.as_str();
+    let mcp = matches!(s.kind, None | Some(StepKind::Mcp));
+    let start = unix_nanos(&c.selected.unwrap_or(s).started_at);
+    let end = match c.response {
+        Some(r) => match r.duration_ms {
+            Some(ms) if ms.is_finite() && ms >= 0.0 => {
+                start.saturating_add((ms * 1_000_000.0) as u64)
+            }
+            _ => unix_nanos(&r.started_at).max(start),
+        },
+        None => start,
+    };
+    let mut attrs = Vec::with_capacity(12);
+    let name;
+    if mcp {
+        name = format!("tools/call {tool}");
+        attrs.push(kv("mcp.method.name", "tools/call"));
+        attrs.push(kv("gen_ai.operation.name", "execute_tool"));
+        attrs.push(kv("gen_ai.tool.name", tool));
+        if let Some(id) = s.tool_use_id.as_deref() {
+            attrs.push(kv("gen_ai.tool.call.id", id));
+        }
+        if let Some(id) = &s.request_id {
+            let text = match &**id {
+                serde_json::Value::String(t) => t.clone(),
+                other => other.to_string(),
+            };
+            attrs.push(kv("jsonrpc.request.id", text));
+        }
+        if let Some(v) = protocol_versions.get(s.server_name.as_str()) {
+            attrs.push(kv("mcp.protocol.version", *v));
+        }
+        if !s.server_name.is_empty() {
+            attrs.push(kv("bir.mcp.server.name", s.server_name.as_str()));
+        }
+    } else {
+        name = format!("execute_tool {tool}");
+        attrs.push(kv("gen_ai.operation.name", "execute_tool"));
+        attrs.push(kv("gen_ai.tool.name", tool));
+        if let Some(id) = s.tool_use_id.as_deref() {
+            attrs.push(kv("gen_ai.tool.call.id", id));
+        }
+        attrs.push(kv("gen_ai.tool.type", "function"));
+    }
+    attrs.push(kv("bir.step.index", c.order as i64));
+    let mut status = StatusCode::Unset;
+    let mut status_message = String::new();
+    if let Some(r) = c.response {
+        if let Some(err) = &r.error {
+            let code = err.get("code").map(|c| c.to_string());
+            attrs.push(kv(
+                "error.type",
+                code.clone().unwrap_or_else(|| "_OTHER".to_owned()),
+            ));
+            if let Some(code) = code {
+                attrs.push(kv("rpc.response.status_code", code));
+            }
+            if let Some(m) = err.get("message").and_then(|m| m.as_str()) {
+                status_message = m.chars().take(MAX_STATUS_MESSAGE).collect();
+            }
+            status = StatusCode::Error;
+        } else if r.is_error {
+            attrs.push(kv("error.type", "tool_error"));
+            status = StatusCode::Error;
+        } else if let Some(outcome) = r.outcome.as_deref().filter(|o| *o != "answered") {
+            attrs.push(kv("error.type", outcome));
+            status = StatusCode::Error;
+        }
+        if let Some(corr) = &r.correlation {
+            attrs.push(kv("bir.correlation", corr.as_str()));
+        }
+    }
+    if opts.content {
+        if let Some(input) = c.selected.and_then(|s| s.input.as_ref()) {
+            attrs.push(kv("gen_ai.tool.call.arguments", (**input).to_string()));
+        }
+        if let Some(output) = c
+            .response
+            .filter(|_| status == StatusCode::Unset)
+            .and_then(|r| r.output.as_ref())
+        {
+            attrs.push(kv("gen_ai.tool.call.result", (**output).to_string()));
+        }
+    }
+    Span {
+        trace_id: *trace,
+        span_id: span_id(run_id, "call", &key),
+        parent_span_id: Some(parent_of(s)),
+        name,
+        kind: if mcp {
+            SpanKind::Client
+        } else {
+            SpanKind::Internal
+        },
+        start_time_unix_nano: start,
+        end_time_unix_nano: end,
+        attributes: attrs,
+        events: Vec::new(),
+        status,
+        status_message,
+    }
+}

@@ -1,0 +1,237 @@
+//! Golden exports of recorded runs (`tests/fixtures/otlp/`): a standalone
+//! run recorded by `bir-proxy` over `bir testpeer` (a call, an `isError`
+//! result, a JSON-RPC error), and a bound run with a built-in tool, an MCP
+//! call that failed, a subagent and two turns. The JSON form is compared
+//! byte for byte (bir's version is masked); `BIR_UPDATE_GOLDEN=1`
+//! rewrites the files, for review with `git diff`.
+
+use super::config::resource_attributes;
+use super::mapping::{MapOptions, spans_of, trace_id};
+use super::span::{Batch, KeyValue, Span, SpanKind, StatusCode, Value};
+use crate::record::model::Record;
+
+fn records(jsonl: &str) -> Vec<Record> {
+    jsonl
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .collect()
+}
+
+fn resource() -> Vec<KeyValue> {
+    resource_attributes(
+        "bir",
+        Some("golden-host".into()),
+        &[("deployment.environment".into(), "test".into())],
+    )
+}
+
+fn json_of(spans: &[Span]) -> String {
+    let resource = resource();
+    let bytes = super::json::encode(Batch {
+        resource: &resource,
+        spans,
+    });
+    String::from_utf8(bytes)
+        .expect("utf8")
+        .replace(
+            &format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+            "\"<version>\"",
+        )
+        .replace(&format!("\"{}\"", std::env::consts::ARCH), "\"<arch>\"")
+        .replace(&format!("\"{}\"", std::env::consts::OS), "\"<os>\"")
+}
+
+fn check_golden(name: &str, got: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/otlp")
+        .join(name);
+    if std::env::var("BIR_UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, got).expect("write golden");
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (BIR_UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert!(
+        want == got,
+        "{} differs from the export:\n{got}",
+        path.display()
+    );
+}
+
+fn attr<'a>(span: &'a Span, key: &str) -> Option<&'a Value> {
+    span.attributes
+        .iter()
+        .find(|a| a.key == key)
+        .map(|a| &a.value)
+}
+
+fn named<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    spans
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no span {name}"))
+}
+
+const STANDALONE: &str = include_str!("../../tests/fixtures/otlp/standalone.records.jsonl");
+const BOUND: &str = include_str!("../../tests/fixtures/otlp/bound.records.jsonl");
+
+#[test]
+fn standalone_run_golden() {
+    let spans = spans_of(&records(STANDALONE), &MapOptions::default());
+    check_golden("standalone.otlp.json", &json_of(&spans));
+    // What the golden shows, said plainly.
+    assert_eq!(spans.len(), 4, "root + three calls");
+    let root = &spans[0];
+    assert!(root.parent_span_id.is_none());
+    assert_eq!(root.name, "invoke_agent claude-code");
+    let echo = named(&spans, "tools/call echo");
+    assert_eq!(echo.kind, SpanKind::Client);
+    assert_eq!(echo.parent_span_id, Some(root.span_id));
+    assert_eq!(echo.status, StatusCode::Unset);
+    assert_eq!(attr(echo, "jsonrpc.request.id"), Some(&"2".into()));
+    assert_eq!(attr(echo, "mcp.method.name"), Some(&"tools/call".into()));
+    assert_eq!(
+        attr(echo, "gen_ai.operation.name"),
+        Some(&"execute_tool".into())
+    );
+    assert_eq!(
+        attr(echo, "mcp.protocol.version"),
+        Some(&"2025-06-18".into())
+    );
+    assert_eq!(
+        attr(echo, "gen_ai.conversation.id"),
+        Some(&"sess-fixture-1".into())
+    );
+    assert!(
+        attr(echo, "gen_ai.tool.call.arguments").is_none(),
+        "content off"
+    );
+    let fail = named(&spans, "tools/call fail");
+    assert_eq!(fail.status, StatusCode::Error);
+    assert_eq!(attr(fail, "error.type"), Some(&"tool_error".into()));
+    assert_eq!(attr(fail, "jsonrpc.request.id"), Some(&"s-3".into()));
+    let bad = named(&spans, "tools/call bad");
+    assert_eq!(attr(bad, "error.type"), Some(&"-32602".into()));
+    assert_eq!(bad.status_message, "unknown argument: x");
+    assert!(spans.iter().all(|s| s.trace_id == root.trace_id));
+}
+
+#[test]
+fn bound_run_golden_with_subagent_and_turns() {
+    let spans = spans_of(&records(BOUND), &MapOptions::default());
+    check_golden("bound.otlp.json", &json_of(&spans));
+    let root = &spans[0];
+    assert_eq!(root.name, "invoke_agent claude-code");
+    assert_eq!(
+        attr(root, "gen_ai.provider.name"),
+        Some(&"anthropic".into())
+    );
+    assert_eq!(
+        attr(root, "gen_ai.request.model"),
+        Some(&"claude-sonnet-4-5".into())
+    );
+    assert_eq!(attr(root, "bir.step.count"), Some(&Value::Int(4)));
+    let names: Vec<&str> = root.events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "bir.user_prompt",
+            "bir.final_answer",
+            "bir.user_prompt",
+            "bir.final_answer"
+        ]
+    );
+    // Lengths only: the prompt's text is nowhere in the export.
+    let text = json_of(&spans);
+    assert!(!text.contains("Check the repo") && !text.contains("echo said hi"));
+    assert!(text.contains("\"bir.content.length\",\"value\":{\"intValue\":\"55\"}"));
+    let bash = named(&spans, "execute_tool Bash");
+    assert_eq!(bash.kind, SpanKind::Internal);
+    assert_eq!(attr(bash, "gen_ai.tool.call.id"), Some(&"toolu_01A".into()));
+    let echo = named(&spans, "tools/call echo");
+    assert_eq!(echo.kind, SpanKind::Client);
+    assert_eq!(attr(echo, "error.type"), Some(&"tool_error".into()));
+    assert_eq!(echo.status, StatusCode::Error);
+    // Agent call → subagent → its steps.
+    let agent_call = named(&spans, "execute_tool Agent");
+    let sub = named(&spans, "invoke_agent Explore");
+    let read = named(&spans, "execute_tool Read");
+    assert_eq!(sub.parent_span_id, Some(agent_call.span_id));
+    assert_eq!(read.parent_span_id, Some(sub.span_id));
+    assert_eq!(agent_call.parent_span_id, Some(root.span_id));
+    assert_eq!(attr(sub, "gen_ai.agent.id"), Some(&"agent_7c1e".into()));
+    // Its span covers SubagentStart..SubagentStop.
+    assert_eq!(sub.start_time_unix_nano, 1_796_155_205_100_000_000);
+    assert_eq!(sub.end_time_unix_nano, 1_796_155_229_900_000_000);
+}
+
+#[test]
+fn content_goes_out_only_when_asked_and_as_the_journal_holds_it() {
+    let opts = MapOptions {
+        content: true,
+        provider: None,
+    };
+    let spans = spans_of(&records(BOUND), &opts);
+    check_golden("bound-content.otlp.json", &json_of(&spans));
+    let root = &spans[0];
+    let input = match attr(root, "gen_ai.input.messages") {
+        Some(Value::Str(s)) => s.clone(),
+        other => panic!("{other:?}"),
+    };
+    let v: serde_json::Value = serde_json::from_str(&input).expect("a JSON string");
+    assert_eq!(v[0]["role"], "user");
+    assert_eq!(
+        v[0]["parts"][0]["content"],
+        "Check the repo, then ask the everything server to echo."
+    );
+    let read = named(&spans, "execute_tool Read");
+    assert_eq!(
+        attr(read, "gen_ai.tool.call.arguments"),
+        Some(&"{\"file_path\":\"src/main.rs\"}".into())
+    );
+    // A result only for calls that did not fail.
+    assert!(attr(named(&spans, "tools/call echo"), "gen_ai.tool.call.result").is_none());
+    // The standalone run's arguments are the journal's: redacted.
+    let spans = spans_of(&records(STANDALONE), &opts);
+    let text = json_of(&spans);
+    assert!(text.contains("[REDACTED:key]") && !text.contains("sk-live-"));
+}
+
+#[test]
+fn the_same_journal_gives_the_same_bytes_and_ids_differ_by_run() {
+    for fixture in [STANDALONE, BOUND] {
+        let a = spans_of(&records(fixture), &MapOptions::default());
+        let b = spans_of(&records(fixture), &MapOptions::default());
+        assert_eq!(json_of(&a), json_of(&b));
+        let resource = resource();
+        let batch = |spans| Batch {
+            resource: &resource,
+            spans,
+        };
+        assert_eq!(
+            super::proto::encode(batch(&a)),
+            super::proto::encode(batch(&b))
+        );
+        let mut ids: Vec<[u8; 8]> = a.iter().map(|s| s.span_id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), a.len(), "span ids are unique");
+    }
+    assert_ne!(trace_id("run_a"), trace_id("run_b"));
+    // A record with no header: nothing to export.
+    let mut recs = records(BOUND);
+    recs.remove(0);
+    assert!(spans_of(&recs, &MapOptions::default()).is_empty());
+}
+
+#[test]
+fn an_unfinished_run_is_marked_interrupted() {
+    let mut recs = records(STANDALONE);
+    recs.retain(|r| !matches!(r.event, crate::record::model::RunEvent::RunFinished(_)));
+    let spans = spans_of(&recs, &MapOptions::default());
+    assert_eq!(spans[0].status, StatusCode::Error);
+    assert_eq!(attr(&spans[0], "error.type"), Some(&"interrupted".into()));
+    let last_end = spans[1..].iter().map(|s| s.end_time_unix_nano).max();
+    assert_eq!(Some(spans[0].end_time_unix_nano), last_end);
+}
