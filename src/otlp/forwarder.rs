@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::catchup::{CatchUp, export_run};
-use super::client::{Client, FailKind};
+use super::client::Client;
 use super::config::OtlpConfig;
 use crate::record::Forwarder;
 use crate::record::model::{Record, RunEvent};
@@ -30,6 +30,14 @@ const MAX_RUN_RECORDS: usize = 100_000;
 /// The catch-up starts after the thread has been idle this long: a short
 /// proxy session never spends its time on earlier runs.
 const CATCH_UP_AFTER: Duration = Duration::from_millis(1500);
+/// The least a finishing run waits for its export. A run is exported when
+/// it ends, so the export happens while the process is on its way out; the
+/// recorder's usual 300 ms is too short for that on a loaded machine (the
+/// export thread runs at low priority). Only a run actually being sent is
+/// waited for: a receiver that refuses connections puts the thread in a
+/// cool-down, which ends the wait at once. What does not make it is left
+/// to the catch-up.
+const FINISH_AT_LEAST: Duration = Duration::from_secs(2);
 /// After a failure, nothing is exported for a while: 5 s doubling to 60 s.
 const COOL_DOWN_FIRST: Duration = Duration::from_secs(5);
 const COOL_DOWN_MAX: Duration = Duration::from_secs(60);
@@ -44,6 +52,9 @@ struct State {
     queue: VecDeque<Item>,
     busy: bool,
     stop: bool,
+    /// The process is ending: no more waiting between tries (what did not
+    /// go out is left to the catch-up).
+    finishing: bool,
     failures: u32,
     cool_until: Option<Instant>,
     /// Runs of this process: the catch-up leaves them to the live path.
@@ -244,9 +255,9 @@ fn export_live(shared: &Shared, client: &Client, store: Option<&Store>, item: It
         let st = shared.lock();
         let (st, _) = shared
             .changed
-            .wait_timeout_while(st, d, |s| !s.stop)
+            .wait_timeout_while(st, d, |s| !s.stop && !s.finishing)
             .unwrap_or_else(|p| p.into_inner());
-        !st.stop
+        !st.stop && !st.finishing
     };
     let result = export_run(client, store, &item.run_id, &item.records, &mut sleep);
     let mut st = shared.lock();
@@ -259,11 +270,10 @@ fn export_live(shared: &Shared, client: &Client, store: Option<&Store>, item: It
             log::debug!("run {} exported ({} span(s))", item.run_id, sent.spans);
         }
         Err(failure) => {
-            let stopped = failure.kind == FailKind::Stopped;
             st.failures += 1;
             let pause = cool_down_for(st.failures);
             st.cool_until = Some(Instant::now() + pause);
-            if !st.warned && !stopped {
+            if !st.warned {
                 st.warned = true;
                 log::warn!(
                     "{failure}. Run {} stays in the local store, not exported; `bir runs export --otlp {}` or a later session sends it",
@@ -297,9 +307,9 @@ fn catch_up_turn(
         let st = shared.lock();
         let (st, _) = shared
             .changed
-            .wait_timeout_while(st, d, |s| !s.stop && s.queue.is_empty())
+            .wait_timeout_while(st, d, |s| !s.stop && !s.finishing && s.queue.is_empty())
             .unwrap_or_else(|p| p.into_inner());
-        !st.stop && st.queue.is_empty()
+        !st.stop && !st.finishing && st.queue.is_empty()
     };
     match running.export_next(client, &|id| live.contains(id), &mut sleep) {
         Ok(true) => CatchUpState::Running(running),
@@ -370,8 +380,10 @@ impl Forwarder for OtlpForwarder {
     }
 
     fn finish(&mut self, deadline: Duration) {
-        let until = Instant::now() + deadline;
+        let until = Instant::now() + deadline.max(FINISH_AT_LEAST);
         let mut st = self.shared.lock();
+        st.finishing = true;
+        self.shared.changed.notify_all();
         loop {
             let now = Instant::now();
             let idle = st.queue.is_empty() && !st.busy;

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, ExitStatus};
 use crate::otlp::catchup::{export_run, ready};
-use crate::otlp::client::Client;
+use crate::otlp::client::{Client, FailKind};
 use crate::otlp::config::OtlpConfig;
 use crate::otlp::ledger;
 use crate::output::{escape, out};
@@ -103,9 +103,19 @@ pub(super) fn export(
                 }
             )),
             Err(failure) => {
+                let hint = match failure.kind {
+                    FailKind::Unreachable => {
+                        "; is the receiver running, and is BIR_OTLP_ENDPOINT its OTLP/HTTP address?"
+                    }
+                    FailKind::Busy(_) => "; the receiver is busy, try again later",
+                    _ => "",
+                };
                 crate::error::print(
                     "bir runs export",
-                    &Error::failure(format!("run {} was not exported: {failure}", escape(&id))),
+                    &Error::failure(format!(
+                        "run {} was not exported: {failure}{hint}",
+                        escape(&id)
+                    )),
                 );
                 failed = true;
             }

@@ -69,6 +69,7 @@ mod lazy;
 mod lifecycle;
 mod listing;
 mod mod_socket;
+mod otlp;
 mod record;
 mod redacted;
 mod relay;

@@ -1,0 +1,502 @@
+//! Runs exported to OpenTelemetry (issue 14), against a stub OTLP/HTTP
+//! receiver on 127.0.0.1 (tiny_http) that records every request and
+//! answers as each test scripts it: what a proxy exports (protobuf by
+//! default, JSON on request, headers, gzip), the retry policy (429/503
+//! with `Retry-After`, no retry on other 4xx, partial success), a receiver
+//! down for a whole session and back for the next, `bir runs export
+//! --otlp`, and that `OTEL_*` alone never turns export on.
+
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Host, Seen, TempDir, bir, command};
+
+/// One request the stub received.
+#[derive(Debug, Clone)]
+pub(crate) struct Got {
+    pub(crate) path: String,
+    pub(crate) headers: Vec<(String, String)>,
+    /// The body as sent (gunzipped when it came gzipped).
+    pub(crate) body: Vec<u8>,
+    pub(crate) gzipped: bool,
+    pub(crate) at: Instant,
+}
+
+impl Got {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The body as text (protobuf keeps its strings readable).
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// How the stub answers: status, headers, body.
+pub(crate) type Answer = (u16, Vec<(&'static str, String)>, Vec<u8>);
+type Rule = Box<dyn FnMut(usize) -> Answer + Send>;
+
+pub(crate) struct Stub {
+    pub(crate) base: String,
+    seen: Arc<Mutex<Vec<Got>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Stub {
+    /// Answers the nth request (0-based) by `rule`.
+    pub(crate) fn start(rule: impl FnMut(usize) -> Answer + Send + 'static) -> Stub {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1");
+        let base = format!("http://{}", server.server_addr().to_ip().expect("ip"));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
+        let mut rule: Rule = Box::new(rule);
+        let thread = thread::spawn(move || {
+            let started = Instant::now();
+            while !stop2.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(120) {
+                let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(20)) else {
+                    continue;
+                };
+                let mut raw = Vec::new();
+                let _ = request.as_reader().read_to_end(&mut raw);
+                let headers: Vec<(String, String)> = request
+                    .headers()
+                    .iter()
+                    .map(|h| (h.field.to_string(), h.value.to_string()))
+                    .collect();
+                let gzipped = headers
+                    .iter()
+                    .any(|(k, v)| k.eq_ignore_ascii_case("content-encoding") && v == "gzip");
+                let body = if gzipped {
+                    let mut out = Vec::new();
+                    flate2::read::GzDecoder::new(raw.as_slice())
+                        .read_to_end(&mut out)
+                        .expect("a gzip body");
+                    out
+                } else {
+                    raw
+                };
+                let n = {
+                    let mut seen = seen2.lock().expect("lock");
+                    seen.push(Got {
+                        path: request.url().to_owned(),
+                        headers,
+                        body,
+                        gzipped,
+                        at: Instant::now(),
+                    });
+                    seen.len() - 1
+                };
+                let (code, headers, body) = rule(n);
+                let mut response = tiny_http::Response::from_data(body).with_status_code(code);
+                for (k, v) in headers {
+                    response.add_header(
+                        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("header"),
+                    );
+                }
+                let _ = request.respond(response);
+            }
+        });
+        Stub {
+            base,
+            seen,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub(crate) fn ok() -> Stub {
+        Stub::start(|_| (200, Vec::new(), Vec::new()))
+    }
+
+    pub(crate) fn requests(&self) -> Vec<Got> {
+        self.seen.lock().expect("lock").clone()
+    }
+
+    /// Waits (generously) until `n` requests came.
+    pub(crate) fn wait_for(&self, n: usize) -> Vec<Got> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.requests().len() < n && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
+        self.requests()
+    }
+}
+
+impl Drop for Stub {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A URL where nothing listens.
+fn closed_port_url() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    format!("http://127.0.0.1:{port}")
+}
+
+fn peer_script() -> Value {
+    json!({"tools": [
+        {"name": "echo", "inputSchema": {"type": "object"}},
+        {"name": "fail", "inputSchema": {"type": "object"}}],
+      "rules": [{"method": "tools/call", "tool": "fail",
+                 "do": [{"reply": {"content": [{"type": "text", "text": "no"}], "isError": true}}]}]})
+}
+
+/// `bir-proxy --server-name peer -- bir testpeer <script>` with `env`.
+fn proxy(dir: &TempDir, env: &[(&str, &str)]) -> Command {
+    let script = dir.script("peer.json", &peer_script());
+    let mut cmd = command(dir.proxy_link(), dir);
+    cmd.env("RUST_LOG", "debug")
+        .args(["--server-name", "peer", "--"])
+        .arg(bir())
+        .arg("testpeer")
+        .arg(script);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// A host session: initialize, an echo call, a failing call; then it
+/// stays open until `until` holds (or 30 s pass) and ends.
+fn session(cmd: Command, until: impl Fn() -> bool) -> Seen {
+    let mut host = Host::start(cmd);
+    host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
+    host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}));
+    host.send(&json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fail","arguments":{}}}));
+    assert!(host.wait_lines(3, Duration::from_secs(10)), "no answers");
+    let started = Instant::now();
+    while !until() && started.elapsed() < Duration::from_secs(30) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    host.finish(Duration::from_secs(20))
+}
+
+fn run_bir(dir: &TempDir, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = command(bir(), dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run bir")
+}
+
+/// The id of the newest run in the store.
+fn latest_run_id(dir: &TempDir) -> String {
+    let out = run_bir(dir, &[], &["runs", "export", "latest", "--format", "jsonl"]);
+    let first = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .map(str::to_owned)
+        .unwrap_or_default();
+    let v: Value = serde_json::from_str(&first).expect("a record");
+    v["event"]["data"]["id"]
+        .as_str()
+        .expect("run id")
+        .to_owned()
+}
+
+/// The spans of an OTLP/JSON body.
+pub(crate) fn spans(body: &Value) -> Vec<Value> {
+    body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub(crate) fn attr(span: &Value, key: &str) -> Value {
+    span["attributes"]
+        .as_array()
+        .and_then(|a| a.iter().find(|kv| kv["key"] == key))
+        .map(|kv| kv["value"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// A session recorded with export off, and its run id.
+fn recorded_run(dir: &TempDir) -> String {
+    let seen = session(proxy(dir, &[]), || true);
+    assert_eq!(seen.exit(), "code 0");
+    latest_run_id(dir)
+}
+
+#[test]
+fn a_proxy_exports_its_run_as_protobuf_by_default() {
+    let dir = TempDir::new("otlp-proto");
+    let stub = Stub::ok();
+    let seen = session(proxy(&dir, &[("BIR_OTLP_ENDPOINT", &stub.base)]), || true);
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let got = stub.wait_for(1);
+    assert_eq!(got.len(), 1, "one request for the run");
+    let req = &got[0];
+    assert_eq!(req.path, "/v1/traces");
+    assert_eq!(req.header("content-type"), Some("application/x-protobuf"));
+    assert!(
+        req.header("user-agent")
+            .is_some_and(|u| u.starts_with("bir-otlp/"))
+    );
+    let text = req.text();
+    for needle in [
+        "invoke_agent",
+        "tools/call echo",
+        "tools/call fail",
+        "tool_error",
+        "service.name",
+    ] {
+        assert!(text.contains(needle), "{needle} not in the protobuf body");
+    }
+    // Marked: `--since` finds nothing left to send.
+    let out = run_bir(
+        &dir,
+        &[("BIR_OTLP_ENDPOINT", &stub.base)],
+        &["runs", "export", "--otlp", "--since", "1d"],
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to export"));
+    assert_eq!(stub.requests().len(), 1);
+}
+
+#[test]
+fn json_on_request_with_headers_gzip_and_the_same_bytes_on_re_export() {
+    let dir = TempDir::new("otlp-json");
+    let id = recorded_run(&dir);
+    let stub = Stub::ok();
+    let env = [
+        ("BIR_OTLP_ENDPOINT", stub.base.as_str()),
+        ("BIR_OTLP_PROTOCOL", "http/json"),
+        (
+            "BIR_OTLP_HEADERS",
+            "x-project-name=bir-it,authorization=Bearer%20s3cret",
+        ),
+        ("BIR_OTLP_COMPRESSION", "gzip"),
+    ];
+    for _ in 0..2 {
+        let out = run_bir(&dir, &env, &["runs", "export", "--otlp", &id]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("s3cret"));
+    }
+    let got = stub.wait_for(2);
+    assert_eq!(got.len(), 2);
+    let req = &got[0];
+    assert_eq!(req.header("content-type"), Some("application/json"));
+    assert!(req.gzipped);
+    assert_eq!(req.header("x-project-name"), Some("bir-it"));
+    assert_eq!(req.header("authorization"), Some("Bearer s3cret"));
+    // Exported again: the same bytes (the same ids), not copies.
+    assert_eq!(got[0].body, got[1].body);
+    let body = req.json();
+    let spans = spans(&body);
+    assert_eq!(spans.len(), 3);
+    let root = &spans[0];
+    assert_eq!(attr(root, "bir.run.id")["stringValue"], id.as_str());
+    assert!(root.get("parentSpanId").is_none());
+    let fail = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call fail")
+        .expect("fail span");
+    assert_eq!(fail["kind"], 3);
+    assert_eq!(fail["status"]["code"], 2);
+    assert_eq!(attr(fail, "error.type")["stringValue"], "tool_error");
+    assert_eq!(fail["parentSpanId"], root["spanId"]);
+    assert_eq!(
+        attr(fail, "network.transport"),
+        Value::Null,
+        "not recorded, not guessed"
+    );
+}
+
+#[test]
+fn retries_honour_retry_after_and_stop_on_other_4xx() {
+    let dir = TempDir::new("otlp-retry");
+    let id = recorded_run(&dir);
+    // 400: bad data, never sent again; the run stays unexported.
+    let bad = Stub::start(|_| (400, Vec::new(), b"{\"message\":\"bad\"}".to_vec()));
+    let env = [("BIR_OTLP_ENDPOINT", bad.base.as_str())];
+    let out = run_bir(&dir, &env, &["runs", "export", "--otlp", "--since", "1d"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("HTTP 400"), "{err}");
+    assert_eq!(bad.requests().len(), 1, "a 400 is not retried");
+    // 415 to JSON says what to do.
+    let json_refused = Stub::start(|_| (415, Vec::new(), Vec::new()));
+    let env = [
+        ("BIR_OTLP_ENDPOINT", json_refused.base.as_str()),
+        ("BIR_OTLP_PROTOCOL", "http/json"),
+    ];
+    let out = run_bir(&dir, &env, &["runs", "export", "--otlp", &id]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http/protobuf"));
+    assert_eq!(json_refused.requests().len(), 1);
+
+    // Still unexported: 429 with Retry-After: 2, then 503 without, then 200.
+    let stub = Stub::start(|n| match n {
+        0 => (429, vec![("Retry-After", "2".to_owned())], Vec::new()),
+        1 => (503, Vec::new(), Vec::new()),
+        _ => (200, Vec::new(), Vec::new()),
+    });
+    let env = [
+        ("BIR_OTLP_ENDPOINT", stub.base.as_str()),
+        ("BIR_OTLP_PROTOCOL", "http/json"),
+    ];
+    let out = run_bir(&dir, &env, &["runs", "export", "--otlp", "--since", "1d"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = stub.requests();
+    assert_eq!(got.len(), 3);
+    assert!(
+        got[1].at.duration_since(got[0].at) >= Duration::from_millis(1900),
+        "Retry-After: 2 was not honoured"
+    );
+    assert_eq!(got[0].body, got[2].body);
+    assert!(got[0].text().contains(&id));
+}
+
+#[test]
+fn partial_success_is_logged_and_not_retried() {
+    let dir = TempDir::new("otlp-partial");
+    let id = recorded_run(&dir);
+    let stub = Stub::start(|_| {
+        (
+            200,
+            vec![("Content-Type", "application/json".to_owned())],
+            b"{\"partialSuccess\":{\"rejectedSpans\":\"1\",\"errorMessage\":\"span too old\"}}"
+                .to_vec(),
+        )
+    });
+    let env = [
+        ("BIR_OTLP_ENDPOINT", stub.base.as_str()),
+        ("BIR_OTLP_PROTOCOL", "http/json"),
+    ];
+    let out = run_bir(&dir, &env, &["runs", "export", "--otlp", &id]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("1 rejected"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("span too old"));
+    assert_eq!(stub.requests().len(), 1);
+}
+
+#[test]
+fn a_receiver_down_for_a_session_gets_its_run_from_the_next() {
+    let dir = TempDir::new("otlp-down");
+    let down = closed_port_url();
+    let seen = session(
+        proxy(
+            &dir,
+            &[
+                ("BIR_OTLP_ENDPOINT", &down),
+                ("BIR_OTLP_PROTOCOL", "http/json"),
+            ],
+        ),
+        || true,
+    );
+    // The relay did not notice.
+    assert_eq!(seen.exit(), "code 0");
+    assert_eq!(seen.messages().len(), 3);
+    let missed = latest_run_id(&dir);
+
+    let stub = Stub::ok();
+    let has_run = |s: &Stub, id: &str| {
+        s.requests().iter().any(|r| {
+            spans(&r.json())
+                .first()
+                .is_some_and(|root| attr(root, "bir.run.id")["stringValue"] == id)
+        })
+    };
+    // The next session, held open until the earlier run arrived.
+    let seen = session(
+        proxy(
+            &dir,
+            &[
+                ("BIR_OTLP_ENDPOINT", &stub.base),
+                ("BIR_OTLP_PROTOCOL", "http/json"),
+            ],
+        ),
+        || has_run(&stub, &missed),
+    );
+    assert_eq!(seen.exit(), "code 0");
+    assert!(
+        has_run(&stub, &missed),
+        "the earlier run was not caught up: {}",
+        seen.stderr
+    );
+    let own = latest_run_id(&dir);
+    let got = stub.wait_for(2);
+    assert!(has_run(&stub, &own), "{got:?}");
+    // Each went out once; nothing is left.
+    assert_eq!(got.len(), 2);
+    let out = run_bir(
+        &dir,
+        &[("BIR_OTLP_ENDPOINT", &stub.base)],
+        &["runs", "export", "--otlp", "--since", "1d"],
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to export"));
+}
+
+#[test]
+fn otel_variables_alone_never_turn_export_on_and_grpc_is_refused() {
+    let dir = TempDir::new("otlp-off");
+    let stub = Stub::ok();
+    let claude_code_env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", stub.base.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ("CLAUDE_CODE_ENABLE_TELEMETRY", "1"),
+    ];
+    let seen = session(proxy(&dir, &claude_code_env), || true);
+    assert_eq!(seen.exit(), "code 0");
+    thread::sleep(Duration::from_millis(300));
+    assert!(stub.requests().is_empty(), "exported without BIR_OTLP");
+    // With bir's switch, gRPC gets a clear no.
+    let out = run_bir(
+        &dir,
+        &[("BIR_OTLP", "1"), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")],
+        &["runs", "export", "--otlp", "latest"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("gRPC") && err.contains("4318"), "{err}");
+    // Under BIR_OTLP=1, the OTEL_* endpoint is used.
+    let out = run_bir(
+        &dir,
+        &[
+            ("BIR_OTLP", "1"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", stub.base.as_str()),
+        ],
+        &["runs", "export", "--otlp", "latest"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stub.requests().len(), 1);
+}
