@@ -32,6 +32,10 @@ pub fn init(role: Role) {
     let default = if role == Role::Daemon { "info" } else { "warn" };
     let env = env_logger::Env::default().default_filter_or(default);
     let _ = env_logger::Builder::from_env(env)
+        // ureq's debug lines print each request's headers, and an OTLP
+        // exporter's headers are often credentials (`x-api-key`,
+        // `x-honeycomb-team`): never below info, whatever RUST_LOG says.
+        .filter_module("ureq", log::LevelFilter::Info)
         .target(target)
         .format(|out, record| {
             let prefix = PROXY_NAME

@@ -70,6 +70,7 @@ mod lifecycle;
 mod listing;
 mod mod_socket;
 mod otlp;
+mod otlp_receivers;
 mod record;
 mod redacted;
 mod relay;
