@@ -25,7 +25,7 @@ DEBUG_BIN := target/debug/bir
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 DIST_NAME := bir-$(VERSION)-$(TARGET)
 
-.PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e browser demo golden bench bench-http clean
+.PHONY: help build dist install uninstall test lint unit peers peer-tests doctor-peers conformance e2e browser otlp-receivers demo golden bench bench-http clean
 
 help:
 	@sed -n '1,15p' Makefile
@@ -108,7 +108,14 @@ browser: peers $(DEBUG_BIN)
 	node tests/browser/report.mjs "$(REPORT_PAGES)"
 	cp "$(REPORT_PAGES)/demo.png" target/report-demo.png
 
-test: lint peers unit peer-tests doctor-peers conformance e2e browser
+# Real OpenTelemetry receivers (issue 14): rotel always; otelite and
+# Phoenix (slow to install and start) with BIR_TEST_OTLP_RECEIVERS=all.
+BIR_TEST_OTLP_RECEIVERS ?= rotel
+otlp-receivers:
+	BIR_TEST_OTLP_RECEIVERS=$(BIR_TEST_OTLP_RECEIVERS) scripts/install-otlp-receivers.sh
+	BIR_TEST_OTLP_RECEIVERS=$(BIR_TEST_OTLP_RECEIVERS) cargo test --locked --test it otlp_receivers::
+
+test: lint peers unit peer-tests doctor-peers conformance e2e browser otlp-receivers
 	@echo "make test: all suites passed"
 
 demo: $(DEBUG_BIN)

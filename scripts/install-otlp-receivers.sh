@@ -6,9 +6,10 @@
 #                       arize-phoenix (an LLM-observability backend; OTLP/HTTP protobuf only)
 #   crates.io (pinned): otelite (OTLP receiver that stores spans in SQLite and serves them over REST)
 #
+# Which: BIR_TEST_OTLP_RECEIVERS, as the tests read it: `1` or `all` for the three, else a
+# comma-separated list (default: rotel, the fast one; `make test` installs what it tests).
+# Phoenix (1-4 min, ~850 MB) and otelite (5-40 min of compiling, by load) are slow.
 # Idempotent (stamp per receiver). Prints how long each install took. Quiet unless something fails.
-# Phoenix (~1-2 min, ~850 MB) and otelite (~5-10 min of compiling) are slow: `.ci/run` calls this
-# script and `make test` runs the receiver tests with BIR_TEST_OTLP_RECEIVERS=1.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,6 +22,8 @@ PHOENIX_VERSION="20.26.1"
 OTELITE_VERSION="0.1.156"
 
 PYTHON="${PYTHON:-python3}"
+WANTED="${BIR_TEST_OTLP_RECEIVERS:-rotel}"
+wanted() { case ",$WANTED," in *",1,"* | *",all,"* | *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$DEST"
 : >"$LOG"
 
@@ -42,7 +45,7 @@ timed() { # name, command...
 stamp_ok() { [ -f "$DEST/.$1-stamp" ] && [ "$(cat "$DEST/.$1-stamp")" = "$2" ]; }
 
 # rotel: a venv of its own (the wheel's binary is CPython-version specific).
-if ! stamp_ok rotel "$ROTEL_VERSION" || [ ! -x "$DEST/rotel-agent" ]; then
+if wanted rotel && { ! stamp_ok rotel "$ROTEL_VERSION" || [ ! -x "$DEST/rotel-agent" ]; }; then
     rm -rf "$DEST/venv-rotel"
     "$PYTHON" -m venv "$DEST/venv-rotel" >>"$LOG" 2>&1 || fail "python3 -m venv failed"
     timed rotel "$DEST/venv-rotel/bin/python" -m pip install --quiet --disable-pip-version-check "rotel==$ROTEL_VERSION"
@@ -54,7 +57,7 @@ if ! stamp_ok rotel "$ROTEL_VERSION" || [ ! -x "$DEST/rotel-agent" ]; then
 fi
 
 # Arize Phoenix.
-if ! stamp_ok phoenix "$PHOENIX_VERSION" || [ ! -x "$DEST/venv-phoenix/bin/phoenix" ]; then
+if wanted phoenix && { ! stamp_ok phoenix "$PHOENIX_VERSION" || [ ! -x "$DEST/venv-phoenix/bin/phoenix" ]; }; then
     rm -rf "$DEST/venv-phoenix"
     "$PYTHON" -m venv "$DEST/venv-phoenix" >>"$LOG" 2>&1 || fail "python3 -m venv failed"
     timed phoenix "$DEST/venv-phoenix/bin/python" -m pip install --quiet --disable-pip-version-check "arize-phoenix==$PHOENIX_VERSION"
@@ -62,14 +65,13 @@ if ! stamp_ok phoenix "$PHOENIX_VERSION" || [ ! -x "$DEST/venv-phoenix/bin/phoen
 fi
 
 # otelite: compiled from crates.io with its own lock file.
-if ! stamp_ok otelite "$OTELITE_VERSION" || [ ! -x "$DEST/otelite/bin/otelite" ]; then
+if wanted otelite && { ! stamp_ok otelite "$OTELITE_VERSION" || [ ! -x "$DEST/otelite/bin/otelite" ]; }; then
     timed otelite cargo install --quiet --locked --root "$DEST/otelite" --version "$OTELITE_VERSION" otelite
     echo "$OTELITE_VERSION" >"$DEST/.otelite-stamp"
 fi
 
-cat <<EOS
-otlp receivers in $DEST
-  rotel-agent  $DEST/rotel-agent
-  phoenix      $DEST/venv-phoenix/bin/phoenix
-  otelite      $DEST/otelite/bin/otelite
-EOS
+echo "otlp receivers in $DEST"
+for bin in rotel-agent venv-phoenix/bin/phoenix otelite/bin/otelite; do
+    [ -x "$DEST/$bin" ] && echo "  $DEST/$bin"
+done
+exit 0
