@@ -2,7 +2,8 @@
 //!
 //! A leaf: it imports nothing of the crate.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it.
 /// Sound for every caller because each keeps the structure it guards
@@ -10,4 +11,55 @@ use std::sync::{Mutex, MutexGuard};
 /// that could panic while the guard is held).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// State a producer and a worker thread share: a mutex, and the condition
+/// variable that announces each change of what it guards. Every wait
+/// recovers from poisoning like [`lock`] (the senders of the recording
+/// service and of OpenTelemetry are built on it).
+pub struct Monitor<T> {
+    state: Mutex<T>,
+    changed: Condvar,
+}
+
+impl<T> Monitor<T> {
+    pub fn new(state: T) -> Monitor<T> {
+        Monitor {
+            state: Mutex::new(state),
+            changed: Condvar::new(),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        lock(&self.state)
+    }
+
+    /// Wakes every waiter: call after changing the state.
+    pub fn notify_all(&self) {
+        self.changed.notify_all();
+    }
+
+    pub fn wait<'a>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn wait_timeout<'a>(&self, guard: MutexGuard<'a, T>, d: Duration) -> MutexGuard<'a, T> {
+        self.changed
+            .wait_timeout(guard, d)
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+    }
+
+    /// Waits up to `d` while `cond` holds.
+    pub fn wait_timeout_while<'a>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        d: Duration,
+        cond: impl FnMut(&mut T) -> bool,
+    ) -> MutexGuard<'a, T> {
+        self.changed
+            .wait_timeout_while(guard, d, cond)
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+    }
 }

@@ -56,6 +56,22 @@ pub fn display(url: &str) -> String {
     }
 }
 
+/// A ureq transport error in words, without the URL (which may carry a
+/// query string or credentials): its kind, message and cause.
+pub fn transport_reason(t: &ureq::Transport) -> String {
+    use std::error::Error as _;
+    let mut why = t.kind().to_string().to_lowercase();
+    if let Some(msg) = t.message() {
+        why.push_str(": ");
+        why.push_str(msg);
+    }
+    if let Some(src) = t.source() {
+        why.push_str(": ");
+        why.push_str(&src.to_string());
+    }
+    why
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -85,7 +85,7 @@ impl CatchUp {
             return None;
         }
         let started = SystemTime::now();
-        let since = read_watermark(&store);
+        let since = store.read_watermark(WATERMARK);
         let mut queue = store.journals_written_after(since).unwrap_or_default();
         queue.reverse();
         if let Err(err) = ledger::prune(&store) {
@@ -129,7 +129,7 @@ impl CatchUp {
                 return Ok(true);
             }
         }
-        if let Err(err) = write_watermark(&self.store, self.low_water) {
+        if let Err(err) = self.store.write_watermark(WATERMARK, self.low_water) {
             log::debug!("otlp catch-up: the watermark was not saved: {err}");
         }
         Ok(false)
@@ -141,22 +141,4 @@ impl CatchUp {
             .unwrap_or(written);
         self.low_water = self.low_water.min(before);
     }
-}
-
-fn read_watermark(store: &Store) -> Option<SystemTime> {
-    let text = std::fs::read_to_string(store.dir().join(WATERMARK)).ok()?;
-    let nanos: u64 = text.trim().parse().ok()?;
-    SystemTime::UNIX_EPOCH.checked_add(Duration::from_nanos(nanos))
-}
-
-fn write_watermark(store: &Store, at: SystemTime) -> std::io::Result<()> {
-    let nanos = at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_err(std::io::Error::other)?
-        .as_nanos();
-    let tmp = store
-        .dir()
-        .join(format!("{WATERMARK}.{}", std::process::id()));
-    std::fs::write(&tmp, format!("{nanos}\n"))?;
-    std::fs::rename(&tmp, store.dir().join(WATERMARK))
 }

@@ -232,7 +232,7 @@ impl Client {
             Ok(r) => r,
             Err(ureq::Error::Status(_, r)) => r,
             Err(ureq::Error::Transport(t)) => {
-                let why = transport_reason(&t);
+                let why = urls::transport_reason(&t);
                 return match t.kind() {
                     ureq::ErrorKind::Dns | ureq::ErrorKind::ConnectionFailed
                         if !t.message().is_some_and(|m| m.starts_with("tls")) =>
@@ -309,20 +309,6 @@ fn gzip(body: &[u8]) -> Vec<u8> {
         return body.to_vec();
     }
     enc.finish().unwrap_or_default()
-}
-
-fn transport_reason(t: &ureq::Transport) -> String {
-    use std::error::Error as _;
-    let mut why = t.kind().to_string().to_lowercase();
-    if let Some(msg) = t.message() {
-        why.push_str(": ");
-        why.push_str(msg);
-    }
-    if let Some(src) = t.source() {
-        why.push_str(": ");
-        why.push_str(&src.to_string());
-    }
-    why
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use super::config::OtlpConfig;
 use crate::record::Forwarder;
 use crate::record::model::{Record, RunEvent};
 use crate::record::store::Store;
+use crate::sys::Monitor;
 
 /// Finished runs waiting for export, at most.
 const MAX_QUEUED_RUNS: usize = 32;
@@ -73,16 +74,7 @@ impl State {
     }
 }
 
-struct Shared {
-    state: Mutex<State>,
-    changed: Condvar,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+type Shared = Monitor<State>;
 
 /// A run being gathered.
 #[derive(Default)]
@@ -121,10 +113,7 @@ impl OtlpForwarder {
     /// Starts the export thread; `store` is where exports are marked and
     /// the catch-up looks (none: no marks, no catch-up).
     pub fn start(cfg: OtlpConfig, store: Option<Store>) -> Option<OtlpForwarder> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            changed: Condvar::new(),
-        });
+        let shared = Arc::new(Monitor::new(State::default()));
         let content = cfg.map.content;
         let worker = Arc::clone(&shared);
         let spawned = thread::Builder::new()
@@ -142,7 +131,7 @@ impl OtlpForwarder {
                 st.stop = true;
                 st.busy = false;
                 st.queue.clear();
-                worker.changed.notify_all();
+                worker.notify_all();
             });
         match spawned {
             Ok(_) => Some(OtlpForwarder {
@@ -212,11 +201,7 @@ fn send_loop(shared: &Shared, client: &Client, store: Option<Store>) {
                 }
                 let now = Instant::now();
                 if let Some(wait) = st.cooling(now) {
-                    st = shared
-                        .changed
-                        .wait_timeout(st, wait)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    st = shared.wait_timeout(st, wait);
                     continue;
                 }
                 if let Some(item) = st.queue.pop_front() {
@@ -224,18 +209,14 @@ fn send_loop(shared: &Shared, client: &Client, store: Option<Store>) {
                     break Work::Live(item);
                 }
                 if matches!(catch_up, CatchUpState::Over) {
-                    st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st = shared.wait(st);
                     continue;
                 }
                 let idle = now.duration_since(idle_since);
                 if idle >= CATCH_UP_AFTER {
                     break Work::CatchUp;
                 }
-                st = shared
-                    .changed
-                    .wait_timeout(st, CATCH_UP_AFTER - idle)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
+                st = shared.wait_timeout(st, CATCH_UP_AFTER - idle);
             }
         };
         match work {
@@ -253,10 +234,7 @@ fn send_loop(shared: &Shared, client: &Client, store: Option<Store>) {
 fn export_live(shared: &Shared, client: &Client, store: Option<&Store>, item: Item) {
     let mut sleep = |d: Duration| {
         let st = shared.lock();
-        let (st, _) = shared
-            .changed
-            .wait_timeout_while(st, d, |s| !s.stop && !s.finishing)
-            .unwrap_or_else(|p| p.into_inner());
+        let st = shared.wait_timeout_while(st, d, |s| !s.stop && !s.finishing);
         !st.stop && !st.finishing
     };
     let result = export_run(client, store, &item.run_id, &item.records, &mut sleep);
@@ -283,7 +261,7 @@ fn export_live(shared: &Shared, client: &Client, store: Option<&Store>, item: It
             }
         }
     }
-    shared.changed.notify_all();
+    shared.notify_all();
 }
 
 /// One run of the catch-up; a failure ends it for this process.
@@ -305,10 +283,8 @@ fn catch_up_turn(
     // A catch-up never waits while a run of this session is queued.
     let mut sleep = |d: Duration| {
         let st = shared.lock();
-        let (st, _) = shared
-            .changed
-            .wait_timeout_while(st, d, |s| !s.stop && !s.finishing && s.queue.is_empty())
-            .unwrap_or_else(|p| p.into_inner());
+        let st =
+            shared.wait_timeout_while(st, d, |s| !s.stop && !s.finishing && s.queue.is_empty());
         !st.stop && !st.finishing && st.queue.is_empty()
     };
     match running.export_next(client, &|id| live.contains(id), &mut sleep) {
@@ -366,7 +342,7 @@ impl Forwarder for OtlpForwarder {
             // The oldest waits in the journal for the catch-up.
             st.queue.pop_front();
         }
-        self.shared.changed.notify_all();
+        self.shared.notify_all();
     }
 
     /// The OTLP sink keeps its own record of what went out (the ledger);
@@ -383,19 +359,14 @@ impl Forwarder for OtlpForwarder {
         let until = Instant::now() + deadline.max(FINISH_AT_LEAST);
         let mut st = self.shared.lock();
         st.finishing = true;
-        self.shared.changed.notify_all();
+        self.shared.notify_all();
         loop {
             let now = Instant::now();
             let idle = st.queue.is_empty() && !st.busy;
             if idle || st.stop || now >= until || (!st.busy && st.cooling(now).is_some()) {
                 break;
             }
-            st = self
-                .shared
-                .changed
-                .wait_timeout(st, until - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            st = self.shared.wait_timeout(st, until - now);
         }
     }
 }
@@ -403,7 +374,7 @@ impl Forwarder for OtlpForwarder {
 impl Drop for OtlpForwarder {
     fn drop(&mut self) {
         self.shared.lock().stop = true;
-        self.shared.changed.notify_all();
+        self.shared.notify_all();
     }
 }
 

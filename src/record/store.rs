@@ -233,6 +233,33 @@ impl Store {
         }
     }
 
+    /// The watermark `name` (a file in the store): the time a sender's
+    /// last complete pass began (see `service::sync::CatchUp`). `None`
+    /// when absent or unreadable, which only means a full pass next time.
+    pub fn read_watermark(&self, name: &str) -> Option<SystemTime> {
+        let text = fs::read_to_string(self.dir.join(name)).ok()?;
+        let nanos: u64 = text.trim().parse().ok()?;
+        SystemTime::UNIX_EPOCH.checked_add(Duration::from_nanos(nanos))
+    }
+
+    /// Replaces the watermark `name` atomically (a torn one would be
+    /// unreadable, and an unreadable one costs a full pass).
+    pub fn write_watermark(&self, name: &str, at: SystemTime) -> io::Result<()> {
+        let nanos = at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_err(io::Error::other)?
+            .as_nanos();
+        let tmp = self.dir.join(format!("{name}.{}", std::process::id()));
+        let mut file = crate::home::private_file()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&tmp)?;
+        std::io::Write::write_all(&mut file, format!("{nanos}\n").as_bytes())?;
+        drop(file);
+        fs::rename(&tmp, self.dir.join(name))
+    }
+
     pub fn remove(&self, run: &LoadedRun) -> io::Result<()> {
         fs::remove_file(&run.path)
     }

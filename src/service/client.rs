@@ -519,7 +519,7 @@ fn answer_of(result: Result<ureq::Response, ureq::Error>) -> Answer {
         Ok(r) => r,
         Err(ureq::Error::Status(_, r)) => r,
         Err(ureq::Error::Transport(t)) => {
-            let why = transport_reason(&t);
+            let why = urls::transport_reason(&t);
             // ureq reports a failed TLS handshake as a failed connection;
             // but the service (or something) was reached.
             let tls = t.message().is_some_and(|m| m.starts_with("tls"));
@@ -541,21 +541,6 @@ fn answer_of(result: Result<ureq::Response, ureq::Error>) -> Answer {
         &mut sink,
     );
     Answer::Status(code, retry_after)
-}
-
-/// A transport error in words, without the URL.
-fn transport_reason(t: &ureq::Transport) -> String {
-    use std::error::Error as _;
-    let mut why = t.kind().to_string().to_lowercase();
-    if let Some(msg) = t.message() {
-        why.push_str(": ");
-        why.push_str(msg);
-    }
-    if let Some(src) = t.source() {
-        why.push_str(": ");
-        why.push_str(&src.to_string());
-    }
-    why
 }
 
 /// `d` plus up to a fifth more, at random: proxies that failed together

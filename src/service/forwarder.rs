@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use super::client::{Client, SendFailure, ServiceConfig, jittered};
 use super::wire::{WireRequest, request_for};
 use crate::record::Forwarder;
 use crate::record::model::Record;
+use crate::sys::Monitor;
 use crate::urls;
 
 /// First cool-down after a failure, and its ceiling.
@@ -120,16 +121,7 @@ impl State {
     }
 }
 
-struct Shared {
-    state: Mutex<State>,
-    changed: Condvar,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+type Shared = Monitor<State>;
 
 /// The recording-service sink of a [`super::Recorder`].
 pub struct ServiceForwarder {
@@ -160,10 +152,7 @@ impl ServiceForwarder {
 
     /// Starts the sender thread for `cfg`.
     pub fn start(cfg: ServiceConfig) -> Option<ServiceForwarder> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            changed: Condvar::new(),
-        });
+        let shared = Arc::new(Monitor::new(State::default()));
         let label = urls::display(&cfg.base);
         let worker = Arc::clone(&shared);
         let spawned = thread::Builder::new()
@@ -183,7 +172,7 @@ impl ServiceForwarder {
                 st.stop = true;
                 st.busy = false;
                 st.queue.clear();
-                worker.changed.notify_all();
+                worker.notify_all();
             });
         match spawned {
             Ok(_) => Some(ServiceForwarder { shared, label }),
@@ -223,11 +212,7 @@ fn send_loop(shared: &Shared, client: &mut Client) {
                     return;
                 }
                 if let Some(wait) = st.cooling(Instant::now()) {
-                    st = shared
-                        .changed
-                        .wait_timeout(st, wait)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    st = shared.wait_timeout(st, wait);
                     continue;
                 }
                 if let Some(item) = st.pop() {
@@ -237,7 +222,7 @@ fn send_loop(shared: &Shared, client: &mut Client) {
                 if st.delivered_any && !matches!(catch_up, CatchUpState::Over) {
                     break Work::CatchUp;
                 }
-                st = shared.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+                st = shared.wait(st);
             }
         };
         match work {
@@ -253,10 +238,7 @@ fn send_live(shared: &Shared, client: &mut Client, item: Item) {
         if let Some(run) = st.runs.get_mut(&item.run_id) {
             run.last_failure = Some(why.detail.clone());
         }
-        let (st, _) = shared
-            .changed
-            .wait_timeout_while(st, d, |s| !s.stop)
-            .unwrap_or_else(|p| p.into_inner());
+        let st = shared.wait_timeout_while(st, d, |s| !s.stop);
         !st.stop
     };
     let result = client.deliver(&item.req, &mut sleep);
@@ -286,7 +268,7 @@ fn send_live(shared: &Shared, client: &mut Client, item: Item) {
             }
         }
     }
-    shared.changed.notify_all();
+    shared.notify_all();
 }
 
 /// One run of the background catch-up. It is not `busy` work: the end of
@@ -328,7 +310,7 @@ impl Forwarder for ServiceForwarder {
             seq: record.seq,
             req,
         });
-        self.shared.changed.notify_all();
+        self.shared.notify_all();
     }
 
     fn acked(&self, run_id: &str) -> u64 {
@@ -345,12 +327,7 @@ impl Forwarder for ServiceForwarder {
             if idle || st.stop || now >= until || (!st.busy && st.cooling(now).is_some()) {
                 break;
             }
-            st = self
-                .shared
-                .changed
-                .wait_timeout(st, until - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            st = self.shared.wait_timeout(st, until - now);
         }
         // The process may end now: the one warning for each run that did
         // not get through, if the sender has not given it yet.
@@ -372,7 +349,7 @@ impl Forwarder for ServiceForwarder {
 impl Drop for ServiceForwarder {
     fn drop(&mut self) {
         self.shared.lock().stop = true;
-        self.shared.changed.notify_all();
+        self.shared.notify_all();
     }
 }
 

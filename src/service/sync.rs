@@ -219,7 +219,7 @@ impl CatchUp {
 
     fn over(store: Store, lock: SyncLock) -> CatchUp {
         let started = SystemTime::now();
-        let since = read_watermark(&store);
+        let since = store.read_watermark(WATERMARK);
         let mut queue = store.journals_written_after(since).unwrap_or_default();
         log::debug!(
             "catch-up: {} journal(s) written since the last complete pass",
@@ -284,7 +284,7 @@ impl CatchUp {
                 return Ok(true);
             }
         }
-        if let Err(err) = write_watermark(&self.store, self.low_water) {
+        if let Err(err) = self.store.write_watermark(WATERMARK, self.low_water) {
             log::debug!("catch-up: the watermark was not saved: {err}");
         }
         Ok(false)
@@ -298,32 +298,6 @@ impl CatchUp {
             .unwrap_or(written);
         self.low_water = self.low_water.min(before);
     }
-}
-
-fn read_watermark(store: &Store) -> Option<SystemTime> {
-    let text = std::fs::read_to_string(store.dir().join(WATERMARK)).ok()?;
-    let nanos: u64 = text.trim().parse().ok()?;
-    SystemTime::UNIX_EPOCH.checked_add(Duration::from_nanos(nanos))
-}
-
-/// Replaces the watermark atomically (a torn one would be unreadable, and
-/// an unreadable one only means a full pass next time).
-fn write_watermark(store: &Store, at: SystemTime) -> std::io::Result<()> {
-    let nanos = at
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_err(std::io::Error::other)?
-        .as_nanos();
-    let tmp = store
-        .dir()
-        .join(format!("{WATERMARK}.{}", std::process::id()));
-    let mut file = home::private_file()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(&tmp)?;
-    std::io::Write::write_all(&mut file, format!("{nanos}\n").as_bytes())?;
-    drop(file);
-    std::fs::rename(&tmp, store.dir().join(WATERMARK))
 }
 
 #[cfg(test)]
@@ -364,9 +338,13 @@ mod tests {
         );
         drop(all);
         // A pass that completed a day and a half ago: only what came since.
-        write_watermark(&store, now - day - day / 2).expect("write");
+        store
+            .write_watermark(WATERMARK, now - day - day / 2)
+            .expect("write");
         assert!(
-            read_watermark(&store).is_some_and(|w| w <= now - day),
+            store
+                .read_watermark(WATERMARK)
+                .is_some_and(|w| w <= now - day),
             "read back"
         );
         let later = CatchUp::over(store.clone(), lock());

@@ -35,8 +35,7 @@ use crate::support::{Host, TempDir, bir, command};
 /// (`make test` passes `rotel`, the fast one, unless told more).
 fn enabled(name: &str) -> bool {
     let wanted = std::env::var("BIR_TEST_OTLP_RECEIVERS").unwrap_or_default();
-    let on = matches!(wanted.trim(), "1" | "all")
-        || wanted.split(',').any(|w| w.trim() == name);
+    let on = matches!(wanted.trim(), "1" | "all") || wanted.split(',').any(|w| w.trim() == name);
     if !on {
         eprintln!(
             "skipped: BIR_TEST_OTLP_RECEIVERS does not name {name} (after scripts/install-otlp-receivers.sh)"
