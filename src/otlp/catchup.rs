@@ -21,7 +21,6 @@ use super::client::{Client, Delivered, SendFailure};
 use super::ledger;
 use super::mapping::spans_of;
 use crate::home::{self, Wait};
-use crate::record::model::Record;
 use crate::record::store::{self, LoadedRun, Store};
 
 /// Whether `run` can be exported now.
@@ -29,16 +28,16 @@ pub fn ready(run: &LoadedRun) -> bool {
     run.header.is_some() && (run.finish.is_some() || run.interrupted())
 }
 
-/// Exports the run `records` make and, once every batch was accepted,
-/// marks it in `store`. `Ok` with 0 spans: nothing to send (no header).
+/// Exports `run` (its records) and, once every batch was accepted, marks
+/// it in `store`. `Ok` with 0 spans: nothing to send (no header).
 pub fn export_run(
     client: &Client,
     store: Option<&Store>,
     run_id: &str,
-    records: &[Record],
+    run: &LoadedRun,
     sleep: &mut dyn FnMut(Duration) -> bool,
 ) -> Result<Delivered, SendFailure> {
-    let spans = spans_of(records, &client.config().map);
+    let spans = spans_of(run, &client.config().map);
     if spans.is_empty() {
         return Ok(Delivered::default());
     }
@@ -120,7 +119,7 @@ impl CatchUp {
                 self.look_again(written);
                 continue;
             }
-            let sent = export_run(client, Some(&self.store), &id, &run.records, sleep)?;
+            let sent = export_run(client, Some(&self.store), &id, &run, sleep)?;
             log::info!(
                 "caught up: exported run {id} ({} span(s)) that an earlier session could not",
                 sent.spans

@@ -20,7 +20,7 @@ use super::client::Client;
 use super::config::OtlpConfig;
 use crate::record::Forwarder;
 use crate::record::model::{Record, RunEvent};
-use crate::record::store::Store;
+use crate::record::store::{LoadedRun, Store};
 use crate::sys::Monitor;
 
 /// Finished runs waiting for export, at most.
@@ -237,7 +237,11 @@ fn export_live(shared: &Shared, client: &Client, store: Option<&Store>, item: It
         let st = shared.wait_timeout_while(st, d, |s| !s.stop && !s.finishing);
         !st.stop && !st.finishing
     };
-    let result = export_run(client, store, &item.run_id, &item.records, &mut sleep);
+    let run = LoadedRun {
+        records: item.records,
+        ..LoadedRun::default()
+    };
+    let result = export_run(client, store, &item.run_id, &run, &mut sleep);
     let mut st = shared.lock();
     st.busy = false;
     match result {

@@ -28,7 +28,9 @@
 use std::collections::HashMap;
 
 use super::span::{Event, KeyValue, Span, SpanKind, StatusCode, kv};
-use crate::record::model::{Record, RunEvent, RunFinish, RunHeader, Step, StepKind, StepType};
+use crate::record::calls::{Call, reader_calls};
+use crate::record::model::{RunEvent, RunFinish, RunHeader, Step, StepKind, StepType};
+use crate::record::store::LoadedRun;
 
 /// What the mapping may add beyond names and timings.
 #[derive(Debug, Clone, Default)]
@@ -102,23 +104,6 @@ pub fn unix_nanos(at: &str) -> u64 {
         .saturating_add(nanos)
 }
 
-/// One tool call: its two records (either may be missing in a run cut
-/// short), placed by the first `stepIndex` either has.
-struct Call<'a> {
-    selected: Option<&'a Step>,
-    response: Option<&'a Step>,
-    order: u64,
-}
-
-impl<'a> Call<'a> {
-    fn any(&self) -> &'a Step {
-        // Every call is made with at least one of them.
-        self.selected
-            .or(self.response)
-            .unwrap_or_else(|| unreachable!())
-    }
-}
-
 /// A subagent seen in the run.
 #[derive(Default)]
 struct Agent {
@@ -128,16 +113,17 @@ struct Agent {
     end: Option<u64>,
 }
 
-/// The spans of the run `records` make, root first; empty when they have
-/// no run header (nothing to name the trace by).
-pub fn spans_of(records: &[Record], opts: &MapOptions) -> Vec<Span> {
+/// The spans of `run` (only its `records` are read), root first; empty
+/// when it has no run header (nothing to name the trace by). Calls are
+/// paired as every reader pairs them ([`reader_calls`]).
+pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
     let mut header: Option<&RunHeader> = None;
     let mut finish: Option<&RunFinish> = None;
     let mut steps: Vec<&Step> = Vec::new();
     let mut turns = Vec::new();
     let mut session_events = Vec::new();
     let mut protocol_versions: HashMap<&str, &str> = HashMap::new();
-    for r in records {
+    for r in &run.records {
         match &r.event {
             RunEvent::RunStarted(h) => header = Some(h),
             RunEvent::RunFinished(f) => finish = Some(f),
@@ -161,86 +147,36 @@ pub fn spans_of(records: &[Record], opts: &MapOptions) -> Vec<Span> {
     let meta = &header.metadata;
     let conversation = meta.session_id.as_deref();
 
-    // A step emitted again (an amended view of a bound run's call) is
-    // replaced by its last emission.
-    let mut last: HashMap<(u64, u8), usize> = HashMap::new();
-    for (i, s) in steps.iter().enumerate() {
-        last.insert((s.step_index, s.step_type as u8), i);
-    }
-    let steps: Vec<&Step> = steps
-        .iter()
-        .enumerate()
-        .filter(|(i, s)| last.get(&(s.step_index, s.step_type as u8)) == Some(i))
-        .map(|(_, s)| *s)
-        .collect();
-
-    // Pair each call's two records: by toolUseId, else (standalone runs)
-    // the latest unanswered selection of the same tool and request id.
-    let mut calls: Vec<Call> = Vec::new();
+    // A final answer emitted again (an amended view) counts once: its
+    // last emission.
     let mut answers: Vec<&Step> = Vec::new();
-    let mut by_use_id: HashMap<&str, usize> = HashMap::new();
-    for s in steps {
-        let selected = match s.step_type {
-            StepType::FinalAnswer => {
-                answers.push(s);
-                continue;
-            }
-            StepType::ToolSelected => true,
-            StepType::ToolResponse => false,
-        };
-        let found = match s.tool_use_id.as_deref() {
-            Some(id) => by_use_id.get(id).copied(),
-            None if !selected => calls.iter().rposition(|c| {
-                c.response.is_none()
-                    && c.any().tool_use_id.is_none()
-                    && c.any().qualified_name == s.qualified_name
-                    && c.any().request_id == s.request_id
-            }),
-            None => None,
-        };
-        let slot = found.filter(|&i| {
-            if selected {
-                calls[i].selected.is_none()
-            } else {
-                calls[i].response.is_none()
-            }
-        });
-        let i = match slot {
-            Some(i) => i,
-            None => {
-                calls.push(Call {
-                    selected: None,
-                    response: None,
-                    order: s.step_index,
-                });
-                if let Some(id) = s.tool_use_id.as_deref() {
-                    by_use_id.insert(id, calls.len() - 1);
-                }
-                calls.len() - 1
-            }
-        };
-        let call = &mut calls[i];
-        call.order = call.order.min(s.step_index);
-        if selected {
-            call.selected = Some(s);
-        } else {
-            call.response = Some(s);
-        }
+    for st in steps
+        .iter()
+        .filter(|st| st.step_type == StepType::FinalAnswer)
+    {
+        answers.retain(|a| a.step_index != st.step_index);
+        answers.push(st);
     }
-    calls.sort_by_key(|c| c.order);
+    answers.sort_by_key(|a| a.step_index);
+    let calls: Vec<(Call, &Step)> = reader_calls(run)
+        .into_iter()
+        .filter_map(|c| {
+            let s = c.any()?;
+            Some((c, s))
+        })
+        .collect();
 
     let call_span_of_use_id: HashMap<String, [u8; 8]> = calls
         .iter()
-        .filter_map(|c| {
-            let id = c.any().tool_use_id.as_deref()?;
+        .filter_map(|(_, s)| {
+            let id = s.tool_use_id.as_deref()?;
             Some((id.to_owned(), span_id(run_id, "call", id)))
         })
         .collect();
 
     // Subagents: from their steps, and the SubagentStart/Stop events.
     let mut agents: HashMap<String, Agent> = HashMap::new();
-    for c in &calls {
-        let s = c.any();
+    for (_, s) in &calls {
         if let Some(id) = s.agent_id.as_deref() {
             let a = agents.entry(id.to_owned()).or_default();
             a.agent_type = a
@@ -287,18 +223,18 @@ pub fn spans_of(records: &[Record], opts: &MapOptions) -> Vec<Span> {
     let mut spans: Vec<Span> = Vec::with_capacity(calls.len() + agents.len() + 1);
     let mut emitted_agents: Vec<String> = Vec::new();
     let mut latest_end = 0u64;
-    for c in &calls {
-        let s = c.any();
+    for (c, s) in &calls {
         if let Some(agent) = s.agent_id.as_deref()
             && !emitted_agents.iter().any(|a| a == agent)
         {
             emitted_agents.push(agent.to_owned());
         }
-        let span = call_span(c, run_id, &trace, opts, &protocol_versions, |s| {
-            match s.agent_id.as_deref() {
-                Some(agent) => span_id(run_id, "agent", agent),
-                None => root_id,
-            }
+        let span = call_span(c, s, run_id, &trace, opts, &protocol_versions, |s| match s
+            .agent_id
+            .as_deref()
+        {
+            Some(agent) => span_id(run_id, "agent", agent),
+            None => root_id,
         });
         let mut span = span;
         common(&mut span.attributes);
@@ -517,13 +453,13 @@ fn message_json(role: &str, text: &str, finish_reason: Option<&str>) -> String {
 /// call, an INTERNAL `execute_tool {tool}` span for a host built-in.
 fn call_span(
     c: &Call,
+    s: &Step,
     run_id: &str,
     trace: &[u8; 16],
     opts: &MapOptions,
     protocol_versions: &HashMap<&str, &str>,
     parent_of: impl Fn(&Step) -> [u8; 8],
 ) -> Span {
-    let s = c.any();
     let key = match s.tool_use_id.as_deref() {
         Some(id) => id.to_owned(),
         None => format!("#{}", c.order),

@@ -9,13 +9,17 @@ use super::config::resource_attributes;
 use super::mapping::{MapOptions, spans_of, trace_id};
 use super::span::{Batch, KeyValue, Span, SpanKind, StatusCode, Value};
 use crate::record::model::Record;
+use crate::record::store::LoadedRun;
 
-fn records(jsonl: &str) -> Vec<Record> {
-    jsonl
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("a record"))
-        .collect()
+fn records(jsonl: &str) -> LoadedRun {
+    LoadedRun {
+        records: jsonl
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str::<Record>(l).expect("a record"))
+            .collect(),
+        ..LoadedRun::default()
+    }
 }
 
 fn resource() -> Vec<KeyValue> {
@@ -221,14 +225,15 @@ fn the_same_journal_gives_the_same_bytes_and_ids_differ_by_run() {
     assert_ne!(trace_id("run_a"), trace_id("run_b"));
     // A record with no header: nothing to export.
     let mut recs = records(BOUND);
-    recs.remove(0);
+    recs.records.remove(0);
     assert!(spans_of(&recs, &MapOptions::default()).is_empty());
 }
 
 #[test]
 fn an_unfinished_run_is_marked_interrupted() {
     let mut recs = records(STANDALONE);
-    recs.retain(|r| !matches!(r.event, crate::record::model::RunEvent::RunFinished(_)));
+    recs.records
+        .retain(|r| !matches!(r.event, crate::record::model::RunEvent::RunFinished(_)));
     let spans = spans_of(&recs, &MapOptions::default());
     assert_eq!(spans[0].status, StatusCode::Error);
     assert_eq!(attr(&spans[0], "error.type"), Some(&"interrupted".into()));

@@ -89,7 +89,7 @@ pub(super) fn export(
             failed = true;
             continue;
         }
-        match export_run(&client, Some(store), &id, &run.records, &mut sleep) {
+        match export_run(&client, Some(store), &id, run, &mut sleep) {
             Ok(sent) => out(&format!(
                 "exported {}: {} span(s) in {} request(s) to {}{}",
                 escape(&id),
