@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::remote::closed_port_url;
 use crate::support::{Host, Seen, TempDir, bir, command};
 
 /// One request the stub received.
@@ -147,17 +148,7 @@ impl Drop for Stub {
     }
 }
 
-/// A URL where nothing listens.
-fn closed_port_url() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port();
-    format!("http://127.0.0.1:{port}")
-}
-
-fn peer_script() -> Value {
+pub(crate) fn peer_script() -> Value {
     json!({"tools": [
         {"name": "echo", "inputSchema": {"type": "object"}},
         {"name": "fail", "inputSchema": {"type": "object"}}],

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::otlp::{Stub, spans};
+use crate::otlp::{Stub, peer_script, spans};
 use crate::support::{Host, TempDir, bir, command};
 
 /// Whether the receiver `name` is to be tested: `BIR_TEST_OTLP_RECEIVERS`
@@ -111,14 +111,6 @@ fn http_get(url: &str) -> Option<(u16, String)> {
 
 fn listening(port: u16) -> bool {
     TcpStream::connect(("127.0.0.1", port)).is_ok()
-}
-
-fn peer_script() -> Value {
-    json!({"tools": [
-        {"name": "echo", "inputSchema": {"type": "object"}},
-        {"name": "fail", "inputSchema": {"type": "object"}}],
-      "rules": [{"method": "tools/call", "tool": "fail",
-                 "do": [{"reply": {"content": [{"type": "text", "text": "no"}], "isError": true}}]}]})
 }
 
 /// Records a run over `bir testpeer` (export off) and returns its id.
