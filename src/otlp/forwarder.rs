@@ -119,7 +119,13 @@ impl OtlpForwarder {
         let spawned = thread::Builder::new()
             .name("bir-otlp".into())
             .spawn(move || {
-                crate::observe::give_way_to_the_relay();
+                // Not lowered in priority like the recorder's threads: this
+                // one works when a run ends, i.e. when its relay is done,
+                // and then has seconds at most before the process exits. On
+                // a saturated machine a niced thread got no CPU in that
+                // time and the export was left to the catch-up every time.
+                // While calls are relayed it only waits on its condvar
+                // (gathering a run's records is the observer's work).
                 let ran = catch_unwind(AssertUnwindSafe(|| {
                     let client = Client::new(cfg);
                     send_loop(&worker, &client, store);
