@@ -32,10 +32,11 @@ pub fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
             read::list(cmd.limit)?.list_with(cmd.json, |store| list::list(store, &cmd))
         }
         Some(RunsAction::Show(s)) if s.remote => show(&read::fetch(&s.run)?.first()?, s.full),
-        Some(RunsAction::Export(e)) if e.remote => {
-            export(&read::fetch(&e.run)?.first()?, &e.format)
-                .map_err(|err| err.in_command("bir runs export"))
-        }
+        Some(RunsAction::Export(e)) if e.remote => export(
+            &read::fetch(e.run.as_deref().unwrap_or("latest"))?.first()?,
+            &e.format,
+        )
+        .map_err(|err| err.in_command("bir runs export")),
         None => list::list(&store, &cmd),
         Some(RunsAction::Show(s)) if s.follow => follow::follow(&store, &s),
         Some(RunsAction::Show(s)) => show(&store.find(&s.run)?, s.full),
