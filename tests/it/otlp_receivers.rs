@@ -233,15 +233,22 @@ fn rotel_decodes_birs_otlp_json_strictly() {
     assert!(dump.contains("tool_error"));
 }
 
-/// One span as otelite serves it, reduced to what bir sent.
+/// One span as otelite serves it, reduced to what bir sent. otelite
+/// files the instrumentation scope among the attributes
+/// (`otel.scope.name`/`.version`): checked to be bir's, then set aside.
 fn otelite_view(span: &Value) -> Value {
+    let mut attributes = span["attributes"].clone();
+    if let Some(map) = attributes.as_object_mut() {
+        assert_eq!(map.remove("otel.scope.name"), Some(Value::from("bir")));
+        assert!(map.remove("otel.scope.version").is_some());
+    }
     json!({
         "spanId": span["span_id"],
         "parentSpanId": span["parent_span_id"],
         "name": span["name"],
         "kind": span["kind"],
         "status": span["status"]["code"],
-        "attributes": span["attributes"],
+        "attributes": attributes,
         "events": span["events"].as_array().map(|e| e.iter().map(|e| e["name"].clone()).collect::<Vec<_>>()),
     })
 }
