@@ -88,6 +88,13 @@ pub fn lock_exclusive(file: &File, wait: Wait) -> io::Result<bool> {
     }
 }
 
+/// Where `bir report` writes a run's page unless told otherwise:
+/// `$BIR_HOME/reports/<run>.html`. The page holds the run's (redacted)
+/// data, so removing a run removes this page too.
+pub fn report_page(run_id: &str) -> Option<PathBuf> {
+    bir_home().map(|home| home.join("reports").join(format!("{run_id}.html")))
+}
+
 /// Creates `dir` (and parents) as private directories, or checks an
 /// existing one: a real directory, owned by us, no group/other access.
 /// Every error names `dir` (an OS error alone, "Not a directory", does not

@@ -25,7 +25,7 @@ use super::model::{
     Record, RunEvent, RunFinish, RunHeader, ServerSnapshot, SessionEvent, Step, Turn,
 };
 use crate::error::{Context, Error};
-use crate::home::{bir_home, ensure_private_dir};
+use crate::home::{bir_home, ensure_private_dir, report_page};
 
 /// The runs directory and how to write into it.
 #[derive(Clone)]
@@ -260,8 +260,12 @@ impl Store {
         fs::rename(&tmp, self.dir.join(name))
     }
 
+    /// Deletes the run's journal, and the report page `bir report` wrote
+    /// for it by default (a copy of the run's data).
     pub fn remove(&self, run: &LoadedRun) -> io::Result<()> {
-        fs::remove_file(&run.path)
+        fs::remove_file(&run.path)?;
+        remove_report_page(&run.id());
+        Ok(())
     }
 
     /// Deletes finished runs beyond `keep` (newest kept) or older than
@@ -292,10 +296,20 @@ impl Store {
                 && let Ok(Some(_held)) = journal::claim(&path)
                 && fs::remove_file(&path).is_ok()
             {
+                remove_report_page(&run.id);
                 removed += 1;
             }
         }
         Ok(removed)
+    }
+}
+
+/// A missing page is the common case (not every run has one); any other
+/// failure leaves a page behind, which `bir runs rm` is not the place to
+/// report over the run's own removal.
+fn remove_report_page(run_id: &str) {
+    if let Some(page) = report_page(run_id) {
+        let _ = fs::remove_file(page);
     }
 }
 

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::cli::ReportCmd;
 use crate::error::{Context, Error, ExitStatus};
-use crate::home::{bir_home, ensure_private_dir, open_regular, private_file};
+use crate::home::{ensure_private_dir, open_regular, private_file, report_page};
 use crate::output::{escape, out};
 use crate::record::store::{LoadedRun, Store, load_path};
 use crate::time::rfc3339;
@@ -78,11 +78,12 @@ pub fn main(cmd: ReportCmd) -> Result<ExitStatus, Error> {
 
 /// `$BIR_HOME/reports/<run>.html` (the directory private, like the store).
 fn default_path(run_id: &str) -> Result<PathBuf, Error> {
-    let home = bir_home()
+    let page = report_page(run_id)
         .ok_or_else(|| Error::failure("no home directory: set BIR_HOME, or give -o FILE"))?;
-    let dir = home.join("reports");
-    ensure_private_dir(&dir).context(|| format!("cannot create {}", dir.display()))?;
-    Ok(dir.join(format!("{run_id}.html")))
+    if let Some(dir) = page.parent() {
+        ensure_private_dir(dir).context(|| format!("cannot create {}", dir.display()))?;
+    }
+    Ok(page)
 }
 
 /// Still being written: not finished, and its writer holds the journal.

@@ -491,6 +491,23 @@ fn an_empty_run_and_an_empty_journal() {
     assert_eq!(doc["servers"], json!([{"name": "quiet"}]));
     keep_for_browser("empty", &html, &doc, json!({}));
 
+    // The default page is a copy of the run's data: removing the run
+    // removes it too.
+    let (code, out, err) = bir_cmd(&dir, &["report", "run_empty"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let page = runs_dir(&dir)
+        .with_file_name("reports")
+        .join("run_empty.html");
+    assert!(
+        page.is_file(),
+        "the default page at {}: {out}",
+        page.display()
+    );
+    let (code, out, err) = bir_cmd(&dir, &["runs", "rm", "run_empty"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!runs_dir(&dir).join("run_empty.journal").exists());
+    assert!(!page.exists(), "bir runs rm left the run's page behind");
+
     // A journal with nothing in it at all (its proxy died before the
     // first record) still has a page.
     fs::write(runs_dir(&dir).join("run_nothing.journal"), b"").expect("empty journal");
