@@ -105,6 +105,9 @@ struct View {
     turns_printed: usize,
     /// The calls printed, by their first step index.
     calls_printed: HashSet<u64>,
+    /// The calls whose model words (the context before the call) were
+    /// printed, by their first step index.
+    words_printed: HashSet<u64>,
 }
 
 impl View {
@@ -139,8 +142,22 @@ impl View {
 
     /// Prints the calls not printed yet: those answered, or every one when
     /// `all` (the run is over: a call left without a response shows so).
+    ///
+    /// The model's words before a call are printed as soon as they are
+    /// recorded, ahead of the call's answer: with the Claude Code mod link
+    /// they arrive with the call's selection, seconds before its result.
     fn print_calls(&mut self, t: &mut Screen, full: bool, all: bool) {
         for call in reader_calls(&self.run) {
+            let words = call.selected.and_then(|s| s.context.as_deref());
+            if let Some(words) = words.filter(|w| !w.trim().is_empty())
+                && self.words_printed.insert(call.order)
+            {
+                t.line(format_args!(
+                    "  {:>4}  … {}",
+                    call.number,
+                    super::clip(&words.trim().replace('\n', " ⏎ "), 100)
+                ));
+            }
             if (all || call.response.is_some()) && self.calls_printed.insert(call.order) {
                 write_call(t, &call, full);
             }

@@ -379,3 +379,55 @@ fn follow_prints_a_live_run_as_it_goes_and_stops_at_its_end() {
         "{again}"
     );
 }
+
+/// The model's words before a call show as soon as its selection is
+/// recorded (with the Claude Code mod link they come with the selection,
+/// ahead of the answer), and once: a call answered later does not repeat
+/// them.
+#[test]
+fn follow_shows_the_models_words_before_the_answer() {
+    use crate::bound_runs::{step, write_run};
+    let dir = TempDir::new("follow-words");
+    let start = json!({"kind": "run_started", "data": {"id": "run_words", "startedAt": "2026-12-01T20:00:00.000Z",
+        "input": "look around",
+        "metadata": {"recorder": "bir", "tier": "bound", "host": {"app": "claude-code", "version": "2.1.332"},
+            "wrappedServers": [], "cwd": "/p", "sessionId": "s-1", "birVersion": "0", "lossy": false}}});
+    let answered = [
+        step(
+            1,
+            "tool_selected",
+            "Read",
+            "toolu_1",
+            json!({"input": {"file_path": "/p/a"},
+            "context": "First I read the file."}),
+        ),
+        step(
+            1,
+            "tool_response",
+            "Read",
+            "toolu_1",
+            json!({"output": "text", "durationMs": 1.0}),
+        ),
+    ];
+    let pending = step(
+        2,
+        "tool_selected",
+        "mcp__srv__echo",
+        "toolu_2",
+        json!({"input": {"m": 1},
+        "context": "Now I ask the server\nto echo."}),
+    );
+    let mut events = vec![start];
+    events.extend(answered);
+    events.push(pending);
+    write_run(&dir, "run_words", &events);
+    // The writer is gone, so follow prints the run whole and returns.
+    let (code, out, err) = bir_cmd(&dir, &["runs", "show", "--follow", "run_words"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("First I read the file.").count(), 1, "{out}");
+    let words = out
+        .find("Now I ask the server ⏎ to echo.")
+        .expect("the unanswered call's words");
+    let call = out.find("srv › echo").expect("the unanswered call");
+    assert!(words < call, "the words come before their call: {out}");
+}
