@@ -373,12 +373,20 @@ pub fn read_pid(path: &Path, timeout: Duration) -> i32 {
     }
 }
 
-/// The peak resident memory of a live process (`VmHWM`), in KiB.
+/// The peak memory a live process allocated itself, in KiB (`VmHWM` less
+/// `RssFile`; see below).
 pub fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"))
+    };
+    // The high-water mark less the pages mapped from files (the executable
+    // and its libraries): those grow with the size of a debug build, not
+    // with anything the process holds, and are never freed before exit, so
+    // what remains is the peak of the memory the process itself allocated.
+    field("VmHWM:").saturating_sub(field("RssFile:"))
 }
