@@ -197,6 +197,12 @@ impl HostOut {
 }
 
 impl Shared {
+    /// `--lazy` only: the lazy state, locked. A proxy without `--lazy`
+    /// never takes this lock, so its per-message path does not pay for it.
+    fn lazy_state(&self) -> Option<std::sync::MutexGuard<'_, LazyState>> {
+        self.cfg.lazy.then(|| lock(&self.lazy))
+    }
+
     pub fn new(cfg: ProxyConfig, observer: Observer) -> Shared {
         Shared {
             cfg,
@@ -563,7 +569,10 @@ fn host_line(
         }
         Kind::Batch => {
             // A batch is relayed whole: the server has to be there.
-            if lock(&shared.lazy).dormant.take().is_some() {
+            if shared
+                .lazy_state()
+                .is_some_and(|mut lazy| lazy.dormant.take().is_some())
+            {
                 outbox.wake = true;
             }
             host_batch(shared, inflight, bytes, outbox)
@@ -661,7 +670,7 @@ fn lazy_request(
     method: &str,
     outbox: &mut Outbox,
 ) -> Option<Verdict> {
-    let mut lazy = lock(&shared.lazy);
+    let mut lazy = shared.lazy_state()?;
     let gate = lazy.dormant.as_ref()?;
     let params = serde_json::from_slice::<RequestEnvelope>(bytes)
         .ok()
@@ -727,7 +736,7 @@ fn lazy_request(
 /// `--lazy`, while the server is not started: its notifications have
 /// nowhere to go. `notifications/initialized` is kept for the replay.
 fn lazy_notification(shared: &Shared, bytes: &[u8], method: &str) -> Option<Verdict> {
-    lock(&shared.lazy).dormant.as_ref()?;
+    shared.lazy_state()?.dormant.as_ref()?;
     if method == "notifications/initialized" {
         lock(&shared.handshake).initialized = Some(bytes.to_vec());
     }
