@@ -280,7 +280,7 @@ pub fn select<T: Shared>(
 
 /// The ledger's list after an uninstall: the changes `done` (by file) are
 /// gone, those `released` no longer name this project's `keys`.
-pub fn forget<T: Shared>(
+fn forget<T: Shared>(
     list: &mut Vec<T>,
     done: &[PathBuf],
     released: &[PathBuf],
@@ -292,6 +292,29 @@ pub fn forget<T: Shared>(
         .filter(|h| released.iter().any(|f| f == h.file()))
     {
         h.projects_mut().retain(|p| !keys.contains(p));
+    }
+}
+
+/// After an uninstall, [`forget`] in the ledger's list that `list` picks.
+/// False (said on stderr) when the ledger could not be written; `undone`
+/// says what was, for that message.
+pub fn forget_in_ledger<T: Shared>(
+    list: fn(&mut ledger::Ledger) -> &mut Vec<T>,
+    done: &[PathBuf],
+    released: &[PathBuf],
+    keys: &[String],
+    undone: &str,
+) -> bool {
+    if done.is_empty() && released.is_empty() {
+        return true;
+    }
+    match ledger::modify(&mut |l| forget(list(l), done, released, keys)) {
+        Ok(()) => true,
+        Err(e) => {
+            let why = format!("{undone}, but the ledger could not be updated");
+            crate::error::print("bir uninstall", &Error::failure(why).because(e));
+            false
+        }
     }
 }
 
@@ -373,16 +396,10 @@ pub fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool {
         return ok;
     }
     let released: Vec<PathBuf> = sel.release.iter().map(|h| h.file.clone()).collect();
-    if (!done.is_empty() || !released.is_empty())
-        && let Err(e) = ledger::modify(&mut |l| forget(&mut l.hooks, &done, &released, keys))
-    {
-        crate::error::print(
-            "bir uninstall",
-            &Error::failure("the hooks were removed, but the ledger could not be updated")
-                .because(e),
-        );
-        ok = false;
+    fn hooks(l: &mut ledger::Ledger) -> &mut Vec<HookChange> {
+        &mut l.hooks
     }
+    ok &= forget_in_ledger(hooks, &done, &released, keys, "the hooks were removed");
     ok
 }
 

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
-use super::hookcmd::{Selection, Shared, forget};
+use super::hookcmd::{Selection, Shared, forget_in_ledger};
 use super::hooks::NEW_FILE;
 use super::jsonedit::{Doc, Flavor, Node, json_string};
 use super::ledger::{self, ModChange};
@@ -432,16 +432,10 @@ pub fn uninstall(sel: &Selection<ModChange>, keys: &[String], dry_run: bool) -> 
         return ok;
     }
     let released: Vec<PathBuf> = sel.release.iter().map(|m| m.file.clone()).collect();
-    if (!done.is_empty() || !released.is_empty())
-        && let Err(e) = ledger::modify(&mut |l| forget(&mut l.mods, &done, &released, keys))
-    {
-        crate::error::print(
-            "bir uninstall",
-            &Error::failure("the mod was removed, but the ledger could not be updated").because(e),
-        );
-        ok = false;
+    fn mods(l: &mut ledger::Ledger) -> &mut Vec<ModChange> {
+        &mut l.mods
     }
-    ok
+    ok & forget_in_ledger(mods, &done, &released, keys, "the mod was removed")
 }
 
 /// Whether bir's mod is declared and enabled in `paths`' user settings.
