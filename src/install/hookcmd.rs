@@ -280,12 +280,7 @@ pub fn select<T: Shared>(
 
 /// The ledger's list after an uninstall: the changes `done` (by file) are
 /// gone, those `released` no longer name this project's `keys`.
-fn forget<T: Shared>(
-    list: &mut Vec<T>,
-    done: &[PathBuf],
-    released: &[PathBuf],
-    keys: &[String],
-) {
+fn forget<T: Shared>(list: &mut Vec<T>, done: &[PathBuf], released: &[PathBuf], keys: &[String]) {
     list.retain(|h| !done.iter().any(|f| f == h.file()));
     for h in list
         .iter_mut()
