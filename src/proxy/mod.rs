@@ -141,6 +141,7 @@ pub fn main(args: &[String]) -> Exit {
             expired_error: false,
             upstream: &parsed.command,
             live_check: false,
+            record: true,
         });
         return error::report("bir-proxy", outcome).into();
     }

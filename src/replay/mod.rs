@@ -15,6 +15,7 @@ pub mod derive;
 pub mod gate;
 pub mod matcher;
 pub mod mock;
+pub mod recording;
 pub mod runner;
 pub mod scenario;
 pub mod template;
@@ -128,6 +129,8 @@ pub struct ServeRequest<'a> {
     pub upstream: &'a [String],
     /// Compare the snapshot with the real server's `tools/list` at start.
     pub live_check: bool,
+    /// Journal the session as a run (recorder `bir-mock`).
+    pub record: bool,
 }
 
 /// Serves a recording on this process's stdin/stdout until stdin ends.
@@ -230,13 +233,22 @@ pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
         payload_cap: payload_cap(),
     };
     let require_all = options.require_all;
-    let mock = mock::Mock::new(
+    let mut mock = mock::Mock::new(
         &scenario,
         &server,
         options,
         recorded_space_redactor(),
         upstream,
     );
+    if req.record
+        && let Some(recorder) = recording::SessionRecorder::open(
+            recording::MOCK_RECORDER,
+            req.source,
+            std::slice::from_ref(&server),
+        )
+    {
+        mock = mock.recording(recorder);
+    }
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let stdout = std::io::stdout();
