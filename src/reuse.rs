@@ -971,20 +971,30 @@ pub fn junit_xml(report: &Report) -> String {
 
 pub fn mock(cmd: MockCmd) -> Result<ExitStatus, Error> {
     let (max_age, expired_error) = staleness(cmd.max_age.as_deref(), &cmd.expired)?;
-    crate::replay::serve_mock(&crate::replay::ServeRequest {
-        source: &cmd.source,
-        server: cmd.server.as_deref(),
-        match_mode: cmd.match_mode.as_deref(),
-        repeats: &cmd.repeats,
-        on_miss: &cmd.on_miss,
-        require_all: cmd.require_all,
-        strict_redaction: cmd.strict_redaction,
-        max_age,
-        expired_error,
-        upstream: &cmd.command,
-        live_check: cmd.live_check,
-        record: !cmd.no_record,
-    })
+    // Stopped by a signal, the session ends as at the end of its input
+    // (its run finished), then bir dies of the signal.
+    let mut input = std::io::BufReader::new(crate::proxy::signals::InputUntilSignal::start());
+    let status = crate::replay::serve_mock(
+        &crate::replay::ServeRequest {
+            source: &cmd.source,
+            server: cmd.server.as_deref(),
+            match_mode: cmd.match_mode.as_deref(),
+            repeats: &cmd.repeats,
+            on_miss: &cmd.on_miss,
+            require_all: cmd.require_all,
+            strict_redaction: cmd.strict_redaction,
+            max_age,
+            expired_error,
+            upstream: &cmd.command,
+            live_check: cmd.live_check,
+            record: !cmd.no_record,
+        },
+        &mut input,
+    );
+    if let Some(sig) = input.get_ref().signal() {
+        crate::proxy::signals::die_of(sig);
+    }
+    status
 }
 
 #[cfg(test)]

@@ -133,8 +133,12 @@ pub struct ServeRequest<'a> {
     pub record: bool,
 }
 
-/// Serves a recording on this process's stdin/stdout until stdin ends.
-pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
+/// Serves a recording, reading `input` (the host's messages) and writing
+/// stdout, until `input` ends.
+pub fn serve_mock(
+    req: &ServeRequest,
+    input: &mut dyn std::io::BufRead,
+) -> Result<ExitStatus, Error> {
     let scenario = load_source(req.source)?;
     let server = pick_server(&scenario, req.server)?;
     let mode_name = req.match_mode.unwrap_or(&scenario.rules.match_mode);
@@ -249,11 +253,9 @@ pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
     {
         mock = mock.recording(recorder);
     }
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
     let stdout = std::io::stdout();
     let mut output = stdout.lock();
-    let summary = mock.serve(&mut input, &mut output);
+    let summary = mock.serve(input, &mut output);
     log::info!("{}", summary.line());
     eprintln!("{}", summary.line());
     Ok(ExitStatus::failure_if(summary.failed(require_all)))
