@@ -342,6 +342,7 @@ fn remote_target(
         _ => TransportMode::Auto,
     };
     let label = crate::urls::redacted(&parsed);
+    let secrets = headers.iter().map(|(_, v)| v.clone()).collect();
     let cfg = UpstreamHttpConfig {
         url: parsed,
         mode,
@@ -359,7 +360,11 @@ fn remote_target(
             Box::new(pipes.from_upstream_http) as Box<dyn std::io::Read + Send>,
         ))
     });
-    Ok(ServerTarget::Remote { label, connect })
+    Ok(ServerTarget::Remote {
+        label,
+        connect,
+        secrets,
+    })
 }
 
 /// The servers of an MCP client config file, read with `bir install`'s

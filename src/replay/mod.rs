@@ -48,7 +48,14 @@ pub fn load_source(source: &str) -> Result<Scenario, Error> {
 /// secret-named environment values): live data passes it before it is
 /// compared with recorded data.
 pub fn recorded_space_redactor() -> crate::redact::Redactor {
-    crate::record::prepare::build_redactor(crate::redact::RedactConfig::default(), &[])
+    recorded_space_redactor_knowing(&[])
+}
+
+/// [`recorded_space_redactor`] that also redacts `known_secrets` (the
+/// static headers bir itself sends a remote server), in any encoding, as
+/// the proxy's recorder does for its `--url` upstream.
+pub fn recorded_space_redactor_knowing(known_secrets: &[String]) -> crate::redact::Redactor {
+    crate::record::prepare::build_redactor(crate::redact::RedactConfig::default(), known_secrets)
 }
 
 /// `value` as the recorder would have stored it: binaries stubbed,
@@ -249,6 +256,7 @@ pub fn serve_mock(
             recording::MOCK_RECORDER,
             req.source,
             std::slice::from_ref(&server),
+            Vec::new(),
         )
     {
         mock = mock.recording(recorder);

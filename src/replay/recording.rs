@@ -31,12 +31,20 @@ pub struct SessionRecorder {
     run: LocalRun,
     preps: BTreeMap<String, Preparation>,
     items: Vec<ProxyItem>,
+    /// Values bir itself holds as credentials (a remote server's static
+    /// headers): redacted wherever they turn up.
+    known_secrets: Vec<String>,
 }
 
 impl SessionRecorder {
     /// A recorder for a session of `recorder` over `servers`, replaying
     /// `replay_of`; `None` when recording is off (`BIR_RECORDER=off`).
-    pub fn open(recorder: &str, replay_of: &str, servers: &[String]) -> Option<SessionRecorder> {
+    pub fn open(
+        recorder: &str,
+        replay_of: &str,
+        servers: &[String],
+        known_secrets: Vec<String>,
+    ) -> Option<SessionRecorder> {
         let first: Arc<str> = servers.first().map_or("replay", String::as_str).into();
         let cfg = RecorderConfig::from_env(first, None)?;
         let store = match Store::open_default() {
@@ -58,12 +66,14 @@ impl SessionRecorder {
             run,
             preps: BTreeMap::new(),
             items: Vec::new(),
+            known_secrets,
         })
     }
 
     fn prep(&mut self, server: &str) -> Option<&mut Preparation> {
         if !self.preps.contains_key(server) {
-            let cfg = RecorderConfig::from_env(server.into(), None)?;
+            let mut cfg = RecorderConfig::from_env(server.into(), None)?;
+            cfg.known_secrets = self.known_secrets.clone();
             self.preps.insert(server.to_owned(), Preparation::new(cfg));
         }
         self.preps.get_mut(server)

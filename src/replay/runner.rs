@@ -218,8 +218,14 @@ pub enum ServerTarget {
         argv: Vec<String>,
         env: Vec<(String, String)>,
     },
-    /// A remote server; `label` names it in messages (its URL, redacted).
-    Remote { label: String, connect: Connector },
+    /// A remote server; `label` names it in messages (its URL, redacted),
+    /// `secrets` are the static header values bir sends it (redacted in
+    /// whatever is compared, reported or journaled).
+    Remote {
+        label: String,
+        connect: Connector,
+        secrets: Vec<String>,
+    },
 }
 
 impl ServerTarget {
@@ -336,7 +342,14 @@ pub fn run(
         dry_run: options.dry_run,
         ..Report::default()
     };
-    let redactor = super::recorded_space_redactor();
+    let known_secrets: Vec<String> = servers
+        .values()
+        .flat_map(|t| match t {
+            ServerTarget::Remote { secrets, .. } => secrets.clone(),
+            ServerTarget::Command { .. } => Vec::new(),
+        })
+        .collect();
+    let redactor = super::recorded_space_redactor_knowing(&known_secrets);
     let to_recorded = |v: Value| super::in_recorded_space(&redactor, options.payload_cap, v);
     let selected: Vec<&ScenarioStep> = select(scenario, options);
     let selected_ids: std::collections::HashSet<&str> =
@@ -363,7 +376,7 @@ pub fn run(
         wanted.sort();
         wanted.dedup();
         if let Some(of) = &options.record {
-            recorder = SessionRecorder::open(REPLAY_RECORDER, of, &wanted);
+            recorder = SessionRecorder::open(REPLAY_RECORDER, of, &wanted, known_secrets.clone());
         }
         for name in wanted {
             let Some(target) = servers.get(&name) else {
@@ -850,7 +863,7 @@ pub fn start_target(
     let snap = scenario.servers.get(name);
     let mut client = match target {
         ServerTarget::Command { argv, env } => McpClient::spawn(name, argv, env, cwd)?,
-        ServerTarget::Remote { label, connect } => {
+        ServerTarget::Remote { label, connect, .. } => {
             let (writer, reader) = connect()
                 .map_err(|e| ClientError::Environment(format!("server {name} ({label}): {e}")))?;
             McpClient::over(name, Some(writer), Some(reader), cwd)

@@ -1003,21 +1003,46 @@ fn replays_and_mock_sessions_are_journaled_as_runs() {
         "the replay's answer is the live one: {seen}"
     );
 
-    let (answers, code, stderr) = raw_mock(
-        &dir,
-        &["mock", "e.scenario.json"],
-        &[
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it-client", "version": "9"}}}),
-            call(2, "echo", json!({"message": "journal me"})),
-        ],
+    // A host stops its server with SIGINT, not by closing its input: the
+    // mock ends the session (its run finished), then dies of the signal.
+    let mut cmd = command(bir(), &dir);
+    cmd.current_dir(dir.path())
+        .args(["mock", "e.scenario.json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn mock");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it-client", "version": "9"}}}),
+        call(2, "echo", json!({"message": "journal me"})),
+    ] {
+        writeln!(stdin, "{message}").expect("write");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).expect("answer");
+        let answer: Value = serde_json::from_str(&line).expect("json answer");
+        assert_eq!(answer["id"], message["id"], "{answer}");
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().expect("wait");
+    drop(stdin);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGINT),
+        "{status:?}"
     );
-    assert_eq!(code, 0, "{answers:?} {stderr}");
     let lines = run_lines(&dir);
     let mock = lines
         .iter()
         .find(|l| l["madeBy"] == "bir-mock of e.scenario.json")
         .unwrap_or_else(|| panic!("no mock run: {lines:?}"));
     assert_eq!(mock["toolCalls"], 1, "{mock}");
+    assert_eq!(mock["state"], "finished", "{mock}");
     let export = bir_in(&dir, &["runs", "export", mock["id"].as_str().expect("id")]);
     let doc: Value = serde_json::from_str(&export.stdout).expect("export json");
     assert_eq!(doc["run"]["metadata"]["recorder"], "bir-mock");
