@@ -854,6 +854,12 @@ pub struct ScenarioCheckCmd {
     /// ledger's original entry)
     #[argh(option)]
     pub server: Vec<String>,
+    /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+    /// a remote server as NAME=URL (Streamable HTTP; repeatable)
+    #[argh(option)]
+    pub url: Vec<String>,
     /// how long a server may take to answer, in milliseconds (default 30000)
     #[argh(option, default = "30000")]
     pub timeout_ms: u64,
@@ -879,6 +885,19 @@ pub struct ReplayCmd {
     /// ledger's original entry)
     #[argh(option)]
     pub server: Vec<String>,
+    /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
+    /// (stdio entries, and remote ones by their `url`)
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+    /// a remote server as NAME=URL (Streamable HTTP; repeatable)
+    #[argh(option)]
+    pub url: Vec<String>,
+    /// run each recorded concurrent group of steps together
+    #[argh(switch)]
+    pub parallel_groups: bool,
+    /// do not journal this replay as a run
+    #[argh(switch)]
+    pub no_record: bool,
     /// execute nothing; print the plan with each step's class and reason
     #[argh(switch)]
     pub dry_run: bool,
@@ -936,6 +955,19 @@ pub struct VerifyCmd {
     /// a server as NAME='command args…' (repeatable)
     #[argh(option)]
     pub server: Vec<String>,
+    /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
+    /// (stdio entries, and remote ones by their `url`)
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+    /// a remote server as NAME=URL (Streamable HTTP; repeatable)
+    #[argh(option)]
+    pub url: Vec<String>,
+    /// run each recorded concurrent group of steps together
+    #[argh(switch)]
+    pub parallel_groups: bool,
+    /// do not journal this verification as a run
+    #[argh(switch)]
+    pub no_record: bool,
     /// compare only the snapshots (tools added/removed, schema or
     /// annotation changes): zero side effects
     #[argh(switch)]
@@ -1014,6 +1046,9 @@ pub struct MockCmd {
     /// (the server after `--`) and warn on drift
     #[argh(switch)]
     pub live_check: bool,
+    /// do not journal this mock session as a run
+    #[argh(switch)]
+    pub no_record: bool,
     /// the real server, after `--` (for --on-miss passthrough)
     #[argh(positional, greedy)]
     pub command: Vec<String>,

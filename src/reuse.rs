@@ -15,7 +15,10 @@ use serde_json::Value;
 use crate::cli::{MockCmd, ReplayCmd, ScenarioAction, ScenarioCmd, VerifyCmd};
 use crate::error::{Error, ExitStatus};
 use crate::output::{escape, out};
-use crate::replay::runner::{self, Confirm, Report, ServerCommands, Status, StepReport};
+use crate::proxy::config::{TransportMode, UpstreamHttpConfig};
+use crate::replay::runner::{
+    self, Confirm, Report, ServerTarget, ServerTargets, Status, StepReport,
+};
 use crate::replay::scenario::{CompareRule, Param, Scenario};
 use crate::replay::{derive, gate, load_source, template};
 
@@ -141,7 +144,7 @@ pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
         }),
         ScenarioAction::Check(c) => {
             let s = load_source(&c.file)?;
-            let servers = server_commands(&s, &c.server)?;
+            let servers = server_targets(&s, &c.server, &c.url, c.config.as_deref())?;
             let options = options_base(Duration::from_millis(c.timeout_ms), true);
             let report = runner::run(&s, &servers, &options, None);
             if let Some(age) = crate::replay::age_secs(&s) {
@@ -259,20 +262,37 @@ fn show(s: &Scenario) {
 
 // ---------------------------------------------------------------- servers
 
-/// `NAME=command args…` from the command line, else the original entry
-/// the install ledger kept for NAME. Both are the user's own
-/// configuration, so their annotations are trusted.
-fn server_commands(s: &Scenario, given: &[String]) -> Result<ServerCommands, Error> {
-    let mut out: ServerCommands = BTreeMap::new();
+/// Where the scenario's servers are, first found first: `--server
+/// NAME='command args…'` (or `NAME=https://…`) and `--url NAME=URL`, then
+/// the entries of `--config FILE`, then the original entry the install
+/// ledger kept for NAME. All are the user's own configuration, so their
+/// annotations are trusted.
+fn server_targets(
+    s: &Scenario,
+    given: &[String],
+    urls: &[String],
+    config: Option<&Path>,
+) -> Result<ServerTargets, Error> {
+    let mut out: ServerTargets = BTreeMap::new();
     for g in given {
         let (name, command) = g
             .split_once('=')
             .ok_or_else(|| Error::usage(format!("--server {g:?} is not NAME='command args…'")))?;
         let words: Vec<String> = command.split_whitespace().map(str::to_owned).collect();
-        if words.is_empty() {
-            return Err(Error::usage(format!("--server {name}: no command")));
-        }
-        out.insert(name.to_owned(), words);
+        let target = match words.as_slice() {
+            [] => return Err(Error::usage(format!("--server {name}: no command"))),
+            [one] if one.starts_with("http://") || one.starts_with("https://") => {
+                remote_target(one, "auto", Vec::new())?
+            }
+            _ => ServerTarget::command(words),
+        };
+        out.insert(name.to_owned(), target);
+    }
+    for u in urls {
+        let (name, url) = u
+            .split_once('=')
+            .ok_or_else(|| Error::usage(format!("--url {u:?} is not NAME=URL")))?;
+        out.insert(name.to_owned(), remote_target(url, "auto", Vec::new())?);
     }
     let mut wanted: Vec<&str> = s.servers.keys().map(String::as_str).collect();
     wanted.extend(
@@ -283,14 +303,160 @@ fn server_commands(s: &Scenario, given: &[String]) -> Result<ServerCommands, Err
     );
     wanted.sort();
     wanted.dedup();
+    if let Some(path) = config {
+        for (name, target) in config_targets(path)? {
+            if wanted.contains(&name.as_str()) && !out.contains_key(&name) {
+                out.insert(name, target);
+            }
+        }
+    }
     for name in wanted {
         if !out.contains_key(name)
             && let Some(command) = ledger_command(name)
         {
-            out.insert(name.to_owned(), command);
+            out.insert(name.to_owned(), ServerTarget::command(command));
         }
     }
     Ok(out)
+}
+
+/// A remote server over Streamable HTTP (or legacy SSE), through the
+/// proxy's HTTP transport.
+fn remote_target(
+    url: &str,
+    transport: &str,
+    headers: Vec<(String, String)>,
+) -> Result<ServerTarget, Error> {
+    let parsed = url::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "{:?} is not an http(s) URL",
+                crate::urls::display(url)
+            ))
+        })?;
+    let mode = match transport {
+        "http" | "streamable-http" | "streamableHttp" => TransportMode::Http,
+        "sse" => TransportMode::Sse,
+        _ => TransportMode::Auto,
+    };
+    let label = crate::urls::redacted(&parsed);
+    let secrets = headers.iter().map(|(_, v)| v.clone()).collect();
+    let cfg = UpstreamHttpConfig {
+        url: parsed,
+        mode,
+        headers,
+        connect_timeout: Duration::from_millis(crate::proxy::config::DEFAULT_CONNECT_TIMEOUT_MS),
+    };
+    let connect: runner::Connector = std::sync::Arc::new(move || {
+        let pipes = crate::proxy::upstream_http::connect(
+            cfg.clone(),
+            crate::proxy::config::DEFAULT_MAX_MESSAGE_BYTES,
+        )
+        .map_err(|e| format!("cannot open the HTTP transport: {e}"))?;
+        Ok((
+            Box::new(pipes.to_upstream_http) as Box<dyn Write + Send>,
+            Box::new(pipes.from_upstream_http) as Box<dyn std::io::Read + Send>,
+        ))
+    });
+    Ok(ServerTarget::Remote {
+        label,
+        connect,
+        secrets,
+    })
+}
+
+/// The servers of an MCP client config file, read with `bir install`'s
+/// readers (the same file formats: a JSON/JSONC map under `mcpServers`,
+/// `servers` or `context_servers`, or Codex TOML). A stdio entry keeps its
+/// `env`; an entry bir wrapped is replayed against what it wraps; a remote
+/// one by its URL, with its static headers.
+fn config_targets(path: &Path) -> Result<Vec<(String, ServerTarget)>, Error> {
+    use crate::install::clients::{self, Target};
+    use crate::install::entry::EntryKind;
+    if !path.is_file() {
+        return Err(Error::usage(format!(
+            "--config {}: no such file",
+            path.display()
+        )));
+    }
+    let project = std::env::current_dir()
+        .map_err(|e| Error::failure("cannot read the working directory").because(e))?;
+    let mut found = Vec::new();
+    for key in ["mcpServers", "servers", "context_servers"] {
+        for target in clients::targets(None, Some(path), key, true, &project)? {
+            if let Target::File(cf) = target {
+                found.extend(clients::entries(&cf, &[])?);
+            }
+        }
+        if !found.is_empty() {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    for (entry, _) in found {
+        let fields = |name: &str| entry_strings(&entry.raw, name);
+        let target = match entry.kind {
+            EntryKind::Stdio { command, args } => ServerTarget::Command {
+                argv: std::iter::once(command).chain(args).collect(),
+                env: fields("env"),
+            },
+            EntryKind::Wrapped(w) => match w.remote {
+                Some(r) => remote_target(&r.url, &r.transport, Vec::new())?,
+                None => ServerTarget::Command {
+                    argv: std::iter::once(w.command).chain(w.args).collect(),
+                    env: fields("env"),
+                },
+            },
+            EntryKind::Remote { url, transport } => {
+                remote_target(&url, &transport, fields("headers"))?
+            }
+            EntryKind::Other(why) => {
+                log::info!("--config: {} is left out ({why})", entry.name);
+                continue;
+            }
+        };
+        out.push((entry.name, target));
+    }
+    Ok(out)
+}
+
+/// The string members of the object `name` in an entry's text (`env`,
+/// `headers`), with `${VAR}` expanded from this process's environment as
+/// the client would (an unset variable expands to nothing).
+fn entry_strings(raw: &str, name: &str) -> Vec<(String, String)> {
+    use crate::install::jsonedit::{Doc, Flavor};
+    let Ok(doc) = Doc::parse(raw.as_bytes(), Flavor::Jsonc) else {
+        return Vec::new();
+    };
+    let Some(object) = doc.root.get(name) else {
+        return Vec::new();
+    };
+    object
+        .members()
+        .iter()
+        .filter_map(|m| Some((m.key.clone(), expand_vars(m.value.as_str()?))))
+        .collect()
+}
+
+/// `${VAR}` and `${VAR:-default}` replaced by the environment's values.
+fn expand_vars(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let Some(end) = rest[at..].find('}') else {
+            out.push_str(&rest[at..]);
+            return out;
+        };
+        let body = &rest[at + 2..at + end];
+        let (var, default) = body.split_once(":-").unwrap_or((body, ""));
+        out.push_str(&std::env::var(var).unwrap_or_else(|_| default.to_owned()));
+        rest = &rest[at + end + 1..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The original stdio entry of `server` from `$BIR_HOME/installed.json`,
@@ -340,6 +506,8 @@ fn options_base(timeout: Duration, schema_only: bool) -> runner::Options {
         schema_only,
         calibrate: 0,
         payload_cap: crate::replay::payload_cap(),
+        parallel_groups: false,
+        record: None,
     }
 }
 
@@ -396,8 +564,10 @@ pub fn replay(cmd: ReplayCmd) -> Result<ExitStatus, Error> {
     {
         return Err(Error::usage(format!("--from {from}: no such step")));
     }
-    let servers = server_commands(&s, &cmd.server)?;
+    let servers = server_targets(&s, &cmd.server, &cmd.url, cmd.config.as_deref())?;
     let mut options = options_base(Duration::from_millis(cmd.timeout_ms), false);
+    options.parallel_groups = cmd.parallel_groups;
+    options.record = (!cmd.no_record && !cmd.dry_run).then(|| cmd.source.clone());
     options.dry_run = cmd.dry_run;
     options.execute = cmd.execute;
     options.allow = cmd.allow.clone();
@@ -474,8 +644,10 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
     let mut worst = ExitStatus::Success;
     for source in &cmd.sources {
         let mut s = load_source(source)?;
-        let servers = server_commands(&s, &cmd.server)?;
+        let servers = server_targets(&s, &cmd.server, &cmd.url, cmd.config.as_deref())?;
         let mut options = options_base(Duration::from_millis(cmd.timeout_ms), cmd.schema_only);
+        options.parallel_groups = cmd.parallel_groups;
+        options.record = (!cmd.no_record).then(|| source.clone());
         options.params = params.clone();
         options.calibrate = cmd.calibrate.unwrap_or(0);
         let mut report = runner::run(&s, &servers, &options, None);
@@ -633,6 +805,9 @@ fn write_outputs(
     junit: Option<&Path>,
 ) -> Result<(), Error> {
     print_report(report, format);
+    if let Some(run) = &report.run {
+        eprintln!("{}", escape(&format!("bir: journaled as run {run}")));
+    }
     if let Some(p) = json_file {
         let text = serde_json::to_string_pretty(report).unwrap_or_default();
         std::fs::write(p, text)
@@ -801,17 +976,48 @@ pub fn junit_xml(report: &Report) -> String {
 
 pub fn mock(cmd: MockCmd) -> Result<ExitStatus, Error> {
     let (max_age, expired_error) = staleness(cmd.max_age.as_deref(), &cmd.expired)?;
-    crate::replay::serve_mock(&crate::replay::ServeRequest {
-        source: &cmd.source,
-        server: cmd.server.as_deref(),
-        match_mode: cmd.match_mode.as_deref(),
-        repeats: &cmd.repeats,
-        on_miss: &cmd.on_miss,
-        require_all: cmd.require_all,
-        strict_redaction: cmd.strict_redaction,
-        max_age,
-        expired_error,
-        upstream: &cmd.command,
-        live_check: cmd.live_check,
-    })
+    // Stopped by a signal, the session ends as at the end of its input
+    // (its run finished), then bir dies of the signal.
+    let mut input = std::io::BufReader::new(crate::proxy::signals::InputUntilSignal::start());
+    let status = crate::replay::serve_mock(
+        &crate::replay::ServeRequest {
+            source: &cmd.source,
+            server: cmd.server.as_deref(),
+            match_mode: cmd.match_mode.as_deref(),
+            repeats: &cmd.repeats,
+            on_miss: &cmd.on_miss,
+            require_all: cmd.require_all,
+            strict_redaction: cmd.strict_redaction,
+            max_age,
+            expired_error,
+            upstream: &cmd.command,
+            live_check: cmd.live_check,
+            record: !cmd.no_record,
+        },
+        &mut input,
+    );
+    if let Some(sig) = input.get_ref().signal() {
+        crate::proxy::signals::die_of(sig);
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A config entry's `${VAR}` and `${VAR:-default}` expand as the
+    /// client would expand them; text around them is kept.
+    #[test]
+    fn config_values_expand_variables() {
+        // PATH is set wherever tests run (setting a variable here would
+        // race other tests reading the environment).
+        let path = std::env::var("PATH").unwrap_or_default();
+        assert!(!path.is_empty());
+        assert_eq!(expand_vars("a ${PATH} b"), format!("a {path} b"));
+        assert_eq!(expand_vars("${BIR_REUSE_UNSET_VAR:-dflt}/x"), "dflt/x");
+        assert_eq!(expand_vars("${BIR_REUSE_UNSET_VAR}"), "");
+        assert_eq!(expand_vars("open ${brace"), "open ${brace");
+        assert_eq!(expand_vars("plain"), "plain");
+    }
 }

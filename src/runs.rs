@@ -130,6 +130,9 @@ fn write_header(t: &mut Screen, run: &LoadedRun) {
         if let Some(note) = &m.note {
             t.line(format_args!("  note: {note}"));
         }
+        if let Some(of) = &m.replay_of {
+            t.line(format_args!("  made by {} from {of}", m.recorder));
+        }
     }
     for s in &run.snapshots {
         write_snapshot(t, s);

@@ -374,6 +374,7 @@ impl Session {
             lossy: self.lossy,
             model: self.model.clone(),
             note: self.note.clone(),
+            replay_of: None,
         };
         let header = RunHeader {
             id: self.run_id.clone(),

@@ -129,19 +129,29 @@ pub fn main(args: &[String]) -> Exit {
     if let Some(recording) = &parsed.replay {
         // `--replay FILE [-- real cmd]`: the recording answers instead of a
         // server (the command after `--` serves `--on-miss passthrough`).
-        let outcome = crate::replay::serve_mock(&crate::replay::ServeRequest {
-            source: recording,
-            server: parsed.server_name.as_deref(),
-            match_mode: parsed.match_mode.as_deref(),
-            repeats: "error",
-            on_miss: &parsed.on_miss,
-            require_all: false,
-            strict_redaction: false,
-            max_age: None,
-            expired_error: false,
-            upstream: &parsed.command,
-            live_check: false,
-        });
+        // A host's SIGINT/SIGTERM ends the session like the end of input
+        // (the mock's run is finished), then the proxy dies of it.
+        let mut input = std::io::BufReader::new(signals::InputUntilSignal::start());
+        let outcome = crate::replay::serve_mock(
+            &crate::replay::ServeRequest {
+                source: recording,
+                server: parsed.server_name.as_deref(),
+                match_mode: parsed.match_mode.as_deref(),
+                repeats: "error",
+                on_miss: &parsed.on_miss,
+                require_all: false,
+                strict_redaction: false,
+                max_age: None,
+                expired_error: false,
+                upstream: &parsed.command,
+                live_check: false,
+                record: true,
+            },
+            &mut input,
+        );
+        if let Some(sig) = input.get_ref().signal() {
+            signals::die_of(sig);
+        }
         return error::report("bir-proxy", outcome).into();
     }
     let cfg = match ProxyConfig::resolve(parsed) {

@@ -91,3 +91,94 @@ pub fn die_of(sig: libc::c_int) {
         libc::raise(sig);
     }
 }
+
+/// Standard input that reads as ended once one of the forwarded signals
+/// arrives. A server bir answers itself (`bir mock`, `bir-proxy --replay`)
+/// then ends its session the way it ends at the end of its input — its run
+/// finished and journaled — instead of dying mid-session: hosts stop their
+/// servers with SIGINT or SIGTERM rather than by closing their input.
+pub struct InputUntilSignal {
+    rx: std::sync::mpsc::Receiver<Option<Vec<u8>>>,
+    pending: Vec<u8>,
+    at: usize,
+    ended: bool,
+    signal: std::sync::Arc<std::sync::atomic::AtomicI32>,
+}
+
+impl InputUntilSignal {
+    /// Blocks the forwarded signals in the calling thread (call it before
+    /// starting any other thread, which then inherits the mask) and starts
+    /// the stdin reader and the signal watcher.
+    pub fn start() -> InputUntilSignal {
+        use std::io::Read;
+        use std::sync::atomic::{AtomicI32, Ordering};
+        block_forwarded();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let signal = std::sync::Arc::new(AtomicI32::new(0));
+        let input = tx.clone();
+        let _ = thread::Builder::new()
+            .name("bir-stdin".into())
+            .stack_size(128 * 1024)
+            .spawn(move || {
+                let mut stdin = std::io::stdin().lock();
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match stdin.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if input.send(Some(buf[..n].to_vec())).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                let _ = input.send(None);
+            });
+        let seen = std::sync::Arc::clone(&signal);
+        let _ = thread::Builder::new()
+            .name("bir-signals".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let set = forwarded_set();
+                let mut sig: libc::c_int = 0;
+                // SAFETY: `set` is valid and `sig` is a valid out pointer.
+                while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+                seen.store(sig, Ordering::SeqCst);
+                let _ = tx.send(None);
+            });
+        InputUntilSignal {
+            rx,
+            pending: Vec::new(),
+            at: 0,
+            ended: false,
+            signal,
+        }
+    }
+
+    /// The signal that ended the input, if one did.
+    pub fn signal(&self) -> Option<libc::c_int> {
+        let sig = self.signal.load(std::sync::atomic::Ordering::SeqCst);
+        (sig != 0).then_some(sig)
+    }
+}
+
+impl std::io::Read for InputUntilSignal {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.at >= self.pending.len() {
+            if self.ended {
+                return Ok(0);
+            }
+            match self.rx.recv() {
+                Ok(Some(bytes)) => {
+                    self.pending = bytes;
+                    self.at = 0;
+                }
+                Ok(None) | Err(_) => self.ended = true,
+            }
+        }
+        let n = out.len().min(self.pending.len() - self.at);
+        out[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}

@@ -80,6 +80,10 @@ pub struct RunSummary {
     /// clipped to [`PROMPT_CHARS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// A run bir made itself (`bir replay`, `bir verify`, `bir mock`):
+    /// its recorder and what it replayed, e.g. `bir-replay of x.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<String>,
     /// A writer held the journal when it was listed (not stored: it is
     /// asked afresh at every listing for a run not finished).
     #[serde(skip)]
@@ -295,6 +299,9 @@ pub fn summarize(path: &Path, name: &str, meta: &fs::Metadata) -> io::Result<Run
                 s.servers = h.metadata.wrapped_servers;
                 s.cwd = h.metadata.cwd;
                 s.lossy |= h.metadata.lossy;
+                if let Some(of) = h.metadata.replay_of {
+                    s.made_by = Some(format!("{} of {of}", h.metadata.recorder));
+                }
                 if h.input.is_some() {
                     s.prompt = h.input;
                 }
@@ -491,6 +498,10 @@ struct LiteMetadata {
     cwd: String,
     #[serde(default)]
     lossy: bool,
+    #[serde(default)]
+    recorder: String,
+    #[serde(default)]
+    replay_of: Option<String>,
 }
 
 #[derive(Deserialize)]

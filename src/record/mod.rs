@@ -143,6 +143,21 @@ pub struct LocalRun {
     next_step: u64,
     metrics: RunMetrics,
     withheld: u64,
+    /// Who made the run, when not the proxy (see [`Origin`]).
+    origin: Option<Origin>,
+}
+
+/// A run bir made itself rather than observed as a proxy: `bir replay`
+/// and `bir verify` (`bir-replay`) and `bir mock` (`bir-mock`). The
+/// metadata's `recorder` says so, so readers can tell such a run from a
+/// recording of the agent's own calls.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub recorder: String,
+    /// The scenario file or run that was replayed or served.
+    pub replay_of: Option<String>,
+    /// Every server the run's calls went to.
+    pub servers: Vec<String>,
 }
 
 impl LocalRun {
@@ -161,7 +176,18 @@ impl LocalRun {
             next_step: 1,
             metrics: RunMetrics::default(),
             withheld: 0,
+            origin: None,
         }
+    }
+
+    /// Marks the run as made by `origin` (before its first call).
+    pub fn set_origin(&mut self, origin: Origin) {
+        self.origin = Some(origin);
+    }
+
+    /// The id of the run once its first call opened it.
+    pub fn id(&self) -> Option<&str> {
+        self.run_id.as_deref()
     }
 
     /// Adds a destination for this run's records (see [`Forwarder`]).
@@ -259,6 +285,16 @@ impl LocalRun {
             lossy: false,
             model: None,
             note: None,
+            replay_of: None,
+        };
+        let metadata = match &self.origin {
+            Some(o) => RunMetadata {
+                recorder: o.recorder.clone(),
+                wrapped_servers: o.servers.clone(),
+                replay_of: o.replay_of.clone(),
+                ..metadata
+            },
+            None => metadata,
         };
         self.run_id = Some(id.clone());
         self.emit(RunEvent::RunStarted(RunHeader {

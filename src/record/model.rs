@@ -95,6 +95,11 @@ pub struct RunMetadata {
     /// daemon restart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Runs made by `bir replay`/`bir verify` (recorder `bir-replay`) and
+    /// `bir mock` (recorder `bir-mock`): the scenario file or run they
+    /// replayed or served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_of: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -13,10 +13,17 @@
 //! every wait has a deadline. The server's stderr is kept as a short tail
 //! for error messages. Dropping the client closes the server's stdin and
 //! kills it if it does not exit soon.
+//!
+//! The transport is a pair of byte streams carrying one JSON-RPC message
+//! per line: a child's stdin/stdout ([`McpClient::spawn`]), or any other
+//! pair ([`McpClient::over`]), such as the pipes of the proxy's Streamable
+//! HTTP transport for a remote server. Requests may be pipelined
+//! ([`McpClient::send_request`] then [`McpClient::wait_for`]): an answer
+//! that arrives for another pending request is kept until it is asked for.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,8 +61,9 @@ pub enum Answer {
 
 pub struct McpClient {
     name: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
+    /// The server's process (none for a remote server).
+    child: Option<Child>,
+    stdin: Option<Box<dyn Write + Send>>,
     rx: Receiver<Value>,
     next_id: u64,
     stderr: Arc<Mutex<VecDeque<u8>>>,
@@ -66,6 +74,14 @@ pub struct McpClient {
     /// The 2026-07-28 era: `_meta` every request carries (protocol
     /// version, client info, capabilities), instead of a session.
     modern_meta: Option<Value>,
+    /// Answers that arrived while another request was awaited.
+    early: HashMap<u64, Answer>,
+    /// Requests sent and not yet awaited (their answers are kept).
+    pending: std::collections::HashSet<u64>,
+    /// The session's opening exchanges (`initialize` or `server/discover`,
+    /// each `tools/list` page) as method, request and answer messages: a
+    /// recorder prepares them like the proxy's.
+    pub exchanges: Vec<(String, Value, Value)>,
 }
 
 /// The first protocol version of the stateless era (`server/discover`, a
@@ -81,10 +97,12 @@ pub fn is_modern(version: &str) -> bool {
 }
 
 impl McpClient {
-    /// Starts `command` (no shell) with stdin/stdout piped.
+    /// Starts `command` (no shell) with stdin/stdout piped and `env` added
+    /// to the environment (a client config entry's `env`).
     pub fn spawn(
         name: &str,
         command: &[String],
+        env: &[(String, String)],
         roots_dir: &str,
     ) -> Result<McpClient, ClientError> {
         let (program, args) = command
@@ -92,6 +110,7 @@ impl McpClient {
             .ok_or_else(|| ClientError::Environment(format!("server {name}: no command")))?;
         let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -101,19 +120,11 @@ impl McpClient {
             })?;
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let (tx, rx) = channel();
-        if let Some(stdout) = stdout {
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
-                    if let Ok(v) = serde_json::from_str::<Value>(&line)
-                        && tx.send(v).is_err()
-                    {
-                        break;
-                    }
-                }
-            });
-        }
+        let stdin: Option<Box<dyn Write + Send>> = child
+            .stdin
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Write + Send>);
+        let rx = read_messages(stdout.map(|s| Box::new(s) as Box<dyn Read + Send>));
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(mut stderr) = stderr {
             let tail = Arc::clone(&tail);
@@ -131,18 +142,37 @@ impl McpClient {
                 }
             });
         }
-        Ok(McpClient {
+        let mut client = McpClient::over(name, stdin, None, roots_dir);
+        client.rx = rx;
+        client.child = Some(child);
+        client.stderr = tail;
+        Ok(client)
+    }
+
+    /// A client over a transport that is not a child of this process:
+    /// `writer` takes one message per line, `reader` yields one per line.
+    /// A reader that ends is a server that ended.
+    pub fn over(
+        name: &str,
+        writer: Option<Box<dyn Write + Send>>,
+        reader: Option<Box<dyn Read + Send>>,
+        roots_dir: &str,
+    ) -> McpClient {
+        McpClient {
             name: name.to_owned(),
-            stdin: child.stdin.take(),
-            child,
-            rx,
+            child: None,
+            stdin: writer,
+            rx: read_messages(reader),
             next_id: 1,
-            stderr: tail,
+            stderr: Arc::new(Mutex::new(VecDeque::new())),
             roots_dir: roots_dir.to_owned(),
             interactions: Vec::new(),
             initialize_result: None,
             modern_meta: None,
-        })
+            early: HashMap::new(),
+            pending: std::collections::HashSet::new(),
+            exchanges: Vec::new(),
+        }
     }
 
     fn stderr_tail(&self) -> String {
@@ -278,19 +308,59 @@ impl McpClient {
         params: Value,
         timeout: Duration,
     ) -> Result<Answer, ClientError> {
+        let keep = matches!(method, "initialize" | "server/discover" | "tools/list");
+        let (id, sent) = self.send_request(method, params)?;
+        let answer = self.wait_for(id, method, Instant::now() + timeout, timeout)?;
+        if keep {
+            let message = match &answer {
+                Answer::Result(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
+                Answer::Error(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
+            };
+            self.exchanges.push((method.to_owned(), sent, message));
+        }
+        Ok(answer)
+    }
+
+    /// Sends a request without waiting: its id, and the message as sent.
+    /// Await it with [`McpClient::wait_for`].
+    pub fn send_request(
+        &mut self,
+        method: &str,
+        params: Value,
+    ) -> Result<(u64, Value), ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let mut params = params;
         if let (Some(meta), Some(obj)) = (&self.modern_meta, params.as_object_mut()) {
             obj.insert("_meta".to_owned(), meta.clone());
         }
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        let deadline = Instant::now() + timeout;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send(&message)?;
+        self.pending.insert(id);
+        Ok((id, message))
+    }
+
+    /// Waits until `deadline` for the answer to request `id` (sent by
+    /// [`McpClient::send_request`]), answering the server's own requests
+    /// and keeping other pending requests' answers meanwhile. `timeout` is
+    /// only named in the message.
+    pub fn wait_for(
+        &mut self,
+        id: u64,
+        method: &str,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Answer, ClientError> {
+        if let Some(a) = self.early.remove(&id) {
+            self.pending.remove(&id);
+            return Ok(a);
+        }
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             let message = match self.rx.recv_timeout(left) {
                 Ok(m) => m,
                 Err(RecvTimeoutError::Timeout) => {
+                    self.pending.remove(&id);
                     return Err(ClientError::Timeout(format!(
                         "server {} did not answer {method} within {} ms",
                         self.name,
@@ -298,6 +368,7 @@ impl McpClient {
                     )));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
+                    self.pending.remove(&id);
                     return Err(ClientError::Environment(format!(
                         "server {} ended before answering {method}{}",
                         self.name,
@@ -317,15 +388,20 @@ impl McpClient {
                 }
                 continue;
             }
-            if message.get("id").and_then(Value::as_u64) != Some(id) {
+            let Some(got) = message.get("id").and_then(Value::as_u64) else {
                 continue;
+            };
+            let answer = match message.get("error") {
+                Some(error) => Answer::Error(error.clone()),
+                None => Answer::Result(message.get("result").cloned().unwrap_or(Value::Null)),
+            };
+            if got == id {
+                self.pending.remove(&id);
+                return Ok(answer);
             }
-            if let Some(error) = message.get("error") {
-                return Ok(Answer::Error(error.clone()));
+            if self.pending.contains(&got) {
+                self.early.insert(got, answer);
             }
-            return Ok(Answer::Result(
-                message.get("result").cloned().unwrap_or(Value::Null),
-            ));
         }
     }
 
@@ -361,17 +437,40 @@ impl McpClient {
     }
 }
 
+/// One thread turning `reader`'s lines into messages on a channel (lines
+/// that are not JSON are skipped). No reader: a channel that is already
+/// closed.
+fn read_messages(reader: Option<Box<dyn Read + Send>>) -> Receiver<Value> {
+    let (tx, rx) = channel();
+    if let Some(reader) = reader {
+        std::thread::spawn(move || {
+            for line in BufReader::new(reader).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+    }
+    rx
+}
+
 impl Drop for McpClient {
     fn drop(&mut self) {
         drop(self.stdin.take());
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
         let deadline = Instant::now() + EXIT_GRACE;
         while Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
+            if matches!(child.try_wait(), Ok(Some(_))) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

@@ -19,13 +19,14 @@
 
 use std::collections::HashSet;
 use std::io::{BufRead, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
 use super::client::{Answer, McpClient};
 use super::gate::{self, Class};
 use super::matcher::{Matcher, Mode, Outcome, lossy_result};
+use super::recording::SessionRecorder;
 use super::scenario::{Scenario, ScenarioStep};
 use crate::redact::Redactor;
 
@@ -80,6 +81,9 @@ pub struct Mock<'a> {
     upstream: Option<McpClient>,
     warned: HashSet<usize>,
     summary: MockSummary,
+    server: String,
+    /// Journals the session as a run (see [`Mock::recording`]).
+    recorder: Option<SessionRecorder>,
 }
 
 impl<'a> Mock<'a> {
@@ -108,7 +112,28 @@ impl<'a> Mock<'a> {
             upstream,
             warned: HashSet::new(),
             summary: MockSummary::default(),
+            server: server.to_owned(),
+            recorder: None,
         }
+    }
+
+    /// Journals every exchange served (the opening ones make the run's
+    /// snapshot, each `tools/call` its steps) into `recorder`'s run,
+    /// finished when the session ends.
+    pub fn recording(mut self, recorder: SessionRecorder) -> Mock<'a> {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// `handle`, journaling the exchange when recording.
+    fn answer(&mut self, message: &Value) -> Option<Value> {
+        let wall = SystemTime::now();
+        let started = Instant::now();
+        let reply = self.handle(message)?;
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.exchange(&self.server, message, &reply, wall, started.elapsed());
+        }
+        Some(reply)
     }
 
     /// Serves until `input` ends.
@@ -126,10 +151,10 @@ impl<'a> Mock<'a> {
             }
             let reply = match serde_json::from_str::<Value>(trimmed) {
                 Ok(Value::Array(batch)) => {
-                    let answers: Vec<Value> = batch.iter().filter_map(|m| self.handle(m)).collect();
+                    let answers: Vec<Value> = batch.iter().filter_map(|m| self.answer(m)).collect();
                     (!answers.is_empty()).then_some(Value::Array(answers))
                 }
-                Ok(message) => self.handle(&message),
+                Ok(message) => self.answer(&message),
                 Err(_) => Some(error(Value::Null, -32700, "parse error", None)),
             };
             if let Some(reply) = reply {
@@ -150,6 +175,11 @@ impl<'a> Mock<'a> {
             .into_iter()
             .map(str::to_owned)
             .collect();
+        if let Some(recorder) = self.recorder.take()
+            && let Some(run) = recorder.finish()
+        {
+            log::info!("bir mock: the session is run {run}");
+        }
         self.summary
     }
 

@@ -15,6 +15,7 @@ pub mod derive;
 pub mod gate;
 pub mod matcher;
 pub mod mock;
+pub mod recording;
 pub mod runner;
 pub mod scenario;
 pub mod template;
@@ -47,7 +48,14 @@ pub fn load_source(source: &str) -> Result<Scenario, Error> {
 /// secret-named environment values): live data passes it before it is
 /// compared with recorded data.
 pub fn recorded_space_redactor() -> crate::redact::Redactor {
-    crate::record::prepare::build_redactor(crate::redact::RedactConfig::default(), &[])
+    recorded_space_redactor_knowing(&[])
+}
+
+/// [`recorded_space_redactor`] that also redacts `known_secrets` (the
+/// static headers bir itself sends a remote server), in any encoding, as
+/// the proxy's recorder does for its `--url` upstream.
+pub fn recorded_space_redactor_knowing(known_secrets: &[String]) -> crate::redact::Redactor {
+    crate::record::prepare::build_redactor(crate::redact::RedactConfig::default(), known_secrets)
 }
 
 /// `value` as the recorder would have stored it: binaries stubbed,
@@ -128,10 +136,16 @@ pub struct ServeRequest<'a> {
     pub upstream: &'a [String],
     /// Compare the snapshot with the real server's `tools/list` at start.
     pub live_check: bool,
+    /// Journal the session as a run (recorder `bir-mock`).
+    pub record: bool,
 }
 
-/// Serves a recording on this process's stdin/stdout until stdin ends.
-pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
+/// Serves a recording, reading `input` (the host's messages) and writing
+/// stdout, until `input` ends.
+pub fn serve_mock(
+    req: &ServeRequest,
+    input: &mut dyn std::io::BufRead,
+) -> Result<ExitStatus, Error> {
     let scenario = load_source(req.source)?;
     let server = pick_server(&scenario, req.server)?;
     let mode_name = req.match_mode.unwrap_or(&scenario.rules.match_mode);
@@ -230,18 +244,26 @@ pub fn serve_mock(req: &ServeRequest) -> Result<ExitStatus, Error> {
         payload_cap: payload_cap(),
     };
     let require_all = options.require_all;
-    let mock = mock::Mock::new(
+    let mut mock = mock::Mock::new(
         &scenario,
         &server,
         options,
         recorded_space_redactor(),
         upstream,
     );
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
+    if req.record
+        && let Some(recorder) = recording::SessionRecorder::open(
+            recording::MOCK_RECORDER,
+            req.source,
+            std::slice::from_ref(&server),
+            Vec::new(),
+        )
+    {
+        mock = mock.recording(recorder);
+    }
     let stdout = std::io::stdout();
     let mut output = stdout.lock();
-    let summary = mock.serve(&mut input, &mut output);
+    let summary = mock.serve(input, &mut output);
     log::info!("{}", summary.line());
     eprintln!("{}", summary.line());
     Ok(ExitStatus::failure_if(summary.failed(require_all)))

@@ -16,7 +16,9 @@
 //! can follow it). The exit status follows REPLAY.md §4.9.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -24,6 +26,7 @@ use serde_json::Value;
 use super::client::{Answer, ClientError, McpClient};
 use super::compare::{self, Difference, RuleSet};
 use super::gate::{self, Class, Consent};
+use super::recording::{REPLAY_RECORDER, SessionRecorder};
 use super::scenario::{Scenario, ScenarioStep};
 use super::template::{self, Lookup};
 use crate::error::ExitStatus;
@@ -130,6 +133,9 @@ pub struct Report {
     /// Stale under `--expired error`, or drifted under `--fail-on-drift`.
     pub stale_is_error: bool,
     pub dry_run: bool,
+    /// The run this replay was journaled as (see `Options::record`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 impl Report {
@@ -186,10 +192,69 @@ pub struct Options {
     /// `--calibrate N`: rerun auto steps N more times.
     pub calibrate: u32,
     pub payload_cap: usize,
+    /// `--parallel-groups`: the steps of one recorded concurrent group
+    /// (consecutive steps sharing a `group`) are sent together and their
+    /// answers awaited together; the report keeps the recorded order.
+    pub parallel_groups: bool,
+    /// Journal the replay as a run (recorder `bir-replay`) naming this
+    /// source as what it replays; `None`: `--no-record`.
+    pub record: Option<String>,
 }
 
-/// Server name → command (no shell).
-pub type ServerCommands = BTreeMap<String, Vec<String>>;
+/// Opens a transport to a server that is not a child of bir (a remote
+/// server over Streamable HTTP): a writer taking one JSON-RPC message per
+/// line and a reader yielding one per line. The command layer builds it
+/// (the HTTP transport lives with the proxy, above this layer).
+pub type Connector = Arc<dyn Fn() -> Result<Pipes, String> + Send + Sync>;
+
+/// The two ends a [`Connector`] opens.
+pub type Pipes = (Box<dyn Write + Send>, Box<dyn Read + Send>);
+
+/// How to reach one live server.
+#[derive(Clone)]
+pub enum ServerTarget {
+    /// A stdio server: its command (no shell) and extra environment.
+    Command {
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+    },
+    /// A remote server; `label` names it in messages (its URL, redacted),
+    /// `secrets` are the static header values bir sends it (redacted in
+    /// whatever is compared, reported or journaled).
+    Remote {
+        label: String,
+        connect: Connector,
+        secrets: Vec<String>,
+    },
+}
+
+impl ServerTarget {
+    /// A stdio server with no extra environment.
+    pub fn command(argv: Vec<String>) -> ServerTarget {
+        ServerTarget::Command {
+            argv,
+            env: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerTarget::Command { argv, env } => f
+                .debug_struct("Command")
+                .field("argv", argv)
+                .field("env", &format!("[{} variables]", env.len()))
+                .finish(),
+            ServerTarget::Remote { label, .. } => {
+                f.debug_struct("Remote").field("label", label).finish()
+            }
+        }
+    }
+}
+
+/// Server name → how to reach it.
+pub type ServerTargets = BTreeMap<String, ServerTarget>;
 
 struct Results<'a> {
     params: &'a HashMap<String, Value>,
@@ -269,7 +334,7 @@ pub struct LiveServer {
 /// run after a TTY confirmation (`None`: never ask, hold them).
 pub fn run(
     scenario: &Scenario,
-    servers: &ServerCommands,
+    servers: &ServerTargets,
     options: &Options,
     mut confirm: Option<&mut dyn FnMut(&StepReport) -> Confirm>,
 ) -> Report {
@@ -277,7 +342,14 @@ pub fn run(
         dry_run: options.dry_run,
         ..Report::default()
     };
-    let redactor = super::recorded_space_redactor();
+    let known_secrets: Vec<String> = servers
+        .values()
+        .flat_map(|t| match t {
+            ServerTarget::Remote { secrets, .. } => secrets.clone(),
+            ServerTarget::Command { .. } => Vec::new(),
+        })
+        .collect();
+    let redactor = super::recorded_space_redactor_knowing(&known_secrets);
     let to_recorded = |v: Value| super::in_recorded_space(&redactor, options.payload_cap, v);
     let selected: Vec<&ScenarioStep> = select(scenario, options);
     let selected_ids: std::collections::HashSet<&str> =
@@ -291,6 +363,7 @@ pub fn run(
     // Start every server the selected steps use (all of them for
     // --schema-only), unless this is a dry run.
     let mut live: BTreeMap<String, LiveServer> = BTreeMap::new();
+    let mut recorder: Option<SessionRecorder> = None;
     if !options.dry_run {
         let mut wanted: Vec<String> = selected
             .iter()
@@ -302,22 +375,23 @@ pub fn run(
         }
         wanted.sort();
         wanted.dedup();
+        if let Some(of) = &options.record {
+            recorder = SessionRecorder::open(REPLAY_RECORDER, of, &wanted, known_secrets.clone());
+        }
         for name in wanted {
-            let Some(command) = servers.get(&name) else {
+            let Some(target) = servers.get(&name) else {
                 report.environment.push(format!(
                     "server {name}: no command (give --server {name}='command …', or install it with bir install)"
                 ));
                 continue;
             };
-            match start_server(
-                &name,
-                command,
-                scenario,
-                &cwd,
-                options.timeout,
-                &to_recorded,
-            ) {
+            match start_target(&name, target, scenario, &cwd, options.timeout, &to_recorded) {
                 Ok(server) => {
+                    if let Some(rec) = recorder.as_mut() {
+                        for (_, request, answer) in &server.client.exchanges {
+                            rec.exchange(&name, request, answer, SystemTime::now(), Duration::ZERO);
+                        }
+                    }
                     if let Some(snap) = scenario.servers.get(&name) {
                         let live_defs: Vec<Value> = server.tools.values().cloned().collect();
                         report.drift.push(drift_of(&name, &snap.tools, &live_defs));
@@ -352,269 +426,397 @@ pub fn run(
         .chain(scenario.rules.compare.iter().cloned())
         .collect();
 
-    for step in &scenario.steps {
-        let is_selected = selected_ids.contains(step.id.as_str());
-        if !is_selected {
-            // Not run, but its recorded result still feeds bindings.
-            if let Some(r) = &step.expect.result {
-                results.steps.insert(step.id.clone(), r.clone());
+    for batch in batches(&scenario.steps, options.parallel_groups) {
+        // A batch's steps are judged first, then those that may run are sent
+        // together (one at a time without --parallel-groups: batches of one).
+        // Within a concurrent group no step can have seen another's answer:
+        // their recorded results feed bindings.
+        if batch.len() > 1 {
+            for step in &batch {
+                if let Some(r) = &step.expect.result {
+                    results.steps.insert(step.id.clone(), r.clone());
+                }
             }
-            continue;
         }
-        let recorded_annotations = step.annotations.as_ref();
-        let server = live.get_mut(&step.server);
-        let live_def = server
-            .as_ref()
-            .and_then(|s| s.tools.get(&step.tool))
-            .cloned();
-        let verdict = gate::judge(&gate::Facts {
-            tool: &step.tool,
-            recorded: recorded_annotations,
-            live: live_def.as_ref().and_then(|d| d.get("annotations")),
-            trusted_server: true,
-            trust_none: options.trust_none,
-            override_: step.safety.as_deref(),
-            trust_scenario: options.trust_scenario,
-        });
-        let mut sr = StepReport {
-            id: step.id.clone(),
-            index: step.index,
-            server: step.server.clone(),
-            tool: step.tool.clone(),
-            class: verdict.class,
-            external: verdict.external,
-            status: Status::Planned,
-            reasons: verdict.reasons.clone(),
-            differences: Vec::new(),
-            needs_interaction: Vec::new(),
-            duration_ms: None,
-            recorded_ms: step.duration_ms,
-            live_result: None,
-            live_error: None,
-            varying: Vec::new(),
-        };
-        let recorded_feeds = |results: &mut Results| {
-            if let Some(r) = &step.expect.result {
-                results.steps.insert(step.id.clone(), r.clone());
+        let mut ready: Vec<Ready> = Vec::new();
+        for step in batch {
+            let is_selected = selected_ids.contains(step.id.as_str());
+            if !is_selected {
+                // Not run, but its recorded result still feeds bindings.
+                if let Some(r) = &step.expect.result {
+                    results.steps.insert(step.id.clone(), r.clone());
+                }
+                continue;
             }
-        };
-        if step.kind != "mcp" {
-            sr.status = Status::GuidedOnly;
-            sr.reasons = vec!["a host built-in: only guided replay can follow it".to_owned()];
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
-            continue;
-        }
-        if options.dry_run {
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
-            continue;
-        }
-        let Some(server) = server else {
-            sr.status = Status::Blocked;
-            sr.reasons
-                .push(format!("server {} is not available", step.server));
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
-            continue;
-        };
-        // The tool is gone, or its input schema changed: do not call it.
-        let Some(live_def) = live_def else {
-            sr.status = Status::MissingTool;
-            sr.reasons.push(format!(
-                "{} no longer has a tool {:?}",
-                step.server, step.tool
-            ));
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
-            continue;
-        };
-        let recorded_def = scenario
-            .servers
-            .get(&step.server)
-            .and_then(|s| s.tool(&step.tool));
-        if let Some(old) = recorded_def
-            && old.get("inputSchema") != live_def.get("inputSchema")
-        {
-            sr.status = Status::SchemaChanged;
-            sr.differences = compare::diff(
-                old.get("inputSchema").unwrap_or(&Value::Null),
-                live_def.get("inputSchema").unwrap_or(&Value::Null),
-                &RuleSet::new(&[]),
-            );
-            sr.reasons
-                .push("the tool's input schema changed since the recording".to_owned());
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
-            continue;
-        }
-        if options.schema_only {
-            sr.status = Status::Match;
-            if recorded_def.is_some_and(|old| old.get("annotations") != live_def.get("annotations"))
-            {
-                sr.reasons
-                    .push("annotations changed (the stricter class applies)".to_owned());
-            }
-            report.steps.push(sr);
-            continue;
-        }
-        // Arguments: templates resolved, no placeholder left.
-        let args = match template::resolve(&step.args, &results) {
-            Ok(a) => a,
-            Err(e) => {
-                sr.status = Status::Blocked;
-                sr.reasons.push(e.0);
+            let recorded_annotations = step.annotations.as_ref();
+            let server = live.get(&step.server);
+            let live_def = server.and_then(|s| s.tools.get(&step.tool)).cloned();
+            let verdict = gate::judge(&gate::Facts {
+                tool: &step.tool,
+                recorded: recorded_annotations,
+                live: live_def.as_ref().and_then(|d| d.get("annotations")),
+                trusted_server: true,
+                trust_none: options.trust_none,
+                override_: step.safety.as_deref(),
+                trust_scenario: options.trust_scenario,
+            });
+            let mut sr = StepReport {
+                id: step.id.clone(),
+                index: step.index,
+                server: step.server.clone(),
+                tool: step.tool.clone(),
+                class: verdict.class,
+                external: verdict.external,
+                status: Status::Planned,
+                reasons: verdict.reasons.clone(),
+                differences: Vec::new(),
+                needs_interaction: Vec::new(),
+                duration_ms: None,
+                recorded_ms: step.duration_ms,
+                live_result: None,
+                live_error: None,
+                varying: Vec::new(),
+            };
+            let recorded_feeds = |results: &mut Results| {
+                if let Some(r) = &step.expect.result {
+                    results.steps.insert(step.id.clone(), r.clone());
+                }
+            };
+            if step.kind != "mcp" {
+                sr.status = Status::GuidedOnly;
+                sr.reasons = vec!["a host built-in: only guided replay can follow it".to_owned()];
                 recorded_feeds(&mut results);
                 report.steps.push(sr);
                 continue;
             }
-        };
-        if template::has_placeholder(&args) {
-            sr.status = Status::Blocked;
-            sr.reasons.push(
+            if options.dry_run {
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
+            if server.is_none() {
+                sr.status = Status::Blocked;
+                sr.reasons
+                    .push(format!("server {} is not available", step.server));
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
+            // The tool is gone, or its input schema changed: do not call it.
+            let Some(live_def) = live_def else {
+                sr.status = Status::MissingTool;
+                sr.reasons.push(format!(
+                    "{} no longer has a tool {:?}",
+                    step.server, step.tool
+                ));
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            };
+            let recorded_def = scenario
+                .servers
+                .get(&step.server)
+                .and_then(|s| s.tool(&step.tool));
+            if let Some(old) = recorded_def
+                && old.get("inputSchema") != live_def.get("inputSchema")
+            {
+                sr.status = Status::SchemaChanged;
+                sr.differences = compare::diff(
+                    old.get("inputSchema").unwrap_or(&Value::Null),
+                    live_def.get("inputSchema").unwrap_or(&Value::Null),
+                    &RuleSet::new(&[]),
+                );
+                sr.reasons
+                    .push("the tool's input schema changed since the recording".to_owned());
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
+            if options.schema_only {
+                sr.status = Status::Match;
+                if recorded_def
+                    .is_some_and(|old| old.get("annotations") != live_def.get("annotations"))
+                {
+                    sr.reasons
+                        .push("annotations changed (the stricter class applies)".to_owned());
+                }
+                report.steps.push(sr);
+                continue;
+            }
+            // Arguments: templates resolved, no placeholder left.
+            let args = match template::resolve(&step.args, &results) {
+                Ok(a) => a,
+                Err(e) => {
+                    sr.status = Status::Blocked;
+                    sr.reasons.push(e.0);
+                    recorded_feeds(&mut results);
+                    report.steps.push(sr);
+                    continue;
+                }
+            };
+            if template::has_placeholder(&args) {
+                sr.status = Status::Blocked;
+                sr.reasons.push(
                 "an argument is still a redaction placeholder: bind it (bir scenario param … --from env:VAR)"
                     .to_owned(),
             );
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
-            continue;
-        }
-        // A literal that was an earlier result when recorded, and is not
-        // bound: against fresh state it names the wrong object.
-        if let Some(stale) = unbound_literal(step, &results) {
-            sr.status = Status::UnboundLiteral;
-            sr.reasons.push(stale);
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
-            continue;
-        }
-        // The gate.
-        let mut runnable =
-            verdict.class == Class::Auto && !(verdict.external && options.no_open_world);
-        if verdict.class == Class::Blocked {
-            sr.status = Status::Blocked;
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
-            continue;
-        }
-        if !runnable {
-            if !options.execute {
-                sr.reasons
-                    .push("held: not read-only (use --execute with --allow)".to_owned());
-            } else {
-                let class = if verdict.class == Class::Auto {
-                    Class::Confirm
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
+            // A literal that was an earlier result when recorded, and is not
+            // bound: against fresh state it names the wrong object.
+            if let Some(stale) = unbound_literal(step, &results) {
+                sr.status = Status::UnboundLiteral;
+                sr.reasons.push(stale);
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
+            // The gate.
+            let mut runnable =
+                verdict.class == Class::Auto && !(verdict.external && options.no_open_world);
+            if verdict.class == Class::Blocked {
+                sr.status = Status::Blocked;
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
+            if !runnable {
+                if !options.execute {
+                    sr.reasons
+                        .push("held: not read-only (use --execute with --allow)".to_owned());
                 } else {
-                    verdict.class
-                };
-                match gate::consent(class, &step.server, &step.tool, &allow, &deny) {
-                    Consent::Allowed => runnable = true,
-                    Consent::Refused => {
-                        if deny
-                            .iter()
-                            .any(|d| gate::glob_matches(d, &step.server, &step.tool))
-                        {
-                            sr.status = Status::Blocked;
-                            sr.reasons.push("denied by --deny".to_owned());
-                            recorded_feeds(&mut results);
-                            report.steps.push(sr);
-                            continue;
-                        }
-                        sr.reasons.push(if class == Class::Destructive {
+                    let class = if verdict.class == Class::Auto {
+                        Class::Confirm
+                    } else {
+                        verdict.class
+                    };
+                    match gate::consent(class, &step.server, &step.tool, &allow, &deny) {
+                        Consent::Allowed => runnable = true,
+                        Consent::Refused => {
+                            if deny
+                                .iter()
+                                .any(|d| gate::glob_matches(d, &step.server, &step.tool))
+                            {
+                                sr.status = Status::Blocked;
+                                sr.reasons.push("denied by --deny".to_owned());
+                                recorded_feeds(&mut results);
+                                report.steps.push(sr);
+                                continue;
+                            }
+                            sr.reasons.push(if class == Class::Destructive {
                             "held: destructive tools run only when allowed by exact name (server/tool) and confirmed".to_owned()
                         } else {
                             "held: not allowed".to_owned()
                         });
-                    }
-                    Consent::AskTty => {
-                        let key = format!("{}/{}", step.server, step.tool);
-                        if always.contains(&key) && class != Class::Destructive {
-                            runnable = true;
-                        } else if let (Some(ask), false) = (confirm.as_deref_mut(), stop_asking) {
-                            match ask(&sr) {
-                                Confirm::Yes => runnable = true,
-                                Confirm::Always => {
-                                    always.push(key);
-                                    runnable = true;
+                        }
+                        Consent::AskTty => {
+                            let key = format!("{}/{}", step.server, step.tool);
+                            if always.contains(&key) && class != Class::Destructive {
+                                runnable = true;
+                            } else if let (Some(ask), false) = (confirm.as_deref_mut(), stop_asking)
+                            {
+                                match ask(&sr) {
+                                    Confirm::Yes => runnable = true,
+                                    Confirm::Always => {
+                                        always.push(key);
+                                        runnable = true;
+                                    }
+                                    Confirm::No => sr.reasons.push("held: declined".to_owned()),
+                                    Confirm::Quit => {
+                                        stop_asking = true;
+                                        sr.reasons.push("held: declined".to_owned());
+                                    }
                                 }
-                                Confirm::No => sr.reasons.push("held: declined".to_owned()),
-                                Confirm::Quit => {
-                                    stop_asking = true;
-                                    sr.reasons.push("held: declined".to_owned());
-                                }
+                            } else {
+                                sr.reasons
+                                    .push("held: needs a confirmation on a terminal".to_owned());
                             }
-                        } else {
-                            sr.reasons
-                                .push("held: needs a confirmation on a terminal".to_owned());
                         }
                     }
                 }
             }
+            if !runnable {
+                sr.status = Status::Held;
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
+            ready.push(Ready {
+                sr,
+                step,
+                args,
+                class: verdict.class,
+            });
         }
-        if !runnable {
-            sr.status = Status::Held;
-            recorded_feeds(&mut results);
-            report.steps.push(sr);
+        execute_batch(
+            ready,
+            &mut live,
+            &mut results,
+            &mut report,
+            recorder.as_mut(),
+            &base_rules,
+            options,
+            &to_recorded,
+        );
+    }
+    // The recorded order, whatever order the batches' answers came in.
+    let position: HashMap<&str, usize> = scenario
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    report
+        .steps
+        .sort_by_key(|s| position.get(s.id.as_str()).copied().unwrap_or(usize::MAX));
+    report.run = recorder.and_then(SessionRecorder::finish);
+    report
+}
+
+/// A step cleared to run, with its resolved arguments.
+struct Ready<'a> {
+    sr: StepReport,
+    step: &'a ScenarioStep,
+    args: Value,
+    class: Class,
+}
+
+/// The steps in runs to execute together: with `parallel`, each maximal
+/// run of consecutive steps sharing a `group` is one batch; otherwise (and
+/// for steps in no group) every step is a batch of its own.
+fn batches(steps: &[ScenarioStep], parallel: bool) -> Vec<Vec<&ScenarioStep>> {
+    let mut out: Vec<Vec<&ScenarioStep>> = Vec::new();
+    for step in steps {
+        let joins = parallel
+            && step.group.is_some()
+            && out
+                .last()
+                .and_then(|b| b.last())
+                .is_some_and(|prev| prev.group == step.group);
+        match out.last_mut() {
+            Some(batch) if joins => batch.push(step),
+            _ => out.push(vec![step]),
+        }
+    }
+    out
+}
+
+/// Sends every ready step's call, then awaits each answer (in step order;
+/// an answer that comes first is kept by the client), compares it and
+/// journals it. Needs-interaction marks go to the step being awaited when
+/// the server asked.
+#[allow(clippy::too_many_arguments)]
+fn execute_batch(
+    ready: Vec<Ready>,
+    live: &mut BTreeMap<String, LiveServer>,
+    results: &mut Results,
+    report: &mut Report,
+    mut recorder: Option<&mut SessionRecorder>,
+    base_rules: &[super::scenario::CompareRule],
+    options: &Options,
+    to_recorded: &dyn Fn(Value) -> Value,
+) {
+    let mut sent = Vec::with_capacity(ready.len());
+    for mut r in ready {
+        let Some(server) = live.get_mut(&r.step.server) else {
+            r.sr.status = Status::Blocked;
+            r.sr.reasons
+                .push(format!("server {} is not available", r.step.server));
+            report.steps.push(r.sr);
             continue;
-        }
-        // Execute and compare.
+        };
+        let params = serde_json::json!({"name": r.step.tool, "arguments": r.args});
+        let wall = SystemTime::now();
         let started = Instant::now();
-        let answer = server.client.call_tool(&step.tool, &args, options.timeout);
-        sr.duration_ms = Some(started.elapsed().as_secs_f64() * 1000.0);
-        sr.needs_interaction = server.client.take_interactions();
+        match server.client.send_request("tools/call", params) {
+            Ok((id, request)) => sent.push((r, id, request, wall, started)),
+            Err(e) => {
+                let m = e.to_string();
+                report.environment.push(m.clone());
+                r.sr.status = Status::Blocked;
+                r.sr.reasons.push(m);
+                report.steps.push(r.sr);
+                live.remove(&r.step.server);
+            }
+        }
+    }
+    for (mut r, id, request, wall, started) in sent {
+        let step = r.step;
+        let Some(server) = live.get_mut(&step.server) else {
+            r.sr.status = Status::Blocked;
+            r.sr.reasons
+                .push(format!("server {} ended during the group", step.server));
+            report.steps.push(r.sr);
+            continue;
+        };
+        let answer =
+            server
+                .client
+                .wait_for(id, "tools/call", started + options.timeout, options.timeout);
+        let took = started.elapsed();
+        r.sr.duration_ms = Some(took.as_secs_f64() * 1000.0);
+        r.sr.needs_interaction = server.client.take_interactions();
         let answer = match answer {
             Ok(a) => a,
             Err(ClientError::Timeout(m)) => {
-                sr.status = Status::Diverged;
-                sr.reasons.push(m);
-                report.steps.push(sr);
+                r.sr.status = Status::Diverged;
+                r.sr.reasons.push(m);
+                report.steps.push(r.sr);
                 continue;
             }
             Err(ClientError::Environment(m)) => {
                 report.environment.push(m.clone());
-                sr.status = Status::Blocked;
-                sr.reasons.push(m);
-                report.steps.push(sr);
+                r.sr.status = Status::Blocked;
+                r.sr.reasons.push(m);
+                report.steps.push(r.sr);
                 live.remove(&step.server);
                 continue;
             }
         };
+        if let Some(rec) = recorder.as_deref_mut() {
+            let message = match &answer {
+                Answer::Result(v) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": v}),
+                Answer::Error(e) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": e}),
+            };
+            rec.exchange(&step.server, &request, &message, wall, took);
+        }
         let rules = RuleSet::new(base_rules.iter().chain(step.ignore.iter()));
-        let expected_result = expected_through_bindings(step, &results);
+        let expected_result = expected_through_bindings(step, results);
         judge_answer(
-            &mut sr,
+            &mut r.sr,
             step,
             expected_result.as_ref(),
             &answer,
             &rules,
-            &to_recorded,
+            to_recorded,
         );
-        if let Answer::Result(r) = &answer {
-            results.steps.insert(step.id.clone(), r.clone());
+        if let Answer::Result(v) = &answer {
+            results.steps.insert(step.id.clone(), v.clone());
         }
         // Calibration: the same call again, N times.
         if options.calibrate > 0
-            && verdict.class == Class::Auto
-            && let Some(first) = sr.live_result.clone()
+            && r.class == Class::Auto
+            && let Some(first) = r.sr.live_result.clone()
         {
             let mut seen = vec![first];
-            if let Some(server) = live.get_mut(&step.server) {
-                for _ in 0..options.calibrate {
-                    if let Ok(Answer::Result(r)) =
-                        server.client.call_tool(&step.tool, &args, options.timeout)
-                    {
-                        seen.push(to_recorded(r));
-                    }
+            for _ in 0..options.calibrate {
+                if let Ok(Answer::Result(v)) =
+                    server
+                        .client
+                        .call_tool(&step.tool, &r.args, options.timeout)
+                {
+                    seen.push(to_recorded(v));
                 }
             }
             if let Some(expected) = &step.expect.result {
                 seen.push(expected.clone());
             }
-            sr.varying = compare::varying_paths(&seen);
+            r.sr.varying = compare::varying_paths(&seen);
         }
-        report.steps.push(sr);
+        report.steps.push(r.sr);
     }
-    report
 }
 
 fn select<'a>(scenario: &'a Scenario, options: &Options) -> Vec<&'a ScenarioStep> {
@@ -645,8 +847,28 @@ pub fn start_server(
     timeout: Duration,
     to_recorded: &dyn Fn(Value) -> Value,
 ) -> Result<LiveServer, ClientError> {
+    let target = ServerTarget::command(command.to_vec());
+    start_target(name, &target, scenario, cwd, timeout, to_recorded)
+}
+
+/// [`start_server`] for any [`ServerTarget`].
+pub fn start_target(
+    name: &str,
+    target: &ServerTarget,
+    scenario: &Scenario,
+    cwd: &str,
+    timeout: Duration,
+    to_recorded: &dyn Fn(Value) -> Value,
+) -> Result<LiveServer, ClientError> {
     let snap = scenario.servers.get(name);
-    let mut client = McpClient::spawn(name, command, cwd)?;
+    let mut client = match target {
+        ServerTarget::Command { argv, env } => McpClient::spawn(name, argv, env, cwd)?,
+        ServerTarget::Remote { label, connect, .. } => {
+            let (writer, reader) = connect()
+                .map_err(|e| ClientError::Environment(format!("server {name} ({label}): {e}")))?;
+            McpClient::over(name, Some(writer), Some(reader), cwd)
+        }
+    };
     let version = snap
         .and_then(|s| s.protocol_version.clone())
         .unwrap_or_else(|| "2025-06-18".to_owned());
@@ -860,6 +1082,45 @@ mod tests {
             d.environment.push("down".into());
             assert_eq!(d.exit_status().code(), 4, "server down is not a regression");
         }
+    }
+
+    /// Consecutive steps of one group form a batch only with
+    /// `--parallel-groups`; a step in no group is always alone.
+    #[test]
+    fn batches_are_runs_of_one_group() {
+        let step = |id: &str, group: Option<u32>| ScenarioStep {
+            id: id.into(),
+            group,
+            ..Default::default()
+        };
+        let steps = vec![
+            step("s1", None),
+            step("s2", Some(1)),
+            step("s3", Some(1)),
+            step("s4", Some(2)),
+            step("s5", None),
+            step("s6", None),
+            step("s7", Some(2)),
+        ];
+        let ids = |parallel| -> Vec<Vec<String>> {
+            batches(&steps, parallel)
+                .iter()
+                .map(|b| b.iter().map(|s| s.id.clone()).collect())
+                .collect()
+        };
+        assert_eq!(
+            ids(true),
+            [
+                vec!["s1"],
+                vec!["s2", "s3"],
+                vec!["s4"],
+                vec!["s5"],
+                vec!["s6"],
+                vec!["s7"]
+            ]
+        );
+        assert!(ids(false).iter().all(|b| b.len() == 1));
+        assert_eq!(ids(false).len(), steps.len());
     }
 
     #[test]

@@ -202,6 +202,10 @@ pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
             s.prompt
                 .as_deref()
                 .map(|p| clip(&escape(&p.trim().replace('\n', " ⏎ ")), 48))
+                .or_else(|| s
+                    .made_by
+                    .as_deref()
+                    .map(|m| clip(&escape(&format!("({m})")), 48)))
                 .unwrap_or_default()
         );
         table.line(row.trim_end());
@@ -235,6 +239,9 @@ fn json_line(s: &RunSummary) -> serde_json::Value {
     });
     if let Some(p) = &s.prompt {
         line["prompt"] = json!(p);
+    }
+    if let Some(m) = &s.made_by {
+        line["madeBy"] = json!(m);
     }
     line["cwd"] = json!(s.cwd);
     line["tools"] = json!(

