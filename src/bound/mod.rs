@@ -37,6 +37,7 @@
 
 mod answer;
 mod engine;
+pub(crate) mod guide;
 mod hook;
 mod join;
 mod session;
@@ -45,6 +46,7 @@ pub(crate) mod wire;
 
 pub(crate) use answer::Correlation;
 pub(crate) use engine::Engine;
+pub(crate) use join::spelled;
 
 #[cfg(test)]
 mod tests;
