@@ -540,6 +540,28 @@ pub(crate) fn on_stop(guide: &mut Guide, payload: &Value) -> Verdict {
     }
 }
 
+/// The proxy's report shows the server did not get the pinned arguments
+/// of call `tool_use_id` (`session/guide.rs`): the guide hands over, since
+/// what runs is no longer the recorded procedure.
+pub(crate) fn pin_not_applied(guide: &mut Guide, tool_use_id: &str) -> Verdict {
+    if !matches!(guide.progress.phase, Phase::Active | Phase::Done) {
+        return Verdict::default();
+    }
+    let reason =
+        format!("pin-not-applied: the server did not get the pinned arguments of {tool_use_id}");
+    let at = guide.progress.done.last().cloned();
+    guide.hand_over(at.clone(), reason.clone());
+    Verdict {
+        answer: None,
+        note: Some(
+            json!({"action": "handover", "step": at, "toolUseId": tool_use_id,
+                          "reason": reason}),
+        ),
+        pin: None,
+        changed: true,
+    }
+}
+
 /// Removes the member or element `pointer` names (an array element
 /// becomes `null`, so later indices keep their meaning).
 pub(crate) fn remove_pointer(value: &mut Value, pointer: &str) {

@@ -73,6 +73,15 @@ pub(crate) enum Input {
     /// What the Claude Code mod saw in a session (over the daemon's Unix
     /// socket): the model's words and the turn's answer, live.
     Mod(wire::ModBatch),
+    /// What a guide (`guide.rs`) decided for one of the session's hooks:
+    /// recorded as a `bir.guide` session event; a pin (`tool_use_id`, the
+    /// arguments the server should get) is checked against the proxy's
+    /// report of the call.
+    Guide {
+        session_id: String,
+        note: Value,
+        pin: Option<(String, Value)>,
+    },
     /// The transcript the engine asked for ([`Output::ReadTranscript`]),
     /// read from `offset`: whatever bytes were there (possibly ending in a
     /// line still being written).
