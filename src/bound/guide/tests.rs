@@ -68,6 +68,11 @@ fn decide(g: &mut Guide, payload: &Value, perms: &Permissions) -> Verdict {
     on_pre(g, payload, perms, &redact)
 }
 
+/// `PreToolUse` of `tool` with no permission rules.
+fn on(g: &mut Guide, tool: &str, input: Value, mode: &str) -> Verdict {
+    decide(g, &pre(tool, input, mode), &none())
+}
+
 fn answer(v: &Verdict) -> Value {
     serde_json::from_str(v.answer.as_deref().expect("an answer")).expect("JSON")
 }
@@ -79,14 +84,11 @@ fn none() -> Permissions {
 /// Runs the exact echo so that get-sum is next.
 fn at_sum() -> Guide {
     let mut g = active();
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre(
-            "mcp__everything__echo",
-            json!({"message": "hello"}),
-            "default",
-        ),
-        &none(),
+        "mcp__everything__echo",
+        json!({"message": "hello"}),
+        "default",
     );
     assert_eq!(v.answer, None);
     g
@@ -125,14 +127,11 @@ fn an_exact_match_passes_untouched() {
     let mut g = active();
     // The secret compares as its placeholder (recorded space).
     g.steps[0].args = json!({"message": "[REDACTED:key]"});
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre(
-            "mcp__everything__echo",
-            json!({"message": "sk-live-123"}),
-            "default",
-        ),
-        &none(),
+        "mcp__everything__echo",
+        json!({"message": "sk-live-123"}),
+        "default",
     );
     assert_eq!(v.answer, None, "no answer fields at all");
     assert_eq!(v.pin, None);
@@ -144,14 +143,11 @@ fn an_exact_match_passes_untouched() {
 #[test]
 fn a_slot_difference_is_pinned_and_asks_when_nothing_proves_no_prompt() {
     let mut g = at_sum();
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre(
-            "mcp__everything__get-sum",
-            json!({"a": 40, "b": 3}),
-            "default",
-        ),
-        &none(),
+        "mcp__everything__get-sum",
+        json!({"a": 40, "b": 3}),
+        "default",
     );
     let a = answer(&v);
     let out = &a["hookSpecificOutput"];
@@ -247,10 +243,11 @@ fn allow_only_where_the_call_provably_would_not_prompt() {
 #[test]
 fn plan_mode_gets_advice_and_never_a_decision_or_a_rewrite() {
     let mut g = at_sum();
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre("mcp__everything__get-sum", json!({"a": 40, "b": 3}), "plan"),
-        &none(),
+        "mcp__everything__get-sum",
+        json!({"a": 40, "b": 3}),
+        "plan",
     );
     let text = v.answer.clone().expect("advice");
     assert!(!text.contains("permissionDecision"));
@@ -265,14 +262,11 @@ fn plan_mode_gets_advice_and_never_a_decision_or_a_rewrite() {
     // --no-pin advises outside plan mode too, and the step counts as done.
     let mut g = at_sum();
     g.no_pin = true;
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre(
-            "mcp__everything__get-sum",
-            json!({"a": 40, "b": 3}),
-            "bypassPermissions",
-        ),
-        &none(),
+        "mcp__everything__get-sum",
+        json!({"a": 40, "b": 3}),
+        "bypassPermissions",
     );
     assert!(!v.answer.expect("advice").contains("permissionDecision"));
     assert_eq!(g.progress.done.len(), 2);
@@ -285,18 +279,14 @@ fn extra_read_only_calls_pass_up_to_the_limit() {
         ("Read", json!({"file_path": "/p/README.md"})),
         ("mcp__everything__get-tiny-image", json!({})),
     ] {
-        let v = decide(&mut g, &pre(tool, input, "default"), &none());
+        let v = on(&mut g, tool, input, "default");
         assert_eq!(v.answer, None, "{tool}");
         assert_eq!(v.note.expect("note")["action"], "extra");
     }
     assert_eq!(g.progress.extras, 2);
     assert_eq!(g.progress.phase, Phase::Active);
     // Over the limit (2 here): the model has wandered off.
-    let v = decide(
-        &mut g,
-        &pre("Grep", json!({"pattern": "x"}), "default"),
-        &none(),
-    );
+    let v = on(&mut g, "Grep", json!({"pattern": "x"}), "default");
     assert!(v.answer.expect("handover").contains("additionalContext"));
     assert_eq!(g.progress.phase, Phase::HandedOver);
 }
@@ -305,11 +295,7 @@ fn extra_read_only_calls_pass_up_to_the_limit() {
 fn anything_else_hands_over_once_with_context_and_no_decision() {
     // A tool the procedure does not use (Bash is not read-only).
     let mut g = at_sum();
-    let v = decide(
-        &mut g,
-        &pre("Bash", json!({"command": "rm -rf x"}), "default"),
-        &none(),
-    );
+    let v = on(&mut g, "Bash", json!({"command": "rm -rf x"}), "default");
     let a = answer(&v);
     let out = &a["hookSpecificOutput"];
     assert!(out.get("permissionDecision").is_none());
@@ -325,27 +311,21 @@ fn anything_else_hands_over_once_with_context_and_no_decision() {
     assert_eq!(note["action"], "handover");
     assert_eq!(note["step"], "s2");
     // Disarmed: nothing more, not even for the expected call.
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre(
-            "mcp__everything__get-sum",
-            json!({"a": 2, "b": 3}),
-            "default",
-        ),
-        &none(),
+        "mcp__everything__get-sum",
+        json!({"a": 2, "b": 3}),
+        "default",
     );
     assert_eq!(v, Verdict::default());
     assert_eq!(on_stop(&mut g, &stop(false)), Verdict::default());
     // The right tool with other arguments outside the slots.
     let mut g = at_sum();
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre(
-            "mcp__everything__get-sum",
-            json!({"a": 2, "b": 30}),
-            "bypassPermissions",
-        ),
-        &none(),
+        "mcp__everything__get-sum",
+        json!({"a": 2, "b": 30}),
+        "bypassPermissions",
     );
     assert!(
         answer(&v)["hookSpecificOutput"]["additionalContext"]
@@ -356,11 +336,7 @@ fn anything_else_hands_over_once_with_context_and_no_decision() {
     assert_eq!(g.progress.phase, Phase::HandedOver);
     // A later step's tool out of order.
     let mut g = at_sum();
-    decide(
-        &mut g,
-        &pre("Bash", json!({"command": "echo done"}), "default"),
-        &none(),
-    );
+    on(&mut g, "Bash", json!({"command": "echo done"}), "default");
     assert_eq!(g.progress.phase, Phase::HandedOver);
 }
 
@@ -386,20 +362,13 @@ fn stop_nudges_at_most_once_and_names_the_next_step() {
     assert_eq!(g.progress.nudges, 1);
     // A finished guide never nudges.
     let mut g = at_sum();
-    decide(
+    on(
         &mut g,
-        &pre(
-            "mcp__everything__get-sum",
-            json!({"a": 2, "b": 3}),
-            "default",
-        ),
-        &none(),
+        "mcp__everything__get-sum",
+        json!({"a": 2, "b": 3}),
+        "default",
     );
-    decide(
-        &mut g,
-        &pre("Bash", json!({"command": "echo done"}), "default"),
-        &none(),
-    );
+    on(&mut g, "Bash", json!({"command": "echo done"}), "default");
     assert_eq!(g.progress.phase, Phase::Done);
     assert_eq!(on_stop(&mut g, &stop(false)), Verdict::default());
 }
@@ -409,25 +378,19 @@ fn steps_of_one_group_match_in_any_order() {
     let mut g = active();
     g.steps[0].group = Some(1);
     g.steps[1].group = Some(1);
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre(
-            "mcp__everything__get-sum",
-            json!({"a": 2, "b": 3}),
-            "default",
-        ),
-        &none(),
+        "mcp__everything__get-sum",
+        json!({"a": 2, "b": 3}),
+        "default",
     );
     assert_eq!(v.answer, None);
     assert_eq!(g.progress.done, vec!["s2".to_owned()]);
-    decide(
+    on(
         &mut g,
-        &pre(
-            "mcp__everything__echo",
-            json!({"message": "hello"}),
-            "default",
-        ),
-        &none(),
+        "mcp__everything__echo",
+        json!({"message": "hello"}),
+        "default",
     );
     assert_eq!(g.progress.done.len(), 2);
     assert_eq!(g.progress.phase, Phase::Active);
@@ -439,14 +402,11 @@ fn differences_only_in_slots_no_pin_fills_count_as_followed() {
     let mut g = at_sum();
     g.steps[1].args = json!({"a": "${step:s1:/content/0/text}", "b": 3});
     g.steps[1].pins.clear();
-    let v = decide(
+    let v = on(
         &mut g,
-        &pre(
-            "mcp__everything__get-sum",
-            json!({"a": 7, "b": 3}),
-            "default",
-        ),
-        &none(),
+        "mcp__everything__get-sum",
+        json!({"a": 7, "b": 3}),
+        "default",
     );
     assert_eq!(v.answer, None);
     assert_eq!(v.note.expect("note")["action"], "followed");
