@@ -1145,6 +1145,9 @@ pub struct GuideStartCmd {
     /// never rewrite a call: advise through context only
     #[argh(switch)]
     pub no_pin: bool,
+    /// start only at a prompt matching the scenario's trigger
+    #[argh(switch)]
+    pub trigger: bool,
     /// extra read-only calls tolerated between steps (default 5)
     #[argh(option, default = "5")]
     pub max_extra: u32,

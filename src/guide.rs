@@ -68,6 +68,16 @@ fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
             .ok_or_else(|| Error::usage(format!("--param {p:?} is not name=value")))?;
         given.insert(k.to_owned(), v.to_owned());
     }
+    let trigger = match (&scenario.trigger, cmd.trigger) {
+        (_, false) => None,
+        (Some(t), true) if !t.trim().is_empty() => Some(t.clone()),
+        _ => {
+            return Err(Error::usage(format!(
+                "--trigger: {} has no trigger",
+                cmd.source
+            )));
+        }
+    };
     let params = runner::bind_params(&scenario, &given);
     let redactor = crate::replay::recorded_space_redactor();
     let cap = crate::replay::payload_cap();
@@ -87,6 +97,7 @@ fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
         session: cmd.session.clone(),
         armed_at: crate::time::rfc3339(std::time::SystemTime::now()),
         no_pin: cmd.no_pin,
+        trigger,
         max_extra: cmd.max_extra,
         max_nudges: cmd.max_nudges,
         read_only_tools: read_only_tools(&scenario, &steps),
@@ -126,6 +137,14 @@ fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
     );
     Ok(ExitStatus::Success)
 }
+
+/// Arguments of built-in tools that are the model's free text (shown to
+/// the user), relaxed in every built-in step.
+const BUILTIN_FREE_TEXT: &[(&str, &str)] = &[
+    ("Bash", "/description"),
+    ("Agent", "/description"),
+    ("Task", "/description"),
+];
 
 /// Template values for the plan: bound parameters and the environment;
 /// never an earlier step's result (that is the live model's to use).
@@ -187,6 +206,14 @@ fn plan(
                 *slot = value.clone();
             }
             pins.insert(pointer, value);
+        }
+        if s.kind == "builtin" {
+            // Words the model writes for people, never part of the procedure.
+            for (tool, pointer) in BUILTIN_FREE_TEXT {
+                if s.tool == *tool && s.args.pointer(pointer).is_some() {
+                    slots.push((*pointer).to_owned());
+                }
+            }
         }
         for pointer in &s.volatile_args {
             slots.push(pointer.clone());
@@ -368,7 +395,8 @@ mod tests {
                      "volatileArgs": ["/at"]},
                     {"id": "s2", "server": "my.srv", "tool": "ask",
                      "args": {"id": "${step:s1:/structuredContent/id}"}},
-                    {"id": "s3", "kind": "builtin", "tool": "Bash", "args": {"command": "ls"}}
+                    {"id": "s3", "kind": "builtin", "tool": "Bash",
+                     "args": {"command": "ls", "description": "List files"}}
                 ]
             })
             .to_string(),
@@ -399,6 +427,8 @@ mod tests {
         assert_eq!(steps[1].slots, vec!["/id"]);
         assert!(steps[1].pins.is_empty());
         assert_eq!(steps[2].tool, "Bash");
+        assert_eq!(steps[2].slots, vec!["/description"]);
+        assert!(steps[2].pins.is_empty());
         // Read-only tools no step uses; a write verb demotes `delete_all`.
         assert_eq!(read_only_tools(&scenario, &steps), vec!["mcp__my_srv__get"]);
         // A parameter the redactor would change is never pinned.

@@ -71,6 +71,10 @@ pub(crate) struct Guide {
     /// `--no-pin`: advise instead of pinning.
     #[serde(default)]
     pub no_pin: bool,
+    /// `--trigger`: the scenario's trigger (a regex, or keywords that
+    /// must all appear); only a prompt that matches it starts the guide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
     pub max_extra: u32,
     pub max_nudges: u32,
     pub steps: Vec<GuideStep>,
@@ -300,6 +304,14 @@ pub(crate) fn on_prompt(guide: &mut Guide, payload: &Value) -> Verdict {
         return Verdict::default();
     }
     let mut verdict = Verdict::default();
+    if guide.progress.phase == Phase::Armed
+        && guide
+            .trigger
+            .as_deref()
+            .is_some_and(|t| !trigger_matches(t, prompt))
+    {
+        return verdict;
+    }
     match (guide.progress.phase, &guide.session) {
         (Phase::Armed, None) => {
             guide.session = Some(session.to_owned());
@@ -319,6 +331,28 @@ pub(crate) fn on_prompt(guide: &mut Guide, payload: &Value) -> Verdict {
         .to_string(),
     );
     verdict
+}
+
+/// Whether `prompt` matches a scenario's trigger: as a regex (ASCII
+/// letters case-insensitive: the crate is built without Unicode case
+/// tables), or, when it is not one, as keywords that must all appear.
+pub(crate) fn trigger_matches(trigger: &str, prompt: &str) -> bool {
+    let build = |unicode: bool| {
+        regex::RegexBuilder::new(trigger)
+            .unicode(unicode)
+            .case_insensitive(!unicode)
+            .size_limit(1 << 20)
+            .build()
+    };
+    match build(false).or_else(|_| build(true)) {
+        Ok(re) => re.is_match(prompt),
+        Err(_) => {
+            let prompt = prompt.to_lowercase();
+            trigger
+                .split_whitespace()
+                .all(|word| prompt.contains(&word.to_lowercase()))
+        }
+    }
 }
 
 /// How a call relates to one expected step.

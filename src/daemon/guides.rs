@@ -334,4 +334,122 @@ mod tests {
         assert_eq!(list(&home).len(), 1);
         let _ = fs::remove_dir_all(&home);
     }
+
+    fn engine() -> Engine {
+        Engine::new(crate::bound::EngineConfig {
+            redact: crate::redact::RedactConfig::default(),
+            payload_cap: 64 * 1024,
+            idle_end: std::time::Duration::from_secs(60),
+            join_grace: std::time::Duration::from_secs(5),
+            fingerprint_window: std::time::Duration::from_secs(60),
+        })
+    }
+
+    #[test]
+    fn the_daemon_applies_a_guide_and_keeps_its_progress_in_the_file() {
+        let home = std::env::temp_dir().join(format!("bir-guides-apply-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&home);
+        fs::create_dir_all(&home).expect("home");
+        let engine = engine();
+        let project = "/work/guided-project";
+        let hook = |event: &str, extra: serde_json::Value| {
+            let mut p = serde_json::json!({"session_id": "sess", "cwd": format!("{project}/sub"),
+                                           "hook_event_name": event});
+            if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
+                p.extend(extra);
+            }
+            p
+        };
+        let none = SettingsDirs::default();
+        // No guide was ever armed: nothing, and no directory made.
+        let got = apply(
+            &home,
+            &engine,
+            "UserPromptSubmit",
+            &hook("UserPromptSubmit", serde_json::json!({"prompt": "go"})),
+            &none,
+        );
+        assert!(got.answer.is_none() && got.record.is_none());
+        assert!(!dir(&home).exists());
+        let g: Guide = serde_json::from_value(serde_json::json!({
+            "schema": guide::SCHEMA, "scenario": "x", "project": project,
+            "armedAt": "2026-12-02T00:00:00Z", "maxExtra": 5, "maxNudges": 1,
+            "steps": [{"id": "s1", "tool": "mcp__everything__echo", "label": "everything/echo",
+                       "args": {"message": "world"}, "slots": ["/message"],
+                       "pins": {"/message": "world"}}]}))
+        .expect("a guide");
+        let path = file_for(&home, project);
+        {
+            let _lock = lock(&home).expect("lock");
+            write(&path, &g).expect("write");
+        }
+        let got = apply(
+            &home,
+            &engine,
+            "UserPromptSubmit",
+            &hook("UserPromptSubmit", serde_json::json!({"prompt": "go"})),
+            &none,
+        );
+        assert!(got.answer.expect("outline").contains("additionalContext"));
+        assert!(matches!(got.record, Some(Input::Guide { .. })));
+        let pre = hook(
+            "PreToolUse",
+            serde_json::json!({"tool_name": "mcp__everything__echo",
+            "tool_use_id": "toolu_1", "tool_input": {"message": "moon"},
+            "permission_mode": "default"}),
+        );
+        // Events a guide does not answer.
+        let other = apply(&home, &engine, "PostToolUse", &pre, &none);
+        assert!(other.answer.is_none() && other.record.is_none());
+        // The session's user settings allow the tool: the pin may allow.
+        let user = home.join("claude-conf");
+        fs::create_dir_all(&user).expect("dir");
+        fs::write(
+            user.join("settings.json"),
+            r#"{"permissions": {"allow": ["mcp__everything__echo"]}}"#,
+        )
+        .expect("write");
+        let dirs = SettingsDirs {
+            user: Some(user),
+            managed: None,
+        };
+        let got = apply(&home, &engine, "PreToolUse", &pre, &dirs);
+        let answer: serde_json::Value =
+            serde_json::from_str(&got.answer.expect("a pin")).expect("JSON");
+        assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "allow");
+        assert_eq!(
+            answer["hookSpecificOutput"]["updatedInput"],
+            serde_json::json!({"message": "world"})
+        );
+        match got.record {
+            Some(Input::Guide {
+                pin: Some((id, args)),
+                ..
+            }) => {
+                assert_eq!(
+                    (id.as_str(), args),
+                    ("toolu_1", serde_json::json!({"message": "world"}))
+                )
+            }
+            other => panic!("a pin to record, got {other:?}"),
+        }
+        let saved = read(&path).expect("read").expect("a guide");
+        assert_eq!(
+            (saved.progress.phase, saved.progress.pinned),
+            (Phase::Done, 1)
+        );
+        // The proxy saw other arguments: the guide hands over.
+        let got = pin_not_applied(&home, "sess", "toolu_1");
+        assert!(matches!(got.record, Some(Input::Guide { .. })));
+        let saved = read(&path).expect("read").expect("a guide");
+        assert_eq!(saved.progress.phase, Phase::HandedOver);
+        assert!(
+            saved
+                .progress
+                .reason
+                .expect("why")
+                .starts_with("pin-not-applied")
+        );
+        let _ = fs::remove_dir_all(&home);
+    }
 }

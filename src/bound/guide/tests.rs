@@ -28,6 +28,7 @@ fn guide() -> Guide {
         session: None,
         armed_at: "2026-12-02T00:00:00Z".into(),
         no_pin: false,
+        trigger: None,
         max_extra: 2,
         max_nudges: 1,
         steps: vec![
@@ -446,4 +447,33 @@ fn pointers() {
         &mut out,
     );
     assert_eq!(out, vec!["/b/1".to_owned(), "/c".to_owned()]);
+}
+
+#[test]
+fn a_trigger_lets_only_a_matching_prompt_start_the_guide() {
+    let mut g = guide();
+    g.trigger = Some("deploy|release".into());
+    assert_eq!(
+        on_prompt(&mut g, &prompt("sess", "fix the typo")),
+        Verdict::default()
+    );
+    assert_eq!(
+        (g.progress.phase, g.session.as_deref()),
+        (Phase::Armed, None)
+    );
+    assert!(
+        on_prompt(&mut g, &prompt("sess", "Please RELEASE it"))
+            .answer
+            .is_some()
+    );
+    assert_eq!(g.progress.phase, Phase::Active);
+    // Once active, every prompt of the session gets the steps left.
+    assert!(
+        on_prompt(&mut g, &prompt("sess", "and then?"))
+            .answer
+            .is_some()
+    );
+    // Not a regex: keywords that must all appear.
+    assert!(trigger_matches("issue (42", "comment on ISSUE (42 now"));
+    assert!(!trigger_matches("issue (42", "comment on issue 42"));
 }
