@@ -20,7 +20,7 @@
 //! | PreToolUse | the same, in `plan` mode (or `--no-pin`) | no decision, no `updatedInput`: one line of advice in `additionalContext` |
 //! | PreToolUse | an extra read-only call (Read, Grep, Glob, or a read-only MCP tool the scenario does not use), up to `max_extra` | nothing |
 //! | PreToolUse | anything else | handover: one line of `additionalContext`, no decision; the guide disarms |
-//! | Stop | steps remain, nudges left, not `stop_hook_active` | `decision: block` with a reason naming the next step (once by default) |
+//! | Stop | steps remain, nudges left, not `stop_hook_active`, not plan mode | `decision: block` with a reason naming the next step (once by default) |
 //!
 //! Invariants:
 //! * **No silent approval.** `allow` is given only when the session runs in
@@ -543,12 +543,16 @@ fn recorded_view(step: &GuideStep) -> Value {
     args
 }
 
-/// `Stop` of the main agent: one nudge while steps remain.
+/// `Stop` of the main agent: one nudge while steps remain (never when
+/// the host says a Stop hook already continued this turn, nor in plan
+/// mode).
 pub(crate) fn on_stop(guide: &mut Guide, payload: &Value) -> Verdict {
     let session = payload["session_id"].as_str().unwrap_or("");
     if guide.progress.phase != Phase::Active
         || !guide.belongs_to(session)
         || payload["stop_hook_active"].as_bool() == Some(true)
+        // Plan mode ends a turn by presenting the plan: not a step to skip.
+        || payload["permission_mode"].as_str() == Some("plan")
         || guide.progress.nudges >= guide.max_nudges
     {
         return Verdict::default();

@@ -350,6 +350,9 @@ fn stop(active: bool) -> Value {
 fn stop_nudges_at_most_once_and_names_the_next_step() {
     let mut g = at_sum();
     assert_eq!(on_stop(&mut g, &stop(true)), Verdict::default());
+    let mut planning = stop(false);
+    planning["permission_mode"] = json!("plan");
+    assert_eq!(on_stop(&mut g, &planning), Verdict::default());
     let v = on_stop(&mut g, &stop(false));
     let a = answer(&v);
     assert_eq!(a["decision"], "block");
