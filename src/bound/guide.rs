@@ -17,7 +17,8 @@
 //! | UserPromptSubmit | a guide armed for this project (or this session) | `additionalContext`: the outline of the steps left; the session claims the guide |
 //! | PreToolUse | the call equals the next expected step (or a step of its group) in recorded space | nothing: the host's own permission flow decides |
 //! | PreToolUse | same tool, different only in slots (volatile, parameter, binding) | a pin: `updatedInput` with the scenario's values and a decision — `allow` only where the call provably would not have prompted, `ask` otherwise |
-//! | PreToolUse | the same, in `plan` mode (or `--no-pin`) | no decision, no `updatedInput`: one line of advice in `additionalContext` |
+//! | PreToolUse | the same with `--no-pin` | no decision, no `updatedInput`: one line of advice in `additionalContext` |
+//! | PreToolUse | anything in `plan` mode | never a decision, a rewrite, progress or a handover (plan mode runs no write): advice for a would-be pin, else nothing |
 //! | PreToolUse | an extra read-only call (Read, Grep, Glob, or a read-only MCP tool the scenario does not use), up to `max_extra` | nothing |
 //! | PreToolUse | anything else | handover: one line of `additionalContext`, no decision; the guide disarms |
 //! | Stop | steps remain, nudges left, not `stop_hook_active`, not plan mode | `decision: block` with a reason naming the next step (once by default) |
@@ -415,6 +416,9 @@ pub(crate) fn on_pre(
     let tool_use_id = payload["tool_use_id"].as_str().unwrap_or("").to_owned();
     let mode = payload["permission_mode"].as_str().unwrap_or("default");
     let live = in_recorded_space(&input);
+    if mode == "plan" {
+        return in_plan_mode(guide, tool, &input, &live, &tool_use_id);
+    }
     let candidates = guide.candidates();
     let mut other = None;
     let mut best = None;
@@ -460,19 +464,12 @@ pub(crate) fn on_pre(
             let step = guide.steps[i].clone();
             let mut n = note("pinned", Some(&step));
             n["changed"] = json!(changed);
-            if mode == "plan" || guide.no_pin {
+            if guide.no_pin {
                 // Advice only: no decision, no rewrite.
                 n["action"] = json!("advised");
-                n["permissionMode"] = json!(mode);
                 guide.progress.advised += 1;
-                if mode != "plan" {
-                    guide.mark_done(&step.id);
-                }
-                verdict.answer = Some(pre_answer(json!({"additionalContext": format!(
-                    "bir guide: the recorded procedure made this call (step {}) with {}",
-                    step.id,
-                    short(&recorded_view(&step))
-                )})));
+                guide.mark_done(&step.id);
+                verdict.answer = Some(advice(&step));
             } else {
                 let allow = !step.needs_user
                     && ((mode == "bypassPermissions"
@@ -532,6 +529,53 @@ pub(crate) fn on_pre(
         }
     }
     verdict
+}
+
+/// One line of context: the recorded arguments of `step`.
+fn advice(step: &GuideStep) -> String {
+    pre_answer(json!({"additionalContext": format!(
+        "bir guide: the recorded procedure made this call (step {}) with {}",
+        step.id,
+        short(&recorded_view(step))
+    )}))
+}
+
+/// `PreToolUse` in plan mode: advice only. No decision and no rewrite;
+/// no progress either (plan mode runs no write, so every step is still to
+/// come) and no handover (the model explores before it plans). A call of
+/// a step's tool that a pin would change gets that step's recorded
+/// arguments as context.
+fn in_plan_mode(
+    guide: &mut Guide,
+    tool: &str,
+    input: &Value,
+    live: &Value,
+    tool_use_id: &str,
+) -> Verdict {
+    let remaining = guide
+        .steps
+        .iter()
+        .filter(|s| s.tool == tool && !guide.progress.done.contains(&s.id));
+    for step in remaining {
+        let (action, answer) = match fit(step, input, live) {
+            Fit::Exact => ("planned", None),
+            Fit::Slots(_, changed) if changed.is_empty() => ("planned", None),
+            Fit::Slots(..) => ("advised", Some(advice(step))),
+            Fit::Other(_) => continue,
+        };
+        let note = json!({"action": action, "step": step.id, "tool": tool,
+                          "toolUseId": tool_use_id, "permissionMode": "plan"});
+        if action == "advised" {
+            guide.progress.advised += 1;
+        }
+        return Verdict {
+            answer,
+            note: Some(note),
+            pin: None,
+            changed: true,
+        };
+    }
+    Verdict::default()
 }
 
 /// A step's arguments with its pins written in: what a pin would send.

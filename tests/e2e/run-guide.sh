@@ -4,7 +4,7 @@
 # `bir install` wraps the project's MCP server and registers the hooks, then
 # `bir guide start guide/scenario.json` arms a guide (echo "hello", echo
 # "${param:who}" = "world", get-sum a=${param:a}=2 b=3) for the sessions'
-# parent directory. Three scripted models:
+# parent directory. Four scripted models:
 #   follow   bypass mode: the exact echo passes untouched, the second echo
 #            (other words in the parameter slot) is pinned with `allow`, the
 #            model stops early and is nudged once, then does the sum;
@@ -13,7 +13,9 @@
 #   ask      no bypass, `permissions.allow: [mcp__everything__echo]` in the
 #            project settings: the echo pin gets `allow` (provable), the
 #            get-sum pin gets `ask` (nothing proves no prompt), and `-p`
-#            refuses it: the server never sees get-sum.
+#            refuses it: the server never sees get-sum;
+#   plan     `--permission-mode plan`: the would-be pin is advice only
+#            (no decision, no updatedInput) and the step stays expected.
 # lib/guide_check.py checks each session (what the server and the model
 # got, the guide's state, the run's `bir.guide` events).
 #
@@ -43,16 +45,17 @@ finished_run() {
   BIR_HOME="$bh" "$BIR_BIN" runs --json >"$WORK/runs/$name.runs.jsonl" 2>/dev/null
 }
 
-# guided NAME PERMISSION [SETTINGS]: a bound session of guide/script-NAME.json
-# with the guide armed for $WORK/runs (each session's project is below it),
-# then the checks of lib/guide_check.py NAME.
+# guided NAME PERMISSION [SETTINGS [ARGS]]: a bound session of
+# guide/script-NAME.json with the guide armed for $WORK/runs (each session's
+# project is below it), then the checks of lib/guide_check.py NAME.
 guided() {
-  local name="$1" permission="$2" settings="${3:-}"
+  local name="$1" permission="$2" settings="${3:-}" args="${4:-}"
   local bh="$WORK/birhome/$name"
   prepare "$name" "$GUIDE/script-$name.json" bound
   cp "$GUIDE/prompt.txt" "$WORK/scen/$name/prompt.txt"
   echo "$permission" >"$WORK/scen/$name/permission"
   [[ -n $settings ]] && cp "$settings" "$WORK/scen/$name/settings.json"
+  [[ -n $args ]] && cp "$args" "$WORK/scen/$name/args"
   if BIR_HOME="$bh" BIR_SERVICE_URL=off "$BIR_BIN" guide start "$GUIDE/scenario.json" \
        --project "$WORK/runs" >"$WORK/guide-start-$name.txt" 2>&1; then
     result ok "$name: bir guide start" "$(head -1 "$WORK/guide-start-$name.txt")"
@@ -78,4 +81,5 @@ guided() {
 guided follow bypass
 guided deviate bypass
 guided ask none "$GUIDE/settings-ask.json"
+guided plan none "" "$GUIDE/args-plan"
 finish

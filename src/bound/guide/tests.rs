@@ -260,6 +260,28 @@ fn plan_mode_gets_advice_and_never_a_decision_or_a_rewrite() {
     // The step stays expected: after plan mode the real call comes.
     assert_eq!(g.progress.done, vec!["s1".to_owned()]);
     assert_eq!(g.progress.pinned, 0);
+    // So does an exact match, and nothing hands over in plan mode.
+    let v = on(
+        &mut g,
+        "mcp__everything__get-sum",
+        json!({"a": 2, "b": 3}),
+        "plan",
+    );
+    assert_eq!(v.answer, None);
+    assert_eq!(v.note.expect("note")["action"], "planned");
+    let v = on(&mut g, "Bash", json!({"command": "ls"}), "plan");
+    assert_eq!(v, Verdict::default());
+    assert_eq!(g.progress.done, vec!["s1".to_owned()]);
+    assert_eq!((g.progress.followed, g.progress.phase), (1, Phase::Active));
+    // A later step's tool with other arguments: nothing (plan mode has no
+    // order, and no handover).
+    let v = on(
+        &mut g,
+        "Bash",
+        json!({"command": "echo done", "x": 1}),
+        "plan",
+    );
+    assert_eq!(v, Verdict::default());
     // --no-pin advises outside plan mode too, and the step counts as done.
     let mut g = at_sum();
     g.no_pin = true;

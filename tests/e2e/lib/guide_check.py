@@ -131,3 +131,18 @@ elif mode == "ask":
     result("mcp__everything__get-sum" in denied, "Claude Code -p refused the asked call",
            f"permission_denials: {json.dumps(denials)[:300]}")
     result(progress.get("pinned") == 2 and progress.get("asked") == 1, "guide status", f"{progress}")
+elif mode == "plan":
+    advised = [e for e in events if e.get("action") == "advised"]
+    result(len(advised) == 1 and advised[0].get("permissionMode") == "plan" and advised[0].get("step") == "s2",
+           "plan mode: advice, not a pin", f"{actions}")
+    result(not any(e.get("action") == "pinned" for e in events), "no pin in plan mode", f"{actions}")
+    debug = text(os.path.join(logs, "debug.log"))
+    result("permissionDecision" not in debug and "updatedInput" not in debug,
+           "no decision or rewrite reached Claude Code", "debug.log has neither key")
+    result("the recorded procedure made this call (step s2)" in requests,
+           "the advice reached the model", "PreToolUse additionalContext in a later request")
+    result(("planned", "s1") in actions, "plan mode: an exact match stays expected", f"{actions}")
+    result(calls == [], "Claude Code ran no MCP call in plan mode", f"tools/call: {calls}")
+    result(progress.get("phase") == "active" and progress.get("done") == [] and progress.get("advised") == 1
+           and progress.get("nudges") == 0,
+           "guide status: s1 still expected, no nudge in plan mode", f"{progress}")
