@@ -361,14 +361,12 @@ mod tests {
             p
         };
         let none = SettingsDirs::default();
+        let prompt = || {
+            let p = hook("UserPromptSubmit", serde_json::json!({"prompt": "go"}));
+            apply(&home, &engine, "UserPromptSubmit", &p, &none)
+        };
         // No guide was ever armed: nothing, and no directory made.
-        let got = apply(
-            &home,
-            &engine,
-            "UserPromptSubmit",
-            &hook("UserPromptSubmit", serde_json::json!({"prompt": "go"})),
-            &none,
-        );
+        let got = prompt();
         assert!(got.answer.is_none() && got.record.is_none());
         assert!(!dir(&home).exists());
         let g: Guide = serde_json::from_value(serde_json::json!({
@@ -383,13 +381,7 @@ mod tests {
             let _lock = lock(&home).expect("lock");
             write(&path, &g).expect("write");
         }
-        let got = apply(
-            &home,
-            &engine,
-            "UserPromptSubmit",
-            &hook("UserPromptSubmit", serde_json::json!({"prompt": "go"})),
-            &none,
-        );
+        let got = prompt();
         assert!(got.answer.expect("outline").contains("additionalContext"));
         assert!(matches!(got.record, Some(Input::Guide { .. })));
         let pre = hook(
