@@ -486,8 +486,8 @@ pub(crate) fn on_pre(
                 verdict.answer = Some(pre_answer(json!({
                     "permissionDecision": decision,
                     "permissionDecisionReason": format!(
-                        "bir guide: step {} ({}) set to the recorded arguments at {}",
-                        step.id, step.label, changed.join(", ")),
+                        "bir guide: step {} of the recorded procedure ({}); arguments set to the recorded values: {}",
+                        step.id, step.label, changes(&step, &changed)),
                     "updatedInput": pinned,
                 })));
                 verdict.pin = Some((tool_use_id.clone(), pinned));
@@ -529,6 +529,19 @@ pub(crate) fn on_pre(
         }
     }
     verdict
+}
+
+/// `pointer = value` for each pinned pointer (a pin's value is never a
+/// secret: see `crate::guide`).
+fn changes(step: &GuideStep, changed: &[String]) -> String {
+    let parts: Vec<String> = changed
+        .iter()
+        .map(|p| match step.pins.get(p) {
+            Some(v) => format!("{p} = {}", short(v)),
+            None => p.clone(),
+        })
+        .collect();
+    parts.join(", ")
 }
 
 /// One line of context: the recorded arguments of `step`.

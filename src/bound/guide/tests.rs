@@ -158,7 +158,7 @@ fn a_slot_difference_is_pinned_and_asks_when_nothing_proves_no_prompt() {
         out["permissionDecisionReason"]
             .as_str()
             .expect("reason")
-            .contains("step s2")
+            .contains("step s2 of the recorded procedure (everything/get-sum); arguments set to the recorded values: /a = 2")
     );
     assert_eq!(v.pin, Some(("toolu_1".into(), json!({"a": 2, "b": 3}))));
     let note = v.note.expect("note");
