@@ -242,6 +242,7 @@ fn plan(
             slots,
             pins,
             group: s.group,
+            expect_error: s.expect.is_error || s.expect.error.is_some(),
             needs_user,
         });
     }

@@ -21,6 +21,8 @@
 //! | PreToolUse | anything in `plan` mode | never a decision, a rewrite, progress or a handover (plan mode runs no write): advice for a would-be pin, else nothing |
 //! | PreToolUse | an extra read-only call (Read, Grep, Glob, or a read-only MCP tool the scenario does not use), up to `max_extra` | nothing |
 //! | PreToolUse | anything else | handover: one line of `additionalContext`, no decision; the guide disarms |
+//! | PostToolUse(Failure) | a step's call failed where the recording did not (or the reverse) | nothing; the guide hands over (recorded) |
+//! | PostToolBatch | a step's call never ran (refused at `ask`, or blocked) | nothing; the step is not done, the guide hands over |
 //! | Stop | steps remain, nudges left, not `stop_hook_active`, not plan mode | `decision: block` with a reason naming the next step (once by default) |
 //!
 //! Invariants:
@@ -51,6 +53,10 @@ pub(crate) const SCHEMA: &str = "bir/guide@1";
 /// The built-in tools Claude Code runs without asking inside the project
 /// and that change nothing: tolerated between steps.
 const READ_ONLY_BUILTINS: &[&str] = &["Read", "Grep", "Glob"];
+
+/// Calls of steps remembered until they finish (a message may hold a few
+/// concurrent ones; a host that never reports the end cannot grow it).
+const MAX_IN_FLIGHT: usize = 64;
 
 /// At most this much of a step's arguments goes into a line of context.
 const ARGS_IN_TEXT: usize = 240;
@@ -108,6 +114,9 @@ pub(crate) struct GuideStep {
     pub pins: BTreeMap<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<u32>,
+    /// The recorded call failed (`isError` or a JSON-RPC error).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expect_error: bool,
     /// The tool declares it needs the user (`anthropic/requiresUserInteraction`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub needs_user: bool,
@@ -149,6 +158,11 @@ pub(crate) struct Progress {
     pub extras: u32,
     #[serde(default)]
     pub nudges: u32,
+    /// Steps whose call has not finished yet: (tool_use_id, step id).
+    /// A call that then fails (or succeeds where the recording failed),
+    /// or never runs (the user refused at `ask`), ends the guide.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_flight: Vec<(String, String)>,
     /// The step the model left the procedure at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handed_over_at: Option<String>,
@@ -244,6 +258,20 @@ impl Guide {
         self.progress.done.push(step.to_owned());
         if self.remaining() == 0 {
             self.progress.phase = Phase::Done;
+        }
+    }
+
+    /// Step `step` starts with call `tool_use_id`: done, unless its call
+    /// then fails or never runs (`on_post`, `on_batch`).
+    fn start_step(&mut self, step: &str, tool_use_id: &str) {
+        self.mark_done(step);
+        if !tool_use_id.is_empty() {
+            if self.progress.in_flight.len() >= MAX_IN_FLIGHT {
+                self.progress.in_flight.remove(0);
+            }
+            self.progress
+                .in_flight
+                .push((tool_use_id.to_owned(), step.to_owned()));
         }
     }
 
@@ -457,7 +485,7 @@ pub(crate) fn on_pre(
         {
             let step = guide.steps[i].clone();
             guide.progress.followed += 1;
-            guide.mark_done(&step.id);
+            guide.start_step(&step.id, &tool_use_id);
             verdict.note = Some(note("followed", Some(&step)));
         }
         Some((i, Some((pinned, changed)))) => {
@@ -468,7 +496,7 @@ pub(crate) fn on_pre(
                 // Advice only: no decision, no rewrite.
                 n["action"] = json!("advised");
                 guide.progress.advised += 1;
-                guide.mark_done(&step.id);
+                guide.start_step(&step.id, &tool_use_id);
                 verdict.answer = Some(advice(&step));
             } else {
                 let allow = !step.needs_user
@@ -482,7 +510,7 @@ pub(crate) fn on_pre(
                 if !allow {
                     guide.progress.asked += 1;
                 }
-                guide.mark_done(&step.id);
+                guide.start_step(&step.id, &tool_use_id);
                 verdict.answer = Some(pre_answer(json!({
                     "permissionDecision": decision,
                     "permissionDecisionReason": format!(
@@ -633,6 +661,81 @@ pub(crate) fn on_stop(guide: &mut Guide, payload: &Value) -> Verdict {
         pin: None,
         changed: true,
     }
+}
+
+/// `PostToolUse` / `PostToolUseFailure` of the session following `guide`:
+/// a step's call that failed where the recorded one did not (or the other
+/// way round) ends the guide — what comes next was recorded after a
+/// different outcome.
+pub(crate) fn on_post(guide: &mut Guide, payload: &Value) -> Verdict {
+    let Some(step) = finished_call(guide, payload) else {
+        return Verdict::default();
+    };
+    let failed = payload["hook_event_name"] == "PostToolUseFailure";
+    let expected = guide
+        .steps
+        .iter()
+        .find(|s| s.id == step)
+        .is_some_and(|s| s.expect_error);
+    let mut verdict = Verdict {
+        changed: true,
+        ..Verdict::default()
+    };
+    if failed != expected {
+        let reason = if failed {
+            let error = payload["error"]
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .next()
+                .unwrap_or("");
+            format!(
+                "step {step} failed where the recorded call succeeded: {}",
+                short(&json!(error))
+            )
+        } else {
+            format!("step {step} succeeded where the recorded call failed")
+        };
+        verdict.note = Some(json!({"action": "handover", "step": step, "reason": reason,
+                                   "toolUseId": payload["tool_use_id"]}));
+        guide.hand_over(Some(step), reason);
+    }
+    verdict
+}
+
+/// `PostToolBatch`: the calls of one model message. A step's call that
+/// had no `PostToolUse` did not run — refused at a permission prompt (an
+/// `ask` pin's, or the host's own) or blocked: the step is not done, and
+/// the guide ends there (the user said no; bir does not push the model to
+/// try again).
+pub(crate) fn on_batch(guide: &mut Guide, payload: &Value) -> Verdict {
+    let mut verdict = Verdict::default();
+    for call in payload["tool_calls"].as_array().into_iter().flatten() {
+        let mut one = payload.clone();
+        one["tool_use_id"] = call["tool_use_id"].clone();
+        let Some(step) = finished_call(guide, &one) else {
+            continue;
+        };
+        guide.progress.done.retain(|d| d != &step);
+        let reason = format!("step {step} did not run (refused or blocked)");
+        verdict.note = Some(json!({"action": "handover", "step": step, "reason": reason,
+                                   "toolUseId": call["tool_use_id"]}));
+        verdict.changed = true;
+        guide.hand_over(Some(step), reason);
+    }
+    verdict
+}
+
+/// The step whose call `payload` reports the end of (taken off the calls
+/// in flight), if the guide is following the payload's session.
+fn finished_call(guide: &mut Guide, payload: &Value) -> Option<String> {
+    let session = payload["session_id"].as_str().unwrap_or("");
+    if !matches!(guide.progress.phase, Phase::Active | Phase::Done) || !guide.belongs_to(session) {
+        return None;
+    }
+    let id = payload["tool_use_id"].as_str()?;
+    let pos = guide.progress.in_flight.iter().position(|(t, _)| t == id)?;
+    Some(guide.progress.in_flight.remove(pos).1)
 }
 
 /// The proxy's report shows the server did not get the pinned arguments

@@ -207,7 +207,16 @@ pub(crate) fn apply(
     payload: &Value,
     dirs: &SettingsDirs,
 ) -> Applied {
-    if !matches!(event, "UserPromptSubmit" | "PreToolUse" | "Stop") || !dir(home).is_dir() {
+    if !matches!(
+        event,
+        "UserPromptSubmit"
+            | "PreToolUse"
+            | "PostToolUse"
+            | "PostToolUseFailure"
+            | "PostToolBatch"
+            | "Stop"
+    ) || !dir(home).is_dir()
+    {
         return Applied::default();
     }
     let (Some(session), Some(cwd)) = (payload["session_id"].as_str(), payload["cwd"].as_str())
@@ -230,6 +239,8 @@ pub(crate) fn apply(
             let rules = permissions(Path::new(cwd), dirs);
             guide::on_pre(&mut g, payload, &rules, &|v| engine.in_recorded_space(v))
         }
+        "PostToolUse" | "PostToolUseFailure" => guide::on_post(&mut g, payload),
+        "PostToolBatch" => guide::on_batch(&mut g, payload),
         "Stop" => guide::on_stop(&mut g, payload),
         _ => Verdict::default(),
     };
@@ -391,7 +402,7 @@ mod tests {
             "permission_mode": "default"}),
         );
         // Events a guide does not answer.
-        let other = apply(&home, &engine, "PostToolUse", &pre, &none);
+        let other = apply(&home, &engine, "Notification", &pre, &none);
         assert!(other.answer.is_none() && other.record.is_none());
         // The session's user settings allow the tool: the pin may allow.
         let user = home.join("claude-conf");

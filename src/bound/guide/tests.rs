@@ -11,6 +11,7 @@ fn step(id: &str, tool: &str, args: Value) -> GuideStep {
         slots: Vec::new(),
         pins: BTreeMap::new(),
         group: None,
+        expect_error: false,
         needs_user: false,
     }
 }
@@ -501,4 +502,114 @@ fn a_trigger_lets_only_a_matching_prompt_start_the_guide() {
     // Not a regex: keywords that must all appear.
     assert!(trigger_matches("issue (42", "comment on ISSUE (42 now"));
     assert!(!trigger_matches("issue (42", "comment on issue 42"));
+}
+
+fn post(event: &str, id: &str) -> Value {
+    json!({"session_id": "sess", "hook_event_name": event, "tool_use_id": id,
+           "error": "boom\nmore"})
+}
+
+#[test]
+fn a_steps_call_that_fails_or_never_runs_ends_the_guide() {
+    // It ran and succeeded, as recorded: nothing more to say.
+    let mut g = active();
+    on(
+        &mut g,
+        "mcp__everything__echo",
+        json!({"message": "hello"}),
+        "default",
+    );
+    assert_eq!(
+        g.progress.in_flight,
+        vec![("toolu_1".to_owned(), "s1".to_owned())]
+    );
+    let v = on_post(&mut g, &post("PostToolUse", "toolu_1"));
+    assert_eq!((v.note, v.answer), (None, None));
+    assert!(g.progress.in_flight.is_empty());
+    // Not a step's call (or already finished): nothing.
+    assert_eq!(
+        on_post(&mut g, &post("PostToolUseFailure", "toolu_1")),
+        Verdict::default()
+    );
+    assert_eq!(g.progress.phase, Phase::Active);
+
+    // It failed where the recording succeeded.
+    let mut g = active();
+    on(
+        &mut g,
+        "mcp__everything__echo",
+        json!({"message": "hello"}),
+        "default",
+    );
+    let v = on_post(&mut g, &post("PostToolUseFailure", "toolu_1"));
+    let note = v.note.expect("a handover");
+    assert_eq!(
+        (note["action"].as_str(), note["step"].as_str()),
+        (Some("handover"), Some("s1"))
+    );
+    assert!(
+        note["reason"]
+            .as_str()
+            .expect("why")
+            .contains("failed where the recorded call succeeded: \"boom\"")
+    );
+    assert_eq!(g.progress.phase, Phase::HandedOver);
+    // ... and the recording failed where it now succeeds.
+    let mut g = active();
+    g.steps[0].expect_error = true;
+    on(
+        &mut g,
+        "mcp__everything__echo",
+        json!({"message": "hello"}),
+        "default",
+    );
+    assert!(
+        on_post(&mut g, &post("PostToolUse", "toolu_1"))
+            .note
+            .is_some()
+    );
+    assert_eq!(g.progress.phase, Phase::HandedOver);
+
+    // Asked and refused: the batch lists the call, no PostToolUse came.
+    let mut g = at_sum();
+    on_post(&mut g, &post("PostToolUse", "toolu_1"));
+    on(
+        &mut g,
+        "mcp__everything__get-sum",
+        json!({"a": 9, "b": 3}),
+        "default",
+    );
+    assert_eq!(g.progress.asked, 1);
+    let batch = json!({"session_id": "sess", "hook_event_name": "PostToolBatch",
+                       "tool_calls": [{"tool_use_id": "toolu_0"}, {"tool_use_id": "toolu_1"}]});
+    let v = on_batch(&mut g, &batch);
+    let note = v.note.expect("a handover");
+    assert_eq!(note["step"], "s2");
+    assert!(
+        note["reason"]
+            .as_str()
+            .expect("why")
+            .contains("did not run")
+    );
+    assert_eq!(
+        g.progress.done,
+        vec!["s1".to_owned()],
+        "the refused step is not done"
+    );
+    assert_eq!(g.progress.handed_over_at.as_deref(), Some("s2"));
+    // No nudge to try again what the user refused.
+    assert_eq!(on_stop(&mut g, &stop(false)), Verdict::default());
+    // The last step refused: a finished guide hands over too.
+    let mut g = at_sum();
+    g.steps.truncate(2);
+    on_post(&mut g, &post("PostToolUse", "toolu_1"));
+    on(
+        &mut g,
+        "mcp__everything__get-sum",
+        json!({"a": 9, "b": 3}),
+        "default",
+    );
+    assert_eq!(g.progress.phase, Phase::Done);
+    assert!(on_batch(&mut g, &batch).note.is_some());
+    assert_eq!(g.progress.phase, Phase::HandedOver);
 }

@@ -130,7 +130,12 @@ elif mode == "ask":
     denied = [d.get("tool_name") for d in denials]
     result("mcp__everything__get-sum" in denied, "Claude Code -p refused the asked call",
            f"permission_denials: {json.dumps(denials)[:300]}")
-    result(progress.get("pinned") == 2 and progress.get("asked") == 1, "guide status", f"{progress}")
+    refused = [e for e in events if e.get("action") == "handover"]
+    result(len(refused) == 1 and refused[0].get("step") == "s3" and "did not run" in refused[0].get("reason", ""),
+           "the refused step ends the guide (PostToolBatch without PostToolUse)", f"{actions}")
+    result(progress.get("pinned") == 2 and progress.get("asked") == 1 and progress.get("phase") == "handed_over"
+           and progress.get("done") == ["s1", "s2"] and progress.get("nudges") == 0,
+           "guide status: s3 not done, no nudge after a refusal", f"{progress}")
 elif mode == "plan":
     advised = [e for e in events if e.get("action") == "advised"]
     result(len(advised) == 1 and advised[0].get("permissionMode") == "plan" and advised[0].get("step") == "s2",
