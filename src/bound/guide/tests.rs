@@ -75,6 +75,21 @@ fn on(g: &mut Guide, tool: &str, input: Value, mode: &str) -> Verdict {
     decide(g, &pre(tool, input, mode), &none())
 }
 
+/// `PreToolUse` of get-sum with `a` and `b`.
+fn sum(g: &mut Guide, a: u32, b: u32, mode: &str) -> Verdict {
+    on(g, "mcp__everything__get-sum", json!({"a": a, "b": b}), mode)
+}
+
+/// `PreToolUse` of echo with `message`.
+fn echo(g: &mut Guide, message: &str, mode: &str) -> Verdict {
+    on(
+        g,
+        "mcp__everything__echo",
+        json!({"message": message}),
+        mode,
+    )
+}
+
 fn answer(v: &Verdict) -> Value {
     serde_json::from_str(v.answer.as_deref().expect("an answer")).expect("JSON")
 }
@@ -86,12 +101,7 @@ fn none() -> Permissions {
 /// Runs the exact echo so that get-sum is next.
 fn at_sum() -> Guide {
     let mut g = active();
-    let v = on(
-        &mut g,
-        "mcp__everything__echo",
-        json!({"message": "hello"}),
-        "default",
-    );
+    let v = echo(&mut g, "hello", "default");
     assert_eq!(v.answer, None);
     g
 }
@@ -129,12 +139,7 @@ fn an_exact_match_passes_untouched() {
     let mut g = active();
     // The secret compares as its placeholder (recorded space).
     g.steps[0].args = json!({"message": "[REDACTED:key]"});
-    let v = on(
-        &mut g,
-        "mcp__everything__echo",
-        json!({"message": "sk-live-123"}),
-        "default",
-    );
+    let v = echo(&mut g, "sk-live-123", "default");
     assert_eq!(v.answer, None, "no answer fields at all");
     assert_eq!(v.pin, None);
     assert_eq!(v.note.expect("note")["action"], "followed");
@@ -145,12 +150,7 @@ fn an_exact_match_passes_untouched() {
 #[test]
 fn a_slot_difference_is_pinned_and_asks_when_nothing_proves_no_prompt() {
     let mut g = at_sum();
-    let v = on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 40, "b": 3}),
-        "default",
-    );
+    let v = sum(&mut g, 40, 3, "default");
     let a = answer(&v);
     let out = &a["hookSpecificOutput"];
     assert_eq!(out["permissionDecision"], "ask");
@@ -245,12 +245,7 @@ fn allow_only_where_the_call_provably_would_not_prompt() {
 #[test]
 fn plan_mode_gets_advice_and_never_a_decision_or_a_rewrite() {
     let mut g = at_sum();
-    let v = on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 40, "b": 3}),
-        "plan",
-    );
+    let v = sum(&mut g, 40, 3, "plan");
     let text = v.answer.clone().expect("advice");
     assert!(!text.contains("permissionDecision"));
     assert!(!text.contains("updatedInput"));
@@ -262,12 +257,7 @@ fn plan_mode_gets_advice_and_never_a_decision_or_a_rewrite() {
     assert_eq!(g.progress.done, vec!["s1".to_owned()]);
     assert_eq!(g.progress.pinned, 0);
     // So does an exact match, and nothing hands over in plan mode.
-    let v = on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 2, "b": 3}),
-        "plan",
-    );
+    let v = sum(&mut g, 2, 3, "plan");
     assert_eq!(v.answer, None);
     assert_eq!(v.note.expect("note")["action"], "planned");
     let v = on(&mut g, "Bash", json!({"command": "ls"}), "plan");
@@ -286,12 +276,7 @@ fn plan_mode_gets_advice_and_never_a_decision_or_a_rewrite() {
     // --no-pin advises outside plan mode too, and the step counts as done.
     let mut g = at_sum();
     g.no_pin = true;
-    let v = on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 40, "b": 3}),
-        "bypassPermissions",
-    );
+    let v = sum(&mut g, 40, 3, "bypassPermissions");
     assert!(!v.answer.expect("advice").contains("permissionDecision"));
     assert_eq!(g.progress.done.len(), 2);
 }
@@ -335,22 +320,12 @@ fn anything_else_hands_over_once_with_context_and_no_decision() {
     assert_eq!(note["action"], "handover");
     assert_eq!(note["step"], "s2");
     // Disarmed: nothing more, not even for the expected call.
-    let v = on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 2, "b": 3}),
-        "default",
-    );
+    let v = sum(&mut g, 2, 3, "default");
     assert_eq!(v, Verdict::default());
     assert_eq!(on_stop(&mut g, &stop(false)), Verdict::default());
     // The right tool with other arguments outside the slots.
     let mut g = at_sum();
-    let v = on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 2, "b": 30}),
-        "bypassPermissions",
-    );
+    let v = sum(&mut g, 2, 30, "bypassPermissions");
     assert!(
         answer(&v)["hookSpecificOutput"]["additionalContext"]
             .as_str()
@@ -389,12 +364,7 @@ fn stop_nudges_at_most_once_and_names_the_next_step() {
     assert_eq!(g.progress.nudges, 1);
     // A finished guide never nudges.
     let mut g = at_sum();
-    on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 2, "b": 3}),
-        "default",
-    );
+    sum(&mut g, 2, 3, "default");
     on(&mut g, "Bash", json!({"command": "echo done"}), "default");
     assert_eq!(g.progress.phase, Phase::Done);
     assert_eq!(on_stop(&mut g, &stop(false)), Verdict::default());
@@ -405,20 +375,10 @@ fn steps_of_one_group_match_in_any_order() {
     let mut g = active();
     g.steps[0].group = Some(1);
     g.steps[1].group = Some(1);
-    let v = on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 2, "b": 3}),
-        "default",
-    );
+    let v = sum(&mut g, 2, 3, "default");
     assert_eq!(v.answer, None);
     assert_eq!(g.progress.done, vec!["s2".to_owned()]);
-    on(
-        &mut g,
-        "mcp__everything__echo",
-        json!({"message": "hello"}),
-        "default",
-    );
+    echo(&mut g, "hello", "default");
     assert_eq!(g.progress.done.len(), 2);
     assert_eq!(g.progress.phase, Phase::Active);
 }
@@ -429,12 +389,7 @@ fn differences_only_in_slots_no_pin_fills_count_as_followed() {
     let mut g = at_sum();
     g.steps[1].args = json!({"a": "${step:s1:/content/0/text}", "b": 3});
     g.steps[1].pins.clear();
-    let v = on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 7, "b": 3}),
-        "default",
-    );
+    let v = sum(&mut g, 7, 3, "default");
     assert_eq!(v.answer, None);
     assert_eq!(v.note.expect("note")["action"], "followed");
 }
@@ -513,12 +468,7 @@ fn post(event: &str, id: &str) -> Value {
 fn a_steps_call_that_fails_or_never_runs_ends_the_guide() {
     // It ran and succeeded, as recorded: nothing more to say.
     let mut g = active();
-    on(
-        &mut g,
-        "mcp__everything__echo",
-        json!({"message": "hello"}),
-        "default",
-    );
+    echo(&mut g, "hello", "default");
     assert_eq!(
         g.progress.in_flight,
         vec![("toolu_1".to_owned(), "s1".to_owned())]
@@ -535,12 +485,7 @@ fn a_steps_call_that_fails_or_never_runs_ends_the_guide() {
 
     // It failed where the recording succeeded.
     let mut g = active();
-    on(
-        &mut g,
-        "mcp__everything__echo",
-        json!({"message": "hello"}),
-        "default",
-    );
+    echo(&mut g, "hello", "default");
     let v = on_post(&mut g, &post("PostToolUseFailure", "toolu_1"));
     let note = v.note.expect("a handover");
     assert_eq!(
@@ -557,12 +502,7 @@ fn a_steps_call_that_fails_or_never_runs_ends_the_guide() {
     // ... and the recording failed where it now succeeds.
     let mut g = active();
     g.steps[0].expect_error = true;
-    on(
-        &mut g,
-        "mcp__everything__echo",
-        json!({"message": "hello"}),
-        "default",
-    );
+    echo(&mut g, "hello", "default");
     assert!(
         on_post(&mut g, &post("PostToolUse", "toolu_1"))
             .note
@@ -573,12 +513,7 @@ fn a_steps_call_that_fails_or_never_runs_ends_the_guide() {
     // Asked and refused: the batch lists the call, no PostToolUse came.
     let mut g = at_sum();
     on_post(&mut g, &post("PostToolUse", "toolu_1"));
-    on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 9, "b": 3}),
-        "default",
-    );
+    sum(&mut g, 9, 3, "default");
     assert_eq!(g.progress.asked, 1);
     let batch = json!({"session_id": "sess", "hook_event_name": "PostToolBatch",
                        "tool_calls": [{"tool_use_id": "toolu_0"}, {"tool_use_id": "toolu_1"}]});
@@ -603,12 +538,7 @@ fn a_steps_call_that_fails_or_never_runs_ends_the_guide() {
     let mut g = at_sum();
     g.steps.truncate(2);
     on_post(&mut g, &post("PostToolUse", "toolu_1"));
-    on(
-        &mut g,
-        "mcp__everything__get-sum",
-        json!({"a": 9, "b": 3}),
-        "default",
-    );
+    sum(&mut g, 9, 3, "default");
     assert_eq!(g.progress.phase, Phase::Done);
     assert!(on_batch(&mut g, &batch).note.is_some());
     assert_eq!(g.progress.phase, Phase::HandedOver);
