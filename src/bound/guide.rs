@@ -163,6 +163,10 @@ pub(crate) struct Progress {
     /// or never runs (the user refused at `ask`), ends the guide.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub in_flight: Vec<(String, String)>,
+    /// Pinned calls: (tool_use_id, step id), for the proxy's check, which
+    /// may come after the host's PostToolUse.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pinned_calls: Vec<(String, String)>,
     /// The step the model left the procedure at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handed_over_at: Option<String>,
@@ -276,6 +280,7 @@ impl Guide {
     }
 
     fn hand_over(&mut self, at: Option<String>, reason: String) {
+        self.progress.in_flight.clear();
         self.progress.phase = Phase::HandedOver;
         self.progress.handed_over_at = at;
         self.progress.reason = Some(reason);
@@ -518,6 +523,13 @@ pub(crate) fn on_pre(
                         step.id, step.label, changes(&step, &changed)),
                     "updatedInput": pinned,
                 })));
+                if guide.progress.pinned_calls.len() >= MAX_IN_FLIGHT {
+                    guide.progress.pinned_calls.remove(0);
+                }
+                guide
+                    .progress
+                    .pinned_calls
+                    .push((tool_use_id.clone(), step.id.clone()));
                 verdict.pin = Some((tool_use_id.clone(), pinned));
             }
             verdict.note = Some(n);
@@ -747,7 +759,18 @@ pub(crate) fn pin_not_applied(guide: &mut Guide, tool_use_id: &str) -> Verdict {
     }
     let reason =
         format!("pin-not-applied: the server did not get the pinned arguments of {tool_use_id}");
-    let at = guide.progress.done.last().cloned();
+    // The step the pinned call was for: it did not run as recorded, so it
+    // is not done.
+    let at = guide
+        .progress
+        .pinned_calls
+        .iter()
+        .find(|(id, _)| id == tool_use_id)
+        .map(|(_, step)| step.clone());
+    if let Some(step) = &at {
+        guide.progress.done.retain(|d| d != step);
+    }
+    let at = at.or_else(|| guide.progress.done.last().cloned());
     guide.hand_over(at.clone(), reason.clone());
     Verdict {
         answer: None,

@@ -4,7 +4,7 @@
 # `bir install` wraps the project's MCP server and registers the hooks, then
 # `bir guide start guide/scenario.json` arms a guide (echo "hello", echo
 # "${param:who}" = "world", get-sum a=${param:a}=2 b=3) for the sessions'
-# parent directory. Four scripted models:
+# parent directory. Five scripted sessions:
 #   follow   bypass mode: the exact echo passes untouched, the second echo
 #            (other words in the parameter slot) is pinned with `allow`, the
 #            model stops early and is nudged once, then does the sum;
@@ -15,7 +15,11 @@
 #            get-sum pin gets `ask` (nothing proves no prompt), and `-p`
 #            refuses it: the server never sees get-sum;
 #   plan     `--permission-mode plan`: the would-be pin is advice only
-#            (no decision, no updatedInput) and the step stays expected.
+#            (no decision, no updatedInput) and the step stays expected;
+#   sibling  bypass mode plus another PreToolUse hook that rewrites the
+#            input too: its rewrite wins, the proxy's report shows the pin
+#            did not reach the server, the guide hands over
+#            (pin-not-applied).
 # lib/guide_check.py checks each session (what the server and the model
 # got, the guide's state, the run's `bir.guide` events).
 #
@@ -56,6 +60,7 @@ guided() {
   echo "$permission" >"$WORK/scen/$name/permission"
   [[ -n $settings ]] && cp "$settings" "$WORK/scen/$name/settings.json"
   [[ -n $args ]] && cp "$args" "$WORK/scen/$name/args"
+  [[ $name == sibling ]] && echo "E2E_HOOK_UPDATED_INPUT=1" >>"$WORK/scen/$name/env"
   if BIR_HOME="$bh" BIR_SERVICE_URL=off "$BIR_BIN" guide start "$GUIDE/scenario.json" \
        --project "$WORK/runs" >"$WORK/guide-start-$name.txt" 2>&1; then
     result ok "$name: bir guide start" "$(head -1 "$WORK/guide-start-$name.txt")"
@@ -82,4 +87,5 @@ guided follow bypass
 guided deviate bypass
 guided ask none "$GUIDE/settings-ask.json"
 guided plan none "" "$GUIDE/args-plan"
+guided sibling bypass "$GUIDE/settings-sibling.json"
 finish

@@ -543,3 +543,35 @@ fn a_steps_call_that_fails_or_never_runs_ends_the_guide() {
     assert!(on_batch(&mut g, &batch).note.is_some());
     assert_eq!(g.progress.phase, Phase::HandedOver);
 }
+
+#[test]
+fn a_pin_the_server_did_not_get_ends_the_guide_at_its_step() {
+    let mut g = at_sum();
+    on_post(&mut g, &post("PostToolUse", "toolu_1"));
+    sum(&mut g, 9, 3, "bypassPermissions");
+    assert_eq!(g.progress.done, vec!["s1".to_owned(), "s2".to_owned()]);
+    // The host's PostToolUse may come before the proxy's report.
+    on_post(&mut g, &post("PostToolUse", "toolu_1"));
+    let v = pin_not_applied(&mut g, "toolu_1");
+    let note = v.note.expect("a handover");
+    assert_eq!(note["step"], "s2");
+    assert!(
+        note["reason"]
+            .as_str()
+            .expect("why")
+            .starts_with("pin-not-applied")
+    );
+    assert_eq!(
+        g.progress.done,
+        vec!["s1".to_owned()],
+        "s2 did not run as recorded"
+    );
+    assert_eq!(g.progress.phase, Phase::HandedOver);
+    assert!(g.progress.in_flight.is_empty());
+    // Once over, later reports change nothing.
+    assert_eq!(pin_not_applied(&mut g, "toolu_1"), Verdict::default());
+    assert_eq!(
+        on_post(&mut g, &post("PostToolUse", "toolu_1")),
+        Verdict::default()
+    );
+}

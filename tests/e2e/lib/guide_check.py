@@ -151,3 +151,20 @@ elif mode == "plan":
     result(progress.get("phase") == "active" and progress.get("done") == [] and progress.get("advised") == 1
            and progress.get("nudges") == 0,
            "guide status: s1 still expected, no nudge in plan mode", f"{progress}")
+elif mode == "sibling":
+    # Another PreToolUse hook (the harness's log_hook.py) also answers with
+    # updatedInput (the model's input plus __bir_call_id__); Claude Code
+    # 2.1.332 applies the last hook's rewrite, so the server does not get
+    # the pin — and the run must say so.
+    result(echoes == ["guide-e2e hello", "guide-e2e somebody-else"],
+           "the sibling hook's rewrite reached the server, not the pin", f"echo arguments: {echoes}")
+    checked = next((e for e in events if e.get("action") == "pin_checked"), {})
+    pinned = next((e for e in events if e.get("action") == "pinned"), {})
+    result(checked.get("applied") is False and checked.get("toolUseId") == pinned.get("toolUseId"),
+           "proxy check: pin not applied", f"{checked}")
+    handover = next((e for e in events if e.get("action") == "handover"), {})
+    result(handover.get("reason", "").startswith("pin-not-applied"), "pin-not-applied hands over",
+           f"{handover}")
+    result(progress.get("phase") == "handed_over" and progress.get("done") == ["s1"]
+           and progress.get("handedOverAt") == "s2" and progress.get("nudges") == 0,
+           "guide status: s2 not done (it ran with other arguments)", f"{progress}")
