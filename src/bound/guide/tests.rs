@@ -459,6 +459,14 @@ fn a_trigger_lets_only_a_matching_prompt_start_the_guide() {
     assert!(!trigger_matches("issue (42", "comment on issue 42"));
 }
 
+/// The step and reason of a handover's note.
+fn handover(v: Verdict) -> (String, String) {
+    let note = v.note.expect("a handover");
+    assert_eq!(note["action"], "handover");
+    let get = |k: &str| note[k].as_str().expect("a string").to_owned();
+    (get("step"), get("reason"))
+}
+
 fn post(event: &str, id: &str) -> Value {
     json!({"session_id": "sess", "hook_event_name": event, "tool_use_id": id,
            "error": "boom\nmore"})
@@ -518,14 +526,9 @@ fn a_steps_call_that_fails_or_never_runs_ends_the_guide() {
     let batch = json!({"session_id": "sess", "hook_event_name": "PostToolBatch",
                        "tool_calls": [{"tool_use_id": "toolu_0"}, {"tool_use_id": "toolu_1"}]});
     let v = on_batch(&mut g, &batch);
-    let note = v.note.expect("a handover");
-    assert_eq!(note["step"], "s2");
-    assert!(
-        note["reason"]
-            .as_str()
-            .expect("why")
-            .contains("did not run")
-    );
+    let (step, reason) = handover(v);
+    assert_eq!(step, "s2");
+    assert!(reason.contains("did not run"), "{reason}");
     assert_eq!(
         g.progress.done,
         vec!["s1".to_owned()],
@@ -553,14 +556,9 @@ fn a_pin_the_server_did_not_get_ends_the_guide_at_its_step() {
     // The host's PostToolUse may come before the proxy's report.
     on_post(&mut g, &post("PostToolUse", "toolu_1"));
     let v = pin_not_applied(&mut g, "toolu_1");
-    let note = v.note.expect("a handover");
-    assert_eq!(note["step"], "s2");
-    assert!(
-        note["reason"]
-            .as_str()
-            .expect("why")
-            .starts_with("pin-not-applied")
-    );
+    let (step, reason) = handover(v);
+    assert_eq!(step, "s2");
+    assert!(reason.starts_with("pin-not-applied"), "{reason}");
     assert_eq!(
         g.progress.done,
         vec!["s1".to_owned()],
