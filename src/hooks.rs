@@ -15,11 +15,17 @@
 //!    `--no-correlation`): `updatedInput` with `__bir_call_id__`, never a
 //!    permission decision (`bound::answer`).
 //!
+//! An armed guide (`bir guide`) answers too: `UserPromptSubmit` (the
+//! outline), `PreToolUse` (pins, handover) and `Stop` (one nudge); for
+//! `PreToolUse` the hook tells the daemon where the session's settings
+//! live (`daemon::guides`).
+//!
 //! Invariants: it always exits 0; any trouble (no home, no daemon, a slow
 //! daemon, a bad answer) ends it silently — the session goes on unrecorded
-//! rather than disturbed. It never prints for `UserPromptSubmit` or
-//! `SessionStart` (their stdout becomes model context) nor `WorktreeCreate`
-//! (its stdout replaces the worktree path). Unknown events are forwarded:
+//! rather than disturbed. It never prints raw text for `UserPromptSubmit`
+//! or `SessionStart` (their stdout becomes model context) — only a guide's
+//! JSON `additionalContext` at `UserPromptSubmit` — nor anything for
+//! `WorktreeCreate` (its stdout replaces the worktree path). Unknown events are forwarded:
 //! the daemon keeps what it does not understand.
 
 use std::io::{Read, Write};
@@ -77,13 +83,20 @@ pub fn main(args: &[String]) -> Exit {
         log::debug!("{event}: payload over {MAX_PAYLOAD} bytes: not forwarded");
         return ExitStatus::Success.into();
     }
-    let path = if event == "PreToolUse" && correlation == Correlation::Inject {
-        format!("/hook/{event}?correlate=inject")
-    } else {
+    let mut query = Vec::new();
+    if event == "PreToolUse" {
+        if correlation == Correlation::Inject {
+            query.push("correlate=inject".to_owned());
+        }
+        query.extend(settings_dirs_query());
+    }
+    let path = if query.is_empty() {
         format!("/hook/{event}")
+    } else {
+        format!("/hook/{event}?{}", query.join("&"))
     };
     if let Some(answer) = forward(&event, &path, &payload)
-        && may_print(&event)
+        && (may_print(&event) || is_prompt_context(&event, &answer))
         && is_json(&answer)
     {
         let mut out = std::io::stdout().lock();
@@ -185,6 +198,44 @@ fn may_print(event: &str) -> bool {
     )
 }
 
+/// A guide's outline at `UserPromptSubmit` (`bound::guide`): printed
+/// because it is JSON the host reads as a hook answer
+/// (`hookSpecificOutput.additionalContext`), never as raw text.
+fn is_prompt_context(event: &str, answer: &[u8]) -> bool {
+    event == "UserPromptSubmit"
+        && serde_json::from_slice::<serde_json::Value>(answer).is_ok_and(|v| {
+            v["hookSpecificOutput"]["hookEventName"] == "UserPromptSubmit"
+                && v["hookSpecificOutput"]["additionalContext"].is_string()
+        })
+}
+
+/// Where this session's Claude Code keeps its user settings and its
+/// managed policy (the hook runs in the session's environment; the daemon
+/// may not): the guide reads their permission rules before it may answer
+/// `allow` (`daemon::guides`). Query parameters, percent-encoded.
+fn settings_dirs_query() -> Vec<String> {
+    let user = match std::env::var_os("CLAUDE_CONFIG_DIR") {
+        Some(d) if !d.is_empty() => Some(std::path::PathBuf::from(d)),
+        _ => home::home_dir().map(|h| h.join(".claude")),
+    };
+    let managed = match std::env::var_os("BIR_CLAUDE_MANAGED_DIR") {
+        Some(d) if !d.is_empty() => std::path::PathBuf::from(d),
+        _ if cfg!(target_os = "macos") => {
+            std::path::PathBuf::from("/Library/Application Support/ClaudeCode")
+        }
+        _ => std::path::PathBuf::from("/etc/claude-code"),
+    };
+    let encode = |p: &std::path::Path| {
+        crate::codec::percent_encode(p.as_os_str().as_encoded_bytes(), true, false)
+    };
+    let mut query: Vec<String> = user
+        .iter()
+        .map(|u| format!("claude_config={}", encode(u)))
+        .collect();
+    query.push(format!("claude_managed={}", encode(&managed)));
+    query
+}
+
 fn is_json(answer: &[u8]) -> bool {
     serde_json::from_slice::<serde::de::IgnoredAny>(answer).is_ok()
 }
@@ -235,6 +286,22 @@ mod tests {
             correlation(&args(&["--correlate=off"]), env("inject")),
             Correlation::Off
         );
+    }
+
+    #[test]
+    fn a_prompt_answer_is_printed_only_as_a_guides_context() {
+        let ctx = br#"{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"steps"}}"#;
+        assert!(is_prompt_context("UserPromptSubmit", ctx));
+        assert!(!is_prompt_context("SessionStart", ctx));
+        assert!(!is_prompt_context("UserPromptSubmit", b"plain text"));
+        assert!(!is_prompt_context(
+            "UserPromptSubmit",
+            br#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","additionalContext":"x"}}"#
+        ));
+        assert!(!is_prompt_context(
+            "UserPromptSubmit",
+            br#"{"decision":"block"}"#
+        ));
     }
 
     #[test]

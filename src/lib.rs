@@ -45,6 +45,7 @@ mod cli;
 mod codec;
 mod daemon;
 mod error;
+mod guide;
 mod home;
 mod hooks;
 mod install;
@@ -152,6 +153,7 @@ fn cli_main(args: &[String]) -> Exit {
         Some(CliCommand::Replay(cmd)) => ("bir replay", reuse::replay(cmd)),
         Some(CliCommand::Verify(cmd)) => ("bir verify", reuse::verify(cmd)),
         Some(CliCommand::Mock(cmd)) => ("bir mock", reuse::mock(cmd)),
+        Some(CliCommand::Guide(cmd)) => ("bir guide", guide::main(cmd)),
         None => (
             "bir",
             Err(error::Error::usage(

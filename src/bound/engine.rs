@@ -73,6 +73,7 @@ impl Engine {
             Input::ProxyGone { proxy_id } => self.proxies.get(proxy_id).cloned(),
             Input::TranscriptRead { session_id, .. } => Some(session_id.clone()),
             Input::Mod(batch) => Some(batch.session_id.clone()),
+            Input::Guide { session_id, .. } => Some(session_id.clone()),
         };
         match input {
             Input::Hook { event, payload } => {
@@ -110,6 +111,15 @@ impl Engine {
             Input::Mod(batch) => {
                 let id = batch.session_id.clone();
                 self.with_session(&id, now, false, &mut out, |s, cx| s.on_mod(cx, batch));
+            }
+            Input::Guide {
+                session_id,
+                note,
+                pin,
+            } => {
+                self.with_session(&session_id, now, false, &mut out, |s, cx| {
+                    s.on_guide(cx, note, pin)
+                });
             }
             Input::TranscriptRead {
                 session_id,
@@ -225,6 +235,31 @@ impl Engine {
                 .values()
                 .any(|bound| super::join::spelled(bound) == server)
         })
+    }
+
+    /// `value` as the recorder stores it (redacted, capped; `null` when
+    /// nothing of it may be kept): the space a guide compares calls in.
+    pub(crate) fn in_recorded_space(&self, value: &serde_json::Value) -> serde_json::Value {
+        crate::record::prepare::value(
+            &self.shared.redactor,
+            value.clone(),
+            self.shared.cfg.payload_cap,
+        )
+        .value
+        .map(|v| v.into_inner())
+        .unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Pinned calls (session id, tool_use_id) whose server got other
+    /// arguments than the pin, since last asked: their guide hands over.
+    pub(crate) fn take_pins_not_applied(&mut self) -> Vec<(String, String)> {
+        let mut all = Vec::new();
+        for (id, session) in &mut self.sessions {
+            for call in session.take_pins_not_applied() {
+                all.push((id.clone(), call));
+            }
+        }
+        all
     }
 
     pub(crate) fn sessions(&self) -> Vec<SessionSummary> {

@@ -37,6 +37,7 @@
 
 mod answer;
 mod engine;
+pub(crate) mod guide;
 mod hook;
 mod join;
 mod session;
@@ -45,6 +46,7 @@ pub(crate) mod wire;
 
 pub(crate) use answer::Correlation;
 pub(crate) use engine::Engine;
+pub(crate) use join::spelled;
 
 #[cfg(test)]
 mod tests;
@@ -71,6 +73,15 @@ pub(crate) enum Input {
     /// What the Claude Code mod saw in a session (over the daemon's Unix
     /// socket): the model's words and the turn's answer, live.
     Mod(wire::ModBatch),
+    /// What a guide (`guide.rs`) decided for one of the session's hooks:
+    /// recorded as a `bir.guide` session event; a pin (`tool_use_id`, the
+    /// arguments the server should get) is checked against the proxy's
+    /// report of the call.
+    Guide {
+        session_id: String,
+        note: Value,
+        pin: Option<(String, Value)>,
+    },
     /// The transcript the engine asked for ([`Output::ReadTranscript`]),
     /// read from `offset`: whatever bytes were there (possibly ending in a
     /// line still being written).

@@ -35,6 +35,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::SystemTime;
 
+mod guide;
 mod modlink;
 
 use serde_json::{Value, json};
@@ -280,6 +281,8 @@ pub(super) struct Session {
     ending: Option<SystemTime>,
     /// What the Claude Code mod reported (`session/modlink.rs`).
     modlink: modlink::ModState,
+    /// Pins of a guide waiting for the proxy's report (`session/guide.rs`).
+    guide: guide::GuidePins,
 }
 
 impl Session {
@@ -321,6 +324,7 @@ impl Session {
             metrics: RunMetrics::default(),
             ending: None,
             modlink: modlink::ModState::default(),
+            guide: guide::GuidePins::default(),
         }
     }
 
@@ -938,6 +942,9 @@ impl Session {
             .and_then(join::strip_prepared_call_id);
         if key.is_none() {
             key = injected;
+        }
+        if let Some(k) = &key {
+            self.check_pin(cx, k, &selected);
         }
         let server = if selected.server_name.is_empty() {
             server.to_owned()

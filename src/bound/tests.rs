@@ -1914,3 +1914,67 @@ fn captured_bash_compact_and_elicitation_sessions() {
         assert!(names.contains(&expected), "{names:?}");
     }
 }
+
+/// A guide's pin: the proxy's report of the call says whether the server
+/// got the pinned arguments; a decision is one `bir.guide` event.
+#[test]
+fn a_guides_pin_is_checked_against_what_the_server_got() {
+    let pinned = json!({"message": "recorded"});
+    for (server_got, applied) in [
+        (pinned.clone(), true),
+        (json!({"message": "model's"}), false),
+    ] {
+        let mut h = Harness::new();
+        start(&mut h, "echo");
+        h.pre(
+            2.0,
+            "mcp__everything__echo",
+            "toolu_1",
+            json!({"message": "model's"}),
+        );
+        h.input(
+            2.0,
+            Input::Guide {
+                session_id: SESSION.into(),
+                note: json!({"action": "pinned", "step": "s1", "toolUseId": "toolu_1",
+                             "decision": "ask"}),
+                pin: Some(("toolu_1".into(), pinned.clone())),
+            },
+        );
+        h.proxy(
+            2.5,
+            "everything",
+            vec![call(
+                "everything",
+                "echo",
+                Some("toolu_1"),
+                server_got,
+                echo_result("x"),
+            )],
+        );
+        let guide_events: Vec<Value> = h
+            .events()
+            .into_iter()
+            .filter_map(|e| match e {
+                RunEvent::SessionEvent(s) if s.name == "bir.guide" => s.data.as_deref().cloned(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(guide_events.len(), 2, "{guide_events:?}");
+        assert_eq!(guide_events[0]["action"], "pinned");
+        assert_eq!(guide_events[1]["action"], "pin_checked");
+        assert_eq!(guide_events[1]["applied"], json!(applied));
+        let missed = h.engine.take_pins_not_applied();
+        if applied {
+            assert!(missed.is_empty());
+        } else {
+            assert_eq!(missed, vec![(SESSION.to_owned(), "toolu_1".to_owned())]);
+        }
+        // Asked once: nothing is reported twice.
+        assert!(h.engine.take_pins_not_applied().is_empty());
+        h.stop(3.0, "done");
+        h.end(4.0);
+        h.tick(20.0);
+        h.assert_well_formed();
+    }
+}

@@ -23,6 +23,7 @@
 pub(crate) mod client;
 pub(crate) mod control;
 pub(crate) mod discovery;
+pub(crate) mod guides;
 pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::Serialize;
 
 use super::discovery::{self, Discovery};
+use super::guides;
 use super::http::{self, Conn, Guard, Limits, Method, Refused, Request};
 use super::sinks::Core;
 use super::uds;
@@ -678,16 +679,24 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
                 return (400, Vec::new());
             };
             let mut core = daemon.core();
-            // The hook's stdout: nothing, except the call-id injection its
-            // sender asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
-            let answer = (event == "PreToolUse" && asks_injection(query))
-                .then(|| core.engine.injection(&payload, &request.body))
-                .flatten();
+            // The hook's stdout: nothing, except what an armed guide
+            // answers (`guides.rs`) or the call-id injection its sender
+            // asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
+            let dirs = guides::SettingsDirs::from_query(query);
+            let guided = guides::apply(&daemon.home, &core.engine, event, &payload, &dirs);
+            let answer = guided.answer.or_else(|| {
+                (event == "PreToolUse" && asks_injection(query))
+                    .then(|| core.engine.injection(&payload, &request.body))
+                    .flatten()
+            });
             let input = Input::Hook {
                 event: event.to_owned(),
                 payload,
             };
             core.handle(input, now);
+            if let Some(record) = guided.record {
+                core.handle(record, now);
+            }
             (200, answer.map(String::into_bytes).unwrap_or_default())
         }
         (Method::Post, "/proxy/register") => {
@@ -705,9 +714,18 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, "/proxy/records") => {
-            proxy_input(&request.body, daemon, now, |r: wire::ProxyRecords| {
+            let answer = proxy_input(&request.body, daemon, now, |r: wire::ProxyRecords| {
                 Input::ProxyRecords(r)
-            })
+            });
+            // A pin the server did not get ends its guide.
+            let mut core = daemon.core();
+            for (session, call) in core.engine.take_pins_not_applied() {
+                if let Some(record) = guides::pin_not_applied(&daemon.home, &session, &call).record
+                {
+                    core.handle(record, now);
+                }
+            }
+            answer
         }
         (Method::Post, "/proxy/unregister") => {
             proxy_input(&request.body, daemon, now, |r: wire::ProxyUnregister| {

@@ -452,6 +452,7 @@ fn write_event(t: &mut Screen, e: &SessionEvent, depth: usize, agent_type: Optio
         "Notification" => get("message").unwrap_or("").to_owned(),
         "PermissionRequest" | "PermissionDenied" => get("tool_name").unwrap_or("").to_owned(),
         "Stop" => "the main agent stopped; background work goes on".to_owned(),
+        "bir.guide" => guide_line(data),
         _ => data.map(compact).unwrap_or_default(),
     };
     let pad = "    ".repeat(depth);
@@ -461,6 +462,42 @@ fn write_event(t: &mut Screen, e: &SessionEvent, depth: usize, agent_type: Optio
         escape(&e.name),
         clip(&escape(&one_line(&what)), 90)
     ));
+}
+
+/// A guide's decision (`bir guide`) as words: what it did, at which step.
+fn guide_line(data: Option<&Value>) -> String {
+    let get = |k: &str| data.and_then(|d| d.get(k)).and_then(Value::as_str);
+    let step = get("step").unwrap_or("-");
+    match get("action").unwrap_or("") {
+        "started" => format!(
+            "started: {} steps of {}",
+            data.and_then(|d| d.get("steps"))
+                .map_or_else(String::new, compact),
+            get("scenario").unwrap_or("")
+        ),
+        "pinned" => format!(
+            "pinned {step} ({}) at {}",
+            get("decision").unwrap_or("?"),
+            data.and_then(|d| d.get("changed"))
+                .map_or_else(String::new, compact)
+        ),
+        "pin_checked" => {
+            let applied = data.and_then(|d| d.get("applied")) == Some(&Value::Bool(true));
+            format!(
+                "pin of {} {}",
+                get("toolUseId").unwrap_or("?"),
+                if applied {
+                    "reached the server"
+                } else {
+                    "did NOT reach the server"
+                }
+            )
+        }
+        "handover" => format!("handed over at {step}: {}", get("reason").unwrap_or("")),
+        "nudged" => format!("nudged at Stop: next is {step}"),
+        "extra" => format!("extra call {} tolerated", get("tool").unwrap_or("")),
+        other => format!("{other} {step}"),
+    }
 }
 
 fn write_answer(t: &mut Screen, label: &str, output: Option<&Value>, full: bool) {

@@ -651,3 +651,124 @@ fn the_daemon_exits_when_its_home_is_removed() {
     std::fs::remove_dir_all(bir_home(&t)).expect("rm home");
     assert!(wait_gone(d.pid as i32, LONG), "daemon outlived its home");
 }
+
+/// `bir guide` through the real binary and daemon: no guide, no output at
+/// `UserPromptSubmit`; an armed guide's outline, pins (`ask` without a rule,
+/// `allow` with the session's own allow rule, read from the
+/// `CLAUDE_CONFIG_DIR` of the hook's environment) and one Stop nudge, as
+/// `bir-hooks` prints them; `bir guide status|stop`.
+#[test]
+fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
+    let t = TempDir::new("guide");
+    std::fs::create_dir_all(t.join("proj/sub")).expect("project");
+    let project = std::fs::canonicalize(t.join("proj")).expect("real path");
+    let conf = t.join("claude-conf");
+    std::fs::create_dir_all(&conf).expect("conf");
+    std::fs::write(
+        conf.join("settings.json"),
+        r#"{"permissions": {"allow": ["mcp__srv__get-sum"]}}"#,
+    )
+    .expect("settings");
+    // Hermetic: the machine's managed policy dir is not read.
+    let managed = t.join("managed");
+    let managed = ("BIR_CLAUDE_MANAGED_DIR", managed.to_str().expect("utf-8"));
+    let conf_env = [
+        ("CLAUDE_CONFIG_DIR", conf.to_str().expect("utf-8")),
+        managed,
+    ];
+    let _d = start_by_hook(&t, &[]);
+    let _running = Running(&t);
+    let guided = |event: &str, extra: serde_json::Value, env: &[(&str, &str)]| {
+        let mut p = serde_json::json!({"session_id": "it-session",
+            "transcript_path": "/nonexistent/transcript.jsonl",
+            "cwd": project.join("sub"), "hook_event_name": event, "permission_mode": "default"});
+        if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
+            p.extend(extra);
+        }
+        let out = hook(&t, event, &p.to_string(), env);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let prompt = serde_json::json!({"prompt": "go"});
+    assert_eq!(
+        guided("UserPromptSubmit", prompt.clone(), &[]),
+        "",
+        "no guide: byte-empty"
+    );
+
+    let scenario = t.join("demo.scenario.json");
+    std::fs::write(
+        &scenario,
+        serde_json::json!({"schema": "bir/scenario@1", "params": {"a": {"default": 2}},
+            "steps": [
+                {"id": "s1", "server": "srv", "tool": "echo", "args": {"message": "hi"},
+                 "volatileArgs": ["/message"]},
+                {"id": "s2", "server": "srv", "tool": "get-sum", "args": {"a": "${param:a}", "b": 3}},
+                {"id": "s3", "server": "srv", "tool": "echo", "args": {"message": "bye"}}]})
+        .to_string(),
+    )
+    .expect("scenario");
+    let cli = |args: &[&str]| {
+        let out = command(bir(), &t).args(args).output().expect("bir guide");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let project_arg = project.to_str().expect("utf-8");
+    let said = cli(&[
+        "guide",
+        "start",
+        scenario.to_str().expect("utf-8"),
+        "--project",
+        project_arg,
+    ]);
+    assert!(said.starts_with("Guide armed in "), "{said}");
+
+    let outline: serde_json::Value =
+        serde_json::from_str(&guided("UserPromptSubmit", prompt, &[])).expect("JSON");
+    let context = outline["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .expect("the outline");
+    assert!(context.contains("[s2] mcp__srv__get-sum"), "{context}");
+
+    let pre = |tool: &str, input: serde_json::Value, id: &str, env: &[(&str, &str)]| {
+        let out = guided(
+            "PreToolUse",
+            serde_json::json!({"tool_name": tool, "tool_input": input, "tool_use_id": id}),
+            env,
+        );
+        serde_json::from_str::<serde_json::Value>(&out).expect("a JSON answer")
+            ["hookSpecificOutput"]
+            .clone()
+    };
+    // A volatile slot pinned; nothing in the session's settings: ask.
+    let got = pre(
+        "mcp__srv__echo",
+        serde_json::json!({"message": "hey"}),
+        "toolu_1",
+        &[managed],
+    );
+    assert_eq!(got["permissionDecision"], "ask");
+    assert_eq!(got["updatedInput"], serde_json::json!({"message": "hi"}));
+    // A parameter slot pinned; the session's user settings allow the tool.
+    let got = pre(
+        "mcp__srv__get-sum",
+        serde_json::json!({"a": 9, "b": 3}),
+        "toolu_2",
+        &conf_env,
+    );
+    assert_eq!(got["permissionDecision"], "allow");
+    assert_eq!(got["updatedInput"], serde_json::json!({"a": 2, "b": 3}));
+
+    let stop = serde_json::json!({"stop_hook_active": false});
+    let nudge: serde_json::Value =
+        serde_json::from_str(&guided("Stop", stop.clone(), &[])).expect("JSON");
+    assert_eq!(nudge["decision"], "block");
+    assert!(nudge["reason"].as_str().expect("why").contains("step s3"));
+    assert_eq!(guided("Stop", stop, &[]), "", "one nudge only");
+
+    let status = cli(&["guide", "status", "--project", project_arg]);
+    assert!(status.contains("pinned 2 (asked the user 1)"), "{status}");
+    assert!(status.contains("next: s3"), "{status}");
+    assert!(cli(&["guide", "stop", "--project", project_arg]).starts_with("Guide stopped"));
+    assert!(cli(&["guide", "status", "--project", project_arg]).starts_with("No guide armed"));
+}

@@ -1,0 +1,448 @@
+//! `bir guide start|status|stop`: arm a guided replay of a scenario for the
+//! next Claude Code session in a project, look at it, end it.
+//!
+//! `start` turns a scenario (a file, or a run derived in memory — the one
+//! loader, `replay::load_source`) into the plan `bound::guide` decides
+//! with, and stores it where the daemon reads it (`daemon::guides`). What
+//! the plan holds for each step:
+//! * the tool as Claude Code names it (`mcp__<server>__<tool>`, or the
+//!   built-in's name);
+//! * the expected arguments in recorded space: parameters bound
+//!   (`--param`, `from: env:X`, the default — `replay::runner::bind_params`),
+//!   bindings to earlier results (`${step:…}`) and secret parameters left as
+//!   templates;
+//! * the slots matching relaxes (volatile paths, parameters, bindings) and
+//!   the values a pin writes (bound parameters, recorded volatile values —
+//!   never a placeholder, never a secret: a value the redactor would change
+//!   stays the model's).
+//!
+//! The command needs no daemon: the daemon reads the file at the next hook.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::bound::guide::{self, Guide, GuideStep, Phase, Progress};
+use crate::cli::{GuideAction, GuideCmd, GuideStartCmd, GuideStatusCmd, GuideStopCmd};
+use crate::daemon::guides;
+use crate::error::{Error, ExitStatus};
+use crate::output::{escape, out};
+use crate::replay::scenario::Scenario;
+use crate::replay::template::{self, Lookup};
+use crate::replay::{gate, runner};
+
+pub fn main(cmd: GuideCmd) -> Result<ExitStatus, Error> {
+    match cmd.action {
+        GuideAction::Start(c) => start(c),
+        GuideAction::Status(c) => status(c),
+        GuideAction::Stop(c) => stop(c),
+    }
+}
+
+fn bir_home() -> Result<PathBuf, Error> {
+    crate::home::bir_home().ok_or_else(|| Error::failure("cannot find bir's home (set BIR_HOME)"))
+}
+
+/// The project directory: `--project`, else the current one; absolute and
+/// without symlinks (Claude Code reports its cwd that way).
+fn project_dir(given: Option<&Path>) -> Result<String, Error> {
+    let dir = match given {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir()
+            .map_err(|e| Error::failure("cannot read the current directory").because(e))?,
+    };
+    let real = std::fs::canonicalize(&dir)
+        .map_err(|e| Error::usage(format!("{}: not a directory here", dir.display())).because(e))?;
+    Ok(real.to_string_lossy().into_owned())
+}
+
+fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
+    let home = bir_home()?;
+    let project = project_dir(cmd.project.as_deref())?;
+    let scenario = crate::replay::load_source(&cmd.source)?;
+    let mut given = HashMap::new();
+    for p in &cmd.param {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| Error::usage(format!("--param {p:?} is not name=value")))?;
+        given.insert(k.to_owned(), v.to_owned());
+    }
+    let trigger = match (&scenario.trigger, cmd.trigger) {
+        (_, false) => None,
+        (Some(t), true) if !t.trim().is_empty() => Some(t.clone()),
+        _ => {
+            return Err(Error::usage(format!(
+                "--trigger: {} has no trigger",
+                cmd.source
+            )));
+        }
+    };
+    let params = runner::bind_params(&scenario, &given);
+    let redactor = crate::replay::recorded_space_redactor();
+    let cap = crate::replay::payload_cap();
+    let recorded = |v: &Value| crate::replay::in_recorded_space(&redactor, cap, v.clone());
+    let mut notes = Vec::new();
+    let steps = plan(&scenario, &params, &recorded, &mut notes)?;
+    if steps.is_empty() {
+        return Err(Error::usage(format!(
+            "{}: the scenario has no steps",
+            cmd.source
+        )));
+    }
+    let g = Guide {
+        schema: guide::SCHEMA.to_owned(),
+        scenario: cmd.source.clone(),
+        project: project.clone(),
+        session: cmd.session.clone(),
+        armed_at: crate::time::rfc3339(std::time::SystemTime::now()),
+        no_pin: cmd.no_pin,
+        trigger,
+        max_extra: cmd.max_extra,
+        max_nudges: cmd.max_nudges,
+        read_only_tools: read_only_tools(&scenario, &steps),
+        steps,
+        progress: Progress::default(),
+    };
+    let path = guides::file_for(&home, &project);
+    {
+        let _lock = guides::lock(&home)
+            .map_err(|e| Error::failure("cannot lock bir's guides").because(e))?;
+        if let Ok(Some(old)) = guides::read(&path) {
+            notes.push(format!(
+                "replaced the guide armed before ({}, {})",
+                old.scenario,
+                phase_name(old.progress.phase)
+            ));
+        }
+        guides::write(&path, &g)
+            .map_err(|e| Error::failure("cannot write the guide").because(e))?;
+    }
+    let who = match &g.session {
+        Some(s) => format!("session {s}"),
+        None => "the next Claude Code session that gets a prompt there".to_owned(),
+    };
+    out(&format!(
+        "Guide armed in {}: {} steps from {}; followed by {}.",
+        escape(&project),
+        g.steps.len(),
+        escape(&cmd.source),
+        escape(&who)
+    ));
+    for note in notes {
+        out(&format!("  note: {}", escape(&note)));
+    }
+    out(
+        "  It needs bir's hooks in Claude Code (bir install). See `bir guide status`; end it with `bir guide stop`.",
+    );
+    Ok(ExitStatus::Success)
+}
+
+/// Arguments of built-in tools that are the model's free text (shown to
+/// the user), relaxed in every built-in step.
+const BUILTIN_FREE_TEXT: &[(&str, &str)] = &[
+    ("Bash", "/description"),
+    ("Agent", "/description"),
+    ("Task", "/description"),
+];
+
+/// Template values for the plan: bound parameters and the environment;
+/// never an earlier step's result (that is the live model's to use).
+struct Bound<'a>(&'a HashMap<String, Value>);
+
+impl Lookup for Bound<'_> {
+    fn param(&self, name: &str) -> Option<Value> {
+        self.0.get(name).cloned()
+    }
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+    fn step_result(&self, _step: &str) -> Option<&Value> {
+        None
+    }
+}
+
+/// The guide's steps for `scenario` (see the module's docs).
+fn plan(
+    scenario: &Scenario,
+    params: &HashMap<String, Value>,
+    recorded: &dyn Fn(&Value) -> Value,
+    notes: &mut Vec<String>,
+) -> Result<Vec<GuideStep>, Error> {
+    let mut steps = Vec::new();
+    for s in &scenario.steps {
+        let tool = if s.kind == "builtin" {
+            s.tool.clone()
+        } else if s.server.is_empty() {
+            return Err(Error::usage(format!(
+                "step {} names no server: Claude Code's name for its tool is unknown",
+                s.id
+            )));
+        } else {
+            format!("mcp__{}__{}", crate::bound::spelled(&s.server), s.tool)
+        };
+        let mut args = s.args.clone();
+        let mut slots = Vec::new();
+        let mut pins = BTreeMap::new();
+        let mut templated = Vec::new();
+        template::for_each_leaf(&s.args, &mut |pointer, _, leaf| {
+            if leaf.as_str().is_some_and(|t| t.contains("${")) {
+                templated.push((pointer.to_owned(), leaf.clone()));
+            }
+        });
+        for (pointer, leaf) in templated {
+            slots.push(pointer.clone());
+            let Ok(value) = template::resolve(&leaf, &Bound(params)) else {
+                continue; // a binding, or an unbound parameter: the model's
+            };
+            if recorded(&value) != value {
+                notes.push(format!(
+                    "step {} {pointer}: the value holds a secret; left to the model (bir stores no secret)",
+                    s.id
+                ));
+                continue;
+            }
+            if let Some(slot) = args.pointer_mut(&pointer) {
+                *slot = value.clone();
+            }
+            pins.insert(pointer, value);
+        }
+        if s.kind == "builtin" {
+            // Words the model writes for people, never part of the procedure.
+            for (tool, pointer) in BUILTIN_FREE_TEXT {
+                if s.tool == *tool && s.args.pointer(pointer).is_some() {
+                    slots.push((*pointer).to_owned());
+                }
+            }
+        }
+        for pointer in &s.volatile_args {
+            slots.push(pointer.clone());
+            if let Some(v) = args.pointer(pointer)
+                && !template::has_placeholder(v)
+                && !v.to_string().contains("${")
+            {
+                pins.insert(pointer.clone(), v.clone());
+            }
+        }
+        let needs_user = scenario
+            .servers
+            .get(&s.server)
+            .and_then(|snap| snap.tool(&s.tool))
+            .is_some_and(|t| t["_meta"]["anthropic/requiresUserInteraction"] == Value::Bool(true));
+        let label = if s.kind == "builtin" {
+            s.tool.clone()
+        } else {
+            format!("{}/{}", s.server, s.tool)
+        };
+        steps.push(GuideStep {
+            id: s.id.clone(),
+            tool,
+            label,
+            args,
+            slots,
+            pins,
+            group: s.group,
+            expect_error: s.expect.is_error || s.expect.error.is_some(),
+            needs_user,
+        });
+    }
+    Ok(steps)
+}
+
+/// Read-only MCP tools of the scenario's servers (by their recorded
+/// annotations, a write verb demoting as in the gate) that no step uses:
+/// extra calls of them do not end the guide. Untrusted hints are fine
+/// here: a tolerated call still goes through the user's permissions.
+fn read_only_tools(scenario: &Scenario, steps: &[GuideStep]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (server, snap) in &scenario.servers {
+        for t in &snap.tools {
+            let Some(name) = t["name"].as_str() else {
+                continue;
+            };
+            let host = format!("mcp__{}__{}", crate::bound::spelled(server), name);
+            if gate::class_of(t.get("annotations")) == gate::Class::Auto
+                && !gate::has_write_verb(name)
+                && !steps.iter().any(|s| s.tool == host)
+            {
+                out.push(host);
+            }
+        }
+    }
+    out
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Armed => "armed, waiting for a prompt",
+        Phase::Active => "active",
+        Phase::HandedOver => "handed over",
+        Phase::Done => "done",
+    }
+}
+
+fn status(cmd: GuideStatusCmd) -> Result<ExitStatus, Error> {
+    let home = bir_home()?;
+    let guides: Vec<Guide> = if cmd.all {
+        guides::list(&home).into_iter().map(|(_, g)| g).collect()
+    } else {
+        let project = project_dir(cmd.project.as_deref())?;
+        let path = guides::file_for(&home, &project);
+        match guides::read(&path) {
+            Ok(g) => g.into_iter().collect(),
+            Err(e) => return Err(Error::failure("cannot read the guide").because(e)),
+        }
+    };
+    if cmd.json {
+        for g in &guides {
+            out(&serde_json::to_string(g).unwrap_or_default());
+        }
+        return Ok(ExitStatus::Success);
+    }
+    if guides.is_empty() {
+        out("No guide armed here (bir guide start <scenario|run>).");
+        return Ok(ExitStatus::Success);
+    }
+    for g in &guides {
+        for line in describe(g) {
+            out(&line);
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// A guide in a few lines.
+fn describe(g: &Guide) -> Vec<String> {
+    let p = &g.progress;
+    let mut lines = vec![format!(
+        "Guide in {} ({}): {}{}, {} of {} steps done",
+        escape(&g.project),
+        escape(&g.scenario),
+        phase_name(p.phase),
+        g.session
+            .as_deref()
+            .map(|s| format!(" (session {})", escape(s)))
+            .unwrap_or_default(),
+        p.done.len(),
+        g.steps.len()
+    )];
+    lines.push(format!(
+        "  followed {}, pinned {} (asked the user {}), advised {}, extra calls {}, nudges {}",
+        p.followed, p.pinned, p.asked, p.advised, p.extras, p.nudges
+    ));
+    if let Some(at) = &p.handed_over_at {
+        lines.push(format!(
+            "  handed over at {}: {}",
+            escape(at),
+            escape(p.reason.as_deref().unwrap_or(""))
+        ));
+    }
+    if matches!(p.phase, Phase::Armed | Phase::Active)
+        && let Some(next) = g.steps.iter().find(|s| !p.done.contains(&s.id))
+    {
+        lines.push(format!(
+            "  next: {} {} {}",
+            escape(&next.id),
+            escape(&next.tool),
+            escape(&next.args.to_string())
+        ));
+    }
+    lines
+}
+
+fn stop(cmd: GuideStopCmd) -> Result<ExitStatus, Error> {
+    let home = bir_home()?;
+    let project = project_dir(cmd.project.as_deref())?;
+    let path = guides::file_for(&home, &project);
+    let _lock =
+        guides::lock(&home).map_err(|e| Error::failure("cannot lock bir's guides").because(e))?;
+    let old =
+        guides::read(&path).map_err(|e| Error::failure("cannot read the guide").because(e))?;
+    let Some(old) = old else {
+        out(&format!("No guide armed in {}.", escape(&project)));
+        return Ok(ExitStatus::Success);
+    };
+    std::fs::remove_file(&path)
+        .map_err(|e| Error::failure("cannot remove the guide").because(e))?;
+    out(&format!(
+        "Guide stopped ({}, {} of {} steps done).",
+        phase_name(old.progress.phase),
+        old.progress.done.len(),
+        old.steps.len()
+    ));
+    Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_scenario_becomes_a_plan_with_slots_and_pins_and_no_secret() {
+        let scenario = Scenario::parse(
+            &json!({
+                "schema": "bir/scenario@1",
+                "params": {"n": {"default": 2}, "tok": {"from": "env:BIR_GUIDE_TEST_UNSET"}},
+                "servers": {"my.srv": {"tools": [
+                    {"name": "get", "annotations": {"readOnlyHint": true}},
+                    {"name": "delete_all", "annotations": {"readOnlyHint": true}},
+                    {"name": "ask", "_meta": {"anthropic/requiresUserInteraction": true}},
+                    {"name": "sum", "annotations": {"readOnlyHint": true}}],
+                    "toolsDigest": "x"}},
+                "steps": [
+                    {"id": "s1", "server": "my.srv", "tool": "sum",
+                     "args": {"a": "${param:n}", "b": 3, "at": "2026-01-01", "who": "${param:tok}"},
+                     "volatileArgs": ["/at"]},
+                    {"id": "s2", "server": "my.srv", "tool": "ask",
+                     "args": {"id": "${step:s1:/structuredContent/id}"}},
+                    {"id": "s3", "kind": "builtin", "tool": "Bash",
+                     "args": {"command": "ls", "description": "List files"}}
+                ]
+            })
+            .to_string(),
+        )
+        .expect("a scenario");
+        let params = runner::bind_params(&scenario, &HashMap::new());
+        let recorded = |v: &Value| v.clone();
+        let mut notes = Vec::new();
+        let steps = plan(&scenario, &params, &recorded, &mut notes).expect("a plan");
+        let s1 = &steps[0];
+        assert_eq!(s1.tool, "mcp__my_srv__sum");
+        assert_eq!(s1.label, "my.srv/sum");
+        assert_eq!(s1.args["a"], json!(2));
+        assert_eq!(s1.args["who"], json!("${param:tok}"));
+        let mut slots = s1.slots.clone();
+        slots.sort();
+        assert_eq!(slots, vec!["/a", "/at", "/who"]);
+        assert_eq!(
+            s1.pins,
+            BTreeMap::from([
+                ("/a".to_owned(), json!(2)),
+                ("/at".to_owned(), json!("2026-01-01"))
+            ])
+        );
+        assert!(!s1.needs_user);
+        assert!(steps[1].needs_user);
+        // A binding is a slot the model fills: never pinned.
+        assert_eq!(steps[1].slots, vec!["/id"]);
+        assert!(steps[1].pins.is_empty());
+        assert_eq!(steps[2].tool, "Bash");
+        assert_eq!(steps[2].slots, vec!["/description"]);
+        assert!(steps[2].pins.is_empty());
+        // Read-only tools no step uses; a write verb demotes `delete_all`.
+        assert_eq!(read_only_tools(&scenario, &steps), vec!["mcp__my_srv__get"]);
+        // A parameter the redactor would change is never pinned.
+        let secret = |v: &Value| {
+            if v == &json!(2) {
+                json!("[REDACTED:x]")
+            } else {
+                v.clone()
+            }
+        };
+        let steps = plan(&scenario, &params, &secret, &mut notes).expect("a plan");
+        assert!(!steps[0].pins.contains_key("/a"));
+        assert_eq!(steps[0].args["a"], json!("${param:n}"));
+        assert!(notes.iter().any(|n| n.contains("holds a secret")));
+    }
+}
