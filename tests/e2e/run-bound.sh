@@ -163,7 +163,11 @@ wait_runs() {
   local name="$1" want="$2"
   local bh="$WORK/birhome/$name" deadline=$((SECONDS + WAIT)) got=0
   while (( SECONDS < deadline )); do
-    got="$(BIR_HOME="$bh" "$BIR_BIN" runs --json 2>/dev/null | grep -c '"tier":"bound".*"state":"finished')"
+    # `runs --json` prints each object's keys sorted, so parse it rather than grep an order.
+    got="$(BIR_HOME="$bh" "$BIR_BIN" runs --json 2>/dev/null | python3 -c '
+import json, sys
+print(sum(1 for l in sys.stdin if l.strip()
+          and (r := json.loads(l)).get("tier") == "bound" and r.get("state") == "finished"))')"
     (( got >= want )) && break
     sleep 0.3
   done
