@@ -274,7 +274,7 @@ pub(super) struct Session {
     /// Servers whose proxy said goodbye and none other is bound.
     gone_servers: BTreeSet<String>,
     wrapped: BTreeSet<String>,
-    snapshots: HashMap<String, String>,
+    snapshots: HashMap<String, (String, Option<String>)>,
     metrics: RunMetrics,
     /// SessionEnd was seen: the run finishes when nothing waits any more,
     /// or at this time.
@@ -922,11 +922,19 @@ impl Session {
     }
 
     fn on_snapshot(&mut self, cx: &mut Cx, snapshot: ServerSnapshot) {
-        if self.snapshots.get(&snapshot.server_name) == Some(&snapshot.tools_digest) {
+        // A snapshot is new when its tools or its upstream session (a
+        // renewed Streamable HTTP session) are.
+        let seen = (
+            snapshot.tools_digest.clone(),
+            snapshot
+                .mcp_session_id
+                .as_ref()
+                .map(|s| s.as_str().to_owned()),
+        );
+        if self.snapshots.get(&snapshot.server_name) == Some(&seen) {
             return;
         }
-        self.snapshots
-            .insert(snapshot.server_name.clone(), snapshot.tools_digest.clone());
+        self.snapshots.insert(snapshot.server_name.clone(), seen);
         self.emit_early(cx, RunEvent::ServerSnapshot(snapshot));
     }
 

@@ -100,9 +100,15 @@ impl OtlpForwarder {
     /// The exporter the environment asks for, if any; a configuration
     /// problem is logged (once, here) and export stays off.
     pub fn from_env() -> Option<OtlpForwarder> {
+        let cfg = OtlpForwarder::config_from_env()?;
+        OtlpForwarder::start(cfg, Store::open_default().ok())
+    }
+
+    /// The export's configuration from the environment; `None` when export
+    /// is off, or asked for but impossible (said once, as a warning).
+    pub fn config_from_env() -> Option<OtlpConfig> {
         match OtlpConfig::from_env() {
-            Ok(Some(cfg)) => OtlpForwarder::start(cfg, Store::open_default().ok()),
-            Ok(None) => None,
+            Ok(cfg) => cfg,
             Err(msg) => {
                 log::warn!("runs are not exported to OpenTelemetry: {msg}");
                 None
