@@ -922,15 +922,7 @@ impl Session {
     }
 
     fn on_snapshot(&mut self, cx: &mut Cx, snapshot: ServerSnapshot) {
-        // A snapshot is new when its tools or its upstream session (a
-        // renewed Streamable HTTP session) are.
-        let seen = (
-            snapshot.tools_digest.clone(),
-            snapshot
-                .mcp_session_id
-                .as_ref()
-                .map(|s| s.as_str().to_owned()),
-        );
+        let seen = snapshot.identity();
         if self.snapshots.get(&snapshot.server_name) == Some(&seen) {
             return;
         }

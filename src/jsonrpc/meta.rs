@@ -79,14 +79,15 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// `b[i]` opens a string: the index just past its closing quote.
-fn skip_string(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    while j < b.len() {
-        match b[j] {
-            b'\\' => j += 2,
-            b'"' => return Some(j + 1),
-            _ => j += 1,
+/// The index just past the string token starting at `start` (a `"`), if it
+/// ends within `bytes` (which may be cut short: a clipped request's head).
+pub(crate) fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
         }
     }
     None
@@ -95,14 +96,14 @@ fn skip_string(b: &[u8], i: usize) -> Option<usize> {
 /// The index just past the value starting at `i`.
 fn skip_value(b: &[u8], i: usize) -> Option<usize> {
     match *b.get(i)? {
-        b'"' => skip_string(b, i),
+        b'"' => string_end(b, i),
         b'{' | b'[' => {
             let mut depth = 0usize;
             let mut j = i;
             while j < b.len() {
                 match b[j] {
                     b'"' => {
-                        j = skip_string(b, j)?;
+                        j = string_end(b, j)?;
                         continue;
                     }
                     b'{' | b'[' => depth += 1,
@@ -143,7 +144,7 @@ fn members(b: &[u8], open: usize, mut each: impl FnMut(&[u8], Range<usize>)) -> 
         if b.get(i) != Some(&b'"') {
             return None;
         }
-        let key_end = skip_string(b, i)?;
+        let key_end = string_end(b, i)?;
         let key = &b[i + 1..key_end - 1];
         i = skip_ws(b, key_end);
         if b.get(i) != Some(&b':') {

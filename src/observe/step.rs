@@ -493,7 +493,7 @@ fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
                 i += 1;
             }
             b'"' => {
-                let Some(end) = string_end(head, i) else {
+                let Some(end) = crate::jsonrpc::meta::string_end(head, i) else {
                     break;
                 };
                 let text = serde_json::from_slice::<String>(&head[i..end]).ok();
@@ -522,20 +522,6 @@ fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
         }
     }
     found
-}
-
-/// The index just past the string token starting at `start` (a `"`), if it
-/// ends within `bytes`.
-fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-    None
 }
 
 impl StepReport {

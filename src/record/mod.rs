@@ -326,13 +326,7 @@ impl LocalRun {
         let Some(snapshot) = &self.snapshot else {
             return;
         };
-        let written = (
-            snapshot.tools_digest.clone(),
-            snapshot
-                .mcp_session_id
-                .as_ref()
-                .map(|s| s.as_str().to_owned()),
-        );
+        let written = snapshot.identity();
         if self.written_digest.as_ref() == Some(&written) {
             return;
         }

@@ -163,6 +163,17 @@ pub struct ServerSnapshot {
     pub mcp_session_id: Option<Redacted<String>>,
 }
 
+impl ServerSnapshot {
+    /// What makes a snapshot worth writing again: its tools, and its
+    /// upstream session (a renewed Streamable HTTP session).
+    pub fn identity(&self) -> (String, Option<String>) {
+        (
+            self.tools_digest.clone(),
+            self.mcp_session_id.as_ref().map(|s| s.as_str().to_owned()),
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum StepType {
