@@ -27,6 +27,7 @@ pub mod journal;
 pub mod model;
 pub mod preparation;
 pub(crate) mod prepare;
+pub mod sender;
 pub mod store;
 pub mod truncate;
 pub mod writer;
