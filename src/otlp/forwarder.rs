@@ -21,7 +21,7 @@ use super::config::OtlpConfig;
 use crate::record::Forwarder;
 use crate::record::model::{Record, RunEvent};
 use crate::record::sender::{
-    self, CatchUpState, CatchUpWhen, Outbox, Pace, Work, cool_down_for, next_work,
+    self, CatchUpState, CatchUpWhen, Outbox, Sending, Work, cool_down_for, next_work,
 };
 use crate::record::store::{LoadedRun, Store};
 use crate::sys::Monitor;
@@ -51,9 +51,6 @@ struct Item {
 #[derive(Default)]
 struct State {
     queue: VecDeque<Item>,
-    /// After a failure nothing is exported for a while
-    /// ([`cool_down_for`]: 5 s doubling to 60 s).
-    pace: Pace,
     /// The process is ending: no more waiting between tries (what did not
     /// go out is left to the catch-up).
     finishing: bool,
@@ -67,12 +64,6 @@ struct State {
 
 impl Outbox for State {
     type Item = Item;
-    fn pace(&self) -> &Pace {
-        &self.pace
-    }
-    fn pace_mut(&mut self) -> &mut Pace {
-        &mut self.pace
-    }
     fn take(&mut self) -> Option<Item> {
         self.queue.pop_front()
     }
@@ -84,7 +75,7 @@ impl Outbox for State {
     }
 }
 
-type Shared = Monitor<State>;
+type Shared = Monitor<Sending<State>>;
 
 /// A run being gathered.
 #[derive(Default)]
@@ -129,7 +120,7 @@ impl OtlpForwarder {
     /// Starts the export thread; `store` is where exports are marked and
     /// the catch-up looks (none: no marks, no catch-up).
     pub fn start(cfg: OtlpConfig, store: Option<Store>) -> Option<OtlpForwarder> {
-        let shared = Arc::new(Monitor::new(State::default()));
+        let shared = Arc::new(Monitor::new(Sending::new(State::default())));
         let content = cfg.map.content;
         let worker = Arc::clone(&shared);
         let spawned = thread::Builder::new()

@@ -67,16 +67,45 @@ impl Pace {
     }
 }
 
-/// A forwarder's shared state, as the sender sees it.
+/// A forwarder's queue, as the sender sees it.
 pub trait Outbox {
     type Item;
-    fn pace(&self) -> &Pace;
-    fn pace_mut(&mut self) -> &mut Pace;
     /// The next queued item.
     fn take(&mut self) -> Option<Self::Item>;
     fn is_empty(&self) -> bool;
     /// Forgets the queue (the sender is gone).
     fn clear(&mut self);
+}
+
+/// What a forwarder and its sender thread share: the [`Pace`] and the
+/// forwarder's own state `S` (its queue and bookkeeping), which the
+/// wrapper derefs to.
+#[derive(Debug, Default)]
+pub struct Sending<S> {
+    pub pace: Pace,
+    state: S,
+}
+
+impl<S> Sending<S> {
+    pub fn new(state: S) -> Sending<S> {
+        Sending {
+            pace: Pace::default(),
+            state,
+        }
+    }
+}
+
+impl<S> std::ops::Deref for Sending<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.state
+    }
+}
+
+impl<S> std::ops::DerefMut for Sending<S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.state
+    }
 }
 
 /// What the sender does next.
@@ -100,21 +129,21 @@ pub enum CatchUpWhen {
 /// cool-down), then the catch-up when `catch_up` allows it. `None` once
 /// the sender is to stop.
 pub fn next_work<S: Outbox>(
-    shared: &Monitor<S>,
+    shared: &Monitor<Sending<S>>,
     mut catch_up: impl FnMut(&S, Instant) -> CatchUpWhen,
 ) -> Option<Work<S::Item>> {
     let mut st = shared.lock();
     loop {
-        if st.pace().stop {
+        if st.pace.stop {
             return None;
         }
         let now = Instant::now();
-        if let Some(wait) = st.pace().cooling(now) {
+        if let Some(wait) = st.pace.cooling(now) {
             st = shared.wait_timeout(st, wait);
             continue;
         }
         if let Some(item) = st.take() {
-            st.pace_mut().busy = true;
+            st.pace.busy = true;
             return Some(Work::Live(item));
         }
         st = match catch_up(&st, now) {
@@ -129,13 +158,13 @@ pub fn next_work<S: Outbox>(
 /// the sender stopped, `until` passed, or the sender sits idle in a
 /// cool-down (nothing will be sent before `until` then). Returns the lock.
 pub fn wait_settled<'a, S: Outbox>(
-    shared: &'a Monitor<S>,
-    mut st: MutexGuard<'a, S>,
+    shared: &'a Monitor<Sending<S>>,
+    mut st: MutexGuard<'a, Sending<S>>,
     until: Instant,
-) -> MutexGuard<'a, S> {
+) -> MutexGuard<'a, Sending<S>> {
     loop {
         let now = Instant::now();
-        let pace = st.pace();
+        let pace = &st.pace;
         let idle = st.is_empty() && !pace.busy;
         if idle || pace.stop || now >= until || (!pace.busy && pace.cooling(now).is_some()) {
             return st;
@@ -146,18 +175,17 @@ pub fn wait_settled<'a, S: Outbox>(
 
 /// The sender thread ended (its loop returned, or panicked): nothing more
 /// will be sent, and whoever waits is told.
-pub fn sender_gone<S: Outbox>(shared: &Monitor<S>) {
+pub fn sender_gone<S: Outbox>(shared: &Monitor<Sending<S>>) {
     let mut st = shared.lock();
-    let pace = st.pace_mut();
-    pace.stop = true;
-    pace.busy = false;
+    st.pace.stop = true;
+    st.pace.busy = false;
     st.clear();
     shared.notify_all();
 }
 
 /// The forwarder is dropped: its sender stops.
-pub fn stop<S: Outbox>(shared: &Monitor<S>) {
-    shared.lock().pace_mut().stop = true;
+pub fn stop<S>(shared: &Monitor<Sending<S>>) {
+    shared.lock().pace.stop = true;
     shared.notify_all();
 }
 
@@ -212,17 +240,10 @@ mod tests {
     #[derive(Default)]
     struct Queue {
         items: VecDeque<u32>,
-        pace: Pace,
     }
 
     impl Outbox for Queue {
         type Item = u32;
-        fn pace(&self) -> &Pace {
-            &self.pace
-        }
-        fn pace_mut(&mut self) -> &mut Pace {
-            &mut self.pace
-        }
         fn take(&mut self) -> Option<u32> {
             self.items.pop_front()
         }
@@ -243,7 +264,7 @@ mod tests {
 
     #[test]
     fn the_queue_comes_before_the_catch_up_and_a_stop_ends_it() {
-        let m = Monitor::new(Queue::default());
+        let m = Monitor::new(Sending::new(Queue::default()));
         m.lock().items.extend([1, 2]);
         let asked = std::cell::Cell::new(0);
         let next = || {
@@ -263,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_failure_pauses_and_finish_does_not_wait_out_the_pause() {
-        let m = Arc::new(Monitor::new(Queue::default()));
+        let m = Arc::new(Monitor::new(Sending::new(Queue::default())));
         m.lock().items.push_back(7);
         let paused = m.lock().pace.settle(false, cool_down_for);
         assert_eq!(paused, Some(Duration::from_secs(5)));

@@ -13,7 +13,7 @@ use super::wire::{WireRequest, request_for};
 use crate::record::Forwarder;
 use crate::record::model::Record;
 use crate::record::sender::{
-    self, CatchUpState, CatchUpWhen, Outbox, Pace, Work, cool_down_for, next_work,
+    self, CatchUpState, CatchUpWhen, Outbox, Sending, Work, cool_down_for, next_work,
 };
 use crate::sys::Monitor;
 use crate::urls;
@@ -49,7 +49,6 @@ pub(super) struct State {
     queue: VecDeque<Item>,
     queued_bytes: usize,
     runs: HashMap<String, RunAck>,
-    pace: Pace,
     dropped: u64,
     warned_overflow: bool,
     /// A record of this session reached the service: it is up, and the
@@ -103,12 +102,6 @@ impl State {
 
 impl Outbox for State {
     type Item = Item;
-    fn pace(&self) -> &Pace {
-        &self.pace
-    }
-    fn pace_mut(&mut self) -> &mut Pace {
-        &mut self.pace
-    }
     fn take(&mut self) -> Option<Item> {
         self.pop()
     }
@@ -121,7 +114,7 @@ impl Outbox for State {
     }
 }
 
-type Shared = Monitor<State>;
+type Shared = Monitor<Sending<State>>;
 
 /// The recording-service sink of a [`super::Recorder`].
 pub struct ServiceForwarder {
@@ -152,7 +145,7 @@ impl ServiceForwarder {
 
     /// Starts the sender thread for `cfg`.
     pub fn start(cfg: ServiceConfig) -> Option<ServiceForwarder> {
-        let shared = Arc::new(Monitor::new(State::default()));
+        let shared = Arc::new(Monitor::new(Sending::new(State::default())));
         let label = urls::display(&cfg.base);
         let worker = Arc::clone(&shared);
         let spawned = thread::Builder::new()
