@@ -3,11 +3,14 @@
 
     python3 bench/otlp.py [--bin target/release/bir] [--calls 1000] [--rounds 5]
 
-1. Relay with export off vs on, same workload, interleaved round by round:
-   bir-proxy over `bir testpeer`, one session of CALLS sequential tools/call
-   per column per round, against a loopback stub OTLP receiver (200 to
-   every POST). Reports per-call latency p50/p95 of each column, and the
-   session's wall time (which includes the end-of-run export for "on").
+1. Relay with export off vs on (and on with BIR_OTLP_TRACEPARENT=1, the
+   one column whose relayed bytes differ), same workload, interleaved round
+   by round (the order rotates): bir-proxy over `bir testpeer`, one session
+   of CALLS sequential tools/call per column per round, against a loopback
+   stub OTLP receiver (200 to every POST). Reports per-call latency
+   p50/p95/p99 of each column, and the session's wall time (which includes
+   the end-of-run export for "on"), with the load average before and after
+   (the figures are only comparable within one run of this script).
 2. CPU to export a run of CALLS tool calls (2 x CALLS step records, CALLS
    + 1 spans): user+sys CPU of `bir runs export --otlp <id>` (protobuf and
    JSON), minus that of `bir runs export <id> --format jsonl` (loading and
@@ -113,23 +116,31 @@ def main():
             "off": dict(base, HOME=os.path.join(tmp, "off"), BIR_HOME=os.path.join(tmp, "off/.bir")),
             "on": dict(base, HOME=os.path.join(tmp, "on"), BIR_HOME=os.path.join(tmp, "on/.bir"),
                        BIR_OTLP_ENDPOINT=endpoint),
+            "on + traceparent": dict(base, HOME=os.path.join(tmp, "tp"), BIR_HOME=os.path.join(tmp, "tp/.bir"),
+                                     BIR_OTLP_ENDPOINT=endpoint, BIR_OTLP_TRACEPARENT="1"),
         }
         lat = {k: [] for k in cols}
         wall = {k: [] for k in cols}
         session(cmd, cols["off"], 50)  # warm the page cache
+        load_before = os.getloadavg()
+        names = list(cols)
         for r in range(a.rounds):
-            order = ["off", "on"] if r % 2 == 0 else ["on", "off"]
+            order = names[r % len(names):] + names[:r % len(names)]
             for k in order:
                 l, w = session(cmd, cols[k], a.calls)
                 lat[k] += l
                 wall[k].append(w)
         print("## bir-proxy with OpenTelemetry export off vs on (%s)" % bir)
         print("%d rounds x %d sequential tools/call per column, interleaved; stub OTLP receiver on 127.0.0.1" % (a.rounds, a.calls))
-        print("| column | p50 per call | p95 per call | session wall (median) |")
-        print("|---|---|---|---|")
+        load_after = os.getloadavg()
+        print("load average (1/5/15 min) before %.2f %.2f %.2f, after %.2f %.2f %.2f, %d CPUs" % (
+            load_before + load_after + (os.cpu_count(),)))
+        print("| column | p50 per call | p95 per call | p99 per call | session wall (median) |")
+        print("|---|---|---|---|---|")
         for k in cols:
-            print("| export %s | %.1f us | %.1f us | %.3f s |" % (
-                k, pct(lat[k], 0.5) * 1e6, pct(lat[k], 0.95) * 1e6, statistics.median(wall[k])))
+            print("| export %s | %.1f us | %.1f us | %.1f us | %.3f s |" % (
+                k, pct(lat[k], 0.5) * 1e6, pct(lat[k], 0.95) * 1e6, pct(lat[k], 0.99) * 1e6,
+                statistics.median(wall[k])))
         print("runs exported by the 'on' sessions: %d request(s) received" % Stub.count)
 
         env = cols["on"]

@@ -348,6 +348,7 @@ fn remote_target(
         mode,
         headers,
         connect_timeout: Duration::from_millis(crate::proxy::config::DEFAULT_CONNECT_TIMEOUT_MS),
+        session_note: Default::default(),
     };
     let connect: runner::Connector = std::sync::Arc::new(move || {
         let pipes = crate::proxy::upstream_http::connect(

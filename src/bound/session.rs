@@ -274,7 +274,7 @@ pub(super) struct Session {
     /// Servers whose proxy said goodbye and none other is bound.
     gone_servers: BTreeSet<String>,
     wrapped: BTreeSet<String>,
-    snapshots: HashMap<String, String>,
+    snapshots: HashMap<String, (String, Option<String>)>,
     metrics: RunMetrics,
     /// SessionEnd was seen: the run finishes when nothing waits any more,
     /// or at this time.
@@ -922,11 +922,11 @@ impl Session {
     }
 
     fn on_snapshot(&mut self, cx: &mut Cx, snapshot: ServerSnapshot) {
-        if self.snapshots.get(&snapshot.server_name) == Some(&snapshot.tools_digest) {
+        let seen = snapshot.identity();
+        if self.snapshots.get(&snapshot.server_name) == Some(&seen) {
             return;
         }
-        self.snapshots
-            .insert(snapshot.server_name.clone(), snapshot.tools_digest.clone());
+        self.snapshots.insert(snapshot.server_name.clone(), seen);
         self.emit_early(cx, RunEvent::ServerSnapshot(snapshot));
     }
 

@@ -39,6 +39,7 @@
 //!   completes the delivery itself, within its deadline.
 
 pub mod queue;
+pub mod session;
 pub mod step;
 pub mod transcript;
 
@@ -681,6 +682,8 @@ mod tests {
             outcome: CallOutcome::Answered,
             response_bytes: None,
             id_shared: false,
+            traceparent: None,
+            session_epoch: 0,
         }
     }
 

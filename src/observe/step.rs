@@ -189,6 +189,12 @@ pub struct ToolCallObserved {
     /// Another request with the same id was in flight: `response` was
     /// paired first-in, first-out and may answer the other one.
     pub id_shared: bool,
+    /// The `traceparent` the proxy added to the request's `params._meta`
+    /// (`BIR_OTLP_TRACEPARENT=1`); `request` is still the host's line.
+    pub traceparent: Option<Box<str>>,
+    /// A remote upstream's session epoch when the answer was read
+    /// ([`super::session`]); 0 for stdio.
+    pub session_epoch: u64,
 }
 
 /// The wall-clock time of a past `instant`: now, less the time since. Exact
@@ -243,6 +249,15 @@ pub struct StepReport {
     /// paired first-in, first-out and may be the other call's.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub id_shared: bool,
+    /// The `traceparent` the proxy added to the request (see
+    /// [`ToolCallObserved::traceparent`]). Left out of the report's form
+    /// when absent (transcripts stay as they were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// See [`ToolCallObserved::session_epoch`]. Not part of the report's
+    /// own form.
+    #[serde(skip)]
+    pub session_epoch: u64,
     /// What reading the request (or the answer) leniently replaced: it
     /// held what serde_json refuses and every peer reads (see
     /// `jsonrpc::lenient`). Not part of the report's own form.
@@ -478,7 +493,7 @@ fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
                 i += 1;
             }
             b'"' => {
-                let Some(end) = string_end(head, i) else {
+                let Some(end) = crate::jsonrpc::meta::string_end(head, i) else {
                     break;
                 };
                 let text = serde_json::from_slice::<String>(&head[i..end]).ok();
@@ -509,20 +524,6 @@ fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
     found
 }
 
-/// The index just past the string token starting at `start` (a `"`), if it
-/// ends within `bytes`.
-fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
 impl StepReport {
     pub fn from_observed(call: &ToolCallObserved) -> StepReport {
         let mut report = StepReport {
@@ -548,6 +549,8 @@ impl StepReport {
             request_unparseable: false,
             response_unparseable: false,
             id_shared: call.id_shared,
+            traceparent: call.traceparent.as_deref().map(str::to_owned),
+            session_epoch: call.session_epoch,
             request_repairs: Repairs::default(),
             response_repairs: Repairs::default(),
         };
@@ -642,6 +645,8 @@ mod tests {
             outcome: CallOutcome::Answered,
             response_bytes: None,
             id_shared: false,
+            traceparent: None,
+            session_epoch: 0,
         }
     }
 

@@ -20,6 +20,7 @@
 //! | `BIR_OTLP_CONTENT` | `1`: prompts, answers, arguments, results (redacted, truncated) | off |
 //! | `BIR_OTLP_PROVIDER` | `gen_ai.provider.name` | `anthropic` for Claude Code |
 //! | `BIR_OTLP_HOST` | `0`: no `host.name` resource attribute | on |
+//! | `BIR_OTLP_TRACEPARENT` | `1`: bir-proxy adds a W3C `traceparent` to `params._meta` of each relayed `tools/call` (the one change to relayed bytes; standalone runs) | off |
 
 use std::time::Duration;
 
@@ -60,6 +61,10 @@ pub struct OtlpConfig {
     pub gzip: bool,
     pub resource: Vec<KeyValue>,
     pub map: MapOptions,
+    /// `BIR_OTLP_TRACEPARENT=1`: the proxy propagates the run's trace to
+    /// its server (`proxy::traceparent`). Off by default: it changes
+    /// relayed bytes.
+    pub traceparent: bool,
 }
 
 /// Reads a variable (the process environment, or a test's map).
@@ -242,6 +247,7 @@ impl OtlpConfig {
                 content: env("BIR_OTLP_CONTENT").as_deref().is_some_and(is_on),
                 provider: env("BIR_OTLP_PROVIDER"),
             },
+            traceparent: env("BIR_OTLP_TRACEPARENT").as_deref().is_some_and(is_on),
         }))
     }
 }

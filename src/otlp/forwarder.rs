@@ -20,6 +20,9 @@ use super::client::Client;
 use super::config::OtlpConfig;
 use crate::record::Forwarder;
 use crate::record::model::{Record, RunEvent};
+use crate::record::sender::{
+    self, CatchUpState, CatchUpWhen, Outbox, Sending, Work, cool_down_for, next_work,
+};
 use crate::record::store::{LoadedRun, Store};
 use crate::sys::Monitor;
 
@@ -39,9 +42,6 @@ const CATCH_UP_AFTER: Duration = Duration::from_millis(1500);
 /// cool-down, which ends the wait at once. What does not make it is left
 /// to the catch-up.
 const FINISH_AT_LEAST: Duration = Duration::from_secs(2);
-/// After a failure, nothing is exported for a while: 5 s doubling to 60 s.
-const COOL_DOWN_FIRST: Duration = Duration::from_secs(5);
-const COOL_DOWN_MAX: Duration = Duration::from_secs(60);
 
 struct Item {
     run_id: String,
@@ -51,13 +51,9 @@ struct Item {
 #[derive(Default)]
 struct State {
     queue: VecDeque<Item>,
-    busy: bool,
-    stop: bool,
     /// The process is ending: no more waiting between tries (what did not
     /// go out is left to the catch-up).
     finishing: bool,
-    failures: u32,
-    cool_until: Option<Instant>,
     /// Runs of this process: the catch-up leaves them to the live path.
     live: HashSet<String>,
     /// The one warning of this process was given.
@@ -66,15 +62,20 @@ struct State {
     exported: u64,
 }
 
-impl State {
-    fn cooling(&self, now: Instant) -> Option<Duration> {
-        self.cool_until
-            .and_then(|t| t.checked_duration_since(now))
-            .filter(|d| !d.is_zero())
+impl Outbox for State {
+    type Item = Item;
+    fn take(&mut self) -> Option<Item> {
+        self.queue.pop_front()
+    }
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+    fn clear(&mut self) {
+        self.queue.clear();
     }
 }
 
-type Shared = Monitor<State>;
+type Shared = Monitor<Sending<State>>;
 
 /// A run being gathered.
 #[derive(Default)]
@@ -100,9 +101,15 @@ impl OtlpForwarder {
     /// The exporter the environment asks for, if any; a configuration
     /// problem is logged (once, here) and export stays off.
     pub fn from_env() -> Option<OtlpForwarder> {
+        let cfg = OtlpForwarder::config_from_env()?;
+        OtlpForwarder::start(cfg, Store::open_default().ok())
+    }
+
+    /// The export's configuration from the environment; `None` when export
+    /// is off, or asked for but impossible (said once, as a warning).
+    pub fn config_from_env() -> Option<OtlpConfig> {
         match OtlpConfig::from_env() {
-            Ok(Some(cfg)) => OtlpForwarder::start(cfg, Store::open_default().ok()),
-            Ok(None) => None,
+            Ok(cfg) => cfg,
             Err(msg) => {
                 log::warn!("runs are not exported to OpenTelemetry: {msg}");
                 None
@@ -113,7 +120,7 @@ impl OtlpForwarder {
     /// Starts the export thread; `store` is where exports are marked and
     /// the catch-up looks (none: no marks, no catch-up).
     pub fn start(cfg: OtlpConfig, store: Option<Store>) -> Option<OtlpForwarder> {
-        let shared = Arc::new(Monitor::new(State::default()));
+        let shared = Arc::new(Monitor::new(Sending::new(State::default())));
         let content = cfg.map.content;
         let worker = Arc::clone(&shared);
         let spawned = thread::Builder::new()
@@ -133,11 +140,7 @@ impl OtlpForwarder {
                 if ran.is_err() {
                     log::error!("OpenTelemetry export stopped after an internal error; runs stay in the local store for `bir runs export --otlp`");
                 }
-                let mut st = worker.lock();
-                st.stop = true;
-                st.busy = false;
-                st.queue.clear();
-                worker.notify_all();
+                sender::sender_gone(&worker);
             });
         match spawned {
             Ok(_) => Some(OtlpForwarder {
@@ -174,23 +177,8 @@ fn trimmed(record: &Record, content: bool) -> Record {
     r
 }
 
-fn cool_down_for(failures: u32) -> Duration {
-    COOL_DOWN_FIRST
-        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
-        .min(COOL_DOWN_MAX)
-}
-
-enum Work {
-    Live(Item),
-    CatchUp,
-}
-
-enum CatchUpState {
-    Waiting,
-    Running(CatchUp),
-    Over,
-}
-
+/// Exports finished runs as they are queued; the catch-up takes its turns
+/// once the thread has been idle for [`CATCH_UP_AFTER`].
 fn send_loop(shared: &Shared, client: &Client, store: Option<Store>) {
     let mut catch_up = if store.is_some() {
         CatchUpState::Waiting
@@ -199,38 +187,24 @@ fn send_loop(shared: &Shared, client: &Client, store: Option<Store>) {
     };
     let mut idle_since = Instant::now();
     loop {
-        let work = {
-            let mut st = shared.lock();
-            loop {
-                if st.stop {
-                    return;
-                }
-                let now = Instant::now();
-                if let Some(wait) = st.cooling(now) {
-                    st = shared.wait_timeout(st, wait);
-                    continue;
-                }
-                if let Some(item) = st.queue.pop_front() {
-                    st.busy = true;
-                    break Work::Live(item);
-                }
-                if matches!(catch_up, CatchUpState::Over) {
-                    st = shared.wait(st);
-                    continue;
-                }
-                let idle = now.duration_since(idle_since);
-                if idle >= CATCH_UP_AFTER {
-                    break Work::CatchUp;
-                }
-                st = shared.wait_timeout(st, CATCH_UP_AFTER - idle);
+        let when = |_: &State, now: Instant| {
+            if catch_up.is_over() {
+                return CatchUpWhen::Not;
+            }
+            let idle = now.duration_since(idle_since);
+            if idle >= CATCH_UP_AFTER {
+                CatchUpWhen::Now
+            } else {
+                CatchUpWhen::After(CATCH_UP_AFTER - idle)
             }
         };
-        match work {
-            Work::Live(item) => {
+        match next_work(shared, when) {
+            None => return,
+            Some(Work::Live(item)) => {
                 export_live(shared, client, store.as_ref(), item);
                 idle_since = Instant::now();
             }
-            Work::CatchUp => {
+            Some(Work::CatchUp) => {
                 catch_up = catch_up_turn(shared, client, store.as_ref(), catch_up);
             }
         }
@@ -240,8 +214,8 @@ fn send_loop(shared: &Shared, client: &Client, store: Option<Store>) {
 fn export_live(shared: &Shared, client: &Client, store: Option<&Store>, item: Item) {
     let mut sleep = |d: Duration| {
         let st = shared.lock();
-        let st = shared.wait_timeout_while(st, d, |s| !s.stop && !s.finishing);
-        !st.stop && !st.finishing
+        let st = shared.wait_timeout_while(st, d, |s| !s.pace.stop && !s.finishing);
+        !st.pace.stop && !st.finishing
     };
     let run = LoadedRun {
         records: item.records,
@@ -249,18 +223,13 @@ fn export_live(shared: &Shared, client: &Client, store: Option<&Store>, item: It
     };
     let result = export_run(client, store, &item.run_id, &run, &mut sleep);
     let mut st = shared.lock();
-    st.busy = false;
+    st.pace.settle(result.is_ok(), cool_down_for);
     match result {
         Ok(sent) => {
-            st.failures = 0;
-            st.cool_until = None;
             st.exported += 1;
             log::debug!("run {} exported ({} span(s))", item.run_id, sent.spans);
         }
         Err(failure) => {
-            st.failures += 1;
-            let pause = cool_down_for(st.failures);
-            st.cool_until = Some(Instant::now() + pause);
             if !st.warned {
                 st.warned = true;
                 log::warn!(
@@ -279,32 +248,24 @@ fn catch_up_turn(
     shared: &Shared,
     client: &Client,
     store: Option<&Store>,
-    state: CatchUpState,
-) -> CatchUpState {
-    let mut running = match state {
-        CatchUpState::Waiting => match store.cloned().and_then(CatchUp::begin) {
-            Some(c) => c,
-            None => return CatchUpState::Over,
+    state: CatchUpState<CatchUp>,
+) -> CatchUpState<CatchUp> {
+    state.turn(
+        || store.cloned().and_then(CatchUp::begin),
+        |running| {
+            let live: HashSet<String> = shared.lock().live.clone();
+            // A catch-up never waits while a run of this session is queued.
+            let mut sleep = |d: Duration| {
+                let st = shared.lock();
+                let st = shared.wait_timeout_while(st, d, |s| {
+                    !s.pace.stop && !s.finishing && s.queue.is_empty()
+                });
+                !st.pace.stop && !st.finishing && st.queue.is_empty()
+            };
+            running.export_next(client, &|id| live.contains(id), &mut sleep)
         },
-        CatchUpState::Running(c) => c,
-        CatchUpState::Over => return CatchUpState::Over,
-    };
-    let live: HashSet<String> = shared.lock().live.clone();
-    // A catch-up never waits while a run of this session is queued.
-    let mut sleep = |d: Duration| {
-        let st = shared.lock();
-        let st =
-            shared.wait_timeout_while(st, d, |s| !s.stop && !s.finishing && s.queue.is_empty());
-        !st.stop && !st.finishing && st.queue.is_empty()
-    };
-    match running.export_next(client, &|id| live.contains(id), &mut sleep) {
-        Ok(true) => CatchUpState::Running(running),
-        Ok(false) => CatchUpState::Over,
-        Err(failure) => {
-            log::debug!("catching up on earlier runs stopped: {failure}");
-            CatchUpState::Over
-        }
-    }
+        |failure| log::debug!("catching up on earlier runs stopped: {failure}"),
+    )
 }
 
 impl Forwarder for OtlpForwarder {
@@ -341,7 +302,7 @@ impl Forwarder for OtlpForwarder {
         };
         let mut st = self.shared.lock();
         st.live.remove(run_id);
-        if run.given_up || st.stop {
+        if run.given_up || st.pace.stop {
             return;
         }
         st.queue.push_back(Item {
@@ -370,33 +331,19 @@ impl Forwarder for OtlpForwarder {
         let mut st = self.shared.lock();
         st.finishing = true;
         self.shared.notify_all();
-        loop {
-            let now = Instant::now();
-            let idle = st.queue.is_empty() && !st.busy;
-            if idle || st.stop || now >= until || (!st.busy && st.cooling(now).is_some()) {
-                break;
-            }
-            st = self.shared.wait_timeout(st, until - now);
-        }
+        drop(sender::wait_settled(&self.shared, st, until));
     }
 }
 
 impl Drop for OtlpForwarder {
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
-        self.shared.notify_all();
+        sender::stop(&self.shared);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cool_down_doubles_to_a_minute() {
-        let secs: Vec<u64> = (1..8).map(|n| cool_down_for(n).as_secs()).collect();
-        assert_eq!(secs, vec![5, 10, 20, 40, 60, 60, 60]);
-    }
 
     #[test]
     fn without_content_arguments_and_results_are_not_kept() {

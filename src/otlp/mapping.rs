@@ -45,6 +45,74 @@ pub struct MapOptions {
 /// The longest `status.message` sent (a JSON-RPC error's message).
 const MAX_STATUS_MESSAGE: usize = 256;
 
+/// The W3C `traceparent` bir-proxy adds to the `n`-th `tools/call` it
+/// relays in run `run_id` (`BIR_OTLP_TRACEPARENT=1`): the run's trace, and
+/// the span id that call's span has in the export. The proxy takes it
+/// from here; the journal keeps it with the call (`Step::traceparent`),
+/// and [`call_span_id`] gives the call's span that id back. Sampled
+/// (`01`): bir exports every run.
+pub fn relayed_call_traceparent(run_id: &str, n: u64) -> String {
+    let trace = trace_id(run_id);
+    let span = span_id(run_id, "call", &format!("relay:{n}"));
+    format!(
+        "00-{}-{}-01",
+        crate::codec::hex_lower(&trace),
+        crate::codec::hex_lower(&span)
+    )
+}
+
+/// The trace and parent ids of a version-00 `traceparent`.
+pub fn parse_traceparent(text: &str) -> Option<([u8; 16], [u8; 8])> {
+    let mut parts = text.split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if version != "00"
+        || parts.next().is_some()
+        || trace.len() != 32
+        || span.len() != 16
+        || flags.len() != 2
+        || u8::from_str_radix(flags, 16).is_err()
+    {
+        return None;
+    }
+    let mut t = [0u8; 16];
+    let mut s = [0u8; 8];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(trace.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    for (i, b) in s.iter_mut().enumerate() {
+        *b = u8::from_str_radix(span.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some((t, s))
+}
+
+/// The span id of a call whose first record is `s` and whose place is
+/// `order`: the one its `traceparent` named when bir-proxy added one to
+/// the request (in this run's trace), so the server's spans hang under
+/// it; else derived from its `toolUseId`, else from its place. Every span
+/// id of a call (its own, a subagent's parent link) comes from here.
+fn call_span_id(run_id: &str, trace: &[u8; 16], s: &Step, order: u64) -> [u8; 8] {
+    if let Some((t, span)) = s.traceparent.as_deref().and_then(parse_traceparent)
+        && t == *trace
+        && span.iter().any(|b| *b != 0)
+    {
+        return span;
+    }
+    match s.tool_use_id.as_deref() {
+        Some(id) => span_id(run_id, "call", id),
+        None => span_id(run_id, "call", &format!("#{order}")),
+    }
+}
+
+/// A server's connection as a call saw it: `network.transport` and
+/// `mcp.session.id`, from the snapshot of the server in force when the
+/// call's record was written (a renewed session writes a new one).
+#[derive(Clone, Copy, Default)]
+struct Connection<'a> {
+    transport: Option<&'a str>,
+    session: Option<&'a str>,
+}
+
 /// `trace_id` of run `run_id`.
 pub fn trace_id(run_id: &str) -> [u8; 16] {
     let d = digest(&["bir.otlp.trace", run_id]);
@@ -123,17 +191,33 @@ pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
     let mut turns = Vec::new();
     let mut session_events = Vec::new();
     let mut protocol_versions: HashMap<&str, &str> = HashMap::new();
+    // Each server's connection now (as the journal goes), and each
+    // step's as it was when written.
+    let mut connections: HashMap<&str, Connection> = HashMap::new();
+    let mut step_connections: HashMap<&str, Connection> = HashMap::new();
     for r in &run.records {
         match &r.event {
             RunEvent::RunStarted(h) => header = Some(h),
             RunEvent::RunFinished(f) => finish = Some(f),
-            RunEvent::Step(s) => steps.push(s),
+            RunEvent::Step(s) => {
+                if let Some(c) = connections.get(s.server_name.as_str()) {
+                    step_connections.insert(s.id.as_str(), *c);
+                }
+                steps.push(s);
+            }
             RunEvent::Turn(t) => turns.push(t),
             RunEvent::SessionEvent(e) => session_events.push(e),
             RunEvent::ServerSnapshot(s) => {
                 if let Some(v) = &s.protocol_version {
                     protocol_versions.insert(&s.server_name, v.as_str());
                 }
+                connections.insert(
+                    &s.server_name,
+                    Connection {
+                        transport: s.transport.as_deref(),
+                        session: s.mcp_session_id.as_ref().map(|x| x.as_str()),
+                    },
+                );
             }
             RunEvent::RemoteAck(_) => {}
         }
@@ -168,9 +252,10 @@ pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
 
     let call_span_of_use_id: HashMap<String, [u8; 8]> = calls
         .iter()
-        .filter_map(|(_, s)| {
+        .filter_map(|(c, s)| {
             let id = s.tool_use_id.as_deref()?;
-            Some((id.to_owned(), span_id(run_id, "call", id)))
+            let first = c.selected.unwrap_or(s);
+            Some((id.to_owned(), call_span_id(run_id, &trace, first, c.order)))
         })
         .collect();
 
@@ -229,12 +314,21 @@ pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
         {
             emitted_agents.push(agent.to_owned());
         }
-        let span = call_span(c, s, run_id, &trace, opts, &protocol_versions, |s| match s
-            .agent_id
-            .as_deref()
-        {
-            Some(agent) => span_id(run_id, "agent", agent),
-            None => root_id,
+        let first = c.selected.unwrap_or(s);
+        let connection = step_connections
+            .get(first.id.as_str())
+            .or_else(|| connections.get(s.server_name.as_str()))
+            .copied()
+            .unwrap_or_default();
+        let server = ServerFacts {
+            protocol_version: protocol_versions.get(s.server_name.as_str()).copied(),
+            connection,
+        };
+        let span = call_span(c, s, run_id, &trace, opts, server, |s| {
+            match s.agent_id.as_deref() {
+                Some(agent) => span_id(run_id, "agent", agent),
+                None => root_id,
+            }
         });
         let mut span = span;
         common(&mut span.attributes);
@@ -449,6 +543,13 @@ fn message_json(role: &str, text: &str, finish_reason: Option<&str>) -> String {
     serde_json::Value::Array(vec![m]).to_string()
 }
 
+/// What the journal says of a call's server.
+#[derive(Clone, Copy, Default)]
+struct ServerFacts<'a> {
+    protocol_version: Option<&'a str>,
+    connection: Connection<'a>,
+}
+
 /// The span of one call: a CLIENT `tools/call {tool}` span for an MCP
 /// call, an INTERNAL `execute_tool {tool}` span for a host built-in.
 fn call_span(
@@ -457,13 +558,9 @@ fn call_span(
     run_id: &str,
     trace: &[u8; 16],
     opts: &MapOptions,
-    protocol_versions: &HashMap<&str, &str>,
+    server: ServerFacts,
     parent_of: impl Fn(&Step) -> [u8; 8],
 ) -> Span {
-    let key = match s.tool_use_id.as_deref() {
-        Some(id) => id.to_owned(),
-        None => format!("#{}", c.order),
-    };
     let tool = s.tool_name.as_str();
     let mcp = matches!(s.kind, None | Some(StepKind::Mcp));
     let start = unix_nanos(&c.selected.unwrap_or(s).started_at);
@@ -493,8 +590,14 @@ fn call_span(
             };
             attrs.push(kv("jsonrpc.request.id", text));
         }
-        if let Some(v) = protocol_versions.get(s.server_name.as_str()) {
-            attrs.push(kv("mcp.protocol.version", *v));
+        if let Some(v) = server.protocol_version {
+            attrs.push(kv("mcp.protocol.version", v));
+        }
+        if let Some(t) = server.connection.transport {
+            attrs.push(kv("network.transport", t));
+        }
+        if let Some(id) = server.connection.session {
+            attrs.push(kv("mcp.session.id", id));
         }
         if !s.server_name.is_empty() {
             attrs.push(kv("bir.mcp.server.name", s.server_name.as_str()));
@@ -550,7 +653,7 @@ fn call_span(
     }
     Span {
         trace_id: *trace,
-        span_id: span_id(run_id, "call", &key),
+        span_id: call_span_id(run_id, trace, c.selected.unwrap_or(s), c.order),
         parent_span_id: Some(parent_of(s)),
         name,
         kind: if mcp {

@@ -111,6 +111,9 @@ fn standalone_run_golden() {
         attr(echo, "gen_ai.tool.call.arguments").is_none(),
         "content off"
     );
+    // A stdio server: `pipe`, and no protocol session to name.
+    assert_eq!(attr(echo, "network.transport"), Some(&"pipe".into()));
+    assert!(attr(echo, "mcp.session.id").is_none());
     let fail = named(&spans, "tools/call fail");
     assert_eq!(fail.status, StatusCode::Error);
     assert_eq!(attr(fail, "error.type"), Some(&"tool_error".into()));
@@ -157,6 +160,11 @@ fn bound_run_golden_with_subagent_and_turns() {
     assert_eq!(echo.kind, SpanKind::Client);
     assert_eq!(attr(echo, "error.type"), Some(&"tool_error".into()));
     assert_eq!(echo.status, StatusCode::Error);
+    // A Streamable HTTP server: `tcp`, and the session it assigned.
+    assert_eq!(attr(echo, "network.transport"), Some(&"tcp".into()));
+    assert_eq!(attr(echo, "mcp.session.id"), Some(&"mcp-sess-7f3a".into()));
+    // Built-ins have no MCP connection.
+    assert!(attr(bash, "network.transport").is_none());
     // Agent call → subagent → its steps.
     let agent_call = named(&spans, "execute_tool Agent");
     let sub = named(&spans, "invoke_agent Explore");
@@ -239,4 +247,90 @@ fn an_unfinished_run_is_marked_interrupted() {
     assert_eq!(attr(&spans[0], "error.type"), Some(&"interrupted".into()));
     let last_end = spans[1..].iter().map(|s| s.end_time_unix_nano).max();
     assert_eq!(Some(spans[0].end_time_unix_nano), last_end);
+}
+
+/// Runs recorded before snapshots named the transport and the session
+/// still load, and export exactly as before, minus those two attributes.
+#[test]
+fn an_old_journal_exports_as_before_without_transport_or_session() {
+    use crate::record::model::RunEvent;
+    for fixture in [STANDALONE, BOUND] {
+        let new = spans_of(&records(fixture), &MapOptions::default());
+        // The journal as an older bir wrote it: the keys are not there.
+        let old_text = fixture
+            .replace(",\"transport\":\"pipe\"", "")
+            .replace(",\"transport\":\"tcp\"", "")
+            .replace(",\"mcpSessionId\":\"mcp-sess-7f3a\"", "");
+        assert!(!old_text.contains("\"transport\""));
+        let old_run = records(&old_text);
+        assert!(old_run.records.iter().any(|r| matches!(
+            &r.event,
+            RunEvent::ServerSnapshot(s) if s.transport.is_none() && s.mcp_session_id.is_none()
+        )));
+        let old = spans_of(&old_run, &MapOptions::default());
+        let mut stripped = new.clone();
+        for span in &mut stripped {
+            span.attributes
+                .retain(|a| a.key != "network.transport" && a.key != "mcp.session.id");
+        }
+        assert_ne!(stripped, new, "the new journal has the attributes");
+        assert_eq!(old, stripped);
+    }
+}
+
+/// A call bir-proxy added a `traceparent` to gets, in the export, the
+/// very span id the server was told: the server's spans are its children.
+#[test]
+fn a_call_with_a_traceparent_gets_its_span_id() {
+    use super::mapping::{parse_traceparent, relayed_call_traceparent};
+    use crate::record::model::RunEvent;
+    let plain = spans_of(&records(STANDALONE), &MapOptions::default());
+    let mut run = records(STANDALONE);
+    let run_id = match &run.records[0].event {
+        RunEvent::RunStarted(h) => h.id.clone(),
+        _ => panic!("no header"),
+    };
+    let tp = relayed_call_traceparent(&run_id, 2);
+    let (trace, span) = parse_traceparent(&tp).expect("parses");
+    assert_eq!(trace, trace_id(&run_id));
+    assert!(tp.starts_with("00-") && tp.ends_with("-01") && tp.len() == 55);
+    assert_ne!(
+        relayed_call_traceparent(&run_id, 1),
+        relayed_call_traceparent(&run_id, 2)
+    );
+    for r in &mut run.records {
+        if let RunEvent::Step(s) = &mut r.event
+            && s.tool_name.as_str() == "fail"
+            && s.step_type == crate::record::model::StepType::ToolSelected
+        {
+            s.traceparent = Some(tp.clone());
+        }
+    }
+    let spans = spans_of(&run, &MapOptions::default());
+    let fail = named(&spans, "tools/call fail");
+    assert_eq!(fail.span_id, span);
+    assert_eq!(fail.trace_id, trace);
+    assert_ne!(named(&plain, "tools/call fail").span_id, span);
+    // Nothing else moved.
+    for (a, b) in spans.iter().zip(&plain) {
+        if a.name != "tools/call fail" {
+            assert_eq!(a, b);
+        }
+    }
+    // A traceparent of another trace (not bir's) names no span of ours.
+    for r in &mut run.records {
+        if let RunEvent::Step(s) = &mut r.event
+            && s.traceparent.is_some()
+        {
+            s.traceparent = Some(relayed_call_traceparent("run_other", 2));
+        }
+    }
+    let spans = spans_of(&run, &MapOptions::default());
+    assert_eq!(
+        named(&spans, "tools/call fail").span_id,
+        named(&plain, "tools/call fail").span_id
+    );
+    for bad in ["", "00-xyz", "01-00-00-01", &tp[..54], &format!("{tp}-x")] {
+        assert!(parse_traceparent(bad).is_none(), "{bad}");
+    }
 }

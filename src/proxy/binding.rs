@@ -74,6 +74,14 @@ pub(crate) fn recording_sink(
     }
 }
 
+/// Whether this proxy may report to the recorder daemon (its environment
+/// names a session and binding is not off): decided the way
+/// [`recording_sink`] decides it.
+pub(crate) fn may_bind(cfg: &ProxyConfig) -> bool {
+    BindSettings::from_env(&cfg.server_name, cfg.session_id.as_deref()).is_some()
+        && crate::home::bir_home().is_some()
+}
+
 /// Default `BIR_BIND_WAIT_MS`: how long items wait for a daemon at start.
 const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 /// Default `BIR_BIND_RETRY_MS`: how often an unbound proxy looks again.
@@ -663,6 +671,9 @@ mod tests {
             redact: RedactConfig::default(),
             known_secrets: Vec::new(),
             command_digest: None,
+            transport: None,
+            upstream_session: None,
+            run_id: None,
         };
         let settings = BindSettings {
             identity: Identity {
@@ -707,6 +718,8 @@ mod tests {
             outcome: CallOutcome::Answered,
             response_bytes: None,
             id_shared: false,
+            traceparent: None,
+            session_epoch: 0,
         })
     }
 
@@ -751,6 +764,9 @@ mod tests {
                     redact: RedactConfig::default(),
                     known_secrets: Vec::new(),
                     command_digest: None,
+                    transport: None,
+                    upstream_session: None,
+                    run_id: None,
                 });
                 prep.call(&report(n), &mut out);
                 out.pop().expect("a call")

@@ -54,6 +54,9 @@ pub struct UpstreamHttpConfig {
     /// only to the URL's origin.
     pub headers: Vec<(String, String)>,
     pub connect_timeout: std::time::Duration,
+    /// The session id the server assigned, shared with the recorder (it
+    /// becomes the calls' `mcp.session.id`; never logged, see its type).
+    pub session_note: crate::observe::session::UpstreamSession,
 }
 
 impl std::fmt::Debug for UpstreamHttpConfig {
@@ -218,6 +221,7 @@ fn upstream_http_config(url: &str, args: &ProxyArgs) -> Result<UpstreamHttpConfi
         mode,
         headers,
         connect_timeout: std::time::Duration::from_millis(connect_timeout),
+        session_note: crate::observe::session::UpstreamSession::default(),
     })
 }
 

@@ -179,6 +179,11 @@ pub struct HostRequest {
     /// be the other's: the recorder says so rather than present the
     /// pairing as a fact.
     pub id_shared: bool,
+    /// The `traceparent` the proxy added to it (`BIR_OTLP_TRACEPARENT`).
+    pub traceparent: Option<Box<str>>,
+    /// A remote upstream's session epoch when the answer was read (see
+    /// `observe::session`); 0 until then, and for stdio.
+    pub session_epoch: u64,
     seq: u64,
 }
 
@@ -277,6 +282,8 @@ impl InFlight {
             kept_request,
             cancelled_at: None,
             id_shared: false,
+            traceparent: None,
+            session_epoch: 0,
             seq: self.seq,
         };
         match self.host.entry(IdKey::from_raw(raw_id)) {
@@ -294,6 +301,20 @@ impl InFlight {
         }
         self.host_count += 1;
         Admission::Relay
+    }
+
+    /// Notes the `traceparent` the proxy added to the host request just
+    /// admitted with `raw_id` (the latest with that id: a request whose id
+    /// is in flight already waits last in `host_dups`).
+    pub fn note_traceparent(&mut self, raw_id: &[u8], traceparent: Box<str>) {
+        let key = IdKey::from_raw(raw_id);
+        let latest = match self.host_dups.get_mut(&key).and_then(VecDeque::back_mut) {
+            Some(dup) => Some(dup),
+            None => self.host.get_mut(&key),
+        };
+        if let Some(entry) = latest {
+            entry.traceparent = Some(traceparent);
+        }
     }
 
     /// The upstream answered a host request: take it out.

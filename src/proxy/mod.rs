@@ -45,6 +45,7 @@ pub(crate) mod passthrough;
 pub mod relay;
 pub mod signals;
 pub mod sse;
+pub mod traceparent;
 pub mod upstream;
 pub mod upstream_http;
 
@@ -176,11 +177,13 @@ pub fn main(args: &[String]) -> Exit {
     }
     // Before any thread exists, so that every thread inherits the mask.
     signals::block_forwarded();
-    let observer = start_observer(&cfg, start);
+    let (observer, traceparent) = start_observer(&cfg, start);
     let (tx, rx) = mpsc::channel();
     signals::spawn_watcher(tx.clone());
     let gate = lazy::gate_for(&cfg);
-    let shared = Arc::new(Shared::new(cfg, observer));
+    let mut shared = Shared::new(cfg, observer);
+    shared.traceparent = traceparent;
+    let shared = Arc::new(shared);
     lock(&shared.lazy).dormant = gate;
     Session::new(shared, tx, rx).run()
 }
@@ -207,16 +210,30 @@ fn upstream_http_credentials(remote: &UpstreamHttpConfig) -> Vec<String> {
     values
 }
 
-fn start_observer(cfg: &ProxyConfig, start: passthrough::Start) -> Observer {
+/// The observer and its sinks; and, when `BIR_OTLP_TRACEPARENT=1` applies
+/// (see `proxy::traceparent`), what the relay needs to add `traceparent`s.
+fn start_observer(
+    cfg: &ProxyConfig,
+    start: passthrough::Start,
+) -> (Observer, Option<traceparent::Traceparent>) {
     let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    let mut traceparent = None;
     let recorder_config = match start {
         passthrough::Start::NeverRecord => None,
         _ => RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone()),
     };
     if let Some(mut rc) = recorder_config {
         match &cfg.upstream_http {
-            Some(remote) => rc.known_secrets = upstream_http_credentials(remote),
-            None => rc.command_digest = Some(lazy::command_digest(cfg)),
+            Some(remote) => {
+                rc.known_secrets = upstream_http_credentials(remote);
+                // Streamable HTTP and the legacy HTTP+SSE both run on TCP.
+                rc.transport = Some("tcp");
+                rc.upstream_session = Some(remote.session_note.clone());
+            }
+            None => {
+                rc.command_digest = Some(lazy::command_digest(cfg));
+                rc.transport = Some("pipe");
+            }
         }
         let store = match Store::open_default() {
             Ok(store) => Some(store),
@@ -225,13 +242,28 @@ fn start_observer(cfg: &ProxyConfig, start: passthrough::Start) -> Observer {
                 None
             }
         };
+        // OpenTelemetry, when BIR_OTLP=1 or BIR_OTLP_ENDPOINT asks for it.
+        let otlp_cfg = crate::otlp::forwarder::OtlpForwarder::config_from_env();
+        if otlp_cfg.as_ref().is_some_and(|c| c.traceparent) {
+            if binding::may_bind(cfg) {
+                log::info!(
+                    "BIR_OTLP_TRACEPARENT is not applied: this proxy may report to the recorder daemon, whose run is not known when a call is relayed"
+                );
+            } else {
+                // The run's id, hence its trace, fixed before any call.
+                let run_id = crate::record::model::new_run_id();
+                rc.run_id = Some(run_id.clone());
+                traceparent = Some(traceparent::Traceparent::new(run_id));
+            }
+        }
         let mut run = LocalRun::new(rc.clone(), store);
         // The recording service, when BIR_SERVICE_URL or `bir login` names one.
         if let Some(remote) = ServiceForwarder::from_env() {
             run.add_forwarder(Box::new(remote));
         }
-        // OpenTelemetry, when BIR_OTLP=1 or BIR_OTLP_ENDPOINT asks for it.
-        if let Some(otlp) = crate::otlp::forwarder::OtlpForwarder::from_env() {
+        if let Some(otlp) = otlp_cfg.and_then(|c| {
+            crate::otlp::forwarder::OtlpForwarder::start(c, Store::open_default().ok())
+        }) {
             run.add_forwarder(Box::new(otlp));
         }
         sinks.push(binding::recording_sink(cfg, rc, run));
@@ -242,7 +274,10 @@ fn start_observer(cfg: &ProxyConfig, start: passthrough::Start) -> Observer {
             Err(err) => log::warn!("no transcript: cannot open {}: {err}", path.display()),
         }
     }
-    Observer::start(sinks, cfg.transcript.is_some())
+    (
+        Observer::start(sinks, cfg.transcript.is_some()),
+        traceparent,
+    )
 }
 
 /// Escalation steps while waiting for the upstream to go.

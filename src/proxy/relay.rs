@@ -28,6 +28,7 @@ use serde_json::value::RawValue;
 use super::Event;
 use super::config::ProxyConfig;
 use super::inflight::{Admission, HostRequest, InFlight};
+use super::traceparent::Traceparent;
 use crate::jsonrpc::framer::{Frame, Framer};
 use crate::jsonrpc::message::{self, Kind};
 use crate::jsonrpc::scan::{self, LineSummary};
@@ -79,6 +80,10 @@ pub struct Shared {
     pub lazy: Mutex<LazyState>,
     /// Where observations go after their bytes are written (never blocks).
     pub observer: Observer,
+    /// `BIR_OTLP_TRACEPARENT=1` (decided at start; `None`, the default,
+    /// costs the host pump one check per request): the `traceparent` put
+    /// into each relayed `tools/call`, the one edit of a relayed message.
+    pub traceparent: Option<Traceparent>,
 }
 
 /// The answers a lazy proxy gives in place of a server not yet started
@@ -212,7 +217,17 @@ impl Shared {
             handshake: Mutex::new(Handshake::default()),
             lazy: Mutex::new(LazyState::default()),
             observer,
+            traceparent: None,
         }
+    }
+
+    /// A remote upstream's current session epoch (`observe::session`):
+    /// one atomic load; 0 for a child process.
+    fn session_epoch(&self) -> u64 {
+        self.cfg
+            .upstream_http
+            .as_ref()
+            .map_or(0, |h| h.session_note.epoch())
     }
 
     /// Writes a message the proxy made to the host.
@@ -309,6 +324,12 @@ impl Shared {
             outcome,
             response_bytes,
             id_shared: request.id_shared,
+            traceparent: request.traceparent.take(),
+            // Read with the answer; a call that got none is stamped now.
+            session_epoch: match request.session_epoch {
+                0 => self.session_epoch(),
+                epoch => epoch,
+            },
         })
     }
 }
@@ -316,6 +337,9 @@ impl Shared {
 /// What happens to a line once the pump has looked at it.
 enum Verdict {
     Relay,
+    /// Relay this in place of the line: the line with a `traceparent`
+    /// added (`BIR_OTLP_TRACEPARENT`), the only edit ever made.
+    Replace(Vec<u8>),
     /// The proxy dealt with it (answered or dropped it): not relayed.
     Consumed,
 }
@@ -493,11 +517,22 @@ fn on_host_frame(
     match frame {
         Frame::Line { range, summary } => {
             let bytes = framer.bytes(range.clone());
-            if let Verdict::Relay = host_line(shared, inflight, bytes, &summary, outbox) {
-                outbox.relay(range.clone());
-                if shared.observer.wants_messages() {
-                    outbox.after.push(After::Message(range));
+            match host_line(shared, inflight, bytes, &summary, outbox) {
+                Verdict::Relay => {
+                    outbox.relay(range.clone());
+                    if shared.observer.wants_messages() {
+                        outbox.after.push(After::Message(range));
+                    }
                 }
+                Verdict::Replace(edited) => {
+                    if shared.observer.wants_messages() {
+                        outbox
+                            .after
+                            .push(After::MadeMessage(Direction::HostToServer, edited.clone()));
+                    }
+                    outbox.forward.push(Piece::Made(edited));
+                }
+                Verdict::Consumed => {}
             }
         }
         Frame::Oversized { summary } => {
@@ -615,6 +650,13 @@ fn host_request(
         Admission::Relay => {
             if method == "initialize" && shared.cfg.restart {
                 lock(&shared.handshake).initialize = Some(bytes.to_vec());
+            }
+            if let Some(tp) = &shared.traceparent
+                && method == "tools/call"
+                && let Some((edited, traceparent)) = tp.inject(bytes)
+            {
+                inflight.note_traceparent(id, traceparent);
+                return Verdict::Replace(edited);
             }
             Verdict::Relay
         }
@@ -939,7 +981,8 @@ fn upstream_line(
                 return UpstreamVerdict::Swallow;
             }
             match inflight.answer_host(id) {
-                Some(request) if request.kept_request.is_some() => {
+                Some(mut request) if request.kept_request.is_some() => {
+                    request.session_epoch = shared.session_epoch();
                     UpstreamVerdict::RelayStep(request)
                 }
                 _ => UpstreamVerdict::Relay,
@@ -955,9 +998,10 @@ fn upstream_line(
                 let raw = element.get().as_bytes();
                 match Kind::of(&scan::summarize(raw)) {
                     Kind::Response { id, .. } => {
-                        if let Some(request) = inflight.answer_host(id)
+                        if let Some(mut request) = inflight.answer_host(id)
                             && request.kept_request.is_some()
                         {
+                            request.session_epoch = shared.session_epoch();
                             steps.push((raw.to_vec(), request));
                         }
                     }

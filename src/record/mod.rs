@@ -27,6 +27,7 @@ pub mod journal;
 pub mod model;
 pub mod preparation;
 pub(crate) mod prepare;
+pub mod sender;
 pub mod store;
 pub mod truncate;
 pub mod writer;
@@ -65,6 +66,15 @@ pub struct RecorderConfig {
     /// The server's command digest, stamped on its snapshots (see
     /// `ServerSnapshot::command_digest`).
     pub command_digest: Option<String>,
+    /// How the proxy reaches the server (`ServerSnapshot::transport`):
+    /// `pipe` or `tcp`; `None` where no proxy set it.
+    pub transport: Option<&'static str>,
+    /// A remote upstream's `Mcp-Session-Id`, as its transport learns it.
+    pub upstream_session: Option<crate::observe::session::UpstreamSession>,
+    /// The run's id, when the proxy chose it at start (it names the trace
+    /// of the `traceparent`s it adds before the run is opened); else the
+    /// run draws one when it opens.
+    pub run_id: Option<String>,
 }
 
 impl RecorderConfig {
@@ -97,6 +107,9 @@ impl RecorderConfig {
             },
             known_secrets: Vec::new(),
             command_digest: None,
+            transport: None,
+            upstream_session: None,
+            run_id: None,
         })
     }
 }
@@ -135,8 +148,9 @@ pub struct LocalRun {
     writer: Option<LocalWriter>,
     forwarders: Vec<Box<dyn Forwarder>>,
     run_id: Option<String>,
-    /// The snapshot digest last written to the run.
-    written_digest: Option<String>,
+    /// The snapshot last written to the run: its tools digest and
+    /// session id (a renewed session is written again).
+    written_digest: Option<(String, Option<String>)>,
     /// The latest snapshot, written when the run opens.
     snapshot: Option<ServerSnapshot>,
     next_seq: u64,
@@ -259,7 +273,7 @@ impl LocalRun {
         if self.run_id.is_some() {
             return;
         }
-        let id = model::new_run_id();
+        let id = self.cfg.run_id.clone().unwrap_or_else(model::new_run_id);
         if let Some(store) = &self.store {
             if self.cfg.keep_runs.is_some() || self.cfg.max_age.is_some() {
                 match store.apply_retention(self.cfg.keep_runs, self.cfg.max_age) {
@@ -313,10 +327,11 @@ impl LocalRun {
         let Some(snapshot) = &self.snapshot else {
             return;
         };
-        if self.written_digest.as_ref() == Some(&snapshot.tools_digest) {
+        let written = snapshot.identity();
+        if self.written_digest.as_ref() == Some(&written) {
             return;
         }
-        self.written_digest = Some(snapshot.tools_digest.clone());
+        self.written_digest = Some(written);
         let snapshot = snapshot.clone();
         self.emit(RunEvent::ServerSnapshot(snapshot));
     }

@@ -148,6 +148,30 @@ pub struct ServerSnapshot {
     pub resources: Option<Vec<Redacted<Value>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_templates: Option<Vec<Redacted<Value>>>,
+    /// How the proxy reached the server, in OpenTelemetry's words for
+    /// `network.transport`: `pipe` (stdio) or `tcp` (Streamable HTTP, the
+    /// legacy HTTP+SSE). bir's own choice, so plain. Absent in runs
+    /// recorded before it existed (their export simply lacks it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// The `Mcp-Session-Id` the server assigned (Streamable HTTP only;
+    /// never for stdio, which has no protocol session), redacted like any
+    /// value the server chose. A snapshot is written again when a renewed
+    /// session brings a new one, so each call is under the session it
+    /// was made in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_session_id: Option<Redacted<String>>,
+}
+
+impl ServerSnapshot {
+    /// What makes a snapshot worth writing again: its tools, and its
+    /// upstream session (a renewed Streamable HTTP session).
+    pub fn identity(&self) -> (String, Option<String>) {
+        (
+            self.tools_digest.clone(),
+            self.mcp_session_id.as_ref().map(|s| s.as_str().to_owned()),
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -240,6 +264,14 @@ pub struct Step {
     /// this call (`PermissionRequest`, `PermissionDenied`), redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permission: Option<Redacted<Value>>,
+    /// `tool_selected` only: the W3C `traceparent` bir-proxy added to the
+    /// request's `params._meta` (`BIR_OTLP_TRACEPARENT=1`; the one change
+    /// the relay ever makes to a relayed message). Made by bir from the
+    /// run id, so plain. The export gives the call's span this span id,
+    /// so the server's own spans join the run's trace under it. The
+    /// stored `input` is the arguments as the host sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl Step {
@@ -274,6 +306,7 @@ impl Step {
             turn: None,
             permission: None,
             repaired: None,
+            traceparent: None,
         }
     }
 }

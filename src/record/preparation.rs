@@ -46,6 +46,8 @@ struct Knowledge {
     /// starts over).
     tools_pages: Vec<Redacted<Value>>,
     snapshot_known: bool,
+    /// The upstream session (its epoch) last put in the snapshot.
+    session_seen: u64,
 }
 
 struct PendingExchange {
@@ -150,9 +152,15 @@ impl Preparation {
             for pending in std::mem::take(&mut self.pending_exchanges) {
                 self.learn_from_exchange(&pending.method, &pending.request, &pending.response);
             }
+            self.note_session(report.session_epoch);
             if let Some(snapshot) = self.snapshot() {
                 out.push(ProxyItem::Snapshot(Box::new(snapshot.clone())));
             }
+        } else if self.note_session(report.session_epoch)
+            && let Some(snapshot) = self.snapshot()
+        {
+            // A renewed session: the calls from here on are under it.
+            out.push(ProxyItem::Snapshot(Box::new(snapshot.clone())));
         }
         let (selected, response) = self.steps(report);
         out.push(ProxyItem::Call {
@@ -210,6 +218,7 @@ impl Preparation {
             )
         };
         let selected = Step {
+            traceparent: report.traceparent.clone(),
             input: args.value,
             args_digest: args.digest,
             withheld: request_unparseable.or(args.withheld).map(str::to_owned),
@@ -248,6 +257,25 @@ impl Preparation {
         };
         self.next_step += 2;
         (selected, response)
+    }
+
+    /// Takes the session a call was answered in (its `epoch`, see
+    /// `observe::session`) into the snapshot; true when that is a newer
+    /// session than the snapshot's (one started or was renewed) and the
+    /// snapshot is known. Only forward: a slow call of an older session
+    /// does not bring its snapshot back.
+    fn note_session(&mut self, epoch: u64) -> bool {
+        let Some(cell) = &self.cfg.upstream_session else {
+            return false;
+        };
+        if epoch <= self.knowledge.session_seen {
+            return false;
+        }
+        let id = cell.id_at(epoch);
+        let label = id.as_deref().map(|id| prepare::label(self.redactor(), id));
+        self.knowledge.session_seen = epoch;
+        self.knowledge.snapshot.mcp_session_id = label;
+        self.knowledge.snapshot_known
     }
 
     fn redactor(&mut self) -> &Redactor {
@@ -399,6 +427,7 @@ impl Preparation {
         let s = &mut self.knowledge.snapshot;
         s.server_name = self.cfg.server_name.to_string();
         s.command_digest = self.cfg.command_digest.clone();
+        s.transport = self.cfg.transport.map(str::to_owned);
         let joined: String = s
             .tool_hashes
             .iter()

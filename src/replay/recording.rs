@@ -170,6 +170,8 @@ fn step_report(
         request_unparseable: false,
         response_unparseable: false,
         id_shared: false,
+        traceparent: None,
+        session_epoch: 0,
         request_repairs: Default::default(),
         response_repairs: Default::default(),
     }

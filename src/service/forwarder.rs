@@ -12,24 +12,15 @@ use super::client::{Client, SendFailure, ServiceConfig, jittered};
 use super::wire::{WireRequest, request_for};
 use crate::record::Forwarder;
 use crate::record::model::Record;
+use crate::record::sender::{
+    self, CatchUpState, CatchUpWhen, Outbox, Sending, Work, cool_down_for, next_work,
+};
 use crate::sys::Monitor;
 use crate::urls;
 
-/// First cool-down after a failure, and its ceiling.
-pub const COOL_DOWN_FIRST: Duration = Duration::from_secs(5);
-pub const COOL_DOWN_MAX: Duration = Duration::from_secs(60);
 /// The send queue's bounds.
 pub(super) const MAX_QUEUED: usize = 1000;
 pub(super) const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
-
-/// The cool-down after failures: 5 s, doubling to 60 s.
-pub fn cool_down_for(failures: u32) -> Duration {
-    if failures == 0 {
-        return Duration::ZERO;
-    }
-    let doubled = COOL_DOWN_FIRST.saturating_mul(1u32 << (failures - 1).min(16));
-    doubled.min(COOL_DOWN_MAX)
-}
 
 pub(super) struct Item {
     run_id: String,
@@ -58,12 +49,6 @@ pub(super) struct State {
     queue: VecDeque<Item>,
     queued_bytes: usize,
     runs: HashMap<String, RunAck>,
-    /// The sender is working on an item.
-    busy: bool,
-    /// Stop the sender (the forwarder was dropped, or it died).
-    stop: bool,
-    failures: u32,
-    cool_until: Option<Instant>,
     dropped: u64,
     warned_overflow: bool,
     /// A record of this session reached the service: it is up, and the
@@ -113,15 +98,23 @@ impl State {
             run.acked = seq;
         }
     }
+}
 
-    fn cooling(&self, now: Instant) -> Option<Duration> {
-        self.cool_until
-            .and_then(|t| t.checked_duration_since(now))
-            .filter(|d| !d.is_zero())
+impl Outbox for State {
+    type Item = Item;
+    fn take(&mut self) -> Option<Item> {
+        self.pop()
+    }
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+    fn clear(&mut self) {
+        self.queue.clear();
+        self.queued_bytes = 0;
     }
 }
 
-type Shared = Monitor<State>;
+type Shared = Monitor<Sending<State>>;
 
 /// The recording-service sink of a [`super::Recorder`].
 pub struct ServiceForwarder {
@@ -152,7 +145,7 @@ impl ServiceForwarder {
 
     /// Starts the sender thread for `cfg`.
     pub fn start(cfg: ServiceConfig) -> Option<ServiceForwarder> {
-        let shared = Arc::new(Monitor::new(State::default()));
+        let shared = Arc::new(Monitor::new(Sending::new(State::default())));
         let label = urls::display(&cfg.base);
         let worker = Arc::clone(&shared);
         let spawned = thread::Builder::new()
@@ -168,11 +161,7 @@ impl ServiceForwarder {
                 if ran.is_err() {
                     log::error!("sending to the recording service stopped after an internal error; runs stay in the local store");
                 }
-                let mut st = worker.lock();
-                st.stop = true;
-                st.busy = false;
-                st.queue.clear();
-                worker.notify_all();
+                sender::sender_gone(&worker);
             });
         match spawned {
             Ok(_) => Some(ServiceForwarder { shared, label }),
@@ -186,48 +175,22 @@ impl ServiceForwarder {
     }
 }
 
-/// What the sender does next.
-enum Work {
-    /// A record of this session.
-    Live(Item),
-    /// A turn of the background catch-up on earlier runs.
-    CatchUp,
-}
-
-/// Where the background catch-up stands (see [`super::sync::CatchUp`]).
-enum CatchUpState {
-    /// Not begun: waits for this session's first delivered record.
-    Waiting,
-    Running(super::sync::CatchUp),
-    Over,
-}
-
+/// Sends what is queued; the background catch-up ([`super::sync::CatchUp`])
+/// begins once a record of this session reached the service.
 fn send_loop(shared: &Shared, client: &mut Client) {
     let mut catch_up = CatchUpState::Waiting;
     loop {
-        let work = {
-            let mut st = shared.lock();
-            loop {
-                if st.stop {
-                    return;
-                }
-                if let Some(wait) = st.cooling(Instant::now()) {
-                    st = shared.wait_timeout(st, wait);
-                    continue;
-                }
-                if let Some(item) = st.pop() {
-                    st.busy = true;
-                    break Work::Live(item);
-                }
-                if st.delivered_any && !matches!(catch_up, CatchUpState::Over) {
-                    break Work::CatchUp;
-                }
-                st = shared.wait(st);
+        let when = |st: &State, _: Instant| {
+            if st.delivered_any && !catch_up.is_over() {
+                CatchUpWhen::Now
+            } else {
+                CatchUpWhen::Not
             }
         };
-        match work {
-            Work::Live(item) => send_live(shared, client, item),
-            Work::CatchUp => catch_up = catch_up_turn(shared, client, catch_up),
+        match next_work(shared, when) {
+            None => return,
+            Some(Work::Live(item)) => send_live(shared, client, item),
+            Some(Work::CatchUp) => catch_up = catch_up_turn(shared, client, catch_up),
         }
     }
 }
@@ -238,23 +201,19 @@ fn send_live(shared: &Shared, client: &mut Client, item: Item) {
         if let Some(run) = st.runs.get_mut(&item.run_id) {
             run.last_failure = Some(why.detail.clone());
         }
-        let st = shared.wait_timeout_while(st, d, |s| !s.stop);
-        !st.stop
+        let st = shared.wait_timeout_while(st, d, |s| !s.pace.stop);
+        !st.pace.stop
     };
     let result = client.deliver(&item.req, &mut sleep);
     let mut st = shared.lock();
-    st.busy = false;
     st.settle(&item.run_id, item.seq, result.is_ok());
+    let paused = st
+        .pace
+        .settle(result.is_ok(), |n| jittered(cool_down_for(n)));
     match result {
-        Ok(()) => {
-            st.failures = 0;
-            st.cool_until = None;
-            st.delivered_any = true;
-        }
+        Ok(()) => st.delivered_any = true,
         Err(failure) => {
-            st.failures += 1;
-            let pause = jittered(cool_down_for(st.failures));
-            st.cool_until = Some(Instant::now() + pause);
+            let pause = paused.unwrap_or_default();
             let run = st.runs.entry(item.run_id.clone()).or_default();
             run.last_failure = Some(failure.detail.clone());
             if !run.warned {
@@ -274,26 +233,23 @@ fn send_live(shared: &Shared, client: &mut Client, item: Item) {
 /// One run of the background catch-up. It is not `busy` work: the end of
 /// the session does not wait for it (an interrupted run is sent again
 /// later, under the same ids).
-fn catch_up_turn(shared: &Shared, client: &mut Client, state: CatchUpState) -> CatchUpState {
-    let mut running = match state {
-        CatchUpState::Waiting => match super::sync::CatchUp::begin() {
-            Some(c) => c,
-            None => return CatchUpState::Over,
+fn catch_up_turn(
+    shared: &Shared,
+    client: &mut Client,
+    state: CatchUpState<super::sync::CatchUp>,
+) -> CatchUpState<super::sync::CatchUp> {
+    state.turn(
+        super::sync::CatchUp::begin,
+        |running| {
+            let live: HashSet<String> = shared.lock().runs.keys().cloned().collect();
+            running.send_next(client, &|id| live.contains(id))
         },
-        CatchUpState::Running(c) => c,
-        CatchUpState::Over => return CatchUpState::Over,
-    };
-    let live: HashSet<String> = shared.lock().runs.keys().cloned().collect();
-    match running.send_next(client, &|id| live.contains(id)) {
-        Ok(true) => CatchUpState::Running(running),
-        Ok(false) => CatchUpState::Over,
-        Err(failure) => {
+        |failure| {
             log::debug!(
                 "catching up on earlier runs stopped: {failure}; `bir sync` sends them later"
-            );
-            CatchUpState::Over
-        }
-    }
+            )
+        },
+    )
 }
 
 impl Forwarder for ServiceForwarder {
@@ -302,7 +258,7 @@ impl Forwarder for ServiceForwarder {
             return;
         };
         let mut st = self.shared.lock();
-        if st.stop {
+        if st.pace.stop {
             return;
         }
         st.push(Item {
@@ -319,16 +275,7 @@ impl Forwarder for ServiceForwarder {
 
     fn finish(&mut self, deadline: Duration) {
         let until = Instant::now() + deadline;
-        let mut st = self.shared.lock();
-        loop {
-            let idle = st.queue.is_empty() && !st.busy;
-            let now = Instant::now();
-            // In a cool-down nothing will be sent before the deadline.
-            if idle || st.stop || now >= until || (!st.busy && st.cooling(now).is_some()) {
-                break;
-            }
-            st = self.shared.wait_timeout(st, until - now);
-        }
+        let mut st = sender::wait_settled(&self.shared, self.shared.lock(), until);
         // The process may end now: the one warning for each run that did
         // not get through, if the sender has not given it yet.
         for (run_id, run) in st.runs.iter_mut() {
@@ -348,8 +295,7 @@ impl Forwarder for ServiceForwarder {
 
 impl Drop for ServiceForwarder {
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
-        self.shared.notify_all();
+        sender::stop(&self.shared);
     }
 }
 
@@ -367,13 +313,6 @@ mod tests {
         );
         let distinct: std::collections::HashSet<_> = waits.iter().collect();
         assert!(distinct.len() > 10, "{waits:?}");
-    }
-
-    #[test]
-    fn cool_down_doubles_to_a_minute() {
-        let secs: Vec<u64> = (0..8).map(|n| cool_down_for(n).as_secs()).collect();
-        assert_eq!(secs, vec![0, 5, 10, 20, 40, 60, 60, 60]);
-        assert_eq!(cool_down_for(u32::MAX), COOL_DOWN_MAX);
     }
 
     fn item(run: &str, seq: u64, bytes: usize) -> Item {

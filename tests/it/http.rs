@@ -759,6 +759,82 @@ fn an_expired_session_is_renewed_without_the_host_noticing() {
     assert_eq!(delete.header("Mcp-Session-Id"), Some("s-2"));
 }
 
+/// A remote run says how the proxy reached the server (`tcp`) and under
+/// which `Mcp-Session-Id` each call was made: the snapshot is written
+/// again when the session is renewed, and the export names each call's
+/// own session (issue 14).
+#[test]
+fn a_remote_run_records_its_transport_and_each_calls_session() {
+    let server = forgetful_server(|_, _| None);
+    let dir = TempDir::new("http-session-otlp");
+    let mut host = Host::start(proxy(&dir, &server.url("/mcp"), &[]));
+    drive_through_a_renewal(&mut host, &[]);
+    let seen = host.finish(Duration::from_secs(6));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    // Never in the proxy's log, even at debug level.
+    assert!(!seen.stderr.contains("s-1") && !seen.stderr.contains("s-2"));
+
+    let out = command(bir(), &dir)
+        .args(["runs", "export", "latest", "--format", "jsonl"])
+        .output()
+        .expect("bir runs export");
+    let records: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let snapshots: Vec<(Value, Value)> = records
+        .iter()
+        .filter(|r| r["event"]["kind"] == "server_snapshot")
+        .map(|r| {
+            let d = &r["event"]["data"];
+            (d["transport"].clone(), d["mcpSessionId"].clone())
+        })
+        .collect();
+    assert_eq!(
+        snapshots,
+        vec![(json!("tcp"), json!("s-1")), (json!("tcp"), json!("s-2"))],
+        "{records:?}"
+    );
+    let id = records[0]["event"]["data"]["id"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+
+    let stub = crate::otlp::Stub::ok();
+    let out = command(bir(), &dir)
+        .env("BIR_OTLP_ENDPOINT", &stub.base)
+        .env("BIR_OTLP_PROTOCOL", "http/json")
+        .args(["runs", "export", "--otlp", &id])
+        .stdin(Stdio::null())
+        .output()
+        .expect("bir runs export --otlp");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = crate::otlp::spans(&stub.wait_for(1)[0].json());
+    let calls: Vec<(Value, Value, Value)> = spans
+        .iter()
+        .filter(|s| s["name"] == "tools/call echo")
+        .map(|s| {
+            (
+                crate::otlp::attr(s, "jsonrpc.request.id"),
+                crate::otlp::attr(s, "network.transport"),
+                crate::otlp::attr(s, "mcp.session.id"),
+            )
+        })
+        .collect();
+    let str_value = |v: &str| json!({"stringValue": v});
+    assert_eq!(
+        calls,
+        vec![
+            (str_value("2"), str_value("tcp"), str_value("s-1")),
+            (str_value("3"), str_value("tcp"), str_value("s-2")),
+        ]
+    );
+}
+
 #[test]
 fn a_dropped_answer_stream_is_resumed_with_last_event_id() {
     let resumed = Arc::new(AtomicBool::new(false));

@@ -317,11 +317,10 @@ fn json_on_request_with_headers_gzip_and_the_same_bytes_on_re_export() {
     assert_eq!(fail["status"]["code"], 2);
     assert_eq!(attr(fail, "error.type")["stringValue"], "tool_error");
     assert_eq!(fail["parentSpanId"], root["spanId"]);
-    assert_eq!(
-        attr(fail, "network.transport"),
-        Value::Null,
-        "not recorded, not guessed"
-    );
+    // The proxy recorded how it reached the server: stdio is `pipe`, and
+    // stdio has no protocol session to name.
+    assert_eq!(attr(fail, "network.transport")["stringValue"], "pipe");
+    assert_eq!(attr(fail, "mcp.session.id"), Value::Null);
 }
 
 #[test]
@@ -490,4 +489,146 @@ fn otel_variables_alone_never_turn_export_on_and_grpc_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(stub.requests().len(), 1);
+}
+
+// ------------------------------------------------- traceparent (opt-in)
+
+/// The host's lines of the traceparent session: a plain call, a call that
+/// carries its own `traceparent`, a batch holding a call, a notification
+/// and a `tools/list`, in host bytes (odd spacing and key order kept).
+const HOST_LINES: [&str; 7] = [
+    r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}"#,
+    r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi","n":1.50}}}"#,
+    r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{ "_meta" : {"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01","k":1},"name":"fail","arguments":{}}}"#,
+    r#"[{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}]"#,
+    r#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#,
+    r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"_meta":{"claudecode/toolUseId":"toolu_tp"},"name":"echo","arguments":{}}}"#,
+];
+
+/// Runs the traceparent session through a proxy with `env` (export to a
+/// stub as JSON); what the server received, and the stub.
+fn traceparent_session(dir: &TempDir, env: &[(&str, &str)]) -> (Vec<String>, Stub) {
+    let stub = Stub::ok();
+    let script = dir.script("peer.json", &peer_script());
+    let log = dir.join("upstream.log");
+    let mut cmd = command(dir.proxy_link(), dir);
+    cmd.args(["--server-name", "peer", "--"])
+        .arg(bir())
+        .arg("testpeer")
+        .arg(script)
+        .arg("--log")
+        .arg(&log)
+        .env("BIR_OTLP_ENDPOINT", &stub.base)
+        .env("BIR_OTLP_PROTOCOL", "http/json");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut host = Host::start(cmd);
+    for line in HOST_LINES {
+        host.send_raw(format!("{line}\n").as_bytes());
+    }
+    // Answers: initialize, three calls, the batch, tools/list.
+    assert!(host.wait_lines(6, Duration::from_secs(10)), "no answers");
+    let seen = host.finish(Duration::from_secs(20));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let received = std::fs::read_to_string(&log).expect("upstream log");
+    (received.lines().map(str::to_owned).collect(), stub)
+}
+
+/// Off means off: with export on but `BIR_OTLP_TRACEPARENT` unset (or
+/// `0`), the server receives the host's bytes, every one of them.
+#[test]
+fn without_the_switch_not_a_byte_of_a_call_changes() {
+    for env in [&[][..], &[("BIR_OTLP_TRACEPARENT", "0")][..]] {
+        let dir = TempDir::new("otlp-tp-off");
+        let (received, stub) = traceparent_session(&dir, env);
+        assert_eq!(received, HOST_LINES, "{env:?}");
+        assert_eq!(stub.wait_for(1).len(), 1, "the run was exported");
+    }
+}
+
+/// On: the server sees `_meta.traceparent` naming the run's trace and the
+/// span bir exports for that very call; a call with its own traceparent,
+/// the batch and other methods pass unchanged; the journal keeps the
+/// host's arguments and the traceparent beside them.
+#[test]
+fn with_the_switch_a_call_carries_the_span_bir_exports_for_it() {
+    let dir = TempDir::new("otlp-tp-on");
+    let (received, stub) = traceparent_session(&dir, &[("BIR_OTLP_TRACEPARENT", "1")]);
+    assert_eq!(received.len(), HOST_LINES.len());
+    let mut injected = Vec::new();
+    for (got, sent) in received.iter().zip(HOST_LINES) {
+        if got == sent {
+            continue;
+        }
+        // The only change: one member put first in `params._meta`.
+        let v: Value = serde_json::from_str(got).expect("json");
+        let tp = v["params"]["_meta"]["traceparent"]
+            .as_str()
+            .expect("a traceparent")
+            .to_owned();
+        let without = got
+            .replacen(&format!("\"_meta\":{{\"traceparent\":\"{tp}\"}},"), "", 1)
+            .replacen(&format!("\"traceparent\":\"{tp}\","), "", 1);
+        assert_eq!(without, sent, "nothing else changed");
+        injected.push((v["id"].clone(), tp));
+    }
+    let ids: Vec<&Value> = injected.iter().map(|(id, _)| id).collect();
+    assert_eq!(
+        ids,
+        [&json!(1), &json!(5)],
+        "plain calls only: {received:?}"
+    );
+
+    let got = stub.wait_for(1);
+    let spans = spans(&got[0].json());
+    let root = &spans[0];
+    for (id, tp) in &injected {
+        let span = spans
+            .iter()
+            .find(|s| {
+                attr(s, "jsonrpc.request.id")["stringValue"].as_str() == Some(&id.to_string())
+            })
+            .unwrap_or_else(|| panic!("no span for call {id}"));
+        let want = format!(
+            "00-{}-{}-01",
+            root["traceId"].as_str().expect("trace"),
+            span["spanId"].as_str().expect("span")
+        );
+        assert_eq!(tp, &want, "call {id}");
+        assert_eq!(span["parentSpanId"], root["spanId"]);
+    }
+    assert_ne!(injected[0].1, injected[1].1);
+    // The call that brought its own context keeps its usual span.
+    let own = spans
+        .iter()
+        .find(|s| attr(s, "jsonrpc.request.id")["stringValue"] == "2")
+        .expect("call 2");
+    assert_ne!(own["spanId"], "b7ad6b7169203331");
+
+    // The journal: the host's arguments, the traceparent beside them.
+    let out = run_bir(
+        &dir,
+        &[],
+        &["runs", "export", "latest", "--format", "jsonl"],
+    );
+    let selected: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|r| r["event"]["data"].clone())
+        .filter(|d| d["type"] == "tool_selected")
+        .collect();
+    let first = selected
+        .iter()
+        .find(|d| d["requestId"] == 1)
+        .expect("call 1");
+    let host_args: Value = serde_json::from_str(r#"{"text":"hi","n":1.50}"#).expect("json");
+    assert_eq!(first["input"], host_args);
+    assert_eq!(first["traceparent"].as_str(), Some(injected[0].1.as_str()));
+    let second = selected
+        .iter()
+        .find(|d| d["requestId"] == 2)
+        .expect("call 2");
+    assert!(second.get("traceparent").is_none());
 }

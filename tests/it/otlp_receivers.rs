@@ -15,8 +15,11 @@
 //! the three). `make test` names rotel (3 s to install, 0.1 s to start);
 //! otelite (minutes of compiling) and Phoenix (an 850 MB venv, 10 s to
 //! start idle, 2 min on a saturated machine) join with
-//! `BIR_TEST_OTLP_RECEIVERS=all make test`. A receiver named but not
-//! installed fails its test instead of skipping it.
+//! `BIR_TEST_OTLP_RECEIVERS=all make test` (the Makefile keeps rotel in
+//! the list whatever the variable says). A receiver named but not
+//! installed fails its test instead of skipping it; one not named is
+//! skipped with a `SKIPPED otlp_receivers (…)` line on stderr, so a run
+//! never reads "ok" for a receiver that did not run.
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
@@ -30,18 +33,50 @@ use serde_json::{Value, json};
 use crate::otlp::{Stub, peer_script, spans};
 use crate::support::{Host, TempDir, bir, command};
 
+/// The receivers this file knows.
+const RECEIVERS: [&str; 3] = ["rotel", "otelite", "phoenix"];
+
+/// The items of `BIR_TEST_OTLP_RECEIVERS` (comma-separated, trimmed).
+fn wanted() -> Vec<String> {
+    std::env::var("BIR_TEST_OTLP_RECEIVERS")
+        .unwrap_or_default()
+        .split(',')
+        .map(|w| w.trim().to_owned())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
 /// Whether the receiver `name` is to be tested: `BIR_TEST_OTLP_RECEIVERS`
-/// is `1` or `all` (all three), or a comma-separated list of names
-/// (`make test` passes `rotel`, the fast one, unless told more).
+/// holds `1` or `all` (all three) or names it (`make test` passes `rotel`,
+/// the fast one, plus what it is told). A receiver that is not named is
+/// skipped, and says so on the real stderr: libtest captures `eprintln!`
+/// of a passing test, so a skip would otherwise read as a plain "ok". A
+/// receiver that is named must be installed: [`require`] fails the test
+/// otherwise, never skips it.
 fn enabled(name: &str) -> bool {
-    let wanted = std::env::var("BIR_TEST_OTLP_RECEIVERS").unwrap_or_default();
-    let on = matches!(wanted.trim(), "1" | "all") || wanted.split(',').any(|w| w.trim() == name);
+    let wanted = wanted();
+    let on = wanted.iter().any(|w| w == "1" || w == "all" || w == name);
     if !on {
-        eprintln!(
-            "skipped: BIR_TEST_OTLP_RECEIVERS does not name {name} (after scripts/install-otlp-receivers.sh)"
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "SKIPPED otlp_receivers ({name}): BIR_TEST_OTLP_RECEIVERS does not name it \
+             (set BIR_TEST_OTLP_RECEIVERS={name} after scripts/install-otlp-receivers.sh)"
         );
     }
     on
+}
+
+/// A misspelt receiver name would skip the receiver it meant in silence.
+#[test]
+fn the_receivers_asked_for_are_known() {
+    for w in wanted() {
+        assert!(
+            w == "1" || w == "all" || RECEIVERS.contains(&w.as_str()),
+            "BIR_TEST_OTLP_RECEIVERS names {w:?}: not one of 1, all, {}",
+            RECEIVERS.join(", ")
+        );
+    }
 }
 
 fn receivers() -> PathBuf {
@@ -50,10 +85,12 @@ fn receivers() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".peers/otlp"))
 }
 
+/// A receiver (or peer) that `BIR_TEST_OTLP_RECEIVERS` asked for: its
+/// absence fails the test (it was asked for, so a skip would hide it).
 fn require(path: PathBuf) -> PathBuf {
     assert!(
         path.exists(),
-        "missing receiver {}: run scripts/install-otlp-receivers.sh",
+        "missing receiver {}: BIR_TEST_OTLP_RECEIVERS asks for it; run scripts/install-otlp-receivers.sh (or point BIR_OTLP_PEERS at where it is installed)",
         path.display()
     );
     path

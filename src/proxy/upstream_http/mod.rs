@@ -610,6 +610,7 @@ impl UpstreamHttp {
                             .header("mcp-session-id")
                             .filter(|s| header_safe(s))
                             .map(str::to_string);
+                        self.cfg.session_note.set(st.session.as_deref());
                     }
                     self.read_answer(resp, id, Deliver::Host, req.learn(), None);
                     return;

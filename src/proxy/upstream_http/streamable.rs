@@ -59,6 +59,7 @@ impl UpstreamHttp {
         };
         {
             let mut st = lock(&self.state);
+            self.cfg.session_note.set(session.as_deref());
             st.session = session;
             st.epoch += 1;
         }
