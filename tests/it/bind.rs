@@ -80,12 +80,14 @@ impl FakeDaemon {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The bodies posted to `path`, whatever query string the post carried
+    /// (a PreToolUse hook adds where its session's Claude settings live).
     fn bodies(&self, path: &str) -> Vec<Value> {
         self.got
             .lock()
             .expect("lock")
             .iter()
-            .filter(|(p, _)| p == path)
+            .filter(|(p, _)| p.split('?').next() == Some(path))
             .map(|(_, b)| b.clone())
             .collect()
     }
