@@ -19,6 +19,7 @@
 //! server says). Anything else, and the server starts at once, as without
 //! `--lazy`.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -26,7 +27,6 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::config::ProxyConfig;
-use super::relay::LazyGate;
 use crate::record::model::{ServerSnapshot, canonical};
 use crate::record::store::{Store, load_path};
 
@@ -99,6 +99,51 @@ pub fn gate_for(cfg: &ProxyConfig) -> Option<LazyGate> {
     None
 }
 
+/// The answers a lazy proxy gives in place of a server not yet started
+/// (made from the last usable snapshot of the same server).
+#[derive(Debug, Clone)]
+pub struct LazyGate {
+    /// The protocol version the snapshot was taken with: a host asking
+    /// for another one gets the real server.
+    pub protocol_version: String,
+    /// The `result` of `initialize`, as JSON text.
+    pub initialize_result: String,
+    /// `tools/list`, `prompts/list`, `resources/list`,
+    /// `resources/templates/list` → the pages the snapshot holds. A list
+    /// the snapshot does not hold, or a page of it asked with a cursor it
+    /// has no page for, wakes the server.
+    pub lists: BTreeMap<&'static str, Vec<CachedPage>>,
+}
+
+/// One page of a list, as the server answered it.
+#[derive(Debug, Clone)]
+pub struct CachedPage {
+    /// The cursor it answers (canonical JSON); `None`: the first page.
+    pub cursor: Option<Vec<u8>>,
+    /// The whole `result`, as JSON text.
+    pub result: String,
+}
+
+/// The list methods a lazy proxy can answer.
+pub const LIST_METHODS: [&str; 4] = [
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+];
+
+impl LazyGate {
+    /// The answer (`result` text) to `method` asked with `cursor` (the
+    /// request's `params.cursor`, canonical JSON), if the snapshot has it.
+    pub fn page(&self, method: &str, cursor: Option<&[u8]>) -> Option<&str> {
+        self.lists
+            .get(method)?
+            .iter()
+            .find(|p| p.cursor.as_deref() == cursor)
+            .map(|p| p.result.as_str())
+    }
+}
+
 /// The answers a snapshot gives, if it is usable (see the module docs).
 fn gate_of(s: &ServerSnapshot) -> Option<LazyGate> {
     let protocol = s.protocol_version.as_deref()?.to_owned();
@@ -111,54 +156,134 @@ fn gate_of(s: &ServerSnapshot) -> Option<LazyGate> {
     }
     let tools: Vec<Value> = s.tools.iter().map(|t| (**t).clone()).collect();
     if tools.len() != s.tool_hashes.len() {
-        return None; // a tool without a name, or pages missing
+        return None; // a tool without a name
     }
-    let initialize_result = Value::Object(result).to_string();
-    let tools_result = json!({"tools": tools}).to_string();
-    let list = |key: &str, items: &Option<Vec<crate::record::model::Redacted<Value>>>| {
+    let one_page = |result: Value| {
+        vec![CachedPage {
+            cursor: None,
+            result: result.to_string(),
+        }]
+    };
+    let flat = |key: &str, items: &Option<Vec<crate::record::model::Redacted<Value>>>| {
         items.as_ref().map(|items| {
             let items: Vec<Value> = items.iter().map(|i| (**i).clone()).collect();
-            json!({key: items}).to_string()
+            one_page(json!({key: items}))
         })
     };
+    let mut lists = BTreeMap::new();
+    lists.insert("tools/list", one_page(json!({"tools": tools})));
+    let others = [
+        ("prompts/list", flat("prompts", &s.prompts)),
+        ("resources/list", flat("resources", &s.resources)),
+        (
+            "resources/templates/list",
+            flat("resourceTemplates", &s.resource_templates),
+        ),
+    ];
+    for (method, pages) in others {
+        if let Some(pages) = pages {
+            lists.insert(method, pages);
+        }
+    }
+    // A paginated list is answered page by page, as the server paged it
+    // (its cursors included), never flattened into one page.
+    for (method, pages) in s.list_pages.iter().flatten() {
+        let Some(method) = LIST_METHODS.iter().find(|m| **m == method.as_str()) else {
+            continue;
+        };
+        let pages = pages
+            .iter()
+            .map(|p| CachedPage {
+                cursor: p.cursor.as_deref().map(canonical),
+                result: p.result.to_string(),
+            })
+            .collect();
+        lists.insert(method, pages);
+    }
     let gate = LazyGate {
         protocol_version: protocol,
-        initialize_result,
-        tools_result,
-        tools_canonical: canonical(&Value::Array(tools)),
-        prompts_result: list("prompts", &s.prompts),
-        resources_result: list("resources", &s.resources),
-        templates_result: list("resourceTemplates", &s.resource_templates),
+        initialize_result: Value::Object(result).to_string(),
+        lists,
     };
-    let texts = [
-        Some(&gate.initialize_result),
-        Some(&gate.tools_result),
-        gate.prompts_result.as_ref(),
-        gate.resources_result.as_ref(),
-        gate.templates_result.as_ref(),
-    ];
-    if texts.into_iter().flatten().any(|t| t.contains("[REDACTED")) {
+    let redacted = std::iter::once(&gate.initialize_result)
+        .chain(gate.lists.values().flatten().map(|p| &p.result))
+        .any(|t| t.contains("[REDACTED"));
+    if redacted {
         return None;
     }
     Some(gate)
 }
 
-/// Whether a live `tools/list` answer (the whole line) lists other tools
-/// than the snapshot the host was given. An answer that cannot be read,
-/// or one with more pages, counts as different: the host asking again
-/// costs little, missing a change costs much.
-pub fn tools_differ(gate_tools_canonical: &[u8], answer: &[u8]) -> bool {
-    let Ok(v) = serde_json::from_slice::<Value>(answer) else {
-        return true;
-    };
-    if v.pointer("/result/nextCursor")
-        .is_some_and(|c| !c.is_null())
-    {
-        return true;
+/// `--lazy`, once the server is started: compares its tools, page by
+/// page, with the pages the host was given from the snapshot. The host
+/// is told the list changed (`notifications/tools/list_changed`) if a
+/// page differs (its tools, or the cursor to the next one); pages the
+/// snapshot does not hold were never given, so the walk stops there.
+#[derive(Debug)]
+pub struct ToolsCheck {
+    given: Vec<CachedPage>,
+    /// The cursor of the page asked for (`None`: the first).
+    asking: Option<Vec<u8>>,
+    /// Pages compared so far (a bound: a server answering with a cursor
+    /// loop must not keep the check going).
+    compared: usize,
+}
+
+/// What the lifecycle loop does with a live page of tools.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CheckStep {
+    /// Same as what the host was given, as far as it was given.
+    Same,
+    /// Different: tell the host.
+    Differ,
+    /// Same so far: ask for the page at this cursor (JSON text).
+    Next(String),
+}
+
+impl ToolsCheck {
+    /// A check against the `tools/list` pages of `gate`, if it has any.
+    pub fn of(gate: &LazyGate) -> Option<ToolsCheck> {
+        let given = gate.lists.get("tools/list")?.clone();
+        Some(ToolsCheck {
+            given,
+            asking: None,
+            compared: 0,
+        })
     }
-    match v.pointer("/result/tools") {
-        Some(tools) => canonical(tools) != gate_tools_canonical,
-        None => true,
+
+    /// The live server's answer (the whole line) to the page asked for.
+    /// An answer that cannot be read counts as different: the host asking
+    /// again costs little, missing a change costs much.
+    pub fn on_answer(&mut self, answer: &[u8]) -> CheckStep {
+        let Some(cached) = self
+            .given
+            .iter()
+            .find(|p| p.cursor == self.asking)
+            .and_then(|p| serde_json::from_str::<Value>(&p.result).ok())
+        else {
+            return CheckStep::Same;
+        };
+        let Ok(live) = serde_json::from_slice::<Value>(answer) else {
+            return CheckStep::Differ;
+        };
+        let Some(live) = live.get("result") else {
+            return CheckStep::Differ;
+        };
+        let part = |v: &Value, key: &str| v.get(key).filter(|x| !x.is_null()).map(canonical);
+        if part(live, "tools").is_none()
+            || part(live, "tools") != part(&cached, "tools")
+            || part(live, "nextCursor") != part(&cached, "nextCursor")
+        {
+            return CheckStep::Differ;
+        }
+        self.compared += 1;
+        match live.get("nextCursor").filter(|c| !c.is_null()) {
+            Some(next) if self.compared < self.given.len() => {
+                self.asking = Some(canonical(next));
+                CheckStep::Next(next.to_string())
+            }
+            _ => CheckStep::Same,
+        }
     }
 }
 
@@ -170,43 +295,116 @@ mod tests {
         serde_json::from_value(v).expect("snapshot")
     }
 
-    #[test]
-    fn a_snapshot_is_usable_only_when_whole_and_unredacted() {
-        let whole = json!({"serverName": "s", "protocolVersion": "2025-11-25",
+    fn whole() -> Value {
+        json!({"serverName": "s", "protocolVersion": "2025-11-25",
             "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "1"},
             "tools": [{"name": "echo", "inputSchema": {"type": "object"}}],
-            "toolHashes": {"echo": "h"}, "toolsDigest": "d"});
-        let gate = gate_of(&snapshot(whole.clone())).expect("usable");
+            "toolHashes": {"echo": "h"}, "toolsDigest": "d"})
+    }
+
+    #[test]
+    fn a_snapshot_is_usable_only_when_whole_and_unredacted() {
+        let gate = gate_of(&snapshot(whole())).expect("usable");
         assert_eq!(
             gate.initialize_result,
             r#"{"capabilities":{"tools":{}},"protocolVersion":"2025-11-25","serverInfo":{"name":"t","version":"1"}}"#
         );
         assert_eq!(
-            gate.tools_result,
-            r#"{"tools":[{"inputSchema":{"type":"object"},"name":"echo"}]}"#
+            gate.page("tools/list", None),
+            Some(r#"{"tools":[{"inputSchema":{"type":"object"},"name":"echo"}]}"#)
         );
-        let mut no_info = whole.clone();
+        assert_eq!(gate.page("tools/list", Some(b"\"c\"")), None);
+        assert_eq!(gate.page("prompts/list", None), None, "never listed");
+        let mut no_info = whole();
         no_info.as_object_mut().expect("o").remove("serverInfo");
         assert!(gate_of(&snapshot(no_info)).is_none());
-        let mut redacted = whole.clone();
+        let mut redacted = whole();
         redacted["serverInfo"]["name"] = json!("[REDACTED:api-key]");
         assert!(gate_of(&snapshot(redacted)).is_none());
-        let mut missing_page = whole;
-        missing_page["toolHashes"] = json!({"echo": "h", "other": "h2"});
-        assert!(gate_of(&snapshot(missing_page)).is_none());
+        let mut unnamed = whole();
+        unnamed["toolHashes"] = json!({"echo": "h", "other": "h2"});
+        assert!(gate_of(&snapshot(unnamed)).is_none());
+    }
+
+    /// A paginated list is answered page by page, cursors and all, and a
+    /// page the snapshot lacks is not made up.
+    #[test]
+    fn paginated_lists_are_answered_page_by_page() {
+        let mut s = whole();
+        s["listPages"] = json!({
+            "resources/list": [
+                {"result": {"resources": [{"uri": "a"}], "nextCursor": "p2"}},
+                {"cursor": "p2", "result": {"resources": [{"uri": "b"}], "nextCursor": "p3"}}
+            ],
+            "tools/list": [
+                {"result": {"tools": [{"name": "echo"}], "nextCursor": {"n": 2}}}
+            ]
+        });
+        let gate = gate_of(&snapshot(s.clone())).expect("usable");
+        assert_eq!(
+            gate.page("resources/list", None),
+            Some(r#"{"nextCursor":"p2","resources":[{"uri":"a"}]}"#)
+        );
+        assert_eq!(
+            gate.page("resources/list", Some(b"\"p2\"")),
+            Some(r#"{"nextCursor":"p3","resources":[{"uri":"b"}]}"#)
+        );
+        assert_eq!(gate.page("resources/list", Some(b"\"p3\"")), None);
+        assert_eq!(
+            gate.page("tools/list", None),
+            Some(r#"{"nextCursor":{"n":2},"tools":[{"name":"echo"}]}"#),
+            "not the flat list: the page"
+        );
+        s["listPages"]["resources/list"][1]["result"]["resources"][0]["uri"] =
+            json!("[REDACTED:token]");
+        assert!(gate_of(&snapshot(s)).is_none(), "a redacted page");
+    }
+
+    fn answer(result: Value) -> Vec<u8> {
+        json!({"jsonrpc": "2.0", "id": "x", "result": result})
+            .to_string()
+            .into_bytes()
     }
 
     #[test]
     fn live_tools_are_compared_with_what_the_host_was_given() {
-        let tools = canonical(&json!([{"name": "echo"}]));
-        assert!(!tools_differ(
-            &tools,
-            br#"{"jsonrpc":"2.0","id":"x","result":{"tools":[{"name":"echo"}]}}"#
-        ));
-        assert!(tools_differ(
-            &tools,
-            br#"{"jsonrpc":"2.0","id":"x","result":{"tools":[{"name":"echo","description":"new"}]}}"#
-        ));
-        assert!(tools_differ(&tools, b"not json"));
+        let gate = gate_of(&snapshot(whole())).expect("usable");
+        let check = || ToolsCheck::of(&gate).expect("tools");
+        let same = answer(json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}));
+        assert_eq!(check().on_answer(&same), CheckStep::Same);
+        let changed = answer(json!({"tools": [{"name": "echo", "description": "new"}]}));
+        assert_eq!(check().on_answer(&changed), CheckStep::Differ);
+        assert_eq!(check().on_answer(b"not json"), CheckStep::Differ);
+        let now_paged = answer(
+            json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}], "nextCursor": "2"}),
+        );
+        assert_eq!(check().on_answer(&now_paged), CheckStep::Differ);
+    }
+
+    #[test]
+    fn paginated_tools_are_checked_page_by_page() {
+        let mut s = whole();
+        s["listPages"] = json!({"tools/list": [
+            {"result": {"tools": [{"name": "a"}], "nextCursor": "c2"}},
+            {"cursor": "c2", "result": {"tools": [{"name": "b"}]}}
+        ]});
+        let gate = gate_of(&snapshot(s)).expect("usable");
+        let mut check = ToolsCheck::of(&gate).expect("tools");
+        let page1 = answer(json!({"tools": [{"name": "a"}], "nextCursor": "c2"}));
+        assert_eq!(check.on_answer(&page1), CheckStep::Next("\"c2\"".into()));
+        assert_eq!(
+            check.on_answer(&answer(json!({"tools": [{"name": "b"}]}))),
+            CheckStep::Same
+        );
+        let mut check = ToolsCheck::of(&gate).expect("tools");
+        check.on_answer(&page1);
+        assert_eq!(
+            check.on_answer(&answer(json!({"tools": [{"name": "b2"}]}))),
+            CheckStep::Differ,
+            "the second page changed"
+        );
+        let mut check = ToolsCheck::of(&gate).expect("tools");
+        let moved = answer(json!({"tools": [{"name": "a"}], "nextCursor": "other"}));
+        assert_eq!(check.on_answer(&moved), CheckStep::Differ, "a new cursor");
     }
 }

@@ -579,29 +579,42 @@ impl Session {
                 self.shared.write_to_upstream(&line);
             }
             if lock(&self.shared.lazy).tools_given.is_some() {
-                let ask = format!(
-                    "{{\"jsonrpc\":\"2.0\",\"id\":\"{LAZY_TOOLS_ID}\",\"method\":\"tools/list\"}}\n"
-                );
-                lock(&self.shared.inflight).insert_own_reported(LAZY_TOOLS_ID);
-                self.shared.write_to_upstream(ask.as_bytes());
+                self.ask_tools_page(None);
             }
             for waiter in self.wake_waiters.drain(..) {
                 let _ = waiter.send(());
             }
         } else if id == LAZY_TOOLS_ID {
-            let given = lock(&self.shared.lazy).tools_given.take();
-            if let Some(given) = given
-                && lazy::tools_differ(&given, answer)
-            {
-                log::info!(
-                    "--lazy: the server's tools differ from its last snapshot; telling the host"
-                );
-                self.shared.write_to_host(
-                    b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n",
-                    &self.tx,
-                );
+            let step = lock(&self.shared.lazy)
+                .tools_given
+                .as_mut()
+                .map(|check| check.on_answer(answer));
+            match step {
+                Some(lazy::CheckStep::Next(cursor)) => self.ask_tools_page(Some(&cursor)),
+                Some(lazy::CheckStep::Differ) => {
+                    lock(&self.shared.lazy).tools_given = None;
+                    log::info!(
+                        "--lazy: the server's tools differ from its last snapshot; telling the host"
+                    );
+                    self.shared.write_to_host(
+                        b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n",
+                        &self.tx,
+                    );
+                }
+                Some(lazy::CheckStep::Same) | None => lock(&self.shared.lazy).tools_given = None,
             }
         }
+    }
+
+    /// `--lazy`: asks the started server for a page of its tools (the
+    /// first, or the one at `cursor`, JSON text), under the proxy's own id.
+    fn ask_tools_page(&self, cursor: Option<&str>) {
+        let params = cursor.map_or(String::new(), |c| format!(",\"params\":{{\"cursor\":{c}}}"));
+        let ask = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"{LAZY_TOOLS_ID}\",\"method\":\"tools/list\"{params}}}\n"
+        );
+        lock(&self.shared.inflight).insert_own_reported(LAZY_TOOLS_ID);
+        self.shared.write_to_upstream(ask.as_bytes());
     }
 
     fn on_timer(&mut self) -> Option<Exit> {

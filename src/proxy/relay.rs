@@ -28,6 +28,7 @@ use serde_json::value::RawValue;
 use super::Event;
 use super::config::ProxyConfig;
 use super::inflight::{Admission, HostRequest, InFlight};
+use super::lazy::{LIST_METHODS, LazyGate, ToolsCheck};
 use crate::jsonrpc::framer::{Frame, Framer};
 use crate::jsonrpc::message::{self, Kind};
 use crate::jsonrpc::scan::{self, LineSummary};
@@ -81,27 +82,6 @@ pub struct Shared {
     pub observer: Observer,
 }
 
-/// The answers a lazy proxy gives in place of a server not yet started
-/// (made by `proxy::lazy` from the last snapshot of the same server).
-#[derive(Debug, Clone)]
-pub struct LazyGate {
-    /// The protocol version the snapshot was taken with: a host asking
-    /// for another one gets the real server.
-    pub protocol_version: String,
-    /// The `result` of `initialize`, as JSON text.
-    pub initialize_result: String,
-    /// The `result` of `tools/list`, as JSON text.
-    pub tools_result: String,
-    /// The `result` of `prompts/list`, `resources/list` and
-    /// `resources/templates/list`, as JSON text, when the snapshot has
-    /// them (else such a request wakes the server).
-    pub prompts_result: Option<String>,
-    pub resources_result: Option<String>,
-    pub templates_result: Option<String>,
-    /// The tools, canonical JSON (to compare with the live server's).
-    pub tools_canonical: Vec<u8>,
-}
-
 /// A lazy proxy's state (see [`Shared::lazy`]).
 #[derive(Debug, Default)]
 pub struct LazyState {
@@ -110,9 +90,9 @@ pub struct LazyState {
     /// The host's `initialize` was answered from the snapshot: the server,
     /// once started, gets it replayed.
     pub answered_initialize: bool,
-    /// The host was given the snapshot's tools (canonical JSON): the live
-    /// server's are compared with them once it is started.
-    pub tools_given: Option<Vec<u8>>,
+    /// The host was given the snapshot's tools: the live server's are
+    /// compared with them once it is started.
+    pub tools_given: Option<ToolsCheck>,
 }
 
 /// The host's `initialize` request and `notifications/initialized`, as sent.
@@ -682,20 +662,11 @@ fn lazy_request(
                 .and_then(|p| p.protocol_version);
             (asked == Some(gate.protocol_version.as_str())).then(|| gate.initialize_result.clone())
         }
-        "tools/list" => {
-            let cursor = params.is_some_and(|p| p.get().contains("\"cursor\""));
-            (!cursor).then(|| gate.tools_result.clone())
-        }
         "ping" => Some("{}".to_owned()),
-        "prompts/list" | "resources/list" | "resources/templates/list" => {
-            let cursor = params.is_some_and(|p| p.get().contains("\"cursor\""));
-            let cached = match method {
-                "prompts/list" => &gate.prompts_result,
-                "resources/list" => &gate.resources_result,
-                _ => &gate.templates_result,
-            };
-            cached.clone().filter(|_| !cursor)
-        }
+        _ if LIST_METHODS.contains(&method) => match list_cursor(params) {
+            Ok(cursor) => gate.page(method, cursor.as_deref()).map(str::to_owned),
+            Err(()) => None,
+        },
         _ => None,
     };
     let Some(result) = result else {
@@ -708,20 +679,15 @@ fn lazy_request(
             lazy.answered_initialize = true;
             lock(&shared.handshake).initialize = Some(bytes.to_vec());
         }
-        "tools/list" => lazy.tools_given = Some(gate.tools_canonical.clone()),
+        "tools/list" if lazy.tools_given.is_none() => lazy.tools_given = ToolsCheck::of(gate),
         _ => {}
     }
     drop(lazy);
     let id = String::from_utf8_lossy(id);
     let answer = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}\n");
-    let learned = match method {
-        "initialize" => Some("initialize"),
-        "tools/list" => Some("tools/list"),
-        "prompts/list" => Some("prompts/list"),
-        "resources/list" => Some("resources/list"),
-        "resources/templates/list" => Some("resources/templates/list"),
-        _ => None,
-    };
+    let learned = std::iter::once("initialize")
+        .chain(LIST_METHODS)
+        .find(|m| *m == method);
     if let Some(method) = learned.filter(|_| shared.observer.enabled()) {
         outbox.after.push(After::Exchange(
             method,
@@ -731,6 +697,27 @@ fn lazy_request(
     }
     answer_host(shared, outbox, answer.into_bytes());
     Some(Verdict::Consumed)
+}
+
+#[derive(Deserialize)]
+struct ListParams<'a> {
+    #[serde(borrow, default)]
+    cursor: Option<&'a RawValue>,
+}
+
+/// A list request's `params.cursor`, canonical JSON (`None`: the first
+/// page). `Err`: params the proxy cannot read (the server will answer).
+fn list_cursor(params: Option<&RawValue>) -> Result<Option<Vec<u8>>, ()> {
+    let Some(params) = params else {
+        return Ok(None);
+    };
+    let parsed = serde_json::from_str::<ListParams>(params.get()).map_err(|_| ())?;
+    match parsed.cursor {
+        None => Ok(None),
+        Some(raw) => serde_json::from_str::<serde_json::Value>(raw.get())
+            .map(|v| (!v.is_null()).then(|| crate::record::model::canonical(&v)))
+            .map_err(|_| ()),
+    }
 }
 
 /// `--lazy`, while the server is not started: its notifications have

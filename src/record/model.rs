@@ -148,6 +148,26 @@ pub struct ServerSnapshot {
     pub resources: Option<Vec<Redacted<Value>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_templates: Option<Vec<Redacted<Value>>>,
+    /// The pages of the lists the server paginated (`tools/list`,
+    /// `prompts/list`, `resources/list`, `resources/templates/list` → the
+    /// pages the host asked for, each with its cursor and the whole
+    /// `result`, `nextCursor` included), redacted: `--lazy` answers a page
+    /// from here exactly as the server did, and wakes the server for a
+    /// page not here. Absent when no list had more than one page (a
+    /// one-page list is the fields above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_pages: Option<BTreeMap<String, Vec<ListPage>>>,
+}
+
+/// One page of a paginated list, as the server answered it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPage {
+    /// The request's `params.cursor`; absent for the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<Redacted<Value>>,
+    /// The answer's whole `result`.
+    pub result: Redacted<Value>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
