@@ -1,17 +1,27 @@
-//! `bir-proxy --lazy`: a stdio server started only when a request needs it.
+//! `bir-proxy --lazy`: a server started (or, for `--url`, connected to)
+//! only when a request needs it.
 //!
 //! N configured servers mean N servers started with every session, most
 //! of which are asked for nothing but their tools. With `--lazy`, the
 //! proxy looks in the run store for the last snapshot of the same server
 //! (`ServerSnapshot::command_digest`: the same command line, the same
-//! program file) and, when it finds a usable one, starts without the
-//! server: it answers `initialize`, `tools/list` (without a cursor) and
-//! `ping` itself, from that snapshot (`relay::LazyGate`). The first other
-//! request wakes the server: the proxy starts it, replays the host's
-//! `initialize` (its own id) and `notifications/initialized`, waits for the
-//! handshake to finish, then relays the request. It also asks the live
-//! server for its tools; if they differ from what the host was given, the
-//! host gets `notifications/tools/list_changed` and asks again.
+//! program file; for a remote server, the same URL) and, when it finds a
+//! usable one, starts without the server: it answers `initialize`, `ping`
+//! and the `*/list` pages the snapshot holds itself ([`LazyGate`]). The
+//! first other request wakes the server: the proxy starts it, replays the
+//! host's `initialize` (its own id) and `notifications/initialized`, waits
+//! for the handshake to finish, then relays the request. It also asks the
+//! live server for its tools, page by page ([`ToolsCheck`]); if they differ
+//! from what the host was given, the host gets
+//! `notifications/tools/list_changed` and asks again.
+//!
+//! A remote upstream (`--url`) has no process to spare, but each session
+//! costs a connection (TLS), an `initialize` round trip and a session the
+//! server keeps. Lazily, the HTTP transport is started at the wake like a
+//! child: the replayed `initialize` is the one that opens the HTTP
+//! session, so the `Mcp-Session-Id` it gets is the transport's own from
+//! the start (the host, on stdio, never sees one), and a session that
+//! never calls a tool opens no session on the server at all.
 //!
 //! A snapshot is usable only if it holds the whole `initialize` answer and
 //! the tools, was taken with the protocol version the host asks for, and
@@ -26,7 +36,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::config::ProxyConfig;
+use super::config::{ProxyConfig, UpstreamHttpConfig};
 use crate::record::model::{ServerSnapshot, canonical};
 use crate::record::store::{Store, load_path};
 
@@ -36,15 +46,53 @@ use crate::record::store::{Store, load_path};
 /// starts eagerly, as before.
 const SCAN_RUNS: usize = 30;
 
-/// The command digest of a stdio server: its program and arguments, and
-/// the program file's size and modification time (a reinstalled or
-/// upgraded program is another version; a launcher such as `npx` that
-/// fetches a newer package is caught later, when the live tools differ).
+/// The command digest of a server. For a stdio server: its program and
+/// arguments, and the program file's size and modification time (a
+/// reinstalled or upgraded program is another version; a launcher such as
+/// `npx` that fetches a newer package is caught later, when the live tools
+/// differ). For a remote one: [`remote_digest`].
 pub fn command_digest(cfg: &ProxyConfig) -> String {
+    if let Some(remote) = &cfg.upstream_http {
+        return remote_digest(remote);
+    }
     let (size, mtime) = program_path(&cfg.program)
         .and_then(|p| fs::metadata(p).ok())
         .map_or((0, 0), |m| (m.size(), m.mtime()));
     let line = json!({"program": cfg.program, "args": cfg.args, "size": size, "mtime": mtime});
+    crate::codec::sha256_hex(&canonical(&line))
+}
+
+/// The digest of a remote server: its URL without credentials (no user
+/// or password; a secret-named query value is left out, its name kept),
+/// the transport asked for, and the names (never the values) of the
+/// headers sent. The digest is recorded in runs, so no credential may go
+/// into it, even hashed. A server upgraded behind the same URL is caught
+/// when the live tools differ.
+pub fn remote_digest(remote: &UpstreamHttpConfig) -> String {
+    let mut url = remote.url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    let query: Vec<(String, String)> = remote
+        .url
+        .query_pairs()
+        .map(|(k, v)| {
+            let v = if crate::redact::is_secret_key(&k, false) {
+                String::new()
+            } else {
+                v.into_owned()
+            };
+            (k.into_owned(), v)
+        })
+        .collect();
+    url.set_query(None);
+    let mut headers: Vec<String> = remote
+        .headers
+        .iter()
+        .map(|(name, _)| name.to_ascii_lowercase())
+        .collect();
+    headers.sort();
+    let line = json!({"url": url.as_str(), "query": query,
+        "mode": format!("{:?}", remote.mode), "headers": headers});
     crate::codec::sha256_hex(&canonical(&line))
 }
 
@@ -67,7 +115,7 @@ fn is_executable(p: &Path) -> bool {
 /// The gate a lazy proxy starts with: answers from the last usable
 /// snapshot of this server, or `None` (start the server now).
 pub fn gate_for(cfg: &ProxyConfig) -> Option<LazyGate> {
-    if !cfg.lazy || cfg.upstream_http.is_some() {
+    if !cfg.lazy {
         return None;
     }
     let digest = command_digest(cfg);
@@ -406,5 +454,46 @@ mod tests {
         let mut check = ToolsCheck::of(&gate).expect("tools");
         let moved = answer(json!({"tools": [{"name": "a"}], "nextCursor": "other"}));
         assert_eq!(check.on_answer(&moved), CheckStep::Differ, "a new cursor");
+    }
+
+    fn remote(url: &str, headers: &[(&str, &str)]) -> UpstreamHttpConfig {
+        UpstreamHttpConfig {
+            url: url::Url::parse(url).expect("url"),
+            mode: crate::proxy::config::TransportMode::Auto,
+            headers: headers
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            connect_timeout: std::time::Duration::from_secs(1),
+        }
+    }
+
+    /// The digest names the server, never a credential: other tokens,
+    /// passwords or secret query values give the same digest; another
+    /// path, host or plain query value another one.
+    #[test]
+    fn a_remote_digest_holds_no_credential() {
+        let base = remote_digest(&remote(
+            "https://u:pw1@mcp.example/v1?team=a&api_key=k1",
+            &[("Authorization", "Bearer t1")],
+        ));
+        let other_secrets = remote_digest(&remote(
+            "https://v:pw2@mcp.example/v1?team=a&api_key=k2",
+            &[("authorization", "Bearer t2")],
+        ));
+        assert_eq!(base, other_secrets);
+        for other in [
+            "https://mcp.example/v2?team=a&api_key=k1",
+            "https://mcp.example/v1?team=b&api_key=k1",
+            "https://other.example/v1?team=a&api_key=k1",
+        ] {
+            let d = remote_digest(&remote(other, &[("Authorization", "Bearer t1")]));
+            assert_ne!(base, d, "{other}");
+        }
+        assert_ne!(
+            base,
+            remote_digest(&remote("https://mcp.example/v1?team=a&api_key=k1", &[])),
+            "the header names count"
+        );
     }
 }

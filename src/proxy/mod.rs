@@ -214,10 +214,10 @@ fn start_observer(cfg: &ProxyConfig, start: passthrough::Start) -> Observer {
         _ => RecorderConfig::from_env(cfg.server_name.clone(), cfg.session_id.clone()),
     };
     if let Some(mut rc) = recorder_config {
-        match &cfg.upstream_http {
-            Some(remote) => rc.known_secrets = upstream_http_credentials(remote),
-            None => rc.command_digest = Some(lazy::command_digest(cfg)),
+        if let Some(remote) = &cfg.upstream_http {
+            rc.known_secrets = upstream_http_credentials(remote);
         }
+        rc.command_digest = Some(lazy::command_digest(cfg));
         let store = match Store::open_default() {
             Ok(store) => Some(store),
             Err(err) => {
@@ -405,6 +405,12 @@ impl Session {
         })
     }
 
+    /// Whether an upstream was ever started (a child spawned, or the
+    /// HTTP transport begun): with `--lazy`, perhaps not yet.
+    fn started(&self) -> bool {
+        self.generation > 0
+    }
+
     fn start_host_pump(&self) {
         let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
         if let Err(err) = self.spawn_thread("bir-from-host", move || relay::pump_host(&shared, &tx))
@@ -428,7 +434,8 @@ impl Session {
     fn on_event(&mut self, event: Event) -> Option<Exit> {
         match event {
             Event::Signal(sig) if self.shared.cfg.upstream_http.is_some() => {
-                if self.signalled {
+                // `--lazy`, never connected: no remote session to end.
+                if self.signalled || !self.started() {
                     return Some(Exit::Signal(sig));
                 }
                 // A remote session is ended (DELETE, bounded) before dying
@@ -463,10 +470,7 @@ impl Session {
                 }
                 self.host_eof = true;
                 // `--lazy`, the server never needed: nothing to stop.
-                if self.pid.is_none()
-                    && self.dead_status.is_none()
-                    && self.shared.cfg.upstream_http.is_none()
-                {
+                if !self.started() && self.dead_status.is_none() {
                     return Some(Exit::from(Status::Success));
                 }
                 // Closing the upstream's stdin is how MCP asks a stdio server to stop.
@@ -532,7 +536,7 @@ impl Session {
     /// cannot start (the pending request is then answered as for a dead
     /// server).
     fn wake(&mut self, done: Sender<()>) {
-        if self.pid.is_some() || self.dead_status.is_some() || self.host_eof || self.signalled {
+        if self.started() || self.dead_status.is_some() || self.host_eof || self.signalled {
             return;
         }
         if let Err(err) = self.start_upstream() {

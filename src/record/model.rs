@@ -133,8 +133,10 @@ pub struct ServerSnapshot {
     pub tools_digest: String,
     /// sha256 of the command line the proxy started the server with (and
     /// the program's size and modification time): how `bir-proxy --lazy`
-    /// finds the last snapshot of the same server, same version. Absent
-    /// for remote servers and in runs recorded before it existed.
+    /// finds the last snapshot of the same server, same version; for a
+    /// remote server, of its URL without credentials, the transport and
+    /// the header names (`proxy::lazy::remote_digest`). Absent in runs
+    /// recorded before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_digest: Option<String>,
     /// The server's answers to `prompts/list`, `resources/list` and
