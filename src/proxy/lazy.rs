@@ -6,8 +6,10 @@
 //! proxy looks in the run store for the last snapshot of the same server
 //! (`ServerSnapshot::command_digest`: the same command line, the same
 //! program file; for a remote server, the same URL) and, when it finds a
-//! usable one, starts without the server: it answers `initialize`, `ping`
-//! and the `*/list` pages the snapshot holds itself ([`LazyGate`]). The
+//! usable one, starts without the server: it answers `initialize`, `ping`,
+//! the `*/list` pages the snapshot holds, and the `server/discover` probe
+//! Claude Code sends every server first (with the error an older server
+//! gave it; a 2026-07-28 server is woken by it) itself ([`LazyGate`]). The
 //! first other request wakes the server: the proxy starts it, replays the
 //! host's `initialize` (its own id) and `notifications/initialized`, waits
 //! for the handshake to finish, then relays the request. It also asks the
@@ -161,6 +163,9 @@ pub struct LazyGate {
     /// the snapshot does not hold, or a page of it asked with a cursor it
     /// has no page for, wakes the server.
     pub lists: BTreeMap<&'static str, Vec<CachedPage>>,
+    /// The `error` the server answered a `server/discover` probe with, as
+    /// JSON text (`None`: a probe wakes the server).
+    pub discover_error: Option<String>,
 }
 
 /// One page of a list, as the server answered it.
@@ -252,8 +257,10 @@ fn gate_of(s: &ServerSnapshot) -> Option<LazyGate> {
         protocol_version: protocol,
         initialize_result: Value::Object(result).to_string(),
         lists,
+        discover_error: s.discover_error.as_ref().map(|e| e.to_string()),
     };
     let redacted = std::iter::once(&gate.initialize_result)
+        .chain(gate.discover_error.as_ref())
         .chain(gate.lists.values().flatten().map(|p| &p.result))
         .any(|t| t.contains("[REDACTED"));
     if redacted {
@@ -363,6 +370,13 @@ mod tests {
         );
         assert_eq!(gate.page("tools/list", Some(b"\"c\"")), None);
         assert_eq!(gate.page("prompts/list", None), None, "never listed");
+        assert_eq!(gate.discover_error, None, "a probe wakes the server");
+        let mut probed = whole();
+        probed["discoverError"] = json!({"code": -32601, "message": "Method not found"});
+        assert_eq!(
+            gate_of(&snapshot(probed)).and_then(|g| g.discover_error),
+            Some(r#"{"code":-32601,"message":"Method not found"}"#.to_owned())
+        );
         let mut no_info = whole();
         no_info.as_object_mut().expect("o").remove("serverInfo");
         assert!(gate_of(&snapshot(no_info)).is_none());

@@ -655,6 +655,13 @@ fn lazy_request(
     let params = serde_json::from_slice::<RequestEnvelope>(bytes)
         .ok()
         .and_then(|e| e.params);
+    if method == "server/discover"
+        && let Some(error) = gate.discover_error.clone()
+    {
+        drop(lazy);
+        answer_from_snapshot(shared, bytes, id, method, "error", &error, outbox);
+        return Some(Verdict::Consumed);
+    }
     let result = match method {
         "initialize" => {
             let asked = params
@@ -683,9 +690,27 @@ fn lazy_request(
         _ => {}
     }
     drop(lazy);
+    answer_from_snapshot(shared, bytes, id, method, "result", &result, outbox);
+    Some(Verdict::Consumed)
+}
+
+/// `--lazy`: answers the host's request (`bytes`, with `id`) with a
+/// `result` or an `error` (`member`) from the snapshot. The exchange is
+/// also handed to the recorder as if the server had answered, so the
+/// lazy session's own snapshot is as whole as an eager one's.
+fn answer_from_snapshot(
+    shared: &Shared,
+    bytes: &[u8],
+    id: &[u8],
+    method: &str,
+    member: &str,
+    value: &str,
+    outbox: &mut Outbox,
+) {
     let id = String::from_utf8_lossy(id);
-    let answer = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}\n");
-    let learned = std::iter::once("initialize")
+    let answer = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{member}\":{value}}}\n");
+    let learned = ["initialize", "server/discover"]
+        .into_iter()
         .chain(LIST_METHODS)
         .find(|m| *m == method);
     if let Some(method) = learned.filter(|_| shared.observer.enabled()) {
@@ -696,7 +721,6 @@ fn lazy_request(
         ));
     }
     answer_host(shared, outbox, answer.into_bytes());
-    Some(Verdict::Consumed)
 }
 
 #[derive(Deserialize)]

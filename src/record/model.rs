@@ -159,6 +159,12 @@ pub struct ServerSnapshot {
     /// one-page list is the fields above).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_pages: Option<BTreeMap<String, Vec<ListPage>>>,
+    /// The `error` a server that does not speak the 2026-07-28 protocol
+    /// answered the host's `server/discover` probe with (Claude Code
+    /// 2.1.332 probes every server first), redacted: `--lazy` gives the
+    /// probe the same answer instead of starting the server for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discover_error: Option<Redacted<Value>>,
 }
 
 /// One page of a paginated list, as the server answered it.

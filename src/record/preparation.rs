@@ -297,6 +297,11 @@ impl Preparation {
             log::error!("redaction failed; the `{method}` exchange is not recorded");
             return false;
         };
+        if method == "server/discover" {
+            // An old-era server refuses the probe: its error is what a
+            // lazy proxy answers the next probe with.
+            self.knowledge.snapshot.discover_error = response.part("/error");
+        }
         let Some(result) = response.part("/result") else {
             return false;
         };
