@@ -2163,3 +2163,46 @@ fn lazy_url_connects_on_first_use() {
         "{reqs:?}"
     );
 }
+
+/// `--lazy --url`, never connected: a signal ends the proxy at once (there
+/// is no remote session to end), and the server hears nothing.
+#[test]
+fn lazy_url_never_connected_ends_at_a_signal() {
+    let server = mcp_server(|_, msg| {
+        if msg["method"] == "tools/list" {
+            return json_reply(
+                &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}),
+                &[],
+            );
+        }
+        json_reply(&echo_result(&msg["id"], "ok"), &[])
+    });
+    let dir = TempDir::new("http-lazy-signal");
+    let url = server.url("/mcp");
+    let t = Duration::from_secs(10);
+    let mut host = Host::start(proxy(&dir, &url, &[]));
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    host.send(&call(2, "echo", json!({})));
+    answer_to(&host, json!(2), t);
+    assert_eq!(host.finish(t).exit(), "code 0");
+
+    let before = server.seen().len();
+    let mut host = Host::start(proxy(&dir, &url, &["--lazy"]));
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.signal(libc::SIGTERM);
+    assert!(
+        host.wait_exit(Duration::from_secs(5)),
+        "ended at the signal"
+    );
+    let seen = host.finish(Duration::from_secs(1));
+    assert_eq!(seen.exit(), format!("signal {}", libc::SIGTERM));
+    assert_eq!(
+        server.seen().len(),
+        before,
+        "nothing sent: {:?}",
+        &server.seen()[before..]
+    );
+}
