@@ -149,8 +149,8 @@ class Proxy:
             self.p.wait()
 
 
-def tree_rss_kib(root_pids):
-    """Sum of VmRSS over the process trees rooted at root_pids."""
+def process_children():
+    """pid -> its children's pids, from /proc."""
     children = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -161,18 +161,34 @@ def tree_rss_kib(root_pids):
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(ppid, []).append(int(d))
-    total, stack = 0, list(root_pids)
+    return children
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss_kib(root_pids, children=None):
+    """Sum of VmRSS over the process trees rooted at root_pids."""
+    children = process_children() if children is None else children
+    return sum(rss_kib(pid) for pid in tree_of(root_pids, children))
+
+
+def tree_of(roots, children):
+    """The pids of the trees rooted at roots."""
+    out, stack = [], list(roots)
     while stack:
         pid = stack.pop()
+        out.append(pid)
         stack.extend(children.get(pid, []))
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
+    return out
 
 
 def session(bir, specs, lazy, env, claude, call=False):
@@ -214,26 +230,6 @@ def session(bir, specs, lazy, env, claude, call=False):
 API_KEY = "sk-ant-api03-e2e-fake-key-0000000000000000000000000000000000000000000000000000-AAAAAAAA"
 
 
-def descendants(root):
-    """Every pid below root (not root itself)."""
-    children = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(d))
-    out, stack = [], list(children.get(root, []))
-    while stack:
-        pid = stack.pop()
-        out.append(pid)
-        stack.extend(children.get(pid, []))
-    return out, children
-
-
 def cmdline(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -243,23 +239,12 @@ def cmdline(pid):
 
 
 def proxies_sample(claude_pid, bir):
-    """(total RSS KiB of the proxies' trees, proxies, processes under them)."""
-    pids, children = descendants(claude_pid)
-    roots = [p for p in pids if cmdline(p)[:2] == [bir.encode(), b"proxy"]]
-    total, under, stack = 0, 0, list(roots)
-    while stack:
-        pid = stack.pop()
-        kids = children.get(pid, [])
-        under += len(kids)
-        stack.extend(kids)
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-        except OSError:
-            pass
-    return total, len(roots), under
+    """(total RSS KiB of the proxies' trees, processes under the proxies)."""
+    children = process_children()
+    below = tree_of(children.get(claude_pid, []), children)
+    roots = [p for p in below if cmdline(p)[:2] == [bir.encode(), b"proxy"]]
+    under = len(tree_of(roots, children)) - len(roots)
+    return tree_rss_kib(roots, children), under
 
 
 def cc_session(a, specs, mode, scratch, tag, script):
@@ -317,7 +302,7 @@ def cc_session(a, specs, mode, scratch, tag, script):
         peak, started, first = 0, 0, None
         end = time.monotonic() + 180
         while cc.poll() is None and time.monotonic() < end:
-            rss, _, under = proxies_sample(cc.pid, a.bir)
+            rss, under = proxies_sample(cc.pid, a.bir)
             peak, started = max(peak, rss), max(started, under)
             time.sleep(0.05)
         if cc.poll() is None:

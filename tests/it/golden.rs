@@ -347,6 +347,25 @@ fn every_case_file_has_a_test() {
     );
 }
 
+/// What the host saw differently in two runs of a case (its bytes, its
+/// exit), each run named by its label.
+fn host_side_differences(a: (&str, &Outcome), b: (&str, &Outcome), failures: &mut Vec<String>) {
+    let ((a_label, a), (b_label, b)) = (a, b);
+    if a.stdout != b.stdout {
+        failures.push(format!(
+            "host saw different bytes\n--- {a_label}\n{}\n--- {b_label}\n{}",
+            String::from_utf8_lossy(&a.stdout),
+            String::from_utf8_lossy(&b.stdout)
+        ));
+    }
+    if a.exit != b.exit {
+        failures.push(format!(
+            "exit differs: {a_label} {}, {b_label} {}",
+            a.exit, b.exit
+        ));
+    }
+}
+
 /// Runs one case (direct and through the proxy) and compares it with its
 /// expected file, or rewrites that file under `BIR_UPDATE_GOLDEN=1`.
 fn check_case(name: &str) {
@@ -373,19 +392,11 @@ fn check_case(name: &str) {
     {
         let direct_dir = TempDir::new(&format!("golden-{name}"));
         let direct = run_case(&case, name, Via::Direct, &direct_dir, &steps);
-        if direct.stdout != proxied.stdout {
-            failures.push(format!(
-                "host saw different bytes\n--- direct\n{}\n--- via bir-proxy\n{}",
-                String::from_utf8_lossy(&direct.stdout),
-                String::from_utf8_lossy(&proxied.stdout)
-            ));
-        }
-        if direct.exit != proxied.exit {
-            failures.push(format!(
-                "exit differs: direct {}, via bir-proxy {}",
-                direct.exit, proxied.exit
-            ));
-        }
+        host_side_differences(
+            ("direct", &direct),
+            ("via bir-proxy", &proxied),
+            &mut failures,
+        );
         if direct.upstream_received != proxied.upstream_received {
             failures.push(format!(
                 "upstream received different bytes\n--- direct\n{}\n--- via bir-proxy\n{}",
@@ -397,19 +408,7 @@ fn check_case(name: &str) {
     let mut rendered = render(&proxied);
     if lazy.is_some() {
         let lazy = run_case(&case, name, Via::LazyProxy, &proxy_dir, &steps);
-        if lazy.stdout != proxied.stdout {
-            failures.push(format!(
-                "--lazy: host saw different bytes\n--- eager\n{}\n--- lazy\n{}",
-                String::from_utf8_lossy(&proxied.stdout),
-                String::from_utf8_lossy(&lazy.stdout)
-            ));
-        }
-        if lazy.exit != proxied.exit {
-            failures.push(format!(
-                "--lazy: exit differs: eager {}, lazy {}",
-                proxied.exit, lazy.exit
-            ));
-        }
+        host_side_differences(("eager", &proxied), ("--lazy", &lazy), &mut failures);
         if step_lines(&lazy) != step_lines(&proxied) {
             failures.push(format!(
                 "--lazy: other step reports\n--- eager\n{}\n--- lazy\n{}",

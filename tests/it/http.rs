@@ -2075,6 +2075,21 @@ fn a_modern_cancel_closes_even_a_silent_stream() {
     );
 }
 
+/// An [`mcp_server`] with one tool, `echo`, which answers `via <the
+/// session id it was called in>`.
+fn echo_server() -> Fault {
+    mcp_server(|s, msg| {
+        if msg["method"] == "tools/list" {
+            return json_reply(
+                &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}),
+                &[],
+            );
+        }
+        let session = s.header("Mcp-Session-Id").unwrap_or("none").to_owned();
+        json_reply(&echo_result(&msg["id"], &format!("via {session}")), &[])
+    })
+}
+
 /// `--lazy --url`: after an eager session recorded the remote server's
 /// snapshot, a lazy session that never calls a tool is answered from it
 /// without a single HTTP request (no connection, no session opened on the
@@ -2086,16 +2101,7 @@ fn a_modern_cancel_closes_even_a_silent_stream() {
 /// its envelope's keys in another order than the proxy does).
 #[test]
 fn lazy_url_connects_on_first_use() {
-    let server = mcp_server(|s, msg| {
-        if msg["method"] == "tools/list" {
-            return json_reply(
-                &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}),
-                &[],
-            );
-        }
-        let session = s.header("Mcp-Session-Id").unwrap_or("none").to_owned();
-        json_reply(&echo_result(&msg["id"], &format!("via {session}")), &[])
-    });
+    let server = echo_server();
     let dir = TempDir::new("http-lazy");
     let url = server.url("/mcp");
     let t = Duration::from_secs(10);
@@ -2168,15 +2174,7 @@ fn lazy_url_connects_on_first_use() {
 /// is no remote session to end), and the server hears nothing.
 #[test]
 fn lazy_url_never_connected_ends_at_a_signal() {
-    let server = mcp_server(|_, msg| {
-        if msg["method"] == "tools/list" {
-            return json_reply(
-                &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}),
-                &[],
-            );
-        }
-        json_reply(&echo_result(&msg["id"], "ok"), &[])
-    });
+    let server = echo_server();
     let dir = TempDir::new("http-lazy-signal");
     let url = server.url("/mcp");
     let t = Duration::from_secs(10);
