@@ -36,6 +36,8 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::config::{ProxyConfig, UpstreamHttpConfig};
@@ -194,6 +196,27 @@ impl LazyGate {
             .iter()
             .find(|p| p.cursor.as_deref() == cursor)
             .map(|p| p.result.as_str())
+    }
+}
+
+#[derive(Deserialize)]
+struct ListParams<'a> {
+    #[serde(borrow, default)]
+    cursor: Option<&'a RawValue>,
+}
+
+/// A list request's `params.cursor`, canonical JSON (`None`: the first
+/// page). `Err`: params the proxy cannot read (the server will answer).
+pub fn list_cursor(params: Option<&RawValue>) -> Result<Option<Vec<u8>>, ()> {
+    let Some(params) = params else {
+        return Ok(None);
+    };
+    let parsed = serde_json::from_str::<ListParams>(params.get()).map_err(|_| ())?;
+    match parsed.cursor {
+        None => Ok(None),
+        Some(raw) => serde_json::from_str::<serde_json::Value>(raw.get())
+            .map(|v| (!v.is_null()).then(|| canonical(&v)))
+            .map_err(|_| ()),
     }
 }
 

@@ -28,7 +28,7 @@ use serde_json::value::RawValue;
 use super::Event;
 use super::config::ProxyConfig;
 use super::inflight::{Admission, HostRequest, InFlight};
-use super::lazy::{LIST_METHODS, LazyGate, ToolsCheck};
+use super::lazy::{LIST_METHODS, LazyGate, ToolsCheck, list_cursor};
 use crate::jsonrpc::framer::{Frame, Framer};
 use crate::jsonrpc::message::{self, Kind};
 use crate::jsonrpc::scan::{self, LineSummary};
@@ -721,27 +721,6 @@ fn answer_from_snapshot(
         ));
     }
     answer_host(shared, outbox, answer.into_bytes());
-}
-
-#[derive(Deserialize)]
-struct ListParams<'a> {
-    #[serde(borrow, default)]
-    cursor: Option<&'a RawValue>,
-}
-
-/// A list request's `params.cursor`, canonical JSON (`None`: the first
-/// page). `Err`: params the proxy cannot read (the server will answer).
-fn list_cursor(params: Option<&RawValue>) -> Result<Option<Vec<u8>>, ()> {
-    let Some(params) = params else {
-        return Ok(None);
-    };
-    let parsed = serde_json::from_str::<ListParams>(params.get()).map_err(|_| ())?;
-    match parsed.cursor {
-        None => Ok(None),
-        Some(raw) => serde_json::from_str::<serde_json::Value>(raw.get())
-            .map(|v| (!v.is_null()).then(|| crate::record::model::canonical(&v)))
-            .map_err(|_| ()),
-    }
 }
 
 /// `--lazy`, while the server is not started: its notifications have
