@@ -31,7 +31,9 @@ five servers are the project's `.mcp.json`, each wrapped in `bir proxy
   gives Claude Code's own floor;
 * RSS: the largest sum, sampled every 50 ms during the session, of the
   resident memory of the proxies' process trees (proxies, servers, their
-  children), and how many servers were started.
+  children), and how many processes ran under the proxies;
+* session CPU: user+system time of `claude` and everything it waited for
+  (proxies, servers), which the machine's load does not inflate much.
 
 The warm-up session calls one tool of each server (recording the snapshots
 `--lazy` answers from). Modes are interleaved round by round, so a machine
@@ -44,6 +46,7 @@ Needs the peers (`make peers`: `.peers/node_modules`, `.peers/venv`,
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -295,6 +298,7 @@ def cc_session(a, specs, mode, scratch, tag, script):
         }
         cmd = [str(claude), "-p", "Say done.", "--output-format", "stream-json", "--verbose",
                "--permission-mode", "bypassPermissions"]
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.time()
         cc = subprocess.Popen(cmd, cwd=project, env=env, stdin=subprocess.DEVNULL,
                               stdout=open(logs / "stdout.jsonl", "wb"),
@@ -309,6 +313,11 @@ def cc_session(a, specs, mode, scratch, tag, script):
             os.killpg(cc.pid, 9)
             cc.wait()
             raise RuntimeError(f"{tag}: claude did not finish (see {logs})")
+        # CPU time of claude and everything it waited for (its MCP
+        # servers, through the proxies): what the session cost the
+        # machine, whatever else runs on it.
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
         requests = [json.loads(l) for l in (logs / "requests.jsonl").read_text().splitlines() if l.strip()]
         main = [r for r in requests if r.get("kind") == "main"]
         if not main:
@@ -325,7 +334,7 @@ def cc_session(a, specs, mode, scratch, tag, script):
         for name in names:
             if not any(t.startswith(f"mcp__{name}__") for t in offered):
                 raise RuntimeError(f"{tag}: the session lacks {name}'s tools ({statuses.get(name)}; see {logs})")
-        return first["t"] - t0, peak, started
+        return first["t"] - t0, peak, started, cpu
     finally:
         api.terminate()
         api.wait()
@@ -348,13 +357,16 @@ def real_claude(a, specs, scratch):
     print(f"Claude Code ({Path(a.cc).name}) -p, five servers ({', '.join(s[0] for s in specs)}), "
           f"MCP_CONNECTION_NONBLOCKING=0, median of {a.rounds} (min-max)")
     print(f"load average before {' '.join(load_before)}, after {' '.join(load_after)}; {os.cpu_count()} CPUs")
-    print(f"{'mode':<6} {'to first model request':>28} {'proxies+servers RSS':>22} {'servers started':>16}")
+    print(f"{'mode':<6} {'to first model request':>28} {'proxies+servers RSS':>22} "
+          f"{'processes under proxies':>24} {'session CPU':>12}")
     for mode in modes:
         ts = [x[0] * 1000 for x in rows[mode]]
         rss = [x[1] / 1024 for x in rows[mode]]
         started = [x[2] for x in rows[mode]]
+        cpu = [x[3] for x in rows[mode]]
         print(f"{mode:<6} {statistics.median(ts):>9.0f} ms ({min(ts):.0f}-{max(ts):.0f}) "
-              f"{statistics.median(rss):>12.1f} MiB {' ':>4}{statistics.median(started):>10.0f}")
+              f"{statistics.median(rss):>12.1f} MiB {statistics.median(started):>22.0f} "
+              f"{statistics.median(cpu):>10.2f} s")
 
 
 def main():
