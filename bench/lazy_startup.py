@@ -334,7 +334,7 @@ def cc_session(a, specs, mode, scratch, tag, script):
         for name in names:
             if not any(t.startswith(f"mcp__{name}__") for t in offered):
                 raise RuntimeError(f"{tag}: the session lacks {name}'s tools ({statuses.get(name)}; see {logs})")
-        return first["t"] - t0, peak, started, cpu
+        return first["t"] - t0, peak, started, cpu, frozenset(offered)
     finally:
         api.terminate()
         api.wait()
@@ -354,6 +354,10 @@ def real_claude(a, specs, scratch):
         for mode in modes:
             rows[mode].append(cc_session(a, specs, mode, scratch, f"{mode}-{r}", idle))
     load_after = open("/proc/loadavg").read().split()[:3]
+    # The model is offered the same tools, lazily or not.
+    offered = {row[4] for mode in ("eager", "lazy") for row in rows[mode]}
+    if len(offered) != 1:
+        raise RuntimeError(f"eager and lazy sessions offered different tools: {offered}")
     print(f"Claude Code ({Path(a.cc).name}) -p, five servers ({', '.join(s[0] for s in specs)}), "
           f"MCP_CONNECTION_NONBLOCKING=0, median of {a.rounds} (min-max)")
     print(f"load average before {' '.join(load_before)}, after {' '.join(load_after)}; {os.cpu_count()} CPUs")
