@@ -640,9 +640,10 @@ struct RequestEnvelope<'a> {
 }
 
 /// `--lazy`, while the server is not started: answers what the snapshot
-/// can (`initialize` in the snapshot's protocol version, `tools/list`
-/// without a cursor, `ping`); anything else wakes the server (`None`: go
-/// on as usual, the outbox waits for the server).
+/// can (`initialize` in the snapshot's protocol version, each `*/list`
+/// page it holds, `ping`, a `server/discover` probe the server refused);
+/// anything else wakes the server (`None`: go on as usual, the outbox
+/// waits for the server).
 fn lazy_request(
     shared: &Shared,
     bytes: &[u8],
