@@ -98,9 +98,10 @@ pub struct ProxyArgs {
     #[argh(switch)]
     pub restart: bool,
 
-    /// start the server only when a request needs it: answer `initialize`,
-    /// `tools/list` and `ping` from the last snapshot recorded for the same
-    /// command line (also BIR_PROXY_LAZY=1); without one, start at once
+    /// start the server (with --url: connect) only when a request needs it:
+    /// answer `initialize`, the lists and `ping` from the last snapshot
+    /// recorded for the same command line or URL (also BIR_PROXY_LAZY=1);
+    /// without one, start at once
     #[argh(switch)]
     pub lazy: bool,
 
@@ -458,7 +459,8 @@ pub struct SetupCmd {
     #[argh(option, default = "15000")]
     pub timeout_ms: u64,
 
-    /// wrapped stdio servers start only when a request needs them
+    /// wrapped servers start (remote ones: connect) only when a request
+    /// needs them
     /// (`bir install --lazy`)
     #[argh(switch)]
     pub lazy: bool,
@@ -624,7 +626,8 @@ pub struct InstallCmd {
     #[argh(switch)]
     pub no_correlation: bool,
 
-    /// wrapped stdio servers start only when a request needs them
+    /// wrapped servers start (remote ones: connect) only when a request
+    /// needs them
     /// (`bir-proxy --lazy`; applies to the entries this run wraps)
     #[argh(switch)]
     pub lazy: bool,

@@ -14,7 +14,9 @@
 //! A request is handled by the first rule whose `method` (and, for
 //! `tools/call`, `tool`) matches; a rule with `"once_file": PATH` applies
 //! only while PATH does not exist, and creates it (so a restarted peer
-//! behaves differently). Without a matching rule: `initialize` echoes the
+//! behaves differently); a rule with `"cursor": C` applies only to a
+//! request whose `params.cursor` is C (a paginated list: list the page
+//! rules first, the first page's rule, without `cursor`, last). Without a matching rule: `initialize` echoes the
 //! client's protocol version with the script's capabilities and serverInfo,
 //! `tools/list` returns `tools`, `ping` returns `{}`, `tools/call` echoes its
 //! arguments as text, and anything else gets -32601. Notifications are
@@ -81,6 +83,9 @@ struct Rule {
     tool: Option<String>,
     #[serde(default)]
     once_file: Option<String>,
+    /// Only for a request with this `params.cursor`.
+    #[serde(default)]
+    cursor: Option<Value>,
     #[serde(default, rename = "do")]
     actions: Vec<Value>,
 }
@@ -158,9 +163,11 @@ pub fn main(args: &[String]) -> Exit {
             .as_ref()
             .and_then(|p| p.get("name"))
             .and_then(Value::as_str);
+        let cursor = msg.params.as_ref().and_then(|p| p.get("cursor"));
         let rule = script.rules.iter().find(|r| {
             r.method == method
                 && (r.tool.is_none() || r.tool.as_deref() == tool)
+                && (r.cursor.is_none() || r.cursor.as_ref() == cursor)
                 && r.once_file
                     .as_deref()
                     .is_none_or(|f| !Path::new(f).exists())

@@ -26,7 +26,8 @@ use crate::error::Error;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyForm {
     program: ProxyProgram,
-    /// Stdio entries start the proxy with `--lazy` (`bir install --lazy`).
+    /// Entries start the proxy with `--lazy` (`bir install --lazy`): a
+    /// stdio server is started, a remote one connected to, on first use.
     pub lazy: bool,
 }
 
@@ -85,9 +86,12 @@ impl ProxyForm {
     /// The wrapped entry's `args` for a remote upstream (no credential
     /// ever goes here: `ps` shows argv).
     pub fn remote_args(&self, server_name: &str, url: &str, transport: &str) -> Vec<String> {
-        let mut out = Vec::with_capacity(7);
+        let mut out = Vec::with_capacity(8);
         if matches!(self.program, ProxyProgram::Bir(_)) {
             out.push("proxy".to_owned());
+        }
+        if self.lazy {
+            out.push("--lazy".to_owned());
         }
         for a in [
             "--server-name",
@@ -406,6 +410,17 @@ mod tests {
         assert_eq!(args[0], "proxy");
         assert!(parse_wrapped("/opt/bir", &args).is_some_and(|w| w.remote.is_some()));
         assert!(parse_wrapped("bir", &s(&["runs"])).is_none());
+
+        // `--lazy` reaches remote entries too, and they are still known.
+        let lazy = ProxyForm {
+            lazy: true,
+            ..ProxyForm::bir(PathBuf::from("/opt/bir"))
+        };
+        let args = lazy.remote_args("api", "https://h/mcp", "auto");
+        assert_eq!(&args[..2], &s(&["proxy", "--lazy"])[..]);
+        let w = parse_wrapped("/opt/bir", &args).expect("wrapped remote");
+        assert_eq!(w.server_name.as_deref(), Some("api"));
+        assert_eq!(w.upstream(), "https://h/mcp (auto)");
     }
 
     #[test]

@@ -230,11 +230,10 @@ fn start_observer(
                 rc.transport = Some("tcp");
                 rc.upstream_session = Some(remote.session_note.clone());
             }
-            None => {
-                rc.command_digest = Some(lazy::command_digest(cfg));
-                rc.transport = Some("pipe");
-            }
+            None => rc.transport = Some("pipe"),
         }
+        // Local and remote alike: what `--lazy` finds this server's snapshot by.
+        rc.command_digest = Some(lazy::command_digest(cfg));
         let store = match Store::open_default() {
             Ok(store) => Some(store),
             Err(err) => {
@@ -440,6 +439,12 @@ impl Session {
         })
     }
 
+    /// Whether an upstream was ever started (a child spawned, or the
+    /// HTTP transport begun): with `--lazy`, perhaps not yet.
+    fn started(&self) -> bool {
+        self.generation > 0
+    }
+
     fn start_host_pump(&self) {
         let (shared, tx) = (Arc::clone(&self.shared), self.tx.clone());
         if let Err(err) = self.spawn_thread("bir-from-host", move || relay::pump_host(&shared, &tx))
@@ -463,7 +468,8 @@ impl Session {
     fn on_event(&mut self, event: Event) -> Option<Exit> {
         match event {
             Event::Signal(sig) if self.shared.cfg.upstream_http.is_some() => {
-                if self.signalled {
+                // `--lazy`, never connected: no remote session to end.
+                if self.signalled || !self.started() {
                     return Some(Exit::Signal(sig));
                 }
                 // A remote session is ended (DELETE, bounded) before dying
@@ -498,10 +504,7 @@ impl Session {
                 }
                 self.host_eof = true;
                 // `--lazy`, the server never needed: nothing to stop.
-                if self.pid.is_none()
-                    && self.dead_status.is_none()
-                    && self.shared.cfg.upstream_http.is_none()
-                {
+                if !self.started() && self.dead_status.is_none() {
                     return Some(Exit::from(Status::Success));
                 }
                 // Closing the upstream's stdin is how MCP asks a stdio server to stop.
@@ -567,7 +570,7 @@ impl Session {
     /// cannot start (the pending request is then answered as for a dead
     /// server).
     fn wake(&mut self, done: Sender<()>) {
-        if self.pid.is_some() || self.dead_status.is_some() || self.host_eof || self.signalled {
+        if self.started() || self.dead_status.is_some() || self.host_eof || self.signalled {
             return;
         }
         if let Err(err) = self.start_upstream() {
@@ -614,29 +617,42 @@ impl Session {
                 self.shared.write_to_upstream(&line);
             }
             if lock(&self.shared.lazy).tools_given.is_some() {
-                let ask = format!(
-                    "{{\"jsonrpc\":\"2.0\",\"id\":\"{LAZY_TOOLS_ID}\",\"method\":\"tools/list\"}}\n"
-                );
-                lock(&self.shared.inflight).insert_own_reported(LAZY_TOOLS_ID);
-                self.shared.write_to_upstream(ask.as_bytes());
+                self.ask_tools_page(None);
             }
             for waiter in self.wake_waiters.drain(..) {
                 let _ = waiter.send(());
             }
         } else if id == LAZY_TOOLS_ID {
-            let given = lock(&self.shared.lazy).tools_given.take();
-            if let Some(given) = given
-                && lazy::tools_differ(&given, answer)
-            {
-                log::info!(
-                    "--lazy: the server's tools differ from its last snapshot; telling the host"
-                );
-                self.shared.write_to_host(
-                    b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n",
-                    &self.tx,
-                );
+            let step = lock(&self.shared.lazy)
+                .tools_given
+                .as_mut()
+                .map(|check| check.on_answer(answer));
+            match step {
+                Some(lazy::CheckStep::Next(cursor)) => self.ask_tools_page(Some(&cursor)),
+                Some(lazy::CheckStep::Differ) => {
+                    lock(&self.shared.lazy).tools_given = None;
+                    log::info!(
+                        "--lazy: the server's tools differ from its last snapshot; telling the host"
+                    );
+                    self.shared.write_to_host(
+                        b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n",
+                        &self.tx,
+                    );
+                }
+                Some(lazy::CheckStep::Same) | None => lock(&self.shared.lazy).tools_given = None,
             }
         }
+    }
+
+    /// `--lazy`: asks the started server for a page of its tools (the
+    /// first, or the one at `cursor`, JSON text), under the proxy's own id.
+    fn ask_tools_page(&self, cursor: Option<&str>) {
+        let params = cursor.map_or(String::new(), |c| format!(",\"params\":{{\"cursor\":{c}}}"));
+        let ask = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"{LAZY_TOOLS_ID}\",\"method\":\"tools/list\"{params}}}\n"
+        );
+        lock(&self.shared.inflight).insert_own_reported(LAZY_TOOLS_ID);
+        self.shared.write_to_upstream(ask.as_bytes());
     }
 
     fn on_timer(&mut self) -> Option<Exit> {

@@ -28,6 +28,7 @@ use serde_json::value::RawValue;
 use super::Event;
 use super::config::ProxyConfig;
 use super::inflight::{Admission, HostRequest, InFlight};
+use super::lazy::{LIST_METHODS, LazyGate, ToolsCheck, list_cursor};
 use super::traceparent::Traceparent;
 use crate::jsonrpc::framer::{Frame, Framer};
 use crate::jsonrpc::message::{self, Kind};
@@ -86,27 +87,6 @@ pub struct Shared {
     pub traceparent: Option<Traceparent>,
 }
 
-/// The answers a lazy proxy gives in place of a server not yet started
-/// (made by `proxy::lazy` from the last snapshot of the same server).
-#[derive(Debug, Clone)]
-pub struct LazyGate {
-    /// The protocol version the snapshot was taken with: a host asking
-    /// for another one gets the real server.
-    pub protocol_version: String,
-    /// The `result` of `initialize`, as JSON text.
-    pub initialize_result: String,
-    /// The `result` of `tools/list`, as JSON text.
-    pub tools_result: String,
-    /// The `result` of `prompts/list`, `resources/list` and
-    /// `resources/templates/list`, as JSON text, when the snapshot has
-    /// them (else such a request wakes the server).
-    pub prompts_result: Option<String>,
-    pub resources_result: Option<String>,
-    pub templates_result: Option<String>,
-    /// The tools, canonical JSON (to compare with the live server's).
-    pub tools_canonical: Vec<u8>,
-}
-
 /// A lazy proxy's state (see [`Shared::lazy`]).
 #[derive(Debug, Default)]
 pub struct LazyState {
@@ -115,9 +95,9 @@ pub struct LazyState {
     /// The host's `initialize` was answered from the snapshot: the server,
     /// once started, gets it replayed.
     pub answered_initialize: bool,
-    /// The host was given the snapshot's tools (canonical JSON): the live
-    /// server's are compared with them once it is started.
-    pub tools_given: Option<Vec<u8>>,
+    /// The host was given the snapshot's tools: the live server's are
+    /// compared with them once it is started.
+    pub tools_given: Option<ToolsCheck>,
 }
 
 /// The host's `initialize` request and `notifications/initialized`, as sent.
@@ -702,9 +682,10 @@ struct RequestEnvelope<'a> {
 }
 
 /// `--lazy`, while the server is not started: answers what the snapshot
-/// can (`initialize` in the snapshot's protocol version, `tools/list`
-/// without a cursor, `ping`); anything else wakes the server (`None`: go
-/// on as usual, the outbox waits for the server).
+/// can (`initialize` in the snapshot's protocol version, each `*/list`
+/// page it holds, `ping`, a `server/discover` probe the server refused);
+/// anything else wakes the server (`None`: go on as usual, the outbox
+/// waits for the server).
 fn lazy_request(
     shared: &Shared,
     bytes: &[u8],
@@ -717,6 +698,13 @@ fn lazy_request(
     let params = serde_json::from_slice::<RequestEnvelope>(bytes)
         .ok()
         .and_then(|e| e.params);
+    if method == "server/discover"
+        && let Some(error) = gate.discover_error.clone()
+    {
+        drop(lazy);
+        answer_from_snapshot(shared, bytes, id, method, "error", &error, outbox);
+        return Some(Verdict::Consumed);
+    }
     let result = match method {
         "initialize" => {
             let asked = params
@@ -724,20 +712,11 @@ fn lazy_request(
                 .and_then(|p| p.protocol_version);
             (asked == Some(gate.protocol_version.as_str())).then(|| gate.initialize_result.clone())
         }
-        "tools/list" => {
-            let cursor = params.is_some_and(|p| p.get().contains("\"cursor\""));
-            (!cursor).then(|| gate.tools_result.clone())
-        }
         "ping" => Some("{}".to_owned()),
-        "prompts/list" | "resources/list" | "resources/templates/list" => {
-            let cursor = params.is_some_and(|p| p.get().contains("\"cursor\""));
-            let cached = match method {
-                "prompts/list" => &gate.prompts_result,
-                "resources/list" => &gate.resources_result,
-                _ => &gate.templates_result,
-            };
-            cached.clone().filter(|_| !cursor)
-        }
+        _ if LIST_METHODS.contains(&method) => match list_cursor(params) {
+            Ok(cursor) => gate.page(method, cursor.as_deref()).map(str::to_owned),
+            Err(()) => None,
+        },
         _ => None,
     };
     let Some(result) = result else {
@@ -750,20 +729,33 @@ fn lazy_request(
             lazy.answered_initialize = true;
             lock(&shared.handshake).initialize = Some(bytes.to_vec());
         }
-        "tools/list" => lazy.tools_given = Some(gate.tools_canonical.clone()),
+        "tools/list" if lazy.tools_given.is_none() => lazy.tools_given = ToolsCheck::of(gate),
         _ => {}
     }
     drop(lazy);
+    answer_from_snapshot(shared, bytes, id, method, "result", &result, outbox);
+    Some(Verdict::Consumed)
+}
+
+/// `--lazy`: answers the host's request (`bytes`, with `id`) with a
+/// `result` or an `error` (`member`) from the snapshot. The exchange is
+/// also handed to the recorder as if the server had answered, so the
+/// lazy session's own snapshot is as whole as an eager one's.
+fn answer_from_snapshot(
+    shared: &Shared,
+    bytes: &[u8],
+    id: &[u8],
+    method: &str,
+    member: &str,
+    value: &str,
+    outbox: &mut Outbox,
+) {
     let id = String::from_utf8_lossy(id);
-    let answer = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{result}}}\n");
-    let learned = match method {
-        "initialize" => Some("initialize"),
-        "tools/list" => Some("tools/list"),
-        "prompts/list" => Some("prompts/list"),
-        "resources/list" => Some("resources/list"),
-        "resources/templates/list" => Some("resources/templates/list"),
-        _ => None,
-    };
+    let answer = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{member}\":{value}}}\n");
+    let learned = ["initialize", "server/discover"]
+        .into_iter()
+        .chain(LIST_METHODS)
+        .find(|m| *m == method);
     if let Some(method) = learned.filter(|_| shared.observer.enabled()) {
         outbox.after.push(After::Exchange(
             method,
@@ -772,7 +764,6 @@ fn lazy_request(
         ));
     }
     answer_host(shared, outbox, answer.into_bytes());
-    Some(Verdict::Consumed)
 }
 
 /// `--lazy`, while the server is not started: its notifications have

@@ -133,8 +133,10 @@ pub struct ServerSnapshot {
     pub tools_digest: String,
     /// sha256 of the command line the proxy started the server with (and
     /// the program's size and modification time): how `bir-proxy --lazy`
-    /// finds the last snapshot of the same server, same version. Absent
-    /// for remote servers and in runs recorded before it existed.
+    /// finds the last snapshot of the same server, same version; for a
+    /// remote server, of its URL without credentials, the transport and
+    /// the header names (`proxy::lazy::remote_digest`). Absent in runs
+    /// recorded before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command_digest: Option<String>,
     /// The server's answers to `prompts/list`, `resources/list` and
@@ -161,6 +163,21 @@ pub struct ServerSnapshot {
     /// was made in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_session_id: Option<Redacted<String>>,
+    /// The pages of the lists the server paginated (`tools/list`,
+    /// `prompts/list`, `resources/list`, `resources/templates/list` → the
+    /// pages the host asked for, each with its cursor and the whole
+    /// `result`, `nextCursor` included), redacted: `--lazy` answers a page
+    /// from here exactly as the server did, and wakes the server for a
+    /// page not here. Absent when no list had more than one page (a
+    /// one-page list is the fields above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_pages: Option<BTreeMap<String, Vec<ListPage>>>,
+    /// The `error` a server that does not speak the 2026-07-28 protocol
+    /// answered the host's `server/discover` probe with (Claude Code
+    /// 2.1.332 probes every server first), redacted: `--lazy` gives the
+    /// probe the same answer instead of starting the server for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discover_error: Option<Redacted<Value>>,
 }
 
 impl ServerSnapshot {
@@ -172,6 +189,17 @@ impl ServerSnapshot {
             self.mcp_session_id.as_ref().map(|s| s.as_str().to_owned()),
         )
     }
+}
+
+/// One page of a paginated list, as the server answered it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListPage {
+    /// The request's `params.cursor`; absent for the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<Redacted<Value>>,
+    /// The answer's whole `result`.
+    pub result: Redacted<Value>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

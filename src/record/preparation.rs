@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::RecorderConfig;
-use super::model::{self, HostInfo, Redacted, ServerSnapshot, Step, StepType};
+use super::model::{self, HostInfo, ListPage, Redacted, ServerSnapshot, Step, StepType};
 use super::prepare::{self, Prepared};
 use crate::observe::step::StepReport;
 use crate::redact::Redactor;
@@ -35,6 +35,11 @@ use serde::{Deserialize, Serialize};
 /// or three; a server that keeps re-listing its tools only needs its latest
 /// lists).
 const MAX_PENDING_EXCHANGES: usize = 32;
+
+/// At most this many pages of one list are kept in a snapshot: a lazy
+/// proxy asked for a page past them starts the server, and a server that
+/// hands out endless cursors cannot grow the snapshot without bound.
+const MAX_LIST_PAGES: usize = 64;
 
 /// What the recorder learned about the server and the host.
 #[derive(Default)]
@@ -320,14 +325,23 @@ impl Preparation {
             log::error!("redaction failed; the `{method}` exchange is not recorded");
             return false;
         };
+        if method == "server/discover" {
+            // An old-era server refuses the probe: its error is what a
+            // lazy proxy answers the next probe with.
+            self.knowledge.snapshot.discover_error = response.part("/error");
+        }
         let Some(result) = response.part("/result") else {
             return false;
         };
         match method {
             "initialize" => self.on_initialize(&request, &result),
             "server/discover" => self.on_discover(&request, &result),
-            "tools/list" => return self.on_tools_list(&request, &result),
+            "tools/list" => {
+                self.on_list_page(method, &request, &result);
+                return self.on_tools_list(&request, &result);
+            }
             "prompts/list" | "resources/list" | "resources/templates/list" => {
+                self.on_list_page(method, &request, &result);
                 self.on_other_list(method, &request, &result);
                 return false;
             }
@@ -421,6 +435,37 @@ impl Preparation {
             .part(key)
             .filter(|_| whole)
             .map(|items| items.elements());
+    }
+
+    /// Keeps one page of a paginated list (`ServerSnapshot::list_pages`).
+    /// A list is paginated when the host asked with a cursor or the server
+    /// answered with a `nextCursor`; asking without a cursor starts the
+    /// list over (its earlier pages may be stale), and a list that turns
+    /// out to be one page has none kept (the flat fields hold it).
+    fn on_list_page(&mut self, method: &str, request: &Redacted<Value>, result: &Redacted<Value>) {
+        let cursor = request.part("/params/cursor");
+        let paginated = cursor.is_some() || result.part("/nextCursor").is_some();
+        let all = self
+            .knowledge
+            .snapshot
+            .list_pages
+            .get_or_insert_with(BTreeMap::new);
+        if cursor.is_none() {
+            all.remove(method);
+        }
+        if paginated {
+            let pages = all.entry(method.to_owned()).or_default();
+            pages.retain(|p| p.cursor != cursor);
+            if pages.len() < MAX_LIST_PAGES {
+                pages.push(ListPage {
+                    cursor,
+                    result: result.clone(),
+                });
+            }
+        }
+        if all.is_empty() {
+            self.knowledge.snapshot.list_pages = None;
+        }
     }
 
     fn refresh_snapshot_digest(&mut self) {

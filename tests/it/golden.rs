@@ -13,6 +13,15 @@
 //! by design (a host line that is not JSON, a dead upstream, an oversized
 //! answer): they skip 1–2 and rely on the expected file.
 //!
+//! Cases with `"lazy": {…}` run a third time, through `bir-proxy --lazy`,
+//! in the same home as the proxied run, so the snapshot that run recorded
+//! is there to answer from (`"lazy": {"prime": [host steps]}` first runs
+//! another, eager session to record it: a session that calls no tool
+//! records no run). The test requires that the lazy run's host received
+//! the same bytes, saw the same exit and produced the same step reports as
+//! the eager one; the expected file adds whether the lazy proxy started
+//! the server and what the lazy run stored.
+//!
 //! Each case is its own test, named after its file (`golden::smoke` runs
 //! `golden/smoke.case.json`), so one case runs alone
 //! (`cargo test --test it golden::smoke`) and a failure names its case.
@@ -42,6 +51,8 @@ use crate::support::{Host, TempDir, bir, command};
 struct Outcome {
     stdout: Vec<u8>,
     exit: String,
+    /// Whether the upstream was started at all.
+    upstream_started: bool,
     upstream_received: Vec<u8>,
     /// Step reports: keys sorted, values exactly as the proxy wrote them.
     steps: Vec<BTreeMap<String, Box<RawValue>>>,
@@ -54,11 +65,27 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("golden")
 }
 
-fn run_case(case: &Value, name: &str, via_proxy: bool) -> Outcome {
-    let dir = TempDir::new(&format!("golden-{name}"));
+/// How a case's host reaches its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Direct,
+    Proxy,
+    /// `bir-proxy --lazy`, in a home where a snapshot was recorded.
+    LazyProxy,
+}
+
+/// Runs the host steps `steps` against the case's peer in `dir` (its
+/// home keeps the runs of earlier sessions in the same dir; `stored` has
+/// only this session's).
+fn run_case(case: &Value, name: &str, via: Via, dir: &TempDir, steps: &[Value]) -> Outcome {
+    let via_proxy = via != Via::Direct;
     let script = dir.script("peer.json", case.get("peer").unwrap_or(&Value::Null));
     let log = dir.join("upstream-received.log");
     let transcript = dir.join("transcript.jsonl");
+    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_file(&transcript);
+    let runs_dir = dir.join("home/.baseinstrunner/runs");
+    let earlier = journals(&runs_dir);
     let peer_args = vec![
         "testpeer".to_string(),
         script.display().to_string(),
@@ -66,9 +93,12 @@ fn run_case(case: &Value, name: &str, via_proxy: bool) -> Outcome {
         log.display().to_string(),
     ];
     let mut cmd = if via_proxy {
-        let mut cmd = command(dir.proxy_link(), &dir);
+        let mut cmd = command(dir.proxy_link(), dir);
         cmd.args(["--server-name", "peer", "--transcript"])
             .arg(&transcript);
+        if via == Via::LazyProxy {
+            cmd.arg("--lazy");
+        }
         if let Some(extra) = case.get("proxy_args").and_then(Value::as_array) {
             cmd.args(extra.iter().filter_map(Value::as_str));
         }
@@ -80,18 +110,13 @@ fn run_case(case: &Value, name: &str, via_proxy: bool) -> Outcome {
         }
         cmd
     } else {
-        let mut cmd = command(bir(), &dir);
+        let mut cmd = command(bir(), dir);
         cmd.args(&peer_args);
         cmd
     };
     cmd.current_dir(dir.path());
     let mut host = Host::start(cmd);
-    let steps = case
-        .get("host")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for step in &steps {
+    for step in steps {
         if let Some(msg) = step.get("send") {
             host.send(msg);
         } else if let Some(raw) = step.get("send_raw").and_then(Value::as_str) {
@@ -103,8 +128,7 @@ fn run_case(case: &Value, name: &str, via_proxy: bool) -> Outcome {
         } else if let Some(n) = step.get("wait_lines").and_then(Value::as_u64) {
             assert!(
                 host.wait_lines(n as usize, Duration::from_secs(10)),
-                "{name} ({}): waited for {n} lines, got:\n{}\nstderr:\n{}",
-                if via_proxy { "proxy" } else { "direct" },
+                "{name} ({via:?}): waited for {n} lines, got:\n{}\nstderr:\n{}",
                 String::from_utf8_lossy(&host.stdout_so_far()),
                 host.stderr_so_far()
             );
@@ -125,25 +149,36 @@ fn run_case(case: &Value, name: &str, via_proxy: bool) -> Outcome {
         .map(mask_volatile)
         .collect();
     let exit = seen.exit();
-    let stored = stored_records(&dir.join("home/.baseinstrunner/runs"));
+    let stored = stored_records(&runs_dir, &earlier);
     Outcome {
         stdout: seen.stdout,
         exit,
+        // The peer creates its log when it starts.
+        upstream_started: log.exists(),
         upstream_received: std::fs::read(&log).unwrap_or_default(),
         steps,
         stored,
     }
 }
 
-/// The records of the (single) run in `runs_dir`, masked.
-fn stored_records(runs_dir: &Path) -> Vec<String> {
+/// The journals in `runs_dir`, sorted.
+fn journals(runs_dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(runs_dir) else {
         return Vec::new();
     };
     let mut journals: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     journals.sort();
+    journals
+}
+
+/// The records of the (single) run in `runs_dir` that is not one of
+/// `earlier`, masked.
+fn stored_records(runs_dir: &Path, earlier: &[PathBuf]) -> Vec<String> {
     let mut out = Vec::new();
-    for path in journals {
+    for path in journals(runs_dir)
+        .into_iter()
+        .filter(|p| !earlier.contains(p))
+    {
         let read = read_journal(&path).expect("read the journal");
         assert_eq!(read.torn_bytes, 0, "{}: a torn tail", path.display());
         for payload in read.records {
@@ -206,6 +241,14 @@ fn mask_volatile(mut step: BTreeMap<String, Box<RawValue>>) -> BTreeMap<String, 
     step
 }
 
+/// The step reports, one JSON line each.
+fn step_lines(o: &Outcome) -> Vec<String> {
+    o.steps
+        .iter()
+        .map(|step| serde_json::to_string(step).unwrap_or_default())
+        .collect()
+}
+
 /// The expected-file rendering of an outcome.
 fn render(o: &Outcome) -> Vec<u8> {
     let mut out = b"# what the host received through bir-proxy (exact bytes)\n".to_vec();
@@ -214,8 +257,8 @@ fn render(o: &Outcome) -> Vec<u8> {
         out.extend_from_slice(b"\n# (no newline at the end of the last line)\n");
     }
     out.extend_from_slice(format!("# exit: {}\n# step reports\n", o.exit).as_bytes());
-    for step in &o.steps {
-        out.extend_from_slice(serde_json::to_string(step).unwrap_or_default().as_bytes());
+    for step in step_lines(o) {
+        out.extend_from_slice(step.as_bytes());
         out.push(b'\n');
     }
     out.extend_from_slice(b"# the run bir-proxy stored (journal records)\n");
@@ -224,6 +267,29 @@ fn render(o: &Outcome) -> Vec<u8> {
         out.push(b'\n');
     }
     out
+}
+
+/// The expected-file rendering of a lazy run (after the eager one's,
+/// whose host bytes, exit and step reports it was checked to share).
+fn render_lazy(o: &Outcome) -> Vec<u8> {
+    let mut out = b"# bir-proxy --lazy, from the snapshot recorded above: the host received the same bytes, saw the same exit, and the same steps were reported\n".to_vec();
+    let started = if o.upstream_started { "yes" } else { "no" };
+    out.extend_from_slice(format!("# --lazy started the server: {started}\n").as_bytes());
+    out.extend_from_slice(b"# the run bir-proxy --lazy stored (journal records)\n");
+    for record in &o.stored {
+        out.extend_from_slice(record.as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The host steps at `key` of `within` (none if absent).
+fn host_steps(within: &Value, key: &str) -> Vec<Value> {
+    within
+        .get(key)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// One `#[test]` per case file: `name => "file stem"`.
@@ -248,6 +314,8 @@ golden_cases! {
     exit_status_parity => "exit-status-parity",
     framing_and_numbers => "framing-and-numbers",
     host_sends_invalid_json => "host-sends-invalid-json",
+    lazy_session_calls_a_tool => "lazy-session-calls-a-tool",
+    lazy_session_never_calls => "lazy-session-never-calls",
     oversized_messages => "oversized-messages",
     server_notifications => "server-notifications",
     server_requests_the_host => "server-requests-the-host",
@@ -279,6 +347,25 @@ fn every_case_file_has_a_test() {
     );
 }
 
+/// What the host saw differently in two runs of a case (its bytes, its
+/// exit), each run named by its label.
+fn host_side_differences(a: (&str, &Outcome), b: (&str, &Outcome), failures: &mut Vec<String>) {
+    let ((a_label, a), (b_label, b)) = (a, b);
+    if a.stdout != b.stdout {
+        failures.push(format!(
+            "host saw different bytes\n--- {a_label}\n{}\n--- {b_label}\n{}",
+            String::from_utf8_lossy(&a.stdout),
+            String::from_utf8_lossy(&b.stdout)
+        ));
+    }
+    if a.exit != b.exit {
+        failures.push(format!(
+            "exit differs: {a_label} {}, {b_label} {}",
+            a.exit, b.exit
+        ));
+    }
+}
+
 /// Runs one case (direct and through the proxy) and compares it with its
 /// expected file, or rewrites that file under `BIR_UPDATE_GOLDEN=1`.
 fn check_case(name: &str) {
@@ -288,26 +375,28 @@ fn check_case(name: &str) {
         serde_json::from_slice(&std::fs::read(&path).expect("read case")).expect("case is JSON");
     let update = std::env::var("BIR_UPDATE_GOLDEN").is_ok_and(|v| v == "1");
     let mut failures = Vec::new();
-    let proxied = run_case(&case, name, true);
+    let steps = host_steps(&case, "host");
+    let proxy_dir = TempDir::new(&format!("golden-{name}"));
+    let lazy = case.get("lazy");
+    if let Some(lazy) = lazy {
+        let prime = host_steps(lazy, "prime");
+        if !prime.is_empty() {
+            run_case(&case, name, Via::Proxy, &proxy_dir, &prime);
+        }
+    }
+    let proxied = run_case(&case, name, Via::Proxy, &proxy_dir, &steps);
     if !case
         .get("proxy_only")
         .and_then(Value::as_bool)
         .unwrap_or(false)
     {
-        let direct = run_case(&case, name, false);
-        if direct.stdout != proxied.stdout {
-            failures.push(format!(
-                "host saw different bytes\n--- direct\n{}\n--- via bir-proxy\n{}",
-                String::from_utf8_lossy(&direct.stdout),
-                String::from_utf8_lossy(&proxied.stdout)
-            ));
-        }
-        if direct.exit != proxied.exit {
-            failures.push(format!(
-                "exit differs: direct {}, via bir-proxy {}",
-                direct.exit, proxied.exit
-            ));
-        }
+        let direct_dir = TempDir::new(&format!("golden-{name}"));
+        let direct = run_case(&case, name, Via::Direct, &direct_dir, &steps);
+        host_side_differences(
+            ("direct", &direct),
+            ("via bir-proxy", &proxied),
+            &mut failures,
+        );
         if direct.upstream_received != proxied.upstream_received {
             failures.push(format!(
                 "upstream received different bytes\n--- direct\n{}\n--- via bir-proxy\n{}",
@@ -316,7 +405,19 @@ fn check_case(name: &str) {
             ));
         }
     }
-    let rendered = render(&proxied);
+    let mut rendered = render(&proxied);
+    if lazy.is_some() {
+        let lazy = run_case(&case, name, Via::LazyProxy, &proxy_dir, &steps);
+        host_side_differences(("eager", &proxied), ("--lazy", &lazy), &mut failures);
+        if step_lines(&lazy) != step_lines(&proxied) {
+            failures.push(format!(
+                "--lazy: other step reports\n--- eager\n{}\n--- lazy\n{}",
+                step_lines(&proxied).join("\n"),
+                step_lines(&lazy).join("\n")
+            ));
+        }
+        rendered.extend(render_lazy(&lazy));
+    }
     let expected_path = dir.join(format!("{name}.expected"));
     let current_path = dir.join(format!("{name}.current"));
     if update {

@@ -2150,3 +2150,133 @@ fn a_modern_cancel_closes_even_a_silent_stream() {
         "the call recorded as cancelled"
     );
 }
+
+/// An [`mcp_server`] with one tool, `echo`, which answers `via <the
+/// session id it was called in>`.
+fn echo_server() -> Fault {
+    mcp_server(|s, msg| {
+        if msg["method"] == "tools/list" {
+            return json_reply(
+                &json!({"jsonrpc":"2.0","id":msg["id"],"result":{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}}),
+                &[],
+            );
+        }
+        let session = s.header("Mcp-Session-Id").unwrap_or("none").to_owned();
+        json_reply(&echo_result(&msg["id"], &format!("via {session}")), &[])
+    })
+}
+
+/// `--lazy --url`: after an eager session recorded the remote server's
+/// snapshot, a lazy session that never calls a tool is answered from it
+/// without a single HTTP request (no connection, no session opened on the
+/// server); one that calls a tool connects on that call: the replayed
+/// `initialize` (the proxy's id, no session id yet) opens the session,
+/// every later request carries the session id the server gave it, the
+/// session is ended when the host leaves, and the host never sees a
+/// proxy's id. Answers are the same JSON as eager (this fake server writes
+/// its envelope's keys in another order than the proxy does).
+#[test]
+fn lazy_url_connects_on_first_use() {
+    let server = echo_server();
+    let dir = TempDir::new("http-lazy");
+    let url = server.url("/mcp");
+    let t = Duration::from_secs(10);
+    let session = |lazy: bool, calls: bool| -> Vec<Value> {
+        let extra: &[&str] = if lazy { &["--lazy"] } else { &[] };
+        let mut host = Host::start(proxy(&dir, &url, extra));
+        host.send(&init(json!(1), json!({})));
+        answer_to(&host, json!(1), t);
+        host.send(&initialized());
+        host.send(&json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}));
+        answer_to(&host, json!(2), t);
+        if calls {
+            host.send(&call(3, "echo", json!({})));
+            answer_to(&host, json!(3), t);
+        }
+        let seen = host.finish(Duration::from_secs(10));
+        assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+        assert!(
+            !contains(&seen.stdout, "bir:"),
+            "a proxy's id reached the host"
+        );
+        seen.messages()
+    };
+
+    let eager = session(false, true);
+    let before = server.seen().len();
+    let idle = session(true, false);
+    assert_eq!(
+        server.seen().len(),
+        before,
+        "a lazy session that calls nothing sends nothing: {:?}",
+        &server.seen()[before..]
+    );
+    assert_eq!(idle, eager[..2], "the same answers, from the snapshot");
+
+    let lazy = session(true, true);
+    assert_eq!(lazy[..2], eager[..2], "the same answers");
+    assert_eq!(text_of(&eager[2]), "via s-1");
+    let reqs = server.seen()[before..].to_vec();
+    let first = reqs.first().expect("the lazy session connected");
+    assert_eq!(first.json()["method"], "initialize");
+    assert_eq!(first.json()["id"], "bir:lazy-initialize");
+    assert_eq!(first.header("Mcp-Session-Id"), None);
+    assert_eq!(
+        text_of(&lazy[2]),
+        "via s-2",
+        "the session the replay opened"
+    );
+    for r in &reqs[1..] {
+        assert_eq!(
+            r.header("Mcp-Session-Id"),
+            Some("s-2"),
+            "{} {}",
+            r.method,
+            r.body
+        );
+    }
+    assert!(
+        reqs.iter().any(|r| r.method == "DELETE"),
+        "the session is ended: {reqs:?}"
+    );
+    assert!(
+        reqs.iter()
+            .any(|r| r.json()["method"] == "notifications/initialized"),
+        "{reqs:?}"
+    );
+}
+
+/// `--lazy --url`, never connected: a signal ends the proxy at once (there
+/// is no remote session to end), and the server hears nothing.
+#[test]
+fn lazy_url_never_connected_ends_at_a_signal() {
+    let server = echo_server();
+    let dir = TempDir::new("http-lazy-signal");
+    let url = server.url("/mcp");
+    let t = Duration::from_secs(10);
+    let mut host = Host::start(proxy(&dir, &url, &[]));
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.send(&initialized());
+    host.send(&call(2, "echo", json!({})));
+    answer_to(&host, json!(2), t);
+    assert_eq!(host.finish(t).exit(), "code 0");
+
+    let before = server.seen().len();
+    let mut host = Host::start(proxy(&dir, &url, &["--lazy"]));
+    host.send(&init(json!(1), json!({})));
+    answer_to(&host, json!(1), t);
+    host.signal(libc::SIGTERM);
+    assert!(
+        host.wait_exit(Duration::from_secs(5)),
+        "ended at the signal"
+    );
+    let seen = host.finish(Duration::from_secs(1));
+    assert_eq!(seen.exit(), format!("signal {}", libc::SIGTERM));
+    assert_eq!(
+        server.seen().len(),
+        before,
+        "nothing sent: {:?}",
+        &server.seen()[before..]
+    );
+}

@@ -222,3 +222,79 @@ fn lazy_answers_prompts_and_resources_lists_from_the_snapshot() {
         "the same answers, byte for byte"
     );
 }
+
+/// A page the snapshot does not hold is never made up: the session that
+/// recorded the snapshot listed only the first page of the resources, so
+/// a lazy proxy answers that page (its `nextCursor` included) from the
+/// snapshot and starts the server for the second, which the host then
+/// gets exactly as without `--lazy`.
+#[test]
+fn lazy_starts_the_server_for_a_page_not_in_the_snapshot() {
+    let dir = TempDir::new("lazy-page");
+    let pid = dir.join("started.pid");
+    let script = dir.script(
+        "peer.json",
+        &json!({"tools": echo_tools(),
+            "capabilities": {"tools": {}, "resources": {}},
+            "on_start": [{"pidfile": pid}],
+            "rules": [
+                {"method": "resources/list", "cursor": "two", "do": [{"reply": {"resources": [{"uri": "file:///b", "name": "b"}]}}]},
+                {"method": "resources/list", "do": [{"reply": {"resources": [{"uri": "file:///a", "name": "a"}], "nextCursor": "two"}}]}
+            ]}),
+    );
+    // `pages` resources/list requests (following the cursor), then
+    // `call` an echo call; each answer awaited.
+    let run = |lazy: bool, pages: usize, call: bool| -> Vec<u8> {
+        let mut host = Host::start(proxy(&dir, &script, lazy));
+        let mut n = 0;
+        let mut send = |host: &mut Host, msg: Value| {
+            host.send(&msg);
+            n += 1;
+            assert!(
+                host.wait_lines(n, Duration::from_secs(30)),
+                "{}",
+                host.stderr_so_far()
+            );
+        };
+        send(
+            &mut host,
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}),
+        );
+        host.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        send(
+            &mut host,
+            json!({"jsonrpc":"2.0","id":1,"method":"resources/list"}),
+        );
+        if pages > 1 {
+            send(
+                &mut host,
+                json!({"jsonrpc":"2.0","id":2,"method":"resources/list","params":{"cursor":"two"}}),
+            );
+        }
+        if call {
+            send(
+                &mut host,
+                json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}),
+            );
+        }
+        let seen = host.finish(Duration::from_secs(15));
+        assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+        seen.stdout
+    };
+    run(false, 1, true); // records the snapshot: the first page only
+    let eager = run(false, 2, false);
+    std::fs::remove_file(&pid).expect("rm pid");
+    let first_page_only = run(true, 1, false);
+    assert!(!pid.exists(), "the first page is in the snapshot");
+    let lazy = run(true, 2, false);
+    assert!(wait_for(&pid), "the second page is not: the server starts");
+    assert_eq!(
+        String::from_utf8_lossy(&lazy),
+        String::from_utf8_lossy(&eager)
+    );
+    assert!(
+        String::from_utf8_lossy(&first_page_only).contains(r#""nextCursor":"two""#),
+        "the first page keeps its cursor: {}",
+        String::from_utf8_lossy(&first_page_only)
+    );
+}
