@@ -502,6 +502,7 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
             connect_timeout: std::time::Duration::from_secs(1),
+            session_note: Default::default(),
         }
     }
 
