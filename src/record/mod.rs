@@ -254,11 +254,10 @@ impl LocalRun {
             event,
         };
         self.next_seq += 1;
-        if let Some(writer) = self.writer.as_mut() {
-            match serde_json::to_vec(&record) {
-                Ok(json) => writer.write(record.seq, &json),
-                Err(err) => log::warn!("a record could not be serialised: {err}"),
-            }
+        if let Some(writer) = self.writer.as_mut()
+            && let Err(err) = writer.write_json(record.seq, &record)
+        {
+            log::warn!("a record could not be serialised: {err}");
         }
         let local_only = matches!(record.event, RunEvent::RemoteAck(_));
         if let Some(run_id) = self.run_id.as_deref().filter(|_| !local_only) {
