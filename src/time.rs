@@ -32,7 +32,8 @@ pub fn rfc3339(at: SystemTime) -> String {
         put(14, min as u64, 2);
         put(17, s as u64, 2);
         put(20, u64::from(millis), 3);
-        return out.iter().map(|&b| char::from(b)).collect();
+        // ASCII by construction, so this never falls back.
+        return String::from_utf8(out.to_vec()).unwrap_or_default();
     }
     format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{millis:03}Z")
 }

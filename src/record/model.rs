@@ -449,7 +449,8 @@ pub fn uuid_v4() -> String {
         out[at + 1] = HEX[usize::from(byte & 15)];
         at += 2;
     }
-    out.iter().map(|&c| char::from(c)).collect()
+    // ASCII by construction, so this never falls back.
+    String::from_utf8(out.to_vec()).unwrap_or_default()
 }
 
 /// A random number (for jitter; not for secrets).
