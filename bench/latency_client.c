@@ -16,6 +16,10 @@
  *   often each thread but the relay's own (`*from-*`) was switched in or
  *   out during the timed calls (/proc/PID/task/TID/sched): the wake-ups
  *   recording costs a burst, whatever the machine's load.
+ * With -r R and -p MS, the timed calls come in R rounds with an MS
+ * millisecond pause between them (as benches/relay.rs does, whose settle
+ * waits for the relay's process tree to be idle); -q 0 leaves no pause
+ * after the warm-up, as the relay bench leaves none.
  * With -o, also writes every timed call to FILE, one a line: its latency
  * in ns and, with -t, its start (CLOCK_MONOTONIC ns, to line up with a
  * `perf record -k mono` trace).
@@ -155,7 +159,8 @@ static int threads_cpu(pid_t pid, struct thread_cpu *out) {
 }
 
 int main(int argc, char **argv) {
-    long calls = 5000, warmup = 500;
+    long calls = 5000, warmup = 500, rounds = 1;
+    int pause_ms = 0;
     int size = 16, quiet_ms = 300;
     const char *out_file = NULL;
     int with_start = 0;
@@ -168,9 +173,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-q")) quiet_ms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-o")) out_file = argv[++i];
         else if (!strcmp(argv[i], "-t")) with_start = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r")) rounds = atol(argv[++i]);
+        else if (!strcmp(argv[i], "-p")) pause_ms = atoi(argv[++i]);
     }
     if (i >= argc - 1 || calls <= 0) {
-        fprintf(stderr, "usage: latency_client [-n N] [-w N] [-s SIZE] [-q MS] [-o FILE [-t 1]] -- CMD...\n");
+        fprintf(stderr, "usage: latency_client [-n N] [-w N] [-s SIZE] [-q MS] [-r R -p MS] [-o FILE [-t 1]] -- CMD...\n");
         return 2;
     }
     char **cmd = argv + i + 1;
@@ -206,7 +213,7 @@ int main(int argc, char **argv) {
     long id = 1;
     for (long k = 0; k < warmup; k++) call(id++, size);
     /* Let the warm-up's recording finish before the timed part. */
-    usleep((useconds_t)quiet_ms * 1000);
+    if (quiet_ms > 0) usleep((useconds_t)quiet_ms * 1000);
 
     const char *pid_file = getenv("BENCH_PERF_PID_FILE");
     if (pid_file) {
@@ -226,6 +233,8 @@ int main(int argc, char **argv) {
     if (!lat || !at) return 1;
     long long t_start = now_ns();
     for (long k = 0; k < calls; k++) {
+        if (rounds > 1 && k > 0 && k % (calls / rounds) == 0 && pause_ms > 0)
+            usleep((useconds_t)pause_ms * 1000);
         long long t0 = now_ns();
         call(id++, size);
         lat[k] = now_ns() - t0;

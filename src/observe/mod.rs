@@ -62,12 +62,14 @@ use step::{StepReport, ToolCallObserved};
 const POLL: Duration = Duration::from_millis(50);
 
 /// At most this many observations wait for the worker (the design's
-/// `STEP_BACKLOG`, raised from 250): room for a burst of a thousand calls
-/// (half the queue, [`BEHIND`]) that the worker records in the pause
-/// after it (see [`QUIET`]). Each
-/// holds a small call's copies (a few hundred bytes); large messages are
-/// bounded by [`MAX_QUEUED_BYTES`] instead.
-pub const MAX_QUEUED: usize = 2048;
+/// `STEP_BACKLOG`, raised from 250, then 2048): room for a burst of two
+/// thousand calls (half the queue, [`BEHIND`]) that the worker records in
+/// the pause after it (see [`QUIET`]) — a burst that follows another with
+/// no pause between them (a process stopped and continued, say) does not
+/// reach the mark where recording starts to cost every call. Each holds a
+/// small call's copies (a few hundred bytes: about 1 MB when full of small
+/// calls); large messages are bounded by [`MAX_QUEUED_BYTES`] instead.
+pub const MAX_QUEUED: usize = 4096;
 /// And at most this many bytes of message copies (large messages are
 /// copied as a head and a tail only, see [`step::ObservedBody`]).
 pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
@@ -547,7 +549,8 @@ fn run_worker(
 enum Reason {
     /// Half the queue waits ([`BEHIND`]).
     Behind,
-    /// It stood back for [`MAX_DEFERRAL`]: the whole backlog goes.
+    /// It stood back for [`MAX_DEFERRAL`] while the relay stayed busy: the
+    /// whole backlog goes.
     Overdue,
     /// The relay read nothing for [`QUIET`].
     Quiet,
@@ -575,10 +578,14 @@ impl Look {
         if self.waiting >= BEHIND {
             return Some(Reason::Behind);
         }
-        if self.stood_back >= MAX_DEFERRAL {
-            return Some(Reason::Overdue);
+        // Quiet before overdue: a relay that paused (or a process that was
+        // stopped, say, with SIGSTOP, for longer than the deferral) gets a
+        // delivery that stops when it reads again, not the whole backlog at
+        // once in the middle of its next burst.
+        if self.relay_quiet_in.is_none() {
+            return Some(Reason::Quiet);
         }
-        self.relay_quiet_in.is_none().then_some(Reason::Quiet)
+        (self.stood_back >= MAX_DEFERRAL).then_some(Reason::Overdue)
     }
 
     /// How long to sleep while standing back (woken sooner by a push that
@@ -860,6 +867,11 @@ mod tests {
             look(3, MAX_DEFERRAL, busy).deliver_now(),
             Some(Reason::Overdue),
             "stood back enough"
+        );
+        assert_eq!(
+            look(3, MAX_DEFERRAL, None).deliver_now(),
+            Some(Reason::Quiet),
+            "quiet after a long wait: stops when the relay reads again"
         );
     }
 

@@ -538,6 +538,9 @@ mod tests {
             redact: RedactConfig::default(),
             known_secrets: Vec::new(),
             command_digest: None,
+            transport: None,
+            upstream_session: None,
+            run_id: None,
         }
     }
 
@@ -557,6 +560,8 @@ mod tests {
             outcome: CallOutcome::Answered,
             response_bytes: None,
             id_shared: false,
+            traceparent: None,
+            session_epoch: 0,
         })
     }
 
