@@ -19,7 +19,9 @@
  * With -r R and -p MS, the timed calls come in R rounds with an MS
  * millisecond pause between them (as benches/relay.rs does, whose settle
  * waits for the relay's process tree to be idle); -q 0 leaves no pause
- * after the warm-up, as the relay bench leaves none.
+ * after the warm-up, as the relay bench leaves none; -S MS also stops the
+ * relay (SIGSTOP) for MS milliseconds after each pause, as the relay bench
+ * does while it measures the other columns.
  * With -o, also writes every timed call to FILE, one a line: its latency
  * in ns and, with -t, its start (CLOCK_MONOTONIC ns, to line up with a
  * `perf record -k mono` trace).
@@ -160,7 +162,7 @@ static int threads_cpu(pid_t pid, struct thread_cpu *out) {
 
 int main(int argc, char **argv) {
     long calls = 5000, warmup = 500, rounds = 1;
-    int pause_ms = 0;
+    int pause_ms = 0, stop_ms = 0;
     int size = 16, quiet_ms = 300;
     const char *out_file = NULL;
     int with_start = 0;
@@ -175,9 +177,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-t")) with_start = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r")) rounds = atol(argv[++i]);
         else if (!strcmp(argv[i], "-p")) pause_ms = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-S")) stop_ms = atoi(argv[++i]);
     }
     if (i >= argc - 1 || calls <= 0) {
-        fprintf(stderr, "usage: latency_client [-n N] [-w N] [-s SIZE] [-q MS] [-r R -p MS] [-o FILE [-t 1]] -- CMD...\n");
+        fprintf(stderr, "usage: latency_client [-n N] [-w N] [-s SIZE] [-q MS] [-r R -p MS [-S MS]] [-o FILE [-t 1]] -- CMD...\n");
         return 2;
     }
     char **cmd = argv + i + 1;
@@ -233,8 +236,16 @@ int main(int argc, char **argv) {
     if (!lat || !at) return 1;
     long long t_start = now_ns();
     for (long k = 0; k < calls; k++) {
-        if (rounds > 1 && k > 0 && k % (calls / rounds) == 0 && pause_ms > 0)
-            usleep((useconds_t)pause_ms * 1000);
+        if (rounds > 1 && k > 0 && k % (calls / rounds) == 0) {
+            if (pause_ms > 0) usleep((useconds_t)pause_ms * 1000);
+            if (stop_ms > 0) {
+                /* As the relay bench isolates a column: stopped while the
+                 * others are measured, continued for its next round. */
+                kill(pid, SIGSTOP);
+                usleep((useconds_t)stop_ms * 1000);
+                kill(pid, SIGCONT);
+            }
+        }
         long long t0 = now_ns();
         call(id++, size);
         lat[k] = now_ns() - t0;
