@@ -526,23 +526,6 @@ mod tests {
 
     use super::*;
     use crate::observe::step::{CallOutcome, ObservedBody, ToolCallObserved};
-    use crate::redact::RedactConfig;
-
-    fn config() -> RecorderConfig {
-        RecorderConfig {
-            server_name: Arc::from("peer"),
-            session_id: None,
-            payload_cap: 64 * 1024,
-            keep_runs: None,
-            max_age: None,
-            redact: RedactConfig::default(),
-            known_secrets: Vec::new(),
-            command_digest: None,
-            transport: None,
-            upstream_session: None,
-            run_id: None,
-        }
-    }
 
     fn report(tool: &str) -> StepReport {
         let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -584,7 +567,7 @@ mod tests {
     fn remembered_names_are_the_redactors_output() {
         let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
         let tool = format!("tool_{secret}");
-        let mut prep = Preparation::new(config());
+        let mut prep = Preparation::new(RecorderConfig::for_tests());
         let first = names(&mut prep, &tool);
         let again = names(&mut prep, &tool);
         assert!(
