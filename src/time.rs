@@ -12,12 +12,30 @@ pub fn rfc3339(at: SystemTime) -> String {
     let millis = since.subsec_millis();
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    let (h, min, s) = (rem / 3600, rem / 60 % 60, rem % 60);
+    // Four-digit years (every time this program sees) are written digit by
+    // digit: the recorder stamps every step, and `format!` costs several
+    // times as much. Same text either way.
+    if (0..=9999).contains(&y) {
+        let mut out = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, value: u64, width: usize| {
+            let mut v = value;
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, y as u64, 4);
+        put(5, u64::from(m), 2);
+        put(8, u64::from(d), 2);
+        put(11, h as u64, 2);
+        put(14, min as u64, 2);
+        put(17, s as u64, 2);
+        put(20, u64::from(millis), 3);
+        // ASCII by construction, so this never falls back.
+        return String::from_utf8(out.to_vec()).unwrap_or_default();
+    }
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{millis:03}Z")
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
@@ -110,6 +128,10 @@ mod tests {
         assert_eq!(rfc3339(t), "2026-11-30T06:36:26.123Z");
         let leap = UNIX_EPOCH + Duration::from_secs(951_782_400); // 2000-02-29
         assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+        let late = UNIX_EPOCH + std::time::Duration::from_millis(253_402_300_799_999);
+        assert_eq!(rfc3339(late), "9999-12-31T23:59:59.999Z");
+        let later = late + std::time::Duration::from_millis(1);
+        assert_eq!(rfc3339(later), "10000-01-01T00:00:00.000Z");
     }
 
     #[test]

@@ -26,18 +26,22 @@
 //!   the relay stays busy, it delivers one observation per observation
 //!   queued (woken by the push that crosses the mark), so that a relay
 //!   that is never quiet still gets its calls recorded at a small, even
-//!   cost per call rather than a burst that stalls a few. Each look at
-//!   whether the relay went quiet is a wake-up (one per [`QUIET`] while it
-//!   is busy, a few microseconds); the worker runs as `SCHED_BATCH` (same weight as any thread, but its wake-ups do not
-//!   preempt a running relay thread), takes a whole batch under one short
-//!   lock, stops as soon as the relay reads again, and offers the CPU
-//!   back between any two observations.
+//!   cost per call rather than a burst that stalls a few. The looks at
+//!   whether the relay went quiet are the pause watch's (`pause.rs`), an
+//!   idle-class helper, so that the worker itself wakes once per pause, not
+//!   once per millisecond of a burst (each of its wake-ups cost the call
+//!   it landed on tens of microseconds). The worker runs as `SCHED_BATCH`
+//!   (same weight as any thread, but its wake-ups do not preempt a running
+//!   relay thread), takes a whole batch under one short lock, stops as
+//!   soon as the relay reads again, and offers the CPU back between any
+//!   two observations.
 //! * The end does not wait for the worker. The sinks and every observation
 //!   taken off the queue live behind one lock ([`Delivery`]); the worker
 //!   lets go after the observation it is on once the queue is closed, and
 //!   the thread that calls [`Observer::finish`] takes the lock and
 //!   completes the delivery itself, within its deadline.
 
+mod pause;
 pub mod queue;
 pub mod session;
 pub mod step;
@@ -58,12 +62,14 @@ use step::{StepReport, ToolCallObserved};
 const POLL: Duration = Duration::from_millis(50);
 
 /// At most this many observations wait for the worker (the design's
-/// `STEP_BACKLOG`, raised from 250): room for a burst of a thousand calls
-/// (half the queue, [`BEHIND`]) that the worker records in the pause
-/// after it (see [`QUIET`]). Each
-/// holds a small call's copies (a few hundred bytes); large messages are
-/// bounded by [`MAX_QUEUED_BYTES`] instead.
-pub const MAX_QUEUED: usize = 2048;
+/// `STEP_BACKLOG`, raised from 250, then 2048): room for a burst of two
+/// thousand calls (half the queue, [`BEHIND`]) that the worker records in
+/// the pause after it (see [`QUIET`]) — a burst that follows another with
+/// no pause between them (a process stopped and continued, say) does not
+/// reach the mark where recording starts to cost every call. Each holds a
+/// small call's copies (a few hundred bytes: about 1 MB when full of small
+/// calls); large messages are bounded by [`MAX_QUEUED_BYTES`] instead.
+pub const MAX_QUEUED: usize = 4096;
 /// And at most this many bytes of message copies (large messages are
 /// copied as a head and a tail only, see [`step::ObservedBody`]).
 pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
@@ -221,8 +227,20 @@ impl RelayActivity {
         (quiet_at > now).then(|| Duration::from_micros(quiet_at - now))
     }
 
-    fn busy(&self) -> bool {
-        self.quiet_in().is_some()
+    /// Microseconds since `since`, on the clock `last_read_us` uses.
+    fn now_us(&self) -> u64 {
+        self.since.elapsed().as_micros() as u64
+    }
+
+    /// The relay read something now (tests).
+    #[cfg(test)]
+    fn read_now(&self) {
+        self.last_read_us.store(self.now_us(), Ordering::Relaxed);
+    }
+
+    /// Whether the relay read something at or after `at_us`.
+    fn read_since(&self, at_us: u64) -> bool {
+        self.last_read_us.load(Ordering::Relaxed) >= at_us
     }
 }
 
@@ -436,8 +454,14 @@ pub fn give_way_to_the_relay() {
 /// busy, then takes them off the queue and delivers them under the
 /// delivery lock. Once the queue is closed it lets go (after the
 /// observation it is on) and leaves the rest to [`Observer::finish`].
-fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: &RelayActivity) {
+fn run_worker(
+    queue: &Arc<Queue<Observation>>,
+    delivery: &Mutex<Delivery>,
+    activity: &Arc<RelayActivity>,
+) {
     run_as_batch();
+    let watch = pause::PauseWatch::start(Arc::clone(queue), Arc::clone(activity));
+    let activity: &RelayActivity = activity;
     let result = catch_unwind(AssertUnwindSafe(|| {
         let mut taken = VecDeque::new();
         // Taken off the queue but not yet delivered (the relay got busy).
@@ -456,15 +480,41 @@ fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: 
                 return;
             }
             let waiting = pending + queue.len();
-            let stood_back = standing_back.get_or_insert_with(Instant::now).elapsed();
-            if let Some(nap) = stand_back(waiting, stood_back, activity.quiet_in()) {
-                // Asleep until the relay may be quiet, or half the queue
-                // waits, or the queue closes (a push or `close` wakes it).
-                queue.wait(BEHIND.saturating_sub(pending), nap);
-                continue;
+            // Nothing waiting (the idle wait timed out, or a nudge came for
+            // a backlog that is gone): no delivery, but the sinks' flush
+            // below still comes every [`POLL`] (their periodic look).
+            let reason = if waiting == 0 {
+                standing_back = None;
+                None
+            } else {
+                let since = *standing_back.get_or_insert_with(Instant::now);
+                let look = Look {
+                    waiting,
+                    stood_back: since.elapsed(),
+                    relay_quiet_in: activity.quiet_in(),
+                    pause_watch: watch.available(),
+                };
+                let Some(reason) = look.deliver_now() else {
+                    // Asleep until the relay is quiet (the pause watch
+                    // nudges it), half the queue waits, the queue closes
+                    // (a push or `close` wakes it), or the time to look
+                    // again.
+                    if look.pause_watch {
+                        watch.arm();
+                    }
+                    queue.wait(BEHIND.saturating_sub(pending), look.nap());
+                    continue;
+                };
+                Some(reason)
+            };
+            // The relay paused: the deferral starts afresh from here, so
+            // that a pause that ends before the whole backlog is written
+            // does not count as standing back.
+            if reason == Some(Reason::Quiet) {
+                standing_back = Some(Instant::now());
             }
             // Once it stood back too long, the whole backlog goes.
-            let yield_to = (stood_back < MAX_DEFERRAL).then_some(activity);
+            let yield_to = (reason != Some(Reason::Overdue)).then_some(activity);
             let Ok(mut held) = delivery.lock() else {
                 return;
             };
@@ -487,26 +537,73 @@ fn run_worker(queue: &Queue<Observation>, delivery: &Mutex<Delivery>, activity: 
             }
         }
     }));
+    watch.close();
     if result.is_err() {
         log::error!("recording stopped after an internal error; relaying continues");
         queue.close();
     }
 }
 
-/// How long the worker sleeps before it looks again, rather than deliver
-/// the `waiting` observations now (`None`): while the relay is busy (it
-/// counts as quiet in `relay_quiet_in`), unless the worker is behind or
-/// has stood back for `stood_back` too long already. It looks again when
-/// the relay may be quiet (not sooner than [`MIN_NAP`]).
-fn stand_back(
+/// Why the worker delivers now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reason {
+    /// Half the queue waits ([`BEHIND`]).
+    Behind,
+    /// It stood back for [`MAX_DEFERRAL`] while the relay stayed busy: the
+    /// whole backlog goes.
+    Overdue,
+    /// The relay read nothing for [`QUIET`].
+    Quiet,
+}
+
+/// What the worker sees when it wakes with observations waiting.
+#[derive(Debug, Clone, Copy)]
+struct Look {
+    /// Observations taken or queued, not yet delivered.
     waiting: usize,
+    /// How long it has stood back for the relay.
     stood_back: Duration,
+    /// When the relay counts as quiet (`None`: it does now).
     relay_quiet_in: Option<Duration>,
-) -> Option<Duration> {
-    if waiting == 0 || waiting >= BEHIND || stood_back >= MAX_DEFERRAL {
-        return None;
+    /// The pause watch works here; else the worker looks at the clock.
+    pause_watch: bool,
+}
+
+impl Look {
+    /// Whether to deliver now, and why (`None`: stand back).
+    fn deliver_now(&self) -> Option<Reason> {
+        if self.waiting == 0 {
+            return None;
+        }
+        if self.waiting >= BEHIND {
+            return Some(Reason::Behind);
+        }
+        // Quiet before overdue: a relay that paused (or a process that was
+        // stopped, say, with SIGSTOP, for longer than the deferral) gets a
+        // delivery that stops when it reads again, not the whole backlog at
+        // once in the middle of its next burst.
+        if self.relay_quiet_in.is_none() {
+            return Some(Reason::Quiet);
+        }
+        (self.stood_back >= MAX_DEFERRAL).then_some(Reason::Overdue)
     }
-    relay_quiet_in.map(|quiet_in| quiet_in.max(MIN_NAP))
+
+    /// How long to sleep while standing back (woken sooner by a push that
+    /// crosses [`BEHIND`], by the pause watch, or by the queue closing).
+    /// With the pause watch the pause wakes it, so no timer is needed but
+    /// the end of the longest deferral: the worker's wake-ups do not land
+    /// between two calls of a burst. Without it, it looks again when the
+    /// relay may be quiet (not sooner than [`MIN_NAP`]).
+    fn nap(&self) -> Duration {
+        let left = MAX_DEFERRAL.saturating_sub(self.stood_back).max(MIN_NAP);
+        if self.waiting == 0 {
+            return POLL;
+        }
+        if self.pause_watch {
+            return left;
+        }
+        self.relay_quiet_in.unwrap_or(MIN_NAP).clamp(MIN_NAP, left)
+    }
 }
 
 /// The time slice the worker asks for: longer than the kernel's default
@@ -574,28 +671,30 @@ fn run_as_batch() {
 /// Delivers what is pending while the queue is open, offering the CPU back
 /// between any two observations; stops (leaving the rest pending)
 /// as soon as the queue is closed, so the finishing thread takes over, or,
-/// given the relay's `activity`, as soon as the relay is busy and fewer
-/// than [`BEHIND`] observations wait.
+/// given the relay's `activity`, as soon as the relay read something since
+/// the delivery began and fewer than [`BEHIND`] observations wait: the
+/// relay is back, and the rest waits for its next pause.
 fn deliver_while_open(
     queue: &Queue<Observation>,
     d: &mut Delivery,
     activity: Option<&RelayActivity>,
 ) {
+    let began = activity.map(RelayActivity::now_us);
     let mut delivered = 0;
     while let Some(obs) = d.pending.pop_front() {
-        let yield_to_relay =
-            || activity.is_some_and(RelayActivity::busy) && d.pending.len() + queue.len() < BEHIND;
-        if queue.is_closed() || (delivered > 0 && yield_to_relay()) {
+        let relay_is_back = || {
+            activity
+                .zip(began)
+                .is_some_and(|(a, began)| a.read_since(began))
+                && d.pending.len() + queue.len() < BEHIND
+        };
+        if queue.is_closed() || (delivered > 0 && relay_is_back()) {
             d.pending.push_front(obs);
             return;
         }
         // The CPU is offered back between any two observations, so that
         // a relay thread waiting for it (woken, but not yet run, so it
-        // could not say it is busy) waits for one at most. Measured on one
-        // pinned CPU with back-to-back calls (`cargo bench --bench relay`,
-        // idle machine): a recording-on p99 about 2.0x recording-off, where
-        // offering it every 4 gave 2.7x; p50 and pipelined throughput did
-        // not move.
+        // could not say it is back) waits for one at most.
         if delivered > 0 {
             std::thread::yield_now();
         }
@@ -743,21 +842,68 @@ mod tests {
         assert_eq!(delivered + dropped, 50, "each one delivered or counted");
     }
 
+    fn look(waiting: usize, stood_back: Duration, quiet_in: Option<Duration>) -> Look {
+        Look {
+            waiting,
+            stood_back,
+            relay_quiet_in: quiet_in,
+            pause_watch: true,
+        }
+    }
+
     #[test]
     fn the_worker_stands_back_only_while_the_relay_is_busy_and_it_is_not_behind() {
         let busy = Some(Duration::from_micros(700));
         let fresh = Duration::ZERO;
-        assert_eq!(stand_back(0, fresh, busy), None, "nothing to do");
-        assert_eq!(stand_back(3, fresh, None), None, "quiet relay: now");
-        assert_eq!(stand_back(3, fresh, busy), busy, "until it may be quiet");
+        assert_eq!(look(0, fresh, busy).deliver_now(), None, "nothing to do");
+        assert_eq!(look(3, fresh, None).deliver_now(), Some(Reason::Quiet));
+        assert_eq!(look(3, fresh, busy).deliver_now(), None, "relay busy");
+        assert_eq!(look(BEHIND - 1, fresh, busy).deliver_now(), None);
         assert_eq!(
-            stand_back(3, fresh, Some(Duration::from_micros(1))),
-            Some(MIN_NAP),
-            "never a spin"
+            look(BEHIND, fresh, busy).deliver_now(),
+            Some(Reason::Behind)
         );
-        assert_eq!(stand_back(BEHIND - 1, fresh, busy), busy);
-        assert_eq!(stand_back(BEHIND, fresh, busy), None, "behind: now");
-        assert_eq!(stand_back(3, MAX_DEFERRAL, busy), None, "stood back enough");
+        assert_eq!(
+            look(3, MAX_DEFERRAL, busy).deliver_now(),
+            Some(Reason::Overdue),
+            "stood back enough"
+        );
+        assert_eq!(
+            look(3, MAX_DEFERRAL, None).deliver_now(),
+            Some(Reason::Quiet),
+            "quiet after a long wait: stops when the relay reads again"
+        );
+    }
+
+    /// With the pause watch, standing back sets no timer but the end of the
+    /// longest deferral (no wake-up between two calls of a burst); without
+    /// it, the worker looks again when the relay may be quiet, never in a
+    /// spin.
+    #[test]
+    fn a_worker_standing_back_sleeps_until_the_pause_or_the_deferral_ends() {
+        let busy = Some(Duration::from_micros(700));
+        let stood = Duration::from_millis(10);
+        assert_eq!(look(3, stood, busy).nap(), MAX_DEFERRAL - stood);
+        let clock = Look {
+            pause_watch: false,
+            ..look(3, stood, busy)
+        };
+        assert_eq!(clock.nap(), Duration::from_micros(700));
+        let soon = Look {
+            relay_quiet_in: Some(Duration::from_micros(1)),
+            ..clock
+        };
+        assert_eq!(soon.nap(), MIN_NAP, "never a spin");
+        let late = Look {
+            stood_back: MAX_DEFERRAL - Duration::from_micros(300),
+            relay_quiet_in: Some(Duration::from_millis(1)),
+            ..clock
+        };
+        assert_eq!(
+            late.nap(),
+            Duration::from_micros(300),
+            "not past the deferral"
+        );
     }
 
     /// A relay that never goes quiet (it reads all the time) does not keep

@@ -34,6 +34,9 @@ struct State<T> {
     consumer_asleep: bool,
     /// How many queued items wake it (set by `wait`).
     wake_at: usize,
+    /// Someone other than a producer asked the consumer to look again
+    /// ([`Queue::nudge`]); `wait` returns at once while it is set.
+    nudged: bool,
 }
 
 impl<T: Weighed> Queue<T> {
@@ -45,6 +48,7 @@ impl<T: Weighed> Queue<T> {
                 closed: false,
                 consumer_asleep: false,
                 wake_at: max_items.max(1) / 2,
+                nudged: false,
             }),
             ready: Condvar::new(),
             max_items: max_items.max(1),
@@ -151,14 +155,39 @@ impl<T: Weighed> Queue<T> {
             return;
         };
         let at_least = at_least.max(1);
-        if state.items.len() >= at_least || state.closed {
+        if state.items.len() >= at_least || state.closed || state.nudged {
+            state.nudged = false;
             return;
         }
         state.consumer_asleep = true;
         state.wake_at = at_least;
         if let Ok((mut next, _)) = self.ready.wait_timeout(state, timeout) {
             next.consumer_asleep = false;
+            next.nudged = false;
         }
+    }
+
+    /// Makes the consumer look again: ends its current [`Queue::wait`], or
+    /// its next one at once (the observer's idle watch says so when a CPU
+    /// has nothing else to do). Producers never call it.
+    pub fn nudge(&self) {
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        state.nudged = true;
+        let asleep = std::mem::replace(&mut state.consumer_asleep, false);
+        drop(state);
+        if asleep {
+            self.ready.notify_all();
+        }
+    }
+
+    /// Whether the consumer was nudged since (clears it).
+    #[cfg(test)]
+    pub fn take_nudge(&self) -> bool {
+        self.state
+            .lock()
+            .is_ok_and(|mut s| std::mem::replace(&mut s.nudged, false))
     }
 
     /// No more pushes; the consumer drains what is left and then stops.

@@ -620,7 +620,6 @@ mod tests {
 
     use super::*;
     use crate::observe::step::{CallOutcome, ObservedBody, ToolCallObserved};
-    use crate::redact::RedactConfig;
 
     /// Posts a fake daemon received: (path, body).
     type Posts = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
@@ -662,19 +661,7 @@ mod tests {
     }
 
     fn sink(wait: Duration, down: bool) -> (BindingSink, Posts, Arc<AtomicBool>) {
-        let cfg = RecorderConfig {
-            server_name: Arc::from("peer"),
-            session_id: Some(Arc::from("sess")),
-            payload_cap: 65536,
-            keep_runs: None,
-            max_age: None,
-            redact: RedactConfig::default(),
-            known_secrets: Vec::new(),
-            command_digest: None,
-            transport: None,
-            upstream_session: None,
-            run_id: None,
-        };
+        let cfg = RecorderConfig::for_tests();
         let settings = BindSettings {
             identity: Identity {
                 proxy_id: "p1".into(),
@@ -756,17 +743,8 @@ mod tests {
             .map(|n| {
                 let mut out = Vec::new();
                 let mut prep = Preparation::new(RecorderConfig {
-                    server_name: Arc::from("peer"),
                     session_id: None,
-                    payload_cap: 65536,
-                    keep_runs: None,
-                    max_age: None,
-                    redact: RedactConfig::default(),
-                    known_secrets: Vec::new(),
-                    command_digest: None,
-                    transport: None,
-                    upstream_session: None,
-                    run_id: None,
+                    ..RecorderConfig::for_tests()
                 });
                 prep.call(&report(n), &mut out);
                 out.pop().expect("a call")

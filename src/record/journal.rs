@@ -153,12 +153,35 @@ pub fn is_held(path: &Path) -> bool {
 
 /// Encodes one record.
 pub fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + 9);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32c(payload).to_le_bytes());
-    out.extend_from_slice(payload);
+    let framed = frame_with(payload.len(), |out| {
+        out.extend_from_slice(payload);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    match framed {
+        Ok(framed) => framed,
+        Err(never) => match never {},
+    }
+}
+
+/// Encodes one record whose payload `write` appends, in place: the
+/// length and checksum go in front once it is written, so the payload is
+/// neither copied nor grown into a second buffer (the recorder frames every
+/// record it writes). `capacity` is a guess at the payload's size.
+pub fn frame_with<E>(
+    capacity: usize,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<Vec<u8>, E> {
+    const HEAD: usize = 8;
+    let mut out = Vec::with_capacity(capacity + HEAD + 1);
+    out.extend_from_slice(&[0; HEAD]);
+    write(&mut out)?;
+    let payload = &out[HEAD..];
+    let len = (payload.len() as u32).to_le_bytes();
+    let crc = crc32c(payload).to_le_bytes();
+    out[..4].copy_from_slice(&len);
+    out[4..HEAD].copy_from_slice(&crc);
     out.push(b'\n');
-    out
+    Ok(out)
 }
 
 /// What reading a journal found.

@@ -114,6 +114,27 @@ impl RecorderConfig {
     }
 }
 
+#[cfg(test)]
+impl RecorderConfig {
+    /// The recorder as unit tests set it up: server `peer` in session
+    /// `sess`, 64 KiB payloads, nothing else configured.
+    pub(crate) fn for_tests() -> RecorderConfig {
+        RecorderConfig {
+            server_name: Arc::from("peer"),
+            session_id: Some(Arc::from("sess")),
+            payload_cap: 65536,
+            keep_runs: None,
+            max_age: None,
+            redact: RedactConfig::default(),
+            known_secrets: Vec::new(),
+            command_digest: None,
+            transport: None,
+            upstream_session: None,
+            run_id: None,
+        }
+    }
+}
+
 /// A destination for records besides the local journal: the recording
 /// service (and, later, an OpenTelemetry exporter).
 ///
@@ -254,11 +275,10 @@ impl LocalRun {
             event,
         };
         self.next_seq += 1;
-        if let Some(writer) = self.writer.as_mut() {
-            match serde_json::to_vec(&record) {
-                Ok(json) => writer.write(record.seq, &json),
-                Err(err) => log::warn!("a record could not be serialised: {err}"),
-            }
+        if let Some(writer) = self.writer.as_mut()
+            && let Err(err) = writer.write_json(record.seq, &record)
+        {
+            log::warn!("a record could not be serialised: {err}");
         }
         let local_only = matches!(record.event, RunEvent::RemoteAck(_));
         if let Some(run_id) = self.run_id.as_deref().filter(|_| !local_only) {

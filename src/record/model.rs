@@ -424,12 +424,12 @@ pub struct RemoteAck {
 
 /// A fresh `run_<uuid>`.
 pub fn new_run_id() -> String {
-    format!("run_{}", uuid_v4())
+    ["run_", &uuid_v4()].concat()
 }
 
 /// A fresh `step_<uuid>`.
 pub fn new_step_id() -> String {
-    format!("step_{}", uuid_v4())
+    ["step_", &uuid_v4()].concat()
 }
 
 /// A random (version 4) UUID from the OS's CSPRNG.
@@ -437,18 +437,20 @@ pub fn uuid_v4() -> String {
     let mut b = random_16();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h = crate::codec::hex_lower(&b);
-    let mut out = String::with_capacity(36);
-    for (i, part) in [&h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]]
-        .into_iter()
-        .enumerate()
-    {
-        if i > 0 {
-            out.push('-');
+    // 8-4-4-4-12 hex digits, written into place.
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [b'-'; 36];
+    let mut at = 0;
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            at += 1;
         }
-        out.push_str(part);
+        out[at] = HEX[usize::from(byte >> 4)];
+        out[at + 1] = HEX[usize::from(byte & 15)];
+        at += 2;
     }
-    out
+    // ASCII by construction, so this never falls back.
+    String::from_utf8(out.to_vec()).unwrap_or_default()
 }
 
 /// A random number (for jitter; not for secrets).

@@ -20,7 +20,7 @@
 //!   exchanges wait raw until the first call, so servers that sit idle keep
 //!   that work and memory out of their resident set.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
@@ -35,6 +35,9 @@ use serde::{Deserialize, Serialize};
 /// or three; a server that keeps re-listing its tools only needs its latest
 /// lists).
 const MAX_PENDING_EXCHANGES: usize = 32;
+/// At most this many redacted names are remembered (see
+/// `Preparation::names`); the memory is emptied when it is full.
+const MAX_REMEMBERED_NAMES: usize = 64;
 
 /// At most this many pages of one list are kept in a snapshot: a lazy
 /// proxy asked for a page past them starts the server, and a server that
@@ -91,6 +94,13 @@ pub struct Preparation {
     active: bool,
     /// The proxy's own step counter (a run renumbers).
     next_step: u64,
+    /// Tool names and their qualified forms as the redactor returned them,
+    /// by the exact text it was given: a session calls the same few tools
+    /// over and over, and the redactor's text layers cost more than
+    /// anything else a small call's steps need. Every name stored still
+    /// came out of the redactor, which is deterministic for one text (its
+    /// rules and known secrets are fixed for the process).
+    names: HashMap<String, Redacted<String>>,
 }
 
 impl Preparation {
@@ -102,6 +112,7 @@ impl Preparation {
             pending_exchanges: Vec::new(),
             active: false,
             next_step: 1,
+            names: HashMap::new(),
         }
     }
 
@@ -179,12 +190,12 @@ impl Preparation {
         // tool name, the request id and `_meta["claudecode/toolUseId"]`
         // pass the redactor like the payloads do.
         let raw_tool = report.tool_name.as_deref().unwrap_or_default();
-        let tool = prepare::label(self.redactor(), raw_tool);
+        let tool = self.name(raw_tool);
         let qualified = match &report.qualified_name {
-            Some(q) if tool.as_str() == raw_tool => prepare::label(self.redactor(), q),
+            Some(q) if tool.as_str() == raw_tool => self.name(q),
             _ => {
                 let name = format!("mcp__{}__{tool}", report.server_name);
-                prepare::label(self.redactor(), &name)
+                self.name(&name)
             }
         };
         let tool_use_id = report
@@ -281,6 +292,20 @@ impl Preparation {
         self.knowledge.session_seen = epoch;
         self.knowledge.snapshot.mcp_session_id = label;
         self.knowledge.snapshot_known
+    }
+
+    /// A tool's name (or qualified name) through the redactor, or as the
+    /// redactor returned it for the same text before (see `names`).
+    fn name(&mut self, text: &str) -> Redacted<String> {
+        if let Some(known) = self.names.get(text) {
+            return known.clone();
+        }
+        let redacted = prepare::label(self.redactor(), text);
+        if self.names.len() >= MAX_REMEMBERED_NAMES {
+            self.names.clear();
+        }
+        self.names.insert(text.to_owned(), redacted.clone());
+        redacted
     }
 
     fn redactor(&mut self) -> &Redactor {
@@ -492,4 +517,73 @@ fn client_info(request: &Redacted<Value>, pointer: &str) -> Option<HostInfo> {
             .map(Redacted::into_inner)
             .unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::observe::step::{CallOutcome, ObservedBody, ToolCallObserved};
+
+    fn report(tool: &str) -> StepReport {
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}});
+        StepReport::from_observed(&ToolCallObserved {
+            server_name: Arc::from("peer"),
+            session_id: None,
+            started: Instant::now(),
+            duration: Duration::from_millis(1),
+            request: ObservedBody::Whole(request.to_string().into_bytes()),
+            raw_id: crate::jsonrpc::small::SmallBytes::new(b"1"),
+            response: Some(ObservedBody::Whole(
+                br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#.to_vec(),
+            )),
+            outcome: CallOutcome::Answered,
+            response_bytes: None,
+            id_shared: false,
+            traceparent: None,
+            session_epoch: 0,
+        })
+    }
+
+    fn names(prep: &mut Preparation, tool: &str) -> (String, String) {
+        let mut out = Vec::new();
+        prep.call(&report(tool), &mut out);
+        let Some(ProxyItem::Call { selected, .. }) = out.pop() else {
+            panic!("a call item");
+        };
+        (
+            selected.tool_name.to_string(),
+            selected.qualified_name.to_string(),
+        )
+    }
+
+    /// Tool names are remembered as the redactor returned them: a name
+    /// holding a secret is redacted the first time and every time after,
+    /// and a full memory starts again rather than grow.
+    #[test]
+    fn remembered_names_are_the_redactors_output() {
+        let secret = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        let tool = format!("tool_{secret}");
+        let mut prep = Preparation::new(RecorderConfig::for_tests());
+        let first = names(&mut prep, &tool);
+        let again = names(&mut prep, &tool);
+        assert!(
+            !first.0.contains(secret) && !first.1.contains(secret),
+            "{first:?}"
+        );
+        assert_eq!(first, again, "the same text, the same redaction");
+        assert_eq!(names(&mut prep, "echo").0, "echo");
+        for n in 0..3 * MAX_REMEMBERED_NAMES {
+            names(&mut prep, &format!("t{n}"));
+        }
+        assert!(prep.names.len() <= MAX_REMEMBERED_NAMES);
+        assert_eq!(
+            names(&mut prep, &tool),
+            first,
+            "redacted again after a reset"
+        );
+    }
 }

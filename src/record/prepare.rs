@@ -268,8 +268,10 @@ fn redact_and_cap(redactor: &Redactor, mut value: Value, cap: usize) -> Prepared
             ..Prepared::default()
         };
     };
-    let digest = crate::codec::sha256_hex(&canonical(&value));
-    let (value, _) = truncate::cap(value, cap);
+    // One rendering serves the digest and the size the cap judges.
+    let rendered = serde_json::to_string(&value).unwrap_or_default();
+    let digest = crate::codec::sha256_hex(rendered.as_bytes());
+    let (value, _) = truncate::cap_rendered(value, &rendered, cap);
     Prepared {
         value: Some(Redacted(value)),
         digest: Some(digest),

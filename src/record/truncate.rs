@@ -79,12 +79,16 @@ pub fn token_safe_prefix(text: &str, max: usize) -> &str {
 
 /// The payload as stored: itself if it fits in `cap` bytes of JSON, else
 /// the truncation marker. Returns whether it was truncated.
-pub fn cap(v: Value, cap: usize) -> (Value, bool) {
-    let text = serde_json::to_string(&v).unwrap_or_default();
+///
+/// `text` is the value's compact rendering (`serde_json`'s, as
+/// [`super::prepare::canonical`] makes it), which the caller already holds
+/// for the digest: the size is judged and the preview cut from it, so the
+/// value is not rendered a second time.
+pub fn cap_rendered(v: Value, text: &str, cap: usize) -> (Value, bool) {
     if text.len() <= cap {
         return (v, false);
     }
-    let preview = token_safe_prefix(&text, PREVIEW);
+    let preview = token_safe_prefix(text, PREVIEW);
     (
         json!({"truncated": true, "originalBytes": text.len(), "preview": preview}),
         true,
@@ -94,6 +98,11 @@ pub fn cap(v: Value, cap: usize) -> (Value, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cap(v: Value, cap: usize) -> (Value, bool) {
+        let text = serde_json::to_string(&v).expect("render");
+        cap_rendered(v, &text, cap)
+    }
 
     #[test]
     fn previews_never_split_a_token() {

@@ -57,6 +57,9 @@ pub struct LocalWriter {
     written: u64,
     /// The last successful `fsync`.
     synced_at: Option<Instant>,
+    /// The size of the last record serialised here: the next one's buffer
+    /// is allocated that large (records of a run are alike).
+    last_payload: usize,
 }
 
 impl LocalWriter {
@@ -76,6 +79,7 @@ impl LocalWriter {
             dirty: false,
             written: 0,
             synced_at: None,
+            last_payload: 0,
         }
     }
 
@@ -93,7 +97,26 @@ impl LocalWriter {
     /// Queues one record (its sequence number and JSON payload). Records
     /// are written in batches: when enough are queued, and at every `sync`.
     pub fn write(&mut self, seq: u64, payload: &[u8]) {
-        let framed = journal::frame(payload);
+        self.queue_framed(seq, journal::frame(payload));
+    }
+
+    /// Queues one record, serialising `record` straight into its frame
+    /// (see [`journal::frame_with`]). Nothing is queued if it does not
+    /// serialise.
+    pub fn write_json<T: serde::Serialize>(
+        &mut self,
+        seq: u64,
+        record: &T,
+    ) -> serde_json::Result<()> {
+        let framed = journal::frame_with(self.last_payload, |out| {
+            serde_json::to_writer(&mut *out, record)
+        })?;
+        self.last_payload = framed.len();
+        self.queue_framed(seq, framed);
+        Ok(())
+    }
+
+    fn queue_framed(&mut self, seq: u64, framed: Vec<u8>) {
         if self.header.is_none() {
             self.header = Some((seq, framed.clone()));
         }
