@@ -455,6 +455,18 @@ pub fn install_edit(before: Option<&[u8]>, form: &HookForm, file: &Path) -> Resu
     install_edit_skipping(before, form, file, &[])
 }
 
+/// The error for a settings file bir cannot edit safely (`what` says
+/// where, after the file's path): refused, with nothing changed. Shared by
+/// every edit of Claude Code's settings (hooks, the mod).
+pub fn unreadable_settings(file: &Path) -> impl Fn(String) -> Error + '_ {
+    move |what: String| {
+        Error::failure(format!(
+            "{}:{what}; bir does not edit a settings file it cannot read, and nothing was changed",
+            file.display()
+        ))
+    }
+}
+
 /// [`install_edit`] without the events in `skip` (their groups are neither
 /// added nor removed).
 pub fn install_edit_skipping(
@@ -465,12 +477,7 @@ pub fn install_edit_skipping(
 ) -> Result<Planned, Error> {
     let created_file = before.is_none();
     let mut bytes = before.map_or_else(|| NEW_FILE.to_vec(), <[u8]>::to_vec);
-    let refuse = |what: String| {
-        Error::failure(format!(
-            "{}:{what}; bir does not edit a settings file it cannot read, and nothing was changed",
-            file.display()
-        ))
-    };
+    let refuse = unreadable_settings(file);
     let doc = Doc::parse(&bytes, Flavor::Json).map_err(|e| refuse(e.to_string()))?;
     if !doc.root.is_object() {
         return Err(refuse(" the top level is not a JSON object".into()));

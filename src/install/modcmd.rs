@@ -29,7 +29,7 @@ use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
 use super::hookcmd::{Selection, Shared, forget_in_ledger};
-use super::hooks::NEW_FILE;
+use super::hooks::{NEW_FILE, unreadable_settings};
 use super::jsonedit::{Doc, Flavor, Node, json_string};
 use super::ledger::{self, ModChange};
 use crate::codec::sha256_hex;
@@ -93,12 +93,7 @@ struct Plan {
 fn install_edit(before: Option<&[u8]>, dir: &Path, file: &Path) -> Result<Plan, Error> {
     let created_file = before.is_none();
     let mut bytes = before.map_or_else(|| NEW_FILE.to_vec(), <[u8]>::to_vec);
-    let refuse = |what: String| {
-        Error::failure(format!(
-            "{}:{what}; bir does not edit a settings file it cannot read, and nothing was changed",
-            file.display()
-        ))
-    };
+    let refuse = unreadable_settings(file);
     let mut plan = Plan {
         created_file,
         ..Plan::default()

@@ -14,13 +14,13 @@
 //! below its last write).
 
 use std::fs::File;
-use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::client::{Client, Delivered, SendFailure};
 use super::ledger;
 use super::mapping::spans_of;
 use crate::home::{self, Wait};
+use crate::record::catchup::{self, JournalPass};
 use crate::record::store::{self, LoadedRun, Store};
 
 /// Whether `run` can be exported now.
@@ -55,23 +55,19 @@ pub fn export_run(
 /// The background catch-up of one exporter (see the module doc).
 pub struct CatchUp {
     store: Store,
-    /// Journals not looked at yet, newest first (popped from the end).
-    queue: Vec<(SystemTime, PathBuf)>,
-    low_water: SystemTime,
+    pass: JournalPass,
     _lock: File,
 }
 
 const WATERMARK: &str = ".otlp-caught-up";
 const LOCK: &str = ".otlp.lock";
-/// Journals written this close to a pass's start are looked at again.
-const WATERMARK_MARGIN: Duration = Duration::from_secs(2);
 
 impl CatchUp {
     /// `None` when switched off (`BIR_AUTO_SYNC=off`, the recording
     /// service's switch, covers both), with no store, or while another bir
     /// catches up on this store.
     pub fn begin(store: Store) -> Option<CatchUp> {
-        if std::env::var("BIR_AUTO_SYNC").is_ok_and(|v| matches!(v.trim(), "off" | "0")) {
+        if catchup::switched_off() {
             return None;
         }
         let lock = home::private_file()
@@ -83,17 +79,12 @@ impl CatchUp {
         if !home::lock_exclusive(&lock, Wait::No).ok()? {
             return None;
         }
-        let started = SystemTime::now();
-        let since = store.read_watermark(WATERMARK);
-        let mut queue = store.journals_written_after(since).unwrap_or_default();
-        queue.reverse();
         if let Err(err) = ledger::prune(&store) {
             log::debug!("otlp catch-up: markers not pruned: {err}");
         }
         Some(CatchUp {
+            pass: JournalPass::begin(&store, WATERMARK),
             store,
-            queue,
-            low_water: started.checked_sub(WATERMARK_MARGIN).unwrap_or(started),
             _lock: lock,
         })
     }
@@ -107,7 +98,7 @@ impl CatchUp {
         is_live: &dyn Fn(&str) -> bool,
         sleep: &mut dyn FnMut(Duration) -> bool,
     ) -> Result<bool, SendFailure> {
-        while let Some((written, path)) = self.queue.pop() {
+        while let Some((written, path)) = self.pass.next() {
             let Ok(run) = store::load_path(&path) else {
                 continue;
             };
@@ -116,7 +107,7 @@ impl CatchUp {
                 continue;
             }
             if is_live(&id) || !ready(&run) {
-                self.look_again(written);
+                self.pass.look_again(written);
                 continue;
             }
             let sent = export_run(client, Some(&self.store), &id, &run, sleep)?;
@@ -124,20 +115,11 @@ impl CatchUp {
                 "caught up: exported run {id} ({} span(s)) that an earlier session could not",
                 sent.spans
             );
-            if !self.queue.is_empty() {
+            if self.pass.has_more() {
                 return Ok(true);
             }
         }
-        if let Err(err) = self.store.write_watermark(WATERMARK, self.low_water) {
-            log::debug!("otlp catch-up: the watermark was not saved: {err}");
-        }
+        self.pass.complete(&self.store);
         Ok(false)
-    }
-
-    fn look_again(&mut self, written: SystemTime) {
-        let before = written
-            .checked_sub(Duration::from_millis(1))
-            .unwrap_or(written);
-        self.low_water = self.low_water.min(before);
     }
 }

@@ -22,6 +22,7 @@
 //! ```
 
 pub mod calls;
+pub mod catchup;
 pub mod index;
 pub mod journal;
 pub mod model;

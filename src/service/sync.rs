@@ -8,11 +8,11 @@
 //! (`runs/.caught-up`), so the next pass reads only journals written since.
 
 use std::fs::File;
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use super::client::{Client, SendFailure};
 use crate::home::{self, Wait};
+use crate::record::catchup::{self, JournalPass};
 use crate::record::journal::{self, JournalFile};
 use crate::record::model::{Record, RemoteAck, RunEvent};
 use crate::record::store::{self, LoadedRun, Store};
@@ -183,33 +183,22 @@ impl SyncLock {
 /// costs nothing more). A failure ends the catch-up for this process; what
 /// is left waits for the next proxy or `bir sync`.
 ///
-/// So that each proxy does not read the whole store, a complete pass leaves
-/// a watermark (`runs/.caught-up`): every journal last written before it was
-/// delivered, or cannot be. The next pass reads only journals written
-/// since. A run skipped because it was still being recorded holds the
-/// watermark below its own last write, so it is looked at again.
+/// Each pass is a [`JournalPass`] (`runs/.caught-up` is its watermark), so
+/// a proxy reads only the journals written since the last complete pass.
 pub struct CatchUp {
     store: Store,
-    /// Journals not looked at yet, with their last write, newest first
-    /// (popped from the end: the oldest goes first).
-    queue: Vec<(SystemTime, PathBuf)>,
-    /// Where the watermark goes if this pass completes.
-    low_water: SystemTime,
+    pass: JournalPass,
     _lock: SyncLock,
 }
 
 /// The watermark's file in the store.
 const WATERMARK: &str = ".caught-up";
 
-/// Journals written this close to a pass's start are looked at again: a
-/// file's time and the clock may disagree by a little.
-const WATERMARK_MARGIN: Duration = Duration::from_secs(2);
-
 impl CatchUp {
     /// `None` when switched off (`BIR_AUTO_SYNC=off`), when there is no
     /// store, or when another bir is sending from this store right now.
     pub fn begin() -> Option<CatchUp> {
-        if std::env::var("BIR_AUTO_SYNC").is_ok_and(|v| matches!(v.trim(), "off" | "0")) {
+        if catchup::switched_off() {
             return None;
         }
         let store = Store::open_default().ok()?;
@@ -218,18 +207,9 @@ impl CatchUp {
     }
 
     fn over(store: Store, lock: SyncLock) -> CatchUp {
-        let started = SystemTime::now();
-        let since = store.read_watermark(WATERMARK);
-        let mut queue = store.journals_written_after(since).unwrap_or_default();
-        log::debug!(
-            "catch-up: {} journal(s) written since the last complete pass",
-            queue.len()
-        );
-        queue.reverse();
         CatchUp {
+            pass: JournalPass::begin(&store, WATERMARK),
             store,
-            queue,
-            low_water: started.checked_sub(WATERMARK_MARGIN).unwrap_or(started),
             _lock: lock,
         }
     }
@@ -243,7 +223,7 @@ impl CatchUp {
         client: &mut Client,
         is_live: &dyn Fn(&str) -> bool,
     ) -> Result<bool, SendFailure> {
-        while let Some((written, path)) = self.queue.pop() {
+        while let Some((written, path)) = self.pass.next() {
             let Ok(listed) = store::load_path(&path) else {
                 continue;
             };
@@ -258,7 +238,7 @@ impl CatchUp {
             let (run, mut journal) = match held {
                 Ok(Some(held)) => held,
                 Ok(None) => {
-                    self.look_again(written);
+                    self.pass.look_again(written);
                     continue;
                 }
                 Err(_) => continue,
@@ -267,7 +247,7 @@ impl CatchUp {
             match standing(&run, &pending) {
                 Standing::UpToDate | Standing::Broken => continue,
                 Standing::Recording => {
-                    self.look_again(written);
+                    self.pass.look_again(written);
                     continue;
                 }
                 Standing::Ready => {}
@@ -280,23 +260,12 @@ impl CatchUp {
                 Outcome::Failed { failure, .. } => return Err(failure),
                 _ => {}
             }
-            if !self.queue.is_empty() {
+            if self.pass.has_more() {
                 return Ok(true);
             }
         }
-        if let Err(err) = self.store.write_watermark(WATERMARK, self.low_water) {
-            log::debug!("catch-up: the watermark was not saved: {err}");
-        }
+        self.pass.complete(&self.store);
         Ok(false)
-    }
-
-    /// A journal last written at `written` was not sent now (it is being
-    /// recorded): the watermark stays below it, so the next pass sees it.
-    fn look_again(&mut self, written: SystemTime) {
-        let before = written
-            .checked_sub(Duration::from_millis(1))
-            .unwrap_or(written);
-        self.low_water = self.low_water.min(before);
     }
 }
 
@@ -318,13 +287,7 @@ mod tests {
             let file = File::create(&path).expect("create");
             file.set_modified(now - age).expect("set mtime");
         }
-        let names = |c: &CatchUp| -> Vec<String> {
-            c.queue
-                .iter()
-                .rev()
-                .filter_map(|(_, p)| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-                .collect()
-        };
+        let names = |c: &CatchUp| c.pass.remaining();
         let lock = || {
             SyncLock::take(&store, Wait::No)
                 .expect("lock")
