@@ -204,15 +204,17 @@ fn tree_cpu_ns(pid: u32) -> u64 {
 }
 
 /// Waits until the process tree of `pid` is idle (under 10% of a CPU over
-/// 2 ms), so work it deferred (a transcript writer draining its queue) does
+/// 30 ms), so work it deferred (a transcript writer draining its queue, a
+/// recorder that starts on a long burst up to about 20 ms after it) does
 /// not land in the next configuration's round. Returns the time waited.
 fn settle(pid: u32) -> Duration {
+    let window = Duration::from_millis(30);
     let t0 = Instant::now();
     let mut before = tree_cpu_ns(pid);
     while t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::sleep(window);
         let now = tree_cpu_ns(pid);
-        if now.saturating_sub(before) < 200_000 {
+        if now.saturating_sub(before) < window.as_nanos() as u64 / 10 {
             break;
         }
         before = now;

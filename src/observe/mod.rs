@@ -61,6 +61,11 @@ use step::{StepReport, ToolCallObserved};
 /// longest a recorded step waits before it is written.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How often an idle worker looks when every sink is settled
+/// ([`Sink::settled`]): a push wakes it anyway, so this only bounds what
+/// a sink that settled too early could hold up.
+const SETTLED_NAP: Duration = Duration::from_secs(10);
+
 /// At most this many observations wait for the worker (the design's
 /// `STEP_BACKLOG`, raised from 250, then 2048): room for a burst of two
 /// thousand calls (half the queue, [`BEHIND`]) that the worker records in
@@ -160,6 +165,16 @@ pub trait Sink: Send {
     fn exchange(&mut self, _method: &str, _request: &[u8], _response: &[u8]) {}
     /// Called when the queue is momentarily empty and at the end.
     fn flush(&mut self);
+    /// Whether, right after a [`Sink::flush`], the sink has nothing to do
+    /// until the next observation: nothing written that awaits its
+    /// `fsync`, nothing held for a retry, no deadline to watch. When every
+    /// sink is settled the idle worker sleeps until the relay hands
+    /// something over, instead of waking every [`POLL`] (an idle proxy
+    /// then costs no wake-ups, and none lands on the first calls after a
+    /// long pause). Say `false` when unsure: the worker keeps looking.
+    fn settled(&self) -> bool {
+        false
+    }
     /// The observer is shutting down; `dropped` observations were lost.
     fn finish(&mut self, _dropped: u64) {}
 }
@@ -460,6 +475,8 @@ fn run_worker(
     activity: &Arc<RelayActivity>,
 ) {
     run_as_batch();
+    // Its timers (the longest deferral, the idle look) need no precision.
+    pause::allow_late_timers();
     let watch = pause::PauseWatch::start(Arc::clone(queue), Arc::clone(activity));
     let activity: &RelayActivity = activity;
     let result = catch_unwind(AssertUnwindSafe(|| {
@@ -470,11 +487,16 @@ fn run_worker(
         // When the sinks were last flushed: what was delivered reaches the
         // journal within [`POLL`] even while the worker is behind.
         let mut flushed_at: Option<Instant> = None;
+        // Every sink said, after the last flush, that it has nothing to do
+        // until the next observation.
+        let mut settled = false;
         loop {
             if pending == 0 && standing_back.is_none() {
                 // Idle: the first push wakes it (one wake-up per burst),
                 // so that it records the burst as soon as the relay pauses.
-                queue.wait(1, POLL);
+                // Until then it looks every POLL while a sink has work
+                // left (an fsync to do, say), and hardly ever once none has.
+                queue.wait(1, if settled { SETTLED_NAP } else { POLL });
             }
             if queue.is_closed() {
                 return;
@@ -514,7 +536,7 @@ fn run_worker(
                 standing_back = Some(Instant::now());
             }
             // Once it stood back too long, the whole backlog goes.
-            let yield_to = (reason != Some(Reason::Overdue)).then_some(activity);
+            let stop_when_back = reason != Some(Reason::Overdue);
             let Ok(mut held) = delivery.lock() else {
                 return;
             };
@@ -524,7 +546,7 @@ fn run_worker(
             }
             queue.take_all(Duration::ZERO, &mut taken);
             d.pending.append(&mut taken);
-            deliver_while_open(queue, d, yield_to);
+            deliver_while_open(queue, d, activity, stop_when_back);
             pending = d.pending.len();
             if pending == 0 {
                 // Caught up: the next wait for the relay starts afresh.
@@ -534,6 +556,9 @@ fn run_worker(
             if (pending == 0 && queue.is_empty()) || stale {
                 d.sinks.iter_mut().for_each(|s| s.flush());
                 flushed_at = Some(Instant::now());
+                settled = d.sinks.iter().all(|s| s.settled());
+            } else {
+                settled = false;
             }
         }
     }));
@@ -668,40 +693,53 @@ fn run_as_batch() {
     }
 }
 
-/// Delivers what is pending while the queue is open, offering the CPU back
-/// between any two observations; stops (leaving the rest pending)
-/// as soon as the queue is closed, so the finishing thread takes over, or,
-/// given the relay's `activity`, as soon as the relay read something since
-/// the delivery began and fewer than [`BEHIND`] observations wait: the
-/// relay is back, and the rest waits for its next pause.
+/// Delivers what is pending while the queue is open; stops (leaving the
+/// rest pending) as soon as the queue is closed, so the finishing thread
+/// takes over, or, when `stop_when_back`, as soon as the relay read
+/// something since the delivery began and fewer than [`BEHIND`]
+/// observations wait: the relay is back, and the rest waits for its next
+/// pause.
+///
+/// The CPU is offered back between two observations, so that a relay that
+/// keeps a CPU busy (pipelined calls) loses recordings rather than speed
+/// (PRODUCT.md rule 3), until a yield keeps the worker off the CPU for
+/// longer than [`YIELD_TOO_LONG`]: then another process wants the CPU (a
+/// busy loop, a build), each further yield would hand it a whole time
+/// slice, and the rest of the batch goes without (yielding after every
+/// observation there made a batch of forty take forty slices, the worker
+/// competing with the relay all along: recording-on p99 was 2.2 times
+/// recording-off under `bench/contention.py`). A relay thread that wakes
+/// takes the CPU from the worker at once anyway ([`run_as_batch`]).
 fn deliver_while_open(
     queue: &Queue<Observation>,
     d: &mut Delivery,
-    activity: Option<&RelayActivity>,
+    activity: &RelayActivity,
+    stop_when_back: bool,
 ) {
-    let began = activity.map(RelayActivity::now_us);
+    let began = activity.now_us();
+    let mut yielding = true;
     let mut delivered = 0;
     while let Some(obs) = d.pending.pop_front() {
         let relay_is_back = || {
-            activity
-                .zip(began)
-                .is_some_and(|(a, began)| a.read_since(began))
-                && d.pending.len() + queue.len() < BEHIND
+            stop_when_back && activity.read_since(began) && d.pending.len() + queue.len() < BEHIND
         };
         if queue.is_closed() || (delivered > 0 && relay_is_back()) {
             d.pending.push_front(obs);
             return;
         }
-        // The CPU is offered back between any two observations, so that
-        // a relay thread waiting for it (woken, but not yet run, so it
-        // could not say it is back) waits for one at most.
-        if delivered > 0 {
+        if delivered > 0 && yielding {
+            let asked = Instant::now();
             std::thread::yield_now();
+            yielding = asked.elapsed() < YIELD_TOO_LONG;
         }
         deliver(&obs, &mut d.sinks);
         delivered += 1;
     }
 }
+
+/// A yield that kept the worker off the CPU this long means a process
+/// other than the relay wants it (see [`deliver_while_open`]).
+const YIELD_TOO_LONG: Duration = Duration::from_millis(1);
 
 /// The end, on the finishing thread: delivers what is left until `until`,
 /// counts the rest as dropped, and finishes every sink.
@@ -840,6 +878,77 @@ mod tests {
         let dropped = finished_with - 1;
         assert!(dropped > 0 && delivered < 50, "{delivered} delivered");
         assert_eq!(delivered + dropped, 50, "each one delivered or counted");
+    }
+
+    /// Counts its flushes; says it is settled or not.
+    struct Flushes {
+        count: Arc<AtomicU64>,
+        settled: bool,
+    }
+
+    impl Sink for Flushes {
+        fn message(&mut self, _: SystemTime, _: Direction, _: &[u8], _: Option<u64>) {}
+        fn step(&mut self, _: &StepReport) {}
+        fn event(&mut self, _: SystemTime, _: &str) {}
+        fn flush(&mut self) {
+            self.count.fetch_add(1, Ordering::SeqCst);
+        }
+        fn settled(&self) -> bool {
+            self.settled
+        }
+    }
+
+    /// An idle worker whose sinks all say they are settled sleeps until the
+    /// relay hands something over; one whose sink has work left keeps
+    /// looking every POLL. (Load can only delay the worker, so the settled
+    /// half cannot pass by accident; the other half waits as long as it
+    /// takes.)
+    #[test]
+    fn an_idle_worker_sleeps_once_its_sinks_are_settled() {
+        for settled in [true, false] {
+            let count = Arc::new(AtomicU64::new(0));
+            let sink = Flushes {
+                count: Arc::clone(&count),
+                settled,
+            };
+            let observer = Observer::start(vec![Box::new(sink)], false);
+            observer.tool_call(call(1));
+            // The call is delivered and flushed (the worker then idles).
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while count.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(5));
+            }
+            let after_delivery = count.load(Ordering::SeqCst);
+            assert!(after_delivery > 0, "delivered and flushed");
+            if settled {
+                thread::sleep(POLL * 6);
+                assert_eq!(
+                    count.load(Ordering::SeqCst),
+                    after_delivery,
+                    "no periodic flush while settled"
+                );
+                // A push still wakes it.
+                observer.tool_call(call(2));
+                while count.load(Ordering::SeqCst) == after_delivery && Instant::now() < deadline {
+                    thread::sleep(Duration::from_millis(5));
+                }
+                assert!(
+                    count.load(Ordering::SeqCst) > after_delivery,
+                    "woken by the push"
+                );
+            } else {
+                while count.load(Ordering::SeqCst) <= after_delivery + 1
+                    && Instant::now() < deadline
+                {
+                    thread::sleep(Duration::from_millis(5));
+                }
+                assert!(
+                    count.load(Ordering::SeqCst) > after_delivery + 1,
+                    "an unsettled sink is flushed again while idle"
+                );
+            }
+            observer.finish(Duration::from_secs(5));
+        }
     }
 
     fn look(waiting: usize, stood_back: Duration, quiet_in: Option<Duration>) -> Look {

@@ -142,6 +142,11 @@ impl Sink for Transcript {
             log::warn!("transcript {} stopped: {err}", self.path.display());
         }
     }
+
+    /// A flush writes the whole buffer out (or the transcript stopped).
+    fn settled(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

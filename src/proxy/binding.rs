@@ -590,6 +590,15 @@ impl Sink for BindingSink {
         self.local.flush();
     }
 
+    /// Nothing held, no negotiation under way, the local run on disk. (A
+    /// daemon the finder finds meanwhile is bound with the next
+    /// observation: there is nothing to send it before.)
+    fn settled(&self) -> bool {
+        self.items.is_empty()
+            && !matches!(self.tier, Tier::Negotiating { .. })
+            && self.local.settled()
+    }
+
     fn finish(&mut self, dropped: u64) {
         if let Some(link) = self.try_found() {
             self.bind(link);

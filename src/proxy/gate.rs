@@ -82,6 +82,11 @@ impl<S: Sink> Sink for OffGate<S> {
         self.inner.flush();
     }
 
+    /// The switch is looked at again with the next observation.
+    fn settled(&self) -> bool {
+        self.inner.settled()
+    }
+
     fn finish(&mut self, dropped: u64) {
         self.inner.finish(dropped);
     }

@@ -364,6 +364,12 @@ impl LocalRun {
         }
     }
 
+    /// Everything written is on disk and nothing waits for a retry (see
+    /// [`crate::observe::Sink::settled`]).
+    pub fn settled(&self) -> bool {
+        self.writer.as_ref().is_none_or(LocalWriter::settled)
+    }
+
     /// Ends the run (if one was opened); `dropped` observations were lost
     /// before they reached it.
     pub fn finish(&mut self, dropped: u64) {
@@ -456,6 +462,10 @@ impl Sink for Recorder {
 
     fn flush(&mut self) {
         self.run.flush();
+    }
+
+    fn settled(&self) -> bool {
+        self.run.settled()
     }
 
     fn finish(&mut self, dropped: u64) {

@@ -153,13 +153,21 @@ impl LocalWriter {
 
     /// At an idle moment: writes what is queued, and makes it durable unless
     /// that was done less than [`SYNC_EVERY`] ago (then a later idle moment
-    /// does it; the observer has one at least every 50 ms).
+    /// does it: until the writer is [`settled`](Self::settled), the
+    /// observer has one at least every 50 ms).
     pub fn sync_soon(&mut self) {
         if self.synced_at.is_none_or(|at| at.elapsed() >= SYNC_EVERY) {
             return self.sync();
         }
         self.check_journal_still_there();
         self.drain();
+    }
+
+    /// Everything written was synced and nothing waits for a retry: no
+    /// later flush has anything to do. (Whether the journal was deleted
+    /// meanwhile is looked at by the next flush, after the next record.)
+    pub fn settled(&self) -> bool {
+        !self.dirty && self.queued.is_empty()
     }
 
     /// At the end of a run: one last word if records are stuck in memory.
@@ -407,13 +415,16 @@ mod tests {
                 .unwrap_or(0)
         };
         let recs = records(50);
+        assert!(w.settled(), "nothing written yet");
         w.write(1, &recs[0]);
+        assert!(!w.settled(), "written, not synced");
         w.sync_soon();
         assert_eq!(
             (read(), syncs.load(Ordering::SeqCst)),
             (1, 1),
             "the first is synced"
         );
+        assert!(w.settled(), "synced");
         let started = Instant::now();
         for (i, r) in recs.iter().enumerate().skip(1) {
             w.write(i as u64 + 1, r);
@@ -426,6 +437,7 @@ mod tests {
                 1,
                 "no fsync within the interval"
             );
+            assert!(!w.settled(), "the observer must come back to sync");
         }
         std::thread::sleep(SYNC_EVERY);
         w.sync_soon();
@@ -433,6 +445,7 @@ mod tests {
             syncs.load(Ordering::SeqCst) >= 2,
             "the next idle moment after it syncs"
         );
+        assert!(w.settled());
         let before = syncs.load(Ordering::SeqCst);
         w.sync_soon();
         assert_eq!(
