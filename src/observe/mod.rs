@@ -490,6 +490,7 @@ fn run_worker(
         // Every sink said, after the last flush, that it has nothing to do
         // until the next observation.
         let mut settled = false;
+        let mut yielding = Yielding::default();
         loop {
             if pending == 0 && standing_back.is_none() {
                 // Idle: the first push wakes it (one wake-up per burst),
@@ -546,7 +547,7 @@ fn run_worker(
             }
             queue.take_all(Duration::ZERO, &mut taken);
             d.pending.append(&mut taken);
-            deliver_while_open(queue, d, activity, stop_when_back);
+            deliver_while_open(queue, d, activity, stop_when_back, &mut yielding);
             pending = d.pending.len();
             if pending == 0 {
                 // Caught up: the next wait for the relay starts afresh.
@@ -698,26 +699,16 @@ fn run_as_batch() {
 /// takes over, or, when `stop_when_back`, as soon as the relay read
 /// something since the delivery began and fewer than [`BEHIND`]
 /// observations wait: the relay is back, and the rest waits for its next
-/// pause.
-///
-/// The CPU is offered back between two observations, so that a relay that
-/// keeps a CPU busy (pipelined calls) loses recordings rather than speed
-/// (PRODUCT.md rule 3), until a yield keeps the worker off the CPU for
-/// longer than [`YIELD_TOO_LONG`]: then another process wants the CPU (a
-/// busy loop, a build), each further yield would hand it a whole time
-/// slice, and the rest of the batch goes without (yielding after every
-/// observation there made a batch of forty take forty slices, the worker
-/// competing with the relay all along: recording-on p99 was 2.2 times
-/// recording-off under `bench/contention.py`). A relay thread that wakes
-/// takes the CPU from the worker at once anyway ([`run_as_batch`]).
+/// pause. Between two observations it may offer the CPU back (see
+/// [`Yielding`]).
 fn deliver_while_open(
     queue: &Queue<Observation>,
     d: &mut Delivery,
     activity: &RelayActivity,
     stop_when_back: bool,
+    yielding: &mut Yielding,
 ) {
     let began = activity.now_us();
-    let mut yielding = true;
     let mut delivered = 0;
     while let Some(obs) = d.pending.pop_front() {
         let relay_is_back = || {
@@ -727,19 +718,71 @@ fn deliver_while_open(
             d.pending.push_front(obs);
             return;
         }
-        if delivered > 0 && yielding {
-            let asked = Instant::now();
-            std::thread::yield_now();
-            yielding = asked.elapsed() < YIELD_TOO_LONG;
+        if delivered > 0 {
+            yielding.between_observations();
         }
         deliver(&obs, &mut d.sinks);
         delivered += 1;
     }
 }
 
-/// A yield that kept the worker off the CPU this long means a process
-/// other than the relay wants it (see [`deliver_while_open`]).
+/// Whether the worker offers the CPU back between two observations.
+///
+/// It does, so that a relay that keeps a CPU busy itself (pipelined calls)
+/// loses recordings rather than speed (PRODUCT.md rule 3); a relay thread
+/// that wakes takes the CPU from the worker at once anyway
+/// ([`run_as_batch`]), so the yield is for the relay's share, not its
+/// latency. But when yield after yield keeps the worker off the CPU for
+/// longer than [`YIELD_TOO_LONG`], another process wants the CPU (a busy
+/// loop, a build), and each further yield hands it a whole time slice:
+/// yielding after every observation there made a batch of forty take
+/// forty slices, the worker competing with the relay all along
+/// (recording-on p99 2.2 times recording-off under `bench/contention.py`).
+/// So after [`LONG_YIELDS`] such yields in a row the worker stops yielding
+/// for [`YIELD_PAUSE`], then tries again. (One long yield alone is no
+/// sign: a relay busy with a pipelined burst sometimes keeps the CPU that
+/// long too.)
+#[derive(Debug, Default)]
+struct Yielding {
+    /// Long yields in a row.
+    long_in_a_row: u32,
+    /// No yields until then.
+    off_until: Option<Instant>,
+}
+
+impl Yielding {
+    fn between_observations(&mut self) {
+        self.maybe_yield(std::thread::yield_now);
+    }
+
+    /// Calls `yield_now` unless yielding is paused, and notes how long it
+    /// took.
+    fn maybe_yield(&mut self, yield_now: impl FnOnce()) {
+        if self.off_until.is_some_and(|until| Instant::now() < until) {
+            return;
+        }
+        let asked = Instant::now();
+        yield_now();
+        let now = Instant::now();
+        if now - asked < YIELD_TOO_LONG {
+            self.long_in_a_row = 0;
+            return;
+        }
+        self.long_in_a_row += 1;
+        if self.long_in_a_row >= LONG_YIELDS {
+            self.long_in_a_row = 0;
+            self.off_until = Some(now + YIELD_PAUSE);
+        }
+    }
+}
+
+/// A yield that kept the worker off the CPU this long, [`LONG_YIELDS`]
+/// times in a row, means a process other than the relay wants it (see
+/// [`Yielding`]).
 const YIELD_TOO_LONG: Duration = Duration::from_millis(1);
+const LONG_YIELDS: u32 = 3;
+/// How long the worker then delivers without yielding.
+const YIELD_PAUSE: Duration = Duration::from_secs(1);
 
 /// The end, on the finishing thread: delivers what is left until `until`,
 /// counts the rest as dropped, and finishes every sink.
@@ -948,6 +991,37 @@ mod tests {
                 );
             }
             observer.finish(Duration::from_secs(5));
+        }
+    }
+
+    /// Three long yields in a row pause yielding; a quick one in between
+    /// does not count them. (A long yield is simulated by sleeping longer
+    /// than the limit: load can only lengthen it.)
+    #[test]
+    fn yielding_pauses_after_long_yields_in_a_row_only() {
+        let long = || thread::sleep(YIELD_TOO_LONG * 2);
+        let mut y = Yielding::default();
+        for _ in 0..LONG_YIELDS {
+            y.maybe_yield(long);
+        }
+        let paused_at = Instant::now();
+        let mut called = false;
+        y.maybe_yield(|| called = true);
+        if paused_at.elapsed() < YIELD_PAUSE {
+            assert!(!called, "paused after {LONG_YIELDS} long yields");
+        }
+        let mut y = Yielding::default();
+        for _ in 1..LONG_YIELDS {
+            y.maybe_yield(long);
+        }
+        let quick = Instant::now();
+        y.maybe_yield(|| {});
+        let quick_was_quick = quick.elapsed() < YIELD_TOO_LONG;
+        y.maybe_yield(long);
+        let mut called = false;
+        y.maybe_yield(|| called = true);
+        if quick_was_quick {
+            assert!(called, "a quick yield starts the count afresh");
         }
     }
 
