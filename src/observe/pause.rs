@@ -44,7 +44,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
-
 use std::time::Duration;
 
 use super::queue::Queue;
