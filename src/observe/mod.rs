@@ -43,6 +43,7 @@
 
 mod pause;
 pub mod queue;
+mod sched;
 pub mod session;
 pub mod step;
 pub mod transcript;
@@ -55,6 +56,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use queue::{Queue, Weighed};
+pub use sched::give_way_to_the_relay;
 use step::{StepReport, ToolCallObserved};
 
 /// How often the worker looks for observations when nobody woke it: the
@@ -440,31 +442,6 @@ const BEHIND: usize = MAX_QUEUED / 2;
 /// for a burst of a thousand quick calls.
 const MAX_DEFERRAL: Duration = Duration::from_millis(50);
 
-/// How much the background network threads step back (the most `nice`
-/// allows).
-const RECORDING_NICENESS: i32 = 19;
-
-/// Lowers the calling thread's priority for good, so that on a busy CPU
-/// the kernel runs a waking relay thread ahead of it. Only for threads
-/// whose work may be left unfinished at the end without losing data: the
-/// recording service's sender (what it does not send stays in the journal
-/// for `bir sync`) and the daemon finder. Never the observer's worker,
-/// which must complete the run (see the module docs). (Linux:
-/// `setpriority` on a thread id affects that thread only.)
-pub fn give_way_to_the_relay() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: two system calls with no pointers; the id is our own.
-        let failed = unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, RECORDING_NICENESS) != 0
-        };
-        if failed {
-            log::debug!("could not lower the recording thread's priority");
-        }
-    }
-}
-
 /// The worker: waits for observations, stands back while the relay is
 /// busy, then takes them off the queue and delivers them under the
 /// delivery lock. Once the queue is closed it lets go (after the
@@ -474,9 +451,9 @@ fn run_worker(
     delivery: &Mutex<Delivery>,
     activity: &Arc<RelayActivity>,
 ) {
-    run_as_batch();
+    sched::run_as_batch();
     // Its timers (the longest deferral, the idle look) need no precision.
-    pause::allow_late_timers();
+    sched::allow_late_timers();
     let watch = pause::PauseWatch::start(Arc::clone(queue), Arc::clone(activity));
     let activity: &RelayActivity = activity;
     let result = catch_unwind(AssertUnwindSafe(|| {
@@ -632,68 +609,6 @@ impl Look {
     }
 }
 
-/// The time slice the worker asks for: longer than the kernel's default
-/// (about 1.4 ms on two CPUs), which is what lets a waking relay thread
-/// preempt it at once (see [`run_as_batch`]).
-const WORKER_SLICE: Duration = Duration::from_millis(10);
-
-/// Puts the calling thread in `SCHED_BATCH` with a long time slice
-/// ([`WORKER_SLICE`]). Its weight stays that of any normal thread, so the
-/// worker still gets its share of a busy CPU and completes its runs, and
-/// an unprivileged thread may go back. What changes is who preempts whom
-/// (Linux's EEVDF scheduler, 6.12 and later): a waking batch thread never
-/// preempts the running one (the worker's wake-ups do not cut into a
-/// relay thread between its read and its write), and a waking thread
-/// with a shorter slice than the running one's — a relay thread waking
-/// while the worker runs — takes the CPU at once instead of waiting for
-/// the worker's slice to end. On older kernels the slice is ignored and
-/// only the first half holds; where the call is refused, the worker
-/// keeps the default policy. (The calling thread only.)
-fn run_as_batch() {
-    #[cfg(target_os = "linux")]
-    {
-        /// `struct sched_attr`, first version (48 bytes), as the kernel
-        /// reads it.
-        #[repr(C)]
-        struct SchedAttr {
-            size: u32,
-            policy: u32,
-            flags: u64,
-            nice: i32,
-            priority: u32,
-            runtime_ns: u64,
-            deadline_ns: u64,
-            period_ns: u64,
-        }
-        // SAFETY: no pointers. The thread keeps its nice value (a user's
-        // `nice bir …` holds; lowering it would be refused).
-        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-        let attr = SchedAttr {
-            size: std::mem::size_of::<SchedAttr>() as u32,
-            policy: libc::SCHED_BATCH as u32,
-            flags: 0,
-            nice,
-            priority: 0,
-            runtime_ns: WORKER_SLICE.as_nanos() as u64,
-            deadline_ns: 0,
-            period_ns: 0,
-        };
-        // SAFETY: `attr` is a valid, fully initialised sched_attr of the
-        // size it declares, alive for the call; pid 0 is the calling
-        // thread; flags 0.
-        let sliced = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr, 0) == 0 };
-        if sliced {
-            return;
-        }
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is a valid sched_param for the call's duration.
-        let batched = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) == 0 };
-        if !batched {
-            log::debug!("the recording thread stays in the default scheduling policy");
-        }
-    }
-}
-
 /// Delivers what is pending while the queue is open; stops (leaving the
 /// rest pending) as soon as the queue is closed, so the finishing thread
 /// takes over, or, when `stop_when_back`, as soon as the relay read
@@ -731,7 +646,7 @@ fn deliver_while_open(
 /// It does, so that a relay that keeps a CPU busy itself (pipelined calls)
 /// loses recordings rather than speed (PRODUCT.md rule 3); a relay thread
 /// that wakes takes the CPU from the worker at once anyway
-/// ([`run_as_batch`]), so the yield is for the relay's share, not its
+/// ([`sched::run_as_batch`]), so the yield is for the relay's share, not its
 /// latency. But when yield after yield keeps the worker off the CPU for
 /// longer than [`YIELD_TOO_LONG`], another process wants the CPU (a busy
 /// loop, a build), and each further yield hands it a whole time slice:

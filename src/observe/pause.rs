@@ -26,13 +26,14 @@
 //! but not free, so while the relay stays busy it looks less and less
 //! often: a millisecond after the last read, then after gaps that double
 //! up to [`LONGEST_GAP`] (a burst of 15 ms gets four looks, not fifteen),
-//! and its timers may fire up to [`TIMER_SLACK`] late: longer than the
-//! scheduler's tick, so on a busy CPU the kernel serves them from a tick
-//! it takes anyway rather than with an interrupt of their own (on the VM
-//! we measured, every timer interrupt cost the call it landed on 20 µs or
-//! more). The price: a long burst is recorded up to [`LONGEST_GAP`] plus
-//! [`TIMER_SLACK`] after it ends instead of a millisecond after, and
-//! nobody waits for that (the end of a session still records at once).
+//! and its timers may fire a little late ([`super::sched::TIMER_SLACK`]):
+//! longer than the scheduler's tick, so on a busy CPU the kernel serves
+//! them from a tick it takes anyway rather than with an interrupt of
+//! their own (on the VM we measured, every timer interrupt cost the call
+//! it landed on 20 µs or more). The price: a long burst is recorded up to
+//! [`LONGEST_GAP`] plus that slack after it ends instead of a millisecond
+//! after, and nobody waits for that (the end of a session still records
+//! at once).
 //!
 //! The helper holds no lock anyone waits for and touches no sink, so its
 //! lowly class can never hold recording up: on a saturated CPU it may not
@@ -47,16 +48,11 @@ use std::thread;
 use std::time::Duration;
 
 use super::queue::Queue;
-use super::{MIN_NAP, Observation, QUIET, RelayActivity};
+use super::sched::{allow_late_timers, enter_idle_class};
+use super::{Observation, QUIET, RelayActivity};
 
 /// The longest the helper sleeps between two looks at a busy relay.
-pub(super) const LONGEST_GAP: Duration = Duration::from_millis(16);
-
-/// How late the helper's (and the worker's) timers may fire
-/// (`PR_SET_TIMERSLACK`): more than the scheduler's tick at 250 Hz (4 ms),
-/// the common setting; at 100 Hz some of them still get an interrupt of
-/// their own.
-pub(super) const TIMER_SLACK: Duration = Duration::from_millis(5);
+const LONGEST_GAP: Duration = Duration::from_millis(16);
 
 /// The worker's side of the pause watch.
 pub(super) struct PauseWatch {
@@ -178,42 +174,9 @@ fn watch(shared: &Shared, queue: &Queue<Observation>, activity: &RelayActivity) 
 /// twice the last, up to [`LONGEST_GAP`].
 fn next_gap(gap: Duration) -> Duration {
     if gap.is_zero() {
-        return QUIET.max(MIN_NAP);
+        return QUIET;
     }
     (gap * 2).min(LONGEST_GAP)
-}
-
-/// Lets the calling thread's timers fire up to [`TIMER_SLACK`] late.
-pub(super) fn allow_late_timers() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: an integer argument; affects the calling thread only.
-        let failed = unsafe {
-            libc::prctl(
-                libc::PR_SET_TIMERSLACK,
-                TIMER_SLACK.as_nanos() as libc::c_ulong,
-            )
-        } != 0;
-        if failed {
-            log::debug!("could not set the pause watch's timer slack");
-        }
-    }
-}
-
-/// Puts the calling thread in `SCHED_IDLE`. (An unprivileged thread may
-/// always lower itself; this one never needs to come back.)
-fn enter_idle_class() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is a valid sched_param for the call's duration;
-        // pid 0 is the calling thread.
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
 }
 
 #[cfg(test)]
