@@ -28,13 +28,28 @@
 //! `WorktreeCreate` (its stdout replaces the worktree path). Unknown events are forwarded:
 //! the daemon keeps what it does not understand.
 
+use argh::FromArgs;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use crate::bound::Correlation;
-use crate::cli::{Exit, HooksArgs, Role, parse_args, print_version};
+use crate::cli::{Exit, Role, parse_args, print_version};
 use crate::daemon::client;
 use crate::error::ExitStatus;
+
+/// Receive a Claude Code hook event: `bir-hooks <Event>` with the event's
+/// JSON on stdin. The event goes to the recorder daemon (started on demand);
+/// the hook always exits 0 and never disturbs the session.
+#[derive(FromArgs, Debug)]
+pub struct HooksArgs {
+    /// print the version and exit
+    #[argh(switch)]
+    pub version: bool,
+
+    /// the hook event name and any further arguments
+    #[argh(positional, greedy)]
+    pub rest: Vec<String>,
+}
 
 /// The most of a hook payload we forward (the daemon's `/hook` body cap).
 const MAX_PAYLOAD: usize = crate::daemon::MAX_HOOK_PAYLOAD;

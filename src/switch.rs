@@ -16,10 +16,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::{OffCmd, OnCmd};
 use crate::codec::sha256_hex;
-use crate::error::{Error, ExitStatus};
-use crate::home::{bir_home, ensure_private_dir};
+use crate::home::ensure_private_dir;
 
 /// `BIR_OFF=1` (also `true`, `yes`, `on`).
 pub(crate) fn env_off() -> bool {
@@ -69,33 +67,21 @@ fn here_switch(home: &Path, dir: &Path) -> PathBuf {
     home.join("off.d").join(here_key(dir))
 }
 
-fn home_and_cwd() -> Result<(PathBuf, PathBuf), String> {
-    let home = bir_home().ok_or("cannot find bir's home directory (set BIR_HOME or HOME)")?;
-    let cwd =
-        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    Ok((home, cwd))
-}
-
-/// `bir off [--here]`.
-pub fn off(cmd: OffCmd) -> Result<ExitStatus, Error> {
-    let result = home_and_cwd().and_then(|(home, cwd)| {
-        ensure_private_dir(&home).map_err(|e| e.to_string())?;
-        if cmd.here {
-            let dir = home.join("off.d");
-            ensure_private_dir(&dir).map_err(|e| e.to_string())?;
-            let path = here_switch(&home, &cwd);
-            write_switch(&path, format!("{}\n", cwd.display()).as_bytes())?;
-            Ok(format!(
-                "recording is off in {} (and below); `bir on --here` turns it back on",
-                cwd.display()
-            ))
-        } else {
-            let path = home.join("off");
-            write_switch(&path, b"")?;
-            Ok("recording is off everywhere; `bir on` turns it back on".to_owned())
+/// Sets a switch: the global one, or (`here`) the one of that directory
+/// and everything under it. The switch is a private file, never written
+/// through a symlink.
+pub(crate) fn set(home: &Path, here: Option<&Path>) -> Result<(), String> {
+    ensure_private_dir(home).map_err(|e| e.to_string())?;
+    match here {
+        Some(dir) => {
+            ensure_private_dir(&home.join("off.d")).map_err(|e| e.to_string())?;
+            write_switch(
+                &here_switch(home, dir),
+                format!("{}\n", dir.display()).as_bytes(),
+            )
         }
-    });
-    report(result)
+        None => write_switch(&home.join("off"), b""),
+    }
 }
 
 /// A switch file: private, never written through a symlink.
@@ -110,36 +96,18 @@ fn write_switch(path: &Path, text: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// `bir on [--here]`.
-pub fn on(cmd: OnCmd) -> Result<ExitStatus, Error> {
-    let result = home_and_cwd().and_then(|(home, cwd)| {
-        let path = if cmd.here {
-            here_switch(&home, &cwd)
-        } else {
-            home.join("off")
-        };
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        }
-        let still = if env_off() {
-            " (but BIR_OFF is set in this environment)"
-        } else if files_off(&home, &cwd) {
-            " (but another switch still holds it off here; see `bir on --here` / `bir on`)"
-        } else {
-            ""
-        };
-        Ok(format!("recording is on{still}"))
-    });
-    report(result)
-}
-
-/// Prints what the command did; an error goes to [`crate::error::report`].
-fn report(result: Result<String, String>) -> Result<ExitStatus, Error> {
-    let text = result?;
-    crate::output::out(&text);
-    Ok(ExitStatus::Success)
+/// Removes a switch (the global one, or `here`'s own); one that is not
+/// there is not an error.
+pub(crate) fn clear(home: &Path, here: Option<&Path>) -> Result<(), String> {
+    let path = match here {
+        Some(dir) => here_switch(home, dir),
+        None => home.join("off"),
+    };
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
 }
 
 #[cfg(test)]

@@ -42,12 +42,14 @@
 //! bytes at a time, M ms apart; between pieces it reads, and logs, the lines
 //! the host sent meanwhile, handling them afterwards).
 
+use argh::FromArgs;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::mem::ManuallyDrop;
 use std::os::fd::FromRawFd;
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -55,9 +57,21 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::cli::Exit;
+use crate::cli::Role;
 use crate::cli::parse_args;
-use crate::cli::{Role, TestPeerArgs};
 use crate::error::{self, Error};
+
+/// Run the scripted fake MCP server used by bir's own tests.
+#[derive(FromArgs, Debug)]
+pub struct TestPeerArgs {
+    /// the JSON script describing how to behave
+    #[argh(positional)]
+    pub script: PathBuf,
+
+    /// append every line received on stdin to this file
+    #[argh(option)]
+    pub log: Option<PathBuf>,
+}
 
 #[derive(Deserialize, Default)]
 struct Script {

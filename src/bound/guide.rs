@@ -4,7 +4,7 @@
 //! A guide is a scenario turned into a plan ([`Guide`]: the steps as the
 //! host names the tools, their expected arguments in recorded space, the
 //! slots matching relaxes and the values a pin writes) plus its progress.
-//! `bir guide start` builds it (`crate::guide`); the daemon keeps it in a
+//! `bir guide start` builds it (`crate::cmd::guide`); the daemon keeps it in a
 //! private file (`crate::daemon::guides`) and, for every hook of the
 //! session that claimed it, calls the functions here, which decide and
 //! build the hook's answer — no I/O here, so the table is tested on plain
@@ -572,7 +572,7 @@ pub(crate) fn on_pre(
 }
 
 /// `pointer = value` for each pinned pointer (a pin's value is never a
-/// secret: see `crate::guide`).
+/// secret: see `crate::cmd::guide`).
 fn changes(step: &GuideStep, changed: &[String]) -> String {
     let parts: Vec<String> = changed
         .iter()

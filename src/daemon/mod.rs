@@ -17,11 +17,11 @@
 //!   recording service, transcript reads).
 //! * [`uds`] — the Unix socket the Claude Code mod posts to: where it may
 //!   live, stale vs live, the peer's uid.
-//! * [`control`] — `bir down`, and the daemon's lines in `bir status` and
-//!   `bir doctor`.
+//!
+//! `bir down`, and the daemon's lines in `bir status` and `bir doctor`,
+//! are commands: `crate::cmd::down`.
 
 pub(crate) mod client;
-pub(crate) mod control;
 pub(crate) mod discovery;
 pub(crate) mod guides;
 pub(crate) mod http;

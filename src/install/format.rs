@@ -16,7 +16,7 @@ use crate::codec::sha256_hex;
 use crate::error::Error;
 
 /// What `install` and `uninstall` do to one config file, per format.
-pub(super) trait ConfigFormat {
+pub(crate) trait ConfigFormat {
     /// Applies a job's operations to `before`: the new bytes (None: nothing
     /// to change) and the ledger entries (hashes filled in later).
     fn apply(
@@ -41,13 +41,13 @@ pub(super) trait ConfigFormat {
 }
 
 /// A JSON file, or JSONC (comments and trailing commas allowed).
-pub(super) struct Json(pub(super) Flavor);
+pub(crate) struct Json(pub(crate) Flavor);
 
 /// A Codex `config.toml`.
-pub(super) struct CodexToml;
+pub(crate) struct CodexToml;
 
 /// The format a job's file is written in.
-pub(super) fn of_job(job: &FileJob) -> Box<dyn ConfigFormat> {
+pub(crate) fn of_job(job: &FileJob) -> Box<dyn ConfigFormat> {
     if job.toml {
         Box::new(CodexToml)
     } else {
@@ -58,7 +58,7 @@ pub(super) fn of_job(job: &FileJob) -> Box<dyn ConfigFormat> {
 /// The format to read a ledger's file in: TOML by its extension, else
 /// JSONC (which accepts plain JSON too; bir only splices, so a file gains
 /// no comment it did not have).
-pub(super) fn of_file(file: &Path) -> Box<dyn ConfigFormat> {
+pub(crate) fn of_file(file: &Path) -> Box<dyn ConfigFormat> {
     if is_toml(file) {
         Box::new(CodexToml)
     } else {
@@ -152,20 +152,20 @@ fn args_look_secret(args: &[String]) -> bool {
 
 /// One entry to wrap: a copy at `copy_to` in the job's file, or in place
 /// (at `found.path` in the job's file).
-pub(super) struct Op {
-    pub(super) found: Found,
-    pub(super) copy_to: Option<Vec<String>>,
+pub(crate) struct Op {
+    pub(crate) found: Found,
+    pub(crate) copy_to: Option<Vec<String>>,
 }
 
 /// Everything to do in one file.
-pub(super) struct FileJob {
-    pub(super) file: PathBuf,
-    pub(super) flavor: Flavor,
+pub(crate) struct FileJob {
+    pub(crate) file: PathBuf,
+    pub(crate) flavor: Flavor,
     /// A Codex TOML file.
-    pub(super) toml: bool,
-    pub(super) client: String,
-    pub(super) project: Option<String>,
-    pub(super) ops: Vec<Op>,
+    pub(crate) toml: bool,
+    pub(crate) client: String,
+    pub(crate) project: Option<String>,
+    pub(crate) ops: Vec<Op>,
 }
 
 /// Applies a job's operations to `before`: the new bytes (None: nothing to

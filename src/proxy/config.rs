@@ -2,10 +2,82 @@
 //!
 //! This is the only place the proxy reads its environment variables.
 
+use argh::FromArgs;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::cli::ProxyArgs;
+/// Relay an MCP server over stdio, byte for byte, and report each tool call.
+///
+/// The MCP client starts `bir-proxy` as if it were the server; the proxy
+/// starts the real server (without a shell) and relays newline-delimited
+/// JSON-RPC both ways.
+///
+/// With `--url`, the server is remote (Streamable HTTP or the legacy HTTP+SSE
+/// transport) and no command is given.
+///
+/// Environment: BIR_UPSTREAM_MAX_MESSAGE_BYTES (largest message accepted from
+/// the server, default 134217728), BIR_PROXY_STAY_UP=1 (stay up answering
+/// errors after the server died), BIR_UPSTREAM_HEADERS (remote: a JSON object
+/// of header name to value, read once and removed from the environment),
+/// BIR_UPSTREAM_CONNECT_TIMEOUT_MS (remote: default 10000), RUST_LOG
+/// (diagnostics on stderr, e.g. RUST_LOG=bir=debug).
+#[derive(FromArgs, Debug)]
+pub struct ProxyArgs {
+    /// the server's name in logs and step reports (default: from the command)
+    #[argh(option)]
+    pub server_name: Option<String>,
+
+    /// write every relayed message and each step report to this JSONL file
+    #[argh(option)]
+    pub transcript: Option<PathBuf>,
+
+    /// if the server dies, start it again once and replay the handshake
+    #[argh(switch)]
+    pub restart: bool,
+
+    /// start the server (with --url: connect) only when a request needs it:
+    /// answer `initialize`, the lists and `ping` from the last snapshot
+    /// recorded for the same command line or URL (also BIR_PROXY_LAZY=1);
+    /// without one, start at once
+    #[argh(switch)]
+    pub lazy: bool,
+
+    /// a remote MCP server's URL (instead of a command)
+    #[argh(option)]
+    pub url: Option<String>,
+
+    /// remote transport: auto (default), http (Streamable HTTP) or sse
+    /// (legacy HTTP+SSE)
+    #[argh(option)]
+    pub transport: Option<String>,
+
+    /// a header sent to the remote server, 'Name: value' (repeatable; wins
+    /// over BIR_UPSTREAM_HEADERS)
+    #[argh(option)]
+    pub header: Vec<String>,
+
+    /// print the version and exit
+    #[argh(switch)]
+    pub version: bool,
+
+    /// serve this recording (a scenario file, or a run id) instead of
+    /// relaying; a command after `--` is the real server, for
+    /// `--on-miss passthrough`
+    #[argh(option)]
+    pub replay: Option<String>,
+
+    /// with --replay: keyed (default), ordered, strict or tool
+    #[argh(option, long = "match")]
+    pub match_mode: Option<String>,
+
+    /// with --replay: error (default) or passthrough (read-only tools only)
+    #[argh(option, default = "String::from(\"error\")")]
+    pub on_miss: String,
+
+    /// the server command and its arguments, after `--`
+    #[argh(positional, greedy)]
+    pub command: Vec<String>,
+}
 
 /// Default for `BIR_UPSTREAM_MAX_MESSAGE_BYTES`: 128 MiB.
 pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 128 * 1024 * 1024;

@@ -55,12 +55,13 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::cli::Role;
 use crate::cli::{Exit, parse_args, print_version};
-use crate::cli::{ProxyArgs, Role};
 use crate::error::{self, Error, ExitStatus as Status};
 use crate::observe::step::CallOutcome;
 use crate::observe::transcript::Transcript;
 use crate::observe::{Observer, Sink};
+use crate::proxy::config::ProxyArgs;
 use crate::record::store::Store;
 use crate::record::{LocalRun, RecorderConfig};
 use crate::service::forwarder::ServiceForwarder;

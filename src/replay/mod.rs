@@ -6,7 +6,7 @@
 //! space ([`compare`]); the mock serves a recording over stdio ([`mock`])
 //! through an index ([`matcher`]). Templates in arguments are resolved by
 //! [`template`]. The commands (`bir scenario|replay|verify|mock`) live in
-//! the command layer (`crate::reuse`); `bir-proxy --replay` calls
+//! the command layer (`crate::cmd::replay`); `bir-proxy --replay` calls
 //! [`serve_mock`].
 
 pub mod client;

@@ -9,13 +9,13 @@
 //! in a URL, an argument we pass on, or a log line; `Debug` of anything
 //! holding it shows `[REDACTED]`.
 
+use argh::FromArgs;
 use std::fs::{self};
 use std::io::{self, BufRead, Read, Write};
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::cli::{LoginCmd, LogoutCmd, WhoamiCmd};
 use crate::error::{Context, Error, ExitStatus};
 use crate::output::out;
 use crate::secret::Secret;
@@ -24,6 +24,36 @@ use crate::service::credentials::{
 };
 use crate::service::url as service_url;
 use crate::urls;
+
+/// Sign in to a recording service: save its URL and your token.
+///
+/// Without --token the token is read from standard input (without echo on
+/// a terminal). Piped input may also be the JSON document your service
+/// issued, with token, refreshToken, expiresAt and refreshUrl.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "login")]
+pub struct LoginCmd {
+    /// the service's base URL (default: BIR_SERVICE_URL, or the one you
+    /// logged in to before)
+    #[argh(option)]
+    pub service: Option<String>,
+
+    /// the token (visible in your shell history and the process list:
+    /// prefer standard input)
+    #[argh(option)]
+    pub token: Option<crate::secret::Secret>,
+}
+
+/// Forget the recording service's credentials.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "logout")]
+pub struct LogoutCmd {}
+
+/// Show which recording service runs go to, and which token (fingerprint
+/// only).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "whoami")]
+pub struct WhoamiCmd {}
 
 /// What was read from standard input.
 #[derive(Deserialize)]
@@ -243,4 +273,20 @@ pub fn whoami(_cmd: WhoamiCmd) -> Result<ExitStatus, Error> {
     }
     out(&lines.join("\n"));
     Ok(ExitStatus::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_on_the_command_line_is_not_in_debug() {
+        let cmd =
+            LoginCmd::from_args(&["login"], &["--token", "tok_supersecret_cli"]).expect("parse");
+        assert!(!format!("{cmd:?}").contains("supersecret"));
+        assert_eq!(
+            cmd.token.as_ref().map(crate::secret::Secret::expose),
+            Some("tok_supersecret_cli")
+        );
+    }
 }

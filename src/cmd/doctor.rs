@@ -11,6 +11,7 @@
 //! exists and is executable, `$BIR_HOME`'s permissions, and that a
 //! `bir-proxy` on `PATH` is this version.
 
+use argh::FromArgs;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -23,13 +24,32 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::commands::resolve_for;
-use super::entry::{EntryKind, is_executable};
-use super::jsonedit::{Doc, Flavor, Kind, Node};
-use super::vocab::{Decision, Found, Scope};
-use crate::cli::DoctorCmd;
+use super::install::resolve_for;
+use crate::install::entry::{EntryKind, is_executable};
+use crate::install::jsonedit::{Doc, Flavor, Kind, Node};
+use crate::install::vocab::{Decision, Found, Scope};
+
 use crate::error::{Error, ExitStatus};
 use crate::output::out;
+
+/// Check that every wrapped MCP server starts and answers through bir-proxy.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "doctor")]
+pub struct DoctorCmd {
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// only this client (default: Claude Code and every other client whose
+    /// config exists)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// how long each server may take to answer initialize and tools/list,
+    /// in milliseconds (default 15000)
+    #[argh(option, default = "15000")]
+    pub timeout_ms: u64,
+}
 
 /// Expands `${VAR}` and `${VAR:-default}` like Claude Code: an unset
 /// variable without a default stays as written.
@@ -370,8 +390,13 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     let deadline = Duration::from_millis(cmd.timeout_ms.max(100));
     // Sections: a header and the (entry, decision) pairs, per client file.
     let mut sections: Vec<(String, Vec<(Found, Decision)>)> = Vec::new();
-    let targets =
-        super::clients::targets(cmd.client.as_deref(), None, "mcpServers", false, &project)?;
+    let targets = crate::install::clients::targets(
+        cmd.client.as_deref(),
+        None,
+        "mcpServers",
+        false,
+        &project,
+    )?;
     // Claude Code's paths, when it is a target: its hooks are checked too.
     let mut claude_paths = None;
     // Its wrapped servers: the live check asks whether each one's proxy is
@@ -379,7 +404,7 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     let mut claude_wrapped: Vec<String> = Vec::new();
     for t in targets {
         match t {
-            super::clients::Target::ClaudeCode => match resolve_for(&project) {
+            crate::install::clients::Target::ClaudeCode => match resolve_for(&project) {
                 Ok((resolved, decisions)) => sections.push((
                     {
                         claude_wrapped = wrapped_names(&decisions);
@@ -395,10 +420,12 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
                 )),
                 Err(e) => return Err(e),
             },
-            super::clients::Target::File(cf) => match super::clients::entries(&cf, &[]) {
-                Ok(d) => sections.push((format!("{} — {}", cf.label, cf.file.display()), d)),
-                Err(e) => return Err(e),
-            },
+            crate::install::clients::Target::File(cf) => {
+                match crate::install::clients::entries(&cf, &[]) {
+                    Ok(d) => sections.push((format!("{} — {}", cf.label, cf.file.display()), d)),
+                    Err(e) => return Err(e),
+                }
+            }
         }
     }
     let cwd = std::path::absolute(&project).unwrap_or(project.clone());
@@ -489,25 +516,26 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         }
     }
     if let Some(paths) = &claude_paths {
-        let (lines, problems) = super::hookcmd::doctor(paths, super::modcmd::installed(paths));
+        let (lines, problems) =
+            crate::install::hookcmd::doctor(paths, crate::install::modcmd::installed(paths));
         for l in lines {
             out(&l);
         }
         failures += problems;
-        let socket = crate::daemon::control::live_socket();
-        let (lines, problems) = super::modcmd::doctor(paths, socket.as_deref());
+        let socket = super::down::live_socket();
+        let (lines, problems) = crate::install::modcmd::doctor(paths, socket.as_deref());
         for l in lines {
             out(&l);
         }
         failures += problems;
     }
     out(&check_home());
-    let (line, ok) = crate::daemon::control::doctor_line();
+    let (line, ok) = super::down::doctor_line();
     out(&line);
     if !ok {
         failures += 1;
     }
-    let (lines, problems) = crate::daemon::control::doctor_sessions(&cwd, &claude_wrapped);
+    let (lines, problems) = super::down::doctor_sessions(&cwd, &claude_wrapped);
     for l in lines {
         out(&l);
     }

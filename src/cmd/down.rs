@@ -4,14 +4,25 @@
 //! None of these start a daemon: a user asking about it must not create
 //! one (it starts on demand when a hook or a proxy needs it).
 
+use argh::FromArgs;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::client::{self, Missing};
-use super::{Health, SessionsAnswer, discovery};
-use crate::cli::DownCmd;
+use crate::daemon::client::{self, Missing};
+use crate::daemon::{Health, SessionsAnswer, discovery};
+
 use crate::error::{Error, ExitStatus};
 use crate::output::out;
+
+/// Stop the recorder daemon (it finishes every open run first). It starts
+/// again on demand when a hook or a proxy needs it.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "down")]
+pub struct DownCmd {
+    /// how long to wait for it to exit, in milliseconds (default 10000)
+    #[argh(option, default = "10000")]
+    pub timeout_ms: u64,
+}
 
 /// How long a status or doctor probe waits for the daemon.
 const PROBE: Duration = Duration::from_millis(1500);
@@ -231,7 +242,7 @@ pub fn doctor_sessions(project: &Path, wrapped: &[String]) -> (Vec<String>, usiz
 }
 
 fn session_lines(
-    sessions: &[super::SessionView],
+    sessions: &[crate::daemon::SessionView],
     project: &Path,
     wrapped: &[String],
 ) -> (Vec<String>, usize) {
@@ -300,12 +311,13 @@ fn same_dir_key(dir: &Path) -> std::path::PathBuf {
 /// words.
 pub fn live_socket() -> Option<String> {
     let home = crate::home::bir_home()?;
-    let d = match super::discovery::read(&home) {
-        Ok(Some(d)) if super::discovery::pid_alive(d.pid) => d,
+    let d = match crate::daemon::discovery::read(&home) {
+        Ok(Some(d)) if crate::daemon::discovery::pid_alive(d.pid) => d,
         _ => return None,
     };
     let path = d.socket?;
-    (super::uds::occupant(std::path::Path::new(&path)) == super::uds::Occupant::Live)
+    (crate::daemon::uds::occupant(std::path::Path::new(&path))
+        == crate::daemon::uds::Occupant::Live)
         .then_some(path)
 }
 

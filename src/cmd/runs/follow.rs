@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{Screen, write_call, write_columns, write_finish, write_header, write_snapshot};
-use crate::cli::ShowCmd;
+use crate::cmd::runs::ShowCmd;
 use crate::error::{Context, Error, ExitStatus};
 use crate::record::calls::reader_calls;
 use crate::record::journal;

@@ -4,11 +4,11 @@
 //! data only; recorded text is still escaped before it reaches a terminal
 //! (control characters from a tool's output must not drive the terminal).
 
+use argh::FromArgs;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::cli::{RmCmd, RunsAction, RunsCmd};
 use crate::error::{self, Context, Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::record::calls::{Call, reader_calls};
@@ -20,6 +20,132 @@ mod follow;
 mod list;
 mod otlp_export;
 mod turns;
+
+/// List, show, export and remove recorded runs.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "runs")]
+pub struct RunsCmd {
+    #[argh(subcommand)]
+    pub action: Option<RunsAction>,
+
+    /// how many runs to list (default 20)
+    #[argh(option, default = "20")]
+    pub limit: usize,
+
+    /// list as JSON lines instead of a table
+    #[argh(switch)]
+    pub json: bool,
+
+    /// only runs that recorded this server
+    #[argh(option)]
+    pub server: Option<String>,
+
+    /// only runs that called this tool (its name, or the host's
+    /// `mcp__server__tool`)
+    #[argh(option)]
+    pub tool: Option<String>,
+
+    /// only runs with a failed call (with --tool: a failed call to it)
+    #[argh(switch)]
+    pub failed: bool,
+
+    /// only runs started since then: an age (2h, 3d) or an RFC 3339 date
+    #[argh(option)]
+    pub since: Option<String>,
+
+    /// only runs started before then: an age (2h, 3d) or an RFC 3339 date
+    #[argh(option)]
+    pub until: Option<String>,
+
+    /// only runs of this tier (standalone or bound)
+    #[argh(option)]
+    pub tier: Option<String>,
+
+    /// only runs recorded in this directory or below it
+    #[argh(option)]
+    pub cwd: Option<String>,
+
+    /// only runs recorded in the current directory or below it
+    #[argh(switch)]
+    pub here: bool,
+
+    /// list the runs on the recording service you are logged in to
+    #[argh(switch)]
+    pub remote: bool,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum RunsAction {
+    Show(ShowCmd),
+    Export(ExportCmd),
+    Rm(RmCmd),
+}
+
+/// Draw a run as a timeline of its steps.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "show")]
+pub struct ShowCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional, default = "String::from(\"latest\")")]
+    pub run: String,
+
+    /// print whole arguments and results instead of one-line previews
+    #[argh(switch)]
+    pub full: bool,
+
+    /// on a run still being recorded, print its steps as they arrive and
+    /// stop when it ends
+    #[argh(switch)]
+    pub follow: bool,
+
+    /// fetch the run from the recording service (its whole id, or `latest`)
+    #[argh(switch)]
+    pub remote: bool,
+}
+
+/// Write a run as JSON (one document) or JSONL (its records) to stdout,
+/// or send runs to OpenTelemetry (--otlp).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "export")]
+pub struct ExportCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional)]
+    pub run: Option<String>,
+
+    /// json (default) or jsonl
+    #[argh(option, default = "String::from(\"json\")")]
+    pub format: String,
+
+    /// fetch the run from the recording service (its whole id, or `latest`)
+    #[argh(switch)]
+    pub remote: bool,
+
+    /// send to the OpenTelemetry receiver (BIR_OTLP_ENDPOINT, or OTEL_* with BIR_OTLP=1) instead of printing: the run named, or with --since every run not exported yet
+    #[argh(switch)]
+    pub otlp: bool,
+
+    /// with --otlp: the runs started within this age (e.g. 7d, 12h) that were not exported yet
+    #[argh(option)]
+    pub since: Option<String>,
+}
+
+/// Remove runs by id, by age, or beyond a count.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "rm")]
+pub struct RmCmd {
+    /// runs to remove (ids or unique prefixes)
+    #[argh(positional)]
+    pub runs: Vec<String>,
+
+    /// remove finished runs older than this (e.g. 7d, 12h, 30m)
+    #[argh(option)]
+    pub older_than: Option<String>,
+
+    /// keep only the newest N finished runs
+    #[argh(option)]
+    pub keep: Option<usize>,
+}
 
 /// `bir runs` and its subcommands; errors name `bir runs` unless a
 /// subcommand names itself.

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::json;
 
 use super::{Screen, clip, parse_age, short_id};
-use crate::cli::RunsCmd;
+use crate::cmd::runs::RunsCmd;
 use crate::error::{Context, Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::record::index::RunSummary;

@@ -22,18 +22,45 @@
 mod document;
 mod page;
 
+use argh::FromArgs;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::cli::ReportCmd;
 use crate::error::{Context, Error, ExitStatus};
 use crate::home::{ensure_private_dir, open_regular, private_file, report_page};
 use crate::output::{escape, out};
 use crate::record::store::{LoadedRun, Store, load_path};
 use crate::time::rfc3339;
+
+/// Write a run as one self-contained HTML page (no network requests; open
+/// it from disk in any browser).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "report")]
+pub struct ReportCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional, default = "String::from(\"latest\")")]
+    pub run: String,
+
+    /// where to write the page (default: $BIR_HOME/reports/<run>.html)
+    #[argh(option, short = 'o')]
+    pub output: Option<PathBuf>,
+
+    /// open the page in a browser (xdg-open or open), else print its path
+    #[argh(switch)]
+    pub open: bool,
+
+    /// keep the page up to date while the run is live (the page reloads
+    /// itself); return when the run ends
+    #[argh(switch)]
+    pub follow: bool,
+
+    /// fetch the run from the recording service (its whole id, or `latest`)
+    #[argh(switch)]
+    pub remote: bool,
+}
 
 /// How often `--follow` looks at the journal.
 const POLL: Duration = Duration::from_millis(300);

@@ -5,14 +5,15 @@
 //! ledger's original entry), prints reports (every line escaped) and maps
 //! outcomes to the exit codes of REPLAY.md §4.9.
 
+use argh::FromArgs;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cli::{MockCmd, ReplayCmd, ScenarioAction, ScenarioCmd, VerifyCmd};
 use crate::error::{Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::proxy::config::{TransportMode, UpstreamHttpConfig};
@@ -23,6 +24,340 @@ use crate::replay::scenario::{CompareRule, Param, Scenario};
 use crate::replay::{derive, gate, load_source, template};
 
 // ---------------------------------------------------------------- scenario
+
+/// Turn runs into editable scenarios and edit them.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "scenario")]
+pub struct ScenarioCmd {
+    #[argh(subcommand)]
+    pub action: ScenarioAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum ScenarioAction {
+    Derive(ScenarioDeriveCmd),
+    Param(ScenarioParamCmd),
+    Volatile(ScenarioVolatileCmd),
+    Ignore(ScenarioIgnoreCmd),
+    Pin(ScenarioPinCmd),
+    Unpin(ScenarioUnpinCmd),
+    Safety(ScenarioSafetyCmd),
+    Check(ScenarioCheckCmd),
+    Show(ScenarioShowCmd),
+}
+
+/// Write a scenario (`bir/scenario@1`) derived from a run.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "derive")]
+pub struct ScenarioDeriveCmd {
+    /// the run: its id, a unique prefix of it, or `latest`
+    #[argh(positional)]
+    pub run: String,
+
+    /// write to this file (default: stdout)
+    #[argh(option, short = 'o')]
+    pub out: Option<PathBuf>,
+
+    /// only list proposed bindings; leave the recorded literals in place
+    #[argh(switch)]
+    pub no_bind: bool,
+}
+
+/// Turn the value at an argument path into a parameter.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "param")]
+pub struct ScenarioParamCmd {
+    #[argh(positional)]
+    pub file: PathBuf,
+    #[argh(positional)]
+    pub step: String,
+    /// a JSON Pointer into the step's arguments, e.g. /token
+    #[argh(positional)]
+    pub path: String,
+    #[argh(positional)]
+    pub name: String,
+    /// where the value comes from: env:VAR, arg or prompt
+    #[argh(option)]
+    pub from: Option<String>,
+    /// keep the recorded value as the default (refused for redacted values)
+    #[argh(switch)]
+    pub keep_default: bool,
+}
+
+/// Relax an argument path for matching; without a path, treat the whole
+/// result as volatile (only isError and content types are compared).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "volatile")]
+pub struct ScenarioVolatileCmd {
+    #[argh(positional)]
+    pub file: PathBuf,
+    #[argh(positional)]
+    pub step: String,
+    #[argh(positional)]
+    pub path: Option<String>,
+}
+
+/// Add a compare rule to a step (or `all`).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "ignore")]
+pub struct ScenarioIgnoreCmd {
+    #[argh(positional)]
+    pub file: PathBuf,
+    /// a step id, or `all`
+    #[argh(positional)]
+    pub step: String,
+    /// a JSON Pointer into the result (`*`, `**` allowed)
+    #[argh(positional)]
+    pub path: String,
+    /// ignore (default), type, pattern:REGEX, unordered, field:NAME
+    #[argh(option, default = "String::from(\"ignore\")")]
+    pub kind: String,
+}
+
+/// Pin a step (guided replay rewrites a deviating call to it).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "pin")]
+pub struct ScenarioPinCmd {
+    #[argh(positional)]
+    pub file: PathBuf,
+    #[argh(positional)]
+    pub step: String,
+}
+
+/// Unpin a step.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "unpin")]
+pub struct ScenarioUnpinCmd {
+    #[argh(positional)]
+    pub file: PathBuf,
+    #[argh(positional)]
+    pub step: String,
+}
+
+/// Override a step's safety class: auto, confirm or skip (auto counts only
+/// with --trust-scenario).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "safety")]
+pub struct ScenarioSafetyCmd {
+    #[argh(positional)]
+    pub file: PathBuf,
+    #[argh(positional)]
+    pub step: String,
+    #[argh(positional)]
+    pub class: String,
+}
+
+/// Liveness: the servers start, the tools exist, the definitions match the
+/// snapshot; reports the scenario's age.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "check")]
+pub struct ScenarioCheckCmd {
+    #[argh(positional)]
+    pub file: String,
+    /// a server as NAME='command args…' (repeatable; default: the install
+    /// ledger's original entry)
+    #[argh(option)]
+    pub server: Vec<String>,
+    /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+    /// a remote server as NAME=URL (Streamable HTTP; repeatable)
+    #[argh(option)]
+    pub url: Vec<String>,
+    /// how long a server may take to answer, in milliseconds (default 30000)
+    #[argh(option, default = "30000")]
+    pub timeout_ms: u64,
+}
+
+/// The scenario as a timeline, with safety classes and bindings.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "show")]
+pub struct ScenarioShowCmd {
+    #[argh(positional)]
+    pub file: String,
+}
+
+/// Replay a run or scenario against the live servers (bir is the MCP
+/// client). Read-only steps run; the others are held unless --execute.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "replay")]
+pub struct ReplayCmd {
+    /// a scenario file, or a run (id, prefix, `latest`)
+    #[argh(positional)]
+    pub source: String,
+    /// a server as NAME='command args…' (repeatable; default: the install
+    /// ledger's original entry)
+    #[argh(option)]
+    pub server: Vec<String>,
+    /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
+    /// (stdio entries, and remote ones by their `url`)
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+    /// a remote server as NAME=URL (Streamable HTTP; repeatable)
+    #[argh(option)]
+    pub url: Vec<String>,
+    /// run each recorded concurrent group of steps together
+    #[argh(switch)]
+    pub parallel_groups: bool,
+    /// do not journal this replay as a run
+    #[argh(switch)]
+    pub no_record: bool,
+    /// execute nothing; print the plan with each step's class and reason
+    #[argh(switch)]
+    pub dry_run: bool,
+    /// also run held steps that pass the gate (allow-listed, or confirmed
+    /// on a terminal)
+    #[argh(switch)]
+    pub execute: bool,
+    /// server/tool glob allowed with --execute (destructive tools: exact name)
+    #[argh(option)]
+    pub allow: Vec<String>,
+    /// server/tool glob never run (wins over --allow)
+    #[argh(option)]
+    pub deny: Vec<String>,
+    /// count the scenario's own allow lists and `safety: auto` overrides
+    #[argh(switch)]
+    pub trust_scenario: bool,
+    /// configured (default) or none (every step confirm)
+    #[argh(option, default = "String::from(\"configured\")")]
+    pub trust_annotations: String,
+    /// hold open-world (external) steps too
+    #[argh(switch)]
+    pub no_open_world: bool,
+    /// only these steps: 3-7 (by index)
+    #[argh(option)]
+    pub steps: Option<String>,
+    /// start at this step id
+    #[argh(option)]
+    pub from: Option<String>,
+    /// bind a parameter: name=value (repeatable)
+    #[argh(option)]
+    pub param: Vec<String>,
+    /// text (default) or json
+    #[argh(option, default = "String::from(\"text\")")]
+    pub format: String,
+    /// also write the JSON report to this file
+    #[argh(option)]
+    pub report: Option<PathBuf>,
+    /// also write a JUnit XML report to this file
+    #[argh(option)]
+    pub junit: Option<PathBuf>,
+    /// per request, in milliseconds (default 30000)
+    #[argh(option, default = "30000")]
+    pub timeout_ms: u64,
+}
+
+/// Replay with CI defaults: only read-only steps run, never a prompt.
+/// Exit: 0 matched, 1 divergence, 2 usage, 3 incomplete, 4 server down,
+/// 5 stale or drifted.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "verify")]
+pub struct VerifyCmd {
+    /// scenario files or runs
+    #[argh(positional)]
+    pub sources: Vec<String>,
+    /// a server as NAME='command args…' (repeatable)
+    #[argh(option)]
+    pub server: Vec<String>,
+    /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
+    /// (stdio entries, and remote ones by their `url`)
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+    /// a remote server as NAME=URL (Streamable HTTP; repeatable)
+    #[argh(option)]
+    pub url: Vec<String>,
+    /// run each recorded concurrent group of steps together
+    #[argh(switch)]
+    pub parallel_groups: bool,
+    /// do not journal this verification as a run
+    #[argh(switch)]
+    pub no_record: bool,
+    /// compare only the snapshots (tools added/removed, schema or
+    /// annotation changes): zero side effects
+    #[argh(switch)]
+    pub schema_only: bool,
+    /// rewrite `expect` of diverged steps (scenario files only)
+    #[argh(switch)]
+    pub update: bool,
+    /// with --update: also refresh verifiedAt when every step passes
+    #[argh(switch)]
+    pub update_all: bool,
+    /// run each read-only step N times and propose ignore rules for the
+    /// paths that vary
+    #[argh(option)]
+    pub calibrate: Option<u32>,
+    /// with --calibrate: write the proposed rules into the scenario
+    #[argh(switch)]
+    pub write: bool,
+    /// how old a scenario may be (e.g. 30d)
+    #[argh(option)]
+    pub max_age: Option<String>,
+    /// warn (default) or error (exit 5) past --max-age
+    #[argh(option, default = "String::from(\"warn\")")]
+    pub expired: String,
+    /// exit 5 when a server's tools drifted from the snapshot
+    #[argh(switch)]
+    pub fail_on_drift: bool,
+    /// bind a parameter: name=value (repeatable)
+    #[argh(option)]
+    pub param: Vec<String>,
+    /// text (default) or json
+    #[argh(option, default = "String::from(\"text\")")]
+    pub format: String,
+    /// also write the JSON report to this file
+    #[argh(option)]
+    pub report: Option<PathBuf>,
+    /// also write a JUnit XML report to this file
+    #[argh(option)]
+    pub junit: Option<PathBuf>,
+    /// per request, in milliseconds (default 30000)
+    #[argh(option, default = "30000")]
+    pub timeout_ms: u64,
+}
+
+/// Serve a recorded server over stdio as an MCP server.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "mock")]
+pub struct MockCmd {
+    /// a scenario file, or a run (id, prefix, `latest`)
+    #[argh(positional)]
+    pub source: String,
+    /// the recorded server to serve (default: the only one)
+    #[argh(option)]
+    pub server: Option<String>,
+    /// keyed (default), ordered, strict or tool
+    #[argh(option, long = "match")]
+    pub match_mode: Option<String>,
+    /// error (default) or last: what a call repeated past the recording gets
+    #[argh(option, default = "String::from(\"error\")")]
+    pub repeats: String,
+    /// error (default) or passthrough (read-only tools to the server after --)
+    #[argh(option, default = "String::from(\"error\")")]
+    pub on_miss: String,
+    /// exit 1 if recorded calls were left unused
+    #[argh(switch)]
+    pub require_all: bool,
+    /// refuse to serve results recorded redacted or truncated
+    #[argh(switch)]
+    pub strict_redaction: bool,
+    /// warn past this age (default 30d)
+    #[argh(option)]
+    pub max_age: Option<String>,
+    /// warn (default) or error (refuse to start) past --max-age
+    #[argh(option, default = "String::from(\"warn\")")]
+    pub expired: String,
+    /// at start, compare the snapshot with the real server's tools/list
+    /// (the server after `--`) and warn on drift
+    #[argh(switch)]
+    pub live_check: bool,
+    /// do not journal this mock session as a run
+    #[argh(switch)]
+    pub no_record: bool,
+    /// the real server, after `--` (for --on-miss passthrough)
+    #[argh(positional, greedy)]
+    pub command: Vec<String>,
+}
 
 pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
     match cmd.action {

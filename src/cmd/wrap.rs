@@ -1,14 +1,56 @@
 //! `bir wrap -- <cmd> [args…]`: a wrapped entry for a client bir has no
 //! adapter for, printed, or written into a config file's server map.
 
-use super::atomic;
-use super::diff;
-use super::entry::{ProxyForm, json_array};
-use super::jsonedit::{Doc, Flavor, Style, json_string, render};
-use super::ledger;
-use crate::cli::WrapCmd;
+use crate::install::atomic;
+use crate::install::diff;
+use crate::install::entry::{ProxyForm, json_array};
+use crate::install::jsonedit::{Doc, Flavor, Style, json_string, render};
+use crate::install::ledger;
+use argh::FromArgs;
+use std::path::PathBuf;
+
 use crate::error::{self, Error, ExitStatus};
 use crate::output::out;
+
+/// Print a server entry that runs the server through bir-proxy, or write it
+/// into a config file's server map (--config FILE --name NAME).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "wrap")]
+pub struct WrapCmd {
+    /// the server's name in recordings (default: --name, else derived from
+    /// the command)
+    #[argh(option)]
+    pub server_name: Option<String>,
+
+    /// write the entry into this JSON file instead of printing it
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+
+    /// the entry's key in the file's server map (required with --config)
+    #[argh(option)]
+    pub name: Option<String>,
+
+    /// the server map's key in the file (default mcpServers; VS Code uses
+    /// servers, Zed context_servers)
+    #[argh(option, default = "String::from(\"mcpServers\")")]
+    pub map_key: String,
+
+    /// the file may hold comments and trailing commas (VS Code, Zed)
+    #[argh(switch)]
+    pub jsonc: bool,
+
+    /// replace an existing entry of that name
+    #[argh(switch)]
+    pub force: bool,
+
+    /// print the change as a diff and write nothing
+    #[argh(switch)]
+    pub dry_run: bool,
+
+    /// the server command and its arguments, after `--`
+    #[argh(positional, greedy)]
+    pub command: Vec<String>,
+}
 
 /// Pretty-prints JSON text (2 spaces, `": "`), keeping scalars as written.
 pub fn pretty(text: &str) -> String {

@@ -25,7 +25,6 @@
 //! One sender at a time per store: `bir sync` and the catch-up take the
 //! same advisory lock.
 
-use crate::cli::SyncCmd;
 use crate::error::{Context, Error, ExitStatus};
 use crate::home::Wait;
 use crate::output::out;
@@ -36,6 +35,12 @@ use crate::service::sync::{
     Outcome, STALE_AFTER, Standing, SyncLock, hold, pending, send_run, standing,
 };
 use crate::service::url as service_url;
+use argh::FromArgs;
+
+/// Send runs the recording service has not acknowledged yet.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "sync")]
+pub struct SyncCmd {}
 
 /// `bir sync`: a line per run; fails (exit status 1) when a run was not
 /// delivered.

@@ -17,17 +17,49 @@
 //! Idempotent: when the plan would change nothing, it says everything is in
 //! place, asks nothing and writes nothing.
 
+use argh::FromArgs;
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
-use super::claude::Paths;
-use super::clients::{self, Target};
-use super::commands::{self, report_applied};
 use super::doctor;
-use super::vocab::Client;
-use crate::cli::{DoctorCmd, InstallCmd, SetupCmd};
+use super::install::{self, report_applied};
+use crate::cmd::doctor::DoctorCmd;
+use crate::cmd::install::InstallCmd;
 use crate::error::{Error, ExitStatus};
+use crate::install::claude::Paths;
+use crate::install::clients::{self, Target};
+use crate::install::vocab::Client;
 use crate::output::out;
+
+/// The guided first run: find the MCP clients here, show what `bir install`
+/// would change, ask once, install, check with `bir doctor`.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "setup")]
+pub struct SetupCmd {
+    /// make the changes shown without asking (needed without a terminal)
+    #[argh(switch)]
+    pub yes: bool,
+
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// where Claude Code's hooks go: user (default), project or none (as
+    /// for `bir install --hooks`)
+    #[argh(option, default = "String::from(\"user\")")]
+    pub hooks: String,
+
+    /// how long `bir doctor` waits for each server, in milliseconds
+    /// (default 15000)
+    #[argh(option, default = "15000")]
+    pub timeout_ms: u64,
+
+    /// wrapped servers start (remote ones: connect) only when a request
+    /// needs them
+    /// (`bir install --lazy`)
+    #[argh(switch)]
+    pub lazy: bool,
+}
 
 /// An MCP client found on this machine, and the file that says so.
 struct FoundClient {
@@ -129,7 +161,7 @@ pub fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
         },
         lazy: cmd.lazy,
     };
-    let plan = commands::plan(&install)?;
+    let plan = install::plan(&install)?;
     let pending = plan.would_change()?;
     plan.show()?;
     if pending {

@@ -1,31 +1,148 @@
 //! `bir install`, `bir uninstall`, `bir status` (Claude Code).
 //!
 //! `bir install` wraps every approved server this project's Claude Code
-//! sees (stdio servers, and remote ones as [`super::remote_entry`] describes), writing the wrapped copy into the project's **local scope**
+//! sees (stdio servers, and remote ones as [`crate::install::remote_entry`] describes), writing the wrapped copy into the project's **local scope**
 //! (`~/.claude.json` → `projects[<key>].mcpServers`), which beats the
 //! project (`.mcp.json`) and user scopes: the team's `.mcp.json` and the
 //! user scope are never edited. A server already in the local scope is
 //! wrapped in place. Every change goes into the ledger; `bir uninstall`
 //! reverses exactly those changes.
 
+use argh::FromArgs;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use super::atomic;
-use super::claude::{self, Paths, Resolved};
-use super::diff;
-use super::entry::{EntryKind, ProxyForm};
-use super::format::{self, FileJob, Op};
-use super::hookcmd;
-use super::hooks::HookScope;
-use super::jsonedit::{Flavor, json_string};
-use super::ledger::{self, Change};
-use super::vocab::{Decision, Found, Scope};
 use crate::bound::Correlation;
-use crate::cli::{InstallCmd, StatusCmd, UninstallCmd};
+use crate::install::atomic;
+use crate::install::claude::{self, Paths, Resolved};
+use crate::install::diff;
+use crate::install::entry::{EntryKind, ProxyForm};
+use crate::install::format::{self, FileJob, Op};
+use crate::install::hookcmd;
+use crate::install::hooks::HookScope;
+use crate::install::jsonedit::{Flavor, json_string};
+use crate::install::ledger::{self, Change};
+use crate::install::vocab::{Decision, Found, Scope};
+
 use crate::codec::sha256_hex;
 use crate::error::{self, Error, ExitStatus};
 use crate::output::out;
+
+/// Wrap this project's MCP servers with bir-proxy (Claude Code).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "install")]
+pub struct InstallCmd {
+    /// the client to configure (today: claude-code; others: use `bir wrap
+    /// --config`)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// wrap only this server (repeatable); also wraps a `.mcp.json` server
+    /// Claude Code has not asked about yet (never a rejected one), or a
+    /// remote server the client signs in itself
+    #[argh(option)]
+    pub server: Vec<String>,
+
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// print the exact diff and change nothing
+    #[argh(switch)]
+    pub dry_run: bool,
+
+    /// wrap `.mcp.json` servers in place instead of copying them into the
+    /// local scope (also BIR_WRAP_MCP_JSON=1)
+    #[argh(switch)]
+    pub mcp_json: bool,
+
+    /// wrap the stdio servers of this JSON file (any client) in place
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+
+    /// with --config: the server map's key (default mcpServers)
+    #[argh(option, default = "String::from(\"mcpServers\")")]
+    pub map_key: String,
+
+    /// with --config: the file may hold comments and trailing commas
+    #[argh(switch)]
+    pub jsonc: bool,
+
+    /// where to register the Claude Code hooks that record whole sessions:
+    /// user (default: ~/.claude/settings.json), project
+    /// (<project>/.claude/settings.json, loaded only when Claude Code starts
+    /// in that directory and trusts it) or none
+    #[argh(option, default = "String::from(\"user\")")]
+    pub hooks: String,
+
+    /// call-id injection for MCP calls of hosts that send no
+    /// `_meta["claudecode/toolUseId"]`: inject (PreToolUse adds
+    /// `__bir_call_id__` to a bound server's arguments; the server sees it),
+    /// off, or meta (the default: never touch arguments). Written on the
+    /// PreToolUse hook; without it, what is registered stays
+    #[argh(option)]
+    pub correlate: Option<String>,
+
+    /// never inject a call id, whatever BIR_CORRELATE says (same as
+    /// --correlate off)
+    #[argh(switch)]
+    pub no_correlation: bool,
+
+    /// wrapped servers start (remote ones: connect) only when a request
+    /// needs them
+    /// (`bir-proxy --lazy`; applies to the entries this run wraps)
+    #[argh(switch)]
+    pub lazy: bool,
+    /// also install bir's Claude Code plugin (a hooks module that streams
+    /// the model's words and each turn's answer to the recorder daemon over
+    /// its private Unix socket; Claude Code 2.1.332 or newer)
+    #[argh(switch, long = "mod")]
+    pub with_mod: bool,
+
+    /// serve this recorded scenario instead of the --server entries
+    /// (`bir-proxy --replay FILE -- original`); `bir uninstall --server
+    /// NAME` switches back
+    #[argh(option)]
+    pub replay: Option<PathBuf>,
+}
+
+/// Undo `bir install`: restore the entries bir wrapped.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "uninstall")]
+pub struct UninstallCmd {
+    /// every project on this machine, not just the current one
+    #[argh(switch)]
+    pub all: bool,
+
+    /// only this server (repeatable)
+    #[argh(option)]
+    pub server: Vec<String>,
+
+    /// only this client's changes, in every project (e.g. cursor)
+    #[argh(option)]
+    pub client: Option<String>,
+
+    /// only the changes in this file
+    #[argh(option)]
+    pub config: Option<PathBuf>,
+
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+
+    /// print the exact diff and change nothing
+    #[argh(switch)]
+    pub dry_run: bool,
+}
+
+/// Show which MCP servers are wrapped, per client and scope.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "status")]
+pub struct StatusCmd {
+    /// the project directory (default: the current directory)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+}
 
 const CLIENT: &str = "claude-code";
 
@@ -139,9 +256,9 @@ pub struct InstallPlan {
 pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let project = project_dir(&cmd.project);
     if let Some(file) = &cmd.replay {
-        super::entry::serve_recording(file, &cmd.server)?;
+        crate::install::entry::serve_recording(file, &cmd.server)?;
     }
-    let targets = super::clients::targets(
+    let targets = crate::install::clients::targets(
         cmd.client.as_deref(),
         cmd.config.as_deref(),
         &cmd.map_key,
@@ -158,7 +275,7 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let mut summaries: Vec<Box<dyn Fn(bool)>> = Vec::new();
     for target in targets {
         match target {
-            super::clients::Target::ClaudeCode => {
+            crate::install::clients::Target::ClaudeCode => {
                 let paths = Paths::from_env(&project)?;
                 let resolved = claude::resolve(&paths)?;
                 known_names.extend(resolved.winners.iter().map(|f| f.name.clone()));
@@ -214,8 +331,8 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
                     summary(&resolved, &plan, applied, in_place_mcp_json)
                 }));
             }
-            super::clients::Target::File(cf) => {
-                let found = super::clients::entries(&cf, &cmd.server)?;
+            crate::install::clients::Target::File(cf) => {
+                let found = crate::install::clients::entries(&cf, &cmd.server)?;
                 known_names.extend(found.iter().map(|(f, _)| f.name.clone()));
                 let plan: Vec<(Found, Decision)> = found
                     .into_iter()
@@ -241,7 +358,7 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
                         .collect(),
                 });
                 summaries.push(Box::new(move |applied| {
-                    super::clients::summary(&cf, &plan, applied)
+                    crate::install::clients::summary(&cf, &plan, applied)
                 }));
             }
         }
@@ -303,7 +420,7 @@ impl InstallPlan {
             hookcmd::install(paths, scope, key, self.correlation, true, self.with_mod)?;
         }
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
-            super::modcmd::install(paths, key, true)?;
+            crate::install::modcmd::install(paths, key, true)?;
         }
         Ok(())
     }
@@ -335,7 +452,7 @@ impl InstallPlan {
         let mut modded = None;
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
             // After the hooks: the mod only adds to what they record.
-            modded = super::modcmd::install(paths, key, false).map_err(|e| {
+            modded = crate::install::modcmd::install(paths, key, false).map_err(|e| {
                 Error::failure(
                     "the hooks were registered, but the Claude Code mod was not installed",
                 )
@@ -432,7 +549,7 @@ fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: boo
         };
         let why = match (&f.kind, &p.decision) {
             (EntryKind::Remote { .. }, Decision::Copy | Decision::InPlace) => {
-                why + &super::remote_entry::summary_notes(&f.raw, CLIENT)
+                why + &crate::install::remote_entry::summary_notes(&f.raw, CLIENT)
             }
             _ => why,
         };
@@ -590,7 +707,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         if !hookcmd::uninstall(&hook_sel, &keys, true) {
             failed = true;
         }
-        if !super::modcmd::uninstall(&mod_sel, &keys, true) {
+        if !crate::install::modcmd::uninstall(&mod_sel, &keys, true) {
             failed = true;
         }
         out("(dry run: nothing was written)");
@@ -621,7 +738,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         failed = true;
     }
     // The mod goes with the hooks (it only adds to what they record).
-    if !failed && !super::modcmd::uninstall(&mod_sel, &keys, false) {
+    if !failed && !crate::install::modcmd::uninstall(&mod_sel, &keys, false) {
         failed = true;
     }
     Ok(ExitStatus::failure_if(failed))
@@ -663,13 +780,15 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
         };
         out(&format!("  {:<width$}  {state}", f.name));
     }
-    if let Ok(targets) = super::clients::targets(None, None, "mcpServers", false, &paths.project) {
+    if let Ok(targets) =
+        crate::install::clients::targets(None, None, "mcpServers", false, &paths.project)
+    {
         for t in targets {
-            let super::clients::Target::File(cf) = t else {
+            let crate::install::clients::Target::File(cf) = t else {
                 continue;
             };
             out(&format!("{} — {}", cf.label, cf.file.display()));
-            match super::clients::entries(&cf, &[]) {
+            match crate::install::clients::entries(&cf, &[]) {
                 Ok(entries) => {
                     let width = entries
                         .iter()
@@ -723,7 +842,7 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
         }
         Err(e) => out(&format!("Ledger: {e}")),
     }
-    for line in crate::daemon::control::status_lines() {
+    for line in super::down::status_lines() {
         out(&line);
     }
     Ok(ExitStatus::Success)

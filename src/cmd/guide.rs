@@ -18,19 +18,94 @@
 //!
 //! The command needs no daemon: the daemon reads the file at the next hook.
 
+use argh::FromArgs;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::bound::guide::{self, Guide, GuideStep, Phase, Progress};
-use crate::cli::{GuideAction, GuideCmd, GuideStartCmd, GuideStatusCmd, GuideStopCmd};
+
 use crate::daemon::guides;
 use crate::error::{Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::replay::scenario::Scenario;
 use crate::replay::template::{self, Lookup};
 use crate::replay::{gate, runner};
+
+/// Guide Claude Code through a recorded scenario: the next session in this
+/// project gets the outline, calls that differ only in parameter or
+/// volatile slots are pinned to the scenario's values (asking the user
+/// unless bir can prove Claude Code would not have asked), anything else
+/// hands over to the model.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "guide")]
+pub struct GuideCmd {
+    #[argh(subcommand)]
+    pub action: GuideAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum GuideAction {
+    Start(GuideStartCmd),
+    Status(GuideStatusCmd),
+    Stop(GuideStopCmd),
+}
+
+/// Arm a guide for the next Claude Code session in this project.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "start")]
+pub struct GuideStartCmd {
+    /// a scenario file, or a run (id, unique prefix, `latest`)
+    #[argh(positional)]
+    pub source: String,
+    /// only this Claude Code session id follows the guide
+    #[argh(option)]
+    pub session: Option<String>,
+    /// bind a parameter: name=value (repeatable)
+    #[argh(option)]
+    pub param: Vec<String>,
+    /// the project directory (default: the current one)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+    /// never rewrite a call: advise through context only
+    #[argh(switch)]
+    pub no_pin: bool,
+    /// start only at a prompt matching the scenario's trigger
+    #[argh(switch)]
+    pub trigger: bool,
+    /// extra read-only calls tolerated between steps (default 5)
+    #[argh(option, default = "5")]
+    pub max_extra: u32,
+    /// how often a Stop is blocked while steps remain (default 1)
+    #[argh(option, default = "1")]
+    pub max_nudges: u32,
+}
+
+/// Show the guide armed in this project and how far it got.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "status")]
+pub struct GuideStatusCmd {
+    /// the project directory (default: the current one)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+    /// every armed guide, whatever the project
+    #[argh(switch)]
+    pub all: bool,
+    /// one JSON object per guide
+    #[argh(switch)]
+    pub json: bool,
+}
+
+/// End the guide armed in this project.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "stop")]
+pub struct GuideStopCmd {
+    /// the project directory (default: the current one)
+    #[argh(option)]
+    pub project: Option<PathBuf>,
+}
 
 pub fn main(cmd: GuideCmd) -> Result<ExitStatus, Error> {
     match cmd.action {

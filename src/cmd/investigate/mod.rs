@@ -10,10 +10,25 @@
 mod analyze;
 mod render;
 
-use crate::cli::InvestigateCmd;
 use crate::error::{Context, Error, ExitStatus};
 use crate::output::out;
 use crate::record::store::{LoadedRun, Store, load_path};
+use argh::FromArgs;
+
+/// Show what went wrong or changed in a run: failed calls with what led to
+/// them, loops, steps slower than usual, servers whose tools changed, and
+/// gaps in the record.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "investigate")]
+pub struct InvestigateCmd {
+    /// the run: its id, a unique prefix of it, or `latest` (default)
+    #[argh(positional, default = "String::from(\"latest\")")]
+    pub run: String,
+
+    /// print the findings as one JSON document
+    #[argh(switch)]
+    pub json: bool,
+}
 
 /// How many other runs (the most recently written ones) are read to learn
 /// a tool's usual duration and a server's previous tool definitions. Each
