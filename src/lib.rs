@@ -42,13 +42,13 @@
 
 mod bound;
 mod cli;
+mod clientconfig;
 mod cmd;
 mod codec;
 mod daemon;
 mod error;
 mod home;
 mod hooks;
-mod install;
 pub mod jsonrpc;
 mod logging;
 mod observe;

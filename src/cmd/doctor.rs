@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::install::resolve_for;
-use crate::install::entry::{EntryKind, is_executable};
-use crate::install::jsonedit::{Doc, Flavor, Kind, Node};
-use crate::install::vocab::{Decision, Found, Scope};
+use crate::clientconfig::entry::{EntryKind, is_executable};
+use crate::clientconfig::jsonedit::{Doc, Flavor, Kind, Node};
+use crate::clientconfig::vars::expand_env;
+use crate::clientconfig::vocab::{Decision, Found, Scope};
 
 use crate::error::{Error, ExitStatus};
 use crate::output::out;
@@ -51,39 +52,6 @@ pub struct DoctorCmd {
     pub timeout_ms: u64,
 }
 
-/// Expands `${VAR}` and `${VAR:-default}` like Claude Code: an unset
-/// variable without a default stays as written.
-pub fn expand(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find("${") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[i..]);
-            return out;
-        };
-        let inner = &after[..end];
-        let (name, default) = match inner.split_once(":-") {
-            Some((n, d)) => (n, Some(d)),
-            None => (inner, None),
-        };
-        let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        match (
-            valid,
-            lookup(name).filter(|v| !v.is_empty() || default.is_none()),
-            default,
-        ) {
-            (true, Some(v), _) => out.push_str(&v),
-            (true, None, Some(d)) => out.push_str(d),
-            _ => out.push_str(&rest[i..i + 2 + end + 1]),
-        }
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// How a launched server did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
@@ -99,7 +67,6 @@ struct Launch {
 }
 
 fn launch_spec(entry: &Node, project: &Path) -> Result<Launch, Error> {
-    let env_lookup = |k: &str| std::env::var(k).ok();
     let program = entry
         .get("command")
         .and_then(Node::as_str)
@@ -117,13 +84,13 @@ fn launch_spec(entry: &Node, project: &Path) -> Result<Launch, Error> {
     if let Some(e) = entry.get("env") {
         for m in e.members() {
             if let Kind::String(v) = &m.value.kind {
-                env.push((m.key.clone(), expand(v, &env_lookup)));
+                env.push((m.key.clone(), expand_env(v)));
             }
         }
     }
     Ok(Launch {
-        program: expand(program, &env_lookup),
-        args: args.iter().map(|a| expand(a, &env_lookup)).collect(),
+        program: expand_env(program),
+        args: args.iter().map(|a| expand_env(a)).collect(),
         env,
         cwd: project.to_owned(),
     })
@@ -390,7 +357,7 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     let deadline = Duration::from_millis(cmd.timeout_ms.max(100));
     // Sections: a header and the (entry, decision) pairs, per client file.
     let mut sections: Vec<(String, Vec<(Found, Decision)>)> = Vec::new();
-    let targets = crate::install::clients::targets(
+    let targets = crate::clientconfig::clients::targets(
         cmd.client.as_deref(),
         None,
         "mcpServers",
@@ -404,7 +371,7 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     let mut claude_wrapped: Vec<String> = Vec::new();
     for t in targets {
         match t {
-            crate::install::clients::Target::ClaudeCode => match resolve_for(&project) {
+            crate::clientconfig::clients::Target::ClaudeCode => match resolve_for(&project) {
                 Ok((resolved, decisions)) => sections.push((
                     {
                         claude_wrapped = wrapped_names(&decisions);
@@ -420,8 +387,8 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
                 )),
                 Err(e) => return Err(e),
             },
-            crate::install::clients::Target::File(cf) => {
-                match crate::install::clients::entries(&cf, &[]) {
+            crate::clientconfig::clients::Target::File(cf) => {
+                match crate::clientconfig::clients::entries(&cf, &[]) {
                     Ok(d) => sections.push((format!("{} — {}", cf.label, cf.file.display()), d)),
                     Err(e) => return Err(e),
                 }
@@ -516,14 +483,16 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         }
     }
     if let Some(paths) = &claude_paths {
-        let (lines, problems) =
-            crate::install::hookcmd::doctor(paths, crate::install::modcmd::installed(paths));
+        let (lines, problems) = crate::clientconfig::hookcmd::doctor(
+            paths,
+            crate::clientconfig::modcmd::installed(paths),
+        );
         for l in lines {
             out(&l);
         }
         failures += problems;
         let socket = super::down::live_socket();
-        let (lines, problems) = crate::install::modcmd::doctor(paths, socket.as_deref());
+        let (lines, problems) = crate::clientconfig::modcmd::doctor(paths, socket.as_deref());
         for l in lines {
             out(&l);
         }
@@ -574,25 +543,4 @@ fn entry_launch(found: &Found, project: &Path) -> Result<Launch, Error> {
     let doc = Doc::parse(found.raw.as_bytes(), Flavor::Jsonc)
         .map_err(|e| Error::failure(e.to_string()))?;
     launch_spec(&doc.root, project)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expands_like_claude_code() {
-        let env = |k: &str| match k {
-            "A" => Some("1".to_owned()),
-            "EMPTY" => Some(String::new()),
-            _ => None,
-        };
-        assert_eq!(expand("x${A}y", &env), "x1y");
-        assert_eq!(expand("${B:-def}", &env), "def");
-        assert_eq!(expand("${B}", &env), "${B}");
-        assert_eq!(expand("${EMPTY:-d}", &env), "d");
-        assert_eq!(expand("${A:-d}/${A}", &env), "1/1");
-        assert_eq!(expand("${unterminated", &env), "${unterminated");
-        assert_eq!(expand("${v%pat}", &env), "${v%pat}");
-    }
 }

@@ -1,7 +1,7 @@
 //! `bir install`, `bir uninstall`, `bir status` (Claude Code).
 //!
 //! `bir install` wraps every approved server this project's Claude Code
-//! sees (stdio servers, and remote ones as [`crate::install::remote_entry`] describes), writing the wrapped copy into the project's **local scope**
+//! sees (stdio servers, and remote ones as [`crate::clientconfig::remote_entry`] describes), writing the wrapped copy into the project's **local scope**
 //! (`~/.claude.json` → `projects[<key>].mcpServers`), which beats the
 //! project (`.mcp.json`) and user scopes: the team's `.mcp.json` and the
 //! user scope are never edited. A server already in the local scope is
@@ -13,16 +13,16 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use crate::bound::Correlation;
-use crate::install::atomic;
-use crate::install::claude::{self, Paths, Resolved};
-use crate::install::diff;
-use crate::install::entry::{EntryKind, ProxyForm};
-use crate::install::format::{self, FileJob, Op};
-use crate::install::hookcmd;
-use crate::install::hooks::HookScope;
-use crate::install::jsonedit::{Flavor, json_string};
-use crate::install::ledger::{self, Change};
-use crate::install::vocab::{Decision, Found, Scope};
+use crate::clientconfig::atomic;
+use crate::clientconfig::claude::{self, Paths, Resolved};
+use crate::clientconfig::diff;
+use crate::clientconfig::entry::{EntryKind, ProxyForm};
+use crate::clientconfig::format::{self, FileJob, Op};
+use crate::clientconfig::hookcmd;
+use crate::clientconfig::hooks::HookScope;
+use crate::clientconfig::jsonedit::{Flavor, json_string};
+use crate::clientconfig::ledger::{self, Change};
+use crate::clientconfig::vocab::{Decision, Found, Scope};
 
 use crate::codec::sha256_hex;
 use crate::error::{self, Error, ExitStatus};
@@ -256,9 +256,9 @@ pub struct InstallPlan {
 pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let project = project_dir(&cmd.project);
     if let Some(file) = &cmd.replay {
-        crate::install::entry::serve_recording(file, &cmd.server)?;
+        crate::clientconfig::entry::serve_recording(file, &cmd.server)?;
     }
-    let targets = crate::install::clients::targets(
+    let targets = crate::clientconfig::clients::targets(
         cmd.client.as_deref(),
         cmd.config.as_deref(),
         &cmd.map_key,
@@ -275,7 +275,7 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let mut summaries: Vec<Box<dyn Fn(bool)>> = Vec::new();
     for target in targets {
         match target {
-            crate::install::clients::Target::ClaudeCode => {
+            crate::clientconfig::clients::Target::ClaudeCode => {
                 let paths = Paths::from_env(&project)?;
                 let resolved = claude::resolve(&paths)?;
                 known_names.extend(resolved.winners.iter().map(|f| f.name.clone()));
@@ -331,8 +331,8 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
                     summary(&resolved, &plan, applied, in_place_mcp_json)
                 }));
             }
-            crate::install::clients::Target::File(cf) => {
-                let found = crate::install::clients::entries(&cf, &cmd.server)?;
+            crate::clientconfig::clients::Target::File(cf) => {
+                let found = crate::clientconfig::clients::entries(&cf, &cmd.server)?;
                 known_names.extend(found.iter().map(|(f, _)| f.name.clone()));
                 let plan: Vec<(Found, Decision)> = found
                     .into_iter()
@@ -358,7 +358,7 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
                         .collect(),
                 });
                 summaries.push(Box::new(move |applied| {
-                    crate::install::clients::summary(&cf, &plan, applied)
+                    crate::clientconfig::clients::summary(&cf, &plan, applied)
                 }));
             }
         }
@@ -420,7 +420,7 @@ impl InstallPlan {
             hookcmd::install(paths, scope, key, self.correlation, true, self.with_mod)?;
         }
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
-            crate::install::modcmd::install(paths, key, true)?;
+            crate::clientconfig::modcmd::install(paths, key, true)?;
         }
         Ok(())
     }
@@ -452,7 +452,7 @@ impl InstallPlan {
         let mut modded = None;
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
             // After the hooks: the mod only adds to what they record.
-            modded = crate::install::modcmd::install(paths, key, false).map_err(|e| {
+            modded = crate::clientconfig::modcmd::install(paths, key, false).map_err(|e| {
                 Error::failure(
                     "the hooks were registered, but the Claude Code mod was not installed",
                 )
@@ -549,7 +549,7 @@ fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: boo
         };
         let why = match (&f.kind, &p.decision) {
             (EntryKind::Remote { .. }, Decision::Copy | Decision::InPlace) => {
-                why + &crate::install::remote_entry::summary_notes(&f.raw, CLIENT)
+                why + &crate::clientconfig::remote_entry::summary_notes(&f.raw, CLIENT)
             }
             _ => why,
         };
@@ -707,7 +707,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         if !hookcmd::uninstall(&hook_sel, &keys, true) {
             failed = true;
         }
-        if !crate::install::modcmd::uninstall(&mod_sel, &keys, true) {
+        if !crate::clientconfig::modcmd::uninstall(&mod_sel, &keys, true) {
             failed = true;
         }
         out("(dry run: nothing was written)");
@@ -738,7 +738,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         failed = true;
     }
     // The mod goes with the hooks (it only adds to what they record).
-    if !failed && !crate::install::modcmd::uninstall(&mod_sel, &keys, false) {
+    if !failed && !crate::clientconfig::modcmd::uninstall(&mod_sel, &keys, false) {
         failed = true;
     }
     Ok(ExitStatus::failure_if(failed))
@@ -781,14 +781,14 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
         out(&format!("  {:<width$}  {state}", f.name));
     }
     if let Ok(targets) =
-        crate::install::clients::targets(None, None, "mcpServers", false, &paths.project)
+        crate::clientconfig::clients::targets(None, None, "mcpServers", false, &paths.project)
     {
         for t in targets {
-            let crate::install::clients::Target::File(cf) = t else {
+            let crate::clientconfig::clients::Target::File(cf) = t else {
                 continue;
             };
             out(&format!("{} — {}", cf.label, cf.file.display()));
-            match crate::install::clients::entries(&cf, &[]) {
+            match crate::clientconfig::clients::entries(&cf, &[]) {
                 Ok(entries) => {
                     let width = entries
                         .iter()

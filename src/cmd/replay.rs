@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::clientconfig::vars::expand_env;
 use crate::error::{Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::proxy::config::{TransportMode, UpstreamHttpConfig};
@@ -709,8 +710,8 @@ fn remote_target(
 /// `env`; an entry bir wrapped is replayed against what it wraps; a remote
 /// one by its URL, with its static headers.
 fn config_targets(path: &Path) -> Result<Vec<(String, ServerTarget)>, Error> {
-    use crate::install::clients::{self, Target};
-    use crate::install::entry::EntryKind;
+    use crate::clientconfig::clients::{self, Target};
+    use crate::clientconfig::entry::EntryKind;
     if !path.is_file() {
         return Err(Error::usage(format!(
             "--config {}: no such file",
@@ -735,13 +736,19 @@ fn config_targets(path: &Path) -> Result<Vec<(String, ServerTarget)>, Error> {
         let fields = |name: &str| entry_strings(&entry.raw, name);
         let target = match entry.kind {
             EntryKind::Stdio { command, args } => ServerTarget::Command {
-                argv: std::iter::once(command).chain(args).collect(),
+                argv: std::iter::once(command)
+                    .chain(args)
+                    .map(|a| expand_env(&a))
+                    .collect(),
                 env: fields("env"),
             },
             EntryKind::Wrapped(w) => match w.remote {
                 Some(r) => remote_target(&r.url, &r.transport, Vec::new())?,
                 None => ServerTarget::Command {
-                    argv: std::iter::once(w.command).chain(w.args).collect(),
+                    argv: std::iter::once(w.command)
+                        .chain(w.args)
+                        .map(|a| expand_env(&a))
+                        .collect(),
                     env: fields("env"),
                 },
             },
@@ -759,10 +766,10 @@ fn config_targets(path: &Path) -> Result<Vec<(String, ServerTarget)>, Error> {
 }
 
 /// The string members of the object `name` in an entry's text (`env`,
-/// `headers`), with `${VAR}` expanded from this process's environment as
-/// the client would (an unset variable expands to nothing).
+/// `headers`), with `${VAR}` expanded from this process's environment by
+/// the rule `bir doctor` starts entries with ([`expand_env`]).
 fn entry_strings(raw: &str, name: &str) -> Vec<(String, String)> {
-    use crate::install::jsonedit::{Doc, Flavor};
+    use crate::clientconfig::jsonedit::{Doc, Flavor};
     let Ok(doc) = Doc::parse(raw.as_bytes(), Flavor::Jsonc) else {
         return Vec::new();
     };
@@ -772,56 +779,13 @@ fn entry_strings(raw: &str, name: &str) -> Vec<(String, String)> {
     object
         .members()
         .iter()
-        .filter_map(|m| Some((m.key.clone(), expand_vars(m.value.as_str()?))))
+        .filter_map(|m| Some((m.key.clone(), expand_env(m.value.as_str()?))))
         .collect()
 }
 
-/// `${VAR}` and `${VAR:-default}` replaced by the environment's values.
-fn expand_vars(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("${") {
-        out.push_str(&rest[..at]);
-        let Some(end) = rest[at..].find('}') else {
-            out.push_str(&rest[at..]);
-            return out;
-        };
-        let body = &rest[at + 2..at + end];
-        let (var, default) = body.split_once(":-").unwrap_or((body, ""));
-        out.push_str(&std::env::var(var).unwrap_or_else(|_| default.to_owned()));
-        rest = &rest[at + end + 1..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// The original stdio entry of `server` from `$BIR_HOME/installed.json`,
-/// read through a view of its own (the install commands own the ledger).
+/// The original stdio entry of `server` from `$BIR_HOME/installed.json`.
 fn ledger_command(server: &str) -> Option<Vec<String>> {
-    let path = crate::home::bir_home()?.join("installed.json");
-    let ledger: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    ledger
-        .get("changes")?
-        .as_array()?
-        .iter()
-        .filter(|c| c.get("server").and_then(Value::as_str) == Some(server))
-        .find_map(|c| {
-            let original = c.get("original")?;
-            let mut command = vec![original.get("command")?.as_str()?.to_owned()];
-            for a in original
-                .get("args")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let a = a.as_str()?;
-                if a == "[withheld]" {
-                    return None;
-                }
-                command.push(a.to_owned());
-            }
-            Some(command)
-        })
+    crate::clientconfig::ledger::read(&crate::home::bir_home()?)?.original_command(server)
 }
 
 // ---------------------------------------------------------------- replay / verify
@@ -1342,18 +1306,34 @@ pub fn mock(cmd: MockCmd) -> Result<ExitStatus, Error> {
 mod tests {
     use super::*;
 
-    /// A config entry's `${VAR}` and `${VAR:-default}` expand as the
-    /// client would expand them; text around them is kept.
+    /// A config entry's `env` expands `${VAR}` by the rule `bir doctor`
+    /// uses (`clientconfig::vars`): a set variable is its value, a default
+    /// fills an unset one, and an unset variable without one stays as
+    /// written, so `bir replay --config` and `bir doctor` start the same
+    /// entry with the same environment.
     #[test]
-    fn config_values_expand_variables() {
+    fn config_values_expand_variables_as_doctor_does() {
         // PATH is set wherever tests run (setting a variable here would
         // race other tests reading the environment).
         let path = std::env::var("PATH").unwrap_or_default();
         assert!(!path.is_empty());
-        assert_eq!(expand_vars("a ${PATH} b"), format!("a {path} b"));
-        assert_eq!(expand_vars("${BIR_REUSE_UNSET_VAR:-dflt}/x"), "dflt/x");
-        assert_eq!(expand_vars("${BIR_REUSE_UNSET_VAR}"), "");
-        assert_eq!(expand_vars("open ${brace"), "open ${brace");
-        assert_eq!(expand_vars("plain"), "plain");
+        let raw = r#"{"command": "srv", "env": {
+            "A": "a ${PATH} b",
+            "B": "${BIR_REPLAY_UNSET_VAR:-dflt}/x",
+            "C": "${BIR_REPLAY_UNSET_VAR}",
+            "D": "open ${brace",
+            "E": "plain"
+        }}"#;
+        let env = entry_strings(raw, "env");
+        let get = |k: &str| {
+            env.iter()
+                .find(|(name, _)| name == k)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(get("A"), Some(format!("a {path} b")));
+        assert_eq!(get("B").as_deref(), Some("dflt/x"));
+        assert_eq!(get("C").as_deref(), Some("${BIR_REPLAY_UNSET_VAR}"));
+        assert_eq!(get("D").as_deref(), Some("open ${brace"));
+        assert_eq!(get("E").as_deref(), Some("plain"));
     }
 }

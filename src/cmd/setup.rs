@@ -23,12 +23,12 @@ use std::path::{Path, PathBuf};
 
 use super::doctor;
 use super::install::{self, report_applied};
+use crate::clientconfig::claude::Paths;
+use crate::clientconfig::clients::{self, Target};
+use crate::clientconfig::vocab::Client;
 use crate::cmd::doctor::DoctorCmd;
 use crate::cmd::install::InstallCmd;
 use crate::error::{Error, ExitStatus};
-use crate::install::claude::Paths;
-use crate::install::clients::{self, Target};
-use crate::install::vocab::Client;
 use crate::output::out;
 
 /// The guided first run: find the MCP clients here, show what `bir install`

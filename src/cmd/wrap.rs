@@ -1,11 +1,11 @@
 //! `bir wrap -- <cmd> [args…]`: a wrapped entry for a client bir has no
 //! adapter for, printed, or written into a config file's server map.
 
-use crate::install::atomic;
-use crate::install::diff;
-use crate::install::entry::{ProxyForm, json_array};
-use crate::install::jsonedit::{Doc, Flavor, Style, json_string, render};
-use crate::install::ledger;
+use crate::clientconfig::atomic;
+use crate::clientconfig::diff;
+use crate::clientconfig::entry::{ProxyForm, json_array};
+use crate::clientconfig::jsonedit::{Doc, Flavor, Style, json_string, render};
+use crate::clientconfig::ledger;
 use argh::FromArgs;
 use std::path::PathBuf;
 

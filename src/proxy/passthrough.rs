@@ -26,39 +26,8 @@
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 
-use serde::Deserialize;
-
 use super::config::ProxyConfig;
-
-/// What the proxy reads of one change in `$BIR_HOME/installed.json` (the
-/// install ledger, written by `bir install`): a read-only view of the few
-/// fields the rule needs, so the proxy does not depend on the installer
-/// (a lower layer may not import a higher one). Unknown fields are ignored.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Change {
-    #[serde(default)]
-    pub client: String,
-    #[serde(default)]
-    pub action: String,
-    #[serde(default)]
-    pub server: String,
-    /// The project `bir install` ran in (Claude Code's key: the absolute
-    /// path, no trailing slash).
-    #[serde(default)]
-    pub project: Option<String>,
-    #[serde(default)]
-    pub source_scope: String,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct LedgerView {
-    #[serde(default)]
-    pub changes: Vec<Change>,
-}
-
-/// The ledger's word for a wrap written over the original entry.
-const ACTION_IN_PLACE: &str = "wrapped_in_place";
+use crate::clientconfig::ledger::{self, ACTION_IN_PLACE, Change};
 
 /// Clients that start a user-scope entry in every project, and also have
 /// project configs where recording can be asked for per project.
@@ -90,11 +59,8 @@ pub(crate) fn at_start(cfg: &ProxyConfig) -> Start {
     if crate::switch::files_off(&home, &cwd) {
         return Start::SwitchedOff;
     }
-    let Ok(bytes) = std::fs::read(home.join("installed.json")) else {
-        return Start::Record;
-    };
-    match serde_json::from_slice::<LedgerView>(&bytes) {
-        Ok(ledger) if is_passthrough(&ledger.changes, &cfg.server_name, &cwd) => {
+    match ledger::read(&home) {
+        Some(ledger) if is_passthrough(&ledger.changes, &cfg.server_name, &cwd) => {
             log::debug!("a user-scope entry in a project never set up for recording: passthrough");
             Start::NeverRecord
         }
@@ -141,10 +107,22 @@ mod tests {
     fn change(client: &str, server: &str, scope: &str, action: &str, project: &str) -> Change {
         Change {
             client: client.into(),
+            file: "/home/u/.config/mcp.json".into(),
+            path: vec!["mcpServers".into(), server.into()],
             action: action.into(),
             server: server.into(),
             project: Some(project.into()),
             source_scope: scope.into(),
+            keep_parents: 0,
+            original_command: None,
+            original_args: None,
+            args_absent: false,
+            args_withheld: false,
+            original: None,
+            original_text: None,
+            entry_sha256: String::new(),
+            file_sha256: String::new(),
+            at: String::new(),
         }
     }
 

@@ -11,7 +11,7 @@
 //! `BIR_UPSTREAM_HEADERS` and `env`), and the sha256 of the entry and of the file after bir's edit (to
 //! tell whether someone edited them since).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -130,10 +130,53 @@ pub struct ModChange {
 pub const ACTION_INSERTED: &str = "inserted";
 pub const ACTION_IN_PLACE: &str = "wrapped_in_place";
 
+/// The ledger's file name under `$BIR_HOME`.
+const FILE: &str = "installed.json";
+
 pub fn path() -> Result<PathBuf, Error> {
     Ok(bir_home()
         .ok_or("cannot find bir's home directory (set BIR_HOME or HOME)")?
-        .join("installed.json"))
+        .join(FILE))
+}
+
+/// The ledger under `home`, for the readers that must never fail because
+/// of it (a proxy deciding at start whether to record, `bir replay`
+/// looking for a server's original command): `None` when it is missing or
+/// unreadable. The one reader of the file outside the install commands'
+/// own [`load`] and [`modify`].
+pub(crate) fn read(home: &Path) -> Option<Ledger> {
+    let bytes = std::fs::read(home.join(FILE)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+impl Ledger {
+    /// The original stdio command of `server` as the ledger kept it (the
+    /// first change that has one); `None` when an argument was withheld
+    /// (a credential is not in the ledger, so the command cannot be
+    /// rebuilt from it).
+    pub(crate) fn original_command(&self, server: &str) -> Option<Vec<String>> {
+        use serde_json::Value;
+        self.changes
+            .iter()
+            .filter(|c| c.server == server)
+            .find_map(|c| {
+                let original = c.original.as_ref()?;
+                let mut command = vec![original.get("command")?.as_str()?.to_owned()];
+                for a in original
+                    .get("args")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let a = a.as_str()?;
+                    if a == "[withheld]" {
+                        return None;
+                    }
+                    command.push(a.to_owned());
+                }
+                Some(command)
+            })
+    }
 }
 
 pub fn load() -> Result<Ledger, Error> {
@@ -183,21 +226,15 @@ pub fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), Error> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
-    use crate::proxy::passthrough::{LedgerView, is_passthrough};
 
-    /// The proxy reads this file through a view of its own (it may not
-    /// import the installer): what `bir install` writes must read there.
-    #[test]
-    fn the_proxy_reads_the_ledger_bir_install_writes() {
-        let change = Change {
+    fn change(server: &str, original: serde_json::Value) -> Change {
+        Change {
             client: "cursor".into(),
             file: "/home/u/.cursor/mcp.json".into(),
-            path: vec!["mcpServers".into(), "gh".into()],
+            path: vec!["mcpServers".into(), server.into()],
             action: ACTION_IN_PLACE.into(),
-            server: "gh".into(),
+            server: server.into(),
             project: Some("/work/a".into()),
             source_scope: "user".into(),
             keep_parents: 0,
@@ -205,20 +242,60 @@ mod tests {
             original_args: None,
             args_absent: false,
             args_withheld: false,
-            original: None,
+            original: Some(original),
             original_text: None,
             entry_sha256: String::new(),
             file_sha256: String::new(),
             at: String::new(),
-        };
+        }
+    }
+
+    /// The one reader every other layer uses reads what `bir install`
+    /// writes, and turns a missing or damaged ledger into nothing rather
+    /// than an error (a proxy must start whatever the file holds).
+    #[test]
+    fn read_takes_what_install_writes_and_nothing_from_a_damaged_file() {
+        let home = std::env::temp_dir().join(format!("bir-ledger-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).expect("mkdir");
+        assert!(read(&home).is_none(), "no ledger yet");
         let ledger = Ledger {
             version: 1,
-            changes: vec![change],
+            changes: vec![change(
+                "gh",
+                serde_json::json!({"command": "npx", "args": ["-y", "server-gh"]}),
+            )],
             ..Ledger::default()
         };
-        let json = serde_json::to_vec(&ledger).expect("json");
-        let view: LedgerView = serde_json::from_slice(&json).expect("the view reads it");
-        assert!(is_passthrough(&view.changes, "gh", Path::new("/work/b")));
-        assert!(!is_passthrough(&view.changes, "gh", Path::new("/work/a")));
+        std::fs::write(home.join(FILE), serde_json::to_vec(&ledger).expect("json")).expect("write");
+        let back = read(&home).expect("read back");
+        assert_eq!(back.changes, ledger.changes);
+        std::fs::write(home.join(FILE), b"{not json").expect("write");
+        assert!(read(&home).is_none(), "a damaged ledger reads as none");
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    #[test]
+    fn the_original_command_is_not_guessed_when_an_argument_was_withheld() {
+        let ledger = Ledger {
+            version: 1,
+            changes: vec![
+                change(
+                    "gh",
+                    serde_json::json!({"command": "npx", "args": ["-y", "gh"]}),
+                ),
+                change(
+                    "db",
+                    serde_json::json!({"command": "db", "args": ["[withheld]"]}),
+                ),
+            ],
+            ..Ledger::default()
+        };
+        assert_eq!(
+            ledger.original_command("gh"),
+            Some(vec!["npx".to_owned(), "-y".to_owned(), "gh".to_owned()])
+        );
+        assert_eq!(ledger.original_command("db"), None);
+        assert_eq!(ledger.original_command("other"), None);
     }
 }

@@ -9,7 +9,8 @@
 //!   [`format`] — one interface over the JSON and TOML formats;
 //!   [`ledger`] — what bir changed; [`entry`] — wrapped entries;
 //!   [`remote_entry`] — remote (HTTP/SSE) server entries; [`diff`] —
-//!   `--dry-run` output; [`vocab`] — the words install and doctor share.
+//!   `--dry-run` output; [`vocab`] — the words install and doctor share;
+//!   [`vars`] — the one `${VAR}` expansion rule for starting an entry.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
 //!   file edits); [`hookcmd`] — what install/uninstall/status/doctor do
 //!   with them; [`modcmd`] — bir's Claude Code plugin (`--mod`).
@@ -29,4 +30,5 @@ pub mod jsonedit;
 pub mod ledger;
 pub mod modcmd;
 pub mod remote_entry;
+pub mod vars;
 pub mod vocab;
