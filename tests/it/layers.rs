@@ -7,9 +7,11 @@
 //! * an import from a top-level module to one in the same or a higher
 //!   layer, unless the exception list names that pair;
 //! * a cycle between top-level modules, or between the submodules of one
-//!   module (a child using its parent's items is not a cycle).
-//!
-//! * an import that an invariant of the form "X never reaches Y" forbids.
+//!   module (a child using its parent's items is not a cycle);
+//! * an import that an invariant of the form "X never reaches Y" forbids;
+//! * a file under `src/` the codemap does not name, a path the codemap
+//!   names that does not exist, or a layer table that places other
+//!   modules than `lib.rs` declares (the map checked both ways).
 //!
 //! The table, the exceptions and the absences are read from
 //! `ARCHITECTURE.md` itself (the fenced blocks tagged `layers`,
@@ -580,4 +582,181 @@ fn the_reader_finds_use_trees_and_inline_paths_but_not_comments_or_strings() {
     assert!(find_cycle(&graph).is_some());
     graph.remove("b");
     assert!(find_cycle(&graph).is_none());
+}
+
+/// Every file under `src/`, relative to the repository (`src/a/b.rs`).
+fn src_files(dir: &Path, out: &mut BTreeSet<String>) {
+    for entry in fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            src_files(&path, out);
+        } else if let Ok(rel) = path.strip_prefix(root()) {
+            out.insert(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// Whether a backquoted word of the codemap is a path: a directory
+/// (`name/`) or a source file (`.rs`, or the report page's assets).
+fn is_map_path(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/'))
+        && (word.ends_with('/')
+            || [".rs", ".css", ".html", ".js"]
+                .iter()
+                .any(|ext| word.ends_with(ext)))
+}
+
+/// The paths the codemap names, relative to the repository.
+///
+/// The codemap is a list of bullets. A bullet's first path is read from
+/// the directory of the bullet it is nested in (the repository for a
+/// top-level bullet); the bullet's later paths, and its nested bullets'
+/// first paths, are read from that first path's directory (itself, for a
+/// directory). A path starting with `src/` or `tests/` is always read
+/// from the repository.
+fn codemap_paths(doc: &str) -> BTreeSet<String> {
+    let start = doc.find("\n## Codemap").expect("a Codemap section");
+    let body = &doc[start + 1..];
+    let body = &body[..body[3..].find("\n## ").map_or(body.len(), |e| e + 3)];
+    // (indent, directory) of the bullets enclosing the current line.
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    let mut here = String::new(); // the current bullet's directory
+    let mut first = false; // the next path is the current bullet's first
+    let mut parent = String::new();
+    let mut out = BTreeSet::new();
+    for line in body.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if line.trim_start().starts_with("* ") {
+            while stack.last().is_some_and(|(i, _)| *i >= indent) {
+                stack.pop();
+            }
+            parent = stack.last().map(|(_, d)| d.clone()).unwrap_or_default();
+            here = parent.clone();
+            first = true;
+            stack.push((indent, here.clone()));
+        } else if line.trim().is_empty() {
+            first = false;
+        }
+        for (k, word) in line.split('`').enumerate() {
+            if k % 2 == 0 || !is_map_path(word) {
+                continue;
+            }
+            let base = if word.starts_with("src/") || word.starts_with("tests/") {
+                ""
+            } else if first {
+                &parent
+            } else {
+                &here
+            };
+            let path = format!("{base}{word}");
+            if first {
+                here = if path.ends_with('/') {
+                    path.clone()
+                } else {
+                    path.rfind('/')
+                        .map_or(String::new(), |i| path[..=i].to_owned())
+                };
+                if let Some(top) = stack.last_mut() {
+                    top.1 = here.clone();
+                }
+                first = false;
+            }
+            out.insert(path);
+        }
+    }
+    out
+}
+
+/// The map checked both ways: every file under `src/` is named in the
+/// codemap (a directory's `mod.rs` by the directory's own entry), every
+/// path the codemap names exists, and the layer table places exactly the
+/// modules `lib.rs` declares.
+#[test]
+fn the_codemap_and_the_layer_table_match_the_tree() {
+    let doc = fs::read_to_string(root().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let named = codemap_paths(&doc);
+    let mut files = BTreeSet::new();
+    src_files(&root().join("src"), &mut files);
+    let mut problems = Vec::new();
+    for file in &files {
+        let covered = named.contains(file)
+            || file
+                .strip_suffix("mod.rs")
+                .is_some_and(|dir| named.contains(dir));
+        if !covered {
+            problems.push(format!(
+                "{file}: not in ARCHITECTURE.md's codemap (name it where its module is described)"
+            ));
+        }
+    }
+    for path in &named {
+        if !root().join(path).exists() {
+            problems.push(format!(
+                "ARCHITECTURE.md's codemap names `{path}`, which does not exist"
+            ));
+        }
+    }
+    let lib = fs::read_to_string(root().join("src/lib.rs")).expect("lib.rs");
+    let declared: BTreeSet<String> = lib
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let l = l.strip_prefix("pub ").unwrap_or(l);
+            l.strip_prefix("mod ")?.strip_suffix(';').map(str::to_owned)
+        })
+        .collect();
+    let placed: BTreeSet<String> = rules().layer_of.into_keys().collect();
+    for m in declared.difference(&placed) {
+        problems.push(format!(
+            "src/lib.rs declares `mod {m}`, which ARCHITECTURE.md's layer table does not place"
+        ));
+    }
+    for m in placed.difference(&declared) {
+        problems.push(format!(
+            "ARCHITECTURE.md's layer table places `{m}`, which src/lib.rs does not declare"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "ARCHITECTURE.md and src/ disagree:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The codemap reader resolves nested and relative paths the way the
+/// codemap writes them.
+#[test]
+fn the_codemap_reader_resolves_nested_paths() {
+    let doc = "# A\n\n## Codemap\n\n\
+               * `src/main.rs` — entry.\n\
+               * `src/proxy/` — the proxy: `relay.rs`, `x/y.rs`.\n  \
+                 * `mod.rs` — its loop.\n  \
+                 * `http/` — transport: `sse.rs` and\n    \
+                   `policy.rs`.\n    \
+                   * `inner.rs` — deeper.\n  \
+                 * `lazy.rs` — lazy start; see `src/record/mod.rs`.\n\
+               * `src/runs.rs` — runs; `runs/list.rs`.\n\
+               * `tests/it/` — tests.\n\n\
+               ## Invariants\n\n* `not/here.rs`\n";
+    let got: Vec<String> = codemap_paths(doc).into_iter().collect();
+    let want = [
+        "src/main.rs",
+        "src/proxy/",
+        "src/proxy/http/",
+        "src/proxy/http/inner.rs",
+        "src/proxy/http/policy.rs",
+        "src/proxy/http/sse.rs",
+        "src/proxy/lazy.rs",
+        "src/proxy/mod.rs",
+        "src/proxy/relay.rs",
+        "src/proxy/x/y.rs",
+        "src/record/mod.rs",
+        "src/runs.rs",
+        "src/runs/list.rs",
+        "tests/it/",
+    ];
+    assert_eq!(got, want);
 }
