@@ -18,7 +18,7 @@
 //! An armed guide (`bir guide`) answers too: `UserPromptSubmit` (the
 //! outline), `PreToolUse` (pins, handover) and `Stop` (one nudge); for
 //! `PreToolUse` the hook tells the daemon where the session's settings
-//! live (`daemon::guides`).
+//! live (`daemon::armed_guides`).
 //!
 //! Invariants: it always exits 0; any trouble (no home, no daemon, a slow
 //! daemon, a bad answer) ends it silently — the session goes on unrecorded
@@ -213,7 +213,7 @@ fn may_print(event: &str) -> bool {
     )
 }
 
-/// A guide's outline at `UserPromptSubmit` (`bound::guide`): printed
+/// A guide's outline at `UserPromptSubmit` (`bound::guidance`): printed
 /// because it is JSON the host reads as a hook answer
 /// (`hookSpecificOutput.additionalContext`), never as raw text.
 fn is_prompt_context(event: &str, answer: &[u8]) -> bool {
@@ -227,7 +227,7 @@ fn is_prompt_context(event: &str, answer: &[u8]) -> bool {
 /// Where this session's Claude Code keeps its user settings and its
 /// managed policy (the hook runs in the session's environment; the daemon
 /// may not): the guide reads their permission rules before it may answer
-/// `allow` (`daemon::guides`). Query parameters, percent-encoded.
+/// `allow` (`daemon::armed_guides`). Query parameters, percent-encoded.
 fn settings_dirs_query() -> Vec<String> {
     let user = match std::env::var_os("CLAUDE_CONFIG_DIR") {
         Some(d) if !d.is_empty() => Some(std::path::PathBuf::from(d)),

@@ -7,7 +7,7 @@
 //! codemap and the invariants; `tests/it/layers.rs` enforces the table).
 //!
 //! * foundation (leaves): `codec`, `home`, [`jsonrpc`], `output`, `secret`,
-//!   `sys`, `time`, `urls`;
+//!   `locks`, `time`, `urls`;
 //! * vocabulary: `cli` (role detection, `Exit`, the version text),
 //!   [`redact`] (the single choke point every recorded payload passes);
 //! * plumbing: `logging`, `observe` (what the relay hands off its hot path),
@@ -18,7 +18,7 @@
 //!   client: find, start, talk to it), `install` (editing MCP clients'
 //!   configs);
 //! * personalities: `proxy` (`bir-proxy`), `hooks` (`bir-hooks`),
-//!   `testpeer` (hidden: a scriptable fake MCP server);
+//!   `fakeserver` (hidden `bir testpeer`: a scriptable fake MCP server);
 //! * commands: `cmd`, one file per `bir` command (thin, over the above).
 //!
 //! # Public surface
@@ -47,9 +47,11 @@ mod cmd;
 mod codec;
 mod daemon;
 mod error;
+mod fakeserver;
 mod home;
 mod hooks;
 pub mod jsonrpc;
+mod locks;
 mod logging;
 mod observe;
 mod otlp;
@@ -61,8 +63,6 @@ mod replay;
 mod secret;
 mod service;
 mod switch;
-mod sys;
-mod testpeer;
 mod time;
 mod urls;
 
@@ -98,7 +98,7 @@ pub fn main() -> ExitCode {
     let exit = match role {
         Role::Proxy => proxy::main(rest),
         Role::Hooks => hooks::main(rest),
-        Role::TestPeer => testpeer::main(rest),
+        Role::TestPeer => fakeserver::main(rest),
         Role::Daemon => daemon::server::main(rest),
         Role::Cli => cmd::main(rest),
     };

@@ -1,6 +1,6 @@
 //! What the daemon answers a hook: almost always nothing. The one answer
 //! it gives on its own is the opt-in call-id injection at `PreToolUse`
-//! (an armed guide answers too: `guide.rs`, which wins over injection).
+//! (an armed guide answers too: `guidance.rs`, which wins over injection).
 //!
 //! Why it exists: Claude Code puts `_meta["claudecode/toolUseId"]` on every
 //! `tools/call`, so a proxy's report joins the hooks' view of a call

@@ -54,7 +54,7 @@ impl Shared {
 
 impl Engine {
     pub(crate) fn new(cfg: EngineConfig) -> Engine {
-        let redactor = crate::record::prepare::build_redactor(cfg.redact, &[]);
+        let redactor = crate::record::payload::build_redactor(cfg.redact, &[]);
         Engine {
             shared: Shared { cfg, redactor },
             sessions: HashMap::new(),
@@ -240,7 +240,7 @@ impl Engine {
     /// `value` as the recorder stores it (redacted, capped; `null` when
     /// nothing of it may be kept): the space a guide compares calls in.
     pub(crate) fn in_recorded_space(&self, value: &serde_json::Value) -> serde_json::Value {
-        crate::record::prepare::value(
+        crate::record::payload::value(
             &self.shared.redactor,
             value.clone(),
             self.shared.cfg.payload_cap,

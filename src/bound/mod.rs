@@ -37,7 +37,7 @@
 
 mod answer;
 mod engine;
-pub(crate) mod guide;
+pub(crate) mod guidance;
 mod hook;
 mod join;
 mod session;
@@ -73,7 +73,7 @@ pub(crate) enum Input {
     /// What the Claude Code mod saw in a session (over the daemon's Unix
     /// socket): the model's words and the turn's answer, live.
     Mod(wire::ModBatch),
-    /// What a guide (`guide.rs`) decided for one of the session's hooks:
+    /// What a guide (`guidance.rs`) decided for one of the session's hooks:
     /// recorded as a `bir.guide` session event; a pin (`tool_use_id`, the
     /// arguments the server should get) is checked against the proxy's
     /// report of the call.

@@ -35,7 +35,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::time::SystemTime;
 
-mod guide;
+mod guide_events;
 mod modlink;
 
 use serde_json::{Value, json};
@@ -49,7 +49,7 @@ use crate::record::model::{
     self, HostInfo, Record, Redacted, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics,
     ServerSnapshot, SessionEvent, Step, StepKind, StepType, Turn,
 };
-use crate::record::prepare::{self, Prepared};
+use crate::record::payload::{self, Prepared};
 use crate::redact::Redactor;
 use crate::time::rfc3339;
 
@@ -70,10 +70,10 @@ pub(super) struct Cx<'a> {
 
 impl Cx<'_> {
     fn value(&self, v: Value) -> Prepared {
-        prepare::value(self.redactor, v, self.cfg.payload_cap)
+        payload::value(self.redactor, v, self.cfg.payload_cap)
     }
     fn text(&self, s: &str, cap: usize) -> Redacted<String> {
-        prepare::text(self.redactor, s, cap).0
+        payload::text(self.redactor, s, cap).0
     }
     /// A name or path from a hook payload (an event or tool name, a cwd,
     /// an agent type), redacted like any other text, and capped.
@@ -84,7 +84,7 @@ impl Cx<'_> {
     /// where it is written to a record, as the standalone recorder writes
     /// it (uncapped).
     fn id(&self, s: &str) -> Redacted<String> {
-        prepare::label(self.redactor, s)
+        payload::label(self.redactor, s)
     }
 }
 
@@ -281,8 +281,8 @@ pub(super) struct Session {
     ending: Option<SystemTime>,
     /// What the Claude Code mod reported (`session/modlink.rs`).
     modlink: modlink::ModState,
-    /// Pins of a guide waiting for the proxy's report (`session/guide.rs`).
-    guide: guide::GuidePins,
+    /// Pins of a guide waiting for the proxy's report (`session/guide_events.rs`).
+    guide: guide_events::GuidePins,
 }
 
 impl Session {
@@ -324,7 +324,7 @@ impl Session {
             metrics: RunMetrics::default(),
             ending: None,
             modlink: modlink::ModState::default(),
-            guide: guide::GuidePins::default(),
+            guide: guide_events::GuidePins::default(),
         }
     }
 

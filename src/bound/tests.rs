@@ -14,7 +14,7 @@ use super::{Engine, EngineConfig, Input, Output};
 use crate::record::model::{
     Record, Redacted, RunEvent, RunFinish, RunHeader, Step, StepKind, StepType,
 };
-use crate::record::prepare::fixture;
+use crate::record::payload::fixture;
 
 const SESSION: &str = "0b3f6f1e-2c5d-4e8a-9a77-5c1f00000001";
 const TRANSCRIPT: &str = "/home/u/.claude/projects/p/0b3f6f1e.jsonl";

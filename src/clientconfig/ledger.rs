@@ -26,7 +26,7 @@ pub struct Ledger {
     pub changes: Vec<Change>,
     /// Claude Code hooks bir registered, one entry per settings file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hooks: Vec<super::hooks::HookChange>,
+    pub hooks: Vec<super::hook_entries::HookChange>,
     /// bir's Claude Code plugin (`bir install --mod`), one entry per
     /// settings file that declares it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -101,7 +101,7 @@ pub fn sanitized(raw: &str, args_secret: bool) -> Option<serde_json::Value> {
     Some(v)
 }
 
-/// bir's Claude Code plugin (`bir install --mod`, `modcmd.rs`).
+/// bir's Claude Code plugin (`bir install --mod`, `plugin.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModChange {

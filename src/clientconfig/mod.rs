@@ -12,8 +12,8 @@
 //!   `--dry-run` output; [`vocab`] — the words install and doctor share;
 //!   [`vars`] — the one `${VAR}` expansion rule for starting an entry.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
-//!   file edits); [`hookcmd`] — what install/uninstall/status/doctor do
-//!   with them; [`modcmd`] — bir's Claude Code plugin (`--mod`).
+//!   file edits); [`hook_install`] — what install/uninstall/status/doctor do
+//!   with them; [`plugin`] — bir's Claude Code plugin (`--mod`).
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
@@ -24,11 +24,11 @@ pub mod codex;
 pub mod diff;
 pub mod entry;
 pub mod format;
-pub mod hookcmd;
-pub mod hooks;
+pub mod hook_entries;
+pub mod hook_install;
 pub mod jsonedit;
 pub mod ledger;
-pub mod modcmd;
+pub mod plugin;
 pub mod remote_entry;
 pub mod vars;
 pub mod vocab;

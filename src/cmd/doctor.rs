@@ -483,16 +483,16 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         }
     }
     if let Some(paths) = &claude_paths {
-        let (lines, problems) = crate::clientconfig::hookcmd::doctor(
+        let (lines, problems) = crate::clientconfig::hook_install::doctor(
             paths,
-            crate::clientconfig::modcmd::installed(paths),
+            crate::clientconfig::plugin::installed(paths),
         );
         for l in lines {
             out(&l);
         }
         failures += problems;
         let socket = super::down::live_socket();
-        let (lines, problems) = crate::clientconfig::modcmd::doctor(paths, socket.as_deref());
+        let (lines, problems) = crate::clientconfig::plugin::doctor(paths, socket.as_deref());
         for l in lines {
             out(&l);
         }

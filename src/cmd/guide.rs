@@ -2,8 +2,8 @@
 //! next Claude Code session in a project, look at it, end it.
 //!
 //! `start` turns a scenario (a file, or a run derived in memory — the one
-//! loader, `replay::load_source`) into the plan `bound::guide` decides
-//! with, and stores it where the daemon reads it (`daemon::guides`). What
+//! loader, `replay::load_source`) into the plan `bound::guidance` decides
+//! with, and stores it where the daemon reads it (`daemon::armed_guides`). What
 //! the plan holds for each step:
 //! * the tool as Claude Code names it (`mcp__<server>__<tool>`, or the
 //!   built-in's name);
@@ -24,14 +24,14 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::bound::guide::{self, Guide, GuideStep, Phase, Progress};
+use crate::bound::guidance::{self, Guide, GuideStep, Phase, Progress};
 
-use crate::daemon::guides;
+use crate::daemon::armed_guides;
 use crate::error::{Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::replay::scenario::Scenario;
 use crate::replay::template::{self, Lookup};
-use crate::replay::{gate, runner};
+use crate::replay::{runner, safety};
 
 /// Guide Claude Code through a recorded scenario: the next session in this
 /// project gets the outline, calls that differ only in parameter or
@@ -166,7 +166,7 @@ fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
         )));
     }
     let g = Guide {
-        schema: guide::SCHEMA.to_owned(),
+        schema: guidance::SCHEMA.to_owned(),
         scenario: cmd.source.clone(),
         project: project.clone(),
         session: cmd.session.clone(),
@@ -179,18 +179,18 @@ fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
         steps,
         progress: Progress::default(),
     };
-    let path = guides::file_for(&home, &project);
+    let path = armed_guides::file_for(&home, &project);
     {
-        let _lock = guides::lock(&home)
+        let _lock = armed_guides::lock(&home)
             .map_err(|e| Error::failure("cannot lock bir's guides").because(e))?;
-        if let Ok(Some(old)) = guides::read(&path) {
+        if let Ok(Some(old)) = armed_guides::read(&path) {
             notes.push(format!(
                 "replaced the guide armed before ({}, {})",
                 old.scenario,
                 phase_name(old.progress.phase)
             ));
         }
-        guides::write(&path, &g)
+        armed_guides::write(&path, &g)
             .map_err(|e| Error::failure("cannot write the guide").because(e))?;
     }
     let who = match &g.session {
@@ -336,8 +336,8 @@ fn read_only_tools(scenario: &Scenario, steps: &[GuideStep]) -> Vec<String> {
                 continue;
             };
             let host = format!("mcp__{}__{}", crate::bound::spelled(server), name);
-            if gate::class_of(t.get("annotations")) == gate::Class::Auto
-                && !gate::has_write_verb(name)
+            if safety::class_of(t.get("annotations")) == safety::Class::Auto
+                && !safety::has_write_verb(name)
                 && !steps.iter().any(|s| s.tool == host)
             {
                 out.push(host);
@@ -359,11 +359,14 @@ fn phase_name(phase: Phase) -> &'static str {
 fn status(cmd: GuideStatusCmd) -> Result<ExitStatus, Error> {
     let home = bir_home()?;
     let guides: Vec<Guide> = if cmd.all {
-        guides::list(&home).into_iter().map(|(_, g)| g).collect()
+        armed_guides::list(&home)
+            .into_iter()
+            .map(|(_, g)| g)
+            .collect()
     } else {
         let project = project_dir(cmd.project.as_deref())?;
-        let path = guides::file_for(&home, &project);
-        match guides::read(&path) {
+        let path = armed_guides::file_for(&home, &project);
+        match armed_guides::read(&path) {
             Ok(g) => g.into_iter().collect(),
             Err(e) => return Err(Error::failure("cannot read the guide").because(e)),
         }
@@ -428,11 +431,11 @@ fn describe(g: &Guide) -> Vec<String> {
 fn stop(cmd: GuideStopCmd) -> Result<ExitStatus, Error> {
     let home = bir_home()?;
     let project = project_dir(cmd.project.as_deref())?;
-    let path = guides::file_for(&home, &project);
-    let _lock =
-        guides::lock(&home).map_err(|e| Error::failure("cannot lock bir's guides").because(e))?;
-    let old =
-        guides::read(&path).map_err(|e| Error::failure("cannot read the guide").because(e))?;
+    let path = armed_guides::file_for(&home, &project);
+    let _lock = armed_guides::lock(&home)
+        .map_err(|e| Error::failure("cannot lock bir's guides").because(e))?;
+    let old = armed_guides::read(&path)
+        .map_err(|e| Error::failure("cannot read the guide").because(e))?;
     let Some(old) = old else {
         out(&format!("No guide armed in {}.", escape(&project)));
         return Ok(ExitStatus::Success);

@@ -18,8 +18,8 @@ use crate::clientconfig::claude::{self, Paths, Resolved};
 use crate::clientconfig::diff;
 use crate::clientconfig::entry::{EntryKind, ProxyForm};
 use crate::clientconfig::format::{self, FileJob, Op};
-use crate::clientconfig::hookcmd;
-use crate::clientconfig::hooks::HookScope;
+use crate::clientconfig::hook_entries::HookScope;
+use crate::clientconfig::hook_install;
 use crate::clientconfig::jsonedit::{Flavor, json_string};
 use crate::clientconfig::ledger::{self, Change};
 use crate::clientconfig::vocab::{Decision, Found, Scope};
@@ -404,7 +404,7 @@ impl InstallPlan {
             }
         }
         match (&self.hook_target, self.hook_scope) {
-            (Some((paths, _)), Some(scope)) => hookcmd::would_change(paths, scope),
+            (Some((paths, _)), Some(scope)) => hook_install::would_change(paths, scope),
             _ => Ok(false),
         }
     }
@@ -417,10 +417,10 @@ impl InstallPlan {
         }
         run_jobs(&self.jobs, &self.form, true)?;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hookcmd::install(paths, scope, key, self.correlation, true, self.with_mod)?;
+            hook_install::install(paths, scope, key, self.correlation, true, self.with_mod)?;
         }
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
-            crate::clientconfig::modcmd::install(paths, key, true)?;
+            crate::clientconfig::plugin::install(paths, key, true)?;
         }
         Ok(())
     }
@@ -437,22 +437,23 @@ impl InstallPlan {
         let files = result?;
         let mut hooks = None;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hooks = hookcmd::install(paths, scope, key, self.correlation, false, self.with_mod)
-                .map_err(|e| {
-                    if files.is_empty() {
-                        e
-                    } else {
-                        Error::failure(
-                            "the MCP servers were wrapped, but the hooks were not registered",
-                        )
-                        .because(e)
-                    }
-                })?;
+            hooks =
+                hook_install::install(paths, scope, key, self.correlation, false, self.with_mod)
+                    .map_err(|e| {
+                        if files.is_empty() {
+                            e
+                        } else {
+                            Error::failure(
+                                "the MCP servers were wrapped, but the hooks were not registered",
+                            )
+                            .because(e)
+                        }
+                    })?;
         }
         let mut modded = None;
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
             // After the hooks: the mod only adds to what they record.
-            modded = crate::clientconfig::modcmd::install(paths, key, false).map_err(|e| {
+            modded = crate::clientconfig::plugin::install(paths, key, false).map_err(|e| {
                 Error::failure(
                     "the hooks were registered, but the Claude Code mod was not installed",
                 )
@@ -607,7 +608,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         .filter(|c| cmd.server.is_empty() || cmd.server.contains(&c.server))
         .cloned()
         .collect();
-    let hook_sel = hookcmd::select(
+    let hook_sel = hook_install::select(
         &ledger.hooks,
         everywhere,
         &keys,
@@ -615,7 +616,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         by_file.as_deref(),
         &cmd.server,
     );
-    let mod_sel = hookcmd::select(
+    let mod_sel = hook_install::select(
         &ledger.mods,
         everywhere,
         &keys,
@@ -704,10 +705,10 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         }
     }
     if cmd.dry_run {
-        if !hookcmd::uninstall(&hook_sel, &keys, true) {
+        if !hook_install::uninstall(&hook_sel, &keys, true) {
             failed = true;
         }
-        if !crate::clientconfig::modcmd::uninstall(&mod_sel, &keys, true) {
+        if !crate::clientconfig::plugin::uninstall(&mod_sel, &keys, true) {
             failed = true;
         }
         out("(dry run: nothing was written)");
@@ -734,11 +735,11 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
                 ),
             );
         }
-    } else if !hookcmd::uninstall(&hook_sel, &keys, false) {
+    } else if !hook_install::uninstall(&hook_sel, &keys, false) {
         failed = true;
     }
     // The mod goes with the hooks (it only adds to what they record).
-    if !failed && !crate::clientconfig::modcmd::uninstall(&mod_sel, &keys, false) {
+    if !failed && !crate::clientconfig::plugin::uninstall(&mod_sel, &keys, false) {
         failed = true;
     }
     Ok(ExitStatus::failure_if(failed))
@@ -811,7 +812,7 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
             }
         }
     }
-    hookcmd::status(&paths);
+    hook_install::status(&paths);
     let off = std::env::var("BIR_RECORDER").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "none"));
     let switched = crate::home::bir_home().zip(std::env::current_dir().ok());
     let switched = switched.and_then(|(home, cwd)| crate::switch::off_because(&home, &cwd));

@@ -22,7 +22,7 @@ use crate::replay::runner::{
     self, Confirm, Report, ServerTarget, ServerTargets, Status, StepReport,
 };
 use crate::replay::scenario::{CompareRule, Param, Scenario};
-use crate::replay::{derive, gate, load_source, template};
+use crate::replay::{derive, load_source, safety, template};
 
 // ---------------------------------------------------------------- scenario
 
@@ -537,7 +537,7 @@ fn show(s: &Scenario) {
         )));
     }
     for step in &s.steps {
-        let verdict = gate::judge(&gate::Facts {
+        let verdict = safety::judge(&safety::Facts {
             tool: &step.tool,
             recorded: step.annotations.as_ref(),
             live: None,

@@ -21,9 +21,9 @@
 //! `bir down`, and the daemon's lines in `bir status` and `bir doctor`,
 //! are commands: `crate::cmd::down`.
 
+pub(crate) mod armed_guides;
 pub(crate) mod client;
 pub(crate) mod discovery;
-pub(crate) mod guides;
 pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;

@@ -32,8 +32,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
 
+use super::armed_guides;
 use super::discovery::{self, Discovery};
-use super::guides;
 use super::http::{self, Conn, Guard, Limits, Method, Refused, Request};
 use super::sinks::Core;
 use super::uds;
@@ -680,10 +680,10 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             };
             let mut core = daemon.core();
             // The hook's stdout: nothing, except what an armed guide
-            // answers (`guides.rs`) or the call-id injection its sender
+            // answers (`armed_guides.rs`) or the call-id injection its sender
             // asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
-            let dirs = guides::SettingsDirs::from_query(query);
-            let guided = guides::apply(&daemon.home, &core.engine, event, &payload, &dirs);
+            let dirs = armed_guides::SettingsDirs::from_query(query);
+            let guided = armed_guides::apply(&daemon.home, &core.engine, event, &payload, &dirs);
             let answer = guided.answer.or_else(|| {
                 (event == "PreToolUse" && asks_injection(query))
                     .then(|| core.engine.injection(&payload, &request.body))
@@ -720,7 +720,8 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             // A pin the server did not get ends its guide.
             let mut core = daemon.core();
             for (session, call) in core.engine.take_pins_not_applied() {
-                if let Some(record) = guides::pin_not_applied(&daemon.home, &session, &call).record
+                if let Some(record) =
+                    armed_guides::pin_not_applied(&daemon.home, &session, &call).record
                 {
                     core.handle(record, now);
                 }

@@ -8,8 +8,8 @@
 //! peers accept, for the recorder.
 
 pub(crate) mod framer;
+pub(crate) mod inline_bytes;
 pub(crate) mod lenient;
 pub(crate) mod message;
 pub(crate) mod meta;
 pub mod scan;
-pub(crate) mod small;

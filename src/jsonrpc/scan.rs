@@ -39,7 +39,7 @@
 //! byte-at-a-time scanner it replaced (`scan/reference.rs`) on generated,
 //! damaged and arbitrarily cut input.
 
-use super::small::SmallBytes;
+use super::inline_bytes::SmallBytes;
 
 /// The longest object key we bother to remember when a chunk boundary cuts
 /// it: `method`, the longest key of interest, is 6 characters, 36 bytes if

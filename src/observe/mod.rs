@@ -770,7 +770,7 @@ mod tests {
                 )
                 .into_bytes(),
             ),
-            raw_id: crate::jsonrpc::small::SmallBytes::new(n.to_string().as_bytes()),
+            raw_id: crate::jsonrpc::inline_bytes::SmallBytes::new(n.to_string().as_bytes()),
             response: Some(ObservedBody::Whole(
                 format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{{}}}}"#).into_bytes(),
             )),

@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::sys::lock;
+use crate::locks::lock;
 
 /// How many past sessions are remembered (a renewal is rare; calls are
 /// stamped moments before the recorder reads them).

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use crate::jsonrpc::inline_bytes::SmallBytes;
 use crate::jsonrpc::lenient::{self, Repairs};
-use crate::jsonrpc::small::SmallBytes;
 use serde_json::value::RawValue;
 
 use crate::time;

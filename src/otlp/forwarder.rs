@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 use super::catchup::{CatchUp, export_run};
 use super::client::Client;
 use super::config::OtlpConfig;
+use crate::locks::Monitor;
 use crate::record::Forwarder;
 use crate::record::model::{Record, RunEvent};
 use crate::record::sender::{
     self, CatchUpState, CatchUpWhen, Outbox, Sending, Work, cool_down_for, next_work,
 };
 use crate::record::store::{LoadedRun, Store};
-use crate::sys::Monitor;
 
 /// Finished runs waiting for export, at most.
 const MAX_QUEUED_RUNS: usize = 32;

@@ -48,7 +48,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::config::ProxyConfig;
-use super::gate::OffGate;
+use super::off_gate::OffGate;
 use crate::bound::wire::{ProxyItem, ProxyRecords, ProxyRegister, ProxyUnregister};
 use crate::observe::step::StepReport;
 use crate::observe::{Direction, Sink};
@@ -707,7 +707,7 @@ mod tests {
             )
             .into_bytes(),
             ),
-            raw_id: crate::jsonrpc::small::SmallBytes::new(n.to_string().as_bytes()),
+            raw_id: crate::jsonrpc::inline_bytes::SmallBytes::new(n.to_string().as_bytes()),
             response: Some(ObservedBody::Whole(
                 format!(r#"{{"jsonrpc":"2.0","id":{n},"result":{{"content":[]}}}}"#).into_bytes(),
             )),

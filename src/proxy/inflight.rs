@@ -28,8 +28,8 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::time::Instant;
 
+use crate::jsonrpc::inline_bytes::SmallBytes;
 use crate::jsonrpc::message::IdKey;
-use crate::jsonrpc::small::SmallBytes;
 use crate::observe::step::ObservedBody;
 
 /// The most unanswered requests kept per direction.

@@ -7,7 +7,7 @@
 //!                    │ observations (after the write)
 //!                    ▼
 //!                 Observer ──▶ sinks: transcript; the recorder behind the
-//!                                  off switch (gate.rs), bound to the
+//!                                  off switch (off_gate.rs), bound to the
 //!                                  daemon or standalone (binding.rs)
 //! ```
 //!
@@ -37,10 +37,10 @@
 
 pub(crate) mod binding;
 pub mod config;
-pub(crate) mod gate;
 pub mod inflight;
 pub mod lazy;
 pub mod modern;
+pub(crate) mod off_gate;
 pub(crate) mod passthrough;
 pub mod relay;
 pub mod signals;
@@ -58,6 +58,7 @@ use std::time::{Duration, Instant};
 use crate::cli::Role;
 use crate::cli::{Exit, parse_args, print_version};
 use crate::error::{self, Error, ExitStatus as Status};
+use crate::locks::lock;
 use crate::observe::step::CallOutcome;
 use crate::observe::transcript::Transcript;
 use crate::observe::{Observer, Sink};
@@ -65,7 +66,6 @@ use crate::proxy::config::ProxyArgs;
 use crate::record::store::Store;
 use crate::record::{LocalRun, RecorderConfig};
 use crate::service::forwarder::ServiceForwarder;
-use crate::sys::lock;
 use config::{ProxyConfig, UpstreamHttpConfig};
 use inflight::HostRequest;
 use relay::Shared;

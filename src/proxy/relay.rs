@@ -33,11 +33,11 @@ use super::traceparent::Traceparent;
 use crate::jsonrpc::framer::{Frame, Framer};
 use crate::jsonrpc::message::{self, Kind};
 use crate::jsonrpc::scan::{self, LineSummary};
+use crate::locks::lock;
 use crate::observe::step::{
     CallOutcome, OBSERVE_WHOLE, ObservedBody, ToolCallObserved, has_binary_block,
 };
 use crate::observe::{Batch, Direction, Observer};
-use crate::sys::lock;
 
 /// State shared by the pumps and the lifecycle loop.
 ///

@@ -1,7 +1,7 @@
 //! Recording: turning what the proxy observed into runs.
 //!
 //! Every payload goes through one choke point, [`Preparation`]
-//! (`preparation.rs`, built on `prepare.rs`, which the bound tier's engine
+//! (`preparation.rs`, built on `payload.rs`, which the bound tier's engine
 //! shares): parse a copy → stub binaries → redact → cap. It yields
 //! prepared items (a server snapshot, or one call's two steps) and writes
 //! nothing; the proxy's report path decides where they go — a
@@ -26,8 +26,8 @@ pub mod catchup;
 pub mod index;
 pub mod journal;
 pub mod model;
+pub(crate) mod payload;
 pub mod preparation;
-pub(crate) mod prepare;
 pub mod sender;
 pub mod store;
 pub mod truncate;

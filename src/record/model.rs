@@ -7,7 +7,7 @@
 //! redacted and truncated: nothing raw reaches this type. That is enforced
 //! by the types: every field that carries outside data (payloads, free
 //! text, names the server or host chose) is a [`Redacted`], which only the
-//! preparation module (`record::prepare`) can make. Fields that are safe
+//! preparation module (`record::payload`) can make. Fields that are safe
 //! by construction (ids bir generates, counters, timestamps, bir's own
 //! words) stay plain.
 //!
@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use super::prepare::{Redacted, canonical};
+pub use super::payload::{Redacted, canonical};
 
 /// One journal record: a sequence number (1, 2, … within the run) and an
 /// event. `seq` is what remote acknowledgements refer to.

@@ -2,7 +2,7 @@
 //!
 //! [`Preparation`] is the one choke point every payload of a proxy passes,
 //! whatever the report path (the local Tier 2 run, or the recorder
-//! daemon): parse a copy → stub binaries → redact → cap ([`prepare`],
+//! daemon): parse a copy → stub binaries → redact → cap ([`payload`],
 //! the same rules the daemon applies to hook payloads). It also learns the server's
 //! identity and tools from the `initialize` / `server/discover` /
 //! `tools/list` exchanges and turns them into [`ServerSnapshot`]s.
@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use super::RecorderConfig;
 use super::model::{self, HostInfo, ListPage, Redacted, ServerSnapshot, Step, StepType};
-use super::prepare::{self, Prepared};
+use super::payload::{self, Prepared};
 use crate::observe::step::StepReport;
 use crate::redact::Redactor;
 use serde::{Deserialize, Serialize};
@@ -201,7 +201,7 @@ impl Preparation {
         let tool_use_id = report
             .tool_use_id
             .as_deref()
-            .map(|id| prepare::label(self.redactor(), id));
+            .map(|id| payload::label(self.redactor(), id));
         let mut args = self.prepare(report.arguments.as_deref().map(|r| r.get()));
         // A request the proxy kept clipped (in-flight memory budget): its
         // arguments are stored as the marker a payload over the cap gets.
@@ -220,7 +220,7 @@ impl Preparation {
             .request_id
             .as_deref()
             .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
-            .map(|id| prepare::whole_or_marker(self.redactor(), id));
+            .map(|id| payload::whole_or_marker(self.redactor(), id));
         let base = Step {
             qualified_name: qualified,
             server_name: report.server_name.clone(),
@@ -288,7 +288,7 @@ impl Preparation {
             return false;
         }
         let id = cell.id_at(epoch);
-        let label = id.as_deref().map(|id| prepare::label(self.redactor(), id));
+        let label = id.as_deref().map(|id| payload::label(self.redactor(), id));
         self.knowledge.session_seen = epoch;
         self.knowledge.snapshot.mcp_session_id = label;
         self.knowledge.snapshot_known
@@ -300,7 +300,7 @@ impl Preparation {
         if let Some(known) = self.names.get(text) {
             return known.clone();
         }
-        let redacted = prepare::label(self.redactor(), text);
+        let redacted = payload::label(self.redactor(), text);
         if self.names.len() >= MAX_REMEMBERED_NAMES {
             self.names.clear();
         }
@@ -312,19 +312,19 @@ impl Preparation {
         let cfg = self.cfg.redact;
         let known = &self.cfg.known_secrets;
         self.redactor
-            .get_or_insert_with(|| prepare::build_redactor(cfg, known))
+            .get_or_insert_with(|| payload::build_redactor(cfg, known))
     }
 
-    /// The one choke point ([`prepare::raw`]): a raw JSON payload → what
+    /// The one choke point ([`payload::raw`]): a raw JSON payload → what
     /// may be stored.
     fn prepare(&mut self, raw: Option<&str>) -> Prepared {
         let cap = self.cfg.payload_cap;
-        prepare::raw(self.redactor(), raw, cap)
+        payload::raw(self.redactor(), raw, cap)
     }
 
     /// A result too large to parse: its size and a redacted preview.
     fn preview_only(&mut self, text: &str, size: usize) -> Prepared {
-        prepare::preview_only(self.redactor(), text, size)
+        payload::preview_only(self.redactor(), text, size)
     }
 
     /// Reads an answered `initialize`, `server/discover` or `tools/list`.
@@ -344,8 +344,8 @@ impl Preparation {
         // a record unredacted.
         let redactor = self.redactor();
         let (Some(request), Some(response)) = (
-            prepare::whole(redactor, request),
-            prepare::whole(redactor, response),
+            payload::whole(redactor, request),
+            payload::whole(redactor, response),
         ) else {
             log::error!("redaction failed; the `{method}` exchange is not recorded");
             return false;
@@ -427,7 +427,7 @@ impl Preparation {
             // Each tool is redacted again on its own, as its hash has
             // always been taken (a tool's hash must not change between
             // versions of bir for the same definition).
-            let tool = prepare::whole(redactor, (*tool).clone()).unwrap_or(tool);
+            let tool = payload::whole(redactor, (*tool).clone()).unwrap_or(tool);
             if let Some(name) = tool.text_at("/name") {
                 hashes.insert(name, crate::codec::sha256_hex(&model::canonical(&tool)));
             }
@@ -536,7 +536,7 @@ mod tests {
             started: Instant::now(),
             duration: Duration::from_millis(1),
             request: ObservedBody::Whole(request.to_string().into_bytes()),
-            raw_id: crate::jsonrpc::small::SmallBytes::new(b"1"),
+            raw_id: crate::jsonrpc::inline_bytes::SmallBytes::new(b"1"),
             response: Some(ObservedBody::Whole(
                 br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#.to_vec(),
             )),

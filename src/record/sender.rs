@@ -14,7 +14,7 @@
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-use crate::sys::Monitor;
+use crate::locks::Monitor;
 
 /// First cool-down after a failure, and its ceiling.
 pub const COOL_DOWN_FIRST: Duration = Duration::from_secs(5);

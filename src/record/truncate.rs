@@ -81,7 +81,7 @@ pub fn token_safe_prefix(text: &str, max: usize) -> &str {
 /// the truncation marker. Returns whether it was truncated.
 ///
 /// `text` is the value's compact rendering (`serde_json`'s, as
-/// [`super::prepare::canonical`] makes it), which the caller already holds
+/// [`super::payload::canonical`] makes it), which the caller already holds
 /// for the digest: the size is judged and the preview cut from it, so the
 /// value is not rendered a second time.
 pub fn cap_rendered(v: Value, text: &str, cap: usize) -> (Value, bool) {

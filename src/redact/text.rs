@@ -22,6 +22,8 @@
 //! For `Authorization`-like names the scheme survives:
 //! `Authorization: Bearer [REDACTED:bearer]`.
 
+use std::ops::Range;
+
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use super::keys;
@@ -100,7 +102,7 @@ impl Assignments {
             let (ns, ne) = expand_name(b, ts, te);
             // Skip the rest of this name; the next trigger is elsewhere.
             *last_end = ne.max(te);
-            if let Some(f) = judge(s, ns, ne, legacy) {
+            if let Some(f) = value_after_name(s, ns..ne, legacy) {
                 *last_end = f.end;
                 found.push(f);
             }
@@ -163,8 +165,12 @@ fn skip_blanks(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// Looks at what follows the name `s[ns..ne]` and decides.
-fn judge(s: &str, ns: usize, ne: usize, legacy: bool) -> Option<Found> {
+/// Looks at what follows the name `s[name]` (`NAME=value`, `--flag
+/// value`, `Name: value`, …) and returns the value to redact, if the name
+/// is a secret's and the value is there. `legacy_key_rule` adds the old
+/// substring rule to the key rule ([`keys::is_secret_key`]).
+fn value_after_name(s: &str, name: Range<usize>, legacy_key_rule: bool) -> Option<Found> {
+    let (ns, ne, legacy) = (name.start, name.end, legacy_key_rule);
     let b = s.as_bytes();
     let raw_name = &s[ns..ne];
     let dashes = raw_name.len() - raw_name.trim_start_matches('-').len();

@@ -134,7 +134,7 @@ impl McpClient {
                     if n == 0 {
                         break;
                     }
-                    let mut t = crate::sys::lock(&tail);
+                    let mut t = crate::locks::lock(&tail);
                     t.extend(&buf[..n]);
                     while t.len() > STDERR_TAIL {
                         t.pop_front();
@@ -176,7 +176,7 @@ impl McpClient {
     }
 
     fn stderr_tail(&self) -> String {
-        let t = crate::sys::lock(&self.stderr);
+        let t = crate::locks::lock(&self.stderr);
         let bytes: Vec<u8> = t.iter().copied().collect();
         let text = String::from_utf8_lossy(&bytes).trim().to_owned();
         if text.is_empty() {

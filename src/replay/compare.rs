@@ -2,7 +2,7 @@
 //!
 //! Both sides are what the recorder would store: the caller passes the live
 //! result through the same redaction and cap the run went through
-//! (`record::prepare`), so a secret equals its placeholder and a result
+//! (`record::payload`), so a secret equals its placeholder and a result
 //! past the cap compares by its truncation marker (`originalBytes` and the
 //! preview). No fuzzy matching: after the declared relaxations, values
 //! must be equal as JSON (numbers by their exact token).

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 
 use super::client::{Answer, McpClient};
-use super::gate::{self, Class};
 use super::matcher::{Matcher, Mode, Outcome, lossy_result};
 use super::recording::SessionRecorder;
+use super::safety::{self, Class};
 use super::scenario::{Scenario, ScenarioStep};
 use crate::redact::Redactor;
 
@@ -363,7 +363,7 @@ impl<'a> Mock<'a> {
             .snapshot
             .and_then(|s| s.tool(tool))
             .and_then(|t| t.get("annotations"));
-        let verdict = gate::judge(&gate::Facts {
+        let verdict = safety::judge(&safety::Facts {
             tool,
             recorded: annotations,
             live: None,

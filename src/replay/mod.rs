@@ -12,11 +12,11 @@
 pub mod client;
 pub mod compare;
 pub mod derive;
-pub mod gate;
 pub mod matcher;
 pub mod mock;
 pub mod recording;
 pub mod runner;
+pub mod safety;
 pub mod scenario;
 pub mod template;
 
@@ -55,7 +55,7 @@ pub fn recorded_space_redactor() -> crate::redact::Redactor {
 /// static headers bir itself sends a remote server), in any encoding, as
 /// the proxy's recorder does for its `--url` upstream.
 pub fn recorded_space_redactor_knowing(known_secrets: &[String]) -> crate::redact::Redactor {
-    crate::record::prepare::build_redactor(crate::redact::RedactConfig::default(), known_secrets)
+    crate::record::payload::build_redactor(crate::redact::RedactConfig::default(), known_secrets)
 }
 
 /// `value` as the recorder would have stored it: binaries stubbed,
@@ -65,7 +65,7 @@ pub fn in_recorded_space(
     cap: usize,
     value: serde_json::Value,
 ) -> serde_json::Value {
-    crate::record::prepare::value(redactor, value, cap)
+    crate::record::payload::value(redactor, value, cap)
         .value
         .map(|r| r.into_inner())
         .unwrap_or(serde_json::Value::Null)

@@ -25,8 +25,8 @@ use serde_json::Value;
 
 use super::client::{Answer, ClientError, McpClient};
 use super::compare::{self, Difference, RuleSet};
-use super::gate::{self, Class, Consent};
 use super::recording::{REPLAY_RECORDER, SessionRecorder};
+use super::safety::{self, Class, Consent};
 use super::scenario::{Scenario, ScenarioStep};
 use super::template::{self, Lookup};
 use crate::error::ExitStatus;
@@ -451,7 +451,7 @@ pub fn run(
             let recorded_annotations = step.annotations.as_ref();
             let server = live.get(&step.server);
             let live_def = server.and_then(|s| s.tools.get(&step.tool)).cloned();
-            let verdict = gate::judge(&gate::Facts {
+            let verdict = safety::judge(&safety::Facts {
                 tool: &step.tool,
                 recorded: recorded_annotations,
                 live: live_def.as_ref().and_then(|d| d.get("annotations")),
@@ -592,12 +592,12 @@ pub fn run(
                     } else {
                         verdict.class
                     };
-                    match gate::consent(class, &step.server, &step.tool, &allow, &deny) {
+                    match safety::consent(class, &step.server, &step.tool, &allow, &deny) {
                         Consent::Allowed => runnable = true,
                         Consent::Refused => {
                             if deny
                                 .iter()
-                                .any(|d| gate::glob_matches(d, &step.server, &step.tool))
+                                .any(|d| safety::glob_matches(d, &step.server, &step.tool))
                             {
                                 sr.status = Status::Blocked;
                                 sr.reasons.push("denied by --deny".to_owned());

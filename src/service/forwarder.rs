@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use super::client::{Client, SendFailure, ServiceConfig, jittered};
 use super::wire::{WireRequest, request_for};
+use crate::locks::Monitor;
 use crate::record::Forwarder;
 use crate::record::model::Record;
 use crate::record::sender::{
     self, CatchUpState, CatchUpWhen, Outbox, Sending, Work, cool_down_for, next_work,
 };
-use crate::sys::Monitor;
 use crate::urls;
 
 /// The send queue's bounds.

@@ -1,6 +1,6 @@
 //! The service's client, wire mapping and forwarder against a local fake.
 
-use crate::record::prepare::fixture;
+use crate::record::payload::fixture;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};

@@ -31,7 +31,7 @@
 //! * `listing` — `bir runs` over many runs (`synth`: a generated store):
 //!   its filters, the listing index kept fresh and rebuilt when damaged,
 //!   the reader's step numbers, `bir runs show --follow` on a live run.
-//! * `redacted` — only `record::prepare` can make the `Redacted` values
+//! * `redacted` — only `record::payload` can make the `Redacted` values
 //!   records are built of (read from the source: what the compiler keeps,
 //!   kept in place).
 //! * `relay` — byte-exactness under random read boundaries and large

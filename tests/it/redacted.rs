@@ -1,14 +1,14 @@
 //! What keeps "nothing unredacted enters a record" a property of the types.
 //!
 //! Every model field that carries outside data is a `Redacted<T>`, whose
-//! field is private to `src/record/prepare.rs`: the compiler refuses a raw
+//! field is private to `src/record/payload.rs`: the compiler refuses a raw
 //! value anywhere else. What the compiler cannot see is that guarantee
 //! being taken apart in a later change, so it is read from the source:
 //!
 //! * the newtype's field stays private (no `pub` in its tuple);
-//! * no file but `prepare.rs` spells the constructor (`Redacted(`), and no
+//! * no file but `payload.rs` spells the constructor (`Redacted(`), and no
 //!   file uses `transmute` (the one way around a private field);
-//! * inside `prepare.rs`, only the functions listed here build one, each of
+//! * inside `payload.rs`, only the functions listed here build one, each of
 //!   which redacts (or narrows what is already redacted); a new one must be
 //!   added here, where a reviewer sees it;
 //! * the test fixture that wraps a value unredacted is `#[cfg(test)]`;
@@ -60,9 +60,9 @@ fn spells_constructor(code: &str) -> bool {
     false
 }
 
-const PREPARE: &str = "record/prepare.rs";
+const PREPARE: &str = "record/payload.rs";
 
-/// The functions of `prepare.rs` that may build a `Redacted`: each one
+/// The functions of `payload.rs` that may build a `Redacted`: each one
 /// redacts what it wraps, or narrows a value that is already redacted.
 const BUILDERS: &[&str] = &[
     // narrowing a redacted value
@@ -112,13 +112,13 @@ fn only_the_preparation_module_can_make_a_redacted_value() {
         outside.join("\n")
     );
 
-    let prepare = prepare.expect("src/record/prepare.rs exists");
+    let prepare = prepare.expect("src/record/payload.rs exists");
     let lines = code_lines(&prepare);
     let declaration = lines
         .iter()
         .find(|(_, c)| c.contains("struct Redacted"))
         .map(|(_, c)| c.clone())
-        .expect("the newtype is declared in prepare.rs");
+        .expect("the newtype is declared in payload.rs");
     let tuple = declaration
         .split_once('(')
         .and_then(|(_, rest)| rest.split_once(')'))
@@ -129,7 +129,7 @@ fn only_the_preparation_module_can_make_a_redacted_value() {
         "the field of Redacted must stay private: {declaration}"
     );
 
-    // Every construction inside prepare.rs sits in a listed function.
+    // Every construction inside payload.rs sits in a listed function.
     let mut current_fn: Option<String> = None;
     let mut previous = String::new();
     let mut seen = Vec::new();

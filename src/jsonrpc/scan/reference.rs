@@ -13,7 +13,7 @@
 // The grammar's data types are shared; the logic below is this
 // scanner's own, which is what makes it a reference.
 use super::{LineSummary, Num, Shape, TopKey, VALUE_CAPTURE};
-use crate::jsonrpc::small::SmallBytes;
+use crate::jsonrpc::inline_bytes::SmallBytes;
 
 /// Every key of interest fits in 36 raw bytes (six `\uXXXX` escapes).
 const KEY_CAPTURE: usize = 36;

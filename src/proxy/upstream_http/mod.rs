@@ -49,7 +49,7 @@ use super::modern;
 use super::sse::SseReader;
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::jsonrpc::scan::{self, LineSummary};
-use crate::sys::lock;
+use crate::locks::lock;
 use crate::urls;
 use policy::{
     BoundedTls, auth_param, header_safe, media_type, no_proxy_matches, redirect_allowed,

@@ -1,5 +1,5 @@
 //! What `bir install`, `bir uninstall`, `bir status` and `bir doctor` do
-//! with Claude Code hooks ([`super::hooks`] holds the file edits).
+//! with Claude Code hooks ([`super::hook_entries`] holds the file edits).
 //!
 //! Registration runs after the MCP servers are wrapped, and only when that
 //! succeeded; uninstall takes the hooks away only after every server entry
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
-use super::hooks::{
+use super::hook_entries::{
     EVENTS, HookChange, HookForm, HookScope, LEFT_TO_THE_MOD, TIMEOUT_SECS, install_edit_skipping,
     registered, uninstall_edit,
 };

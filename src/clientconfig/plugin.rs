@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
-use super::hookcmd::{Selection, Shared, forget_in_ledger};
-use super::hooks::{NEW_FILE, unreadable_settings};
+use super::hook_entries::{NEW_FILE, unreadable_settings};
+use super::hook_install::{Selection, Shared, forget_in_ledger};
 use super::jsonedit::{Doc, Flavor, Node, json_string};
 use super::ledger::{self, ModChange};
 use crate::codec::sha256_hex;
@@ -449,7 +449,7 @@ fn declared(paths: &Paths) -> Option<PathBuf> {
 }
 
 /// Whether bir's mod is declared in `paths`' user settings (its hooks
-/// module then carries what [`super::hooks::LEFT_TO_THE_MOD`] would).
+/// module then carries what [`super::hook_entries::LEFT_TO_THE_MOD`] would).
 pub fn installed(paths: &Paths) -> bool {
     declared(paths).is_some()
 }
@@ -626,7 +626,7 @@ mod tests {
             at: String::new(),
         };
         let here = ["/a".to_owned()];
-        use super::super::hookcmd::select;
+        use super::super::hook_install::select;
         let s = select(&[m(&["/a", "/b"])], false, &here, None, None, &[]);
         assert!(s.reverse.is_empty() && s.release.len() == 1);
         let s = select(&[m(&["/a"])], false, &here, None, None, &[]);

@@ -39,7 +39,7 @@ const PAYLOAD_DEPTH: usize = 100;
 /// Serialised exactly as the value it holds (`#[serde(transparent)]`), so
 /// journals and the service's wire format do not change.
 ///
-/// It cannot be built from raw data outside `record::prepare`: its field
+/// It cannot be built from raw data outside `record::payload`: its field
 /// is private to this module and no function here wraps a value without
 /// redacting it (test fixtures aside, which exist only under `cfg(test)`).
 /// `tests/it/redacted.rs` holds that in place: the field stays private,

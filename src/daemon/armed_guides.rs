@@ -1,5 +1,5 @@
 //! Guides on disk (`$BIR_HOME/guides/`), and how the daemon applies one to
-//! a session's hooks (the decisions themselves are `bound::guide`'s).
+//! a session's hooks (the decisions themselves are `bound::guidance`'s).
 //!
 //! Scope: one guide per **project directory** — the file is named by the
 //! sha256 of the directory `bir guide start` armed it in — optionally
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::bound::guide::{self, Guide, Permissions, Phase, Verdict};
+use crate::bound::guidance::{self, Guide, Permissions, Phase, Verdict};
 use crate::bound::{Engine, Input};
 use crate::home;
 
@@ -234,14 +234,14 @@ pub(crate) fn apply(
         return Applied::default();
     };
     let verdict = match event {
-        "UserPromptSubmit" => guide::on_prompt(&mut g, payload),
+        "UserPromptSubmit" => guidance::on_prompt(&mut g, payload),
         "PreToolUse" if g.progress.phase == Phase::Active && g.belongs_to(session) => {
             let rules = permissions(Path::new(cwd), dirs);
-            guide::on_pre(&mut g, payload, &rules, &|v| engine.in_recorded_space(v))
+            guidance::on_pre(&mut g, payload, &rules, &|v| engine.in_recorded_space(v))
         }
-        "PostToolUse" | "PostToolUseFailure" => guide::on_post(&mut g, payload),
-        "PostToolBatch" => guide::on_batch(&mut g, payload),
-        "Stop" => guide::on_stop(&mut g, payload),
+        "PostToolUse" | "PostToolUseFailure" => guidance::on_post(&mut g, payload),
+        "PostToolBatch" => guidance::on_batch(&mut g, payload),
+        "Stop" => guidance::on_stop(&mut g, payload),
         _ => Verdict::default(),
     };
     finish(&path, &g, session, verdict)
@@ -256,7 +256,7 @@ pub(crate) fn pin_not_applied(home: &Path, session: &str, tool_use_id: &str) -> 
     let Some((path, mut g)) = list(home).into_iter().find(|(_, g)| g.belongs_to(session)) else {
         return Applied::default();
     };
-    let verdict = guide::pin_not_applied(&mut g, tool_use_id);
+    let verdict = guidance::pin_not_applied(&mut g, tool_use_id);
     finish(&path, &g, session, verdict)
 }
 
@@ -328,7 +328,7 @@ mod tests {
         let _ = fs::remove_dir_all(&home);
         fs::create_dir_all(&home).expect("home");
         let g: Guide = serde_json::from_value(serde_json::json!({
-            "schema": guide::SCHEMA, "scenario": "x", "project": "/work/proj",
+            "schema": guidance::SCHEMA, "scenario": "x", "project": "/work/proj",
             "armedAt": "2026-12-02T00:00:00Z", "maxExtra": 5, "maxNudges": 1, "steps": []}))
         .expect("a guide");
         let path = file_for(&home, "/work/proj");
@@ -381,7 +381,7 @@ mod tests {
         assert!(got.answer.is_none() && got.record.is_none());
         assert!(!dir(&home).exists());
         let g: Guide = serde_json::from_value(serde_json::json!({
-            "schema": guide::SCHEMA, "scenario": "x", "project": project,
+            "schema": guidance::SCHEMA, "scenario": "x", "project": project,
             "armedAt": "2026-12-02T00:00:00Z", "maxExtra": 5, "maxNudges": 1,
             "steps": [{"id": "s1", "tool": "mcp__everything__echo", "label": "everything/echo",
                        "args": {"message": "world"}, "slots": ["/message"],

@@ -1,4 +1,4 @@
-//! What a guide (`bound::guide`, `bir guide`) adds to a session's run:
+//! What a guide (`bound::guidance`, `bir guide`) adds to a session's run:
 //! one `bir.guide` session event per decision (started, followed, pinned,
 //! advised, extra, handover, nudged), and for every pin a check that the
 //! server received the pinned arguments.

@@ -5,7 +5,7 @@
 //! host names the tools, their expected arguments in recorded space, the
 //! slots matching relaxes and the values a pin writes) plus its progress.
 //! `bir guide start` builds it (`crate::cmd::guide`); the daemon keeps it in a
-//! private file (`crate::daemon::guides`) and, for every hook of the
+//! private file (`crate::daemon::armed_guides`) and, for every hook of the
 //! session that claimed it, calls the functions here, which decide and
 //! build the hook's answer — no I/O here, so the table is tested on plain
 //! payloads.
@@ -751,7 +751,7 @@ fn finished_call(guide: &mut Guide, payload: &Value) -> Option<String> {
 }
 
 /// The proxy's report shows the server did not get the pinned arguments
-/// of call `tool_use_id` (`session/guide.rs`): the guide hands over, since
+/// of call `tool_use_id` (`session/guide_events.rs`): the guide hands over, since
 /// what runs is no longer the recorded procedure.
 pub(crate) fn pin_not_applied(guide: &mut Guide, tool_use_id: &str) -> Verdict {
     if !matches!(guide.progress.phase, Phase::Active | Phase::Done) {
