@@ -110,7 +110,7 @@ browser: peers $(DEBUG_BIN)
 	node tests/browser/report.mjs "$(REPORT_PAGES)"
 	cp "$(REPORT_PAGES)/demo.png" target/report-demo.png
 
-# Real OpenTelemetry receivers (issue 14): rotel always; otelite and
+# Real OpenTelemetry receivers: rotel always; otelite and
 # Phoenix (slow to install and start) with BIR_TEST_OTLP_RECEIVERS=all.
 # rotel is in the list whatever the variable says (an empty or other
 # value cannot skip it), and a receiver named here that is not installed

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tail latency of recording, the way issue 12 item 9 measured it.
+"""Tail latency of recording: a Python client pinned with the proxy and its server on one CPU.
 
 A Python client, the proxy and the server all pinned to one CPU; sequential
 tools/call round trips (16-byte answers) through `bir proxy -- echo_server`

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks for reusing runs (issue 15): mock latency against the live server, mock start-up,
+"""Benchmarks for reusing runs: mock latency against the live server, mock start-up,
 matching on a 10,000-step recording, and `bir verify --schema-only` on a 1,000-step scenario.
 
     python3 bench/replay.py BIR SCENARIO LIVE_CMD...

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the real OpenTelemetry receivers used by tests/it/otlp_receivers.rs (issue 14) into
+# Install the real OpenTelemetry receivers used by tests/it/otlp_receivers.rs into
 # ${BIR_OTLP_PEERS:-<repo>/.peers/otlp} (gitignored), from the registries only:
 #
 #   PyPI (pinned):      rotel (its wheel ships the rotel-agent collector binary; strict OTLP/JSON)

@@ -15,7 +15,7 @@
 //! * runs: `record` (the recorder sink, the journal, the local store);
 //! * engines: `service` (the recording service), `bound` (the bound tier);
 //! * services: `daemon` (the recorder daemon, hidden `bir daemon`, and its
-//!   client: find, start, talk to it), `install` (editing MCP clients'
+//!   client: find, start, talk to it), `clientconfig` (editing MCP clients'
 //!   configs);
 //! * personalities: `proxy` (`bir-proxy`), `hooks` (`bir-hooks`),
 //!   `fakeserver` (hidden `bir testpeer`: a scriptable fake MCP server);

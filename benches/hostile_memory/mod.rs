@@ -1,5 +1,4 @@
-//! Peak memory of the proxy under input meant to inflate it (issue 12,
-//! item 8): a 200 MB line with no newline from the host, and 80 requests of
+//! Peak memory of the proxy under input meant to inflate it: a 200 MB line with no newline from the host, and 80 requests of
 //! 1 MiB that the server reads but never answers. The target is a peak RSS
 //! (`VmHWM`) of at most the message limit plus 16 MB whatever the input.
 //!

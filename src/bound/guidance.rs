@@ -10,7 +10,7 @@
 //! build the hook's answer — no I/O here, so the table is tested on plain
 //! payloads.
 //!
-//! The table (REPLAY.md §4.8, with the departures its module docs name):
+//! The table (docs/guide.md, with the departures these docs name):
 //!
 //! | hook | situation | answer |
 //! |---|---|---|

@@ -1,7 +1,7 @@
-//! The vocabulary every install module shares: which client, which scope,
-//! what was found and what `bir install` decides about it.
+//! The vocabulary every client-config module shares: which client, which
+//! scope, what was found and what `bir install` decides about it.
 //!
-//! It sits below the client adapters (`claude`, `clients`, `remote`,
+//! It sits below the client adapters (`claude`, `clients`, `remote_entry`,
 //! `codex`) so that they can speak of the same things without importing
 //! each other.
 

@@ -3,7 +3,7 @@
 //! Thin: the work is done by `crate::replay`. This module parses flags,
 //! finds the servers' commands (`--server NAME='cmd …'`, else the install
 //! ledger's original entry), prints reports (every line escaped) and maps
-//! outcomes to the exit codes of REPLAY.md §4.9.
+//! outcomes to the exit codes docs/replay.md lists.
 
 use argh::FromArgs;
 use std::collections::{BTreeMap, HashMap};
@@ -1085,7 +1085,7 @@ fn update(s: &mut Scenario, report: &Report, all: bool) -> (usize, Vec<String>) 
     (updated, refused)
 }
 
-/// The more urgent of two exit statuses (§4.9 priority).
+/// The more urgent of two exit statuses (the priority docs/replay.md gives).
 fn worse(a: ExitStatus, b: ExitStatus) -> ExitStatus {
     let rank = |s: ExitStatus| match s {
         ExitStatus::Usage => 6,

@@ -327,7 +327,7 @@ mod tests {
     }
 
     /// A line longer than the limit never makes the buffer grow much past
-    /// the limit (issue 12, item 8: doubling took it to twice the limit).
+    /// the limit (doubling took it to twice the limit).
     #[test]
     fn the_buffer_grows_to_the_limit_not_past_it() {
         let limit = 40 * READ_CHUNK + 123;

@@ -3,8 +3,8 @@
 //! The relay produces [`Observation`]s *after* the bytes they describe are on
 //! their way to the peer, pushes them onto a bounded [`queue::Queue`] and
 //! moves on. One worker thread drains the queue, turns tool calls into
-//! [`step::StepReport`]s and feeds every [`Sink`] (today: the `--transcript`
-//! file; the recorder is the next sink).
+//! [`step::StepReport`]s and feeds every [`Sink`] (the `--transcript`
+//! file, and the recorder: `crate::record`).
 //!
 //! Invariants:
 //! * Observing never blocks the relay: pushes drop the oldest entry when the
@@ -16,7 +16,7 @@
 //!   weight: a lowered priority can never be raised again by an
 //!   unprivileged thread, and against busy nice-0 processes a nice-19
 //!   thread gets a sliver of the CPU — runs were left unfinished and calls
-//!   lost that way (issue 12, item 9).
+//!   lost that way.
 //! * Recording stays out of the relay's way by choosing *when* it works,
 //!   not by a lower priority: while the relay is busy (it read something
 //!   within [`QUIET`]) the worker stands back, asleep, and does the whole

@@ -1,5 +1,5 @@
 //! Runs exported to OpenTelemetry: the third sink beside the local store
-//! and the recording service (issue 14; the facts are in
+//! and the recording service (the facts are in
 //! `shared/docs/OTEL.md`, the user's side in `docs/opentelemetry.md`).
 //!
 //! * [`config`] — `BIR_OTLP*` (and, only under `BIR_OTLP=1`, `OTEL_*`) →

@@ -1,6 +1,6 @@
 //! Redaction: the single choke point every recorded payload passes through
 //! before it reaches a store, the network, a log or a terminal
-//! (PRODUCT.md rule 4, RELIABILITY.md §0 items 3–4).
+//! (the product rule that nothing unredacted is stored or sent).
 //!
 //! # Invariants
 //!

@@ -414,7 +414,7 @@ fn corpus() {
     check_corpus(&cases);
 }
 
-/// The classes issue 12 found the layers missing or overdoing (tokens
+/// The classes a review found the layers missing or overdoing (tokens
 /// glued to text, encoded and separated key names, vendor keys named by
 /// context, agent session links; cookies and documentation that must keep
 /// what a reader needs), many cases each, in their own corpus file.

@@ -13,7 +13,7 @@
 //! Statuses: `match`, `diverged`, `error-changed`, `held`, `blocked`,
 //! `missing-tool`, `schema-changed`, `unbound-literal`, plus `planned`
 //! (`--dry-run`) and `guided-only` (a host built-in: only guided replay
-//! can follow it). The exit status follows REPLAY.md §4.9.
+//! can follow it). The exit status follows docs/replay.md (`bir verify`'s exit codes).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
@@ -139,7 +139,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// REPLAY.md §4.9: environment (4) over divergence (1) over stale (5)
+    /// docs/replay.md, the exit codes: environment (4) over divergence (1) over stale (5)
     /// over incomplete (3) over success (0). Usage errors (2) never get a
     /// report.
     pub fn exit_status(&self) -> ExitStatus {
@@ -1053,7 +1053,7 @@ mod tests {
         }
     }
 
-    /// REPLAY.md §4.9: 4 over 1 over 5 over 3 over 0.
+    /// docs/replay.md, the exit codes: 4 over 1 over 5 over 3 over 0.
     #[test]
     fn exit_codes_follow_their_priority() {
         let mut r = Report::default();

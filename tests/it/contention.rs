@@ -63,7 +63,7 @@ fn assert_finished_with(dir: &TempDir, id: &str, calls: u64) -> Vec<Value> {
     steps
 }
 
-/// Issue 12 item 9: short sessions through the proxy while every CPU is
+/// Short sessions through the proxy while every CPU is
 /// busy each end as a finished run with all their calls.
 #[test]
 fn short_sessions_on_a_saturated_cpu_leave_finished_whole_runs() {

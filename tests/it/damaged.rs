@@ -300,7 +300,7 @@ fn large_damaged_answers_keep_their_secrets_out_of_the_preview() {
     }
 }
 
-/// A3/A4/A8 in answers of ordinary size (issue 12, item 4): a lone
+/// A3/A4/A8 in answers of ordinary size: a lone
 /// surrogate escape and invalid UTF-8 (which every peer reads: JavaScript
 /// accepts the one and decodes the other as U+FFFD) and a result nested 200
 /// levels deep (deeper than serde_json's 128) are recorded, redacted, with
@@ -554,8 +554,7 @@ fn stray_and_repeated_cancels_leave_the_calls_outcomes_right() {
     assert_eq!(run.doc["finish"]["metrics"]["errors"], 0);
 }
 
-/// Envelopes spelled the way every JSON parser reads alike (issue 12, item
-/// 5): keys with escapes (`"\u0069d"`, `"m\u0065thod"`, `"r\u0065sult"`),
+/// Envelopes spelled the way every JSON parser reads alike: keys with escapes (`"\u0069d"`, `"m\u0065thod"`, `"r\u0065sult"`),
 /// an id longer than the scanner's streaming capture (1 KiB), a duplicate
 /// `"id"` key (the last wins). Each call is recorded as answered, and when
 /// the server exits after the last answer, the host gets no second answer
@@ -663,7 +662,7 @@ fn recorded_responses(home: &TempDir) -> usize {
     })
 }
 
-/// Issue 12, item 1 (in part): what the recorder learns from `initialize`
+/// What the recorder learns from `initialize`
 /// (the server's instructions, serverInfo and capabilities, the client's
 /// clientInfo and capabilities) and a call's envelope (the tool name, the
 /// request id, `_meta["claudecode/toolUseId"]`) pass the redactor like the

@@ -762,7 +762,7 @@ fn an_expired_session_is_renewed_without_the_host_noticing() {
 /// A remote run says how the proxy reached the server (`tcp`) and under
 /// which `Mcp-Session-Id` each call was made: the snapshot is written
 /// again when the session is renewed, and the export names each call's
-/// own session (issue 14).
+/// own session.
 #[test]
 fn a_remote_run_records_its_transport_and_each_calls_session() {
     let server = forgetful_server(|_, _| None);

@@ -1,8 +1,12 @@
 //! The single integration-test binary (one link step, shared support).
 //!
+//! * `support` — what every test shares: the binary under test, temporary
+//!   homes, the scripted host, waiting on a condition with a deadline.
 //! * `bind` — proxies bind to the recorder daemon (a fake on 127.0.0.1),
 //!   fall back to standalone runs and rebind; `bir off`/`on`, `BIR_OFF`,
 //!   passthrough (exec), the same bytes relayed in every mode.
+//! * `bound_runs` — `bir runs` on bound runs written the way the daemon
+//!   writes them: the list's tier and prompt, `show`'s turns, `export`.
 //! * `contention` — recording on a saturated CPU (two busy loops per
 //!   CPU): short sessions and SIGINT+SIGTERM still leave finished runs.
 //! * `daemon` — the recorder daemon through the real binary: started by a
@@ -26,11 +30,19 @@
 //! * `lazy` — `bir-proxy --lazy`: the same host-visible bytes as eager,
 //!   with and without a tool call; changed tools announced.
 //! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a
-//!   layer, no module cycle.
+//!   layer, no module cycle; the codemap names every file under `src/` and
+//!   nothing else, and the table places exactly `lib.rs`'s modules.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `listing` — `bir runs` over many runs (`synth`: a generated store):
 //!   its filters, the listing index kept fresh and rebuilt when damaged,
 //!   the reader's step numbers, `bir runs show --follow` on a live run.
+//! * `otlp` — runs exported to OpenTelemetry against a stub receiver on
+//!   127.0.0.1: protobuf and JSON, headers, gzip, retries, catch-up,
+//!   `bir runs export --otlp`.
+//! * `otlp_receivers` — the same export into real receivers (rotel,
+//!   otelite, Arize Phoenix), each when `BIR_TEST_OTLP_RECEIVERS` names it.
+//! * `record` — recording through the real proxy: the run in the local
+//!   store, crash safety of the journal, switching recording off.
 //! * `redacted` — only `record::payload` can make the `Redacted` values
 //!   records are built of (read from the source: what the compiler keeps,
 //!   kept in place).
@@ -45,6 +57,8 @@
 //! * `report` — `bir report`: the HTML page's structure (read back from
 //!   the data it embeds) on standalone, bound, damaged, empty and lossy
 //!   runs; `--follow` on a live run; `--open`.
+//! * `secrets` — no secret reaches a sink (store, service, `bir runs`,
+//!   logs) while the relayed bytes stay exactly what the peers sent.
 //! * `setup` — `bir setup` on fixture homes: no client, one, several, a
 //!   managed policy, a second run that changes nothing.
 //! * `remote_read` — `bir runs --remote`, `show|export --remote`: runs
@@ -52,6 +66,8 @@
 //!   refresh; an unreachable service.
 //! * `store` — the store under a live proxy: two proxies at once,
 //!   retention and `bir sync` from others, the store deleted or unwritable.
+//! * `synth` — a synthetic run store written as journals, shared with the
+//!   `bir runs` benchmark.
 
 mod bind;
 mod bound_runs;

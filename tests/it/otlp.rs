@@ -1,4 +1,4 @@
-//! Runs exported to OpenTelemetry (issue 14), against a stub OTLP/HTTP
+//! Runs exported to OpenTelemetry, against a stub OTLP/HTTP
 //! receiver on 127.0.0.1 (tiny_http) that records every request and
 //! answers as each test scripts it: what a proxy exports (protobuf by
 //! default, JSON on request, headers, gzip), the retry policy (429/503

@@ -1,4 +1,4 @@
-//! Runs exported to three real OpenTelemetry receivers (issue 14),
+//! Runs exported to three real OpenTelemetry receivers,
 //! installed from the registries by `scripts/install-otlp-receivers.sh`
 //! into `$BIR_OTLP_PEERS` (default `.peers/otlp`):
 //!

@@ -438,8 +438,8 @@ fn a_burst_reaches_the_host_whole_and_the_run_accounts_for_every_call() {
 
 /// The observer's worker runs at normal priority, as the relay does: a
 /// thread that lowers its priority can never raise it again, and a nice-19
-/// worker could not finish its runs on a busy machine (issue 12, item 9;
-/// `contention::*`). It gives way to the relay by standing back instead,
+/// worker could not finish its runs on a busy machine
+/// (`contention::*`). It gives way to the relay by standing back instead,
 /// and by its scheduling policy: `SCHED_BATCH` (same weight, but its
 /// wake-ups do not preempt a relay thread), while the relay's threads keep
 /// the default policy.

@@ -588,7 +588,7 @@ fn a_flood_of_notifications_does_not_hold_up_the_call_or_memory() {
     eprintln!("{flood} notifications and the answer in {took:?}; peak RSS {peak_kib} KiB");
 }
 
-/// Many large calls the server never answers (issue 12, item 8): the
+/// Many large calls the server never answers: the
 /// proxy relays every byte of them, but keeps for the recorder only what
 /// its in-flight budget allows, so its peak memory stays within the
 /// message limit plus 16 MB however many pile up; the calls are still

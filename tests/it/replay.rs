@@ -1,4 +1,4 @@
-//! Reusing runs against real peers (REPLAY.md §5): runs recorded through
+//! Reusing runs against real peers (docs/replay.md): runs recorded through
 //! `bir proxy` by the Python `mcp` SDK client (`tests/peers/replay_driver.py`),
 //! then derived into scenarios, replayed, verified and served as a mock.
 //!
