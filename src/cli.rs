@@ -107,8 +107,8 @@ pub fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit
             }
             ExitStatus::Success.into()
         } else {
-            eprint!("{}", early.output);
-            eprintln!("Run {program} --help for more information.");
+            crate::output::prompt(&early.output);
+            crate::output::note(&format!("Run {program} --help for more information."));
             ExitStatus::Usage.into()
         }
     })

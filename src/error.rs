@@ -192,7 +192,10 @@ pub fn report(command: &str, outcome: Result<ExitStatus, Error>) -> ExitStatus {
 /// so does a command that goes on past an error (`bir runs rm` of several
 /// runs, one of which it could not remove).
 pub fn print(command: &str, error: &Error) {
-    eprintln!("{}: {error}", error.command.unwrap_or(command));
+    #[expect(clippy::print_stderr, reason = "the one error path")]
+    {
+        eprintln!("{}: {error}", error.command.unwrap_or(command));
+    }
 }
 
 #[cfg(test)]

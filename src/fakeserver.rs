@@ -141,7 +141,9 @@ pub fn main(args: &[String]) -> Exit {
             .create(true)
             .append(true)
             .open(p)
-            .map_err(|e| eprintln!("testpeer: cannot open log {}: {e}", p.display()))
+            .map_err(|e| {
+                crate::output::note(&format!("testpeer: cannot open log {}: {e}", p.display()))
+            })
             .ok()
     });
     let mut peer = Peer {
@@ -327,7 +329,9 @@ impl Peer {
                 .collect::<Result<Vec<u8>, _>>()
             {
                 Ok(bytes) => self.write(&bytes),
-                Err(_) => eprintln!("testpeer: raw_latin1 holds a character above U+00FF"),
+                Err(_) => {
+                    crate::output::note("testpeer: raw_latin1 holds a character above U+00FF")
+                }
             }
         }
         if let Some(n) = get("notify") {

@@ -40,6 +40,12 @@
 //!   benchmark and tests generate (`tests/it/synth.rs`) is written with
 //!   bir's own journal framing.
 
+// Stderr is for the one error path (`error::report`), logging, and the
+// notes `output::note`/`prompt` print; a stray `eprintln!` fails the lint.
+// (Crate-wide here rather than in Cargo.toml: the benchmarks and tests
+// report on stderr freely.)
+#![deny(clippy::print_stderr)]
+
 mod bound;
 mod cli;
 mod clientconfig;

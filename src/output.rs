@@ -1,7 +1,12 @@
-//! The one place the command-line tool prints its reports.
+//! The one place bir prints to a person: a command's report on stdout,
+//! and on stderr its notes, progress and questions (and a personality's
+//! few words about itself, like a proxy that cannot start its server).
 //!
 //! Stdout carries a command's result (a table, a JSON document). A closed
-//! pipe (`bir runs | head`) is not an error: output stops quietly.
+//! pipe (`bir runs | head`) is not an error: output stops quietly, on
+//! either stream. Besides this module, only the one error path
+//! (`error::report`) and logging write to stderr; `clippy::print_stderr`
+//! is denied so that a stray `eprintln!` fails the lint.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -13,6 +18,25 @@ pub fn out(text: &str) {
         .write_all(text.as_bytes())
         .and_then(|_| stdout.write_all(b"\n"))
         .and_then(|_| stdout.flush());
+}
+
+/// Prints `text` and a newline to stderr: a note beside the command's
+/// report (a warning, progress, a run's id), never part of it.
+pub fn note(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr
+        .write_all(text.as_bytes())
+        .and_then(|_| stderr.write_all(b"\n"))
+        .and_then(|_| stderr.flush());
+}
+
+/// Prints `text` to stderr without a newline: a question whose answer is
+/// typed on the same line.
+pub fn prompt(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr
+        .write_all(text.as_bytes())
+        .and_then(|_| stderr.flush());
 }
 
 /// Control characters (C0, DEL, C1) are shown as `\u{…}` so recorded

@@ -1715,7 +1715,9 @@ fn engine_throughput() {
     }
     let took = begun.elapsed();
     let per_s = f64::from(calls * 3) / took.as_secs_f64();
-    eprintln!("{calls} calls (3 inputs each) in {took:?}: {per_s:.0} inputs/s");
+    crate::output::note(&format!(
+        "{calls} calls (3 inputs each) in {took:?}: {per_s:.0} inputs/s"
+    ));
 }
 
 // ---- the real captured sessions ----------------------------------------

@@ -87,8 +87,8 @@ pub fn login(cmd: LoginCmd) -> Result<ExitStatus, Error> {
         service_url::parse_service_url(&service).map_err(|e| e.with_status(ExitStatus::Usage))?;
     let issued = match cmd.token {
         Some(token) => {
-            eprintln!(
-                "bir login: note: a token given with --token shows in your shell history and the process list; `bir login` reads it from standard input instead"
+            crate::output::note(
+                "bir login: note: a token given with --token shows in your shell history and the process list; `bir login` reads it from standard input instead",
             );
             Issued {
                 token: token.expose().to_owned(),
@@ -135,10 +135,10 @@ fn read_token(service: &str) -> Result<Issued, Error> {
     // SAFETY: isatty only inspects the descriptor.
     let tty = unsafe { libc::isatty(0) } == 1;
     let text = if tty {
-        eprint!("Token for {service}: ");
+        crate::output::prompt(&format!("Token for {service}: "));
         let _ = io::stderr().flush();
         let line = read_line_without_echo().context(|| "cannot read the token".into())?;
-        eprintln!();
+        crate::output::note("");
         line
     } else {
         let mut text = String::new();

@@ -376,14 +376,14 @@ pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
                 Some(path) => {
                     s.save(path)?;
                     let proposals: usize = s.steps.iter().map(|st| st.bindings.len()).sum();
-                    eprintln!(
+                    crate::output::note(&format!(
                         "bir scenario: wrote {} ({} steps, {} binding{} {}; review them with bir scenario show)",
                         path.display(),
                         s.steps.len(),
                         proposals,
                         if proposals == 1 { "" } else { "s" },
                         if c.no_bind { "proposed" } else { "applied" }
-                    );
+                    ));
                 }
                 None => {
                     #[expect(clippy::print_stdout, reason = "the scenario is the command's output")]
@@ -903,16 +903,13 @@ pub fn replay(cmd: ReplayCmd) -> Result<ExitStatus, Error> {
 }
 
 fn ask_on_tty(sr: &StepReport) -> Confirm {
-    eprint!(
-        "{}",
-        escape(&format!(
-            "run {} {}/{} [{}]? (y)es / (n)o / (a)lways this tool / (q)uit asking: ",
-            sr.id,
-            sr.server,
-            sr.tool,
-            sr.class.name()
-        ))
-    );
+    crate::output::prompt(&escape(&format!(
+        "run {} {}/{} [{}]? (y)es / (n)o / (a)lways this tool / (q)uit asking: ",
+        sr.id,
+        sr.server,
+        sr.tool,
+        sr.class.name()
+    )));
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
@@ -981,14 +978,14 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
             }
             let (updated, refused) = update(&mut s, &report, cmd.update_all);
             s.save(Path::new(source))?;
-            eprintln!(
+            crate::output::note(&format!(
                 "bir verify: updated {updated} step(s) of {source}{}",
                 if refused.is_empty() {
                     String::new()
                 } else {
                     format!("; refused (truncated): {}", refused.join(", "))
                 }
-            );
+            ));
             if refused.is_empty() && status == ExitStatus::Failure {
                 status = ExitStatus::Success;
             }
@@ -1021,10 +1018,10 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
                     }
                 }
                 s.save(Path::new(source))?;
-                eprintln!(
+                crate::output::note(&format!(
                     "bir verify: wrote {} ignore rule(s) into {source}",
                     proposals.len()
-                );
+                ));
             }
         }
         worst = worse(worst, status);
@@ -1106,7 +1103,7 @@ fn write_outputs(
 ) -> Result<(), Error> {
     print_report(report, format);
     if let Some(run) = &report.run {
-        eprintln!("{}", escape(&format!("bir: journaled as run {run}")));
+        crate::output::note(&escape(&format!("bir: journaled as run {run}")));
     }
     if let Some(p) = json_file {
         let text = serde_json::to_string_pretty(report).unwrap_or_default();

@@ -108,7 +108,7 @@ fn can_ask() -> bool {
 
 /// Asks on the terminal; only `y` or `yes` is a yes.
 fn ask(question: &str) -> Result<bool, Error> {
-    eprint!("{question} [y/N] ");
+    crate::output::prompt(&format!("{question} [y/N] "));
     let _ = io::stderr().flush();
     let mut answer = String::new();
     io::stdin()

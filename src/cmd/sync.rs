@@ -62,7 +62,9 @@ pub fn main(_cmd: SyncCmd) -> Result<ExitStatus, Error> {
     let store = Store::open_default().context(|| "cannot open the run store".into())?;
     let lock = match SyncLock::take(&store, Wait::No) {
         Ok(None) => {
-            eprintln!("bir sync: another bir is sending runs from this store; waiting for it…");
+            crate::output::note(
+                "bir sync: another bir is sending runs from this store; waiting for it…",
+            );
             SyncLock::take(&store, Wait::Yes)
         }
         taken => taken,

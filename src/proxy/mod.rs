@@ -347,12 +347,12 @@ impl Session {
         if dormant {
             log::debug!("--lazy: answering from the last snapshot; the server starts when needed");
         } else if let Err(err) = self.start_upstream() {
-            eprintln!(
+            crate::output::note(&format!(
                 "bir-proxy[{}]: cannot start '{}': {}",
                 self.shared.cfg.server_name,
                 self.command_line(),
                 upstream::start_error(&self.shared.cfg.program, &err)
-            );
+            ));
             if !self.shared.cfg.stay_up {
                 return self.finish(Exit::from(Status::Failure));
             }
@@ -575,12 +575,12 @@ impl Session {
             return;
         }
         if let Err(err) = self.start_upstream() {
-            eprintln!(
+            crate::output::note(&format!(
                 "bir-proxy[{}]: cannot start '{}': {}",
                 self.shared.cfg.server_name,
                 self.command_line(),
                 upstream::start_error(&self.shared.cfg.program, &err)
-            );
+            ));
             let pending = lock(&self.shared.inflight).upstream_died();
             self.dead_status = Some(Exit::from(Status::Failure));
             self.answer_as_gone(pending);

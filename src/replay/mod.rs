@@ -265,6 +265,6 @@ pub fn serve_mock(
     let mut output = stdout.lock();
     let summary = mock.serve(input, &mut output);
     log::info!("{}", summary.line());
-    eprintln!("{}", summary.line());
+    crate::output::note(&summary.line());
     Ok(ExitStatus::failure_if(summary.failed(require_all)))
 }
