@@ -27,6 +27,7 @@
 //!   with and without a tool call; changed tools announced.
 //! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a
 //!   layer, no module cycle.
+//! * `leftovers` — the suite's last check: no process it started is left.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `listing` — `bir runs` over many runs (`synth`: a generated store):
 //!   its filters, the listing index kept fresh and rebuilt when damaged,
@@ -66,6 +67,7 @@ mod install_sh;
 mod investigate;
 mod layers;
 mod lazy;
+mod leftovers;
 mod lifecycle;
 mod listing;
 mod mod_socket;
