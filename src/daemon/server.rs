@@ -391,7 +391,9 @@ fn tick_loop(daemon: &Daemon, idle: Duration) {
         let sessions = {
             let mut core = daemon.core();
             core.tick(SystemTime::now());
-            core.engine.sessions().len()
+            // Finished runs waiting for the store keep the daemon up, as
+            // open sessions do.
+            core.engine.sessions().len() + usize::from(core.waiting_for_store())
         };
         if sessions == 0
             && daemon.open_connections.load(Ordering::Acquire) == 0
