@@ -13,24 +13,20 @@
 //!   and [`MAX_WAITING_RUNS`] runs at once; only then is the run given up,
 //!   with an error naming it and what it lost. Records a writer had to drop
 //!   (its memory is bounded) make the run's `run_finished` say `lossy`.
-//! * Transcript reads never block and never follow a FIFO or a device: the
-//!   file is opened `O_NONBLOCK`, must be a regular file, and at most
-//!   [`MAX_TRANSCRIPT_READ`] bytes are read per request.
+//! * Transcript reads are handed to the reader thread (`transcripts`):
+//!   never done under the daemon's lock, which this `Core` sits behind.
+//!   Without a reader (tests) they are done at once, one pass each.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::transcripts::{PASS_BYTES, ReadRequest, TranscriptReader, read_transcript};
 use crate::bound::{Engine, Input, Output};
 use crate::record::Forwarder;
 use crate::record::model::{Record, RunEvent};
 use crate::record::store::Store;
 use crate::record::writer::LocalWriter;
-
-/// The most of a transcript read at once (the engine asks again from the
-/// new offset for the rest).
-pub(crate) const MAX_TRANSCRIPT_READ: u64 = 8 * 1024 * 1024;
 
 /// How long a finished run's records wait in memory for a store that does
 /// not take them before the run is given up.
@@ -47,6 +43,8 @@ pub(crate) struct Core {
     pub engine: Engine,
     store: Option<Store>,
     writers: HashMap<String, LocalWriter>,
+    /// Where transcript reads go (see the module's invariants).
+    reader: Option<Arc<TranscriptReader>>,
     /// Writers of finished runs whose records the store has not taken yet,
     /// oldest first, with when their run finished.
     waiting: VecDeque<(LocalWriter, Instant)>,
@@ -65,9 +63,16 @@ impl Core {
             engine,
             store,
             writers: HashMap::new(),
+            reader: None,
             waiting: VecDeque::new(),
             forwarders,
         }
+    }
+
+    /// Transcript reads go to `reader`'s thread from now on.
+    pub(crate) fn with_reader(mut self, reader: Arc<TranscriptReader>) -> Core {
+        self.reader = Some(reader);
+        self
     }
 
     /// Gives `input` to the engine and carries out what it asks.
@@ -144,7 +149,16 @@ impl Core {
                     path,
                     offset,
                 } => {
-                    let bytes = match read_transcript(&path, offset) {
+                    if let Some(reader) = &self.reader {
+                        reader.submit(ReadRequest {
+                            session_id,
+                            agent_id,
+                            path,
+                            offset,
+                        });
+                        continue;
+                    }
+                    let bytes = match read_transcript(&path, offset, PASS_BYTES) {
                         Ok(bytes) => bytes,
                         Err(err) => {
                             log::debug!("transcript {path}: {err}");
@@ -224,34 +238,13 @@ fn give_up(writer: &LocalWriter, since: Instant) {
     );
 }
 
-/// Reads `path` from `offset`: at most [`MAX_TRANSCRIPT_READ`] bytes, from a
-/// regular file only, without blocking (a FIFO put in its place would
-/// otherwise hang the daemon).
-pub(crate) fn read_transcript(path: &str, offset: u64) -> io::Result<Vec<u8>> {
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    if offset >= meta.len() {
-        return Ok(Vec::new());
-    }
-    file.seek(SeekFrom::Start(offset))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_TRANSCRIPT_READ).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::record::journal::{self, DiskStorage, JournalFile, Storage};
     use serde_json::{Value, json};
+    use std::io;
     use std::path::Path;
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     /// The disk, failing every open, append and sync (as a read-only
@@ -419,15 +412,19 @@ mod tests {
         std::fs::write(&file, b"{\"a\":1}\n{\"b\":2}\n{\"c\"").expect("write");
         let path = file.to_string_lossy().into_owned();
         assert_eq!(
-            read_transcript(&path, 8).expect("read"),
+            read_transcript(&path, 8, PASS_BYTES).expect("read"),
             b"{\"b\":2}\n{\"c\""
         );
-        assert!(read_transcript(&path, 100).expect("past end").is_empty());
+        assert!(
+            read_transcript(&path, 100, PASS_BYTES)
+                .expect("past end")
+                .is_empty()
+        );
         let fifo = dir.join("fifo");
         let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("cstr");
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let err = read_transcript(&fifo.to_string_lossy(), 0).expect_err("fifo");
+        let err = read_transcript(&fifo.to_string_lossy(), 0, PASS_BYTES).expect_err("fifo");
         assert!(err.to_string().contains("regular"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
