@@ -121,7 +121,12 @@ otlp-receivers:
 	BIR_TEST_OTLP_RECEIVERS=$(OTLP_RECEIVERS) scripts/install-otlp-receivers.sh
 	BIR_TEST_OTLP_RECEIVERS=$(OTLP_RECEIVERS) cargo test --locked --test it otlp_receivers::
 
+# When this make started: the last step of `make test` fails if a process
+# started since then, under the clone or its peers, is still running.
+SUITE_STARTED := $(shell date +%s)
+
 test: lint peers unit peer-tests doctor-peers conformance e2e browser otlp-receivers
+	scripts/check-leftovers.py --since $(SUITE_STARTED) $(if $(BIR_OTLP_PEERS),--also "$(BIR_OTLP_PEERS)")
 	@echo "make test: all suites passed"
 
 demo: $(DEBUG_BIN)

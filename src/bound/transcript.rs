@@ -92,11 +92,16 @@ impl Transcript {
 
     /// Takes the bytes a read returned from `offset`. Returns `false` (and
     /// changes nothing) if they are not from where this reader stands (a
-    /// stale answer).
+    /// stale answer). The one exception: a file not read at all yet may be
+    /// answered from further on, the end of a line an earlier daemon had
+    /// read up to (the daemon remembers it across restarts, so a long
+    /// transcript is not read again from its start).
     pub(crate) fn consume(&mut self, offset: u64, bytes: &[u8]) -> bool {
-        if offset != self.offset {
+        let fresh = self.offset == 0 && self.partial.is_empty() && !self.skipping;
+        if offset != self.offset && !(fresh && offset > 0) {
             return false;
         }
+        self.offset = offset;
         self.offset += bytes.len() as u64;
         let mut rest = bytes;
         if self.skipping {

@@ -14,7 +14,9 @@
 //! * [`server`] — the daemon process: lock, listener, routes, timers.
 //! * [`http`] — its strict, capped HTTP/1.1 request reader.
 //! * [`sinks`] — carrying out the engine's outputs (journals, the
-//!   recording service, transcript reads).
+//!   recording service, transcript reads handed to the reader).
+//! * [`transcripts`] — the transcript reader thread: reads off the
+//!   engine's lock, a pass at a time, from offsets kept across restarts.
 //! * [`uds`] — the Unix socket the Claude Code mod posts to: where it may
 //!   live, stale vs live, the peer's uid.
 //!
@@ -27,6 +29,7 @@ pub(crate) mod discovery;
 pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;
+pub(crate) mod transcripts;
 pub(crate) mod uds;
 
 use serde::{Deserialize, Serialize};

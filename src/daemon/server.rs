@@ -36,6 +36,7 @@ use super::armed_guides;
 use super::discovery::{self, Discovery};
 use super::http::{self, Conn, Guard, Limits, Method, Refused, Request};
 use super::sinks::Core;
+use super::transcripts::TranscriptReader;
 use super::uds;
 use super::{Health, SessionView, SessionsAnswer};
 use crate::bound::{Engine, EngineConfig, Input, wire};
@@ -155,7 +156,9 @@ fn run(home: &Path) -> Result<(), String> {
     if let Some(otlp) = crate::otlp::forwarder::OtlpForwarder::from_env() {
         forwarders.push(Box::new(otlp));
     }
-    let core = Core::new(Engine::new(engine_config()), store, forwarders);
+    let reader = TranscriptReader::new(Some(home.join("control").join("transcripts.json")));
+    let core =
+        Core::new(Engine::new(engine_config()), store, forwarders).with_reader(Arc::clone(&reader));
     let started_at = SystemTime::now();
     let daemon = Arc::new(Daemon {
         core: Mutex::new(core),
@@ -188,6 +191,24 @@ fn run(home: &Path) -> Result<(), String> {
     discovery::write(home, &published).map_err(|e| format!("discovery file: {e}"))?;
     log::info!("listening on {} (pid {})", published.url, daemon.pid);
 
+    {
+        // Each pass's bytes reach the engine under its lock, taken only to
+        // hand them over.
+        let daemon = Arc::downgrade(&daemon);
+        reader
+            .start(move |request, bytes| {
+                if let Some(daemon) = daemon.upgrade() {
+                    let input = Input::TranscriptRead {
+                        session_id: request.session_id,
+                        agent_id: request.agent_id,
+                        offset: request.offset,
+                        bytes,
+                    };
+                    daemon.core().handle(input, SystemTime::now());
+                }
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+    }
     spawn_signal_watcher(Arc::clone(&daemon));
     let idle = env_duration_secs("BIR_DAEMON_IDLE_SECS", DEFAULT_IDLE);
     let ticker = {
@@ -212,6 +233,7 @@ fn run(home: &Path) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(5));
     }
     daemon.core().shutdown(SystemTime::now());
+    reader.stop();
     discovery::remove_if_ours(home, daemon.pid);
     drop(lock);
     log::info!("stopped");
@@ -391,7 +413,9 @@ fn tick_loop(daemon: &Daemon, idle: Duration) {
         let sessions = {
             let mut core = daemon.core();
             core.tick(SystemTime::now());
-            core.engine.sessions().len()
+            // Finished runs waiting for the store keep the daemon up, as
+            // open sessions do.
+            core.engine.sessions().len() + usize::from(core.waiting_for_store())
         };
         if sessions == 0
             && daemon.open_connections.load(Ordering::Acquire) == 0

@@ -6,26 +6,34 @@
 //! Invariants:
 //! * Records reach a run's writer in the order the engine emitted them;
 //!   the engine and the sinks sit behind one lock in the daemon.
-//! * A run's writer is synced and dropped at its `run_finished`; nothing of
-//!   that run is written after it.
-//! * Transcript reads never block and never follow a FIFO or a device: the
-//!   file is opened `O_NONBLOCK`, must be a regular file, and at most
-//!   [`MAX_TRANSCRIPT_READ`] bytes are read per request.
+//! * A run's writer is synced at its `run_finished`; nothing of that run is
+//!   written after it. If the store does not take the records then (a short
+//!   outage: read-only, full, remounted), the writer is kept and retried at
+//!   every tick until the store takes them, for [`STORE_PATIENCE`] at most
+//!   and [`MAX_WAITING_RUNS`] runs at once; only then is the run given up,
+//!   with an error naming it and what it lost. Records a writer had to drop
+//!   (its memory is bounded) make the run's `run_finished` say `lossy`.
+//! * Transcript reads are handed to the reader thread (`transcripts`):
+//!   never done under the daemon's lock, which this `Core` sits behind.
+//!   Without a reader (tests) they are done at once, one pass each.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
+use super::transcripts::{PASS_BYTES, ReadRequest, TranscriptReader, read_transcript};
 use crate::bound::{Engine, Input, Output};
 use crate::record::Forwarder;
 use crate::record::model::{Record, RunEvent};
 use crate::record::store::Store;
 use crate::record::writer::LocalWriter;
 
-/// The most of a transcript read at once (the engine asks again from the
-/// new offset for the rest).
-pub(crate) const MAX_TRANSCRIPT_READ: u64 = 8 * 1024 * 1024;
+/// How long a finished run's records wait in memory for a store that does
+/// not take them before the run is given up.
+const STORE_PATIENCE: Duration = Duration::from_secs(600);
+/// Finished runs waiting for the store at once; past it, the one waiting
+/// longest is given up (each writer's memory is bounded on its own).
+const MAX_WAITING_RUNS: usize = 64;
 
 /// How long the daemon's shutdown waits for each forwarder.
 const FORWARD_DEADLINE: Duration = Duration::from_millis(1000);
@@ -35,6 +43,11 @@ pub(crate) struct Core {
     pub engine: Engine,
     store: Option<Store>,
     writers: HashMap<String, LocalWriter>,
+    /// Where transcript reads go (see the module's invariants).
+    reader: Option<Arc<TranscriptReader>>,
+    /// Writers of finished runs whose records the store has not taken yet,
+    /// oldest first, with when their run finished.
+    waiting: VecDeque<(LocalWriter, Instant)>,
     /// The recording service, the OpenTelemetry exporter: each gets every
     /// record, in order.
     forwarders: Vec<Box<dyn Forwarder>>,
@@ -50,8 +63,16 @@ impl Core {
             engine,
             store,
             writers: HashMap::new(),
+            reader: None,
+            waiting: VecDeque::new(),
             forwarders,
         }
+    }
+
+    /// Transcript reads go to `reader`'s thread from now on.
+    pub(crate) fn with_reader(mut self, reader: Arc<TranscriptReader>) -> Core {
+        self.reader = Some(reader);
+        self
     }
 
     /// Gives `input` to the engine and carries out what it asks.
@@ -67,6 +88,35 @@ impl Core {
         for writer in self.writers.values_mut() {
             writer.sync_soon();
         }
+        self.retry_waiting();
+    }
+
+    /// Whether finished runs still wait for the store (the daemon does not
+    /// leave for idleness meanwhile).
+    pub(crate) fn waiting_for_store(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Tries the store again for the finished runs it has not taken; gives
+    /// up those that waited past [`STORE_PATIENCE`].
+    fn retry_waiting(&mut self) {
+        let mut still = VecDeque::with_capacity(self.waiting.len());
+        for (mut writer, since) in self.waiting.drain(..) {
+            writer.sync();
+            if writer.waiting() == 0 {
+                log::warn!(
+                    "run {}: written after all, {:.1}s after it ended",
+                    writer.run_id(),
+                    since.elapsed().as_secs_f64()
+                );
+                writer.report_if_degraded();
+            } else if since.elapsed() >= STORE_PATIENCE {
+                give_up(&writer, since);
+            } else {
+                still.push_back((writer, since));
+            }
+        }
+        self.waiting = still;
     }
 
     /// Finishes every open run and makes everything durable.
@@ -76,6 +126,12 @@ impl Core {
         for (_, mut writer) in self.writers.drain() {
             writer.sync();
             writer.report_if_degraded();
+        }
+        for (mut writer, since) in self.waiting.drain(..) {
+            writer.sync();
+            if writer.waiting() > 0 {
+                give_up(&writer, since);
+            }
         }
         for forwarder in &mut self.forwarders {
             forwarder.finish(FORWARD_DEADLINE);
@@ -93,7 +149,16 @@ impl Core {
                     path,
                     offset,
                 } => {
-                    let bytes = match read_transcript(&path, offset) {
+                    if let Some(reader) = &self.reader {
+                        reader.submit(ReadRequest {
+                            session_id,
+                            agent_id,
+                            path,
+                            offset,
+                        });
+                        continue;
+                    }
+                    let bytes = match read_transcript(&path, offset, PASS_BYTES) {
                         Ok(bytes) => bytes,
                         Err(err) => {
                             log::debug!("transcript {path}: {err}");
@@ -119,7 +184,22 @@ impl Core {
                 .writers
                 .entry(run_id.to_owned())
                 .or_insert_with(|| LocalWriter::new(store.clone(), run_id.to_owned()));
-            match serde_json::to_vec(record) {
+            // Records the writer had to drop (the store failed for longer
+            // than its memory lasts): the run's end says so.
+            let lost = writer.lost();
+            let json = match &record.event {
+                RunEvent::RunFinished(finish) if lost > 0 => {
+                    let mut finish = finish.clone();
+                    finish.lossy = true;
+                    finish.dropped += lost;
+                    serde_json::to_vec(&Record {
+                        seq: record.seq,
+                        event: RunEvent::RunFinished(finish),
+                    })
+                }
+                _ => serde_json::to_vec(record),
+            };
+            match json {
                 Ok(json) => writer.write(record.seq, &json),
                 Err(err) => log::warn!("a record could not be serialised: {err}"),
             }
@@ -129,35 +209,199 @@ impl Core {
         }
         if finished && let Some(mut writer) = self.writers.remove(run_id) {
             writer.sync();
-            writer.report_if_degraded();
+            if writer.waiting() == 0 {
+                writer.report_if_degraded();
+                return;
+            }
+            log::warn!(
+                "run {run_id} ended while the store does not take its records: {} record(s) wait in memory for up to {}s",
+                writer.waiting(),
+                STORE_PATIENCE.as_secs()
+            );
+            if self.waiting.len() >= MAX_WAITING_RUNS
+                && let Some((oldest, since)) = self.waiting.pop_front()
+            {
+                give_up(&oldest, since);
+            }
+            self.waiting.push_back((writer, Instant::now()));
         }
     }
 }
 
-/// Reads `path` from `offset`: at most [`MAX_TRANSCRIPT_READ`] bytes, from a
-/// regular file only, without blocking (a FIFO put in its place would
-/// otherwise hang the daemon).
-pub(crate) fn read_transcript(path: &str, offset: u64) -> io::Result<Vec<u8>> {
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
-        .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(io::Error::other("not a regular file"));
-    }
-    if offset >= meta.len() {
-        return Ok(Vec::new());
-    }
-    file.seek(SeekFrom::Start(offset))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_TRANSCRIPT_READ).read_to_end(&mut bytes)?;
-    Ok(bytes)
+/// A finished run the store would not take: said once, as an error.
+fn give_up(writer: &LocalWriter, since: Instant) {
+    log::error!(
+        "run {}: the store did not take its last {} record(s) in {:.0}s; giving the run up (it is incomplete, and lossy wherever it was begun)",
+        writer.run_id(),
+        writer.waiting(),
+        since.elapsed().as_secs_f64()
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::journal::{self, DiskStorage, JournalFile, Storage};
+    use serde_json::{Value, json};
+    use std::io;
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// The disk, failing every open, append and sync (as a read-only
+    /// `runs/` does) while `down` is set.
+    struct Outage(Arc<AtomicBool>);
+    struct OutageFile(Box<dyn JournalFile>, Arc<AtomicBool>);
+
+    fn read_only() -> io::Error {
+        io::Error::from_raw_os_error(libc::EROFS)
+    }
+
+    impl Storage for Outage {
+        fn open_append(&self, path: &Path) -> io::Result<Box<dyn JournalFile>> {
+            if self.0.load(Ordering::SeqCst) {
+                return Err(read_only());
+            }
+            Ok(Box::new(OutageFile(
+                DiskStorage.open_append(path)?,
+                Arc::clone(&self.0),
+            )))
+        }
+    }
+
+    impl JournalFile for OutageFile {
+        fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+            if self.1.load(Ordering::SeqCst) {
+                return Err(read_only());
+            }
+            self.0.append(bytes)
+        }
+        fn sync(&mut self) -> io::Result<()> {
+            if self.1.load(Ordering::SeqCst) {
+                return Err(read_only());
+            }
+            self.0.sync()
+        }
+    }
+
+    fn hook(core: &mut Core, event: &str, extra: Value) {
+        let mut payload = json!({
+            "session_id": "5e55e55e-0000-4000-8000-000000000001",
+            "transcript_path": "/nonexistent/transcript.jsonl",
+            "cwd": "/work/project",
+            "hook_event_name": event,
+        });
+        if let (Some(p), Value::Object(extra)) = (payload.as_object_mut(), extra) {
+            p.extend(extra);
+        }
+        let input = Input::Hook {
+            event: event.to_owned(),
+            payload,
+        };
+        core.handle(input, SystemTime::now());
+    }
+
+    fn bash_call(core: &mut Core, id: &str) {
+        let pre = json!({"tool_name": "Bash", "tool_use_id": id,
+                         "tool_input": {"command": format!("echo {id}")}});
+        hook(core, "PreToolUse", pre.clone());
+        let mut post = pre;
+        post["tool_response"] = json!({"stdout": id, "stderr": "", "interrupted": false});
+        hook(core, "PostToolUse", post);
+    }
+
+    /// The records of the one journal in `runs`, parsed.
+    fn journal_records(runs: &Path) -> Vec<Value> {
+        let Some(path) = std::fs::read_dir(runs).ok().and_then(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == "journal"))
+        }) else {
+            return Vec::new();
+        };
+        journal::read(&path)
+            .map(|j| j.records)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|r| serde_json::from_slice(r).ok())
+            .collect()
+    }
+
+    /// The store fails mid-session and is back just before the session
+    /// ends: the run, finished while its records still waited, reaches the
+    /// store whole once the store takes them.
+    #[test]
+    fn a_run_ended_during_a_store_outage_is_written_once_the_store_is_back() {
+        let dir = std::env::temp_dir().join(format!("bir-sinks-outage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let down = Arc::new(AtomicBool::new(false));
+        let runs = dir.join("runs");
+        let store = Store::open(&runs, Arc::new(Outage(Arc::clone(&down)))).expect("store");
+        let engine = Engine::new(crate::bound::EngineConfig {
+            redact: crate::redact::RedactConfig::default(),
+            payload_cap: 64 * 1024,
+            idle_end: Duration::from_secs(1800),
+            join_grace: Duration::from_millis(0),
+            fingerprint_window: Duration::from_secs(600),
+        });
+        let mut core = Core::new(engine, Some(store), Vec::new());
+
+        hook(&mut core, "SessionStart", json!({"source": "startup"}));
+        hook(
+            &mut core,
+            "UserPromptSubmit",
+            json!({"prompt": "list the files"}),
+        );
+        bash_call(&mut core, "toolu_1");
+        core.tick(SystemTime::now());
+        assert!(
+            !journal_records(&runs).is_empty(),
+            "written before the outage"
+        );
+
+        down.store(true, Ordering::SeqCst);
+        bash_call(&mut core, "toolu_2");
+        core.tick(SystemTime::now());
+        down.store(false, Ordering::SeqCst);
+        // The session ends as soon as the store is writable again: before
+        // the writer looks at the disk again.
+        hook(&mut core, "Stop", json!({"last_assistant_message": "done"}));
+        hook(&mut core, "SessionEnd", json!({"reason": "other"}));
+
+        // The daemon's ticks, until the run's end is in its journal.
+        let finished =
+            |records: &[Value]| records.iter().any(|r| r["event"]["kind"] == "run_finished");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut records = journal_records(&runs);
+        while !finished(&records) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+            core.tick(SystemTime::now());
+            records = journal_records(&runs);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            finished(&records),
+            "the run's end never reached the store: {records:?}"
+        );
+        let seqs: Vec<u64> = records.iter().filter_map(|r| r["seq"].as_u64()).collect();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as u64).collect::<Vec<_>>(),
+            "each record once, in order"
+        );
+        let kinds: Vec<&str> = records
+            .iter()
+            .filter_map(|r| r["event"]["kind"].as_str())
+            .collect();
+        assert_eq!(kinds.first(), Some(&"run_started"), "{kinds:?}");
+        assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+        let text = serde_json::to_string(&records).expect("json");
+        assert!(
+            text.contains("toolu_1") && text.contains("toolu_2"),
+            "{text}"
+        );
+        let finish = &records[records.len() - 1]["event"]["data"];
+        assert_eq!(finish["lossy"], false, "{finish}");
+    }
 
     #[test]
     fn transcript_reads_from_offset_and_refuses_fifos() {
@@ -168,15 +412,19 @@ mod tests {
         std::fs::write(&file, b"{\"a\":1}\n{\"b\":2}\n{\"c\"").expect("write");
         let path = file.to_string_lossy().into_owned();
         assert_eq!(
-            read_transcript(&path, 8).expect("read"),
+            read_transcript(&path, 8, PASS_BYTES).expect("read"),
             b"{\"b\":2}\n{\"c\""
         );
-        assert!(read_transcript(&path, 100).expect("past end").is_empty());
+        assert!(
+            read_transcript(&path, 100, PASS_BYTES)
+                .expect("past end")
+                .is_empty()
+        );
         let fifo = dir.join("fifo");
         let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("cstr");
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let err = read_transcript(&fifo.to_string_lossy(), 0).expect_err("fifo");
+        let err = read_transcript(&fifo.to_string_lossy(), 0, PASS_BYTES).expect_err("fifo");
         assert!(err.to_string().contains("regular"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }

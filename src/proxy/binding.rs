@@ -603,8 +603,10 @@ impl Sink for BindingSink {
         if let Some(link) = self.try_found() {
             self.bind(link);
         }
+        let mut bound = false;
         match std::mem::replace(&mut self.tier, Tier::Standalone) {
             Tier::Bound(mut path) => {
+                bound = true;
                 path.lost += dropped;
                 path.deadline = FINISH_POST_DEADLINE;
                 let mut items = std::mem::take(&mut self.items);
@@ -617,6 +619,9 @@ impl Sink for BindingSink {
         }
         // Whatever the daemon did not take ends in the standalone run.
         self.write_local();
+        if !bound {
+            self.local.open_for_loss(&self.prep, dropped);
+        }
         self.local.finish(dropped);
         self.finder = None;
     }

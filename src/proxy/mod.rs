@@ -25,7 +25,9 @@
 //!   have seen without bir.
 //! * A host signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) is passed to the
 //!   upstream's process group at once; the proxy then leaves as soon as the
-//!   upstream is gone. Claude Code sends SIGINT and SIGTERM ~100 ms later:
+//!   upstream is gone, or kills its group after `SIGNAL_GRACE`. Nothing on
+//!   the way out waits for the host to read: its side is closed without
+//!   the lock a pump blocked on a full stdout holds (`Shared::close_host`). Claude Code sends SIGINT and SIGTERM ~100 ms later:
 //!   the only waiting of our own in that path is finishing the recording,
 //!   after the host's stdout is closed and bounded to fit before the
 //!   host's SIGKILL (`OBSERVER_DEADLINE_SIGNALLED`).
@@ -75,6 +77,10 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// After the upstream exited, how long to wait for its stdout to close (a
 /// process it started may still hold it open).
 const STDOUT_GRACE: Duration = Duration::from_millis(500);
+/// After a host signal, how long the server (a child) gets to exit before
+/// its process group is killed and the proxy leaves: a host's signal ends
+/// the proxy within 2 s, whatever the server or the pipes do.
+const SIGNAL_GRACE: Duration = Duration::from_millis(1500);
 /// A remote upstream: how long a host signal waits for the session's DELETE.
 const REMOTE_SIGNAL_GRACE: Duration = Duration::from_millis(1500);
 /// The most time the proxy spends finishing its recording (and copying the
@@ -291,6 +297,9 @@ enum Timer {
     /// (an exiting server's stdout closes just before it is reaped), it is
     /// treated as gone.
     SilentServer,
+    /// The host's signal (passed on) has not ended the server within
+    /// [`SIGNAL_GRACE`]: kill its group and die of the signal.
+    SignalKill(i32),
 }
 
 /// The lifecycle state of one proxy process.
@@ -486,7 +495,13 @@ impl Session {
                 log::debug!("received signal {sig}; passing it on to the server");
                 self.signalled = true;
                 match (self.pid, self.exited) {
-                    (Some(pid), None) => signals::send_to_group(pid, sig),
+                    (Some(pid), None) => {
+                        signals::send_to_group(pid, sig);
+                        if !matches!(self.timer, Some((_, Timer::SignalKill(_)))) {
+                            self.timer =
+                                Some((Instant::now() + SIGNAL_GRACE, Timer::SignalKill(sig)));
+                        }
+                    }
                     // The server has exited and something it started still
                     // holds its stdout: stop that, and end the way the
                     // server ended (what the host would have seen).
@@ -683,6 +698,13 @@ impl Session {
                 log::error!("server did not exit after SIGKILL; leaving");
                 Some(Exit::from(Status::Failure))
             }
+            Timer::SignalKill(sig) => {
+                log::warn!(
+                    "server still running {SIGNAL_GRACE:?} after the host's signal: SIGKILL; leaving"
+                );
+                signals::send_to_group(pid, libc::SIGKILL);
+                Some(Exit::Signal(sig))
+            }
             Timer::SilentServer => {
                 if self.exited.is_none() {
                     self.server_went_silent();
@@ -781,7 +803,7 @@ impl Session {
                 signals::send_to_group(pid, libc::SIGTERM);
             }
         } else if !self.shared.cfg.stay_up {
-            lock(&self.shared.host_out).close();
+            let _ = self.shared.close_host();
         }
     }
 
@@ -830,8 +852,14 @@ impl Session {
         // was never answered.
         let pending = lock(&self.shared.inflight).upstream_died();
         self.record_session_ended(pending);
-        // The host sees end of file first: nothing more is written to it.
-        lock(&self.shared.host_out).close();
+        // The host sees end of file first: nothing more is written to it
+        // (without waiting for a pump blocked on a host that does not read:
+        // what it was writing, a call's answer perhaps, is then counted
+        // lost, and the run says so).
+        if !self.shared.close_host() {
+            log::warn!("the host stopped reading; leaving with a write to it unfinished");
+            self.shared.observer.lost(1);
+        }
         let deadline = if self.signalled {
             OBSERVER_DEADLINE_SIGNALLED
         } else {

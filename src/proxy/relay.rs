@@ -20,7 +20,7 @@ use std::ops::Range;
 use std::os::fd::FromRawFd;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -38,6 +38,11 @@ use crate::observe::step::{
     CallOutcome, OBSERVE_WHOLE, ObservedBody, ToolCallObserved, has_binary_block,
 };
 use crate::observe::{Batch, Direction, Observer};
+
+/// How long [`Shared::close_host`] lets a write to the host under way
+/// finish: one that a host reading its stdout takes microseconds for;
+/// longer, the host has stopped reading.
+const HOST_WRITE_PATIENCE: Duration = Duration::from_millis(100);
 
 /// State shared by the pumps and the lifecycle loop.
 ///
@@ -170,6 +175,14 @@ impl HostOut {
     /// later write fails as for a host that went away.
     pub fn close(&mut self) {
         self.broken = true;
+        Self::close_descriptor();
+    }
+
+    /// Puts `/dev/null` in place of descriptor 1 without the `HostOut`:
+    /// for when a pump holds it, blocked writing to a host that stopped
+    /// reading. That write keeps the pipe it started on (and may never
+    /// return); the process can end regardless.
+    fn close_descriptor() {
         // SAFETY: plain descriptor calls; `null` is closed once duplicated.
         unsafe {
             let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -208,6 +221,39 @@ impl Shared {
             .upstream_http
             .as_ref()
             .map_or(0, |h| h.session_note.epoch())
+    }
+
+    /// Closes the host's side (see [`HostOut::close`]) without waiting
+    /// long: a pump may hold `host_out` for as long as the host does not
+    /// read, and the lifecycle loop must end the proxy whatever the pipes
+    /// do. A lock still held after [`HOST_WRITE_PATIENCE`] is a write
+    /// blocked on the host: the descriptor is swapped under it (that
+    /// pump's later writes, if its write ever returns, go to `/dev/null`)
+    /// and `false` says that what the pump was writing will not be
+    /// observed.
+    pub fn close_host(&self) -> bool {
+        let started = Instant::now();
+        loop {
+            match self.host_out.try_lock() {
+                Ok(mut host) => {
+                    host.close();
+                    return true;
+                }
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                    poisoned.into_inner().close();
+                    return true;
+                }
+                Err(std::sync::TryLockError::WouldBlock)
+                    if started.elapsed() >= HOST_WRITE_PATIENCE =>
+                {
+                    HostOut::close_descriptor();
+                    return false;
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
     }
 
     /// Writes a message the proxy made to the host.

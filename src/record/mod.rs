@@ -370,6 +370,16 @@ impl LocalRun {
         self.writer.as_ref().is_none_or(LocalWriter::settled)
     }
 
+    /// Opens the run at its end when observations were lost and no call
+    /// reached it (the only call's answer was still being written to a
+    /// host that stopped reading, say): a session that lost what it saw
+    /// leaves a run saying so (`lossy`), never nothing at all.
+    pub(crate) fn open_for_loss(&mut self, prep: &Preparation, dropped: u64) {
+        if dropped > 0 && self.run_id.is_none() {
+            self.ensure_run(prep, &time::rfc3339(SystemTime::now()));
+        }
+    }
+
     /// Ends the run (if one was opened); `dropped` observations were lost
     /// before they reached it.
     pub fn finish(&mut self, dropped: u64) {
@@ -469,6 +479,7 @@ impl Sink for Recorder {
     }
 
     fn finish(&mut self, dropped: u64) {
+        self.run.open_for_loss(&self.prep, dropped);
         self.run.finish(dropped);
     }
 }

@@ -21,7 +21,11 @@ use std::time::{Duration, Instant};
 use super::journal::{self, JournalFile};
 use super::store::Store;
 
-const RETRY: Duration = Duration::from_secs(5);
+/// How long the disk is left alone after a failure: short, so that a
+/// store back from a brief outage (a remount, a full disk cleaned up) takes
+/// the waiting records within a second; one failed open a second costs
+/// nothing while it lasts.
+const RETRY: Duration = Duration::from_secs(1);
 const MAX_QUEUED_RECORDS: usize = 2000;
 const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
 /// Queued bytes that trigger a write before the next `sync`.
@@ -170,6 +174,16 @@ impl LocalWriter {
         !self.dirty && self.queued.is_empty()
     }
 
+    /// Records waiting in memory for the store to take them.
+    pub fn waiting(&self) -> usize {
+        self.queued.len()
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
     /// At the end of a run: one last word if records are stuck in memory.
     pub fn report_if_degraded(&self) {
         if !self.queued.is_empty() || self.lost > self.lost_told {
@@ -277,9 +291,10 @@ impl LocalWriter {
         if !self.warned {
             self.warned = true;
             log::warn!(
-                "cannot write run {} to {}: {err}. Keeping records in memory and retrying every {}s; the relay is not affected",
+                "cannot write run {} to {}: {err}. Keeping records in memory (up to {MAX_QUEUED_RECORDS} records, {} MiB) and retrying every {}s; the relay is not affected",
                 self.run_id,
                 self.store.dir().display(),
+                MAX_QUEUED_BYTES / (1024 * 1024),
                 RETRY.as_secs()
             );
         }

@@ -772,3 +772,174 @@ fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
     assert!(cli(&["guide", "stop", "--project", project_arg]).starts_with("Guide stopped"));
     assert!(cli(&["guide", "status", "--project", project_arg]).starts_with("No guide armed"));
 }
+
+/// Bytes a process has read so far (`rchar` of `/proc/<pid>/io`).
+fn bytes_read_by(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("rchar:").map(|v| v.trim().parse().ok()))
+        })
+        .flatten()
+        .unwrap_or(0)
+}
+
+/// A hook payload of `session` whose transcript is at `transcript`.
+fn session_payload(session: &str, transcript: &std::path::Path, event: &str, id: &str) -> String {
+    serde_json::json!({
+        "session_id": session,
+        "transcript_path": transcript.display().to_string(),
+        "cwd": "/tmp",
+        "hook_event_name": event,
+        "tool_name": "Bash",
+        "tool_input": {"command": "true"},
+        "tool_use_id": id
+    })
+    .to_string()
+}
+
+/// Posts a hook to the daemon on a thread of its own (its answer is not
+/// waited for).
+fn post_hook_in_background(d: &Disco, event: &str, body: String) {
+    let request = request(d, "POST", &format!("/hook/{event}"), "", &body);
+    let port = port_of(d);
+    std::thread::spawn(move || raw(port, &request));
+}
+
+/// Posts a hook and says how long the daemon took to answer it.
+fn timed_hook(d: &Disco, event: &str, body: &str) -> (u16, Duration) {
+    let started = Instant::now();
+    let (status, _) = raw(
+        port_of(d),
+        &request(d, "POST", &format!("/hook/{event}"), "", body),
+    );
+    (status, started.elapsed())
+}
+
+/// One session's transcript is huge (a sparse 64 GiB file): while the
+/// daemon reads it, another session's hooks and `/health` are answered
+/// at once. (Reading it inside the engine's lock held every request
+/// until the whole file was read.)
+#[test]
+fn a_huge_transcript_does_not_hold_up_other_sessions() {
+    let t = TempDir::new("huge-transcript");
+    let d = start_by_hook(&t, &[]);
+    let _running = Running(&t);
+    let huge = t.join("huge.jsonl");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len(64 << 30))
+        .expect("a sparse transcript");
+    let small = t.join("small.jsonl");
+    std::fs::write(&small, b"").expect("transcript");
+
+    let before = bytes_read_by(d.pid);
+    for event in ["SessionStart", "UserPromptSubmit", "PreToolUse"] {
+        post_hook_in_background(&d, event, session_payload("huge", &huge, event, "toolu_h"));
+    }
+    // The daemon is reading the huge file.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while bytes_read_by(d.pid) < before + (256 << 20) {
+        assert!(
+            Instant::now() < deadline,
+            "the daemon never read the transcript"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Generous for a loaded machine; reading the file under the lock held
+    // these for the whole 64 GiB.
+    let bound = Duration::from_secs(5);
+    for (i, event) in [
+        "SessionStart",
+        "UserPromptSubmit",
+        "PreToolUse",
+        "PostToolUse",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (status, took) = timed_hook(
+            &d,
+            event,
+            &session_payload("other", &small, event, "toolu_o"),
+        );
+        assert_eq!(status, 200, "{event}");
+        assert!(took < bound, "{event} of another session took {took:?}");
+        let started = Instant::now();
+        let (status, _) = raw(port_of(&d), &request(&d, "GET", "/health", "", ""));
+        let took = started.elapsed();
+        assert_eq!(status, 200);
+        assert!(took < bound, "/health took {took:?} (round {i})");
+    }
+    assert!(
+        bytes_read_by(d.pid) < before + (64 << 30),
+        "the file was read whole meanwhile: nothing was shown"
+    );
+}
+
+/// A daemon restarted in the middle of a session does not read its
+/// transcript again from the start: where it was read up to is kept in
+/// `control/transcripts.json` and the next daemon resumes there.
+#[test]
+fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
+    let t = TempDir::new("transcript-resume");
+    let d = start_by_hook(&t, &[]);
+    let running = Running(&t);
+    let transcript = t.join("session.jsonl");
+    let line = serde_json::json!({"type": "user", "message": {"role": "user",
+        "content": [{"type": "text", "text": "x".repeat(1000)}]}})
+    .to_string();
+    let text: String = std::iter::repeat_n(format!("{line}\n"), 8 * 1024).collect();
+    std::fs::write(&transcript, &text).expect("transcript");
+    let size = text.len() as u64;
+
+    let before = bytes_read_by(d.pid);
+    for event in ["SessionStart", "UserPromptSubmit", "PreToolUse"] {
+        let (status, _) = timed_hook(
+            &d,
+            event,
+            &session_payload("long", &transcript, event, "toolu_1"),
+        );
+        assert_eq!(status, 200);
+    }
+    let deadline = Instant::now() + LONG;
+    while bytes_read_by(d.pid) < before + size {
+        assert!(
+            Instant::now() < deadline,
+            "the transcript was never read whole"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(running);
+    assert!(wait_gone(d.pid as i32, LONG), "the first daemon stopped");
+    let kept = std::fs::read_to_string(bir_home(&t).join("control/transcripts.json"))
+        .expect("the offsets were kept");
+    assert!(kept.contains(&format!("\"line_end\":{size}")), "{kept}");
+
+    // The session goes on with a new daemon.
+    let d2 = start_by_hook(&t, &[]);
+    let _running = Running(&t);
+    for event in ["UserPromptSubmit", "PreToolUse"] {
+        let (status, _) = timed_hook(
+            &d2,
+            event,
+            &session_payload("long", &transcript, event, "toolu_2"),
+        );
+        assert_eq!(status, 200);
+    }
+    let log = bir_home(&t).join("logs/daemon.log");
+    let said = format!("resuming at byte {size} read before");
+    let deadline = Instant::now() + LONG;
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&said)) {
+        assert!(
+            Instant::now() < deadline,
+            "the new daemon did not resume the transcript"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        bytes_read_by(d2.pid) < size / 2,
+        "the new daemon read {} bytes of a {size}-byte transcript",
+        bytes_read_by(d2.pid)
+    );
+}

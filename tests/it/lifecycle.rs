@@ -679,3 +679,179 @@ fn an_executable_that_is_no_program_fails_as_it_would_without_bir() {
         );
     }
 }
+
+/// How the host stops a proxy whose stdout it no longer reads.
+#[derive(Clone, Copy, Debug)]
+enum Stop {
+    Sigterm,
+    CloseStdin,
+}
+
+/// Whether one of `pid`'s threads sleeps in a pipe write.
+fn blocked_writing_a_pipe(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("wchan")).is_ok_and(|w| w.contains("pipe_write"))
+    })
+}
+
+/// The host stopped reading: the proxy's stdout pipe is full and the
+/// server is blocked writing a large answer behind it. Stopping the proxy
+/// (SIGTERM, or closing its stdin) must still end it within a bound, with
+/// the server gone and the run stored (finished, or marked lossy).
+fn a_host_that_stopped_reading_still_stops_the_proxy(stop: Stop, bound: Duration) {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::process::Stdio;
+
+    let dir = TempDir::new("full-stdout");
+    let script = pidfile_script(
+        &dir,
+        json!({"rules": [{"method": "tools/call", "tool": "big",
+                          "do": [{"big_reply_bytes": 8 * 1024 * 1024}]}]}),
+    );
+    let mut cmd = proxy_cmd(&dir, &script, &[]);
+    let stderr = std::fs::File::create(dir.join("proxy.err")).expect("stderr file");
+    let mut proxy = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start the proxy");
+    // Held open and never read.
+    let stdout = proxy.stdout.take().expect("stdout");
+    let mut stdin = proxy.stdin.take().expect("stdin");
+    for msg in [
+        init(),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        call(1, "big"),
+    ] {
+        let mut line = serde_json::to_vec(&msg).expect("json");
+        line.push(b'\n');
+        stdin.write_all(&line).expect("write to the proxy");
+    }
+    let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(30));
+    // Wait for the pipe to fill: most of it holds bytes nobody read, and
+    // one of the proxy's threads is blocked writing to a pipe.
+    let fd = stdout.as_raw_fd();
+    // SAFETY: fcntl/ioctl on a pipe descriptor this test owns.
+    let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
+    assert!(size > 0, "pipe size");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int.
+        unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) };
+        if queued >= size / 2 && blocked_writing_a_pipe(proxy.id()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pipe never filled ({queued} of {size})"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    let sent = Instant::now();
+    match stop {
+        Stop::Sigterm => {
+            // SAFETY: kill(2) on the child this test started.
+            unsafe { libc::kill(proxy.id() as i32, libc::SIGTERM) };
+        }
+        Stop::CloseStdin => drop(stdin),
+    }
+    let status = loop {
+        if let Some(status) = proxy.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if sent.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = sent.elapsed();
+    if status.is_none() {
+        let _ = proxy.kill();
+        let _ = proxy.wait();
+        // SAFETY: kill(2) on the server this test's proxy started.
+        unsafe { libc::kill(peer, libc::SIGKILL) };
+    }
+    let err = std::fs::read_to_string(dir.join("proxy.err")).unwrap_or_default();
+    assert!(
+        status.is_some(),
+        "{stop:?}: the proxy still runs after {took:?}\n{err}"
+    );
+    eprintln!("{stop:?} with the host's stdout full: proxy gone in {took:?}");
+    assert!(
+        took < bound,
+        "{stop:?}: the proxy took {took:?} (bound {bound:?})\n{err}"
+    );
+    assert!(
+        wait_gone(peer, Duration::from_secs(5)),
+        "{stop:?}: the server outlived its proxy"
+    );
+    drop(stdout);
+
+    let runs = crate::store::listed_runs(&dir);
+    let err = std::fs::read_to_string(dir.join("proxy.err")).unwrap_or_default();
+    assert_eq!(runs.len(), 1, "{stop:?}: one run stored: {runs:?}\n{err}");
+    let id = runs[0]["id"].as_str().expect("id");
+    let doc = crate::record::export(&dir, id);
+    let finish = &doc["finish"];
+    assert!(
+        finish.is_object(),
+        "{stop:?}: the run was left unfinished: {doc}"
+    );
+    let steps = doc["steps"].as_array().cloned().unwrap_or_default();
+    let answered = steps.iter().any(|s| s["type"] == "tool_response");
+    assert!(
+        answered || finish["lossy"] == true,
+        "{stop:?}: the call is neither recorded nor counted lost: {doc}"
+    );
+}
+
+/// Claude Code stops a server with a signal: 2 s is the promise; the
+/// bound leaves room for a loaded machine and stays far below the 15 s a
+/// proxy blocked on its stdout used to take.
+#[test]
+fn sigterm_ends_the_proxy_while_the_host_does_not_read() {
+    a_host_that_stopped_reading_still_stops_the_proxy(Stop::Sigterm, Duration::from_secs(6));
+}
+
+/// Closing stdin keeps its schedule (the server's stdin closed, SIGTERM
+/// after 2 s, SIGKILL 2 s later), whatever the host's stdout does.
+#[test]
+fn end_of_input_ends_the_proxy_while_the_host_does_not_read() {
+    a_host_that_stopped_reading_still_stops_the_proxy(Stop::CloseStdin, Duration::from_secs(10));
+}
+
+/// A server that ignores the host's signal is killed once the signal's
+/// grace is over: the proxy still leaves within 2 s, leaving no orphan.
+#[test]
+fn a_server_ignoring_the_hosts_sigterm_is_killed_and_the_proxy_leaves() {
+    let dir = TempDir::new("sigterm-ignored");
+    // The second pid file is written once the server ignores signals.
+    let ignoring = dir.join("ignoring.pid").display().to_string();
+    let script = json!({"rules": [{"method": "initialize", "do": [
+        {"ignore_signals": true}, {"pidfile": ignoring}, {"hang": true}]}]});
+    let mut host = Host::start(proxy_cmd(&dir, &script, &[]));
+    host.send(&init());
+    let peer = read_pid(&dir.join("ignoring.pid"), Duration::from_secs(30));
+    let sent = Instant::now();
+    host.signal(libc::SIGTERM);
+    assert!(
+        host.wait_exit(Duration::from_secs(20)),
+        "the proxy outlived a server that ignores SIGTERM"
+    );
+    let took = sent.elapsed();
+    eprintln!("proxy gone {took:?} after SIGTERM (server ignoring it)");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    assert!(
+        wait_gone(peer, Duration::from_secs(5)),
+        "the server is an orphan"
+    );
+    let seen = host.finish(Duration::from_secs(5));
+    assert_eq!(seen.exit(), "signal 15", "{}", seen.stderr);
+}

@@ -32,6 +32,7 @@
 //! * `layers` — the layer table of `ARCHITECTURE.md`: no import goes up a
 //!   layer, no module cycle; the codemap names every file under `src/` and
 //!   nothing else, and the table places exactly `lib.rs`'s modules.
+//! * `leftovers` — the suite's last check: no process it started is left.
 //! * `lifecycle` — signals, end of input, upstream death, restarts, limits.
 //! * `listing` — `bir runs` over many runs (`synth`: a generated store):
 //!   its filters, the listing index kept fresh and rebuilt when damaged,
@@ -82,6 +83,7 @@ mod install_sh;
 mod investigate;
 mod layers;
 mod lazy;
+mod leftovers;
 mod lifecycle;
 mod listing;
 mod mod_socket;

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::otlp::{Stub, peer_script, spans};
-use crate::support::{Host, TempDir, bir, command};
+use crate::support::{Host, TempDir, alive, bir, command, wait_gone};
 
 /// The receivers this file knows.
 const RECEIVERS: [&str; 3] = ["rotel", "otelite", "phoenix"];
@@ -104,7 +104,9 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// A receiver process, killed when dropped.
+/// A receiver process, killed when dropped: with its whole process group,
+/// since it is started under `timeout` (killing `timeout` alone would leave
+/// the receiver running, an orphan nothing stops).
 struct Receiver {
     child: Child,
     log: PathBuf,
@@ -118,9 +120,20 @@ impl Receiver {
 
 impl Drop for Receiver {
     fn drop(&mut self) {
+        // The child leads its own group (`in_own_group`): the receiver and
+        // anything it started go with it.
+        // SAFETY: kill(2) on a process group we created; no memory involved.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `cmd` started as the leader of a new process group, so that
+/// [`Receiver`]'s drop can end it with everything under it.
+fn in_own_group(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0)
 }
 
 /// Polls `ok` until it holds; panics after `limit` with `what`.
@@ -223,7 +236,7 @@ fn rotel_decodes_birs_otlp_json_strictly() {
     let (http, grpc) = (free_port(), free_port());
     let log = dir.join("rotel.out");
     let started = Instant::now();
-    let child = Command::new("timeout")
+    let child = in_own_group(&mut Command::new("timeout"))
         .arg("120")
         .arg(agent)
         .args(["start", "--exporter", "blackhole", "--debug-log", "traces"])
@@ -268,6 +281,26 @@ fn rotel_decodes_birs_otlp_json_strictly() {
     }
     assert!(dump.contains("SPAN_KIND_CLIENT") && dump.contains("STATUS_CODE_ERROR"));
     assert!(dump.contains("tool_error"));
+    // Stopping the receiver stops rotel-agent itself, not only `timeout`.
+    // rotel-agent is `timeout`'s child (its `--pid-file` is written only
+    // when it daemonizes).
+    let timeout = rotel.child.id();
+    let pid: i32 = std::fs::read_to_string(format!("/proc/{timeout}/task/{timeout}/children"))
+        .expect("timeout's children")
+        .split_whitespace()
+        .next()
+        .expect("rotel-agent under timeout")
+        .parse()
+        .expect("a pid");
+    assert!(
+        alive(pid),
+        "rotel-agent {pid} runs before the receiver is dropped"
+    );
+    drop(rotel);
+    assert!(
+        wait_gone(pid, Duration::from_secs(30)),
+        "rotel-agent {pid} still runs after its receiver was dropped"
+    );
 }
 
 /// One span as otelite serves it, reduced to what bir sent. otelite
@@ -336,7 +369,7 @@ fn otelite_gives_back_what_bir_sent_in_json_and_protobuf() {
     let log = dir.join("otelite.out");
     std::fs::create_dir_all(dir.join("otelite-home")).expect("mkdir");
     let started = Instant::now();
-    let child = Command::new("timeout")
+    let child = in_own_group(&mut Command::new("timeout"))
         .arg("300")
         .arg(otelite)
         .args(["serve", "--addr", &format!("127.0.0.1:{api}")])
@@ -415,7 +448,7 @@ fn phoenix_shows_a_server_everything_session_under_its_project() {
     let (port, grpc) = (free_port(), free_port());
     let log = dir.join("phoenix.out");
     let started = Instant::now();
-    let child = Command::new("timeout")
+    let child = in_own_group(&mut Command::new("timeout"))
         .arg("600")
         .arg(phoenix)
         .arg("serve")
