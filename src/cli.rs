@@ -915,7 +915,8 @@ pub struct ReplayCmd {
     /// server/tool glob never run (wins over --allow)
     #[argh(option)]
     pub deny: Vec<String>,
-    /// count the scenario's own allow lists and `safety: auto` overrides
+    /// count the scenario's own allow lists and `safety: auto` overrides,
+    /// and let it read the environment (`${env:X}`)
     #[argh(switch)]
     pub trust_scenario: bool,
     /// configured (default) or none (every step confirm)
@@ -998,6 +999,10 @@ pub struct VerifyCmd {
     /// exit 5 when a server's tools drifted from the snapshot
     #[argh(switch)]
     pub fail_on_drift: bool,
+    /// let the scenario read the environment (`${env:X}`, parameters it
+    /// did not get from bir scenario param on this machine)
+    #[argh(switch)]
+    pub trust_scenario: bool,
     /// bind a parameter: name=value (repeatable)
     #[argh(option)]
     pub param: Vec<String>,

@@ -64,6 +64,7 @@ pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
                 Error::usage(format!("step {} has no argument at {}", c.step, c.path))
             })?;
             let recorded = slot.clone();
+            let at = crate::replay::trust::place(&step.server, &step.tool, &c.path);
             let redacted = template::has_placeholder(&recorded);
             if redacted && c.from.is_none() {
                 return Err(Error::usage(format!(
@@ -89,6 +90,12 @@ pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
                     default,
                     from: c.from.clone(),
                     redacted,
+                    seals: crate::replay::trust::seals_for(
+                        s.params.get(&c.name),
+                        &c.name,
+                        c.from.as_deref(),
+                        &at,
+                    ),
                 },
             );
             Ok(())
@@ -651,6 +658,7 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
         options.record = (!cmd.no_record).then(|| source.clone());
         options.params = params.clone();
         options.calibrate = cmd.calibrate.unwrap_or(0);
+        options.trust_scenario = cmd.trust_scenario;
         let mut report = runner::run(&s, &servers, &options, None);
         report.scenario = source.clone();
         if let (Some(max), Some(age)) = (max_age, crate::replay::age_secs(&s))
@@ -841,6 +849,12 @@ fn print_report(report: &Report, format: &str) {
     if let Some(stale) = &report.stale {
         out(&escape(&format!("stale: {stale}")));
     }
+    if !report.env_read.is_empty() {
+        out(&escape(&format!(
+            "environment read: {}",
+            report.env_read.join(", ")
+        )));
+    }
     for st in &report.steps {
         let timing = match (st.duration_ms, st.recorded_ms) {
             (Some(d), Some(r)) => format!(" ({d:.1} ms, recorded {r:.1} ms)"),
@@ -925,6 +939,12 @@ pub fn junit_xml(report: &Report) -> String {
         report.steps.len(),
         report.environment.len()
     );
+    if !report.env_read.is_empty() {
+        x.push_str(&format!(
+            "  <properties><property name=\"bir.envRead\" value=\"{}\"/></properties>\n",
+            xml(&report.env_read.join(","))
+        ));
+    }
     for e in &report.environment {
         x.push_str(&format!(
             "  <testcase name=\"server\"><error message=\"{}\"/></testcase>\n",

@@ -19,6 +19,7 @@ pub mod recording;
 pub mod runner;
 pub mod scenario;
 pub mod template;
+pub mod trust;
 
 use std::path::Path;
 

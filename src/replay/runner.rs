@@ -136,6 +136,9 @@ pub struct Report {
     /// The run this replay was journaled as (see `Options::record`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// Environment variables the steps' arguments read (names only, sorted):
+    /// what a scenario took from this machine.
+    pub env_read: Vec<String>,
 }
 
 impl Report {
@@ -404,6 +407,7 @@ pub fn run(
     }
 
     let params = bind_params(scenario, &options.params);
+    let home = crate::home::bir_home();
     let mut results = Results {
         params: &params,
         steps: HashMap::new(),
@@ -543,6 +547,22 @@ pub fn run(
                 report.steps.push(sr);
                 continue;
             }
+            // The environment: only what the user trusts the scenario to
+            // read (see `super::trust`); otherwise the step is not sent.
+            let env = super::trust::env_use(
+                scenario,
+                step,
+                &options.params,
+                options.trust_scenario,
+                home.as_deref(),
+            );
+            if let Some(why) = env.refused {
+                sr.status = Status::Blocked;
+                sr.reasons.push(why);
+                recorded_feeds(&mut results);
+                report.steps.push(sr);
+                continue;
+            }
             // Arguments: templates resolved, no placeholder left.
             let args = match template::resolve(&step.args, &results) {
                 Ok(a) => a,
@@ -643,6 +663,7 @@ pub fn run(
                 report.steps.push(sr);
                 continue;
             }
+            report.env_read.extend(env.vars);
             ready.push(Ready {
                 sr,
                 step,
@@ -671,6 +692,8 @@ pub fn run(
     report
         .steps
         .sort_by_key(|s| position.get(s.id.as_str()).copied().unwrap_or(usize::MAX));
+    report.env_read.sort();
+    report.env_read.dedup();
     report.run = recorder.and_then(SessionRecorder::finish);
     report
 }

@@ -109,6 +109,19 @@ pub struct Param {
     /// be bound, a default cannot stand in for the secret.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
+    /// Where `bir scenario param` bound this parameter, each sealed under
+    /// this machine's key: only there may an `env:` source be read without
+    /// `--trust-scenario` (see [`super::trust`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seals: Vec<Seal>,
+}
+
+/// A parameter's seal: the argument it replaced ([`super::trust::place`])
+/// and the HMAC `bir scenario param` wrote for it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Seal {
+    pub at: String,
+    pub mac: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

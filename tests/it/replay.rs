@@ -1106,3 +1106,98 @@ fn parallel_groups_send_a_concurrent_group_together() {
         out.stdout
     );
 }
+
+/// `${env:X}` in a scenario someone handed over never reaches a live
+/// server unless the user trusts the scenario; a parameter `bir scenario
+/// param --from env:X` sealed on this machine reads its variable there
+/// (and only there). The report names the variables read.
+#[test]
+fn a_scenario_reads_the_environment_only_when_trusted_or_sealed_here() {
+    let dir = TempDir::new("replay-env-trust");
+    let state = dir.join("state.json");
+    let ro = json!({"readOnlyHint": true, "openWorldHint": false});
+    let script = json!({
+        "schema": "bir/scenario@1",
+        "params": {"tok": {"from": "env:CI_SECRET"}},
+        "steps": [
+            {"id": "s1", "server": "fx", "tool": "whoami", "annotations": ro,
+             "args": {"token": "k=${env:CI_SECRET}"}},
+            {"id": "s2", "server": "fx", "tool": "whoami", "annotations": ro,
+             "args": {"token": "${param:tok}"}},
+            {"id": "s3", "server": "fx", "tool": "whoami", "annotations": ro,
+             "args": {"token": "recorded"}}
+        ]
+    });
+    std::fs::write(dir.join("h.scenario.json"), script.to_string()).expect("write");
+    let server = format!("fx={}", fixture(&state, ""));
+    let verify = |extra: &[&str]| -> (Value, String) {
+        let mut cmd = command(bir(), &dir);
+        cmd.current_dir(dir.path())
+            .env("CI_SECRET", "s3cr3t-value")
+            .args([
+                "verify",
+                "h.scenario.json",
+                "--no-record",
+                "--format",
+                "json",
+            ])
+            .args(["--server", &server])
+            .args(extra);
+        let out = run(cmd);
+        let report: Value = serde_json::from_str(out.stdout.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("json report ({e}): {}{}", out.stdout, out.stderr));
+        (report, out.stdout)
+    };
+    let status = |r: &Value, id: &str| -> String {
+        r["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["status"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+
+    let (r, text) = verify(&[]);
+    assert_eq!(status(&r, "s1"), "blocked", "{text}");
+    assert_eq!(status(&r, "s2"), "blocked", "{text}");
+    assert!(
+        text.contains("--trust-scenario") && !text.contains("s3cr3t"),
+        "{text}"
+    );
+    assert_eq!(r["envRead"], json!([]), "nothing was read: {text}");
+
+    // bir itself binds s3's token to the variable: sealed here, it reads.
+    let out = bir_in(
+        &dir,
+        &[
+            "scenario",
+            "param",
+            "h.scenario.json",
+            "s3",
+            "/token",
+            "mine",
+            "--from",
+            "env:CI_SECRET",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (r, text) = verify(&[]);
+    assert_eq!(status(&r, "s1"), "blocked", "{text}");
+    assert_ne!(status(&r, "s3"), "blocked", "{text}");
+    assert_eq!(r["envRead"], json!(["CI_SECRET"]), "{text}");
+    // The seal names the tool and argument: it does not follow the
+    // parameter to another tool.
+    let mut moved = scenario(&dir, "h.scenario.json");
+    moved["steps"][1]["tool"] = json!("get_item");
+    moved["steps"][1]["args"] = json!({"token": "${param:mine}"});
+    std::fs::write(dir.join("h.scenario.json"), moved.to_string()).expect("write");
+    let (r, text) = verify(&[]);
+    assert_eq!(status(&r, "s2"), "blocked", "{text}");
+
+    let (r, text) = verify(&["--trust-scenario"]);
+    for id in ["s1", "s2", "s3"] {
+        assert_ne!(status(&r, id), "blocked", "{id}: {text}");
+    }
+    assert_eq!(r["envRead"], json!(["CI_SECRET"]), "{text}");
+}
