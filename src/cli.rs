@@ -1003,6 +1003,10 @@ pub struct VerifyCmd {
     /// did not get from bir scenario param on this machine)
     #[argh(switch)]
     pub trust_scenario: bool,
+    /// exit 3 when any step was held, blocked or skipped (default: they
+    /// are reported as skipped and do not fail)
+    #[argh(switch)]
+    pub require_all: bool,
     /// bind a parameter: name=value (repeatable)
     #[argh(option)]
     pub param: Vec<String>,

@@ -674,13 +674,13 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
         if cmd.fail_on_drift && report.drift.iter().any(runner::Drift::any) {
             report.stale_is_error = true;
         }
+        let mut status = report.verify_exit_status(cmd.require_all);
         write_outputs(
             &report,
             &cmd.format,
             cmd.report.as_deref(),
             cmd.junit.as_deref(),
         )?;
-        let mut status = report.exit_status();
         let is_file = Path::new(source).is_file();
         if (cmd.update || cmd.update_all) && status != ExitStatus::Environment {
             if !is_file {
@@ -890,15 +890,7 @@ fn print_report(report: &Report, format: &str) {
             out(&escape(&format!("           needs-interaction: {i}")));
         }
     }
-    let count = |f: &dyn Fn(Status) -> bool| report.steps.iter().filter(|s| f(s.status)).count();
-    out(&format!(
-        "{} steps: {} matched, {} diverged, {} held, {} blocked",
-        report.steps.len(),
-        count(&|s| s == Status::Match),
-        count(&|s| s.is_divergence()),
-        count(&|s| s == Status::Held),
-        count(&|s| s == Status::Blocked)
-    ));
+    out(&report.summary());
 }
 
 fn xml(s: &str) -> String {
@@ -922,12 +914,7 @@ pub fn junit_xml(report: &Report) -> String {
     let skipped = report
         .steps
         .iter()
-        .filter(|s| {
-            matches!(
-                s.status,
-                Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly
-            )
-        })
+        .filter(|s| s.status.is_not_run())
         .count();
     let mut x = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{}\" skipped=\"{skipped}\">\n",
@@ -978,10 +965,7 @@ pub fn junit_xml(report: &Report) -> String {
                 st.status.name(),
                 xml(&detail.join("\n"))
             ));
-        } else if matches!(
-            st.status,
-            Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly
-        ) {
+        } else if st.status.is_not_run() {
             x.push_str(&format!(
                 "<skipped message=\"{}\"/>",
                 xml(&format!("{}: {}", st.status.name(), detail.join("; ")))

@@ -44,6 +44,9 @@ pub enum Status {
     UnboundLiteral,
     Planned,
     GuidedOnly,
+    /// `verify`: held by verify's own policy (only read-only steps run);
+    /// like a skipped test, it does not fail the run unless `--require-all`.
+    Skipped,
 }
 
 impl Status {
@@ -59,8 +62,32 @@ impl Status {
             Status::UnboundLiteral => "unbound-literal",
             Status::Planned => "planned",
             Status::GuidedOnly => "guided-only",
+            Status::Skipped => "skipped",
         }
     }
+
+    /// Not run, and not a regression: a JUnit `<skipped>`.
+    pub fn is_not_run(self) -> bool {
+        matches!(
+            self,
+            Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly | Status::Skipped
+        )
+    }
+
+    /// Every status, in the order the summary counts them.
+    pub const ALL: [Status; 11] = [
+        Status::Match,
+        Status::Diverged,
+        Status::ErrorChanged,
+        Status::MissingTool,
+        Status::SchemaChanged,
+        Status::UnboundLiteral,
+        Status::Skipped,
+        Status::Held,
+        Status::Blocked,
+        Status::GuidedOnly,
+        Status::Planned,
+    ];
 
     /// A regression: exit 1.
     pub fn is_divergence(self) -> bool {
@@ -163,6 +190,58 @@ impl Report {
             return ExitStatus::Incomplete;
         }
         ExitStatus::Success
+    }
+
+    /// `bir verify`'s reading of a report, the test-runner convention: a
+    /// step held by verify's own policy (it runs read-only steps only) is
+    /// skipped, as is a blocked one, and neither fails the run; with
+    /// `require_all` any step held, blocked or skipped makes it incomplete
+    /// (3). Built-in steps never do: no client could run them.
+    pub fn verify_exit_status(&mut self, require_all: bool) -> ExitStatus {
+        for st in &mut self.steps {
+            if st.status == Status::Held {
+                st.status = Status::Skipped;
+                st.reasons
+                    .push("skipped: verify runs read-only steps only".to_owned());
+            }
+        }
+        let status = self.exit_status();
+        if status != ExitStatus::Incomplete && status != ExitStatus::Success {
+            return status;
+        }
+        let incomplete = self
+            .steps
+            .iter()
+            .any(|s| matches!(s.status, Status::Held | Status::Blocked | Status::Skipped));
+        if require_all && incomplete {
+            ExitStatus::Incomplete
+        } else {
+            ExitStatus::Success
+        }
+    }
+
+    /// One line counting every step by status: `5 steps: 2 matched, 3
+    /// guided-only` (the counts add up to the total; "matched" is always
+    /// said).
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for status in Status::ALL {
+            let n = self.steps.iter().filter(|s| s.status == status).count();
+            if n == 0 && status != Status::Match {
+                continue;
+            }
+            let name = match status {
+                Status::Match => "matched",
+                other => other.name(),
+            };
+            parts.push(format!("{n} {name}"));
+        }
+        let total = self.steps.len();
+        format!(
+            "{total} step{}: {}",
+            if total == 1 { "" } else { "s" },
+            parts.join(", ")
+        )
     }
 }
 
@@ -1109,6 +1188,42 @@ mod tests {
 
     /// Consecutive steps of one group form a batch only with
     /// `--parallel-groups`; a step in no group is always alone.
+    /// verify: held steps are skipped and pass; `--require-all` makes
+    /// them (and blocked ones) incomplete; a divergence still fails; the
+    /// summary counts every step.
+    #[test]
+    fn verify_skips_held_steps_unless_all_are_required() {
+        let report = || {
+            let mut r = Report::default();
+            r.steps.push(step(Status::Match));
+            r.steps.push(step(Status::Held));
+            r.steps.push(step(Status::GuidedOnly));
+            r.steps.push(step(Status::GuidedOnly));
+            r.steps.push(step(Status::Blocked));
+            r
+        };
+        let mut r = report();
+        assert_eq!(r.verify_exit_status(false).code(), 0);
+        assert_eq!(r.steps[1].status, Status::Skipped);
+        assert_eq!(
+            r.summary(),
+            "5 steps: 1 matched, 1 skipped, 1 blocked, 2 guided-only"
+        );
+        assert_eq!(report().verify_exit_status(true).code(), 3);
+        let mut only_builtins = Report::default();
+        only_builtins.steps.push(step(Status::GuidedOnly));
+        assert_eq!(only_builtins.verify_exit_status(true).code(), 0);
+        let mut d = report();
+        d.steps.push(step(Status::Diverged));
+        assert_eq!(d.verify_exit_status(false).code(), 1);
+        assert!(
+            d.summary()
+                .starts_with("6 steps: 1 matched, 1 diverged, 1 skipped")
+        );
+        // Replay keeps its reading: held is incomplete.
+        assert_eq!(report().exit_status().code(), 3);
+    }
+
     #[test]
     fn batches_are_runs_of_one_group() {
         let step = |id: &str, group: Option<u32>| ScenarioStep {

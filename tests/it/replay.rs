@@ -1201,3 +1201,61 @@ fn a_scenario_reads_the_environment_only_when_trusted_or_sealed_here() {
     }
     assert_eq!(r["envRead"], json!(["CI_SECRET"]), "{text}");
 }
+
+/// CI convention: a destructive step verify holds by its own policy is
+/// reported as skipped and the job passes; `--require-all` makes it
+/// incomplete (3). The summary counts every step.
+#[test]
+fn verify_skips_what_its_policy_holds_unless_all_are_required() {
+    let dir = TempDir::new("replay-verify-skip");
+    let state = dir.join("state.json");
+    let calls = json!([
+        {"tool": "add", "args": {"a": 2, "b": 3}},
+        {"tool": "kv_put", "args": {"key": "k", "value": "v"}},
+        {"tool": "delete_key", "args": {"key": "k"}}
+    ]);
+    record_and_derive(
+        &dir,
+        "fx",
+        &fixture(&state, ""),
+        &calls,
+        "d.scenario.json",
+        &[],
+    );
+    let server = format!("fx={}", fixture(&state, ""));
+    let junit = dir.join("j.xml");
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "d.scenario.json",
+            "--server",
+            &server,
+            "--junit",
+            junit.to_str().expect("path"),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("delete_key [destructive] skipped")
+            && out.stdout.contains("3 steps: 1 matched, 2 skipped"),
+        "{}",
+        out.stdout
+    );
+    let xml = std::fs::read_to_string(&junit).expect("junit");
+    assert!(
+        xml.contains("skipped=\"2\"") && xml.contains("failures=\"0\""),
+        "{xml}"
+    );
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "d.scenario.json",
+            "--server",
+            &server,
+            "--require-all",
+        ],
+    );
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+}
