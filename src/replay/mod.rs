@@ -31,7 +31,9 @@ use scenario::Scenario;
 /// id, a unique prefix, or `latest`).
 pub fn load_source(source: &str) -> Result<Scenario, Error> {
     let path = Path::new(source);
-    if source.ends_with(".json") || path.is_file() {
+    // Anything at that path is the scenario (a FIFO or a directory is then
+    // refused by `Scenario::load`, never taken for a run id or waited on).
+    if source.ends_with(".json") || std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
         return Scenario::load(path);
     }
     let store = Store::open_default()
