@@ -611,16 +611,12 @@ pub fn replay(cmd: ReplayCmd) -> Result<ExitStatus, Error> {
 }
 
 fn ask_on_tty(sr: &StepReport) -> Confirm {
-    eprint!(
-        "{}",
-        escape(&format!(
-            "run {} {}/{} [{}]? (y)es / (n)o / (a)lways this tool / (q)uit asking: ",
-            sr.id,
-            sr.server,
-            sr.tool,
-            sr.class.name()
-        ))
-    );
+    for line in runner::confirm_prompt(sr).split_inclusive('\n') {
+        eprint!("{}", escape(line.trim_end_matches('\n')));
+        if line.ends_with('\n') {
+            eprintln!();
+        }
+    }
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {

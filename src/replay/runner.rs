@@ -129,6 +129,55 @@ pub struct StepReport {
     /// `--calibrate`: result paths that varied between runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub varying: Vec<String>,
+    /// The arguments as they would be sent (bindings and parameters
+    /// resolved), in recorded space: what a confirmation shows.
+    #[serde(skip)]
+    pub args: Option<Value>,
+}
+
+/// Lines of arguments a confirmation shows before folding the rest.
+const PROMPT_ARG_LINES: usize = 8;
+/// Characters of one argument line a confirmation shows.
+const PROMPT_LINE_CHARS: usize = 100;
+
+/// The question asked on a terminal before a held step runs: the step,
+/// its class, and its arguments as they would be sent (redacted, as the
+/// recorder stores them: a binding or parameter may have changed them
+/// since the recording), folded to a few lines.
+pub fn confirm_prompt(sr: &StepReport) -> String {
+    let mut text = format!(
+        "run {} {}/{} [{}] with arguments:\n",
+        sr.id,
+        sr.server,
+        sr.tool,
+        sr.class.name()
+    );
+    // One line per top-level argument, its value compact and cut short.
+    let lines: Vec<String> = match &sr.args {
+        Some(Value::Object(map)) if !map.is_empty() => {
+            map.iter().map(|(k, v)| format!("{k}: {v}")).collect()
+        }
+        Some(Value::Object(_)) | Some(Value::Null) | None => vec!["(none)".to_owned()],
+        Some(other) => vec![other.to_string()],
+    };
+    for line in lines.iter().take(PROMPT_ARG_LINES) {
+        text.push_str("    ");
+        if line.chars().count() > PROMPT_LINE_CHARS {
+            text.extend(line.chars().take(PROMPT_LINE_CHARS - 1));
+            text.push('…');
+        } else {
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    if lines.len() > PROMPT_ARG_LINES {
+        text.push_str(&format!(
+            "    … ({} more arguments)\n",
+            lines.len() - PROMPT_ARG_LINES
+        ));
+    }
+    text.push_str("(y)es / (n)o / (a)lways this tool / (q)uit asking: ");
+    text
 }
 
 /// How a server's live tools differ from the snapshot.
@@ -559,6 +608,7 @@ pub fn run(
                 live_result: None,
                 live_error: None,
                 varying: Vec::new(),
+                args: None,
             };
             let recorded_feeds = |results: &mut Results| {
                 if let Some(r) = &step.expect.result {
@@ -716,6 +766,7 @@ pub fn run(
                                 runnable = true;
                             } else if let (Some(ask), false) = (confirm.as_deref_mut(), stop_asking)
                             {
+                                sr.args = Some(to_recorded(args.clone()));
                                 match ask(&sr) {
                                     Confirm::Yes => runnable = true,
                                     Confirm::Always => {
@@ -1152,7 +1203,42 @@ mod tests {
             live_result: None,
             live_error: None,
             varying: Vec::new(),
+            args: None,
         }
+    }
+
+    /// A confirmation shows the arguments that would be sent, redacted as
+    /// the recorder would store them, folded to a few short lines.
+    #[test]
+    fn a_confirmation_shows_the_arguments_redacted_and_folded() {
+        let mut sr = step(Status::Planned);
+        sr.tool = "delete_repo".into();
+        sr.class = Class::Destructive;
+        let long = "x".repeat(300);
+        let args = serde_json::json!({
+            "repo": "acme/prod",
+            "token": "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+            "note": long,
+            "list": [1, 2, 3],
+            "x1": 1, "x2": 2, "x3": 3, "x4": 4, "x5": 5, "x6": 6
+        });
+        sr.args = Some(super::super::in_recorded_space(
+            &super::super::recorded_space_redactor(),
+            crate::record::truncate::DEFAULT_CAP,
+            args,
+        ));
+        let text = confirm_prompt(&sr);
+        assert!(
+            text.starts_with("run s1 fx/delete_repo [destructive] with arguments:"),
+            "{text}"
+        );
+        assert!(text.contains("repo: \"acme/prod\""), "{text}");
+        assert!(text.contains("list: [1,2,3]"), "{text}");
+        assert!(!text.contains("ghp_0123456789"), "{text}");
+        assert!(text.contains("REDACTED"), "{text}");
+        assert!(text.contains("(2 more arguments)"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 110), "{text}");
+        assert!(text.ends_with("(q)uit asking: "), "{text}");
     }
 
     /// REPLAY.md §4.9: 4 over 1 over 5 over 3 over 0.
