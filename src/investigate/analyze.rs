@@ -678,7 +678,10 @@ mod tests {
         let run = run_of("run_s", "2026-01-01T00:00:00.000Z", events);
         let f = investigate(&run, &history);
         assert_eq!(f.slow.len(), 1, "{:?}", f.slow);
-        assert_eq!(f.slow[0].step, 3);
+        assert_eq!(
+            f.slow[0].step, "1",
+            "the reader's number, not the journal index 3"
+        );
         assert_eq!(f.slow[0].usual_ms, 101.5);
         assert_eq!(f.slow[0].samples, 4);
         // Too few samples: no verdict.
