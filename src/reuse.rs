@@ -20,7 +20,7 @@ use crate::replay::runner::{
     self, Confirm, Report, ServerTarget, ServerTargets, Status, StepReport,
 };
 use crate::replay::scenario::{CompareRule, Param, Scenario};
-use crate::replay::{derive, gate, load_source, template};
+use crate::replay::{derive, load_source, template};
 
 // ---------------------------------------------------------------- scenario
 
@@ -207,46 +207,9 @@ fn show(s: &Scenario) {
             }
         )));
     }
+    let host = s.source.as_ref().and_then(|src| src.host.as_deref());
     for step in &s.steps {
-        let verdict = gate::judge(&gate::Facts {
-            tool: &step.tool,
-            recorded: step.annotations.as_ref(),
-            live: None,
-            trusted_server: true,
-            trust_none: false,
-            override_: step.safety.as_deref(),
-            trust_scenario: false,
-        });
-        let mut flags = Vec::new();
-        if verdict.external {
-            flags.push("external");
-        }
-        if step.redacted {
-            flags.push("redacted");
-        }
-        if step.truncated {
-            flags.push("truncated");
-        }
-        if step.expect.is_error || step.expect.error.is_some() {
-            flags.push("error");
-        }
-        if step.pin == Some(true) {
-            flags.push("pinned");
-        }
-        out(&escape(&format!(
-            "{:>4} {:<5} {}/{} [{}]{}{}",
-            step.index,
-            step.id,
-            step.server,
-            step.tool,
-            verdict.class.name(),
-            step.group.map_or(String::new(), |g| format!(" group {g}")),
-            if flags.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", flags.join(", "))
-            }
-        )));
+        out(&escape(&crate::replay::builtin::heading(step, host)));
         out(&escape(&format!(
             "           args {}",
             runner::brief(&step.args)

@@ -9,6 +9,7 @@
 //! the command layer (`crate::reuse`); `bir-proxy --replay` calls
 //! [`serve_mock`].
 
+pub mod builtin;
 pub mod client;
 pub mod compare;
 pub mod derive;

@@ -616,8 +616,14 @@ pub fn run(
                 }
             };
             if step.kind != "mcp" {
+                let nature = super::builtin::nature_of(&step.tool);
                 sr.status = Status::GuidedOnly;
-                sr.reasons = vec!["a host built-in: only guided replay can follow it".to_owned()];
+                sr.class = nature.class;
+                sr.external = nature.external;
+                sr.reasons = vec![format!(
+                    "a host built-in ({}): only guided replay can follow it",
+                    nature.does
+                )];
                 recorded_feeds(&mut results);
                 report.steps.push(sr);
                 continue;
