@@ -84,6 +84,10 @@ pub struct ServerSnap {
     pub instructions: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_capabilities: Option<Value>,
+    /// The version the recorded client asked for (`protocol_version` is
+    /// what the server answered it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_protocol_version: Option<String>,
     #[serde(default)]
     pub tools: Vec<Value>,
     #[serde(default)]

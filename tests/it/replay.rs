@@ -1259,3 +1259,64 @@ fn verify_skips_what_its_policy_holds_unless_all_are_required() {
     );
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
 }
+
+/// The mock answers a client as the recorded server-everything answers
+/// that client: the protocol version it asked for (the server echoes the
+/// versions it supports), and the tools the server registers for the
+/// capabilities it declared (none here: no elicitation tool, which the
+/// recording has because the recording client declared elicitation).
+#[test]
+fn mock_answers_a_client_as_the_recorded_server_answers_that_client() {
+    let dir = TempDir::new("replay-mock-client");
+    record_and_derive(
+        &dir,
+        "everything",
+        &everything(),
+        &json!([{"tool": "echo", "args": {"message": "hi"}}]),
+        "e.scenario.json",
+        &[],
+    );
+    let s = scenario(&dir, "e.scenario.json");
+    let recorded_tools = s["servers"]["everything"]["tools"].as_array().map(Vec::len);
+    let session = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bare", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ];
+    let words = words(&everything());
+    let (program, args) = words.split_first().expect("node");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (live, _, stderr) = raw_session(&dir, Path::new(program), &args, &session);
+    let by_id = |answers: &[Value], id: u64| -> Value {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no answer {id}: {answers:?}"))
+    };
+    let names = |list: &Value| -> Vec<String> {
+        let mut n: Vec<String> = list["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        n.sort();
+        n
+    };
+    let live_version = by_id(&live, 1)["result"]["protocolVersion"].clone();
+    let live_tools = names(&by_id(&live, 2));
+    assert_eq!(live_version, "2025-06-18", "{live:?} {stderr}");
+    let (mocked, code, stderr) = raw_mock(&dir, &["mock", "e.scenario.json"], &session);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(by_id(&mocked, 1)["result"]["protocolVersion"], live_version);
+    assert_eq!(
+        names(&by_id(&mocked, 2)),
+        live_tools,
+        "recorded {recorded_tools:?}"
+    );
+    assert!(
+        recorded_tools > Some(live_tools.len()),
+        "the recording client was offered more tools: {recorded_tools:?}"
+    );
+}
