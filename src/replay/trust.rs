@@ -53,7 +53,7 @@ fn key_path(home: &Path) -> PathBuf {
 fn key(home: &Path, create: bool) -> Option<ring::hmac::Key> {
     let path = key_path(home);
     let mut bytes = Vec::new();
-    match crate::home::open_regular(&mut crate::home::private_file().read(true), &path) {
+    match crate::home::open_regular(crate::home::private_file().read(true), &path) {
         Ok(f) => {
             f.take(1024).read_to_end(&mut bytes).ok()?;
         }
