@@ -22,7 +22,7 @@ use crate::replay::runner::{
     self, Confirm, Report, ServerTarget, ServerTargets, Status, StepReport,
 };
 use crate::replay::scenario::{CompareRule, Param, Scenario};
-use crate::replay::{derive, load_source, safety, template};
+use crate::replay::{derive, load_source, template};
 
 // ---------------------------------------------------------------- scenario
 
@@ -217,7 +217,8 @@ pub struct ReplayCmd {
     /// server/tool glob never run (wins over --allow)
     #[argh(option)]
     pub deny: Vec<String>,
-    /// count the scenario's own allow lists and `safety: auto` overrides
+    /// count the scenario's own allow lists and `safety: auto` overrides,
+    /// and let it read the environment (`${env:X}`)
     #[argh(switch)]
     pub trust_scenario: bool,
     /// configured (default) or none (every step confirm)
@@ -300,6 +301,14 @@ pub struct VerifyCmd {
     /// exit 5 when a server's tools drifted from the snapshot
     #[argh(switch)]
     pub fail_on_drift: bool,
+    /// let the scenario read the environment (`${env:X}`, parameters it
+    /// did not get from bir scenario param on this machine)
+    #[argh(switch)]
+    pub trust_scenario: bool,
+    /// exit 3 when any step was held, blocked or skipped (default: they
+    /// are reported as skipped and do not fail)
+    #[argh(switch)]
+    pub require_all: bool,
     /// bind a parameter: name=value (repeatable)
     #[argh(option)]
     pub param: Vec<String>,
@@ -400,6 +409,7 @@ pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
                 Error::usage(format!("step {} has no argument at {}", c.step, c.path))
             })?;
             let recorded = slot.clone();
+            let at = crate::replay::trust::place(&step.server, &step.tool, &c.path);
             let redacted = template::has_placeholder(&recorded);
             if redacted && c.from.is_none() {
                 return Err(Error::usage(format!(
@@ -425,6 +435,12 @@ pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
                     default,
                     from: c.from.clone(),
                     redacted,
+                    seals: crate::replay::trust::seals_for(
+                        s.params.get(&c.name),
+                        &c.name,
+                        c.from.as_deref(),
+                        &at,
+                    ),
                 },
             );
             Ok(())
@@ -536,46 +552,9 @@ fn show(s: &Scenario) {
             }
         )));
     }
+    let host = s.source.as_ref().and_then(|src| src.host.as_deref());
     for step in &s.steps {
-        let verdict = safety::judge(&safety::Facts {
-            tool: &step.tool,
-            recorded: step.annotations.as_ref(),
-            live: None,
-            trusted_server: true,
-            trust_none: false,
-            override_: step.safety.as_deref(),
-            trust_scenario: false,
-        });
-        let mut flags = Vec::new();
-        if verdict.external {
-            flags.push("external");
-        }
-        if step.redacted {
-            flags.push("redacted");
-        }
-        if step.truncated {
-            flags.push("truncated");
-        }
-        if step.expect.is_error || step.expect.error.is_some() {
-            flags.push("error");
-        }
-        if step.pin == Some(true) {
-            flags.push("pinned");
-        }
-        out(&escape(&format!(
-            "{:>4} {:<5} {}/{} [{}]{}{}",
-            step.index,
-            step.id,
-            step.server,
-            step.tool,
-            verdict.class.name(),
-            step.group.map_or(String::new(), |g| format!(" group {g}")),
-            if flags.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", flags.join(", "))
-            }
-        )));
+        out(&escape(&crate::replay::builtin::heading(step, host)));
         out(&escape(&format!(
             "           args {}",
             runner::brief(&step.args)
@@ -903,13 +882,12 @@ pub fn replay(cmd: ReplayCmd) -> Result<ExitStatus, Error> {
 }
 
 fn ask_on_tty(sr: &StepReport) -> Confirm {
-    crate::output::prompt(&escape(&format!(
-        "run {} {}/{} [{}]? (y)es / (n)o / (a)lways this tool / (q)uit asking: ",
-        sr.id,
-        sr.server,
-        sr.tool,
-        sr.class.name()
-    )));
+    for line in runner::confirm_prompt(sr).split_inclusive('\n') {
+        match line.strip_suffix('\n') {
+            Some(whole) => crate::output::note(&escape(whole)),
+            None => crate::output::prompt(&escape(line)),
+        }
+    }
     let _ = std::io::stderr().flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {
@@ -947,6 +925,7 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
         options.record = (!cmd.no_record).then(|| source.clone());
         options.params = params.clone();
         options.calibrate = cmd.calibrate.unwrap_or(0);
+        options.trust_scenario = cmd.trust_scenario;
         let mut report = runner::run(&s, &servers, &options, None);
         report.scenario = source.clone();
         if let (Some(max), Some(age)) = (max_age, crate::replay::age_secs(&s))
@@ -962,13 +941,13 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
         if cmd.fail_on_drift && report.drift.iter().any(runner::Drift::any) {
             report.stale_is_error = true;
         }
+        let mut status = report.verify_exit_status(cmd.require_all);
         write_outputs(
             &report,
             &cmd.format,
             cmd.report.as_deref(),
             cmd.junit.as_deref(),
         )?;
-        let mut status = report.exit_status();
         let is_file = Path::new(source).is_file();
         if (cmd.update || cmd.update_all) && status != ExitStatus::Environment {
             if !is_file {
@@ -1137,6 +1116,12 @@ fn print_report(report: &Report, format: &str) {
     if let Some(stale) = &report.stale {
         out(&escape(&format!("stale: {stale}")));
     }
+    if !report.env_read.is_empty() {
+        out(&escape(&format!(
+            "environment read: {}",
+            report.env_read.join(", ")
+        )));
+    }
     for st in &report.steps {
         let timing = match (st.duration_ms, st.recorded_ms) {
             (Some(d), Some(r)) => format!(" ({d:.1} ms, recorded {r:.1} ms)"),
@@ -1172,15 +1157,7 @@ fn print_report(report: &Report, format: &str) {
             out(&escape(&format!("           needs-interaction: {i}")));
         }
     }
-    let count = |f: &dyn Fn(Status) -> bool| report.steps.iter().filter(|s| f(s.status)).count();
-    out(&format!(
-        "{} steps: {} matched, {} diverged, {} held, {} blocked",
-        report.steps.len(),
-        count(&|s| s == Status::Match),
-        count(&|s| s.is_divergence()),
-        count(&|s| s == Status::Held),
-        count(&|s| s == Status::Blocked)
-    ));
+    out(&report.summary());
 }
 
 fn xml(s: &str) -> String {
@@ -1204,12 +1181,7 @@ pub fn junit_xml(report: &Report) -> String {
     let skipped = report
         .steps
         .iter()
-        .filter(|s| {
-            matches!(
-                s.status,
-                Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly
-            )
-        })
+        .filter(|s| s.status.is_not_run())
         .count();
     let mut x = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"{}\" skipped=\"{skipped}\">\n",
@@ -1221,6 +1193,12 @@ pub fn junit_xml(report: &Report) -> String {
         report.steps.len(),
         report.environment.len()
     );
+    if !report.env_read.is_empty() {
+        x.push_str(&format!(
+            "  <properties><property name=\"bir.envRead\" value=\"{}\"/></properties>\n",
+            xml(&report.env_read.join(","))
+        ));
+    }
     for e in &report.environment {
         x.push_str(&format!(
             "  <testcase name=\"server\"><error message=\"{}\"/></testcase>\n",
@@ -1254,10 +1232,7 @@ pub fn junit_xml(report: &Report) -> String {
                 st.status.name(),
                 xml(&detail.join("\n"))
             ));
-        } else if matches!(
-            st.status,
-            Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly
-        ) {
+        } else if st.status.is_not_run() {
             x.push_str(&format!(
                 "<skipped message=\"{}\"/>",
                 xml(&format!("{}: {}", st.status.name(), detail.join("; ")))

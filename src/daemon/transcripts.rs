@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sys::lock;
+use crate::locks::lock;
 
 /// The most of a transcript read in one pass.
 pub(crate) const PASS_BYTES: u64 = 1024 * 1024;

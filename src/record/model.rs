@@ -124,6 +124,12 @@ pub struct ServerSnapshot {
     /// clients that declare a capability).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_capabilities: Option<Redacted<Value>>,
+    /// The protocol version the client asked for in `initialize`: with the
+    /// server's answer (`protocol_version`) it shows whether the server
+    /// echoes a version it supports (what a mock must answer a client that
+    /// asks another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_protocol_version: Option<Redacted<String>>,
     /// The full `tools/list` (all pages), redacted.
     pub tools: Vec<Redacted<Value>>,
     /// Tool name → sha256 of its canonical definition: a later run can show

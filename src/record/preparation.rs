@@ -386,6 +386,7 @@ impl Preparation {
         k.snapshot.capabilities = result.part("/capabilities");
         k.snapshot.instructions = result.part("/instructions");
         k.snapshot.client_capabilities = request.part("/params/capabilities");
+        k.snapshot.client_protocol_version = request.text_at("/params/protocolVersion");
         k.snapshot_known = true;
         self.refresh_snapshot_digest();
     }

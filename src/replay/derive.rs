@@ -59,6 +59,10 @@ pub fn derive(run: &LoadedRun, options: &DeriveOptions) -> Scenario {
                 capabilities: plain(&snap.capabilities),
                 instructions: plain(&snap.instructions),
                 client_capabilities: plain(&snap.client_capabilities),
+                client_protocol_version: snap
+                    .client_protocol_version
+                    .as_ref()
+                    .map(|p| p.as_str().to_owned()),
                 tools: snap.tools.iter().map(|t| t.clone().into_inner()).collect(),
                 tool_hashes: snap
                     .tool_hashes

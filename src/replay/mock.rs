@@ -30,6 +30,90 @@ use super::safety::{self, Class};
 use super::scenario::{Scenario, ScenarioStep};
 use crate::redact::Redactor;
 
+/// Protocol versions published before the stateless era, oldest first:
+/// a server that answers one of them by echoing it supports the earlier
+/// ones too (the SDKs do: they keep a list of every version up to theirs).
+const SESSION_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The version the recorded server would answer a client asking
+/// `requested`, from what it answered the recorded client (`recorded`) to
+/// its request (`recorded_request`). The spec: a server that supports the
+/// requested version answers it; otherwise it answers another it supports
+/// (its latest). So, when the recording shows the server echoing the
+/// client (or does not say what was asked), a client asking a published
+/// version no later than the recorded answer gets its own version back; a
+/// server that answered its own version to a different request is known
+/// not to echo, and answers that version again (unless asked it).
+pub fn negotiated_version(
+    recorded: &str,
+    recorded_request: Option<&str>,
+    requested: Option<&str>,
+) -> String {
+    let Some(requested) = requested else {
+        return recorded.to_owned();
+    };
+    if requested == recorded {
+        return recorded.to_owned();
+    }
+    let echoes = recorded_request.is_none_or(|asked| asked == recorded);
+    let known = SESSION_VERSIONS.contains(&requested) && SESSION_VERSIONS.contains(&recorded);
+    if echoes && known && requested < recorded {
+        requested.to_owned()
+    } else {
+        recorded.to_owned()
+    }
+}
+
+/// Client capabilities some servers register tools for, each with the
+/// words of a tool name that show the tool exists for it
+/// (server-everything's `get-roots-list`, `trigger-sampling-request`,
+/// `trigger-elicitation-request`).
+const CAPABILITY_WORDS: &[(&str, &[&str])] = &[
+    ("roots", &["roots", "root"]),
+    ("sampling", &["sampling"]),
+    ("elicitation", &["elicitation", "elicit"]),
+];
+
+/// The recorded tools as the server would list them to a client that
+/// declared `client` (`None`: unknown, all of them). Servers register
+/// some tools only for clients that declare a capability (server-everything
+/// lists 16 tools to a client declaring roots, sampling and elicitation, 13
+/// to one declaring none). A tool is left out when the recorded client
+/// declared a capability this one does not, and the tool's name names that
+/// capability. Tools the recorded client was never offered cannot be
+/// added: the recording does not have them.
+pub fn tools_for_client(
+    tools: &[Value],
+    recorded: Option<&Value>,
+    client: Option<&Value>,
+) -> Vec<Value> {
+    let Some(client) = client else {
+        return tools.to_vec();
+    };
+    let declared = |caps: Option<&Value>, name: &str| {
+        caps.and_then(|c| c.get(name)).is_some_and(|v| !v.is_null())
+    };
+    let missing: Vec<&[&str]> = CAPABILITY_WORDS
+        .iter()
+        .filter(|(cap, _)| declared(recorded, cap) && !declared(Some(client), cap))
+        .map(|(_, words)| *words)
+        .collect();
+    if missing.is_empty() {
+        return tools.to_vec();
+    }
+    tools
+        .iter()
+        .filter(|t| {
+            let name = t.get("name").and_then(Value::as_str).unwrap_or_default();
+            let words = safety::name_words(name);
+            !missing
+                .iter()
+                .any(|cap_words| words.iter().any(|w| cap_words.contains(&w.as_str())))
+        })
+        .cloned()
+        .collect()
+}
+
 /// The error code of a mock miss (JSON-RPC's implementation-defined range).
 pub const MISS_CODE: i64 = -32001;
 /// How long a passed-through call may take.
@@ -84,6 +168,9 @@ pub struct Mock<'a> {
     server: String,
     /// Journals the session as a run (see [`Mock::recording`]).
     recorder: Option<SessionRecorder>,
+    /// What this session's client declared in `initialize` (`None`: not
+    /// initialised; the recorded tool list is served whole).
+    client_capabilities: Option<Value>,
 }
 
 impl<'a> Mock<'a> {
@@ -114,6 +201,7 @@ impl<'a> Mock<'a> {
             summary: MockSummary::default(),
             server: server.to_owned(),
             recorder: None,
+            client_capabilities: None,
         }
     }
 
@@ -213,10 +301,18 @@ impl<'a> Mock<'a> {
                 // A stateless-era recording has no session version to offer:
                 // a client opening a session gets the version it asked for
                 // (the server it stands in for spoke both eras).
+                let requested = params.get("protocolVersion").and_then(Value::as_str);
+                self.client_capabilities = params.get("capabilities").cloned();
                 let version = recorded_version
-                    .clone()
+                    .as_deref()
                     .filter(|_| !modern_recording)
-                    .map(Value::String)
+                    .map(|recorded| {
+                        Value::String(negotiated_version(
+                            recorded,
+                            snap.and_then(|s| s.client_protocol_version.as_deref()),
+                            requested,
+                        ))
+                    })
                     .or_else(|| params.get("protocolVersion").cloned())
                     .unwrap_or(Value::Null);
                 let mut r = json!({
@@ -231,9 +327,14 @@ impl<'a> Mock<'a> {
             }
             "ping" => json!({}),
             "tools/list" => {
-                let tools = snap
-                    .map(|s| s.tools.clone())
-                    .unwrap_or_else(|| self.script_tools());
+                let tools = match snap {
+                    Some(s) => tools_for_client(
+                        &s.tools,
+                        s.client_capabilities.as_ref(),
+                        self.client_capabilities.as_ref(),
+                    ),
+                    None => self.script_tools(),
+                };
                 json!({"tools": tools})
             }
             "prompts/list" => json!({"prompts": []}),
@@ -395,4 +496,56 @@ fn error(id: Value, code: i64, message: &str, data: Option<Value>) -> Value {
         e["data"] = d;
     }
     json!({"jsonrpc": "2.0", "id": id, "error": e})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_answers_the_version_the_recorded_server_would() {
+        // Recorded: the client asked 2025-11-25, the server echoed it.
+        let v = |asked| negotiated_version("2025-11-25", Some("2025-11-25"), asked);
+        assert_eq!(v(Some("2025-06-18")), "2025-06-18");
+        assert_eq!(v(Some("2024-11-05")), "2024-11-05");
+        assert_eq!(v(Some("2025-11-25")), "2025-11-25");
+        assert_eq!(v(Some("2099-01-01")), "2025-11-25", "unknown: its own");
+        assert_eq!(v(None), "2025-11-25");
+        // Unknown request (an older recording): the same reading.
+        assert_eq!(
+            negotiated_version("2025-11-25", None, Some("2025-06-18")),
+            "2025-06-18"
+        );
+        // A server that answered its own version to another request.
+        assert_eq!(
+            negotiated_version("2025-03-26", Some("2025-06-18"), Some("2024-11-05")),
+            "2025-03-26"
+        );
+    }
+
+    #[test]
+    fn tools_follow_the_capabilities_the_client_declared() {
+        let names = [
+            "echo",
+            "get-roots-list",
+            "trigger-sampling-request",
+            "trigger-elicitation-request",
+            "get-sum",
+        ];
+        let tools: Vec<Value> = names.iter().map(|n| json!({"name": n})).collect();
+        let recorded = json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}});
+        let listed = |client: Option<Value>| -> Vec<String> {
+            tools_for_client(&tools, Some(&recorded), client.as_ref())
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        };
+        assert_eq!(listed(Some(json!({}))), ["echo", "get-sum"]);
+        assert_eq!(
+            listed(Some(json!({"sampling": {}}))),
+            ["echo", "trigger-sampling-request", "get-sum"]
+        );
+        assert_eq!(listed(Some(recorded.clone())).len(), 5);
+        assert_eq!(listed(None).len(), 5);
+    }
 }

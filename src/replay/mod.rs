@@ -9,6 +9,7 @@
 //! the command layer (`crate::cmd::replay`); `bir-proxy --replay` calls
 //! [`serve_mock`].
 
+pub mod builtin;
 pub mod client;
 pub mod compare;
 pub mod derive;
@@ -19,6 +20,7 @@ pub mod runner;
 pub mod safety;
 pub mod scenario;
 pub mod template;
+pub mod trust;
 
 use std::path::Path;
 
@@ -30,7 +32,9 @@ use scenario::Scenario;
 /// id, a unique prefix, or `latest`).
 pub fn load_source(source: &str) -> Result<Scenario, Error> {
     let path = Path::new(source);
-    if source.ends_with(".json") || path.is_file() {
+    // Anything at that path is the scenario (a FIFO or a directory is then
+    // refused by `Scenario::load`, never taken for a run id or waited on).
+    if source.ends_with(".json") || std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
         return Scenario::load(path);
     }
     let store = Store::open_default()

@@ -44,6 +44,9 @@ pub enum Status {
     UnboundLiteral,
     Planned,
     GuidedOnly,
+    /// `verify`: held by verify's own policy (only read-only steps run);
+    /// like a skipped test, it does not fail the run unless `--require-all`.
+    Skipped,
 }
 
 impl Status {
@@ -59,8 +62,32 @@ impl Status {
             Status::UnboundLiteral => "unbound-literal",
             Status::Planned => "planned",
             Status::GuidedOnly => "guided-only",
+            Status::Skipped => "skipped",
         }
     }
+
+    /// Not run, and not a regression: a JUnit `<skipped>`.
+    pub fn is_not_run(self) -> bool {
+        matches!(
+            self,
+            Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly | Status::Skipped
+        )
+    }
+
+    /// Every status, in the order the summary counts them.
+    pub const ALL: [Status; 11] = [
+        Status::Match,
+        Status::Diverged,
+        Status::ErrorChanged,
+        Status::MissingTool,
+        Status::SchemaChanged,
+        Status::UnboundLiteral,
+        Status::Skipped,
+        Status::Held,
+        Status::Blocked,
+        Status::GuidedOnly,
+        Status::Planned,
+    ];
 
     /// A regression: exit 1.
     pub fn is_divergence(self) -> bool {
@@ -102,6 +129,55 @@ pub struct StepReport {
     /// `--calibrate`: result paths that varied between runs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub varying: Vec<String>,
+    /// The arguments as they would be sent (bindings and parameters
+    /// resolved), in recorded space: what a confirmation shows.
+    #[serde(skip)]
+    pub args: Option<Value>,
+}
+
+/// Lines of arguments a confirmation shows before folding the rest.
+const PROMPT_ARG_LINES: usize = 8;
+/// Characters of one argument line a confirmation shows.
+const PROMPT_LINE_CHARS: usize = 100;
+
+/// The question asked on a terminal before a held step runs: the step,
+/// its class, and its arguments as they would be sent (redacted, as the
+/// recorder stores them: a binding or parameter may have changed them
+/// since the recording), folded to a few lines.
+pub fn confirm_prompt(sr: &StepReport) -> String {
+    let mut text = format!(
+        "run {} {}/{} [{}] with arguments:\n",
+        sr.id,
+        sr.server,
+        sr.tool,
+        sr.class.name()
+    );
+    // One line per top-level argument, its value compact and cut short.
+    let lines: Vec<String> = match &sr.args {
+        Some(Value::Object(map)) if !map.is_empty() => {
+            map.iter().map(|(k, v)| format!("{k}: {v}")).collect()
+        }
+        Some(Value::Object(_)) | Some(Value::Null) | None => vec!["(none)".to_owned()],
+        Some(other) => vec![other.to_string()],
+    };
+    for line in lines.iter().take(PROMPT_ARG_LINES) {
+        text.push_str("    ");
+        if line.chars().count() > PROMPT_LINE_CHARS {
+            text.extend(line.chars().take(PROMPT_LINE_CHARS - 1));
+            text.push('…');
+        } else {
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    if lines.len() > PROMPT_ARG_LINES {
+        text.push_str(&format!(
+            "    … ({} more arguments)\n",
+            lines.len() - PROMPT_ARG_LINES
+        ));
+    }
+    text.push_str("(y)es / (n)o / (a)lways this tool / (q)uit asking: ");
+    text
 }
 
 /// How a server's live tools differ from the snapshot.
@@ -136,6 +212,9 @@ pub struct Report {
     /// The run this replay was journaled as (see `Options::record`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
+    /// Environment variables the steps' arguments read (names only, sorted):
+    /// what a scenario took from this machine.
+    pub env_read: Vec<String>,
 }
 
 impl Report {
@@ -160,6 +239,58 @@ impl Report {
             return ExitStatus::Incomplete;
         }
         ExitStatus::Success
+    }
+
+    /// `bir verify`'s reading of a report, the test-runner convention: a
+    /// step held by verify's own policy (it runs read-only steps only) is
+    /// skipped, as is a blocked one, and neither fails the run; with
+    /// `require_all` any step held, blocked or skipped makes it incomplete
+    /// (3). Built-in steps never do: no client could run them.
+    pub fn verify_exit_status(&mut self, require_all: bool) -> ExitStatus {
+        for st in &mut self.steps {
+            if st.status == Status::Held {
+                st.status = Status::Skipped;
+                st.reasons
+                    .push("skipped: verify runs read-only steps only".to_owned());
+            }
+        }
+        let status = self.exit_status();
+        if status != ExitStatus::Incomplete && status != ExitStatus::Success {
+            return status;
+        }
+        let incomplete = self
+            .steps
+            .iter()
+            .any(|s| matches!(s.status, Status::Held | Status::Blocked | Status::Skipped));
+        if require_all && incomplete {
+            ExitStatus::Incomplete
+        } else {
+            ExitStatus::Success
+        }
+    }
+
+    /// One line counting every step by status: `5 steps: 2 matched, 3
+    /// guided-only` (the counts add up to the total; "matched" is always
+    /// said).
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for status in Status::ALL {
+            let n = self.steps.iter().filter(|s| s.status == status).count();
+            if n == 0 && status != Status::Match {
+                continue;
+            }
+            let name = match status {
+                Status::Match => "matched",
+                other => other.name(),
+            };
+            parts.push(format!("{n} {name}"));
+        }
+        let total = self.steps.len();
+        format!(
+            "{total} step{}: {}",
+            if total == 1 { "" } else { "s" },
+            parts.join(", ")
+        )
     }
 }
 
@@ -404,6 +535,7 @@ pub fn run(
     }
 
     let params = bind_params(scenario, &options.params);
+    let home = crate::home::bir_home();
     let mut results = Results {
         params: &params,
         steps: HashMap::new(),
@@ -476,6 +608,7 @@ pub fn run(
                 live_result: None,
                 live_error: None,
                 varying: Vec::new(),
+                args: None,
             };
             let recorded_feeds = |results: &mut Results| {
                 if let Some(r) = &step.expect.result {
@@ -483,8 +616,14 @@ pub fn run(
                 }
             };
             if step.kind != "mcp" {
+                let nature = super::builtin::nature_of(&step.tool);
                 sr.status = Status::GuidedOnly;
-                sr.reasons = vec!["a host built-in: only guided replay can follow it".to_owned()];
+                sr.class = nature.class;
+                sr.external = nature.external;
+                sr.reasons = vec![format!(
+                    "a host built-in ({}): only guided replay can follow it",
+                    nature.does
+                )];
                 recorded_feeds(&mut results);
                 report.steps.push(sr);
                 continue;
@@ -540,6 +679,22 @@ pub fn run(
                     sr.reasons
                         .push("annotations changed (the stricter class applies)".to_owned());
                 }
+                report.steps.push(sr);
+                continue;
+            }
+            // The environment: only what the user trusts the scenario to
+            // read (see `super::trust`); otherwise the step is not sent.
+            let env = super::trust::env_use(
+                scenario,
+                step,
+                &options.params,
+                options.trust_scenario,
+                home.as_deref(),
+            );
+            if let Some(why) = env.refused {
+                sr.status = Status::Blocked;
+                sr.reasons.push(why);
+                recorded_feeds(&mut results);
                 report.steps.push(sr);
                 continue;
             }
@@ -617,6 +772,7 @@ pub fn run(
                                 runnable = true;
                             } else if let (Some(ask), false) = (confirm.as_deref_mut(), stop_asking)
                             {
+                                sr.args = Some(to_recorded(args.clone()));
                                 match ask(&sr) {
                                     Confirm::Yes => runnable = true,
                                     Confirm::Always => {
@@ -643,6 +799,7 @@ pub fn run(
                 report.steps.push(sr);
                 continue;
             }
+            report.env_read.extend(env.vars);
             ready.push(Ready {
                 sr,
                 step,
@@ -671,6 +828,8 @@ pub fn run(
     report
         .steps
         .sort_by_key(|s| position.get(s.id.as_str()).copied().unwrap_or(usize::MAX));
+    report.env_read.sort();
+    report.env_read.dedup();
     report.run = recorder.and_then(SessionRecorder::finish);
     report
 }
@@ -1050,7 +1209,42 @@ mod tests {
             live_result: None,
             live_error: None,
             varying: Vec::new(),
+            args: None,
         }
+    }
+
+    /// A confirmation shows the arguments that would be sent, redacted as
+    /// the recorder would store them, folded to a few short lines.
+    #[test]
+    fn a_confirmation_shows_the_arguments_redacted_and_folded() {
+        let mut sr = step(Status::Planned);
+        sr.tool = "delete_repo".into();
+        sr.class = Class::Destructive;
+        let long = "x".repeat(300);
+        let args = serde_json::json!({
+            "repo": "acme/prod",
+            "token": "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+            "note": long,
+            "list": [1, 2, 3],
+            "x1": 1, "x2": 2, "x3": 3, "x4": 4, "x5": 5, "x6": 6
+        });
+        sr.args = Some(super::super::in_recorded_space(
+            &super::super::recorded_space_redactor(),
+            crate::record::truncate::DEFAULT_CAP,
+            args,
+        ));
+        let text = confirm_prompt(&sr);
+        assert!(
+            text.starts_with("run s1 fx/delete_repo [destructive] with arguments:"),
+            "{text}"
+        );
+        assert!(text.contains("repo: \"acme/prod\""), "{text}");
+        assert!(text.contains("list: [1,2,3]"), "{text}");
+        assert!(!text.contains("ghp_0123456789"), "{text}");
+        assert!(text.contains("REDACTED"), "{text}");
+        assert!(text.contains("(2 more arguments)"), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 110), "{text}");
+        assert!(text.ends_with("(q)uit asking: "), "{text}");
     }
 
     /// docs/replay.md, the exit codes: 4 over 1 over 5 over 3 over 0.
@@ -1086,6 +1280,42 @@ mod tests {
 
     /// Consecutive steps of one group form a batch only with
     /// `--parallel-groups`; a step in no group is always alone.
+    /// verify: held steps are skipped and pass; `--require-all` makes
+    /// them (and blocked ones) incomplete; a divergence still fails; the
+    /// summary counts every step.
+    #[test]
+    fn verify_skips_held_steps_unless_all_are_required() {
+        let report = || {
+            let mut r = Report::default();
+            r.steps.push(step(Status::Match));
+            r.steps.push(step(Status::Held));
+            r.steps.push(step(Status::GuidedOnly));
+            r.steps.push(step(Status::GuidedOnly));
+            r.steps.push(step(Status::Blocked));
+            r
+        };
+        let mut r = report();
+        assert_eq!(r.verify_exit_status(false).code(), 0);
+        assert_eq!(r.steps[1].status, Status::Skipped);
+        assert_eq!(
+            r.summary(),
+            "5 steps: 1 matched, 1 skipped, 1 blocked, 2 guided-only"
+        );
+        assert_eq!(report().verify_exit_status(true).code(), 3);
+        let mut only_builtins = Report::default();
+        only_builtins.steps.push(step(Status::GuidedOnly));
+        assert_eq!(only_builtins.verify_exit_status(true).code(), 0);
+        let mut d = report();
+        d.steps.push(step(Status::Diverged));
+        assert_eq!(d.verify_exit_status(false).code(), 1);
+        assert!(
+            d.summary()
+                .starts_with("6 steps: 1 matched, 1 diverged, 1 skipped")
+        );
+        // Replay keeps its reading: held is incomplete.
+        assert_eq!(report().exit_status().code(), 3);
+    }
+
     #[test]
     fn batches_are_runs_of_one_group() {
         let step = |id: &str, group: Option<u32>| ScenarioStep {

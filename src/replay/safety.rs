@@ -40,10 +40,191 @@ impl Class {
     }
 }
 
-/// Verbs that make a "read-only" tool suspicious.
-const WRITE_VERBS: [&str; 8] = [
-    "delete", "drop", "send", "create", "update", "post", "pay", "push",
+/// Verbs with side effects: a tool with one of them as any word of its
+/// name is not trusted to be read-only, whatever its hints say. Broad on
+/// purpose: a false alarm costs an `--allow`, a miss runs a write unasked.
+/// (`add` is left out: arithmetic tools are named so.)
+const WRITE_VERBS: &[&str] = &[
+    // removing
+    "delete",
+    "del",
+    "remove",
+    "rm",
+    "rmdir",
+    "unlink",
+    "drop",
+    "truncate",
+    "purge",
+    "wipe",
+    "erase",
+    "destroy",
+    "clear",
+    "prune",
+    "shred",
+    "evict",
+    "flush",
+    // sending, publishing
+    "push",
+    "send",
+    "post",
+    "put",
+    "publish",
+    "submit",
+    "upload",
+    "notify",
+    "broadcast",
+    "tweet",
+    "forward",
+    "invite",
+    "dispatch",
+    "emit",
+    // money
+    "transfer",
+    "pay",
+    "refund",
+    "withdraw",
+    "deposit",
+    "buy",
+    "purchase",
+    "sell",
+    "swap",
+    "mint",
+    "burn",
+    "stake",
+    // writing, changing
+    "write",
+    "create",
+    "insert",
+    "update",
+    "upsert",
+    "modify",
+    "edit",
+    "rename",
+    "move",
+    "mv",
+    "cp",
+    "replace",
+    "overwrite",
+    "append",
+    "save",
+    "revert",
+    "rebase",
+    "reset",
+    "migrate",
+    "mkdir",
+    "touch",
+    "chmod",
+    "chown",
+    "assign",
+    "unassign",
+    "approve",
+    "reject",
+    "reopen",
+    "unlock",
+    "enable",
+    "disable",
+    "toggle",
+    "cancel",
+    "register",
+    "unregister",
+    "subscribe",
+    "unsubscribe",
+    "grant",
+    "revoke",
+    "ban",
+    "unblock",
+    "encrypt",
+    "decrypt",
+    "rotate",
+    "provision",
+    "configure",
+    // running
+    "run",
+    "exec",
+    "execute",
+    "eval",
+    "invoke",
+    "spawn",
+    "launch",
+    "restart",
+    "kill",
+    "terminate",
+    "shutdown",
+    "reboot",
+    "halt",
+    "deploy",
+    "undeploy",
+    "uninstall",
+    "sudo",
 ];
+
+/// Side-effect verbs that are also common nouns of read-only tools
+/// (`get_commit`, `list_builds`, `get_schedule`): they demote a tool unless
+/// its name starts with a read verb ([`READ_VERBS`]), where they are the
+/// object read, not the action.
+const NOUN_VERBS: &[&str] = &[
+    "commit", "merge", "patch", "build", "install", "set", "start", "stop", "close", "archive",
+    "lock", "block", "schedule", "book", "order", "charge", "invoice", "bill", "trade", "share",
+    "sign", "import", "apply", "store", "format", "scale", "trigger", "reply", "comment",
+    "message", "mail", "email", "script", "shell", "bash", "sh", "cmd", "command",
+];
+
+/// Verbs that make the rest of a name the object read.
+const READ_VERBS: &[&str] = &[
+    "get",
+    "list",
+    "read",
+    "search",
+    "find",
+    "fetch",
+    "show",
+    "view",
+    "describe",
+    "query",
+    "lookup",
+    "check",
+    "inspect",
+    "count",
+    "browse",
+    "preview",
+    "explain",
+    "diff",
+    "stat",
+    "peek",
+    "retrieve",
+    "summarize",
+    "validate",
+];
+
+/// The words of a tool name: split at `_`, `-`, `.`, `/`, `:`, spaces and
+/// digits, and where camelCase turns from lower to upper case (`HTMLParser`
+/// gives `html`, `parser`), lower-cased.
+pub fn name_words(tool: &str) -> Vec<String> {
+    let chars: Vec<char> = tool.chars().collect();
+    let mut words = Vec::new();
+    let mut word = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if !c.is_alphabetic() {
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+            continue;
+        }
+        if c.is_uppercase() && !word.is_empty() {
+            let prev_lower = chars[i - 1].is_lowercase();
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let prev_upper = chars[i - 1].is_uppercase();
+            if prev_lower || (prev_upper && next_lower) {
+                words.push(std::mem::take(&mut word));
+            }
+        }
+        word.extend(c.to_lowercase());
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
 
 /// The gate's verdict for one step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,17 +273,21 @@ fn open_world(annotations: Option<&Value>) -> bool {
     hint(annotations, "openWorldHint").unwrap_or(true)
 }
 
-/// Whether `tool` starts with a write verb (`delete_x`, `createIssue`,
-/// `send-mail`).
+/// The first word of `tool` that is a side-effect verb (`git_push`,
+/// `bulkDelete`, `remove-file`, `rm`), if any.
+pub fn write_verb(tool: &str) -> Option<String> {
+    let words = name_words(tool);
+    let reads = words
+        .first()
+        .is_some_and(|w| READ_VERBS.contains(&w.as_str()));
+    words
+        .into_iter()
+        .find(|w| WRITE_VERBS.contains(&w.as_str()) || (!reads && NOUN_VERBS.contains(&w.as_str())))
+}
+
+/// Whether any word of `tool` is a side-effect verb.
 pub fn has_write_verb(tool: &str) -> bool {
-    let lower = tool.to_ascii_lowercase();
-    WRITE_VERBS.iter().any(|verb| {
-        lower.starts_with(verb)
-            && tool[verb.len()..]
-                .chars()
-                .next()
-                .is_none_or(|c| !c.is_ascii_lowercase())
-    })
+    write_verb(tool).is_some()
 }
 
 pub fn judge(f: &Facts) -> Verdict {
@@ -134,9 +319,11 @@ pub fn judge(f: &Facts) -> Verdict {
         }
         Class::Blocked => {}
     }
-    if class == Class::Auto && has_write_verb(f.tool) {
+    if class == Class::Auto
+        && let Some(verb) = write_verb(f.tool)
+    {
         reasons.push(format!(
-            "demoted to confirm: read-only, but {:?} starts with a write verb",
+            "demoted to confirm: read-only, but {:?} has the write verb {verb:?}",
             f.tool
         ));
         class = Class::Confirm;
@@ -358,6 +545,60 @@ mod tests {
         let mut f = facts("echo", Some(&ro), None);
         f.trust_none = true;
         assert_eq!(judge(&f).class, Class::Confirm);
+    }
+
+    /// Any word of the name, however it is spelt, from the broad list:
+    /// the names that once ran unprompted because only the first word of a
+    /// short list counted.
+    #[test]
+    fn a_write_verb_anywhere_in_the_name_demotes_a_read_only_claim() {
+        let ro = json!({"readOnlyHint": true});
+        for name in [
+            "git_push",
+            "bulk_delete",
+            "remove_file",
+            "rm",
+            "run_command",
+            "transfer_funds",
+            "bulkDelete",
+            "git-push",
+            "fs.remove",
+            "SendEmail",
+            "killProcess",
+            "deploy",
+            "exec",
+            "drop_table",
+            "db_write",
+            "HTTPPost",
+            "repo_commit",
+        ] {
+            let v = judge(&facts(name, Some(&ro), None));
+            assert_eq!(v.class, Class::Confirm, "{name}");
+            assert!(v.reasons.iter().any(|r| r.contains("write verb")), "{name}");
+        }
+        for name in [
+            "get_item",
+            "list_files",
+            "read_file",
+            "search",
+            "getCommit",
+            "list_builds",
+            "get_schedule",
+            "runtime_info",
+            "removal_history",
+        ] {
+            assert_eq!(
+                judge(&facts(name, Some(&ro), None)).class,
+                Class::Auto,
+                "{name}"
+            );
+        }
+        // A noun-like verb that leads the name is the action.
+        assert!(has_write_verb("trigger_build"));
+        assert_eq!(
+            name_words("HTMLParser_v2-readFile"),
+            ["html", "parser", "v", "read", "file"]
+        );
     }
 
     #[test]

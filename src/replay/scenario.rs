@@ -21,6 +21,10 @@ use serde_json::Value;
 pub use super::compare::CompareRule;
 use crate::error::Error;
 
+/// The largest scenario file read (a recording's results are capped per
+/// step, so a real scenario is far smaller).
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The schema this build reads and writes.
 pub const SCHEMA: &str = "bir/scenario@1";
 
@@ -80,6 +84,10 @@ pub struct ServerSnap {
     pub instructions: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_capabilities: Option<Value>,
+    /// The version the recorded client asked for (`protocol_version` is
+    /// what the server answered it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_protocol_version: Option<String>,
     #[serde(default)]
     pub tools: Vec<Value>,
     #[serde(default)]
@@ -109,6 +117,19 @@ pub struct Param {
     /// be bound, a default cannot stand in for the secret.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
+    /// Where `bir scenario param` bound this parameter, each sealed under
+    /// this machine's key: only there may an `env:` source be read without
+    /// `--trust-scenario` (see [`super::trust`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seals: Vec<Seal>,
+}
+
+/// A parameter's seal: the argument it replaced ([`super::trust::place`])
+/// and the HMAC `bir scenario param` wrote for it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Seal {
+    pub at: String,
+    pub mac: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -308,8 +329,11 @@ impl Scenario {
         text
     }
 
+    /// Reads a scenario file: a regular file only (a FIFO or a device is
+    /// refused at once, never waited on: the open does not block and the
+    /// type is checked on the descriptor opened), at most [`MAX_FILE_BYTES`].
     pub fn load(path: &Path) -> Result<Scenario, Error> {
-        let text = std::fs::read_to_string(path)
+        let text = read_capped(path)
             .map_err(|e| Error::failure(format!("cannot read {}", path.display())).because(e))?;
         Scenario::parse(&text).map_err(|e| {
             Error::usage(format!("{}: {e}", path.display()))
@@ -317,11 +341,13 @@ impl Scenario {
         })
     }
 
-    /// Writes the file atomically (temp file, rename).
+    /// Writes the file atomically and privately: the text goes to a fresh
+    /// temporary name beside it (created exclusively, never through a
+    /// symlink, mode 0600), which is then renamed over `path`. A link
+    /// planted at any name bir might use is never written through; a
+    /// symlink at `path` itself is replaced, not followed.
     pub fn save(&self, path: &Path) -> Result<(), Error> {
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, self.to_text())
-            .and_then(|()| std::fs::rename(&tmp, path))
+        write_private(path, self.to_text().as_bytes())
             .map_err(|e| Error::failure(format!("cannot write {}", path.display())).because(e))
     }
 
@@ -332,9 +358,160 @@ impl Scenario {
     }
 }
 
+fn read_capped(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} MiB", MAX_FILE_BYTES >> 20),
+        ));
+    }
+    // SAFETY: `file` is open for as long as these calls run; only
+    // O_NONBLOCK is cleared (for a regular file it changes nothing else).
+    let flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+    if flags >= 0 {
+        // SAFETY: as above.
+        unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) };
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {} MiB", MAX_FILE_BYTES >> 20),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+}
+
+/// `bytes` into `path` through a fresh temporary name (see
+/// [`Scenario::save`]).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let base = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "scenario".to_owned());
+    for _ in 0..16 {
+        let tmp = dir.join(format!(
+            ".{base}.{}.{:016x}.tmp",
+            std::process::id(),
+            crate::record::model::random_u64()
+        ));
+        let mut file = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        };
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        return written;
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        "no free temporary name beside it",
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn temp_dir(tag: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "bir-scenario-{tag}-{}-{:x}",
+            std::process::id(),
+            crate::record::model::random_u64()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
+    /// A FIFO is refused at once (no writer ever comes), a planted
+    /// symlink at the old fixed temporary name is not written through, and
+    /// the file is private.
+    #[test]
+    fn scenario_files_are_regular_private_and_written_without_following_links() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("files");
+        let fifo = dir.join("f");
+        let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).expect("path");
+        // SAFETY: a valid C string; mkfifo only creates a node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = Scenario::load(&fifo).expect_err("a FIFO").to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+
+        let s = Scenario::parse(
+            r#"{"schema": "bir/scenario@1", "steps": [{"id": "s1", "tool": "a"}]}"#,
+        )
+        .expect("valid");
+        let target = dir.join("s.scenario.json");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "keep me").expect("victim");
+        std::os::unix::fs::symlink(&victim, dir.join("s.scenario.json.tmp")).expect("link");
+        std::os::unix::fs::symlink(&victim, dir.join(".s.scenario.json.tmp")).expect("link");
+        s.save(&target).expect("saved");
+        assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep me");
+        assert_eq!(Scenario::load(&target).expect("load"), s);
+        let mode = std::fs::metadata(&target)
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // A symlink at the target is replaced, not followed.
+        let linked = dir.join("l.scenario.json");
+        std::os::unix::fs::symlink(&victim, &linked).expect("link");
+        s.save(&linked).expect("saved");
+        assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "keep me");
+        // Nothing left behind but the files named here.
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                ".s.scenario.json.tmp",
+                "f",
+                "l.scenario.json",
+                "s.scenario.json",
+                "s.scenario.json.tmp",
+                "victim"
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn validation_refuses_what_the_schema_cannot_say() {

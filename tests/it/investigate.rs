@@ -213,7 +213,21 @@ fn investigate_finds_slow_steps_and_loops() {
     assert_eq!(loops.len(), 1, "{json:#}");
     assert_eq!(loops[0]["calls"], 4);
     assert_eq!(loops[0]["inARow"], 4);
-    assert_eq!(loops[0]["steps"], json!([4, 6, 8, 10]));
+    // Numbered as `bir runs show` numbers calls, not by journal index
+    // (the calls' records are steps 4, 6, 8, 10 of the journal).
+    assert_eq!(loops[0]["steps"], json!(["2", "3", "4", "5"]));
+    assert_eq!(slow[0]["step"], "1", "{json:#}");
+    assert!(text.contains("steps 2, 3, 4, 5"), "{text}");
+    let (_, shown, _) = bir_cmd(&dir, &["runs", "show", "run_slow"]);
+    // The same numbers in `bir runs show`.
+    for (n, tool) in [("1", "search"), ("2", "fetch"), ("5", "fetch")] {
+        assert!(
+            shown
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{n} ")) && l.contains(tool)),
+            "{n} {tool}: {shown}"
+        );
+    }
     assert!(text.contains("usually 210 ms"), "{text}");
     assert!(text.contains("4 calls (4 in a row)"), "{text}");
 }
@@ -313,7 +327,7 @@ fn investigate_explains_interrupted_and_lossy_runs() {
         .collect();
     assert_eq!(kinds, ["interrupted", "torn", "unanswered"], "{json:#}");
     assert!(
-        text.contains("no answer recorded for mcp__files__read (step 4)"),
+        text.contains("no answer recorded for mcp__files__read (step 2)"),
         "{text}"
     );
 

@@ -1106,3 +1106,217 @@ fn parallel_groups_send_a_concurrent_group_together() {
         out.stdout
     );
 }
+
+/// `${env:X}` in a scenario someone handed over never reaches a live
+/// server unless the user trusts the scenario; a parameter `bir scenario
+/// param --from env:X` sealed on this machine reads its variable there
+/// (and only there). The report names the variables read.
+#[test]
+fn a_scenario_reads_the_environment_only_when_trusted_or_sealed_here() {
+    let dir = TempDir::new("replay-env-trust");
+    let state = dir.join("state.json");
+    let ro = json!({"readOnlyHint": true, "openWorldHint": false});
+    let script = json!({
+        "schema": "bir/scenario@1",
+        "params": {"tok": {"from": "env:CI_SECRET"}},
+        "steps": [
+            {"id": "s1", "server": "fx", "tool": "whoami", "annotations": ro,
+             "args": {"token": "k=${env:CI_SECRET}"}},
+            {"id": "s2", "server": "fx", "tool": "whoami", "annotations": ro,
+             "args": {"token": "${param:tok}"}},
+            {"id": "s3", "server": "fx", "tool": "whoami", "annotations": ro,
+             "args": {"token": "recorded"}}
+        ]
+    });
+    std::fs::write(dir.join("h.scenario.json"), script.to_string()).expect("write");
+    let server = format!("fx={}", fixture(&state, ""));
+    let verify = |extra: &[&str]| -> (Value, String) {
+        let mut cmd = command(bir(), &dir);
+        cmd.current_dir(dir.path())
+            .env("CI_SECRET", "s3cr3t-value")
+            .args([
+                "verify",
+                "h.scenario.json",
+                "--no-record",
+                "--format",
+                "json",
+            ])
+            .args(["--server", &server])
+            .args(extra);
+        let out = run(cmd);
+        let report: Value = serde_json::from_str(out.stdout.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("json report ({e}): {}{}", out.stdout, out.stderr));
+        (report, out.stdout)
+    };
+    let status = |r: &Value, id: &str| -> String {
+        r["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["status"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+
+    let (r, text) = verify(&[]);
+    assert_eq!(status(&r, "s1"), "blocked", "{text}");
+    assert_eq!(status(&r, "s2"), "blocked", "{text}");
+    assert!(
+        text.contains("--trust-scenario") && !text.contains("s3cr3t"),
+        "{text}"
+    );
+    assert_eq!(r["envRead"], json!([]), "nothing was read: {text}");
+
+    // bir itself binds s3's token to the variable: sealed here, it reads.
+    let out = bir_in(
+        &dir,
+        &[
+            "scenario",
+            "param",
+            "h.scenario.json",
+            "s3",
+            "/token",
+            "mine",
+            "--from",
+            "env:CI_SECRET",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (r, text) = verify(&[]);
+    assert_eq!(status(&r, "s1"), "blocked", "{text}");
+    assert_ne!(status(&r, "s3"), "blocked", "{text}");
+    assert_eq!(r["envRead"], json!(["CI_SECRET"]), "{text}");
+    // The seal names the tool and argument: it does not follow the
+    // parameter to another tool.
+    let mut moved = scenario(&dir, "h.scenario.json");
+    moved["steps"][1]["tool"] = json!("get_item");
+    moved["steps"][1]["args"] = json!({"token": "${param:mine}"});
+    std::fs::write(dir.join("h.scenario.json"), moved.to_string()).expect("write");
+    let (r, text) = verify(&[]);
+    assert_eq!(status(&r, "s2"), "blocked", "{text}");
+
+    let (r, text) = verify(&["--trust-scenario"]);
+    for id in ["s1", "s2", "s3"] {
+        assert_ne!(status(&r, id), "blocked", "{id}: {text}");
+    }
+    assert_eq!(r["envRead"], json!(["CI_SECRET"]), "{text}");
+}
+
+/// CI convention: a destructive step verify holds by its own policy is
+/// reported as skipped and the job passes; `--require-all` makes it
+/// incomplete (3). The summary counts every step.
+#[test]
+fn verify_skips_what_its_policy_holds_unless_all_are_required() {
+    let dir = TempDir::new("replay-verify-skip");
+    let state = dir.join("state.json");
+    let calls = json!([
+        {"tool": "add", "args": {"a": 2, "b": 3}},
+        {"tool": "kv_put", "args": {"key": "k", "value": "v"}},
+        {"tool": "delete_key", "args": {"key": "k"}}
+    ]);
+    record_and_derive(
+        &dir,
+        "fx",
+        &fixture(&state, ""),
+        &calls,
+        "d.scenario.json",
+        &[],
+    );
+    let server = format!("fx={}", fixture(&state, ""));
+    let junit = dir.join("j.xml");
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "d.scenario.json",
+            "--server",
+            &server,
+            "--junit",
+            junit.to_str().expect("path"),
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("delete_key [destructive] skipped")
+            && out.stdout.contains("3 steps: 1 matched, 2 skipped"),
+        "{}",
+        out.stdout
+    );
+    let xml = std::fs::read_to_string(&junit).expect("junit");
+    assert!(
+        xml.contains("skipped=\"2\"") && xml.contains("failures=\"0\""),
+        "{xml}"
+    );
+    let out = bir_in(
+        &dir,
+        &[
+            "verify",
+            "d.scenario.json",
+            "--server",
+            &server,
+            "--require-all",
+        ],
+    );
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+}
+
+/// The mock answers a client as the recorded server-everything answers
+/// that client: the protocol version it asked for (the server echoes the
+/// versions it supports), and the tools the server registers for the
+/// capabilities it declared (none here: no elicitation tool, which the
+/// recording has because the recording client declared elicitation).
+#[test]
+fn mock_answers_a_client_as_the_recorded_server_answers_that_client() {
+    let dir = TempDir::new("replay-mock-client");
+    record_and_derive(
+        &dir,
+        "everything",
+        &everything(),
+        &json!([{"tool": "echo", "args": {"message": "hi"}}]),
+        "e.scenario.json",
+        &[],
+    );
+    let s = scenario(&dir, "e.scenario.json");
+    let recorded_tools = s["servers"]["everything"]["tools"].as_array().map(Vec::len);
+    let session = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bare", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ];
+    let words = words(&everything());
+    let (program, args) = words.split_first().expect("node");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (live, _, stderr) = raw_session(&dir, Path::new(program), &args, &session);
+    let by_id = |answers: &[Value], id: u64| -> Value {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no answer {id}: {answers:?}"))
+    };
+    let names = |list: &Value| -> Vec<String> {
+        let mut n: Vec<String> = list["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        n.sort();
+        n
+    };
+    let live_version = by_id(&live, 1)["result"]["protocolVersion"].clone();
+    let live_tools = names(&by_id(&live, 2));
+    assert_eq!(live_version, "2025-06-18", "{live:?} {stderr}");
+    let (mocked, code, stderr) = raw_mock(&dir, &["mock", "e.scenario.json"], &session);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(by_id(&mocked, 1)["result"]["protocolVersion"], live_version);
+    assert_eq!(
+        names(&by_id(&mocked, 2)),
+        live_tools,
+        "recorded {recorded_tools:?}"
+    );
+    assert!(
+        recorded_tools > Some(live_tools.len()),
+        "the recording client was offered more tools: {recorded_tools:?}"
+    );
+}

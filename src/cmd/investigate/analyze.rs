@@ -61,8 +61,8 @@ impl Findings {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Failure {
-    /// The response step's index.
-    pub step: u64,
+    /// The call's number as `bir runs show` prints it (`3`, `2.1`).
+    pub step: String,
     pub tool: String,
     pub server: String,
     pub started_at: String,
@@ -87,7 +87,8 @@ pub struct Failure {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LeadUp {
-    pub step: u64,
+    /// As in [`Failure::step`].
+    pub step: String,
     pub tool: String,
     pub failed: bool,
 }
@@ -95,7 +96,8 @@ pub struct LeadUp {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlowStep {
-    pub step: u64,
+    /// As in [`Failure::step`].
+    pub step: String,
     pub tool: String,
     pub server: String,
     pub duration_ms: f64,
@@ -114,8 +116,11 @@ pub struct Loop {
     pub calls: usize,
     /// The longest run of these calls with no other call between them.
     pub in_a_row: usize,
-    /// The selection steps, in order.
-    pub steps: Vec<u64>,
+    /// The calls' numbers (as in [`Failure::step`]), in order.
+    pub steps: Vec<String>,
+    /// The first call's place in the run (orders loops of equal size).
+    #[serde(skip)]
+    pub first: usize,
     /// How many of them failed.
     pub failed: usize,
 }
@@ -180,6 +185,9 @@ fn state_of(run: &LoadedRun) -> &'static str {
 struct Call<'a> {
     selected: &'a Step,
     response: Option<&'a Step>,
+    /// The reader's number (`record::calls`): the step number `bir runs
+    /// show` prints for this call, never a journal index.
+    number: String,
 }
 
 impl Call<'_> {
@@ -206,6 +214,7 @@ fn pair_calls(run: &LoadedRun) -> Vec<Call<'_>> {
             Some(Call {
                 selected: c.selected.or(c.response)?,
                 response: c.response,
+                number: c.number,
             })
         })
         .collect()
@@ -228,7 +237,7 @@ fn failures(run: &LoadedRun, calls: &[Call<'_>]) -> Vec<Failure> {
         let lead_up = calls[i.saturating_sub(LEAD_UP_CALLS)..i]
             .iter()
             .map(|c| LeadUp {
-                step: c.selected.step_index,
+                step: c.number.clone(),
                 tool: tool_label(c.selected),
                 failed: c.failed(),
             })
@@ -240,7 +249,7 @@ fn failures(run: &LoadedRun, calls: &[Call<'_>]) -> Vec<Failure> {
                 .map(|t| t.prompt.to_string())
         });
         found.push(Failure {
-            step: response.step_index,
+            step: call.number.clone(),
             tool: tool_label(call.selected),
             server: call.selected.server_name.clone(),
             started_at: call.selected.started_at.clone(),
@@ -351,7 +360,7 @@ fn slow_steps(calls: &[Call<'_>], history: &[LoadedRun]) -> Vec<SlowStep> {
             let key = (r.server_name.clone(), r.tool_name.to_string());
             let &(usual_ms, samples) = usual.get(&key)?;
             (ms >= usual_ms * SLOW_FACTOR && ms - usual_ms >= SLOW_MARGIN_MS).then(|| SlowStep {
-                step: r.step_index,
+                step: c.number.clone(),
                 tool: tool_label(c.selected),
                 server: r.server_name.clone(),
                 duration_ms: ms,
@@ -405,12 +414,13 @@ fn loops(calls: &[Call<'_>]) -> Vec<Loop> {
                 input: first.input.as_deref().cloned(),
                 calls: at.len(),
                 in_a_row,
-                steps: at.iter().map(|&i| calls[i].selected.step_index).collect(),
+                steps: at.iter().map(|&i| calls[i].number.clone()).collect(),
+                first: at[0],
                 failed: at.iter().filter(|&&i| calls[i].failed()).count(),
             }
         })
         .collect();
-    found.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.steps.cmp(&b.steps)));
+    found.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.first.cmp(&b.first)));
     found
 }
 
@@ -559,13 +569,7 @@ fn gaps(run: &LoadedRun, calls: &[Call<'_>]) -> Vec<Gap> {
     let unanswered: Vec<String> = calls
         .iter()
         .filter(|c| c.response.is_none())
-        .map(|c| {
-            format!(
-                "{} (step {})",
-                tool_label(c.selected),
-                c.selected.step_index
-            )
-        })
+        .map(|c| format!("{} (step {})", tool_label(c.selected), c.number))
         .collect();
     if !unanswered.is_empty() {
         gap(
@@ -674,7 +678,10 @@ mod tests {
         let run = run_of("run_s", "2026-01-01T00:00:00.000Z", events);
         let f = investigate(&run, &history);
         assert_eq!(f.slow.len(), 1, "{:?}", f.slow);
-        assert_eq!(f.slow[0].step, 3);
+        assert_eq!(
+            f.slow[0].step, "1",
+            "the reader's number, not the journal index 3"
+        );
         assert_eq!(f.slow[0].usual_ms, 101.5);
         assert_eq!(f.slow[0].samples, 4);
         // Too few samples: no verdict.

@@ -129,11 +129,7 @@ pub fn text(f: &Findings) -> String {
                 escape(&l.tool),
                 l.calls,
                 l.in_a_row,
-                l.steps
-                    .iter()
-                    .map(u64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                l.steps.join(", ")
             );
         }
     }
