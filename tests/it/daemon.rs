@@ -772,3 +772,306 @@ fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
     assert!(cli(&["guide", "stop", "--project", project_arg]).starts_with("Guide stopped"));
     assert!(cli(&["guide", "status", "--project", project_arg]).starts_with("No guide armed"));
 }
+
+/// Holds `n` connections to `port` open, each having sent one byte, and
+/// opens another whenever the daemon closes one, until its stdin closes:
+/// a local user trying to use up the daemon's places without the token.
+const HOLDER: &str = r#"
+import select, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+def opened():
+    try:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"G")
+        return s
+    except OSError:
+        return None
+socks = [s for s in (opened() for _ in range(n)) if s]
+print("ready", len(socks), flush=True)
+while True:
+    ready, _, _ = select.select(socks + [sys.stdin], [], [], 1.0)
+    if sys.stdin in ready:
+        break
+    for s in ready:
+        try:
+            s.recv(4096)
+        except OSError:
+            pass
+        socks.remove(s)
+        s.close()
+    while len(socks) < n:
+        s = opened()
+        if s is None:
+            break
+        socks.append(s)
+    time.sleep(0.05)
+"#;
+
+/// One request with the daemon's token, sent by another process: prints
+/// the answer's status line, or `closed` when the connection ended first.
+const POSTER: &str = r#"
+import socket, sys
+port, token, body = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+head = ("POST /hook/SessionStart HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
+        "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (port, token, len(body)))
+try:
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(head.encode() + body)
+    answer = s.recv(4096)
+except OSError:
+    answer = b""
+print(answer.decode(errors="replace").split("\r\n")[0] if answer else "closed", flush=True)
+"#;
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs `python3 -c script args…`, as `uid` when given.
+fn python(script: &str, args: &[String], uid: Option<u32>) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(script).args(args);
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    cmd
+}
+
+/// A [`HOLDER`] of `n` connections that has opened them.
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn start(port: u16, n: usize, uid: Option<u32>) -> Holder {
+        let mut child = python(HOLDER, &[port.to_string(), n.to_string()], uid)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+            .expect("holder's first line");
+        assert_eq!(line.trim(), format!("ready {n}"), "the holder's connections");
+        Holder(child)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A short session sent through `bir-hooks`: `calls` Bash calls, each
+/// PreToolUse and PostToolUse, under session `session`.
+fn hook_calls(t: &TempDir, session: &str, calls: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..calls {
+        let id = format!("toolu_held_{i}");
+        for event in ["PreToolUse", "PostToolUse"] {
+            let payload = serde_json::json!({
+                "session_id": session,
+                "transcript_path": "/nonexistent/transcript.jsonl",
+                "cwd": "/tmp",
+                "hook_event_name": event,
+                "tool_name": "Bash",
+                "tool_input": {"command": format!("echo {i}")},
+                "tool_response": {"stdout": format!("{i}\n")},
+                "tool_use_id": id,
+            });
+            let out = hook(t, event, &payload.to_string(), &[]);
+            assert!(out.status.success(), "{out:?}");
+        }
+        ids.push(id);
+    }
+    ids
+}
+
+/// Every `ids` call has a step in the exported run `latest` once the
+/// session ends.
+fn assert_all_recorded(t: &TempDir, session: &str, ids: &[String]) {
+    let end = serde_json::json!({"session_id": session, "cwd": "/tmp",
+        "transcript_path": "/nonexistent/transcript.jsonl", "hook_event_name": "SessionEnd",
+        "reason": "other"});
+    let out = hook(t, "SessionEnd", &end.to_string(), &[]);
+    assert!(out.status.success(), "{out:?}");
+    let deadline = Instant::now() + LONG;
+    let export = loop {
+        let out = command(bir(), t)
+            .args(["runs", "export", "latest"])
+            .output()
+            .expect("export");
+        if out.status.success() {
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+            if !doc["finish"].is_null() {
+                break doc;
+            }
+        }
+        assert!(Instant::now() < deadline, "no finished run: {out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let all = export.to_string();
+    for id in ids {
+        assert!(all.contains(id.as_str()), "call {id} lost: {all}");
+    }
+}
+
+#[test]
+fn another_user_can_neither_starve_the_daemon_nor_post_to_it() {
+    if !running_as_root() {
+        eprintln!("skipped: needs root to run a client as another uid");
+        return;
+    }
+    let nobody = 65534;
+    let t = TempDir::new("daemon-other-uid");
+    let _running = Running(&t);
+    let d = start_by_hook(&t, &[]);
+    let port = port_of(&d);
+
+    // Forty connections of another user that send one byte and come back
+    // whenever they are closed: hooks still get through.
+    let holder = Holder::start(port, 40, Some(nobody));
+    let ids = hook_calls(&t, "it-session", 4);
+    let status = command(bir(), &t).arg("status").output().expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!("Recorder daemon: running at {}", d.url)),
+        "{text}"
+    );
+
+    // The token is no key for another user.
+    let intruder = serde_json::json!({"session_id": "intruder", "cwd": "/tmp",
+        "transcript_path": "/nonexistent/t.jsonl", "hook_event_name": "SessionStart"});
+    let said = python(
+        POSTER,
+        &[port.to_string(), d.token.clone(), intruder.to_string()],
+        Some(nobody),
+    )
+    .output()
+    .expect("poster");
+    let said = String::from_utf8_lossy(&said.stdout);
+    assert!(!said.contains(" 200 "), "another uid was served: {said}");
+    drop(holder);
+    let (status, sessions) = raw(port, &request(&d, "GET", "/sessions", "", ""));
+    assert_eq!(status, 200, "{sessions}");
+    assert!(!sessions.contains("intruder"), "{sessions}");
+    assert_all_recorded(&t, "it-session", &ids);
+}
+
+#[test]
+fn connections_without_a_token_do_not_take_the_places_of_hooks() {
+    let t = TempDir::new("daemon-preauth");
+    let _running = Running(&t);
+    let d = start_by_hook(&t, &[]);
+    // Our own uid (what a peer looks like where the OS names no owner):
+    // more silent connections than places to serve, held all along.
+    let _holder = Holder::start(port_of(&d), 40, None);
+    let ids = hook_calls(&t, "it-session", 4);
+    let status = command(bir(), &t).arg("status").output().expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!("Recorder daemon: running at {}", d.url)),
+        "{text}"
+    );
+    assert_all_recorded(&t, "it-session", &ids);
+}
+
+/// What reaches a terminal must carry no control character, whatever a
+/// session, a proxy or a config file named.
+fn assert_no_raw_controls(what: &str, out: &Output) {
+    for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(
+            !bytes.iter().any(|b| matches!(b, 0x1b | 0x07 | 0x9b | b'\r')),
+            "{what}: a raw control character on {stream}: {text:?}"
+        );
+    }
+}
+
+#[test]
+fn no_command_prints_outside_text_raw() {
+    let t = TempDir::new("daemon-escapes");
+    let _running = Running(&t);
+    let session = "s\u{1b}]0;pwned\u{7}";
+    let project = t.join("proj\u{1b}[2J");
+    std::fs::create_dir_all(&project).expect("project dir");
+    let cwd = project.to_str().expect("utf-8 path").to_owned();
+    let server = "srv\u{1b}]0;title\u{7}";
+    std::fs::create_dir_all(t.join("home")).expect("home");
+    let claude = serde_json::json!({
+        "mcpServers": {server: {"command": "/nonexistent/\u{1b}[31mcmd\u{7}"}},
+        "projects": {cwd.as_str(): {"mcpServers": {"local\u{1b}[1m": {"command": "x"}}}},
+    });
+    std::fs::write(t.join("home/.claude.json"), claude.to_string()).expect("claude.json");
+
+    let event = |name: &str, extra: serde_json::Value| {
+        let mut payload = serde_json::json!({"session_id": session, "cwd": cwd,
+            "transcript_path": "/nonexistent/\u{1b}[2J.jsonl", "hook_event_name": name});
+        if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        let out = hook(&t, name, &payload.to_string(), &[]);
+        assert!(out.status.success(), "{out:?}");
+    };
+    event("SessionStart", serde_json::json!({}));
+    let d = wait_for_daemon(&t, None);
+    let register = serde_json::json!({"proxyId": "p-1", "sessionId": session,
+        "serverName": server, "pid": std::process::id(), "cwd": cwd,
+        "birVersion": d.version});
+    let (status, text) = raw(
+        port_of(&d),
+        &request(&d, "POST", "/proxy/register", "", &register.to_string()),
+    );
+    assert_eq!(status, 200, "{text}");
+    let tool = serde_json::json!({"tool_name": "mcp__srv\u{1b}[31m__echo",
+        "tool_input": {"text": "\u{1b}]0;x\u{7}"}, "tool_response": "\u{1b}[2J",
+        "tool_use_id": "toolu_\u{1b}[1m"});
+    event("PreToolUse", tool.clone());
+    event("PostToolUse", tool);
+
+    let walk = |when: &str| {
+        let commands: [&[&str]; 6] = [
+            &["status"],
+            &["doctor", "--timeout-ms", "2000"],
+            &["runs"],
+            &["runs", "show", "latest"],
+            &["investigate", "latest"],
+            &["runs", "export", "latest"],
+        ];
+        let mut said = String::new();
+        for args in commands {
+            let out = command(bir(), &t)
+                .args(args)
+                .current_dir(&project)
+                .output()
+                .expect("bir");
+            assert_no_raw_controls(&format!("{when}: bir {}", args.join(" ")), &out);
+            said.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+        said
+    };
+    let live = walk("live session");
+    // The outside text is shown, escaped: the check above looked at it.
+    assert!(live.contains("s\\u{1b}]0;pwned\\u{7}"), "{live}");
+    assert!(live.contains("srv\\u{1b}]0;title\\u{7}"), "{live}");
+    assert!(live.contains("proj\\u{1b}[2J"), "{live}");
+    event("SessionEnd", serde_json::json!({"reason": "other"}));
+    let deadline = Instant::now() + LONG;
+    loop {
+        let out = command(bir(), &t)
+            .args(["runs", "export", "latest"])
+            .output()
+            .expect("export");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if !doc["finish"].is_null() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    walk("ended session");
+}
