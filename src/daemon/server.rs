@@ -11,6 +11,8 @@
 //! * Exactly one daemon per `$BIR_HOME`: it holds an exclusive `flock` on
 //!   `control/daemon.lock` for its whole life; a second one says who holds
 //!   it and exits 1 without touching the discovery file.
+//! * The port is the same from one start to the next when it is free
+//!   (`control/port`), so a URL written into a settings file stays right.
 //! * The discovery file is written only after the lock is held and the
 //!   port is bound, and replaces whatever stale file was there (a dead
 //!   pid's, another build's, garbage, or a symlink — the rename replaces
@@ -148,7 +150,7 @@ pub fn main(_args: &[String]) -> Exit {
 fn run(home: &Path) -> Result<(), String> {
     discovery::ensure_control_dir(home).map_err(|e| e.to_string())?;
     let lock = take_lock(home)?;
-    let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| format!("bind: {e}"))?;
+    let listener = bind_listener(home)?;
     let port = listener
         .local_addr()
         .map_err(|e| format!("bind: {e}"))?
@@ -209,6 +211,7 @@ fn run(home: &Path) -> Result<(), String> {
         version: discovery::daemon_version(),
         started_at: millis_since_epoch(started_at),
         socket: daemon.socket.as_ref().map(|p| p.display().to_string()),
+        pid_start: discovery::process_start(daemon.pid),
     };
     discovery::write(home, &published).map_err(|e| format!("discovery file: {e}"))?;
     log::info!("listening on {} (pid {})", published.url, daemon.pid);
@@ -241,6 +244,34 @@ fn run(home: &Path) -> Result<(), String> {
     drop(lock);
     log::info!("stopped");
     Ok(())
+}
+
+/// Binds 127.0.0.1 on this home's kept port (`discovery::port_path`: hooks
+/// that POST name a fixed URL) when it is free; on the first start, on the
+/// first free candidate, which is kept; else on a port the kernel gives,
+/// and the log (and `bir doctor`) say the kept one is taken.
+fn bind_listener(home: &Path) -> Result<TcpListener, String> {
+    let bind = |port: u16| TcpListener::bind(("127.0.0.1", port));
+    match discovery::preferred_port(home) {
+        Some(port) => match bind(port) {
+            Ok(listener) => return Ok(listener),
+            Err(err) => log::warn!(
+                "port {port}, this daemon's own, is not free ({err}): listening on another one \
+                 until it is (`bir doctor` says who holds it)"
+            ),
+        },
+        None => {
+            for port in discovery::port_candidates(home) {
+                if let Ok(listener) = bind(port) {
+                    if let Err(err) = discovery::keep_port(home, port) {
+                        log::warn!("cannot keep port {port} for the next start: {err}");
+                    }
+                    return Ok(listener);
+                }
+            }
+        }
+    }
+    bind(0).map_err(|e| format!("bind: {e}"))
 }
 
 /// Binds the Unix socket the mod reaches us on (see `uds`): its path, the

@@ -1075,3 +1075,159 @@ fn no_command_prints_outside_text_raw() {
     }
     walk("ended session");
 }
+
+/// A live process of ours that is not a daemon, standing in for whatever
+/// process the system gave a dead daemon's pid to.
+struct Bystander(std::process::Child);
+
+impl Bystander {
+    fn start() -> Bystander {
+        Bystander(Command::new("sleep").arg("300").spawn().expect("sleep"))
+    }
+
+    fn still_running(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Bystander {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_stale_file_whose_pid_was_reused_is_neither_posted_to_nor_signalled() {
+    // This build's version and a live pid of ours: every check of the file
+    // passes, but the pid is a bystander's now.
+    let t = TempDir::new("daemon-reused-pid");
+    let _running = Running(&t);
+    let trap = Trap::new();
+    let mut bystander = Bystander::start();
+    plant(
+        &t,
+        &serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
+            "pid": bystander.0.id(), "version": version_of_build(), "startedAt": 1})
+        .to_string(),
+    );
+    let d = start_by_hook(&t, &[]);
+    assert!(!trap.was_contacted(), "the token went to a reused pid's port");
+    assert_ne!(d.url, trap.url());
+    assert_ne!(d.pid, bystander.0.id());
+    assert!(bystander.still_running());
+
+    // Another build's file naming the bystander: `bir down` leaves it be.
+    let t = TempDir::new("daemon-reused-pid-down");
+    let trap = Trap::new();
+    plant(
+        &t,
+        &serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
+            "pid": bystander.0.id(), "version": "0.0.1+old", "startedAt": 1})
+        .to_string(),
+    );
+    let down = command(bir(), &t).arg("down").output().expect("down");
+    assert!(down.status.success(), "{down:?}");
+    assert!(bystander.still_running(), "bir down signalled a bystander");
+    assert!(!trap.was_contacted());
+    let said = String::from_utf8_lossy(&down.stdout);
+    assert!(said.contains("another process"), "{said}");
+    assert!(!discovery_path(&t).exists(), "the stale file stays");
+}
+
+#[test]
+fn nothing_is_sent_to_a_listener_of_another_user() {
+    if !running_as_root() {
+        eprintln!("skipped: needs root to listen as another uid");
+        return;
+    }
+    // Another user's listener where BIR_CONTROL_URL points: it gets
+    // neither the token nor a payload.
+    let listener = r#"
+import socket, sys
+l = socket.socket()
+l.bind(("127.0.0.1", 0)); l.listen(8)
+print(l.getsockname()[1], flush=True)
+l.settimeout(30)
+got = b""
+try:
+    while True:
+        c, _ = l.accept()
+        c.settimeout(5)
+        try:
+            while True:
+                b = c.recv(4096)
+                if not b:
+                    break
+                got += b
+        except OSError:
+            pass
+        c.close()
+        print("got", len(got), flush=True)
+except OSError:
+    print("done", len(got), flush=True)
+"#;
+    let mut other = python(listener, &[], Some(65534))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        other.stdout.take().expect("stdout"),
+    ));
+    let port = lines.next().expect("port").expect("line");
+    let t = TempDir::new("daemon-other-listener");
+    let url = format!("http://127.0.0.1:{}", port.trim());
+    let secret = "9".repeat(64);
+    let out = hook(
+        &t,
+        "UserPromptSubmit",
+        &payload("UserPromptSubmit"),
+        &[("BIR_CONTROL_URL", &url), ("BIR_CONTROL_TOKEN", &secret)],
+    );
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let status = command(bir(), &t)
+        .arg("status")
+        .env("BIR_CONTROL_URL", &url)
+        .env("BIR_CONTROL_TOKEN", &secret)
+        .output()
+        .expect("status");
+    assert!(status.status.success(), "{status:?}");
+    let _ = other.kill();
+    let _ = other.wait();
+    let heard: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        heard.iter().all(|l| l.ends_with(" 0")),
+        "another user's listener was sent bytes: {heard:?}"
+    );
+}
+
+#[test]
+fn the_daemon_keeps_its_port_and_doctor_names_who_took_it() {
+    let t = TempDir::new("daemon-port");
+    let _running = Running(&t);
+    let first = start_by_hook(&t, &[]);
+    let kept = port_of(&first);
+    let down = command(bir(), &t).arg("down").output().expect("down");
+    assert!(down.status.success(), "{down:?}");
+    assert!(wait_gone(first.pid as i32, LONG));
+    let second = start_by_hook(&t, &[]);
+    assert_eq!(port_of(&second), kept, "a restart moved the daemon");
+    let down = command(bir(), &t).arg("down").output().expect("down");
+    assert!(down.status.success(), "{down:?}");
+    assert!(wait_gone(second.pid as i32, LONG));
+
+    // Another program holds the port meanwhile: the daemon still starts,
+    // and doctor says the port is taken and by whom.
+    let holder = TcpListener::bind(("127.0.0.1", kept)).expect("take the port");
+    let third = start_by_hook(&t, &[]);
+    assert_ne!(port_of(&third), kept);
+    let doctor = command(bir(), &t).arg("doctor").output().expect("doctor");
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains(&format!("PROBLEM: port {kept}"))
+            && text.contains("another program of yours"),
+        "{text}"
+    );
+    assert!(!doctor.status.success(), "{text}");
+    drop(holder);
+}
