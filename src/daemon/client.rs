@@ -167,16 +167,12 @@ impl Endpoint {
 }
 
 /// Sends nothing (not the token, not a payload) to a listener of another
-/// user: the kernel must name our uid as the owner of the connection's
-/// other end (`tcpowner`; while it is still a half-open request the
-/// listener's). Where the OS does not tell, the daemon's checks and the
+/// user: the kernel must name our uid as the owner of the socket listening
+/// where we connected (`tcpowner`; a connection takes its owner from it). Where the OS does not tell, the daemon's checks and the
 /// discovery file's are all there is.
 fn check_listener(stream: &TcpStream) -> io::Result<()> {
-    let (peer, local) = (stream.peer_addr()?, stream.local_addr()?);
-    let owner = match tcpowner::socket_uid(peer, local) {
-        Lookup::NotFound => tcpowner::listener_uid(peer.port()),
-        found => found,
-    };
+    let peer = stream.peer_addr()?;
+    let owner = tcpowner::listener_uid(peer);
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     let refused = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));

@@ -199,7 +199,7 @@ fn port_problem(home: &Path) -> Option<String> {
     }
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    let holder = match super::tcpowner::listener_uid(kept) {
+    let holder = match super::tcpowner::listener_uid(([127, 0, 0, 1], kept).into()) {
         super::tcpowner::Lookup::Owner(uid) if uid == me => "another program of yours".to_owned(),
         super::tcpowner::Lookup::Owner(uid) => format!("uid {uid}, another user"),
         super::tcpowner::Lookup::NotFound => return None,

@@ -409,13 +409,21 @@ mod tests {
         d.pid_start = Some(start);
         assert_eq!(is_daemon(&dir, &d), Ok(()));
         d.pid_start = Some(start + 1);
-        assert!(is_daemon(&dir, &d).expect_err("reused").contains("another process"));
+        assert!(
+            is_daemon(&dir, &d)
+                .expect_err("reused")
+                .contains("another process")
+        );
         // No start time (an older build's file): this test is not
         // `bir daemon`, so it is not the daemon.
         d.pid_start = None;
         assert!(is_daemon(&dir, &d).is_err());
         d.pid = u32::MAX;
-        assert!(is_daemon(&dir, &d).expect_err("gone").contains("not running"));
+        assert!(
+            is_daemon(&dir, &d)
+                .expect_err("gone")
+                .contains("not running")
+        );
     }
 
     #[test]

@@ -119,7 +119,13 @@ pub(crate) fn read_request(
         if buf.len() > limits.max_head {
             return Err(Refused(431));
         }
-        read_some(stream, &mut buf, limits.max_head + 4, head_deadline, started)?;
+        read_some(
+            stream,
+            &mut buf,
+            limits.max_head + 4,
+            head_deadline,
+            started,
+        )?;
     };
     if head_end > limits.max_head {
         return Err(Refused(431));

@@ -853,7 +853,11 @@ impl Holder {
         let stdout = child.stdout.take().expect("stdout");
         std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
             .expect("holder's first line");
-        assert_eq!(line.trim(), format!("ready {n}"), "the holder's connections");
+        assert_eq!(
+            line.trim(),
+            format!("ready {n}"),
+            "the holder's connections"
+        );
         Holder(child)
     }
 }
@@ -986,7 +990,9 @@ fn assert_no_raw_controls(what: &str, out: &Output) {
     for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
         let text = String::from_utf8_lossy(bytes);
         assert!(
-            !bytes.iter().any(|b| matches!(b, 0x1b | 0x07 | 0x9b | b'\r')),
+            !bytes
+                .iter()
+                .any(|b| matches!(b, 0x1b | 0x07 | 0x9b | b'\r')),
             "{what}: a raw control character on {stream}: {text:?}"
         );
     }
@@ -1112,7 +1118,10 @@ fn a_stale_file_whose_pid_was_reused_is_neither_posted_to_nor_signalled() {
         .to_string(),
     );
     let d = start_by_hook(&t, &[]);
-    assert!(!trap.was_contacted(), "the token went to a reused pid's port");
+    assert!(
+        !trap.was_contacted(),
+        "the token went to a reused pid's port"
+    );
     assert_ne!(d.url, trap.url());
     assert_ne!(d.pid, bystander.0.id());
     assert!(bystander.still_running());
