@@ -276,7 +276,17 @@ struct Trap {
 
 impl Trap {
     fn new() -> Trap {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        // Outside the kernel's ephemeral range (and the daemon's own
+        // ports): a port another test frees and expects to have back (a
+        // fake daemon restarted on its port) is never handed to a trap.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let listener = (0..5000)
+            .map(|_| {
+                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                10000 + ((std::process::id() + n * 7) % 10000) as u16
+            })
+            .find_map(|port| TcpListener::bind(("127.0.0.1", port)).ok())
+            .expect("a free port for the trap");
         listener.set_nonblocking(true).expect("nonblocking");
         Trap { listener }
     }
@@ -1153,9 +1163,16 @@ fn nothing_is_sent_to_a_listener_of_another_user() {
     // Another user's listener where BIR_CONTROL_URL points: it gets
     // neither the token nor a payload.
     let listener = r#"
-import socket, sys
+import os, socket, sys
 l = socket.socket()
-l.bind(("127.0.0.1", 0)); l.listen(8)
+# Outside the ephemeral range, like the tests' traps.
+for i in range(5000):
+    try:
+        l.bind(("127.0.0.1", 10000 + (os.getpid() * 13 + i * 7) % 10000))
+        break
+    except OSError:
+        pass
+l.listen(8)
 print(l.getsockname()[1], flush=True)
 l.settimeout(30)
 got = b""
