@@ -581,6 +581,61 @@ mod tests {
     }
 
     #[test]
+    fn the_head_has_its_own_short_deadline_and_authentication_comes_after_the_token() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        // One byte, then silence: cut at the head's deadline, long before
+        // the total one.
+        let mut silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        silent.write_all(b"G").expect("write");
+        let (mut conn, _) = listener.accept().expect("accept");
+        let limits = Limits {
+            head_deadline: Duration::from_millis(200),
+            ..limits()
+        };
+        let token = "t".repeat(64);
+        let guard = Guard::Loopback {
+            port,
+            token: &token,
+        };
+        let mut called = 0;
+        let started = Instant::now();
+        let got = read_request(&mut conn, &limits, &guard, started, &mut || {
+            called += 1;
+            Ok(())
+        });
+        assert_eq!(got.expect_err("cut"), Refused(408));
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not the total deadline"
+        );
+        assert_eq!(called, 0, "never authenticated");
+        drop(silent);
+
+        // A wrong token never reaches the step; a right one does, and its
+        // refusal ends the request.
+        for (presented, step, expected) in [
+            (format!("{}x", "t".repeat(63)), Ok(()), Refused(401)),
+            ("t".repeat(64), Err(Refused(503)), Refused(503)),
+        ] {
+            let mut client = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            let raw = String::from_utf8(post("", "{}"))
+                .expect("utf8")
+                .replace("PORT", &port.to_string())
+                .replace(&"t".repeat(64), &presented);
+            client.write_all(raw.as_bytes()).expect("write");
+            let (mut conn, _) = listener.accept().expect("accept");
+            let mut called = 0;
+            let got = read_request(&mut conn, &limits, &guard, Instant::now(), &mut || {
+                called += 1;
+                step
+            });
+            assert_eq!(got.expect_err("refused"), expected);
+            assert_eq!(called, usize::from(expected.0 == 503));
+        }
+    }
+
+    #[test]
     fn constant_time_comparator_is_the_one_used() {
         assert!(token_matches("abc", "abc"));
         assert!(!token_matches("abd", "abc"));
