@@ -240,6 +240,20 @@ pub(crate) fn keep_port(home: &Path, port: u16) -> io::Result<()> {
     Ok(())
 }
 
+/// The daemon's port, for a URL written before the daemon runs (hooks
+/// that POST name it): the kept one, or the first free candidate, kept
+/// from now on, where the daemon started later listens.
+pub(crate) fn stable_port(home: &Path) -> io::Result<u16> {
+    if let Some(port) = preferred_port(home) {
+        return Ok(port);
+    }
+    let port = port_candidates(home)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .ok_or_else(|| io::Error::other("none of the daemon's ports is free"))?;
+    keep_port(home, port)?;
+    Ok(port)
+}
+
 /// Whether `d`'s pid is this `$BIR_HOME`'s daemon and not a process that
 /// was given the pid since (the file survives crashes and reboots), before
 /// anything is sent to its port or a signal to its pid. `Err` says why not.
@@ -440,6 +454,11 @@ mod tests {
         assert_eq!(ports.len(), 16);
         assert!(ports.iter().all(|p| PORT_RANGE.contains(p)), "{ports:?}");
         assert_eq!(ports, port_candidates(&dir).collect::<Vec<_>>(), "stable");
+        fs::remove_file(port_path(&dir)).expect("rm");
+        let chosen = stable_port(&dir).expect("a port");
+        assert!(ports.contains(&chosen), "{chosen}");
+        assert_eq!(preferred_port(&dir), Some(chosen), "kept");
+        assert_eq!(stable_port(&dir).expect("again"), chosen);
     }
 
     #[test]

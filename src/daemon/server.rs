@@ -260,16 +260,15 @@ fn bind_listener(home: &Path) -> Result<TcpListener, String> {
                  until it is (`bir doctor` says who holds it)"
             ),
         },
-        None => {
-            for port in discovery::port_candidates(home) {
-                if let Ok(listener) = bind(port) {
-                    if let Err(err) = discovery::keep_port(home, port) {
-                        log::warn!("cannot keep port {port} for the next start: {err}");
-                    }
-                    return Ok(listener);
-                }
-            }
-        }
+        // The first start: a port is chosen and kept (it is free, unless
+        // something took it in the meantime).
+        None => match discovery::stable_port(home) {
+            Ok(port) => match bind(port) {
+                Ok(listener) => return Ok(listener),
+                Err(err) => log::warn!("port {port} was taken meanwhile ({err})"),
+            },
+            Err(err) => log::warn!("no port of the daemon's own: {err}"),
+        },
     }
     bind(0).map_err(|e| format!("bind: {e}"))
 }
