@@ -10,12 +10,15 @@
 //!
 //! Order of checks (each ends the request with a static body, and closes):
 //! 1. head larger than [`Limits::max_head`] or too many fields → 431;
-//!    deadline passed → 408; malformed (bad request line, obs-fold, empty
+//!    the head's deadline ([`Limits::head_deadline`]) or the total one
+//!    passed → 408; malformed (bad request line, obs-fold, empty
 //!    field name, a field without `:`, not HTTP/1.x) → 400;
 //! 2. `Host` missing or not exactly `127.0.0.1:<port>` / `localhost:<port>`
 //!    / `[::1]:<port>` → 403; any `Origin` → 403 (before the token: a
 //!    browser gets nothing to learn from);
-//! 3. bearer token missing or wrong (constant-time compare) → 401;
+//! 3. bearer token missing or wrong (constant-time compare) → 401; then
+//!    the caller's `authenticated` step (the server's cap on connections
+//!    served: 503);
 //! 4. `OPTIONS`, or a method other than GET/POST → 405; a POST that is not
 //!    `application/json` → 415; `Transfer-Encoding` (chunked or any) or two
 //!    `Content-Length`s → 400; a POST without length → 411; longer than
@@ -53,6 +56,10 @@ pub(crate) struct Limits {
     pub max_body: usize,
     /// From the connection's accept to the end of its body.
     pub deadline: Duration,
+    /// From the connection's accept to the end of its head (which carries
+    /// the token): short, so a connection that sends nothing, or a byte at
+    /// a time, gives its place up long before [`Limits::deadline`].
+    pub head_deadline: Duration,
 }
 
 /// A request that passed every check.
@@ -91,14 +98,20 @@ pub(crate) const INSTANCE_HEADER: &str = "x-bir-mod";
 pub(crate) struct Refused(pub u16);
 
 /// Reads one request from `stream`, checking as it goes. `started` is when
-/// the connection was accepted: the deadline counts from there.
+/// the connection was accepted: the deadlines count from there.
+/// `authenticated` runs once the caller passed the guard's checks and
+/// before the body is read (the server moves the connection from its
+/// pre-authentication allowance to the served ones there); its refusal
+/// ends the request.
 pub(crate) fn read_request(
     stream: &mut impl Conn,
     limits: &Limits,
     guard: &Guard<'_>,
     started: Instant,
+    authenticated: &mut dyn FnMut() -> Result<(), Refused>,
 ) -> Result<Request, Refused> {
     let mut buf = Vec::with_capacity(2048);
+    let head_deadline = limits.head_deadline.min(limits.deadline);
     let head_end = loop {
         if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
             break end;
@@ -106,7 +119,13 @@ pub(crate) fn read_request(
         if buf.len() > limits.max_head {
             return Err(Refused(431));
         }
-        read_some(stream, &mut buf, limits.max_head + 4, limits, started)?;
+        read_some(
+            stream,
+            &mut buf,
+            limits.max_head + 4,
+            head_deadline,
+            started,
+        )?;
     };
     if head_end > limits.max_head {
         return Err(Refused(431));
@@ -114,6 +133,7 @@ pub(crate) fn read_request(
     let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| Refused(400))?;
     let parsed = parse_head(head, limits)?;
     check_caller(&parsed, guard)?;
+    authenticated()?;
     let method = match parsed.method {
         "GET" => Method::Get,
         "POST" => Method::Post,
@@ -142,7 +162,7 @@ pub(crate) fn read_request(
         body.truncate(length);
     }
     while body.len() < length {
-        read_some(stream, &mut body, length, limits, started)?;
+        read_some(stream, &mut body, length, limits.deadline, started)?;
     }
     Ok(Request {
         method,
@@ -158,11 +178,10 @@ fn read_some(
     stream: &mut impl Conn,
     buf: &mut Vec<u8>,
     cap: usize,
-    limits: &Limits,
+    deadline: Duration,
     started: Instant,
 ) -> Result<(), Refused> {
-    let left = limits
-        .deadline
+    let left = deadline
         .checked_sub(started.elapsed())
         .filter(|d| !d.is_zero())
         .ok_or(Refused(408))?;
@@ -385,6 +404,7 @@ mod tests {
             max_fields: 64,
             max_body: 1024,
             deadline: Duration::from_secs(30),
+            head_deadline: Duration::from_secs(30),
         }
     }
 
@@ -413,6 +433,7 @@ mod tests {
                 token: &token,
             },
             Instant::now(),
+            &mut || Ok(()),
         );
         drop(conn);
         client.join().expect("client");
@@ -522,6 +543,7 @@ mod tests {
             &limits(),
             &Guard::Socket { host: "bir" },
             Instant::now(),
+            &mut || Ok(()),
         );
         drop(server);
         writer.join().expect("writer");
@@ -556,6 +578,61 @@ mod tests {
             serve_socket(&socket_post("bir", "", &big)).expect_err("cap"),
             Refused(413)
         );
+    }
+
+    #[test]
+    fn the_head_has_its_own_short_deadline_and_authentication_comes_after_the_token() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        // One byte, then silence: cut at the head's deadline, long before
+        // the total one.
+        let mut silent = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        silent.write_all(b"G").expect("write");
+        let (mut conn, _) = listener.accept().expect("accept");
+        let limits = Limits {
+            head_deadline: Duration::from_millis(200),
+            ..limits()
+        };
+        let token = "t".repeat(64);
+        let guard = Guard::Loopback {
+            port,
+            token: &token,
+        };
+        let mut called = 0;
+        let started = Instant::now();
+        let got = read_request(&mut conn, &limits, &guard, started, &mut || {
+            called += 1;
+            Ok(())
+        });
+        assert_eq!(got.expect_err("cut"), Refused(408));
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not the total deadline"
+        );
+        assert_eq!(called, 0, "never authenticated");
+        drop(silent);
+
+        // A wrong token never reaches the step; a right one does, and its
+        // refusal ends the request.
+        for (presented, step, expected) in [
+            (format!("{}x", "t".repeat(63)), Ok(()), Refused(401)),
+            ("t".repeat(64), Err(Refused(503)), Refused(503)),
+        ] {
+            let mut client = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            let raw = String::from_utf8(post("", "{}"))
+                .expect("utf8")
+                .replace("PORT", &port.to_string())
+                .replace(&"t".repeat(64), &presented);
+            client.write_all(raw.as_bytes()).expect("write");
+            let (mut conn, _) = listener.accept().expect("accept");
+            let mut called = 0;
+            let got = read_request(&mut conn, &limits, &guard, Instant::now(), &mut || {
+                called += 1;
+                step
+            });
+            assert_eq!(got.expect_err("refused"), expected);
+            assert_eq!(called, usize::from(expected.0 == 503));
+        }
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //!   engine's lock, a pass at a time, from offsets kept across restarts.
 //! * [`uds`] — the Unix socket the Claude Code mod posts to: where it may
 //!   live, stale vs live, the peer's uid.
+//! * [`tcpowner`] — who owns a loopback TCP socket (`sock_diag`, else
+//!   `/proc/net/tcp`): the peer-uid check both ends make.
 //!
 //! `bir down`, and the daemon's lines in `bir status` and `bir doctor`,
 //! are commands: `crate::cmd::down`.
@@ -30,6 +32,7 @@ pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;
 pub(crate) mod transcripts;
+pub(crate) mod tcpowner;
 pub(crate) mod uds;
 
 use serde::{Deserialize, Serialize};
