@@ -55,6 +55,7 @@
 
 mod bind;
 mod bound_runs;
+mod container;
 mod contention;
 mod daemon;
 mod damaged;
