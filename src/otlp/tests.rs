@@ -120,8 +120,44 @@ fn standalone_run_golden() {
     assert_eq!(attr(fail, "jsonrpc.request.id"), Some(&"s-3".into()));
     let bad = named(&spans, "tools/call bad");
     assert_eq!(attr(bad, "error.type"), Some(&"-32602".into()));
-    assert_eq!(bad.status_message, "unknown argument: x");
+    assert_eq!(bad.status, StatusCode::Error);
+    assert_eq!(bad.status_message, "", "content off: status code only");
     assert!(spans.iter().all(|s| s.trace_id == root.trace_id));
+}
+
+/// A JSON-RPC error's message is the server's words: with content off the
+/// span says only that the call failed (code and error type); with content
+/// on the message is the status description, as the journal holds it.
+#[test]
+fn error_message_is_content() {
+    let run = records(STANDALONE);
+    let off = spans_of(&run, &MapOptions::default());
+    let bad = named(&off, "tools/call bad");
+    assert_eq!(bad.status, StatusCode::Error);
+    assert_eq!(attr(bad, "error.type"), Some(&"-32602".into()));
+    assert!(bad.status_message.is_empty());
+    assert!(off.iter().all(|s| s.status_message.is_empty()));
+    let json = json_of(&off);
+    assert!(!json.contains("unknown argument"), "{json}");
+    let proto = super::proto::encode(Batch {
+        resource: &resource(),
+        spans: &off,
+    });
+    assert!(
+        !proto.windows(16).any(|w| w == b"unknown argument"),
+        "the protobuf export holds no message either"
+    );
+
+    let on = spans_of(
+        &run,
+        &MapOptions {
+            content: true,
+            ..MapOptions::default()
+        },
+    );
+    let bad = named(&on, "tools/call bad");
+    assert_eq!(bad.status, StatusCode::Error);
+    assert_eq!(bad.status_message, "unknown argument: x");
 }
 
 #[test]

@@ -200,8 +200,28 @@ pub(crate) fn build_redactor(cfg: RedactConfig, known: &[String]) -> Redactor {
 /// (`GITHUB_TOKEN`, `ANTHROPIC_API_KEY`…): the redactor removes them
 /// wherever they appear, in any encoding it knows.
 fn secret_env_values() -> Vec<String> {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+    secret_values_of(
+        std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    )
+}
+
+/// Variables the host sets to name its session (Claude Code's
+/// `CLAUDE_CODE_SESSION_ID` and the ids of the sessions that launched it;
+/// bir's own `BIR_SESSION_ID`). Their names end like a secret's
+/// (`…SESSION_ID`), but the value is the id the run is filed under and
+/// shows in its header: an identifier, not a credential. Taken as a known
+/// secret it became `[REDACTED:known]` inside transcript paths and task
+/// notifications while the header showed it, so it is never one.
+const HOST_SESSION_VARS: &[&str] = &[
+    "BIR_SESSION_ID",
+    "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
+    "CLAUDE_CODE_SESSION_ID",
+];
+
+/// [`secret_env_values`] over given variables.
+fn secret_values_of(vars: impl Iterator<Item = (String, String)>) -> Vec<String> {
+    vars.filter(|(k, _)| !HOST_SESSION_VARS.contains(&k.as_str()))
         .filter(|(k, _)| crate::redact::is_secret_key(k, false))
         .map(|(_, v)| v)
         .collect()
@@ -354,6 +374,34 @@ mod tests {
 
     fn redactor() -> Redactor {
         Redactor::new(RedactConfig::default())
+    }
+
+    #[test]
+    fn the_host_session_id_is_an_identifier_not_a_known_secret() {
+        let session = "0f6c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f";
+        let vars = [
+            ("CLAUDE_CODE_SESSION_ID", session),
+            (
+                "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
+                "11112222-3333-4444-5555-666677778888",
+            ),
+            ("BIR_SESSION_ID", session),
+            ("MY_SESSION_ID", "s3ss10n-v4lu3-secret"),
+            ("GITHUB_TOKEN", "ghp_0123456789abcdefghijABCDEFGHIJ012345"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let known = secret_values_of(vars.into_iter());
+        assert_eq!(
+            known,
+            [
+                "s3ss10n-v4lu3-secret",
+                "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+            ]
+        );
+        let mut r = redactor();
+        r.add_known_secrets(known);
+        let path = format!("/home/u/.claude/projects/-p/{session}.jsonl");
+        assert_eq!(r.redact_text(&path), path);
     }
 
     #[test]

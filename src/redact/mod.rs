@@ -177,6 +177,10 @@ enum Ctx {
     /// The elements of this array (or the pair object) are headers
     /// (`"headers": [["name", "value"], {"name":…, "value":…}]`).
     HeaderList,
+    /// Under a cookie key (`"cookies": [{"name":…, "value":…}]`, a cookie
+    /// jar `{"sid": …, "theme": …}`): each cookie is judged on its own
+    /// ([`cookie_pair`]), as in a `Cookie` header.
+    Cookies,
 }
 
 struct Frame<'v> {
@@ -359,17 +363,29 @@ impl Redactor {
             ctx
         };
         if let Some(name) = pair_name {
-            let cookie = ["domain", "httpOnly", "sameSite"]
-                .iter()
-                .any(|f| map.contains_key(*f));
+            let cookie = ctx == Ctx::Cookies
+                || ["domain", "httpOnly", "sameSite"]
+                    .iter()
+                    .any(|f| map.contains_key(*f));
             if let Some(value) = map.get_mut("value") {
                 if ctx == Ctx::HeaderList {
                     value_done = self.header_entry(&name, value, report);
-                } else if self.secret_key(&name) || cookie {
-                    replace_with(value, KEY_MARK, "key", report);
+                } else if cookie {
+                    cookie_object_value(&name, value, report);
+                    value_done = true;
+                } else if self.secret_key(&name) {
+                    if !self.cookie_header_value(&name, value, report) {
+                        replace_with(value, KEY_MARK, "key", report);
+                    }
                     value_done = true;
                 }
             }
+        } else if ctx == Ctx::Cookies {
+            // A cookie jar: cookie names as keys.
+            for (k, child) in map.iter_mut() {
+                cookie_object_value(k, child, report);
+            }
+            return;
         }
 
         for (k, child) in map.iter_mut() {
@@ -390,7 +406,15 @@ impl Redactor {
                 continue;
             }
             if self.secret_key(k) {
-                replace_with(child, KEY_MARK, "key", report);
+                if cookie_header_name(k).is_some() && (child.is_array() || child.is_object()) {
+                    stack.push(Frame {
+                        v: child,
+                        ctx: Ctx::Cookies,
+                        depth: depth + 1,
+                    });
+                } else if !self.cookie_header_value(k, child, report) {
+                    replace_with(child, KEY_MARK, "key", report);
+                }
                 continue;
             }
             if let Value::String(text) = child
@@ -451,7 +475,9 @@ impl Redactor {
                 self.redact_string(name, nest, report);
                 if ctx == Ctx::HeaderList {
                     self.header_entry(name, value, report);
-                } else if self.secret_key(name) {
+                } else if ctx == Ctx::Cookies {
+                    cookie_object_value(name, value, report);
+                } else if self.secret_key(name) && !self.cookie_header_value(name, value, report) {
                     replace_with(value, KEY_MARK, "key", report);
                 }
             }
@@ -474,17 +500,46 @@ impl Redactor {
                     Value::Number(_) => true,
                     _ => false,
                 };
-                if is_value {
+                if !is_value {
+                    continue;
+                }
+                // `--cookie "sid=…; theme=dark"` is judged as the header.
+                let cookie_flag = match &items[i - 1] {
+                    Value::String(f) => {
+                        cookie_header_name(f).map(|set| if set { "set-cookie" } else { "cookie" })
+                    }
+                    _ => None,
+                };
+                if !cookie_flag
+                    .is_some_and(|name| self.cookie_header_value(name, &mut items[i], report))
+                {
                     replace_with(&mut items[i], ARGV_MARK, "argv", report);
                 }
             }
         }
-        let child_ctx = if ctx == Ctx::HeaderList {
-            Ctx::HeaderList
-        } else {
-            Ctx::Plain
+        let child_ctx = match ctx {
+            Ctx::HeaderList => Ctx::HeaderList,
+            Ctx::Cookies => Ctx::Cookies,
+            _ => Ctx::Plain,
         };
         for item in items.iter_mut() {
+            if ctx == Ctx::Cookies {
+                match item {
+                    // `["sid=…; theme=dark"]`: header strings.
+                    Value::String(_) => {
+                        self.cookie_header_value("cookie", item, report);
+                        continue;
+                    }
+                    Value::Array(pair) if matches!(pair.as_slice(), [Value::String(_), _]) => {
+                        continue;
+                    }
+                    Value::Object(_) => {}
+                    _ => {
+                        replace_with(item, KEY_MARK, "key", report);
+                        continue;
+                    }
+                }
+            }
             let c = if matches!(item, Value::Object(_)) {
                 child_ctx
             } else {
@@ -507,6 +562,50 @@ impl Redactor {
             && !name.contains('=')
             && !name.contains(char::is_whitespace)
             && self.secret_key(name)
+    }
+
+    /// A value under a cookie header's name (`"Cookie": "sid=…; theme=dark"`,
+    /// `["Set-Cookie", "sid=…; Path=/"]`, `--cookie "…"`): judged as that
+    /// header, cookie by cookie, keeping harmless cookies and the
+    /// attributes. Returns whether it was handled (`false`: not a cookie
+    /// header's name, or a value that is neither a string nor a list of
+    /// strings; the caller redacts it whole).
+    fn cookie_header_value(&self, name: &str, value: &mut Value, report: &mut Report) -> bool {
+        let Some(set) = cookie_header_name(name) else {
+            return false;
+        };
+        // The text layers first, as for a cookie line in text (where the
+        // cookie rule is the last layer), so a second redaction judges the
+        // same cookies.
+        let one = |s: &mut String, report: &mut Report| {
+            if let Some(t) = self.text(s, report, 0) {
+                *s = t;
+            }
+            if text::is_placeholder(s) {
+                return;
+            }
+            let red = if set {
+                redact_set_cookie(s)
+            } else {
+                redact_cookie(s)
+            };
+            if red != *s {
+                report.add("header");
+                *s = red;
+            }
+        };
+        match value {
+            Value::String(s) => one(s, report),
+            Value::Array(items) if items.iter().all(Value::is_string) => {
+                for item in items.iter_mut() {
+                    if let Value::String(s) = item {
+                        one(s, report);
+                    }
+                }
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// A header inside a JSON tree. Returns whether it was fully handled
@@ -701,9 +800,11 @@ impl Redactor {
                 if f.start < copied || f.end > cur.len() || f.start > f.end {
                     continue;
                 }
+                if cur[f.start..f.end] != f.marker {
+                    report.add(f.kind);
+                }
                 out.push_str(&cur[copied..f.start]);
                 out.push_str(&f.marker);
-                report.add(f.kind);
                 copied = f.end;
             }
             out.push_str(&cur[copied..]);
@@ -812,6 +913,42 @@ fn text_scheme(s: &str) -> bool {
     )
 }
 
+/// Whether `name` names a cookie header, whatever its spelling (`Cookie`,
+/// `cookies`, `Set-Cookie`, `set_cookie`, `setCookie`): `Some(true)` for a
+/// response's `Set-Cookie`, `Some(false)` for a request's cookies.
+pub(crate) fn cookie_header_name(name: &str) -> Option<bool> {
+    let mut squashed = name
+        .bytes()
+        .filter(u8::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase());
+    let mut buf = [0u8; 10];
+    let mut len = 0;
+    for c in squashed.by_ref() {
+        let slot = buf.get_mut(len)?;
+        *slot = c;
+        len += 1;
+    }
+    match buf.get(..len)? {
+        b"cookie" | b"cookies" => Some(false),
+        b"setcookie" => Some(true),
+        _ => None,
+    }
+}
+
+/// The value of one cookie given as `name` and `value` (a cookie object's
+/// `value`, a cookie jar's entry): kept when [`cookie_pair`] would keep it,
+/// else `[REDACTED:key]`, like any credential under a key.
+fn cookie_object_value(name: &str, value: &mut Value, report: &mut Report) {
+    let kept = match value {
+        Value::String(v) => cookie_value_kept(name, v),
+        Value::Number(_) | Value::Bool(_) | Value::Null => !cookie_credential_name(name),
+        _ => false,
+    };
+    if !kept {
+        replace_with(value, KEY_MARK, "key", report);
+    }
+}
+
 /// `Cookie: sid=…; theme=dark` → `sid=[REDACTED]; theme=dark`: each
 /// cookie is judged on its own ([`cookie_pair`]).
 pub(crate) fn redact_cookie(value: &str) -> String {
@@ -840,8 +977,30 @@ pub(crate) fn redact_cookie(value: &str) -> String {
 /// boolean. Anything else (an id, a hash, a token) is redacted: fail
 /// closed.
 fn cookie_pair(name: &str, value: &str) -> String {
+    if cookie_value_kept(name, value) {
+        format!("{name}={value}")
+    } else {
+        format!("{name}={}", url::MARK)
+    }
+}
+
+/// Whether a cookie's value may be kept ([`cookie_pair`]'s rule).
+fn cookie_value_kept(name: &str, value: &str) -> bool {
+    let credential_name = cookie_credential_name(name);
+    let v = value.trim_matches('"');
+    let word = !v.is_empty()
+        && v.len() <= 24
+        && v.bytes()
+            .all(|c| c.is_ascii_alphabetic() || matches!(c, b'-' | b'_' | b'/'))
+        && v.bytes().any(|c| c.is_ascii_alphabetic());
+    let small_number = !v.is_empty() && v.len() <= 4 && v.bytes().all(|c| c.is_ascii_digit());
+    (!credential_name && (word || small_number)) || (!v.is_empty() && text::is_placeholder(v))
+}
+
+/// Whether a cookie's name says its value is a credential.
+fn cookie_credential_name(name: &str) -> bool {
     let lname = name.to_ascii_lowercase();
-    let credential_name = keys::is_secret_key(name, false)
+    keys::is_secret_key(name, false)
         || lname.starts_with("__host-")
         || lname.starts_with("__secure-")
         || lname.contains("sess")
@@ -851,19 +1010,7 @@ fn cookie_pair(name: &str, value: &str) -> String {
         || lname.contains("remember")
         || lname.contains("csrf")
         || lname.contains("xsrf")
-        || lname.contains("jwt");
-    let v = value.trim_matches('"');
-    let word = !v.is_empty()
-        && v.len() <= 24
-        && v.bytes()
-            .all(|c| c.is_ascii_alphabetic() || matches!(c, b'-' | b'_' | b'/'))
-        && v.bytes().any(|c| c.is_ascii_alphabetic());
-    let small_number = !v.is_empty() && v.len() <= 4 && v.bytes().all(|c| c.is_ascii_digit());
-    if (!credential_name && (word || small_number)) || (!v.is_empty() && text::is_placeholder(v)) {
-        format!("{name}={value}")
-    } else {
-        format!("{name}={}", url::MARK)
-    }
+        || lname.contains("jwt")
 }
 
 /// `Set-Cookie: sid=x; Path=/; HttpOnly` → the cookie judged as in

@@ -57,6 +57,14 @@ const SHAPES: &[Shape] = &[
         &["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
         r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}",
     ),
+    // An AWS key pair glued into one string (`AKIA…:secret`, `AKIA…secret`,
+    // a table row): the 40 characters right after a key id are its secret
+    // access key, which has no prefix of its own.
+    s(
+        "aws-secret-access-key",
+        &["AKIA", "ASIA", "ABIA", "ACCA", "A3T"],
+        r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}[ \t:,;|=]{0,3}([A-Za-z0-9/+]{40})(?:$|[^A-Za-z0-9/+=])",
+    ),
     // GitHub: classic PAT, OAuth, user-to-server / server-to-server, refresh.
     s("github-pat", &["ghp_"], r"ghp_[A-Za-z0-9]{36,255}"),
     s("github-oauth", &["gho_"], r"gho_[A-Za-z0-9]{36,255}"),
@@ -407,6 +415,32 @@ const SHAPES: &[Shape] = &[
         "mysql-password",
         &["mysql", "mariadb"],
         r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n]*?[ \t]-p([^\s'\x22]{3,})",
+    ),
+    // Short password flags that mean a password only after their command
+    // (`-p` is a port for `docker run` and `psql`, `-a` a flag for most
+    // tools): `sshpass -p PW`, `docker login -u u -p PW`, `redis-cli -a PW`,
+    // `mongosh -u u -p PW` (and the other mongo tools). The value is one
+    // word or one quoted string; a next flag (`-p --quiet`: prompt for it)
+    // is not a value.
+    s(
+        "cli-password",
+        &["sshpass"],
+        r"\bsshpass(?:[ \t]+-[A-Za-oq-z]\S*)*[ \t]+-p[ \t]*('[^'\n]+'|\x22[^\x22\n]+\x22|[^\s'\x22-][^\s'\x22]*)",
+    ),
+    s(
+        "cli-password",
+        &["docker", "podman"],
+        r"\b(?:docker|podman)[ \t]+(?:-\S+[ \t]+)*login\b[^\n;&|]*?[ \t](?:-p|--password)(?:[ \t]+|=)('[^'\n]+'|\x22[^\x22\n]+\x22|[^\s'\x22-][^\s'\x22]*)",
+    ),
+    s(
+        "cli-password",
+        &["redis-cli", "valkey-cli"],
+        r"\b(?:redis|valkey)-cli\b[^\n;&|]*?[ \t](?:-a|--pass)(?:[ \t]+|=)('[^'\n]+'|\x22[^\x22\n]+\x22|[^\s'\x22-][^\s'\x22]*)",
+    ),
+    s(
+        "cli-password",
+        &["mongo"],
+        r"\bmongo(?:sh|dump|restore|export|import|stat|top|files)?\b[^\n;&|]*?[ \t](?:-p|--password)(?:[ \t]+|=)('[^'\n]+'|\x22[^\x22\n]+\x22|[^\s'\x22-][^\s'\x22]*)",
     ),
     s(
         "curl-user-password",

@@ -22,6 +22,7 @@
 //! For `Authorization`-like names the scheme survives:
 //! `Authorization: Bearer [REDACTED:bearer]`.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
@@ -70,7 +71,9 @@ pub(crate) struct Assignments {
     triggers: Option<AhoCorasick>,
 }
 
-/// A found value: its span and the placeholder that replaces it.
+/// A found value: its span and the placeholder that replaces it (a cookie
+/// header whose cookies are all kept is found with itself as its
+/// replacement).
 pub(crate) struct Found {
     pub start: usize,
     pub end: usize,
@@ -186,13 +189,13 @@ fn value_after_name(s: &str, name: Range<usize>, legacy_key_rule: bool) -> Optio
     // A quoted name: `"name"`, `'name'`, `\"name\"`.
     let quoted_name = ns > 0 && matches!(b[ns - 1], b'"' | b'\'');
     let mut i = ne;
+    // A quote before the name that does not close after it opened a longer
+    // string (`-b 'sid=…; theme=dark'`): the name is read as unquoted.
     if quoted_name {
         if b.get(i) == Some(&b'\\') && matches!(b.get(i + 1), Some(b'"' | b'\'')) {
             i += 2;
         } else if matches!(b.get(i), Some(b'"' | b'\'')) {
             i += 1;
-        } else {
-            return None;
         }
     }
     let before_sep = i;
@@ -228,7 +231,11 @@ fn value_after_name(s: &str, name: Range<usize>, legacy_key_rule: bool) -> Optio
     }
     // The value.
     let (vs, mut ve, quoted) = value_span(b, i, header_like && colon)?;
-    if !quoted && in_url(b, ns) {
+    let url = !quoted && in_url(b, ns);
+    if !quoted {
+        ve = over_markers(b, vs, ve, url);
+    }
+    if url {
         // Inside a URL the value ends where the URL layer ends the URL, so
         // both layers agree on what is left after this one.
         ve = b[vs..ve]
@@ -237,6 +244,12 @@ fn value_after_name(s: &str, name: Range<usize>, legacy_key_rule: bool) -> Optio
             .map_or(ve, |k| vs + k);
     }
     let value = &s[vs..ve];
+    let marked = value.contains("[REDACTED");
+    let residue = if marked {
+        Cow::Owned(without_markers(value))
+    } else {
+        Cow::Borrowed(value)
+    };
     if quoted {
         strict = true;
     }
@@ -289,34 +302,47 @@ fn value_after_name(s: &str, name: Range<usize>, legacy_key_rule: bool) -> Optio
             marker: format!("[REDACTED:{scheme}]"),
         });
     }
-    // A value holding an earlier marker was already redacted; taking it
-    // again could cut the marker in half.
-    if value.is_empty() || is_placeholder(value) || value.contains("[REDACTED") {
+    if value.is_empty() || (!marked && is_placeholder(value)) {
         return None;
     }
-    if header_like && colon {
-        // A cookie line keeps its harmless cookies and its attributes.
-        let red = if name.eq_ignore_ascii_case("cookie") {
-            Some(super::redact_cookie(value))
-        } else if name.eq_ignore_ascii_case("set-cookie") {
-            Some(super::redact_set_cookie(value))
+    // A cookie header, in any of its forms (`Cookie: …`, `--cookie '…'`,
+    // `cookie = "…"`, `"Set-Cookie": "…"`), keeps its harmless cookies and
+    // its attributes.
+    if let Some(set) = super::cookie_header_name(name)
+        && ((header_like && colon) || flag || (sep_len > 0 && (quoted || strict)))
+    {
+        let red = if set {
+            super::redact_set_cookie(value)
         } else {
-            None
+            super::redact_cookie(value)
         };
-        if let Some(red) = red {
-            return (red != value).then_some(Found {
-                start: vs,
-                end: ve,
-                kind: KIND_HEADER,
-                marker: red,
-            });
-        }
+        // Unchanged, it is still returned: its span is read, so a name
+        // inside an attribute (`Expires=…token=…`) is not judged on its own
+        // this time and then not the next.
+        return Some(Found {
+            start: vs,
+            end: ve,
+            kind: if header_like && colon {
+                KIND_HEADER
+            } else {
+                kind
+            },
+            marker: red,
+        });
+    }
+    // A value holding an earlier marker was already redacted, unless what
+    // is glued to the marker is itself random (`Pw9x…[REDACTED:github-pat]`,
+    // two secrets in one string): then the whole value goes. Names and
+    // separators next to a marker (`sid=[REDACTED]`) are not, which keeps
+    // a second redaction from finding anything more.
+    if marked && !glued_secret(value) {
+        return None;
     }
     if b.get(ve) == Some(&b'(') {
         // `token=get_token()`: code, not a value.
         return None;
     }
-    if !strict && !looks_random(value, flag) {
+    if !strict && !looks_random(&residue, flag) {
         return None;
     }
     if !keys::is_secret_key(name, legacy) {
@@ -369,7 +395,7 @@ fn value_span(b: &[u8], i: usize, to_eol: bool) -> Option<(usize, usize, bool)> 
         }
         return Some((vs, j.min(b.len()), true));
     }
-    if matches!(first, b'{' | b'[' | b'\n' | b'\r') {
+    if matches!(first, b'{' | b'[' | b'\n' | b'\r') && !b[i..].starts_with(b"[REDACTED") {
         return None;
     }
     let mut j = i;
@@ -381,29 +407,92 @@ fn value_span(b: &[u8], i: usize, to_eol: bool) -> Option<(usize, usize, bool)> 
             j -= 1;
         }
     } else {
-        while j < b.len()
-            && b[j] > 0x20
-            && b[j] != 0x7f
-            && !matches!(
-                b[j],
-                b'"' | b'\''
-                    | b'`'
-                    | b'<'
-                    | b'>'
-                    | b','
-                    | b';'
-                    | b'&'
-                    | b')'
-                    | b']'
-                    | b'}'
-                    | b'\\'
-                    | b'('
-            )
-        {
+        while j < b.len() && !ends_value(b[j]) {
             j += 1;
         }
     }
     (j > i).then_some((i, j, false))
+}
+
+/// An unquoted value that ran into an earlier marker (`pw[REDACTED:x`,
+/// stopped by the marker's `]`) is widened over the whole marker and on to
+/// the end of the run (inside a URL, no further than the URL layer reads
+/// it), so the value is judged, and replaced, whole.
+fn over_markers(b: &[u8], vs: usize, mut ve: usize, url: bool) -> usize {
+    while b.get(ve) == Some(&b']') && has_open_marker(&b[vs..ve]) {
+        ve += 1;
+        while ve < b.len() && !ends_value(b[ve]) && !(url && super::url::ends_url(b[ve])) {
+            ve += 1;
+        }
+    }
+    ve
+}
+
+/// Whether `b` holds a `[REDACTED` whose `]` is not in `b`.
+fn has_open_marker(b: &[u8]) -> bool {
+    let Some(k) = b.windows(9).rposition(|w| w == b"[REDACTED") else {
+        return false;
+    };
+    !b[k..].contains(&b']')
+}
+
+/// Whether a value holding markers also holds, between or around them, a
+/// run of letters and digits that looks random (a second secret).
+fn glued_secret(v: &str) -> bool {
+    let mut rest = v;
+    loop {
+        let (piece, after) = match rest.find("[REDACTED") {
+            Some(k) => (&rest[..k], rest[k..].find(']').map(|e| &rest[k + e + 1..])),
+            None => (rest, None),
+        };
+        if piece
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|w| looks_random(w, false))
+        {
+            return true;
+        }
+        match after {
+            Some(a) => rest = a,
+            None => return false,
+        }
+    }
+}
+
+/// `v` with every `[REDACTED…]` marker taken out.
+fn without_markers(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    let mut rest = v;
+    while let Some(k) = rest.find("[REDACTED") {
+        out.push_str(&rest[..k]);
+        rest = match rest[k..].find(']') {
+            Some(e) => &rest[k + e + 1..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where an unquoted value ends: whitespace, control bytes, quotes,
+/// brackets and the separators of lists and queries.
+fn ends_value(c: u8) -> bool {
+    c <= 0x20
+        || c == 0x7f
+        || matches!(
+            c,
+            b'"' | b'\''
+                | b'`'
+                | b'<'
+                | b'>'
+                | b','
+                | b';'
+                | b'&'
+                | b')'
+                | b']'
+                | b'}'
+                | b'\\'
+                | b'('
+        )
 }
 
 /// `Bearer abc…` → ("bearer", offset of `abc`).

@@ -437,3 +437,117 @@ fn install_sh_rejects_unknown_options() {
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(all.contains("unknown option '--frobnicate'"), "{all}");
 }
+
+/// Every platform install.sh knows, as `uname -s`, `uname -m` and the
+/// target name it downloads. The release workflow builds exactly these.
+const PLATFORMS: [(&str, &str, &str); 6] = [
+    ("Linux", "x86_64", "x86_64-unknown-linux-gnu"),
+    ("Linux", "amd64", "x86_64-unknown-linux-gnu"),
+    ("Linux", "aarch64", "aarch64-unknown-linux-gnu"),
+    ("Linux", "arm64", "aarch64-unknown-linux-gnu"),
+    ("Darwin", "x86_64", "x86_64-apple-darwin"),
+    ("Darwin", "arm64", "aarch64-apple-darwin"),
+];
+
+/// install.sh run where `uname` answers `os` and `arch` (a stand-in first on
+/// PATH), against a release listing an archive for every target.
+fn install_as(dir: &TempDir, base: &str, os: &str, arch: &str) -> Output {
+    let fake = dir.join("fakebin");
+    fs::create_dir_all(&fake).expect("mkdir");
+    let uname = fake.join("uname");
+    fs::write(
+        &uname,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in -s) echo '{os}' ;; -m) echo '{arch}' ;; *) echo '{os}' ;; esac\n"
+        ),
+    )
+    .expect("write uname");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&uname, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let path = format!(
+        "{}:{}",
+        fake.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = command("sh", dir);
+    cmd.arg(script())
+        .env("PATH", path)
+        .env("BIR_INSTALL_BASE_URL", base);
+    cmd.output().expect("run install.sh")
+}
+
+#[test]
+fn install_sh_maps_every_platform_to_its_release_target() {
+    let dir = TempDir::new("install-sh-platforms");
+    let root = dir.join("release");
+    let (archive, sum) = release_archive();
+    let latest = root.join("latest");
+    fs::create_dir_all(&latest).expect("mkdir");
+    let mut sums = fs::File::create(latest.join("SHA256SUMS")).expect("sums");
+    for (_, _, target) in PLATFORMS {
+        let name = format!("bir-{VERSION}-{target}.tar.gz");
+        if !latest.join(&name).exists() {
+            // The binary under test stands in for every platform's: the
+            // script runs it (`--version`) before installing.
+            fs::copy(archive, latest.join(&name)).expect("copy archive");
+            writeln!(sums, "{sum}  {name}").expect("write");
+        }
+    }
+    drop(sums);
+    let server = FileServer::start(root);
+    for (os, arch, target) in PLATFORMS {
+        let out = install_as(&dir, &server.base, os, arch);
+        let wanted = format!(
+            "fetching {}/latest/bir-{VERSION}-{target}.tar.gz",
+            server.base
+        );
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains(&wanted),
+            "{os} {arch} should fetch {target}: {}",
+            text(&out)
+        );
+    }
+    for (os, arch, says) in [
+        (
+            "FreeBSD",
+            "x86_64",
+            "unsupported operating system 'FreeBSD'",
+        ),
+        ("Linux", "riscv64", "unsupported CPU architecture 'riscv64'"),
+    ] {
+        let out = install_as(&dir, &server.base, os, arch);
+        assert!(
+            !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(says),
+            "{os} {arch}: {}",
+            text(&out)
+        );
+    }
+}
+
+/// The release workflow builds one archive per target install.sh maps to,
+/// no more and no fewer.
+#[test]
+fn the_release_workflow_builds_every_target_install_sh_downloads() {
+    let workflow = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".github/workflows/release.yml"),
+    )
+    .expect("read the release workflow");
+    let mut built: Vec<&str> = workflow
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- target:"))
+        .map(str::trim)
+        .collect();
+    built.sort_unstable();
+    let mut mapped: Vec<&str> = PLATFORMS.iter().map(|(_, _, t)| *t).collect();
+    mapped.sort_unstable();
+    mapped.dedup();
+    assert_eq!(built, mapped);
+    assert!(
+        workflow.contains("sha256sum bir-*.tar.gz >SHA256SUMS"),
+        "the release lists its archives in SHA256SUMS"
+    );
+    assert!(
+        workflow.contains("name=\"bir-$version-$TARGET\""),
+        "archives are named as install.sh asks for them"
+    );
+}

@@ -72,6 +72,7 @@
 
 mod bind;
 mod bound_runs;
+mod container;
 mod contention;
 mod daemon;
 mod damaged;

@@ -175,3 +175,152 @@ fn no_secret_reaches_the_store_the_cli_or_the_logs() {
     assert_eq!(doc["steps"][0]["input"]["author"], "kept-author-value");
     assert!(export.contains("db.internal"), "the host of a URL is kept");
 }
+
+/// What a shell tool's steps carry (Claude Code's Bash steps look the same
+/// to a shell MCP server): passwords given as short flags, an AWS key pair
+/// under camelCase keys and glued into one string, a password glued to a
+/// token, a JSON-RPC error quoting a command. None of it reaches the run
+/// store, `bir runs`, the recording service or OTLP with content on; the
+/// harmless cookies, `Set-Cookie`'s attributes and the host's session id
+/// (inside a transcript path) stay readable in all of them.
+#[test]
+fn shell_steps_glued_secrets_and_cookies_through_every_sink() {
+    const AWS_SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    const SSH_PW: &str = "Sh3llPw9xQ";
+    const DOCKER_PW: &str = "D0ckerPw77xQ";
+    const REDIS_PW: &str = "R3disPw55xQ";
+    const MONGO_PW: &str = "M0ngoPw33xQ";
+    const GLUED_PW: &str = "Hunter2Pw9xQ";
+    const COOKIE_SID: &str = "nTLQMKtCcYteNZke2nSA1XJTqJClPVEC";
+    let session = "0f6c2d3e-4a5b-4c6d-8e9f-0a1b2c3d4e5f";
+    let transcript = format!("/home/u/.claude/projects/-p/{session}.jsonl");
+    let dir = TempDir::new("secrets-shell");
+    let script = json!({"rules": [
+        {"method": "tools/call", "tool": "run", "do": [{"reply": {"content": [{"type": "text", "text": format!(
+            "{{\"accessKeyId\": \"{AWS_KEY}\", \"secretAccessKey\": \"{AWS_SECRET}\"}}\nexport CREDS={AWS_KEY}:{AWS_SECRET}\nDB_PASSWORD={GLUED_PW}{GITHUB_PAT}\ntranscript: {transcript}")}],
+            "structuredContent": {"accessKeyId": AWS_KEY, "secretAccessKey": AWS_SECRET, "region": "eu-west-1"}}}]},
+        {"method": "tools/call", "tool": "fail", "do": [{"reply_error": {"code": -32000,
+            "message": format!("exit 1: sshpass -p {SSH_PW} ssh deploy@web-1")}}]}
+    ]});
+    let script = dir.script("peer.json", &script);
+    let service = FakeService::ok();
+    let otlp = crate::otlp::Stub::ok();
+    write_creds(&dir, &creds_for(&service.base));
+    let mut cmd = command(dir.proxy_link(), &dir);
+    cmd.env("BIR_SERVICE_URL", &service.base)
+        .env("BIR_OTLP_ENDPOINT", &otlp.base)
+        .env("BIR_OTLP_PROTOCOL", "http/json")
+        .env("BIR_OTLP_CONTENT", "1")
+        .env("CLAUDE_CODE_SESSION_ID", session)
+        .args(["--server-name", "shell", "--"])
+        .arg(bir())
+        .args(["testpeer"])
+        .arg(&script);
+    let mut host = Host::start(cmd);
+    let command_line = format!(
+        "sshpass -p {SSH_PW} ssh -p 2222 deploy@web-1 uptime; docker login -u ci -p {DOCKER_PW} registry.example.com; redis-cli -h cache -a {REDIS_PW} ping; mongosh -u root -p {MONGO_PW} --quiet"
+    );
+    let calls = [
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}),
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run","arguments":{
+            "command": command_line,
+            "Cookie": format!("session_id={COOKIE_SID}; theme=dark; lang=en"),
+            "Set-Cookie": format!("session_id={COOKIE_SID}; Path=/; Max-Age=3600; Secure; HttpOnly; SameSite=Lax")}}}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fail","arguments":{"command": format!("sshpass -p {SSH_PW} ssh deploy@web-1")}}}),
+    ];
+    for c in &calls {
+        host.send(c);
+    }
+    assert!(host.wait_lines(calls.len(), Duration::from_secs(10)));
+    let seen = host.finish(Duration::from_secs(20));
+    assert!(
+        String::from_utf8_lossy(&seen.stdout).contains(AWS_SECRET),
+        "redaction must never touch relayed bytes"
+    );
+
+    let mut sinks: Vec<(String, String)> = Vec::new();
+    for entry in std::fs::read_dir(dir.join("home/.baseinstrunner/runs")).expect("runs") {
+        let path = entry.expect("entry").path();
+        if !path.is_file() {
+            continue;
+        }
+        sinks.push((
+            path.display().to_string(),
+            String::from_utf8_lossy(&std::fs::read(&path).expect("read")).into_owned(),
+        ));
+    }
+    for args in [
+        vec!["runs", "show", "latest", "--full"],
+        vec!["runs", "export", "latest"],
+    ] {
+        let out = command(bir(), &dir).args(&args).output().expect("bir runs");
+        assert!(out.status.success());
+        sinks.push((
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        ));
+    }
+    let bodies: String = service
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}\n{}\n", r.method, r.path, r.body))
+        .collect();
+    assert!(
+        bodies.contains("/recordings/runs"),
+        "the run reached the fake service"
+    );
+    sinks.push(("recording service bodies".into(), bodies));
+    let exported: String = otlp.wait_for(1).iter().map(|g| g.text()).collect();
+    sinks.push(("otlp bodies".into(), exported.clone()));
+
+    let mut leaks = Vec::new();
+    for (sink, text) in &sinks {
+        for secret in [
+            AWS_KEY,
+            AWS_SECRET,
+            "wJalrXUtnFEMI\\/K7MDENG",
+            SSH_PW,
+            DOCKER_PW,
+            REDIS_PW,
+            MONGO_PW,
+            GLUED_PW,
+            GITHUB_PAT,
+            COOKIE_SID,
+        ] {
+            if text.contains(secret) {
+                leaks.push(format!("{secret} in {sink}"));
+            }
+        }
+    }
+    assert!(leaks.is_empty(), "secrets leaked:\n{}", leaks.join("\n"));
+
+    // Content on: the OTLP export carries the arguments and results, so
+    // what must survive is checked there as in the store.
+    let export = &sinks
+        .iter()
+        .find(|(s, _)| s == "runs export latest")
+        .expect("export")
+        .1;
+    for (sink, text) in [("export", export), ("otlp", &exported)] {
+        for keep in [
+            "theme=dark",
+            "lang=en",
+            "SameSite=Lax",
+            "HttpOnly",
+            "Max-Age=3600",
+            "ssh -p 2222 deploy@web-1",
+            "eu-west-1",
+        ] {
+            assert!(text.contains(keep), "{keep} lost in {sink}");
+        }
+    }
+    assert!(
+        export.contains(&transcript) && !export.contains("[REDACTED:known]"),
+        "the host's session id is kept in a transcript path"
+    );
+    let doc: Value = serde_json::from_str(export).expect("json");
+    assert!(
+        doc.to_string().matches(session).count() >= 2,
+        "the session id names the run and stays in its payloads"
+    );
+}
