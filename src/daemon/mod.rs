@@ -24,6 +24,7 @@ pub(crate) mod client;
 pub(crate) mod control;
 pub(crate) mod discovery;
 pub(crate) mod guides;
+pub(crate) mod hookaddr;
 pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;

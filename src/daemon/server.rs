@@ -66,6 +66,9 @@ struct Daemon {
     core: Mutex<Core>,
     home: PathBuf,
     token: String,
+    /// The hook token of `control/hooks.json`, when this daemon listens on
+    /// the hook port: it admits hook posts only (`hookaddr`).
+    hook_token: Option<String>,
     port: u16,
     pid: u32,
     started_at: SystemTime,
@@ -125,7 +128,8 @@ pub fn main(_args: &[String]) -> Exit {
 fn run(home: &Path) -> Result<(), String> {
     discovery::ensure_control_dir(home).map_err(|e| e.to_string())?;
     let lock = take_lock(home)?;
-    let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| format!("bind: {e}"))?;
+    let (listener, hook_addr) =
+        super::hookaddr::listener(home).map_err(|e| format!("bind: {e}"))?;
     let port = listener
         .local_addr()
         .map_err(|e| format!("bind: {e}"))?
@@ -161,6 +165,7 @@ fn run(home: &Path) -> Result<(), String> {
         core: Mutex::new(core),
         home: home.to_owned(),
         token,
+        hook_token: hook_addr.map(|a| a.token),
         port,
         pid: std::process::id(),
         started_at,
@@ -545,6 +550,7 @@ fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via)
         Via::Tcp => Guard::Loopback {
             port: daemon.port,
             token: &daemon.token,
+            hook_token: daemon.hook_token.as_deref(),
         },
         Via::Socket => Guard::Socket {
             host: uds::SOCKET_HOST,
