@@ -960,9 +960,9 @@ mod tests {
         let file = Path::new("settings.json");
         let plan = install_edit_skipping(None, &f, file, LEFT_TO_THE_MOD).expect("edit");
         let events: Vec<&str> = plan.events.iter().map(|e| e.event.as_str()).collect();
-        assert_eq!(events.len(), EVENTS.len() - LEFT_TO_THE_MOD.len());
+        assert_eq!(events.len(), registered_events().filter(|e| !LEFT_TO_THE_MOD.contains(e)).count());
         assert!(!events.contains(&"MessageDisplay"));
-        assert!(events.contains(&"PreToolUse") && events.contains(&"PostToolBatch"));
+        assert!(events.contains(&"PreToolUse") && events.contains(&"PostToolUse"));
         // Registered before without the mod: left as it is, not removed.
         let full = install_edit(None, &f, file)
             .expect("edit")
@@ -986,7 +986,7 @@ mod tests {
             let after = plan.bytes.expect("changed");
             let doc = Doc::parse(&after, Flavor::Json).expect("valid JSON");
             let ours = registered(&doc);
-            assert_eq!(ours.len(), EVENTS.len(), "{before}");
+            assert_eq!(ours.len(), registered_events().count(), "{before}");
             assert!(!ours.iter().any(|r| r.event == "WorktreeCreate"));
             // The user's hook stays first.
             if before.contains("mine") {
@@ -998,7 +998,7 @@ mod tests {
             }
             // Idempotent.
             let again = install_edit(Some(&after), &f, file).expect("again");
-            assert!(again.bytes.is_none() && again.already == EVENTS.len());
+            assert!(again.bytes.is_none() && again.already == registered_events().count());
             let change = recorded(plan.events.clone(), false, plan.keep_parents);
             let (back, pristine) = uninstall_edit(&after, &change).expect("uninstall");
             assert_eq!(
@@ -1032,7 +1032,7 @@ mod tests {
         let after = plan.bytes.expect("changed");
         let doc = Doc::parse(&after, Flavor::Json).expect("json");
         let ours = registered(&doc);
-        assert_eq!(ours.len(), EVENTS.len());
+        assert_eq!(ours.len(), registered_events().count());
         for r in &ours {
             if r.event == "PreToolUse" {
                 assert_eq!(r.command, "/b/bir-hooks PreToolUse --correlate inject");
@@ -1098,7 +1098,7 @@ mod tests {
         let plan = install_edit(Some(b"{}"), &old, file).expect("install");
         let after = plan.bytes.expect("bytes");
         let plan = install_edit(Some(&after), &new, file).expect("repoint");
-        assert_eq!(plan.repointed, EVENTS.len());
+        assert_eq!(plan.repointed, registered_events().count());
         let repointed = plan.bytes.expect("bytes");
         let doc = Doc::parse(&repointed, Flavor::Json).expect("json");
         assert!(
@@ -1126,5 +1126,113 @@ mod tests {
             let err = install_edit(Some(bad.as_bytes()), &new, file).expect_err(bad);
             assert!(err.to_string().contains("nothing was changed"), "{err}");
         }
+    }
+
+    fn http_form(p: &str) -> HookForm {
+        HookForm {
+            http: Some(HttpForm {
+                addr: HookAddr {
+                    port: 47113,
+                    token: "ab".repeat(32),
+                },
+                pre_tool_query: "claude_config=%2Fh%2F.claude".into(),
+            }),
+            ..form(p)
+        }
+    }
+
+    /// `--hooks http`: every event but SessionStart and SessionEnd is an
+    /// HTTP hook to the daemon's hook port with the token header; those
+    /// two stay commands. Switching to `command` and back replaces bir's
+    /// groups only, an install after Claude Code reformatted the file
+    /// changes nothing, and uninstall from either form gives back every
+    /// byte.
+    #[test]
+    fn http_hooks_switch_with_command_hooks_and_uninstall_gives_back_every_byte() {
+        let file = Path::new("settings.json");
+        let before = "{\n  \"hooks\": {\n    \"Stop\": [{\"hooks\": [{\"type\": \"http\", \"url\": \"http://127.0.0.1:9/hook/Stop\"}]}]\n  }\n}\n";
+        let http = http_form("/b/bir-hooks");
+        let plan = install_edit(Some(before.as_bytes()), &http, file).expect("install");
+        let after = plan.bytes.expect("changed");
+        let doc = Doc::parse(&after, Flavor::Json).expect("json");
+        let ours = registered(&doc);
+        assert_eq!(ours.len(), registered_events().count());
+        for r in &ours {
+            let want = if COMMAND_ALWAYS.contains(&r.event.as_str()) {
+                Transport::Command
+            } else {
+                Transport::Http
+            };
+            assert_eq!(r.hook.transport, want, "{}", r.event);
+            if want == Transport::Http {
+                assert!(
+                    r.command.starts_with(&format!("http://127.0.0.1:47113/hook/{}", r.event)),
+                    "{}",
+                    r.command
+                );
+            }
+        }
+        let text = String::from_utf8(after.clone()).expect("utf8");
+        assert!(text.contains(&format!("\"Bearer {}\"", "ab".repeat(32))));
+        assert!(text.contains("\"X-Bir-Hook\""));
+        assert!(text.contains("/hook/PreToolUse?claude_config=%2Fh%2F.claude\""));
+        // The user's own HTTP hook (no X-Bir-Hook) is not bir's.
+        let stop = doc.root.at(&["hooks", "Stop"]).expect("Stop");
+        assert_eq!(stop.items().len(), 2);
+        assert!(our_group(&stop.items()[0]).is_none());
+        // Claude Code rewrites the file pretty-printed: still recognised.
+        let pretty = serde_json::to_string_pretty(
+            &serde_json::from_slice::<serde_json::Value>(&after).expect("json"),
+        )
+        .expect("pretty");
+        let again = install_edit(Some(pretty.as_bytes()), &http, file).expect("again");
+        assert!(again.bytes.is_none(), "nothing to change");
+        // To command hooks: bir's HTTP groups replaced, nothing else.
+        let cmd = form("/b/bir-hooks");
+        let switched = install_edit(Some(&after), &cmd, file).expect("switch");
+        assert_eq!(switched.replaced, registered_events().count() - COMMAND_ALWAYS.len());
+        let switched_bytes = switched.bytes.expect("changed");
+        let doc = Doc::parse(&switched_bytes, Flavor::Json).expect("json");
+        assert!(registered(&doc).iter().all(|r| r.hook.transport == Transport::Command));
+        // And back.
+        let back = install_edit(Some(&switched_bytes), &http, file).expect("back");
+        let back_bytes = back.bytes.expect("changed");
+        let mut events = plan.events.clone();
+        events.extend(switched.events.clone());
+        events.extend(back.events.clone());
+        let change = recorded(events, false, plan.keep_parents);
+        for state in [&after, &switched_bytes, &back_bytes] {
+            let (restored, _) = uninstall_edit(state, &change).expect("uninstall");
+            assert_eq!(
+                String::from_utf8(restored.expect("changed")).expect("utf8"),
+                before
+            );
+        }
+        // Injection asked for on PreToolUse goes into the URL.
+        let inject = HookForm {
+            correlation: Some(Correlation::Inject),
+            ..http_form("/b/bir-hooks")
+        };
+        let plan = install_edit(Some(&after), &inject, file).expect("inject");
+        let text = String::from_utf8(plan.bytes.expect("changed")).expect("utf8");
+        assert!(text.contains("/hook/PreToolUse?correlate=inject&claude_config="), "{text}");
+    }
+
+    /// Events bir no longer registers (an install of an older bir) lose
+    /// bir's group at the next install; the user's groups stay.
+    #[test]
+    fn groups_of_events_left_to_the_transcript_are_taken_out() {
+        let file = Path::new("s.json");
+        let f = form("/b/bir-hooks");
+        let old = format!(
+            "{{\"hooks\": {{\"MessageDisplay\": [{}, {{\"hooks\": [{{\"type\": \"command\", \"command\": \"mine\"}}]}}]}}}}",
+            f.group_with("MessageDisplay", &[])
+        );
+        let plan = install_edit(Some(old.as_bytes()), &f, file).expect("install");
+        assert_eq!(plan.replaced, 1);
+        let doc = Doc::parse(&plan.bytes.expect("changed"), Flavor::Json).expect("json");
+        let md = doc.root.at(&["hooks", "MessageDisplay"]).expect("kept");
+        assert_eq!(md.items().len(), 1, "the user's group stays");
+        assert!(!registered(&doc).iter().any(|r| r.event == "MessageDisplay"));
     }
 }
