@@ -302,6 +302,15 @@ chmod +x "$WORK/bin/claude-in-shared"
 prepare twoA script.json bound "$SHARED"
 prepare twoB script.json bound "$SHARED"
 sed -i "s#^BIR_HOME=.*#BIR_HOME=$WORK/birhome/twoA#" "$WORK/scen/twoB/env"
+# One BIR_HOME, one daemon: twoB's HTTP hooks post to twoA's hook address.
+python3 - "$WORK/birhome/twoA/control/hooks.json" "$WORK/birhome/twoB/control/hooks.json" \
+  "$WORK/conf/twoB/settings.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+p = sys.argv[3]; text = open(p).read()
+text = text.replace(f"127.0.0.1:{b['port']}/", f"127.0.0.1:{a['port']}/").replace(b["token"], a["token"])
+open(p, "w").write(text)
+PY
 E2E_CLAUDE_BIN="$WORK/bin/claude-in-shared" session twoA &
 a_pid=$!
 E2E_CLAUDE_BIN="$WORK/bin/claude-in-shared" session twoB &
