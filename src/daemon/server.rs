@@ -684,6 +684,14 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             let Ok(payload) = serde_json::from_slice::<serde_json::Value>(&request.body) else {
                 return (400, Vec::new());
             };
+            // `bir off` (everywhere, or `--here` for the session's
+            // directory): an HTTP hook is posted by Claude Code itself, so
+            // the switch a command hook checks is checked here.
+            if let Some(cwd) = payload["cwd"].as_str()
+                && crate::switch::files_off(&daemon.home, Path::new(cwd))
+            {
+                return (200, Vec::new());
+            }
             let mut core = daemon.core();
             // The hook's stdout: nothing, except what an armed guide
             // answers (`guides.rs`) or the call-id injection its sender
