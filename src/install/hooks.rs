@@ -110,18 +110,20 @@ pub const EVENTS: &[&str] = &[
     "PreSkillShellCommand",
 ];
 
-/// Events bir does not register: each fires on the hot path (once per model
-/// message or per batch of tool calls), and what it tells is in the
+/// Events bir does not register: it fires on the hot path (once per model
+/// message, a quarter of all hook invocations in a scripted 50-call
+/// session, `tests/e2e/bench-mod.sh`), and what it tells is in the
 /// transcript the daemon reads anyway. Measured with the real Claude Code
 /// on a 40-call session (`bench/hooks_session.py`): every hook invocation
 /// costs the host a few milliseconds whatever the hook does, so the events
 /// that fire per call decide the session's cost. `MessageDisplay` brings
-/// the model's words (the transcript has them, with thinking);
-/// `PostToolBatch` the results of calls that did not run (the transcript
-/// has each call's `tool_result`). `PreToolUse` and `PostToolUse` stay:
-/// the live step, the guide's answers, call-id injection, and the
-/// structured result with its duration.
-pub const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay", "PostToolBatch"];
+/// the model's words (the transcript has them, with thinking).
+/// `PreToolUse` and `PostToolUse` stay (the live step, the guide's answers,
+/// call-id injection, the structured result with its duration), and so
+/// does `PostToolBatch`: a guide must learn that a step's call did not run
+/// (refused, blocked) before the model goes on, which the transcript tells
+/// only at the turn's end.
+pub const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay"];
 
 /// The events `bir install` registers: [`EVENTS`] minus
 /// [`LEFT_TO_THE_TRANSCRIPT`].
