@@ -558,6 +558,23 @@ fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via)
     };
     let (status, body) = match http::read_request(&mut stream, &daemon.limits, &guard, accepted) {
         Err(Refused(status)) => (status, Vec::new()),
+        Ok(request) if via == Via::Tcp && answers_nothing(&request) => {
+            daemon.touch();
+            // Answered before it is handled (the host waits for the answer
+            // on every tool call), with the engine's lock already held, so
+            // no later input can be handled before this one.
+            let mut core = daemon.core();
+            let _ = stream.set_write_deadline(Some(Duration::from_secs(2)));
+            let _ = http::respond(&mut stream, 200, b"");
+            stream.shut_write();
+            let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                hook_route(daemon, &mut core, &request.path, &request.body)
+            }));
+            if handled.is_err() {
+                log::error!("a request failed with an internal error");
+            }
+            return;
+        }
         Ok(request) => {
             daemon.touch();
             let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match via {
@@ -675,43 +692,8 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, path) if path.starts_with("/hook/") => {
-            let (event, query) = path["/hook/".len()..]
-                .split_once('?')
-                .unwrap_or((&path["/hook/".len()..], ""));
-            if event.is_empty() {
-                return (404, Vec::new());
-            }
-            let Ok(payload) = serde_json::from_slice::<serde_json::Value>(&request.body) else {
-                return (400, Vec::new());
-            };
-            // `bir off` (everywhere, or `--here` for the session's
-            // directory): an HTTP hook is posted by Claude Code itself, so
-            // the switch a command hook checks is checked here.
-            if let Some(cwd) = payload["cwd"].as_str()
-                && crate::switch::files_off(&daemon.home, Path::new(cwd))
-            {
-                return (200, Vec::new());
-            }
             let mut core = daemon.core();
-            // The hook's stdout: nothing, except what an armed guide
-            // answers (`guides.rs`) or the call-id injection its sender
-            // asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
-            let dirs = guides::SettingsDirs::from_query(query);
-            let guided = guides::apply(&daemon.home, &core.engine, event, &payload, &dirs);
-            let answer = guided.answer.or_else(|| {
-                (event == "PreToolUse" && asks_injection(query))
-                    .then(|| core.engine.injection(&payload, &request.body))
-                    .flatten()
-            });
-            let input = Input::Hook {
-                event: event.to_owned(),
-                payload,
-            };
-            core.handle(input, now);
-            if let Some(record) = guided.record {
-                core.handle(record, now);
-            }
-            (200, answer.map(String::into_bytes).unwrap_or_default())
+            hook_route(daemon, &mut core, path, &request.body)
         }
         (Method::Post, "/proxy/register") => {
             let Ok(register) = serde_json::from_slice::<wire::ProxyRegister>(&request.body) else {
@@ -750,6 +732,61 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
         }
         _ => (404, Vec::new()),
     }
+}
+
+/// Whether `request` is a hook post whose answer is always empty: every
+/// event but the three an armed guide (or call-id injection) may answer
+/// (`UserPromptSubmit`, `PreToolUse`, `Stop`).
+fn answers_nothing(request: &Request) -> bool {
+    let Some(rest) = request.path.strip_prefix("/hook/") else {
+        return false;
+    };
+    let event = rest.split_once('?').map_or(rest, |(e, _)| e);
+    request.method == Method::Post
+        && !event.is_empty()
+        && !matches!(event, "UserPromptSubmit" | "PreToolUse" | "Stop")
+}
+
+/// `POST /hook/<Event>[?query]` with the engine's lock held: the hook's
+/// answer (`(status, body)`).
+fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let now = SystemTime::now();
+    let (event, query) = path["/hook/".len()..]
+        .split_once('?')
+        .unwrap_or((&path["/hook/".len()..], ""));
+    if event.is_empty() {
+        return (404, Vec::new());
+    }
+    let Ok(payload) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return (400, Vec::new());
+    };
+    // `bir off` (everywhere, or `--here` for the session's
+    // directory): an HTTP hook is posted by Claude Code itself, so
+    // the switch a command hook checks is checked here.
+    if let Some(cwd) = payload["cwd"].as_str()
+        && crate::switch::files_off(&daemon.home, Path::new(cwd))
+    {
+        return (200, Vec::new());
+    }
+    // The hook's stdout: nothing, except what an armed guide
+    // answers (`guides.rs`) or the call-id injection its sender
+    // asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
+    let dirs = guides::SettingsDirs::from_query(query);
+    let guided = guides::apply(&daemon.home, &core.engine, event, &payload, &dirs);
+    let answer = guided.answer.or_else(|| {
+        (event == "PreToolUse" && asks_injection(query))
+            .then(|| core.engine.injection(&payload, body))
+            .flatten()
+    });
+    let input = Input::Hook {
+        event: event.to_owned(),
+        payload,
+    };
+    core.handle(input, now);
+    if let Some(record) = guided.record {
+        core.handle(record, now);
+    }
+    (200, answer.map(String::into_bytes).unwrap_or_default())
 }
 
 /// `correlate=inject` among a hook route's query parameters.
