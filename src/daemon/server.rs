@@ -558,7 +558,7 @@ fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via)
     };
     let (status, body) = match http::read_request(&mut stream, &daemon.limits, &guard, accepted) {
         Err(Refused(status)) => (status, Vec::new()),
-        Ok(request) if via == Via::Tcp && answers_nothing(&request) => {
+        Ok(request) if via == Via::Tcp && answers_nothing(&request, &daemon.home) => {
             daemon.touch();
             // Answered before it is handled (the host waits for the answer
             // on every tool call), with the engine's lock already held, so
@@ -734,17 +734,24 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
     }
 }
 
-/// Whether `request` is a hook post whose answer is always empty: every
-/// event but the three an armed guide (or call-id injection) may answer
-/// (`UserPromptSubmit`, `PreToolUse`, `Stop`).
-fn answers_nothing(request: &Request) -> bool {
+/// Whether `request` is a hook post whose answer is empty whatever the
+/// engine makes of it: every event but the three an armed guide may answer
+/// (`UserPromptSubmit`, `PreToolUse`, `Stop`) — and those too while no
+/// guide is armed under `home`, but a `PreToolUse` that asks for call-id
+/// injection.
+fn answers_nothing(request: &Request, home: &Path) -> bool {
     let Some(rest) = request.path.strip_prefix("/hook/") else {
         return false;
     };
-    let event = rest.split_once('?').map_or(rest, |(e, _)| e);
-    request.method == Method::Post
-        && !event.is_empty()
-        && !matches!(event, "UserPromptSubmit" | "PreToolUse" | "Stop")
+    let (event, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if request.method != Method::Post || event.is_empty() {
+        return false;
+    }
+    match event {
+        "UserPromptSubmit" | "Stop" => !guides::dir(home).is_dir(),
+        "PreToolUse" => !asks_injection(query) && !guides::dir(home).is_dir(),
+        _ => true,
+    }
 }
 
 /// `POST /hook/<Event>[?query]` with the engine's lock held: the hook's
