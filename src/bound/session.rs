@@ -461,7 +461,8 @@ impl Session {
     pub(super) fn on_hook(&mut self, cx: &mut Cx, h: &Hook) {
         self.last_event_at = cx.now;
         if self.catching_up {
-            self.stash.push(Hook::new(h.name.clone(), h.payload.clone()));
+            self.stash
+                .push(Hook::new(h.name.clone(), h.payload.clone()));
             return;
         }
         if !self.hooks_seen {
@@ -476,7 +477,8 @@ impl Session {
                     self.cwd = cx.label(cwd).into_inner();
                 }
                 self.catching_up = true;
-                self.stash.push(Hook::new(h.name.clone(), h.payload.clone()));
+                self.stash
+                    .push(Hook::new(h.name.clone(), h.payload.clone()));
                 self.note = Some(format!(
                     "the recorder joined this session under way (first event: {}); \
                      what came before is recovered from the transcript",
@@ -925,7 +927,13 @@ impl Session {
         self.final_answer_at(cx, text, rfc3339(cx.now), false);
     }
 
-    fn final_answer_at(&mut self, cx: &mut Cx, text: Redacted<String>, at: String, recovered: bool) {
+    fn final_answer_at(
+        &mut self,
+        cx: &mut Cx,
+        text: Redacted<String>,
+        at: String,
+        recovered: bool,
+    ) {
         self.awaiting_answer = false;
         self.answered_turn = self.current_turn();
         let step = Step {
@@ -1241,9 +1249,9 @@ impl Session {
             }
             Seen::Result { id, .. } => {
                 !self.done.contains_key(id)
-                    && !self
-                        .find(id)
-                        .is_some_and(|i| self.calls[i].result.is_some() || self.calls[i].proxy.is_some())
+                    && !self.find(id).is_some_and(|i| {
+                        self.calls[i].result.is_some() || self.calls[i].proxy.is_some()
+                    })
             }
             Seen::Prompt { .. } | Seen::Answer { .. } => true,
         }

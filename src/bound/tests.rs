@@ -1988,16 +1988,20 @@ fn transcript_rows(prompt: &str, calls: &[(&str, &str, Value, Value)], answer: &
         "message": {"role": "user", "content": prompt}})];
     for (n, (id, tool, input, result)) in calls.iter().enumerate() {
         let secs = 1 + 2 * n as u32;
-        rows.push(json!({"type": "assistant", "timestamp": t(secs), "message": {"role": "assistant",
+        rows.push(
+            json!({"type": "assistant", "timestamp": t(secs), "message": {"role": "assistant",
             "model": "claude-opus-5-5", "content": [
                 {"type": "text", "text": format!("Calling {tool}.")},
-                {"type": "tool_use", "id": id, "name": tool, "input": input}]}}));
+                {"type": "tool_use", "id": id, "name": tool, "input": input}]}}),
+        );
         rows.push(json!({"type": "user", "timestamp": t(secs + 1), "toolUseResult": result,
             "message": {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": id, "content": "text form", "is_error": false}]}}));
     }
-    rows.push(json!({"type": "assistant", "timestamp": t(59), "message": {"role": "assistant",
-        "content": [{"type": "text", "text": answer}]}}));
+    rows.push(
+        json!({"type": "assistant", "timestamp": t(59), "message": {"role": "assistant",
+        "content": [{"type": "text", "text": answer}]}}),
+    );
     rows
 }
 
@@ -2011,7 +2015,12 @@ fn a_session_heard_only_at_its_end_is_recovered_whole_from_the_transcript() {
     let rows = transcript_rows(
         "list and echo",
         &[
-            ("toolu_r1", "Bash", json!({"command": "ls"}), json!({"stdout": "a b"})),
+            (
+                "toolu_r1",
+                "Bash",
+                json!({"command": "ls"}),
+                json!({"stdout": "a b"}),
+            ),
             (
                 "toolu_r2",
                 "mcp__everything__echo",
@@ -2043,7 +2052,10 @@ fn a_session_heard_only_at_its_end_is_recovered_whole_from_the_transcript() {
     assert_eq!(sel.started_at, "2027-01-15T08:00:01.250Z");
     assert_eq!(resp.output.as_deref(), Some(&json!({"stdout": "a b"})));
     assert_eq!(resp.duration_ms, Some(1000.0));
-    assert_eq!(sel.context.as_ref().map(|c| c.as_str()), Some("Calling Bash."));
+    assert_eq!(
+        sel.context.as_ref().map(|c| c.as_str()),
+        Some("Calling Bash.")
+    );
     let (sel2, resp2) = h.assert_told_once("toolu_r2");
     assert_eq!(sel2.kind, Some(StepKind::Mcp));
     assert_eq!(sel2.server_name, "everything");
@@ -2064,13 +2076,20 @@ fn a_daemon_that_joins_under_way_tells_what_came_before_first() {
     let mut h = Harness::new();
     let mut rows = transcript_rows(
         "two shells",
-        &[("toolu_a", "Bash", json!({"command": "ls"}), json!({"stdout": "x"}))],
+        &[(
+            "toolu_a",
+            "Bash",
+            json!({"command": "ls"}),
+            json!({"stdout": "x"}),
+        )],
         "",
     );
     rows.pop();
-    rows.push(json!({"type": "assistant", "timestamp": "2027-01-15T08:00:05.000Z",
+    rows.push(
+        json!({"type": "assistant", "timestamp": "2027-01-15T08:00:05.000Z",
         "message": {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "pwd"}}]}}));
+            {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "pwd"}}]}}),
+    );
     h.write_transcript(TRANSCRIPT, &rows);
     h.bash(10.0, "toolu_b", "pwd", "/w");
     h.stop(11.0, "done");
@@ -2103,9 +2122,24 @@ fn a_call_the_hooks_missed_is_told_at_the_stop_from_the_transcript() {
     let rows = transcript_rows(
         "three shells",
         &[
-            ("toolu_1", "Bash", json!({"command": "a"}), json!({"stdout": "1"})),
-            ("toolu_2", "Bash", json!({"command": "b"}), json!({"stdout": "2"})),
-            ("toolu_3", "Bash", json!({"command": "c"}), json!({"stdout": "3"})),
+            (
+                "toolu_1",
+                "Bash",
+                json!({"command": "a"}),
+                json!({"stdout": "1"}),
+            ),
+            (
+                "toolu_2",
+                "Bash",
+                json!({"command": "b"}),
+                json!({"stdout": "2"}),
+            ),
+            (
+                "toolu_3",
+                "Bash",
+                json!({"command": "c"}),
+                json!({"stdout": "3"}),
+            ),
         ],
         "three",
     );

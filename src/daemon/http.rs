@@ -484,12 +484,18 @@ mod tests {
     /// route, not a GET.
     #[test]
     fn the_hook_token_opens_hook_posts_only() {
-        let with_hook_token =
-            |raw: Vec<u8>| String::from_utf8(raw).expect("utf8").replace(&"t".repeat(64), &"h".repeat(64));
+        let with_hook_token = |raw: Vec<u8>| {
+            String::from_utf8(raw)
+                .expect("utf8")
+                .replace(&"t".repeat(64), &"h".repeat(64))
+        };
         let req = serve(with_hook_token(post("", "{}")).into_bytes()).expect("hook post");
         assert_eq!(req.path, "/hook/Stop");
         let shutdown = with_hook_token(post("", "{}")).replace("/hook/Stop", "/shutdown");
-        assert_eq!(serve(shutdown.into_bytes()).expect_err("refused"), Refused(401));
+        assert_eq!(
+            serve(shutdown.into_bytes()).expect_err("refused"),
+            Refused(401)
+        );
         let get = format!(
             "GET /hook/Stop HTTP/1.1\r\nHost: 127.0.0.1:PORT\r\nAuthorization: Bearer {}\r\n\r\n",
             "h".repeat(64)

@@ -13,8 +13,8 @@ use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
 use super::hooks::{
-    HookChange, HookForm, HookPlace, HookScope, HttpForm, LEFT_TO_THE_MOD, TIMEOUT_SECS,
-    Transport, install_edit_skipping, registered, registered_events, uninstall_edit,
+    HookChange, HookForm, HookPlace, HookScope, HttpForm, LEFT_TO_THE_MOD, TIMEOUT_SECS, Transport,
+    install_edit_skipping, registered, registered_events, uninstall_edit,
 };
 use super::jsonedit::{Doc, Flavor, Node};
 use super::ledger;
@@ -222,9 +222,8 @@ fn http_form(paths: &Paths, scope: HookScope) -> Result<Option<HttpForm>, Error>
     let home = crate::home::bir_home().ok_or("no home directory (set BIR_HOME or HOME)")?;
     let addr = crate::daemon::hookaddr::endpoint(&home)
         .context(|| format!("cannot choose the daemon's hook port in {}", home.display()))?;
-    let encode = |p: &Path| {
-        crate::codec::percent_encode(p.as_os_str().as_encoded_bytes(), true, false)
-    };
+    let encode =
+        |p: &Path| crate::codec::percent_encode(p.as_os_str().as_encoded_bytes(), true, false);
     let pre_tool_query = format!(
         "claude_config={}&claude_managed={}",
         encode(&paths.settings_dir),
@@ -599,9 +598,7 @@ pub fn doctor(paths: &Paths, left_to_the_mod: bool) -> (Vec<String>, usize) {
                     f.events.len(),
                     LEFT_TO_THE_MOD.join(", ")
                 ),
-                Some(_) => format!(
-                    "Hooks: ok: {where_}: all {all} events → {program} (this bir)"
-                ),
+                Some(_) => format!("Hooks: ok: {where_}: all {all} events → {program} (this bir)"),
             };
             lines.push(line);
         }

@@ -163,7 +163,6 @@ pub enum Transport {
     Http,
 }
 
-
 /// What a brand-new settings file starts as before bir's edit.
 pub const NEW_FILE: &[u8] = b"{\n}\n";
 
@@ -387,12 +386,8 @@ impl HookForm {
         }
     }
 
-    /// The matcher group bir appends for `event`, as JSON text.
-    #[cfg(test)]
-    pub fn group(&self, event: &str) -> String {
-        self.group_with(event, &[])
-    }
-
+    /// The matcher group bir appends for `event` (with `kept`: the flags
+    /// or query parameters a registered group of bir's said), as JSON text.
     fn group_with(&self, event: &str, kept: &[String]) -> String {
         match (&self.http, self.transport_of(event)) {
             (Some(http), Transport::Http) => format!(
@@ -962,7 +957,12 @@ mod tests {
         let file = Path::new("settings.json");
         let plan = install_edit_skipping(None, &f, file, LEFT_TO_THE_MOD).expect("edit");
         let events: Vec<&str> = plan.events.iter().map(|e| e.event.as_str()).collect();
-        assert_eq!(events.len(), registered_events().filter(|e| !LEFT_TO_THE_MOD.contains(e)).count());
+        assert_eq!(
+            events.len(),
+            registered_events()
+                .filter(|e| !LEFT_TO_THE_MOD.contains(e))
+                .count()
+        );
         assert!(!events.contains(&"MessageDisplay"));
         assert!(events.contains(&"PreToolUse") && events.contains(&"PostToolUse"));
         // Registered before without the mod: left as it is, not removed.
@@ -1168,7 +1168,8 @@ mod tests {
             assert_eq!(r.hook.transport, want, "{}", r.event);
             if want == Transport::Http {
                 assert!(
-                    r.command.starts_with(&format!("http://127.0.0.1:47113/hook/{}", r.event)),
+                    r.command
+                        .starts_with(&format!("http://127.0.0.1:47113/hook/{}", r.event)),
                     "{}",
                     r.command
                 );
@@ -1192,10 +1193,17 @@ mod tests {
         // To command hooks: bir's HTTP groups replaced, nothing else.
         let cmd = form("/b/bir-hooks");
         let switched = install_edit(Some(&after), &cmd, file).expect("switch");
-        assert_eq!(switched.replaced, registered_events().count() - COMMAND_ALWAYS.len());
+        assert_eq!(
+            switched.replaced,
+            registered_events().count() - COMMAND_ALWAYS.len()
+        );
         let switched_bytes = switched.bytes.expect("changed");
         let doc = Doc::parse(&switched_bytes, Flavor::Json).expect("json");
-        assert!(registered(&doc).iter().all(|r| r.hook.transport == Transport::Command));
+        assert!(
+            registered(&doc)
+                .iter()
+                .all(|r| r.hook.transport == Transport::Command)
+        );
         // And back.
         let back = install_edit(Some(&switched_bytes), &http, file).expect("back");
         let back_bytes = back.bytes.expect("changed");
@@ -1217,7 +1225,10 @@ mod tests {
         };
         let plan = install_edit(Some(&after), &inject, file).expect("inject");
         let text = String::from_utf8(plan.bytes.expect("changed")).expect("utf8");
-        assert!(text.contains("/hook/PreToolUse?correlate=inject&claude_config="), "{text}");
+        assert!(
+            text.contains("/hook/PreToolUse?correlate=inject&claude_config="),
+            "{text}"
+        );
     }
 
     /// Events bir no longer registers (an install of an older bir) lose

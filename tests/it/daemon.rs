@@ -813,16 +813,25 @@ fn http_hooks_reach_the_daemon_on_the_hook_port_with_the_hook_token_only() {
         "hook_event_name": "UserPromptSubmit", "prompt": "hi",
         "transcript_path": "/nonexistent/t.jsonl"})
     .to_string();
-    assert_eq!(raw(port, &post("/hook/UserPromptSubmit", &hook_token, &prompt)).0, 200);
+    assert_eq!(
+        raw(port, &post("/hook/UserPromptSubmit", &hook_token, &prompt)).0,
+        200
+    );
     assert!(sessions().contains("http-session"), "{}", sessions());
     // The hook token opens nothing else.
     assert_eq!(raw(port, &post("/shutdown", &hook_token, "{}")).0, 401);
-    assert_eq!(raw(port, &post("/proxy/register", &hook_token, "{}")).0, 401);
+    assert_eq!(
+        raw(port, &post("/proxy/register", &hook_token, "{}")).0,
+        401
+    );
     assert!(alive(d.pid as i32));
     // `bir off`: Claude Code still posts; the daemon records nothing.
     let off = command(bir(), &t).arg("off").output().expect("bir off");
     assert!(off.status.success(), "{off:?}");
     let other = prompt.replace("http-session", "while-off");
-    assert_eq!(raw(port, &post("/hook/UserPromptSubmit", &hook_token, &other)).0, 200);
+    assert_eq!(
+        raw(port, &post("/hook/UserPromptSubmit", &hook_token, &other)).0,
+        200
+    );
     assert!(!sessions().contains("while-off"), "{}", sessions());
 }
