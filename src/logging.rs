@@ -43,12 +43,15 @@ pub fn init(role: Role) {
                 .map(String::as_str)
                 .or(PREFIX.get().map(String::as_str))
                 .unwrap_or("bir");
-            writeln!(
-                out,
+            // A line may carry outside text (a session id, a path, a
+            // server's words): no control character reaches a terminal
+            // that shows this stderr or a log read with `cat`.
+            let line = format!(
                 "{prefix}: {}: {}",
                 record.level().as_str().to_lowercase(),
                 record.args()
-            )
+            );
+            writeln!(out, "{}", crate::output::terminal_safe(&line))
         })
         .try_init();
 }

@@ -9,8 +9,10 @@
 //!   driven through an SDK): an explicit endpoint; it is never started or
 //!   replaced by us.
 //! * else `$BIR_HOME/control/daemon.json` (see `discovery.rs`), trusted only
-//!   if it passes the file checks, names this build's version and a live
-//!   pid of ours. The token is sent only after those checks (RELIABILITY.md
+//!   if it passes the file checks, names this build's version and a pid
+//!   that is still the daemon (`discovery::is_daemon`: not a process that
+//!   was given the pid since). The token is sent only after those checks,
+//!   and only to a listener of our own uid (`tcpowner`) (RELIABILITY.md
 //!   §4.6 F8: a stale file's port may now belong to someone else).
 //!
 //! The HTTP here is the smallest HTTP/1.1 that talks to our own daemon:
@@ -23,6 +25,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::discovery::{self, Discovery};
+use super::tcpowner::{self, Lookup};
 
 /// The largest answer a client reads from the daemon.
 const MAX_RESPONSE: usize = 16 * 1024 * 1024;
@@ -138,6 +141,7 @@ impl Endpoint {
                 .ok_or_else(|| io::Error::new(io::ErrorKind::TimedOut, "daemon request deadline"))
         };
         let mut stream = TcpStream::connect_timeout(&self.addr, left()?)?;
+        check_listener(&stream)?;
         let _ = stream.set_nodelay(true);
         let mut request = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n",
@@ -159,6 +163,28 @@ impl Endpoint {
         stream.set_write_timeout(Some(left()?))?;
         stream.write_all(&request)?;
         read_response(&mut stream, left)
+    }
+}
+
+/// Sends nothing (not the token, not a payload) to a listener of another
+/// user: the kernel must name our uid as the owner of the socket listening
+/// where we connected (`tcpowner`; a connection takes its owner from it). Where the OS does not tell, the daemon's checks and the
+/// discovery file's are all there is.
+fn check_listener(stream: &TcpStream) -> io::Result<()> {
+    let peer = stream.peer_addr()?;
+    let owner = tcpowner::listener_uid(peer);
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let refused = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+    match owner {
+        Lookup::Owner(uid) if uid == me => Ok(()),
+        Lookup::Unavailable => Ok(()),
+        Lookup::Owner(uid) => refused(format!(
+            "the listener on {peer} belongs to uid {uid}, not to us: nothing sent"
+        )),
+        Lookup::NotFound => refused(format!(
+            "the kernel names no owner of the listener on {peer}: nothing sent"
+        )),
     }
 }
 
@@ -238,8 +264,10 @@ pub(crate) fn lookup(home: &Path) -> Result<Endpoint, Missing> {
         Ok(None) => return Err(Missing::None),
         Err(why) => return Err(Missing::Refused(why)),
     };
-    if !discovery::pid_alive(d.pid) {
-        return Err(Missing::Stale(format!("pid {} is not running", d.pid)));
+    // A stale file's pid may belong to another process now: nothing goes
+    // to its port unless the pid is still the daemon.
+    if let Err(why) = discovery::is_daemon(home, &d) {
+        return Err(Missing::Stale(why));
     }
     if d.version != discovery::daemon_version() {
         return Err(Missing::Stale(format!(
@@ -330,7 +358,7 @@ fn retire_other_build(home: &Path, budget: Duration) {
     let Ok(Some(d)) = discovery::read(home) else {
         return;
     };
-    if !discovery::pid_alive(d.pid) {
+    if discovery::is_daemon(home, &d).is_err() {
         return;
     }
     let Some(mut endpoint) = Endpoint::from_discovery(&d) else {

@@ -63,15 +63,17 @@ pub fn down(cmd: DownCmd) -> Result<ExitStatus, Error> {
 }
 
 /// A discovery file naming a dead daemon, or a live one of another build
-/// (stopped with SIGTERM, which it handles like `/shutdown`).
+/// (stopped with SIGTERM, which it handles like `/shutdown`). A pid that
+/// is not the daemon any more (`discovery::is_daemon`: the file outlived
+/// it and the system gave its pid to another process) is never signalled.
 fn stop_stale(home: &Path, why: &str, timeout_ms: u64) -> Result<ExitStatus, Error> {
     let Ok(Some(d)) = discovery::read(home) else {
         out("The recorder daemon is not running.");
         return Ok(ExitStatus::Success);
     };
-    if discovery::pid_alive(d.pid) {
-        // SAFETY: plain kill(2) on a pid of ours (pid_alive checked we may
-        // signal it).
+    if discovery::is_daemon(home, &d).is_ok() {
+        // SAFETY: plain kill(2) on a pid of ours that is still the daemon
+        // (is_daemon checked it, and that we may signal it).
         unsafe {
             libc::kill(d.pid as libc::pid_t, libc::SIGTERM);
         }
@@ -180,7 +182,43 @@ pub fn doctor_line() -> (String, bool) {
     let Some(home) = crate::home::bir_home() else {
         return ("recorder daemon: no home directory".into(), true);
     };
-    match client::lookup(&home) {
+    let (line, ok) = daemon_line(&home);
+    match port_problem(&home) {
+        Some(problem) => (format!("{line}\n{problem}"), false),
+        None => (line, ok),
+    }
+}
+
+/// The daemon's kept port (`discovery::port_path`, the one a settings
+/// file's URL names) when something else holds it: who, and what follows.
+fn port_problem(home: &Path) -> Option<String> {
+    let kept = discovery::preferred_port(home)?;
+    let live = client::lookup(home).ok().filter(|e| e.pid.is_some());
+    if live.as_ref().is_some_and(|e| e.addr.port() == kept) {
+        return None;
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let holder = match super::tcpowner::listener_uid(([127, 0, 0, 1], kept).into()) {
+        super::tcpowner::Lookup::Owner(uid) if uid == me => "another program of yours".to_owned(),
+        super::tcpowner::Lookup::Owner(uid) => format!("uid {uid}, another user"),
+        super::tcpowner::Lookup::NotFound => return None,
+        super::tcpowner::Lookup::Unavailable if live.is_some() => "another program".to_owned(),
+        super::tcpowner::Lookup::Unavailable => return None,
+    };
+    let now = match &live {
+        Some(e) => format!("the daemon listens on port {} instead", e.addr.port()),
+        None => "the daemon will listen on another port".to_owned(),
+    };
+    Some(format!(
+        "recorder daemon: PROBLEM: port {kept}, the daemon's own (hooks that POST to the \
+         daemon name it), is held by {holder}; {now}, so those hooks reach the wrong \
+         listener or none: stop what holds the port and run `bir down`"
+    ))
+}
+
+fn daemon_line(home: &Path) -> (String, bool) {
+    match client::lookup(home) {
         Ok(endpoint) => {
             if client::healthy(&endpoint, PROBE) {
                 (

@@ -38,6 +38,12 @@ pub(crate) struct Discovery {
     /// could bind one (`uds.rs`); shown by `bir doctor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
+    /// When the daemon's process started, as the kernel counts it
+    /// ([`process_start`]): with the pid, it names one process, so a pid
+    /// the system gave to another process since is told apart. Absent in
+    /// files of older builds (and where the OS does not tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_start: Option<u64>,
 }
 
 /// The version a daemon and its clients must share: the crate version and
@@ -190,6 +196,124 @@ pub(crate) fn write_private(home: &Path, name: &str, body: &[u8]) -> io::Result<
     Ok(())
 }
 
+/// `$BIR_HOME/control/port`: the daemon's port, kept across restarts
+/// (hooks that POST name a fixed URL).
+pub(crate) fn port_path(home: &Path) -> PathBuf {
+    control_dir(home).join("port")
+}
+
+/// Where [`preferred_port`] picks a first port from: below the ephemeral
+/// ranges Linux (32768–60999) and macOS (49152–65535) hand to outgoing
+/// connections, so a port we keep is not taken by a passing connection.
+const PORT_RANGE: std::ops::Range<u16> = 20000..32000;
+
+/// The port this `$BIR_HOME`'s daemon listens on when it can: the one in
+/// [`port_path`], or `None` if none was chosen yet (or the file is not
+/// ours: refused like the discovery file).
+pub(crate) fn preferred_port(home: &Path) -> Option<u16> {
+    let path = port_path(home);
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || check_ours_and_private(&path, &meta, "0600").is_err() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(16).read_to_string(&mut text).ok()?;
+    text.trim().parse().ok().filter(|p| *p != 0)
+}
+
+/// The ports to try, in order, when no port was kept yet: spread by the
+/// uid and the home, so two users (or two homes) start apart.
+pub(crate) fn port_candidates(home: &Path) -> impl Iterator<Item = u16> {
+    let seed = crate::codec::sha256_hex(format!("{}\0{}", my_uid(), home.display()).as_bytes());
+    let width = u32::from(PORT_RANGE.end - PORT_RANGE.start);
+    let first = u32::from_str_radix(&seed[..8], 16).unwrap_or(0) % width;
+    (0..16u32).map(move |i| PORT_RANGE.start + ((first + i * 7919) % width) as u16)
+}
+
+/// Keeps `port` as the daemon's port (written like the discovery file).
+pub(crate) fn keep_port(home: &Path, port: u16) -> io::Result<()> {
+    let dir = ensure_control_dir(home)?;
+    let tmp = dir.join(format!("port.{}.tmp", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)?;
+    let written = file
+        .write_all(format!("{port}\n").as_bytes())
+        .and_then(|()| file.sync_all());
+    if let Err(err) = written.and_then(|()| fs::rename(&tmp, port_path(home))) {
+        let _ = fs::remove_file(&tmp);
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Whether `d`'s pid is this `$BIR_HOME`'s daemon and not a process that
+/// was given the pid since (the file survives crashes and reboots), before
+/// anything is sent to its port or a signal to its pid. `Err` says why not.
+///
+/// With the start time the daemon recorded, the pid and that time must
+/// name the running process. A file of an older build has none: the
+/// process must then run `bir daemon` with this `BIR_HOME` (its command
+/// line and environment, which the client that started it set). Where the
+/// OS does not tell (not Linux), a live pid of ours is all there is.
+pub(crate) fn is_daemon(home: &Path, d: &Discovery) -> Result<(), String> {
+    if !pid_alive(d.pid) {
+        return Err(format!("pid {} is not running", d.pid));
+    }
+    if !cfg!(target_os = "linux") {
+        return Ok(());
+    }
+    let reused = || {
+        Err(format!(
+            "pid {} is another process now, not the daemon",
+            d.pid
+        ))
+    };
+    if let Some(recorded) = d.pid_start {
+        return if process_start(d.pid) == Some(recorded) {
+            Ok(())
+        } else {
+            reused()
+        };
+    }
+    let cmdline = fs::read(format!("/proc/{}/cmdline", d.pid)).unwrap_or_default();
+    let runs_daemon = cmdline
+        .split(|b| *b == 0)
+        .nth(1)
+        .is_some_and(|arg| arg == b"daemon");
+    let wanted = std::path::absolute(home).unwrap_or_else(|_| home.to_owned());
+    let mut expected = b"BIR_HOME=".to_vec();
+    expected.extend_from_slice(wanted.as_os_str().as_encoded_bytes());
+    let environ = fs::read(format!("/proc/{}/environ", d.pid)).unwrap_or_default();
+    let this_home = environ.split(|b| *b == 0).any(|v| v == expected.as_slice());
+    if runs_daemon && this_home {
+        Ok(())
+    } else {
+        reused()
+    }
+}
+
+/// When process `pid` started, in clock ticks since boot (`/proc/<pid>/stat`,
+/// field 22): with the pid, it names one process. `None` where the OS does
+/// not tell.
+pub(crate) fn process_start(pid: u32) -> Option<u64> {
+    let stat = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name's closing parenthesis, from the
+    // state (field 3): the start time is the 20th of them.
+    let after = &stat[memchr::memrchr(b')', &stat)? + 1..];
+    let text = std::str::from_utf8(after).ok()?;
+    text.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
 /// Removes the discovery file if it still names `pid` (a newer daemon's
 /// file is left alone).
 pub(crate) fn remove_if_ours(home: &Path, pid: u32) {
@@ -245,6 +369,7 @@ mod tests {
             version: daemon_version(),
             started_at: 1,
             socket: None,
+            pid_start: None,
         }
     }
 
@@ -288,6 +413,49 @@ mod tests {
         assert!(read(&dir).expect("read").is_some());
         remove_if_ours(&dir, 7);
         assert_eq!(read(&dir), Ok(None));
+    }
+
+    #[test]
+    fn a_pid_is_the_daemon_only_with_its_start_time() {
+        let dir = tempdir();
+        let me = std::process::id();
+        let start = process_start(me).expect("our start time");
+        let mut d = sample();
+        d.pid = me;
+        d.pid_start = Some(start);
+        assert_eq!(is_daemon(&dir, &d), Ok(()));
+        d.pid_start = Some(start + 1);
+        assert!(
+            is_daemon(&dir, &d)
+                .expect_err("reused")
+                .contains("another process")
+        );
+        // No start time (an older build's file): this test is not
+        // `bir daemon`, so it is not the daemon.
+        d.pid_start = None;
+        assert!(is_daemon(&dir, &d).is_err());
+        d.pid = u32::MAX;
+        assert!(
+            is_daemon(&dir, &d)
+                .expect_err("gone")
+                .contains("not running")
+        );
+    }
+
+    #[test]
+    fn a_kept_port_reads_back_and_candidates_stay_in_range() {
+        let dir = tempdir();
+        assert_eq!(preferred_port(&dir), None);
+        keep_port(&dir, 23456).expect("keep");
+        assert_eq!(preferred_port(&dir), Some(23456));
+        let meta = fs::metadata(port_path(&dir)).expect("meta");
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        fs::set_permissions(port_path(&dir), fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert_eq!(preferred_port(&dir), None, "a loose file is not ours");
+        let ports: Vec<u16> = port_candidates(&dir).collect();
+        assert_eq!(ports.len(), 16);
+        assert!(ports.iter().all(|p| PORT_RANGE.contains(p)), "{ports:?}");
+        assert_eq!(ports, port_candidates(&dir).collect::<Vec<_>>(), "stable");
     }
 
     #[test]

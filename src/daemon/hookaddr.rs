@@ -4,8 +4,9 @@
 //!
 //! Kept in `$BIR_HOME/control/hooks.json` (0600, in the private `control/`
 //! directory, written like the discovery file: a temporary file renamed
-//! over the final name). `bir install` creates it the first time; every
-//! daemon binds its port when it can ([`listener`]).
+//! over the final name). `bir install` creates it the first time. The port
+//! is the daemon's own kept port (`discovery::preferred_port`, the same
+//! across restarts); a daemon that could not get it takes no hook token.
 //!
 //! The hook token is a defence in depth, not the credential: the settings
 //! file that carries it may be readable by others. It admits `POST
@@ -13,8 +14,7 @@
 //! proxies' routes), and it is not the daemon's own bearer token, which
 //! changes at every start and never leaves `daemon.json`.
 //!
-//! [`endpoint`] is the one place that decides the address; a daemon that
-//! publishes a stable port of its own replaces what it reads here.
+//! [`endpoint`] is the one place that decides the address.
 
 use std::io;
 use std::net::TcpListener;
@@ -55,15 +55,29 @@ pub(crate) fn read(home: &Path) -> Option<HookAddr> {
     (addr.port != 0 && addr.token.len() == 64).then_some(addr)
 }
 
-/// The hook address of `home`: the one chosen before, or a new one (a port
-/// free right now, a fresh token), saved for every later install and
-/// daemon.
+/// The hook address of `home`: the daemon's kept port (`control/port`,
+/// chosen now if no daemon chose one yet) and the hook token chosen before
+/// (or a fresh one), saved for every later install and daemon.
 pub(crate) fn endpoint(home: &Path) -> io::Result<HookAddr> {
-    if let Some(addr) = read(home) {
+    let port = match discovery::preferred_port(home) {
+        Some(port) => port,
+        None => {
+            let free = discovery::port_candidates(home)
+                .find(|p| TcpListener::bind(("127.0.0.1", *p)).is_ok())
+                .ok_or_else(|| io::Error::other("no free port for the daemon"))?;
+            discovery::keep_port(home, free)?;
+            free
+        }
+    };
+    if let Some(addr) = read(home)
+        && addr.port == port
+    {
         return Ok(addr);
     }
-    let port = TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
-    let token = new_token()?;
+    let token = match read(home) {
+        Some(addr) => addr.token,
+        None => new_token()?,
+    };
     let addr = HookAddr { port, token };
     let body = serde_json::to_vec(&addr).map_err(io::Error::other)?;
     discovery::write_private(home, "hooks.json", &body)?;
@@ -78,20 +92,4 @@ fn new_token() -> io::Result<String> {
         .fill(&mut bytes)
         .map_err(|_| io::Error::other("the system's random source failed"))?;
     Ok(crate::codec::hex_lower(&bytes))
-}
-
-/// The daemon's TCP listener: on the hook port when one is chosen and
-/// free, else on any port (the HTTP hooks then miss this daemon, and what
-/// they carry is recovered from the transcript; `bir doctor` says so).
-pub(crate) fn listener(home: &Path) -> io::Result<(TcpListener, Option<HookAddr>)> {
-    if let Some(addr) = read(home) {
-        match TcpListener::bind(("127.0.0.1", addr.port)) {
-            Ok(l) => return Ok((l, Some(addr))),
-            Err(e) => log::warn!(
-                "the hook port {} is taken ({e}): HTTP hooks cannot reach this daemon",
-                addr.port
-            ),
-        }
-    }
-    Ok((TcpListener::bind(("127.0.0.1", 0))?, None))
 }

@@ -10,12 +10,15 @@
 //!
 //! Order of checks (each ends the request with a static body, and closes):
 //! 1. head larger than [`Limits::max_head`] or too many fields → 431;
-//!    deadline passed → 408; malformed (bad request line, obs-fold, empty
+//!    the head's deadline ([`Limits::head_deadline`]) or the total one
+//!    passed → 408; malformed (bad request line, obs-fold, empty
 //!    field name, a field without `:`, not HTTP/1.x) → 400;
 //! 2. `Host` missing or not exactly `127.0.0.1:<port>` / `localhost:<port>`
 //!    / `[::1]:<port>` → 403; any `Origin` → 403 (before the token: a
 //!    browser gets nothing to learn from);
-//! 3. bearer token missing or wrong (constant-time compare) → 401;
+//! 3. bearer token missing or wrong (constant-time compare) → 401; then
+//!    the caller's `authenticated` step (the server's cap on connections
+//!    served: 503);
 //! 4. `OPTIONS`, or a method other than GET/POST → 405; a POST that is not
 //!    `application/json` → 415; `Transfer-Encoding` (chunked or any) or two
 //!    `Content-Length`s → 400; a POST without length → 411; longer than
@@ -53,6 +56,10 @@ pub(crate) struct Limits {
     pub max_body: usize,
     /// From the connection's accept to the end of its body.
     pub deadline: Duration,
+    /// From the connection's accept to the end of its head (which carries
+    /// the token): short, so a connection that sends nothing, or a byte at
+    /// a time, gives its place up long before [`Limits::deadline`].
+    pub head_deadline: Duration,
 }
 
 /// A request that passed every check.
@@ -96,14 +103,20 @@ pub(crate) const INSTANCE_HEADER: &str = "x-bir-mod";
 pub(crate) struct Refused(pub u16);
 
 /// Reads one request from `stream`, checking as it goes. `started` is when
-/// the connection was accepted: the deadline counts from there.
+/// the connection was accepted: the deadlines count from there.
+/// `authenticated` runs once the caller passed the guard's checks and
+/// before the body is read (the server moves the connection from its
+/// pre-authentication allowance to the served ones there); its refusal
+/// ends the request.
 pub(crate) fn read_request(
     stream: &mut impl Conn,
     limits: &Limits,
     guard: &Guard<'_>,
     started: Instant,
+    authenticated: &mut dyn FnMut() -> Result<(), Refused>,
 ) -> Result<Request, Refused> {
     let mut buf = Vec::with_capacity(2048);
+    let head_deadline = limits.head_deadline.min(limits.deadline);
     let head_end = loop {
         if let Some(end) = memchr::memmem::find(&buf, b"\r\n\r\n") {
             break end;
@@ -111,7 +124,13 @@ pub(crate) fn read_request(
         if buf.len() > limits.max_head {
             return Err(Refused(431));
         }
-        read_some(stream, &mut buf, limits.max_head + 4, limits, started)?;
+        read_some(
+            stream,
+            &mut buf,
+            limits.max_head + 4,
+            head_deadline,
+            started,
+        )?;
     };
     if head_end > limits.max_head {
         return Err(Refused(431));
@@ -119,6 +138,7 @@ pub(crate) fn read_request(
     let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| Refused(400))?;
     let parsed = parse_head(head, limits)?;
     check_caller(&parsed, guard)?;
+    authenticated()?;
     let method = match parsed.method {
         "GET" => Method::Get,
         "POST" => Method::Post,
@@ -147,7 +167,7 @@ pub(crate) fn read_request(
         body.truncate(length);
     }
     while body.len() < length {
-        read_some(stream, &mut body, length, limits, started)?;
+        read_some(stream, &mut body, length, limits.deadline, started)?;
     }
     Ok(Request {
         method,
@@ -163,11 +183,10 @@ fn read_some(
     stream: &mut impl Conn,
     buf: &mut Vec<u8>,
     cap: usize,
-    limits: &Limits,
+    deadline: Duration,
     started: Instant,
 ) -> Result<(), Refused> {
-    let left = limits
-        .deadline
+    let left = deadline
         .checked_sub(started.elapsed())
         .filter(|d| !d.is_zero())
         .ok_or(Refused(408))?;
@@ -397,6 +416,7 @@ mod tests {
             max_fields: 64,
             max_body: 1024,
             deadline: Duration::from_secs(30),
+            head_deadline: Duration::from_secs(30),
         }
     }
 
@@ -427,6 +447,7 @@ mod tests {
                 hook_token: Some(&hook_token),
             },
             Instant::now(),
+            &mut || Ok(()),
         );
         drop(conn);
         client.join().expect("client");
@@ -559,6 +580,7 @@ mod tests {
             &limits(),
             &Guard::Socket { host: "bir" },
             Instant::now(),
+            &mut || Ok(()),
         );
         drop(server);
         writer.join().expect("writer");

@@ -17,6 +17,8 @@
 //!   recording service, transcript reads).
 //! * [`uds`] — the Unix socket the Claude Code mod posts to: where it may
 //!   live, stale vs live, the peer's uid.
+//! * [`tcpowner`] — who owns a loopback TCP socket (`/proc/net/tcp`): the
+//!   peer-uid check both ends make.
 //! * [`control`] — `bir down`, and the daemon's lines in `bir status` and
 //!   `bir doctor`.
 
@@ -28,6 +30,7 @@ pub(crate) mod hookaddr;
 pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;
+pub(crate) mod tcpowner;
 pub(crate) mod uds;
 
 use serde::{Deserialize, Serialize};

@@ -2,9 +2,8 @@
 //! `client::ensure_running`, detached; not meant to be typed).
 //!
 //! Concurrency model (chosen by measurement, `bench/README.md`): one
-//! accept loop, one short-lived thread per connection (at most
-//! [`MAX_CONNECTIONS`] at once; the rest get 503 at once), and the engine
-//! with its sinks behind one mutex, so every input is handled whole and in
+//! accept loop, one short-lived thread per connection, and the engine with
+//! its sinks behind one mutex, so every input is handled whole and in
 //! arrival order. A ticker thread drives the engine's timers and the idle
 //! exit; a signal thread turns SIGTERM/SIGINT/SIGHUP into a clean stop.
 //!
@@ -12,6 +11,8 @@
 //! * Exactly one daemon per `$BIR_HOME`: it holds an exclusive `flock` on
 //!   `control/daemon.lock` for its whole life; a second one says who holds
 //!   it and exits 1 without touching the discovery file.
+//! * The port is the same from one start to the next when it is free
+//!   (`control/port`), so a URL written into a settings file stays right.
 //! * The discovery file is written only after the lock is held and the
 //!   port is bound, and replaces whatever stale file was there (a dead
 //!   pid's, another build's, garbage, or a symlink — the rename replaces
@@ -20,9 +21,21 @@
 //!   second): nobody could reach it any more.
 //! * On the way out every open run is finished (`Engine::shutdown`), the
 //!   journals synced, and the discovery file removed if it still names us.
+//!
+//! Who may use a place (another local user must neither write into this
+//! user's runs nor starve its hooks):
+//! * A loopback TCP connection whose peer socket belongs to another uid
+//!   (`tcpowner`, Linux) is closed at accept, before a byte is read and
+//!   before it counts against anything. Root is another uid too.
+//! * A connection that has not shown the token yet is *pre-authentication*:
+//!   at most [`MAX_PRE_AUTH`] at once (more are answered 503 at once), and
+//!   its head (which carries the token) must be in within
+//!   [`HEAD_DEADLINE`] of its accept.
+//! * Only a connection that passed the token counts against
+//!   [`MAX_CONNECTIONS`], the ones served at once.
 
 use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -36,6 +49,7 @@ use super::discovery::{self, Discovery};
 use super::guides;
 use super::http::{self, Conn, Guard, Limits, Method, Refused, Request};
 use super::sinks::Core;
+use super::tcpowner::{self, Lookup};
 use super::uds;
 use super::{Health, SessionView, SessionsAnswer};
 use crate::bound::{Engine, EngineConfig, Input, wire};
@@ -44,8 +58,16 @@ use crate::error::{Error, ExitStatus};
 use crate::home;
 use crate::record::store::Store;
 
-/// Connections served at once; more are refused with 503.
+/// Authenticated connections served at once; more are refused with 503.
 pub(crate) const MAX_CONNECTIONS: usize = 32;
+/// Connections still reading their head (not yet authenticated) at once;
+/// more are refused with 503. Apart from [`MAX_CONNECTIONS`], so callers
+/// that never show a token cannot take the places of the ones that do.
+const MAX_PRE_AUTH: usize = 64;
+/// From accept to the end of the request's head. Every client of ours
+/// writes its head in one go right after connecting; a connection that
+/// sends nothing (or a byte at a time) gives its place up after this.
+const HEAD_DEADLINE: Duration = Duration::from_secs(1);
 /// Default idle period before the daemon exits (`BIR_DAEMON_IDLE_SECS`).
 const DEFAULT_IDLE: Duration = Duration::from_secs(900);
 /// Default total deadline per request (`BIR_DAEMON_REQUEST_MS`).
@@ -76,7 +98,10 @@ struct Daemon {
     limits: Limits,
     /// Milliseconds after `started` of the last accepted request.
     last_request_ms: AtomicU64,
+    /// Connections past the token check, being served.
     open_connections: AtomicUsize,
+    /// Connections accepted that have not passed the token check yet.
+    pre_auth: AtomicUsize,
     stop: AtomicBool,
     /// The Unix socket the mod reaches us on, when one could be bound.
     socket: Option<PathBuf>,
@@ -128,12 +153,13 @@ pub fn main(_args: &[String]) -> Exit {
 fn run(home: &Path) -> Result<(), String> {
     discovery::ensure_control_dir(home).map_err(|e| e.to_string())?;
     let lock = take_lock(home)?;
-    let (listener, hook_addr) =
-        super::hookaddr::listener(home).map_err(|e| format!("bind: {e}"))?;
+    let listener = bind_listener(home)?;
     let port = listener
         .local_addr()
         .map_err(|e| format!("bind: {e}"))?
         .port();
+    // The HTTP hooks' token, when they post to the port this daemon got.
+    let hook_addr = super::hookaddr::read(home).filter(|a| a.port == port);
     listener
         .set_nonblocking(true)
         .map_err(|e| format!("listen: {e}"))?;
@@ -175,9 +201,11 @@ fn run(home: &Path) -> Result<(), String> {
             max_fields: 64,
             max_body: super::MAX_HOOK_PAYLOAD,
             deadline: env_duration_ms("BIR_DAEMON_REQUEST_MS", DEFAULT_REQUEST_DEADLINE),
+            head_deadline: HEAD_DEADLINE,
         },
         last_request_ms: AtomicU64::new(0),
         open_connections: AtomicUsize::new(0),
+        pre_auth: AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         socket: socket.as_ref().map(|(path, _, _)| path.clone()),
         mod_claims: Mutex::new(HashMap::new()),
@@ -189,6 +217,7 @@ fn run(home: &Path) -> Result<(), String> {
         version: discovery::daemon_version(),
         started_at: millis_since_epoch(started_at),
         socket: daemon.socket.as_ref().map(|p| p.display().to_string()),
+        pid_start: discovery::process_start(daemon.pid),
     };
     discovery::write(home, &published).map_err(|e| format!("discovery file: {e}"))?;
     log::info!("listening on {} (pid {})", published.url, daemon.pid);
@@ -221,6 +250,34 @@ fn run(home: &Path) -> Result<(), String> {
     drop(lock);
     log::info!("stopped");
     Ok(())
+}
+
+/// Binds 127.0.0.1 on this home's kept port (`discovery::port_path`: hooks
+/// that POST name a fixed URL) when it is free; on the first start, on the
+/// first free candidate, which is kept; else on a port the kernel gives,
+/// and the log (and `bir doctor`) say the kept one is taken.
+fn bind_listener(home: &Path) -> Result<TcpListener, String> {
+    let bind = |port: u16| TcpListener::bind(("127.0.0.1", port));
+    match discovery::preferred_port(home) {
+        Some(port) => match bind(port) {
+            Ok(listener) => return Ok(listener),
+            Err(err) => log::warn!(
+                "port {port}, this daemon's own, is not free ({err}): listening on another one \
+                 until it is (`bir doctor` says who holds it)"
+            ),
+        },
+        None => {
+            for port in discovery::port_candidates(home) {
+                if let Ok(listener) = bind(port) {
+                    if let Err(err) = discovery::keep_port(home, port) {
+                        log::warn!("cannot keep port {port} for the next start: {err}");
+                    }
+                    return Ok(listener);
+                }
+            }
+        }
+    }
+    bind(0).map_err(|e| format!("bind: {e}"))
 }
 
 /// Binds the Unix socket the mod reaches us on (see `uds`): its path, the
@@ -441,8 +498,13 @@ fn accept_loop(daemon: &Arc<Daemon>, listener: &TcpListener, unix: Option<&UnixL
         }
         if fds[0].revents != 0 {
             accept_all(
-                || listener.accept().map(|(s, _)| s),
-                |stream| {
+                || listener.accept(),
+                |(stream, peer): (TcpStream, SocketAddr)| {
+                    // Another user's connection goes before a byte of it is
+                    // read and before it counts against any cap.
+                    if !tcp_peer_allowed(&stream, peer, own_uid) {
+                        return;
+                    }
                     let _ = stream.set_nonblocking(false);
                     let _ = stream.set_nodelay(true);
                     admit(daemon, stream, Via::Tcp);
@@ -470,6 +532,35 @@ fn accept_loop(daemon: &Arc<Daemon>, listener: &TcpListener, unix: Option<&UnixL
             );
         }
     }
+}
+
+/// Whether a loopback TCP peer is this user's: the kernel names our uid as
+/// the owner of its socket (`tcpowner`). A peer whose socket is gone is
+/// refused; where the OS does not tell (no `/proc/net/tcp`), the token
+/// alone decides, and the log says so once.
+fn tcp_peer_allowed(stream: &TcpStream, peer: SocketAddr, own_uid: u32) -> bool {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    let Ok(local) = stream.local_addr() else {
+        return false;
+    };
+    let verdict = match tcpowner::socket_uid(peer, local) {
+        Lookup::Owner(uid) if uid == own_uid => return true,
+        Lookup::Owner(uid) => format!("refused a connection of uid {uid}"),
+        Lookup::NotFound => "refused a connection whose owner the kernel does not list".to_owned(),
+        Lookup::Unavailable => {
+            if !SAID.swap(true, Ordering::Relaxed) {
+                log::warn!("no /proc/net/tcp: TCP peers are not checked by uid, only by token");
+            }
+            return true;
+        }
+    };
+    // Said once at warn, then at debug: a flood must not fill the log.
+    if SAID.swap(true, Ordering::Relaxed) {
+        log::debug!("{verdict}");
+    } else {
+        log::warn!("{verdict} (further refusals are logged at debug level)");
+    }
+    false
 }
 
 /// Accepts every connection waiting on a non-blocking listener.
@@ -521,13 +612,33 @@ impl Served for UnixStream {
     }
 }
 
+/// A place counted in one of the daemon's allowances, given back on drop.
+struct Place<'a>(&'a AtomicUsize);
+
+impl<'a> Place<'a> {
+    /// One of `max` places of `count`, if one is free.
+    fn take(count: &'a AtomicUsize, max: usize) -> Option<Place<'a>> {
+        let taken = count.fetch_add(1, Ordering::AcqRel);
+        if taken >= max {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Place(count))
+    }
+}
+
+impl Drop for Place<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Serves `stream` on its own thread, or refuses it at once when
-/// [`MAX_CONNECTIONS`] are open.
+/// [`MAX_PRE_AUTH`] connections are still reading their heads.
 fn admit<S: Served>(daemon: &Arc<Daemon>, mut stream: S, via: Via) {
     let accepted = Instant::now();
-    let open = daemon.open_connections.fetch_add(1, Ordering::AcqRel);
-    if open >= MAX_CONNECTIONS {
-        daemon.open_connections.fetch_sub(1, Ordering::AcqRel);
+    if daemon.pre_auth.fetch_add(1, Ordering::AcqRel) >= MAX_PRE_AUTH {
+        daemon.pre_auth.fetch_sub(1, Ordering::AcqRel);
         let _ = stream.set_write_deadline(Some(Duration::from_millis(50)));
         let _ = http::respond(&mut stream, 503, b"");
         return;
@@ -536,16 +647,17 @@ fn admit<S: Served>(daemon: &Arc<Daemon>, mut stream: S, via: Via) {
     let spawned = std::thread::Builder::new()
         .stack_size(CONNECTION_STACK)
         .spawn(move || {
-            serve(&worker, stream, accepted, via);
-            worker.open_connections.fetch_sub(1, Ordering::AcqRel);
+            // The place taken above, now owned by this thread.
+            let pre_auth = Place(&worker.pre_auth);
+            serve(&worker, stream, accepted, via, pre_auth);
         });
     if let Err(err) = spawned {
-        daemon.open_connections.fetch_sub(1, Ordering::AcqRel);
+        daemon.pre_auth.fetch_sub(1, Ordering::AcqRel);
         log::warn!("cannot start a connection thread: {err}");
     }
 }
 
-fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via) {
+fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via, pre_auth: Place) {
     let guard = match via {
         Via::Tcp => Guard::Loopback {
             port: daemon.port,
@@ -556,7 +668,25 @@ fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via)
             host: uds::SOCKET_HOST,
         },
     };
-    let (status, body) = match http::read_request(&mut stream, &daemon.limits, &guard, accepted) {
+    // Past the token, the connection leaves the pre-authentication
+    // allowance for a place among the ones served.
+    let mut pre_auth = Some(pre_auth);
+    let mut served = None;
+    let mut authenticated = || {
+        drop(pre_auth.take());
+        served = Place::take(&daemon.open_connections, MAX_CONNECTIONS);
+        served.as_ref().map(|_| ()).ok_or(Refused(503))
+    };
+    let read = http::read_request(
+        &mut stream,
+        &daemon.limits,
+        &guard,
+        accepted,
+        &mut authenticated,
+    );
+    // A refused connection lingers below: its place is free already.
+    let _ = pre_auth.take();
+    let (status, body) = match read {
         Err(Refused(status)) => (status, Vec::new()),
         Ok(request) if via == Via::Tcp && answers_nothing(&request, &daemon.home) => {
             daemon.touch();

@@ -276,7 +276,17 @@ struct Trap {
 
 impl Trap {
     fn new() -> Trap {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        // Outside the kernel's ephemeral range (and the daemon's own
+        // ports): a port another test frees and expects to have back (a
+        // fake daemon restarted on its port) is never handed to a trap.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let listener = (0..5000)
+            .map(|_| {
+                let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                10000 + ((std::process::id() + n * 7) % 10000) as u16
+            })
+            .find_map(|port| TcpListener::bind(("127.0.0.1", port)).ok())
+            .expect("a free port for the trap");
         listener.set_nonblocking(true).expect("nonblocking");
         Trap { listener }
     }
@@ -797,6 +807,10 @@ fn http_hooks_reach_the_daemon_on_the_hook_port_with_the_hook_token_only() {
     )
     .expect("write hooks.json");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // The daemon's kept port (`control/port`), which `bir install` chose.
+    let kept = home.join("control/port");
+    std::fs::write(&kept, format!("{port}\n")).expect("write port");
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let d = start_by_hook(&t, &[]);
     let _running = Running(&t);
     assert_eq!(port_of(&d), port, "the daemon listens on the hook port");
@@ -834,4 +848,479 @@ fn http_hooks_reach_the_daemon_on_the_hook_port_with_the_hook_token_only() {
         200
     );
     assert!(!sessions().contains("while-off"), "{}", sessions());
+}
+
+/// Holds `n` connections to `port` open, each having sent one byte, and
+/// opens another whenever the daemon closes one, until its stdin closes:
+/// a local user trying to use up the daemon's places without the token.
+const HOLDER: &str = r#"
+import select, socket, sys, time
+port, n = int(sys.argv[1]), int(sys.argv[2])
+def opened():
+    try:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"G")
+        return s
+    except OSError:
+        return None
+socks = [s for s in (opened() for _ in range(n)) if s]
+print("ready", len(socks), flush=True)
+while True:
+    ready, _, _ = select.select(socks + [sys.stdin], [], [], 1.0)
+    if sys.stdin in ready:
+        break
+    for s in ready:
+        try:
+            s.recv(4096)
+        except OSError:
+            pass
+        socks.remove(s)
+        s.close()
+    while len(socks) < n:
+        s = opened()
+        if s is None:
+            break
+        socks.append(s)
+    time.sleep(0.05)
+"#;
+
+/// One request with the daemon's token, sent by another process: prints
+/// the answer's status line, or `closed` when the connection ended first.
+const POSTER: &str = r#"
+import socket, sys
+port, token, body = int(sys.argv[1]), sys.argv[2], sys.argv[3].encode()
+head = ("POST /hook/SessionStart HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
+        "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (port, token, len(body)))
+try:
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(head.encode() + body)
+    answer = s.recv(4096)
+except OSError:
+    answer = b""
+print(answer.decode(errors="replace").split("\r\n")[0] if answer else "closed", flush=True)
+"#;
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Runs `python3 -c script args…`, as `uid` when given.
+fn python(script: &str, args: &[String], uid: Option<u32>) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(script).args(args);
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    cmd
+}
+
+/// A [`HOLDER`] of `n` connections that has opened them.
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn start(port: u16, n: usize, uid: Option<u32>) -> Holder {
+        let mut child = python(HOLDER, &[port.to_string(), n.to_string()], uid)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("stdout");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+            .expect("holder's first line");
+        assert_eq!(
+            line.trim(),
+            format!("ready {n}"),
+            "the holder's connections"
+        );
+        Holder(child)
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A short session sent through `bir-hooks`: `calls` Bash calls, each
+/// PreToolUse and PostToolUse, under session `session`.
+fn hook_calls(t: &TempDir, session: &str, calls: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..calls {
+        let id = format!("toolu_held_{i}");
+        for event in ["PreToolUse", "PostToolUse"] {
+            let payload = serde_json::json!({
+                "session_id": session,
+                "transcript_path": "/nonexistent/transcript.jsonl",
+                "cwd": "/tmp",
+                "hook_event_name": event,
+                "tool_name": "Bash",
+                "tool_input": {"command": format!("echo {i}")},
+                "tool_response": {"stdout": format!("{i}\n")},
+                "tool_use_id": id,
+            });
+            let out = hook(t, event, &payload.to_string(), &[]);
+            assert!(out.status.success(), "{out:?}");
+        }
+        ids.push(id);
+    }
+    ids
+}
+
+/// Every `ids` call has a step in the exported run `latest` once the
+/// session ends.
+fn assert_all_recorded(t: &TempDir, session: &str, ids: &[String]) {
+    let end = serde_json::json!({"session_id": session, "cwd": "/tmp",
+        "transcript_path": "/nonexistent/transcript.jsonl", "hook_event_name": "SessionEnd",
+        "reason": "other"});
+    let out = hook(t, "SessionEnd", &end.to_string(), &[]);
+    assert!(out.status.success(), "{out:?}");
+    let deadline = Instant::now() + LONG;
+    let export = loop {
+        let out = command(bir(), t)
+            .args(["runs", "export", "latest"])
+            .output()
+            .expect("export");
+        if out.status.success() {
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+            if !doc["finish"].is_null() {
+                break doc;
+            }
+        }
+        assert!(Instant::now() < deadline, "no finished run: {out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let all = export.to_string();
+    for id in ids {
+        assert!(all.contains(id.as_str()), "call {id} lost: {all}");
+    }
+}
+
+#[test]
+fn another_user_can_neither_starve_the_daemon_nor_post_to_it() {
+    if !running_as_root() {
+        eprintln!("skipped: needs root to run a client as another uid");
+        return;
+    }
+    let nobody = 65534;
+    let t = TempDir::new("daemon-other-uid");
+    let _running = Running(&t);
+    let d = start_by_hook(&t, &[]);
+    let port = port_of(&d);
+
+    // Forty connections of another user that send one byte and come back
+    // whenever they are closed: hooks still get through.
+    let holder = Holder::start(port, 40, Some(nobody));
+    let ids = hook_calls(&t, "it-session", 4);
+    let status = command(bir(), &t).arg("status").output().expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!("Recorder daemon: running at {}", d.url)),
+        "{text}"
+    );
+
+    // The token is no key for another user.
+    let intruder = serde_json::json!({"session_id": "intruder", "cwd": "/tmp",
+        "transcript_path": "/nonexistent/t.jsonl", "hook_event_name": "SessionStart"});
+    let said = python(
+        POSTER,
+        &[port.to_string(), d.token.clone(), intruder.to_string()],
+        Some(nobody),
+    )
+    .output()
+    .expect("poster");
+    let said = String::from_utf8_lossy(&said.stdout);
+    assert!(!said.contains(" 200 "), "another uid was served: {said}");
+    drop(holder);
+    let (status, sessions) = raw(port, &request(&d, "GET", "/sessions", "", ""));
+    assert_eq!(status, 200, "{sessions}");
+    assert!(!sessions.contains("intruder"), "{sessions}");
+    assert_all_recorded(&t, "it-session", &ids);
+}
+
+#[test]
+fn connections_without_a_token_do_not_take_the_places_of_hooks() {
+    let t = TempDir::new("daemon-preauth");
+    let _running = Running(&t);
+    let d = start_by_hook(&t, &[]);
+    // Our own uid (what a peer looks like where the OS names no owner):
+    // more silent connections than places to serve, held all along.
+    let _holder = Holder::start(port_of(&d), 40, None);
+    let ids = hook_calls(&t, "it-session", 4);
+    let status = command(bir(), &t).arg("status").output().expect("status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.contains(&format!("Recorder daemon: running at {}", d.url)),
+        "{text}"
+    );
+    assert_all_recorded(&t, "it-session", &ids);
+}
+
+/// What reaches a terminal must carry no control character, whatever a
+/// session, a proxy or a config file named.
+fn assert_no_raw_controls(what: &str, out: &Output) {
+    for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(
+            !bytes
+                .iter()
+                .any(|b| matches!(b, 0x1b | 0x07 | 0x9b | b'\r')),
+            "{what}: a raw control character on {stream}: {text:?}"
+        );
+    }
+}
+
+#[test]
+fn no_command_prints_outside_text_raw() {
+    let t = TempDir::new("daemon-escapes");
+    let _running = Running(&t);
+    let session = "s\u{1b}]0;pwned\u{7}";
+    let project = t.join("proj\u{1b}[2J");
+    std::fs::create_dir_all(&project).expect("project dir");
+    let cwd = project.to_str().expect("utf-8 path").to_owned();
+    let server = "srv\u{1b}]0;title\u{7}";
+    std::fs::create_dir_all(t.join("home")).expect("home");
+    let claude = serde_json::json!({
+        "mcpServers": {server: {"command": "/nonexistent/\u{1b}[31mcmd\u{7}"}},
+        "projects": {cwd.as_str(): {"mcpServers": {"local\u{1b}[1m": {"command": "x"}}}},
+    });
+    std::fs::write(t.join("home/.claude.json"), claude.to_string()).expect("claude.json");
+
+    let event = |name: &str, extra: serde_json::Value| {
+        let mut payload = serde_json::json!({"session_id": session, "cwd": cwd,
+            "transcript_path": "/nonexistent/\u{1b}[2J.jsonl", "hook_event_name": name});
+        if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        let out = hook(&t, name, &payload.to_string(), &[]);
+        assert!(out.status.success(), "{out:?}");
+    };
+    event("SessionStart", serde_json::json!({}));
+    let d = wait_for_daemon(&t, None);
+    let register = serde_json::json!({"proxyId": "p-1", "sessionId": session,
+        "serverName": server, "pid": std::process::id(), "cwd": cwd,
+        "birVersion": d.version});
+    let (status, text) = raw(
+        port_of(&d),
+        &request(&d, "POST", "/proxy/register", "", &register.to_string()),
+    );
+    assert_eq!(status, 200, "{text}");
+    let tool = serde_json::json!({"tool_name": "mcp__srv\u{1b}[31m__echo",
+        "tool_input": {"text": "\u{1b}]0;x\u{7}"}, "tool_response": "\u{1b}[2J",
+        "tool_use_id": "toolu_\u{1b}[1m"});
+    event("PreToolUse", tool.clone());
+    event("PostToolUse", tool);
+
+    let walk = |when: &str| {
+        let commands: [&[&str]; 6] = [
+            &["status"],
+            &["doctor", "--timeout-ms", "2000"],
+            &["runs"],
+            &["runs", "show", "latest"],
+            &["investigate", "latest"],
+            &["runs", "export", "latest"],
+        ];
+        let mut said = String::new();
+        for args in commands {
+            let out = command(bir(), &t)
+                .args(args)
+                .current_dir(&project)
+                .output()
+                .expect("bir");
+            assert_no_raw_controls(&format!("{when}: bir {}", args.join(" ")), &out);
+            said.push_str(&String::from_utf8_lossy(&out.stdout));
+        }
+        said
+    };
+    let live = walk("live session");
+    // The outside text is shown, escaped: the check above looked at it.
+    assert!(live.contains("s\\u{1b}]0;pwned\\u{7}"), "{live}");
+    assert!(live.contains("srv\\u{1b}]0;title\\u{7}"), "{live}");
+    assert!(live.contains("proj\\u{1b}[2J"), "{live}");
+    event("SessionEnd", serde_json::json!({"reason": "other"}));
+    let deadline = Instant::now() + LONG;
+    loop {
+        let out = command(bir(), &t)
+            .args(["runs", "export", "latest"])
+            .output()
+            .expect("export");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if !doc["finish"].is_null() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    walk("ended session");
+}
+
+/// A live process of ours that is not a daemon, standing in for whatever
+/// process the system gave a dead daemon's pid to.
+struct Bystander(std::process::Child);
+
+impl Bystander {
+    fn start() -> Bystander {
+        Bystander(Command::new("sleep").arg("300").spawn().expect("sleep"))
+    }
+
+    fn still_running(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Bystander {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_stale_file_whose_pid_was_reused_is_neither_posted_to_nor_signalled() {
+    // This build's version and a live pid of ours: every check of the file
+    // passes, but the pid is a bystander's now.
+    let t = TempDir::new("daemon-reused-pid");
+    let _running = Running(&t);
+    let trap = Trap::new();
+    let mut bystander = Bystander::start();
+    plant(
+        &t,
+        &serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
+            "pid": bystander.0.id(), "version": version_of_build(), "startedAt": 1})
+        .to_string(),
+    );
+    let d = start_by_hook(&t, &[]);
+    assert!(
+        !trap.was_contacted(),
+        "the token went to a reused pid's port"
+    );
+    assert_ne!(d.url, trap.url());
+    assert_ne!(d.pid, bystander.0.id());
+    assert!(bystander.still_running());
+
+    // Another build's file naming the bystander: `bir down` leaves it be.
+    let t = TempDir::new("daemon-reused-pid-down");
+    let trap = Trap::new();
+    plant(
+        &t,
+        &serde_json::json!({"url": trap.url(), "token": "f".repeat(64),
+            "pid": bystander.0.id(), "version": "0.0.1+old", "startedAt": 1})
+        .to_string(),
+    );
+    let down = command(bir(), &t).arg("down").output().expect("down");
+    assert!(down.status.success(), "{down:?}");
+    assert!(bystander.still_running(), "bir down signalled a bystander");
+    assert!(!trap.was_contacted());
+    let said = String::from_utf8_lossy(&down.stdout);
+    assert!(said.contains("another process"), "{said}");
+    assert!(!discovery_path(&t).exists(), "the stale file stays");
+}
+
+#[test]
+fn nothing_is_sent_to_a_listener_of_another_user() {
+    if !running_as_root() {
+        eprintln!("skipped: needs root to listen as another uid");
+        return;
+    }
+    // Another user's listener where BIR_CONTROL_URL points: it gets
+    // neither the token nor a payload.
+    let listener = r#"
+import os, socket, sys
+l = socket.socket()
+# Outside the ephemeral range, like the tests' traps.
+for i in range(5000):
+    try:
+        l.bind(("127.0.0.1", 10000 + (os.getpid() * 13 + i * 7) % 10000))
+        break
+    except OSError:
+        pass
+l.listen(8)
+print(l.getsockname()[1], flush=True)
+l.settimeout(30)
+got = b""
+try:
+    while True:
+        c, _ = l.accept()
+        c.settimeout(5)
+        try:
+            while True:
+                b = c.recv(4096)
+                if not b:
+                    break
+                got += b
+        except OSError:
+            pass
+        c.close()
+        print("got", len(got), flush=True)
+except OSError:
+    print("done", len(got), flush=True)
+"#;
+    let mut other = python(listener, &[], Some(65534))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(
+        other.stdout.take().expect("stdout"),
+    ));
+    let port = lines.next().expect("port").expect("line");
+    let t = TempDir::new("daemon-other-listener");
+    let url = format!("http://127.0.0.1:{}", port.trim());
+    let secret = "9".repeat(64);
+    let out = hook(
+        &t,
+        "UserPromptSubmit",
+        &payload("UserPromptSubmit"),
+        &[("BIR_CONTROL_URL", &url), ("BIR_CONTROL_TOKEN", &secret)],
+    );
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    let status = command(bir(), &t)
+        .arg("status")
+        .env("BIR_CONTROL_URL", &url)
+        .env("BIR_CONTROL_TOKEN", &secret)
+        .output()
+        .expect("status");
+    assert!(status.status.success(), "{status:?}");
+    let _ = other.kill();
+    let _ = other.wait();
+    let heard: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        heard.iter().all(|l| l.ends_with(" 0")),
+        "another user's listener was sent bytes: {heard:?}"
+    );
+}
+
+#[test]
+fn the_daemon_keeps_its_port_and_doctor_names_who_took_it() {
+    let t = TempDir::new("daemon-port");
+    let _running = Running(&t);
+    let first = start_by_hook(&t, &[]);
+    let kept = port_of(&first);
+    let down = command(bir(), &t).arg("down").output().expect("down");
+    assert!(down.status.success(), "{down:?}");
+    assert!(wait_gone(first.pid as i32, LONG));
+    let second = start_by_hook(&t, &[]);
+    assert_eq!(port_of(&second), kept, "a restart moved the daemon");
+    let down = command(bir(), &t).arg("down").output().expect("down");
+    assert!(down.status.success(), "{down:?}");
+    assert!(wait_gone(second.pid as i32, LONG));
+
+    // Another program holds the port meanwhile: the daemon still starts,
+    // and doctor says the port is taken and by whom.
+    let holder = TcpListener::bind(("127.0.0.1", kept)).expect("take the port");
+    let third = start_by_hook(&t, &[]);
+    assert_ne!(port_of(&third), kept);
+    let doctor = command(bir(), &t).arg("doctor").output().expect("doctor");
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        text.contains(&format!("PROBLEM: port {kept}"))
+            && text.contains("another program of yours"),
+        "{text}"
+    );
+    assert!(!doctor.status.success(), "{text}");
+    drop(holder);
 }
