@@ -164,6 +164,7 @@ bench: build
 	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench runs
 	python3 bench/lazy_startup.py --bir $(RELEASE_BIN) --claude --rounds 3
 	python3 bench/lazy_startup.py --bir $(RELEASE_BIN) --real-claude --rounds 3
+	python3 bench/hooks_session.py --bir $(RELEASE_BIN) --rounds 5
 
 # bir-proxy --url vs supergateway vs mcp-proxy vs a direct HTTP client.
 bench-http: peers

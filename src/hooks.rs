@@ -60,6 +60,11 @@ const MAX_PAYLOAD: usize = crate::daemon::MAX_HOOK_PAYLOAD;
 const POST_DEADLINE: Duration = Duration::from_millis(500);
 /// How long to wait for a daemon we start.
 const START_BUDGET: Duration = Duration::from_millis(400);
+/// How long `SessionStart` and `SessionEnd` may wait for a daemon they
+/// start: once a session each, and with HTTP hooks they are the only hooks
+/// that start it (a session whose other hooks found no daemon is recovered
+/// from its transcript when `SessionEnd` brings one up).
+const SESSION_EDGE_START_BUDGET: Duration = Duration::from_millis(1300);
 /// `SessionEnd` hooks share 1.5 s in Claude Code: everything must fit.
 const SESSION_END_TOTAL: Duration = Duration::from_millis(1400);
 
@@ -124,10 +129,10 @@ pub fn main(args: &[String]) -> Exit {
 /// body when it was a 200 with something in it.
 fn forward(event: &str, path: &str, payload: &[u8]) -> Option<Vec<u8>> {
     let start = Instant::now();
-    let total = if event == "SessionEnd" {
-        SESSION_END_TOTAL
-    } else {
-        START_BUDGET + POST_DEADLINE
+    let total = match event {
+        "SessionEnd" => SESSION_END_TOTAL,
+        "SessionStart" => SESSION_EDGE_START_BUDGET + POST_DEADLINE,
+        _ => START_BUDGET + POST_DEADLINE,
     };
     let left = || total.checked_sub(start.elapsed()).filter(|d| !d.is_zero());
     let home = crate::home::bir_home()?;
@@ -144,7 +149,10 @@ fn forward(event: &str, path: &str, payload: &[u8]) -> Option<Vec<u8>> {
             return None;
         }
         _ => {
-            let budget = left()?.min(START_BUDGET);
+            let budget = match event {
+                "SessionStart" | "SessionEnd" => left()?.min(SESSION_EDGE_START_BUDGET),
+                _ => left()?.min(START_BUDGET),
+            };
             let endpoint = client::ensure_running(&home, budget)?;
             match endpoint.post(path, payload, left()?.min(POST_DEADLINE)) {
                 Ok(answer) => answer,

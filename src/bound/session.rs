@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 
 use super::hook::{self, Hook};
 use super::join;
-use super::transcript::Transcript;
+use super::transcript::{Seen, Transcript};
 use super::wire::ProxyItem;
 use super::{EngineConfig, Output, SessionSummary};
 use crate::record::model::{
@@ -144,6 +144,8 @@ struct Call {
     deadline: Option<SystemTime>,
     /// An Agent call already attributed to a subagent.
     claimed: bool,
+    /// Told from the transcript: the recorder missed its hooks.
+    recovered: bool,
 }
 
 impl Call {
@@ -185,6 +187,7 @@ impl Call {
             words_known: false,
             deadline: None,
             claimed: false,
+            recovered: false,
         }
     }
 }
@@ -283,6 +286,24 @@ pub(super) struct Session {
     modlink: modlink::ModState,
     /// Pins of a guide waiting for the proxy's report (`session/guide_events.rs`).
     guide: guide_events::GuidePins,
+    /// The recorder joined this session under way: its first hook (and any
+    /// that follow) wait here while the transcript is read from its start,
+    /// so what came before is told first, in order (`catch_up`).
+    catching_up: bool,
+    stash: Vec<Hook>,
+    /// What the transcripts showed that the hooks have not told (yet):
+    /// taken in file order when the transcript is whole (`Stop`, the end,
+    /// a catch-up). `None`: the main thread; `Some`: a subagent.
+    unheard: Vec<(Option<String>, Seen)>,
+    /// Prompts told live and not yet met in the transcript (matched in
+    /// order, not by text: the transcript may spell a prompt otherwise).
+    live_prompts: u32,
+    /// Prompt texts told from the transcript and not (yet) by a hook.
+    recovered_prompts: HashMap<String, u32>,
+    /// The turn whose final answer was told.
+    answered_turn: Option<u32>,
+    /// Steps told from the transcript.
+    recovered: u64,
 }
 
 impl Session {
@@ -325,6 +346,13 @@ impl Session {
             ending: None,
             modlink: modlink::ModState::default(),
             guide: guide_events::GuidePins::default(),
+            catching_up: false,
+            stash: Vec::new(),
+            unheard: Vec::new(),
+            live_prompts: 0,
+            recovered_prompts: HashMap::new(),
+            answered_turn: None,
+            recovered: 0,
         }
     }
 
@@ -432,10 +460,33 @@ impl Session {
 
     pub(super) fn on_hook(&mut self, cx: &mut Cx, h: &Hook) {
         self.last_event_at = cx.now;
+        if self.catching_up {
+            self.stash
+                .push(Hook::new(h.name.clone(), h.payload.clone()));
+            return;
+        }
         if !self.hooks_seen {
             self.hooks_seen = true;
             let clean = CLEAN_STARTS.contains(&h.name.as_str())
                 && !(h.name == "SessionStart" && h.source() == Some("compact"));
+            if !clean && let Some(path) = h.transcript_path() {
+                // Read what came before from the transcript's start; this
+                // hook waits for it (`catch_up`).
+                self.transcript_path = Some(path.to_owned());
+                if let Some(cwd) = h.cwd().filter(|c| !c.is_empty()) {
+                    self.cwd = cx.label(cwd).into_inner();
+                }
+                self.catching_up = true;
+                self.stash
+                    .push(Hook::new(h.name.clone(), h.payload.clone()));
+                self.note = Some(format!(
+                    "the recorder joined this session under way (first event: {}); \
+                     what came before is recovered from the transcript",
+                    cx.label(&h.name)
+                ));
+                self.request_read(cx, None);
+                return;
+            }
             if !clean {
                 self.lossy = true;
                 self.note = Some(format!(
@@ -493,6 +544,11 @@ impl Session {
     fn on_prompt(&mut self, cx: &mut Cx, h: &Hook) {
         self.turn_stopped = false;
         let raw = h.prompt().unwrap_or("");
+        if take_one(&mut self.recovered_prompts, raw) {
+            // Already told from the transcript (a catch-up read it first).
+            return;
+        }
+        self.live_prompts += 1;
         let prompt = cx.text(raw, cx.cfg.payload_cap);
         self.display.clear();
         self.turn += 1;
@@ -560,6 +616,8 @@ impl Session {
     /// identity.
     fn adopt_identity(target: &mut Call, from: Call) {
         target.hooked = true;
+        // A live hook's view replaces one recovered from the transcript.
+        target.recovered = from.recovered;
         target.tool_use_id = from.tool_use_id.or(target.tool_use_id.take());
         target.qualified = from.qualified;
         target.kind = from.kind;
@@ -854,6 +912,8 @@ impl Session {
         match h.last_assistant_message() {
             // The mod already gave this turn's answer.
             _ if self.modlink.answered_turn == Some(self.turn) => {}
+            // So did the transcript (a catch-up at this very Stop).
+            _ if self.answered_turn == Some(self.turn) && self.turn > 0 => {}
             Some(text) if !text.trim().is_empty() => {
                 let text = cx.text(text, cx.cfg.payload_cap);
                 self.final_answer(cx, text);
@@ -864,11 +924,23 @@ impl Session {
     }
 
     fn final_answer(&mut self, cx: &mut Cx, text: Redacted<String>) {
+        self.final_answer_at(cx, text, rfc3339(cx.now), false);
+    }
+
+    fn final_answer_at(
+        &mut self,
+        cx: &mut Cx,
+        text: Redacted<String>,
+        at: String,
+        recovered: bool,
+    ) {
         self.awaiting_answer = false;
+        self.answered_turn = self.current_turn();
         let step = Step {
             output: Some(Redacted::from_text(text.clone())),
             turn: self.current_turn(),
-            ..Step::new(self.next_index(), StepType::FinalAnswer, rfc3339(cx.now))
+            recovered,
+            ..Step::new(self.next_index(), StepType::FinalAnswer, at)
         };
         self.last_answer = Some(text);
         self.emit(cx, RunEvent::Step(step));
@@ -1111,12 +1183,25 @@ impl Session {
             log::debug!("a transcript read from offset {offset} was stale; ignored");
         }
         t.reading = None;
+        let seen = std::mem::take(&mut t.seen);
+        let dropped = std::mem::take(&mut t.seen_dropped);
+        let whole_file = t.offset > 0;
+        if dropped > 0 {
+            self.lossy = true;
+            self.dropped += dropped;
+        }
+
         // A large answer may not have been all there was.
         let again = std::mem::take(&mut t.again) || bytes.len() >= READ_AGAIN;
         if agent.is_none()
             && let Some(m) = &t.model
         {
             self.model = Some(cx.label(m));
+        }
+        for item in seen {
+            if self.unheard_matters(&item) {
+                self.unheard.push((agent.clone(), item));
+            }
         }
         for i in 0..self.calls.len() {
             let c = &self.calls[i];
@@ -1145,8 +1230,172 @@ impl Session {
         }
         if again {
             self.request_read(cx, agent);
+        } else if agent.is_none() && self.catching_up {
+            self.catch_up(cx, whole_file);
+            return;
+        }
+        self.take_unheard(cx, false);
+        self.settle(cx);
+    }
+
+    // ---- what the hooks did not tell --------------------------------------
+
+    /// Whether a transcript item may still tell something the hooks have
+    /// not (checked again when it is taken).
+    fn unheard_matters(&self, item: &Seen) -> bool {
+        match item {
+            Seen::Call { id, .. } => {
+                !self.done.contains_key(id) && !self.find(id).is_some_and(|i| self.calls[i].hooked)
+            }
+            Seen::Result { id, .. } => {
+                !self.done.contains_key(id)
+                    && !self.find(id).is_some_and(|i| {
+                        self.calls[i].result.is_some() || self.calls[i].proxy.is_some()
+                    })
+            }
+            Seen::Prompt { .. } | Seen::Answer { .. } => true,
+        }
+    }
+
+    /// The end of a catch-up: the transcript was read from its start; what
+    /// it shows is told first, in its order, then the hooks that waited.
+    /// A transcript that could not be read leaves the run lossy.
+    fn catch_up(&mut self, cx: &mut Cx, read_something: bool) {
+        self.catching_up = false;
+        if !read_something {
+            self.lossy = true;
+            if let Some(note) = &mut self.note {
+                *note = note.replace(
+                    "what came before is recovered from the transcript",
+                    "what happened before is missing (the transcript could not be read)",
+                );
+            }
+        }
+        self.take_unheard(cx, true);
+        if self.answered_turn != self.current_turn()
+            && self
+                .transcripts
+                .get(&None)
+                .is_some_and(|t| t.last_text.is_some())
+        {
+            self.awaiting_answer = true;
+        }
+        for h in std::mem::take(&mut self.stash) {
+            self.on_hook(cx, &h);
         }
         self.settle(cx);
+    }
+
+    /// Tells the transcript items whose agent's transcript is whole (the
+    /// turn's `Stop`, the subagent's `SubagentStop`, the session's end), or
+    /// every one with `force`; the others wait.
+    fn take_unheard(&mut self, cx: &mut Cx, force: bool) {
+        if self.unheard.is_empty() {
+            return;
+        }
+        let mut keep = Vec::new();
+        for (agent, item) in std::mem::take(&mut self.unheard) {
+            let whole = force
+                || self.ending.is_some()
+                || match &agent {
+                    None => self.turn_stopped,
+                    Some(a) => self.agents.get(a).is_some_and(|x| x.stopped),
+                };
+            if whole {
+                self.tell_unheard(cx, agent, item);
+            } else {
+                keep.push((agent, item));
+            }
+        }
+        self.unheard = keep;
+    }
+
+    fn tell_unheard(&mut self, cx: &mut Cx, agent: Option<String>, item: Seen) {
+        if !self.unheard_matters(&item) {
+            return;
+        }
+        match item {
+            Seen::Prompt { text, at } => {
+                if self.live_prompts > 0 {
+                    self.live_prompts -= 1;
+                    return;
+                }
+                *self.recovered_prompts.entry(text.clone()).or_default() += 1;
+                let prompt = cx.text(&text, cx.cfg.payload_cap);
+                self.turn += 1;
+                self.awaiting_answer = false;
+                if !self.opened {
+                    let input = (self.turn == 1).then(|| prompt.clone());
+                    self.open(cx, input);
+                }
+                let turn = Turn {
+                    turn: self.turn,
+                    at: at.unwrap_or_else(|| rfc3339(cx.now)),
+                    prompt,
+                    origin: hook::prompt_origin(&text).map(str::to_owned),
+                };
+                self.push(cx, RunEvent::Turn(turn));
+            }
+            Seen::Answer { text, at } => {
+                if agent.is_some() || self.answered_turn == self.current_turn() {
+                    return;
+                }
+                let text = cx.text(&text, cx.cfg.payload_cap);
+                self.recovered += 1;
+                self.final_answer_at(cx, text, at.unwrap_or_else(|| rfc3339(cx.now)), true);
+            }
+            Seen::Call {
+                id,
+                name,
+                input,
+                at,
+            } => {
+                let view = Hook::new(
+                    String::new(),
+                    json!({ "agent_id": agent.clone().unwrap_or_default() }),
+                );
+                let mut call = self.call_from_hook(cx, &view, &name, Some(&input));
+                call.tool_use_id = Some(id.clone());
+                call.recovered = true;
+                if let Some(at) = at {
+                    call.started_at = at;
+                }
+                let words = self.transcript_words(cx, agent.as_deref(), &id);
+                call.learn_words(words);
+                self.recovered += 1;
+                self.attach_hook_view(cx, call);
+            }
+            Seen::Result {
+                id,
+                output,
+                is_error,
+                at,
+            } => {
+                let Some(i) = self.find(&id) else {
+                    return;
+                };
+                let prepared = cx.value(output);
+                let c = &mut self.calls[i];
+                let duration_ms = at
+                    .as_deref()
+                    .and_then(millis)
+                    .zip(millis(&c.started_at))
+                    .map(|(end, start)| (end - start).max(0.0));
+                // A call the hooks saw chosen but never answered, with an
+                // error result: it did not run (refused, unknown, blocked).
+                let not_run = !c.recovered && is_error;
+                c.recovered = true;
+                c.result = Some(HookResult {
+                    output: prepared.value,
+                    error: None,
+                    is_error,
+                    duration_ms,
+                    outcome: if not_run { "not_run" } else { "answered" },
+                    redactions: prepared.redactions,
+                    withheld: prepared.withheld,
+                });
+            }
+        }
     }
 
     // ---- telling calls -------------------------------------------------
@@ -1233,7 +1482,7 @@ impl Session {
     /// none can come: its server's proxy left, or the session is ending and
     /// no proxy of that server is bound (a server bir does not wrap).
     fn waits_for_proxy(&self, c: &Call) -> bool {
-        if c.kind != StepKind::Mcp {
+        if c.kind != StepKind::Mcp || c.recovered {
             return false;
         }
         let server = join::spelled(&c.server);
@@ -1308,6 +1557,7 @@ impl Session {
             turn: c.turn,
             correlation: c.correlation.map(str::to_owned),
             request_id: c.proxy.as_ref().and_then(|p| p.selected.request_id.clone()),
+            recovered: c.recovered,
             ..Step::new(index, step_type, c.started_at.clone())
         }
     }
@@ -1412,6 +1662,7 @@ impl Session {
             return;
         }
         self.finished = true;
+        self.take_unheard(cx, true);
         while !self.calls.is_empty() {
             self.advance(cx, 0, true);
             self.retire(cx, 0);
@@ -1439,6 +1690,35 @@ impl Session {
         };
         self.push(cx, RunEvent::RunFinished(finish));
     }
+}
+
+/// Takes one of `text` from the multiset `set`; whether there was one.
+fn take_one(set: &mut HashMap<String, u32>, text: &str) -> bool {
+    match set.get_mut(text) {
+        Some(n) if *n > 1 => {
+            *n -= 1;
+            true
+        }
+        Some(_) => {
+            set.remove(text);
+            true
+        }
+        None => false,
+    }
+}
+
+/// An RFC 3339 time as milliseconds since the epoch (with its fraction).
+fn millis(at: &str) -> Option<f64> {
+    let secs = crate::time::parse_rfc3339(at)?;
+    let frac = at
+        .get(19..)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            format!("0.{digits}").parse::<f64>().unwrap_or(0.0)
+        })
+        .unwrap_or(0.0);
+    Some((secs as f64 + frac) * 1000.0)
 }
 
 fn within(at: SystemTime, now: SystemTime, window: std::time::Duration) -> bool {

@@ -1980,3 +1980,186 @@ fn a_guides_pin_is_checked_against_what_the_server_got() {
         h.assert_well_formed();
     }
 }
+
+/// A transcript as Claude Code writes it: a prompt, then `calls` (one
+/// message each, `(id, tool, input, result)`, a second apart), then the
+/// model's last words.
+fn transcript_rows(prompt: &str, calls: &[(&str, &str, Value, Value)], answer: &str) -> Vec<Value> {
+    let t = |secs: u32| format!("2027-01-15T08:00:{secs:02}.250Z");
+    let mut rows = vec![json!({"type": "user", "timestamp": t(0),
+        "message": {"role": "user", "content": prompt}})];
+    for (n, (id, tool, input, result)) in calls.iter().enumerate() {
+        let secs = 1 + 2 * n as u32;
+        rows.push(
+            json!({"type": "assistant", "timestamp": t(secs), "message": {"role": "assistant",
+            "model": "claude-opus-5-5", "content": [
+                {"type": "text", "text": format!("Calling {tool}.")},
+                {"type": "tool_use", "id": id, "name": tool, "input": input}]}}),
+        );
+        rows.push(json!({"type": "user", "timestamp": t(secs + 1), "toolUseResult": result,
+            "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": "text form", "is_error": false}]}}));
+    }
+    rows.push(
+        json!({"type": "assistant", "timestamp": t(59), "message": {"role": "assistant",
+        "content": [{"type": "text", "text": answer}]}}),
+    );
+    rows
+}
+
+/// The recorder heard nothing of a session until its end (no daemon while
+/// it ran; the `SessionEnd` command hook started one): the run is told
+/// whole from the transcript, every step marked recovered, with the
+/// transcript's times — not lossy.
+#[test]
+fn a_session_heard_only_at_its_end_is_recovered_whole_from_the_transcript() {
+    let mut h = Harness::new();
+    let rows = transcript_rows(
+        "list and echo",
+        &[
+            (
+                "toolu_r1",
+                "Bash",
+                json!({"command": "ls"}),
+                json!({"stdout": "a b"}),
+            ),
+            (
+                "toolu_r2",
+                "mcp__everything__echo",
+                json!({"message": "hi"}),
+                json!([{"type": "text", "text": "Echo: hi"}]),
+            ),
+        ],
+        "Listed and echoed.",
+    );
+    h.write_transcript(TRANSCRIPT, &rows);
+    h.end(100.0);
+    h.assert_well_formed();
+    assert_eq!(h.run_count(), 1);
+    let header = h.header();
+    assert!(!header.metadata.lossy, "{:?}", header.metadata.note);
+    assert!(
+        header
+            .metadata
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("recovered from the transcript")),
+        "{:?}",
+        header.metadata.note
+    );
+    assert_eq!(header.input.as_deref(), Some("list and echo"));
+    assert_eq!(h.turns().len(), 1);
+    let (sel, resp) = h.assert_told_once("toolu_r1");
+    assert!(sel.recovered && resp.recovered);
+    assert_eq!(sel.started_at, "2027-01-15T08:00:01.250Z");
+    assert_eq!(resp.output.as_deref(), Some(&json!({"stdout": "a b"})));
+    assert_eq!(resp.duration_ms, Some(1000.0));
+    assert_eq!(
+        sel.context.as_ref().map(|c| c.as_str()),
+        Some("Calling Bash.")
+    );
+    let (sel2, resp2) = h.assert_told_once("toolu_r2");
+    assert_eq!(sel2.kind, Some(StepKind::Mcp));
+    assert_eq!(sel2.server_name, "everything");
+    assert!(resp2.recovered);
+    assert!(sel.step_index < resp.step_index && resp.step_index < sel2.step_index);
+    let finish = h.finish();
+    assert!(!finish.lossy);
+    assert_eq!(finish.reason.as_deref(), Some("session_end"));
+    assert_eq!(finish.output.as_deref(), Some("Listed and echoed."));
+    assert_eq!(finish.metrics.tool_calls, 2);
+}
+
+/// The daemon came back mid-session (its first event a `PreToolUse`):
+/// what came before is told first from the transcript, in order, then the
+/// live call — one run, not lossy, no call twice.
+#[test]
+fn a_daemon_that_joins_under_way_tells_what_came_before_first() {
+    let mut h = Harness::new();
+    let mut rows = transcript_rows(
+        "two shells",
+        &[(
+            "toolu_a",
+            "Bash",
+            json!({"command": "ls"}),
+            json!({"stdout": "x"}),
+        )],
+        "",
+    );
+    rows.pop();
+    rows.push(
+        json!({"type": "assistant", "timestamp": "2027-01-15T08:00:05.000Z",
+        "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "pwd"}}]}}),
+    );
+    h.write_transcript(TRANSCRIPT, &rows);
+    h.bash(10.0, "toolu_b", "pwd", "/w");
+    h.stop(11.0, "done");
+    h.end(12.0);
+    h.assert_well_formed();
+    assert_eq!(h.run_count(), 1);
+    assert!(!h.header().metadata.lossy);
+    let (a, a_resp) = h.assert_told_once("toolu_a");
+    let (b, b_resp) = h.assert_told_once("toolu_b");
+    assert!(a.recovered && a_resp.recovered);
+    assert!(!b_resp.recovered, "told by its live hooks");
+    assert!(a_resp.step_index < b.step_index);
+    assert_eq!(h.turns().len(), 1);
+    assert_eq!(h.finish().output.as_deref(), Some("done"));
+    let answers = h
+        .steps()
+        .iter()
+        .filter(|s| s.step_type == StepType::FinalAnswer)
+        .count();
+    assert_eq!(answers, 1);
+}
+
+/// A live session whose hooks missed one call (an HTTP hook that could not
+/// connect, or an event bir does not register): the `Stop` that follows
+/// tells it from the transcript, marked recovered; the calls the hooks
+/// told are not told again, and the prompt is not a second turn.
+#[test]
+fn a_call_the_hooks_missed_is_told_at_the_stop_from_the_transcript() {
+    let mut h = Harness::new();
+    let rows = transcript_rows(
+        "three shells",
+        &[
+            (
+                "toolu_1",
+                "Bash",
+                json!({"command": "a"}),
+                json!({"stdout": "1"}),
+            ),
+            (
+                "toolu_2",
+                "Bash",
+                json!({"command": "b"}),
+                json!({"stdout": "2"}),
+            ),
+            (
+                "toolu_3",
+                "Bash",
+                json!({"command": "c"}),
+                json!({"stdout": "3"}),
+            ),
+        ],
+        "three",
+    );
+    h.write_transcript(TRANSCRIPT, &rows);
+    h.hook(0.0, "SessionStart", json!({"source": "startup"}));
+    h.hook(1.0, "UserPromptSubmit", json!({"prompt": "three shells"}));
+    h.bash(2.0, "toolu_1", "a", "1");
+    h.bash(4.0, "toolu_3", "c", "3");
+    h.stop(5.0, "three");
+    h.end(6.0);
+    h.assert_well_formed();
+    assert_eq!(h.turns().len(), 1);
+    let (_, r1) = h.assert_told_once("toolu_1");
+    let (s2, r2) = h.assert_told_once("toolu_2");
+    let (_, r3) = h.assert_told_once("toolu_3");
+    assert!(!r1.recovered && !r3.recovered);
+    assert!(s2.recovered && r2.recovered);
+    assert_eq!(r2.output.as_deref(), Some(&json!({"stdout": "2"})));
+    assert!(!h.finish().lossy);
+    assert_eq!(h.finish().metrics.tool_calls, 3);
+}

@@ -22,6 +22,14 @@
 //! them, since the last tool result or prompt; parallel calls of one
 //! message share it); the last assistant text after the last tool call
 //! (the final answer so far); and the model that answered.
+//!
+//! It also yields, in file order, what the session's hooks tell live
+//! ([`Seen`]: prompts, calls, results, a turn's answer), with the
+//! transcript's own times: what the recorder recovers when it missed the
+//! hooks (no daemon, a daemon that died or was stopped, an HTTP hook that
+//! could not connect, an event bir does not register). Only the main
+//! thread's rows of a file count (sidechain rows older versions wrote into
+//! the main file are left out).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -35,6 +43,35 @@ const ACC_MAX: usize = 8 * 1024;
 const MAX_CONTEXTS: usize = 64;
 /// The longest line kept while it is being completed.
 pub(crate) const MAX_LINE: usize = 2 * 1024 * 1024;
+/// [`Seen`] items held until the session takes them (it takes them after
+/// every read); more are counted in [`Transcript::seen_dropped`].
+const MAX_SEEN: usize = 4096;
+
+/// Something the transcript shows that the hooks tell live.
+#[derive(Debug, Clone)]
+pub(crate) enum Seen {
+    /// A prompt (the user's or the host's, not a tool result).
+    Prompt { text: String, at: Option<String> },
+    /// A `tool_use` block.
+    Call {
+        id: String,
+        name: String,
+        input: Value,
+        at: Option<String>,
+    },
+    /// A `tool_result` block: the structured result (`toolUseResult`, what
+    /// `PostToolUse` carries) where the row has one, else the block's
+    /// content.
+    Result {
+        id: String,
+        output: Value,
+        is_error: bool,
+        at: Option<String>,
+    },
+    /// The text the model ended a turn with (seen when the next prompt
+    /// starts another turn).
+    Answer { text: String, at: Option<String> },
+}
 
 /// One transcript file being followed.
 #[derive(Debug, Default)]
@@ -63,6 +100,10 @@ pub(crate) struct Transcript {
     /// Separate running state for the main thread and for sidechain
     /// (subagent) records that older versions wrote into the main file.
     acc: [Acc; 2],
+    /// What the file showed since the session last took it (file order).
+    pub seen: Vec<Seen>,
+    /// [`Seen`] items dropped over [`MAX_SEEN`].
+    pub seen_dropped: u64,
 }
 
 #[derive(Debug, Default)]
@@ -168,20 +209,61 @@ impl Transcript {
         }
     }
 
+    fn see(&mut self, item: Seen) {
+        if self.seen.len() < MAX_SEEN {
+            self.seen.push(item);
+        } else {
+            self.seen_dropped += 1;
+        }
+    }
+
     fn record(&mut self, r: &Value) {
         let side = usize::from(r["isSidechain"].as_bool().unwrap_or(false));
+        let at = r["timestamp"].as_str().map(str::to_owned);
         match r["type"].as_str() {
-            Some("assistant") => self.assistant(&r["message"], side),
+            Some("assistant") => self.assistant(&r["message"], side, at),
             Some("user") => {
-                let acc = &mut self.acc[side];
-                acc.context.clear();
                 // A new prompt (not a tool result) starts a new turn: the
                 // previous turn's answer is no longer "the last text".
                 let content = &r["message"]["content"];
-                let is_result = content
+                let results: Vec<&Value> = content
                     .as_array()
-                    .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
-                if !is_result {
+                    .map(|c| c.iter().filter(|b| b["type"] == "tool_result").collect())
+                    .unwrap_or_default();
+                if side == 0 && !r["isMeta"].as_bool().unwrap_or(false) {
+                    for block in &results {
+                        let Some(id) = block["tool_use_id"].as_str() else {
+                            continue;
+                        };
+                        // One result per row is the host's shape; the
+                        // structured result belongs to it.
+                        let output = match &r["toolUseResult"] {
+                            v if results.len() == 1 && !v.is_null() => v.clone(),
+                            _ => block["content"].clone(),
+                        };
+                        self.see(Seen::Result {
+                            id: id.to_owned(),
+                            output,
+                            is_error: block["is_error"].as_bool().unwrap_or(false),
+                            at: at.clone(),
+                        });
+                    }
+                    if results.is_empty()
+                        && let Some(text) = prompt_text(content)
+                    {
+                        let answer = std::mem::take(&mut self.acc[0].answer);
+                        if !answer.is_empty() {
+                            self.see(Seen::Answer {
+                                text: answer,
+                                at: at.clone(),
+                            });
+                        }
+                        self.see(Seen::Prompt { text, at });
+                    }
+                }
+                let acc = &mut self.acc[side];
+                acc.context.clear();
+                if results.is_empty() {
                     acc.answer.clear();
                 }
             }
@@ -189,7 +271,7 @@ impl Transcript {
         }
     }
 
-    fn assistant(&mut self, message: &Value, side: usize) {
+    fn assistant(&mut self, message: &Value, side: usize, at: Option<String>) {
         if let Some(model) = message["model"].as_str() {
             // `<synthetic>` marks messages the host made up (errors).
             if !model.is_empty() && !model.starts_with('<') && side == 0 {
@@ -232,8 +314,16 @@ impl Transcript {
                             .is_none()
                     {
                         self.order.push_back(id.to_owned());
+                        if side == 0 {
+                            self.see(Seen::Call {
+                                id: id.to_owned(),
+                                name: block["name"].as_str().unwrap_or("").to_owned(),
+                                input: block["input"].clone(),
+                                at: at.clone(),
+                            });
+                        }
                     }
-                    acc.answer.clear();
+                    self.acc[side].answer.clear();
                 }
                 _ => {}
             }
@@ -241,6 +331,22 @@ impl Transcript {
         let answer = &self.acc[0].answer;
         self.last_text = (!answer.is_empty()).then(|| answer.clone());
     }
+}
+
+/// A user row's prompt text: a string, or its text blocks joined. `None`
+/// for rows with nothing to say (an empty or non-text content).
+fn prompt_text(content: &Value) -> Option<String> {
+    let text = match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    };
+    (!text.trim().is_empty()).then_some(text)
 }
 
 #[cfg(test)]

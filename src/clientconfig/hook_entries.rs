@@ -1,7 +1,7 @@
 //! Claude Code hooks: the bound tier's half of `bir install`.
 //!
-//! `bir install` registers one command hook per hook event Claude Code
-//! fires, in user settings (`~/.claude/settings.json`, every session of
+//! `bir install` registers one hook per hook event bir needs
+//! ([`registered_events`]), in user settings (`~/.claude/settings.json`, every session of
 //! this user) or, with `--hooks project`, in the project's
 //! `.claude/settings.json` (loaded only when Claude Code starts in that
 //! very directory, and only once the folder is trusted). Each is a matcher
@@ -27,6 +27,27 @@
 //!
 //! `WorktreeCreate` is left out on purpose: its hook's stdout *replaces*
 //! worktree creation, so registering it changes what the host does.
+//!
+//! Two transports (`bir install --hooks http|command`, HTTP the default):
+//! * **http** — every event but `SessionStart` and `SessionEnd` is an HTTP
+//!   hook that Claude Code POSTs in-process to the daemon's hook port
+//!   (`daemon::hookaddr`: a loopback port and a hook token that stay the
+//!   same across daemon restarts), with the hook token in an
+//!   `Authorization` header and a short timeout:
+//!
+//!   ```json
+//!   { "hooks": [ { "type": "http", "url": "http://127.0.0.1:47113/hook/PreToolUse",
+//!       "headers": { "Authorization": "Bearer <hook token>", "X-Bir-Hook": "1" }, "timeout": 2 } ] }
+//!   ```
+//!
+//!   `SessionStart` (Claude Code refuses HTTP hooks for it) and
+//!   `SessionEnd` (once a session) stay command hooks: they start the
+//!   daemon when it is not running, so a session whose HTTP hooks found no
+//!   daemon is still recovered from its transcript at its end.
+//! * **command** — every event runs `bir-hooks <Event>` (above).
+//!
+//! A group is bir's when its one handler runs a bir hook command, or POSTs
+//! to `127.0.0.1:<port>/hook/<Event>` with the `X-Bir-Hook` header.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +57,7 @@ use super::claude::Paths;
 use super::entry::basename;
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 use crate::bound::Correlation;
+use crate::daemon::hookaddr::HookAddr;
 use crate::error::Error;
 
 /// Every hook event Claude Code 2.1.332 fires (CLAUDE-CODE-OBSERVED §6),
@@ -88,48 +110,116 @@ pub const EVENTS: &[&str] = &[
     "PreSkillShellCommand",
 ];
 
+/// Events bir does not register: it fires on the hot path (once per model
+/// message, a quarter of all hook invocations in a scripted 50-call
+/// session, `tests/e2e/bench-mod.sh`), and what it tells is in the
+/// transcript the daemon reads anyway. Measured with the real Claude Code
+/// on a 40-call session (`bench/hooks_session.py`): every hook invocation
+/// costs the host a few milliseconds whatever the hook does, so the events
+/// that fire per call decide the session's cost. `MessageDisplay` brings
+/// the model's words (the transcript has them, with thinking).
+/// `PreToolUse` and `PostToolUse` stay (the live step, the guide's answers,
+/// call-id injection, the structured result with its duration), and so
+/// does `PostToolBatch`: a guide must learn that a step's call did not run
+/// (refused, blocked) before the model goes on, which the transcript tells
+/// only at the turn's end.
+pub const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay"];
+
+/// The events `bir install` registers: [`EVENTS`] minus
+/// [`LEFT_TO_THE_TRANSCRIPT`].
+pub fn registered_events() -> impl Iterator<Item = &'static str> {
+    EVENTS
+        .iter()
+        .copied()
+        .filter(|e| !LEFT_TO_THE_TRANSCRIPT.contains(e))
+}
+
 /// Seconds Claude Code waits for one hook before going on without it. A
 /// hook that cannot reach the recorder gives up well within this by
 /// itself; the timeout only bounds a hook that hangs.
 pub const TIMEOUT_SECS: u64 = 5;
+
+/// Seconds Claude Code waits for an HTTP hook: the daemon answers within
+/// milliseconds or not at all (a refused connection fails at once), so a
+/// short one bounds a daemon that hangs.
+pub const HTTP_TIMEOUT_SECS: u64 = 2;
+
+/// The header that marks an HTTP hook as bir's.
+pub const HTTP_MARK: &str = "X-Bir-Hook";
+
+/// The events that stay command hooks with `--hooks http`: Claude Code
+/// refuses HTTP hooks for `SessionStart`, and both start the daemon when
+/// it is not running (once a session each).
+pub const COMMAND_ALWAYS: &[&str] = &["SessionStart", "SessionEnd"];
+
+/// How Claude Code delivers an event to bir.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// `sh -c 'bir-hooks <Event>'`: a process per event.
+    #[default]
+    Command,
+    /// Claude Code POSTs the payload to the daemon in-process.
+    Http,
+}
 
 /// What a brand-new settings file starts as before bir's edit.
 pub const NEW_FILE: &[u8] = b"{\n}\n";
 
 /// Which settings file holds the hooks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookScope {
+pub enum HookPlace {
     /// `~/.claude/settings.json` (or `$CLAUDE_CONFIG_DIR/settings.json`).
     User,
     /// `<project>/.claude/settings.json`.
     Project,
 }
 
+/// Where the hooks go and how they are delivered (`--hooks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HookScope {
+    pub place: HookPlace,
+    pub transport: Transport,
+}
+
 impl HookScope {
-    /// `--hooks user|project|none` (None: do not register hooks).
+    /// `--hooks WORD[,WORD]`: `user` (default) or `project`, and `http`
+    /// (default) or `command`, in any order; `none` registers no hooks
+    /// (`Ok(None)`).
     pub fn parse(s: &str) -> Result<Option<HookScope>, Error> {
-        match s {
-            "user" => Ok(Some(HookScope::User)),
-            "project" => Ok(Some(HookScope::Project)),
-            "none" | "off" => Ok(None),
-            other => Err(Error::usage(format!(
-                "--hooks takes user, project or none, not `{other}`"
-            ))),
+        let mut scope = HookScope {
+            place: HookPlace::User,
+            transport: Transport::Http,
+        };
+        for word in s.split(',').map(str::trim) {
+            match word {
+                "user" => scope.place = HookPlace::User,
+                "project" => scope.place = HookPlace::Project,
+                "http" => scope.transport = Transport::Http,
+                "command" => scope.transport = Transport::Command,
+                "none" | "off" => return Ok(None),
+                other => {
+                    return Err(Error::usage(format!(
+                        "--hooks takes user or project, http or command (e.g. `project,command`), or none, not `{other}`"
+                    )));
+                }
+            }
         }
+        Ok(Some(scope))
     }
 
     pub fn label(self) -> &'static str {
-        match self {
-            HookScope::User => "user",
-            HookScope::Project => "project",
+        match self.place {
+            HookPlace::User => "user",
+            HookPlace::Project => "project",
         }
     }
 
     /// The settings file of this scope.
     pub fn settings_file(self, paths: &Paths) -> PathBuf {
-        match self {
-            HookScope::User => paths.settings_dir.join("settings.json"),
-            HookScope::Project => paths.project.join(".claude").join("settings.json"),
+        match self.place {
+            HookPlace::User => paths.settings_dir.join("settings.json"),
+            HookPlace::Project => paths.project.join(".claude").join("settings.json"),
         }
     }
 }
@@ -145,6 +235,19 @@ pub struct HookForm {
     /// (`--correlate inject`, `--no-correlation`); `None`: keep whatever a
     /// registered hook already says (a new one says nothing).
     pub correlation: Option<Correlation>,
+    /// HTTP hooks to this address for every event but [`COMMAND_ALWAYS`];
+    /// `None`: command hooks for all.
+    pub http: Option<HttpForm>,
+}
+
+/// What an HTTP hook of bir's says besides its event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpForm {
+    pub addr: HookAddr,
+    /// Query parameters of the `PreToolUse` URL (percent-encoded, without
+    /// `?`): where this user's Claude Code settings live, for the guide
+    /// (`daemon::guides`), which a command hook reads from its environment.
+    pub pre_tool_query: String,
 }
 
 /// The words a `PreToolUse` command carries for `mode`.
@@ -186,6 +289,7 @@ impl HookForm {
                 program,
                 subcommand,
                 correlation: None,
+                http: None,
             };
         }
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("bir"));
@@ -196,6 +300,7 @@ impl HookForm {
                     program: link,
                     subcommand: false,
                     correlation: None,
+                    http: None,
                 };
             }
         }
@@ -203,7 +308,40 @@ impl HookForm {
             program: exe,
             subcommand: true,
             correlation: None,
+            http: None,
         }
+    }
+
+    /// How this form delivers `event`.
+    pub fn transport_of(&self, event: &str) -> Transport {
+        match &self.http {
+            Some(_) if !COMMAND_ALWAYS.contains(&event) => Transport::Http,
+            _ => Transport::Command,
+        }
+    }
+
+    /// The URL of `event`'s HTTP hook (with the `PreToolUse` query: the
+    /// settings dirs, and `correlate=inject` when asked for).
+    fn url(&self, http: &HttpForm, event: &str, kept: &[String]) -> String {
+        let mut url = http.addr.url(event);
+        if event == "PreToolUse" {
+            let inject = match self.correlation {
+                Some(mode) => mode == Correlation::Inject,
+                None => kept.iter().any(|q| q == "correlate=inject"),
+            };
+            let mut query: Vec<&str> = Vec::new();
+            if inject {
+                query.push("correlate=inject");
+            }
+            if !http.pre_tool_query.is_empty() {
+                query.push(&http.pre_tool_query);
+            }
+            if !query.is_empty() {
+                url.push('?');
+                url.push_str(&query.join("&"));
+            }
+        }
+        url
     }
 
     /// The shell command for one event (a new group's).
@@ -238,15 +376,30 @@ impl HookForm {
 
     /// The command with `<Event>` in place of an event name (for output).
     pub fn display(&self) -> String {
-        self.command("<Event>")
+        match &self.http {
+            Some(http) => format!(
+                "{} (SessionStart, SessionEnd: {})",
+                http.addr.url("<Event>"),
+                self.command("<Event>")
+            ),
+            None => self.command("<Event>"),
+        }
     }
 
-    /// The matcher group bir appends for `event`, as JSON text.
-    pub fn group(&self, event: &str) -> String {
-        format!(
-            r#"{{"hooks":[{{"type":"command","command":{},"timeout":{TIMEOUT_SECS}}}]}}"#,
-            json_string(&self.command(event))
-        )
+    /// The matcher group bir appends for `event` (with `kept`: the flags
+    /// or query parameters a registered group of bir's said), as JSON text.
+    fn group_with(&self, event: &str, kept: &[String]) -> String {
+        match (&self.http, self.transport_of(event)) {
+            (Some(http), Transport::Http) => format!(
+                r#"{{"hooks":[{{"type":"http","url":{},"headers":{{"Authorization":{},"{HTTP_MARK}":"1"}},"timeout":{HTTP_TIMEOUT_SECS}}}]}}"#,
+                json_string(&self.url(http, event, kept)),
+                json_string(&format!("Bearer {}", http.addr.token)),
+            ),
+            _ => format!(
+                r#"{{"hooks":[{{"type":"command","command":{},"timeout":{TIMEOUT_SECS}}}]}}"#,
+                json_string(&self.command_with(event, kept))
+            ),
+        }
     }
 }
 
@@ -311,12 +464,39 @@ fn shell_words(cmd: &str) -> Option<Vec<String>> {
 /// One of bir's hook commands, read back from a settings file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OurHook {
-    /// The program as written (the `bir-hooks` link or `bir`).
+    /// The program as written (the `bir-hooks` link or `bir`); for an
+    /// HTTP hook, `http://127.0.0.1:<port>`.
     pub program: String,
     pub event: String,
     /// Correlation flags after the event (`--correlate inject`,
-    /// `--no-correlation`), as written.
+    /// `--no-correlation`), as written; for an HTTP hook, the URL's query
+    /// parameters.
     pub flags: Vec<String>,
+    pub transport: Transport,
+}
+
+/// `Some` when `url` is a bir hook URL: `http://127.0.0.1:<port>/hook/<Event>`
+/// with an optional query.
+pub fn parse_our_url(url: &str) -> Option<OurHook> {
+    let rest = url.strip_prefix("http://127.0.0.1:")?;
+    let (port, path) = rest.split_once('/')?;
+    port.parse::<u16>().ok().filter(|p| *p != 0)?;
+    let path = path.strip_prefix("hook/")?;
+    let (event, query) = path.split_once('?').unwrap_or((path, ""));
+    let valid = !event.is_empty()
+        && event
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    valid.then(|| OurHook {
+        program: format!("http://127.0.0.1:{port}"),
+        event: event.to_owned(),
+        flags: query
+            .split('&')
+            .filter(|q| !q.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        transport: Transport::Http,
+    })
 }
 
 /// `Some` when `command` is a bir hook command: `<…/bir-hooks> <Event>` or
@@ -334,7 +514,33 @@ pub fn parse_ours(command: &str) -> Option<OurHook> {
         program: program.clone(),
         event: event.clone(),
         flags: flags.to_vec(),
+        transport: Transport::Command,
     })
+}
+
+/// Whether a registered hook asks for call-id injection.
+fn says_inject(hook: &OurHook) -> bool {
+    match hook.transport {
+        Transport::Http => hook.flags.iter().any(|q| q == "correlate=inject"),
+        Transport::Command => correlation(&hook.flags) == Some(Correlation::Inject),
+    }
+}
+
+/// The injection mode command flags name (the last one wins).
+fn correlation(flags: &[String]) -> Option<Correlation> {
+    let mut mode = None;
+    let mut words = flags.iter();
+    while let Some(w) = words.next() {
+        mode = match w.as_str() {
+            "--no-correlation" => Some(Correlation::Off),
+            "--correlate" => words.next().and_then(|m| Correlation::parse(m)),
+            other => other
+                .strip_prefix("--correlate=")
+                .and_then(Correlation::parse)
+                .or(mode),
+        };
+    }
+    mode
 }
 
 /// A matcher group bir wrote: no matcher or other keys, one command
@@ -348,10 +554,19 @@ fn our_group(group: &Node) -> Option<OurHook> {
     let [handler] = members[0].value.items() else {
         return None;
     };
-    if handler.get("type").and_then(Node::as_str) != Some("command") {
-        return None;
+    match handler.get("type").and_then(Node::as_str) {
+        Some("command") => parse_ours(handler.get("command").and_then(Node::as_str)?),
+        Some("http") => {
+            let marked = handler
+                .get("headers")
+                .is_some_and(|h| h.members().iter().any(|m| m.key == HTTP_MARK));
+            if !marked {
+                return None;
+            }
+            parse_our_url(handler.get("url").and_then(Node::as_str)?)
+        }
+        _ => None,
     }
-    parse_ours(handler.get("command").and_then(Node::as_str)?)
 }
 
 /// A bir group found in a settings file.
@@ -359,7 +574,7 @@ fn our_group(group: &Node) -> Option<OurHook> {
 pub struct Registered {
     pub event: String,
     pub hook: OurHook,
-    /// The command as written (decoded).
+    /// The command (or the URL) as written (decoded).
     pub command: String,
     /// The byte span of its `command` string.
     command_span: (usize, usize),
@@ -374,10 +589,14 @@ pub fn registered(doc: &Doc) -> Vec<Registered> {
     for m in hooks.members() {
         for group in m.value.items() {
             if let Some(hook) = our_group(group) {
+                let field = match hook.transport {
+                    Transport::Command => "command",
+                    Transport::Http => "url",
+                };
                 let node = group
                     .get("hooks")
                     .and_then(|h| h.items().first())
-                    .and_then(|h| h.get("command"));
+                    .and_then(|h| h.get(field));
                 out.push(Registered {
                     event: m.key.clone(),
                     hook,
@@ -398,6 +617,10 @@ pub struct HookChange {
     pub file: PathBuf,
     /// `user` or `project`.
     pub scope: String,
+    /// How the hooks deliver events (`command` for a ledger written before
+    /// there was a choice).
+    #[serde(default)]
+    pub transport: Transport,
     /// The project keys whose `bir install` asked for these hooks; uninstall
     /// of one project takes the hooks away only when none is left (user
     /// settings serve every project).
@@ -443,6 +666,9 @@ pub struct Planned {
     pub repointed: usize,
     /// bir's `PreToolUse` group now says another call-id injection mode.
     pub reflagged: usize,
+    /// bir groups taken out: another transport or address than this form's
+    /// (re-added in this form), or an event bir no longer registers.
+    pub replaced: usize,
     /// Events that already had this bir's group.
     pub already: usize,
 }
@@ -492,10 +718,46 @@ pub fn install_edit_skipping(
         created_file,
         ..Planned::default()
     };
-    // Point stale bir groups (another path, or other correlation flags
-    // than the form chose) at this bir, span by span.
+    // Take out bir groups this form would not write: an event bir no
+    // longer registers, another transport, or an HTTP hook to another
+    // address (re-added below, in this form). Last first, so the spans
+    // found stay valid.
+    let parsed_group = |event: &str, kept: &[String]| {
+        serde_json::from_str::<serde_json::Value>(&form.group_with(event, kept)).ok()
+    };
+    let mut out_of_form: Vec<(String, usize)> = Vec::new();
+    let mut inject_kept = false;
+    if let Some(hooks) = doc.root.get("hooks") {
+        for m in hooks.members() {
+            for (index, group) in m.value.items().iter().enumerate() {
+                let Some(hook) = our_group(group) else {
+                    continue;
+                };
+                let gone = LEFT_TO_THE_TRANSCRIPT.contains(&m.key.as_str());
+                let moved = hook.transport != form.transport_of(&m.key);
+                let readdressed = hook.transport == Transport::Http
+                    && serde_json::from_str::<serde_json::Value>(doc.raw(group)).ok()
+                        != parsed_group(&m.key, &hook.flags);
+                if gone || moved || readdressed {
+                    inject_kept |= m.key == "PreToolUse" && says_inject(&hook);
+                    out_of_form.push((m.key.clone(), index));
+                }
+            }
+        }
+    }
+    for (event, index) in out_of_form.iter().rev() {
+        let doc = Doc::parse(&bytes, Flavor::Json).map_err(|e| refuse(e.to_string()))?;
+        bytes = doc
+            .remove_item(&["hooks", event], *index)
+            .ok_or_else(|| refuse(format!(" `hooks.{event}` changed while being edited")))?;
+        plan.replaced += 1;
+    }
+    // Point stale bir command groups (another path, or other correlation
+    // flags than the form chose) at this bir, span by span.
+    let doc = Doc::parse(&bytes, Flavor::Json).map_err(|e| refuse(e.to_string()))?;
     let mut stale: Vec<Registered> = registered(&doc)
         .into_iter()
+        .filter(|r| r.hook.transport == Transport::Command)
         .filter(|r| r.command != form.command_over(&r.hook))
         .collect();
     stale.sort_by_key(|r| std::cmp::Reverse(r.command_span.0));
@@ -515,12 +777,22 @@ pub fn install_edit_skipping(
             plan.repointed += 1;
         }
     }
-    for &event in EVENTS.iter().filter(|e| !skip.contains(e)) {
+    // A PreToolUse group taken out keeps what it said about call-id
+    // injection in its new form.
+    let kept = if inject_kept {
+        match form.transport_of("PreToolUse") {
+            Transport::Http => vec!["correlate=inject".to_owned()],
+            Transport::Command => correlation_words(Correlation::Inject),
+        }
+    } else {
+        Vec::new()
+    };
+    for event in registered_events().filter(|e| !skip.contains(e)) {
         let doc = Doc::parse(&bytes, Flavor::Json).map_err(|e| refuse(e.to_string()))?;
         let path = ["hooks", event];
         match doc.root.at(&path) {
             None => {
-                bytes = doc.set(&path, &format!("[{}]", form.group(event)))?;
+                bytes = doc.set(&path, &format!("[{}]", form.group_with(event, &kept)))?;
                 plan.events.push(HookEvent {
                     event: event.into(),
                     created: true,
@@ -539,7 +811,7 @@ pub fn install_edit_skipping(
                 let inner = &doc.text[arr.start + 1..arr.end - 1];
                 let empty_inner =
                     (arr.items().is_empty() && !inner.is_empty()).then(|| inner.to_owned());
-                bytes = doc.push_item(&path, &form.group(event))?;
+                bytes = doc.push_item(&path, &form.group_with(event, &kept))?;
                 plan.events.push(HookEvent {
                     event: event.into(),
                     created: false,
@@ -619,6 +891,7 @@ mod tests {
         HookChange {
             client: "claude-code".into(),
             file: "s.json".into(),
+            transport: Transport::Command,
             scope: "user".into(),
             projects: vec![],
             created_file,
@@ -634,6 +907,7 @@ mod tests {
             program: PathBuf::from(p),
             subcommand: basename(p) != "bir-hooks",
             correlation: None,
+            http: None,
         }
     }
 
@@ -647,6 +921,7 @@ mod tests {
                 program: "/opt/my tools/bir".into(),
                 event: "Stop".into(),
                 flags: Vec::new(),
+                transport: Transport::Command,
             })
         );
         let f = form("/usr/local/bin/bir-hooks");
@@ -682,9 +957,14 @@ mod tests {
         let file = Path::new("settings.json");
         let plan = install_edit_skipping(None, &f, file, LEFT_TO_THE_MOD).expect("edit");
         let events: Vec<&str> = plan.events.iter().map(|e| e.event.as_str()).collect();
-        assert_eq!(events.len(), EVENTS.len() - LEFT_TO_THE_MOD.len());
+        assert_eq!(
+            events.len(),
+            registered_events()
+                .filter(|e| !LEFT_TO_THE_MOD.contains(e))
+                .count()
+        );
         assert!(!events.contains(&"MessageDisplay"));
-        assert!(events.contains(&"PreToolUse") && events.contains(&"PostToolBatch"));
+        assert!(events.contains(&"PreToolUse") && events.contains(&"PostToolUse"));
         // Registered before without the mod: left as it is, not removed.
         let full = install_edit(None, &f, file)
             .expect("edit")
@@ -708,7 +988,7 @@ mod tests {
             let after = plan.bytes.expect("changed");
             let doc = Doc::parse(&after, Flavor::Json).expect("valid JSON");
             let ours = registered(&doc);
-            assert_eq!(ours.len(), EVENTS.len(), "{before}");
+            assert_eq!(ours.len(), registered_events().count(), "{before}");
             assert!(!ours.iter().any(|r| r.event == "WorktreeCreate"));
             // The user's hook stays first.
             if before.contains("mine") {
@@ -720,7 +1000,7 @@ mod tests {
             }
             // Idempotent.
             let again = install_edit(Some(&after), &f, file).expect("again");
-            assert!(again.bytes.is_none() && again.already == EVENTS.len());
+            assert!(again.bytes.is_none() && again.already == registered_events().count());
             let change = recorded(plan.events.clone(), false, plan.keep_parents);
             let (back, pristine) = uninstall_edit(&after, &change).expect("uninstall");
             assert_eq!(
@@ -754,7 +1034,7 @@ mod tests {
         let after = plan.bytes.expect("changed");
         let doc = Doc::parse(&after, Flavor::Json).expect("json");
         let ours = registered(&doc);
-        assert_eq!(ours.len(), EVENTS.len());
+        assert_eq!(ours.len(), registered_events().count());
         for r in &ours {
             if r.event == "PreToolUse" {
                 assert_eq!(r.command, "/b/bir-hooks PreToolUse --correlate inject");
@@ -820,7 +1100,7 @@ mod tests {
         let plan = install_edit(Some(b"{}"), &old, file).expect("install");
         let after = plan.bytes.expect("bytes");
         let plan = install_edit(Some(&after), &new, file).expect("repoint");
-        assert_eq!(plan.repointed, EVENTS.len());
+        assert_eq!(plan.repointed, registered_events().count());
         let repointed = plan.bytes.expect("bytes");
         let doc = Doc::parse(&repointed, Flavor::Json).expect("json");
         assert!(
@@ -848,5 +1128,124 @@ mod tests {
             let err = install_edit(Some(bad.as_bytes()), &new, file).expect_err(bad);
             assert!(err.to_string().contains("nothing was changed"), "{err}");
         }
+    }
+
+    fn http_form(p: &str) -> HookForm {
+        HookForm {
+            http: Some(HttpForm {
+                addr: HookAddr {
+                    port: 47113,
+                    token: "ab".repeat(32),
+                },
+                pre_tool_query: "claude_config=%2Fh%2F.claude".into(),
+            }),
+            ..form(p)
+        }
+    }
+
+    /// `--hooks http`: every event but SessionStart and SessionEnd is an
+    /// HTTP hook to the daemon's hook port with the token header; those
+    /// two stay commands. Switching to `command` and back replaces bir's
+    /// groups only, an install after Claude Code reformatted the file
+    /// changes nothing, and uninstall from either form gives back every
+    /// byte.
+    #[test]
+    fn http_hooks_switch_with_command_hooks_and_uninstall_gives_back_every_byte() {
+        let file = Path::new("settings.json");
+        let before = "{\n  \"hooks\": {\n    \"Stop\": [{\"hooks\": [{\"type\": \"http\", \"url\": \"http://127.0.0.1:9/hook/Stop\"}]}]\n  }\n}\n";
+        let http = http_form("/b/bir-hooks");
+        let plan = install_edit(Some(before.as_bytes()), &http, file).expect("install");
+        let after = plan.bytes.expect("changed");
+        let doc = Doc::parse(&after, Flavor::Json).expect("json");
+        let ours = registered(&doc);
+        assert_eq!(ours.len(), registered_events().count());
+        for r in &ours {
+            let want = if COMMAND_ALWAYS.contains(&r.event.as_str()) {
+                Transport::Command
+            } else {
+                Transport::Http
+            };
+            assert_eq!(r.hook.transport, want, "{}", r.event);
+            if want == Transport::Http {
+                assert!(
+                    r.command
+                        .starts_with(&format!("http://127.0.0.1:47113/hook/{}", r.event)),
+                    "{}",
+                    r.command
+                );
+            }
+        }
+        let text = String::from_utf8(after.clone()).expect("utf8");
+        assert!(text.contains(&format!("\"Bearer {}\"", "ab".repeat(32))));
+        assert!(text.contains("\"X-Bir-Hook\""));
+        assert!(text.contains("/hook/PreToolUse?claude_config=%2Fh%2F.claude\""));
+        // The user's own HTTP hook (no X-Bir-Hook) is not bir's.
+        let stop = doc.root.at(&["hooks", "Stop"]).expect("Stop");
+        assert_eq!(stop.items().len(), 2);
+        assert!(our_group(&stop.items()[0]).is_none());
+        // Claude Code rewrites the file pretty-printed: still recognised.
+        let pretty = serde_json::to_string_pretty(
+            &serde_json::from_slice::<serde_json::Value>(&after).expect("json"),
+        )
+        .expect("pretty");
+        let again = install_edit(Some(pretty.as_bytes()), &http, file).expect("again");
+        assert!(again.bytes.is_none(), "nothing to change");
+        // To command hooks: bir's HTTP groups replaced, nothing else.
+        let cmd = form("/b/bir-hooks");
+        let switched = install_edit(Some(&after), &cmd, file).expect("switch");
+        assert_eq!(
+            switched.replaced,
+            registered_events().count() - COMMAND_ALWAYS.len()
+        );
+        let switched_bytes = switched.bytes.expect("changed");
+        let doc = Doc::parse(&switched_bytes, Flavor::Json).expect("json");
+        assert!(
+            registered(&doc)
+                .iter()
+                .all(|r| r.hook.transport == Transport::Command)
+        );
+        // And back.
+        let back = install_edit(Some(&switched_bytes), &http, file).expect("back");
+        let back_bytes = back.bytes.expect("changed");
+        let mut events = plan.events.clone();
+        events.extend(switched.events.clone());
+        events.extend(back.events.clone());
+        let change = recorded(events, false, plan.keep_parents);
+        for state in [&after, &switched_bytes, &back_bytes] {
+            let (restored, _) = uninstall_edit(state, &change).expect("uninstall");
+            assert_eq!(
+                String::from_utf8(restored.expect("changed")).expect("utf8"),
+                before
+            );
+        }
+        // Injection asked for on PreToolUse goes into the URL.
+        let inject = HookForm {
+            correlation: Some(Correlation::Inject),
+            ..http_form("/b/bir-hooks")
+        };
+        let plan = install_edit(Some(&after), &inject, file).expect("inject");
+        let text = String::from_utf8(plan.bytes.expect("changed")).expect("utf8");
+        assert!(
+            text.contains("/hook/PreToolUse?correlate=inject&claude_config="),
+            "{text}"
+        );
+    }
+
+    /// Events bir no longer registers (an install of an older bir) lose
+    /// bir's group at the next install; the user's groups stay.
+    #[test]
+    fn groups_of_events_left_to_the_transcript_are_taken_out() {
+        let file = Path::new("s.json");
+        let f = form("/b/bir-hooks");
+        let old = format!(
+            "{{\"hooks\": {{\"MessageDisplay\": [{}, {{\"hooks\": [{{\"type\": \"command\", \"command\": \"mine\"}}]}}]}}}}",
+            f.group_with("MessageDisplay", &[])
+        );
+        let plan = install_edit(Some(old.as_bytes()), &f, file).expect("install");
+        assert_eq!(plan.replaced, 1);
+        let doc = Doc::parse(&plan.bytes.expect("changed"), Flavor::Json).expect("json");
+        let md = doc.root.at(&["hooks", "MessageDisplay"]).expect("kept");
+        assert_eq!(md.items().len(), 1, "the user's group stays");
+        assert!(!registered(&doc).iter().any(|r| r.event == "MessageDisplay"));
     }
 }

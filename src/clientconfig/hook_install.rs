@@ -13,8 +13,8 @@ use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
 use super::hook_entries::{
-    EVENTS, HookChange, HookForm, HookScope, LEFT_TO_THE_MOD, TIMEOUT_SECS, install_edit_skipping,
-    registered, uninstall_edit,
+    HookChange, HookForm, HookPlace, HookScope, HttpForm, LEFT_TO_THE_MOD, TIMEOUT_SECS, Transport,
+    install_edit_skipping, registered, registered_events, uninstall_edit,
 };
 use super::jsonedit::{Doc, Flavor, Node};
 use super::ledger;
@@ -75,10 +75,11 @@ pub fn install(
     }
     let form = HookForm {
         correlation,
+        http: http_form(paths, scope)?,
         ..HookForm::detect()
     };
     let note_scope = || {
-        if scope == HookScope::Project {
+        if scope.place == HookPlace::Project {
             out(&format!(
                 "  note: project settings load only when Claude Code starts in {} itself (not a subdirectory), and only once the folder is trusted (the trust dialog; `claude -p` counts as trusted)",
                 paths.project.display()
@@ -130,13 +131,19 @@ pub fn install(
                     h.projects.push(key.clone());
                 }
                 h.events.extend(plan.events.iter().cloned());
+                h.transport = scope.transport;
                 if outcome.changed {
                     h.file_sha256 = file_hash.clone();
                 }
             }
-            None if !plan.events.is_empty() || plan.repointed > 0 || plan.reflagged > 0 => {
+            None if !plan.events.is_empty()
+                || plan.repointed > 0
+                || plan.reflagged > 0
+                || plan.replaced > 0 =>
+            {
                 l.hooks.push(HookChange {
                 client: CLIENT.into(),
+                transport: scope.transport,
                 file: target.clone(),
                 scope: scope.label().into(),
                 projects: vec![key.clone()],
@@ -181,7 +188,13 @@ pub fn install(
             }
         ));
     }
-    if plan.events.is_empty() && plan.repointed == 0 && plan.reflagged == 0 {
+    if plan.replaced > 0 {
+        out(&format!(
+            "  replaced   {} hook group(s) of another form (transport, address, or an event bir no longer registers)",
+            plan.replaced
+        ));
+    }
+    if plan.events.is_empty() && plan.repointed == 0 && plan.reflagged == 0 && plan.replaced == 0 {
         out(&format!("  already registered ({} events)", plan.already));
     }
     if with_mod {
@@ -191,9 +204,35 @@ pub fn install(
         ));
     }
     note_scope();
-    Ok(outcome
-        .changed
-        .then(|| (target, plan.events.len() + plan.repointed + plan.reflagged)))
+    Ok(outcome.changed.then(|| {
+        (
+            target,
+            plan.events.len() + plan.repointed + plan.reflagged + plan.replaced,
+        )
+    }))
+}
+
+/// The HTTP side of the hooks for `scope` (`None`: command hooks): the
+/// daemon's hook address (chosen now if it is the first time), and where
+/// this user's Claude Code settings live, for the guide.
+fn http_form(paths: &Paths, scope: HookScope) -> Result<Option<HttpForm>, Error> {
+    if scope.transport != Transport::Http {
+        return Ok(None);
+    }
+    let home = crate::home::bir_home().ok_or("no home directory (set BIR_HOME or HOME)")?;
+    let addr = crate::daemon::hookaddr::endpoint(&home)
+        .context(|| format!("cannot choose the daemon's hook port in {}", home.display()))?;
+    let encode =
+        |p: &Path| crate::codec::percent_encode(p.as_os_str().as_encoded_bytes(), true, false);
+    let pre_tool_query = format!(
+        "claude_config={}&claude_managed={}",
+        encode(&paths.settings_dir),
+        encode(&paths.managed_dir)
+    );
+    Ok(Some(HttpForm {
+        addr,
+        pre_tool_query,
+    }))
 }
 
 /// Whether [`install`] would change the settings file (quietly: `bir
@@ -206,7 +245,11 @@ pub fn would_change(paths: &Paths, scope: HookScope) -> Result<bool, Error> {
     let file = scope.settings_file(paths);
     let before = atomic::read(&file)?;
     // `bir setup` installs no mod: every event is bir's hooks' own.
-    let plan = install_edit_skipping(before.as_deref(), &HookForm::detect(), &file, &[])?;
+    let form = HookForm {
+        http: http_form(paths, scope)?,
+        ..HookForm::detect()
+    };
+    let plan = install_edit_skipping(before.as_deref(), &form, &file, &[])?;
     Ok(plan.bytes.is_some())
 }
 
@@ -413,7 +456,12 @@ struct InFile {
     file: PathBuf,
     label: &'static str,
     events: Vec<String>,
+    /// Command hooks' programs.
     programs: Vec<String>,
+    /// HTTP hooks' targets (`http://127.0.0.1:<port>`).
+    targets: Vec<String>,
+    /// Events delivered over HTTP.
+    http_events: usize,
 }
 
 fn found(paths: &Paths) -> Vec<InFile> {
@@ -429,17 +477,52 @@ fn found(paths: &Paths) -> Vec<InFile> {
         let mut events: Vec<String> = regs.iter().map(|r| r.event.clone()).collect();
         events.sort();
         events.dedup();
-        let mut programs: Vec<String> = regs.iter().map(|r| r.hook.program.clone()).collect();
-        programs.sort();
-        programs.dedup();
+        let of = |t: Transport| {
+            let mut v: Vec<String> = regs
+                .iter()
+                .filter(|r| r.hook.transport == t)
+                .map(|r| r.hook.program.clone())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
         outv.push(InFile {
             file,
             label,
             events,
-            programs,
+            programs: of(Transport::Command),
+            targets: of(Transport::Http),
+            http_events: regs
+                .iter()
+                .filter(|r| r.hook.transport == Transport::Http)
+                .count(),
         });
     }
     outv
+}
+
+impl InFile {
+    /// `http` when any event goes over HTTP, else `command`.
+    fn transport(&self) -> Transport {
+        if self.http_events > 0 {
+            Transport::Http
+        } else {
+            Transport::Command
+        }
+    }
+
+    fn delivery(&self) -> String {
+        match self.transport() {
+            Transport::Http => format!(
+                "{} over HTTP → {}, the rest as commands → {}",
+                self.http_events,
+                self.targets.join(", "),
+                self.programs.join(", ")
+            ),
+            Transport::Command => format!("as commands → {}", self.programs.join(", ")),
+        }
+    }
 }
 
 /// `bir status`: one line per settings file with bir hooks.
@@ -453,25 +536,30 @@ pub fn status(paths: &Paths) {
     }
     for f in files {
         out(&format!(
-            "Hooks: installed in {} ({} settings): {} of {} events → {}",
+            "Hooks: installed in {} ({} settings): {} of {} events, {}",
             f.file.display(),
             f.label,
             f.events.len(),
-            EVENTS.len(),
-            f.programs.join(", ")
+            registered_events().count(),
+            f.delivery()
         ));
     }
 }
 
 /// `bir doctor`: lines to print and the number of problems. Hooks that run
-/// a program that is gone, or another bir than this one, are problems.
+/// a program that is gone, or another bir than this one, are problems; so
+/// are HTTP hooks to a port the daemon does not listen on.
 pub fn doctor(paths: &Paths, left_to_the_mod: bool) -> (Vec<String>, usize) {
+    let all = registered_events().count();
     // With the mod installed, the events it makes redundant are not missing.
-    let expected = if left_to_the_mod {
-        EVENTS.len() - LEFT_TO_THE_MOD.len()
+    let skipped = if left_to_the_mod {
+        registered_events()
+            .filter(|e| LEFT_TO_THE_MOD.contains(e))
+            .count()
     } else {
-        EVENTS.len()
+        0
     };
+    let expected = all - skipped;
     let mut lines = Vec::new();
     let mut problems = 0;
     let files = found(paths);
@@ -481,7 +569,8 @@ pub fn doctor(paths: &Paths, left_to_the_mod: bool) -> (Vec<String>, usize) {
     }
     let this = HookForm::detect();
     let this_real = std::fs::canonicalize(&this.program).ok();
-    for f in files {
+    let home = crate::home::bir_home();
+    for f in &files {
         let where_ = format!("{} ({} settings)", f.file.display(), f.label);
         for program in &f.programs {
             let real = std::fs::canonicalize(program).ok();
@@ -501,25 +590,118 @@ pub fn doctor(paths: &Paths, left_to_the_mod: bool) -> (Vec<String>, usize) {
                     )
                 }
                 Some(_) if f.events.len() < expected => format!(
-                    "Hooks: ok: {where_}: {} of {} events → {program} (this bir); `bir install` adds the missing ones",
+                    "Hooks: ok: {where_}: {} of {all} events → {program} (this bir); `bir install` adds the missing ones",
                     f.events.len(),
-                    EVENTS.len()
                 ),
-                Some(_) if f.events.len() < EVENTS.len() => format!(
-                    "Hooks: ok: {where_}: {} of {} events → {program} (this bir; {} left to the mod)",
+                Some(_) if f.events.len() < all => format!(
+                    "Hooks: ok: {where_}: {} of {all} events → {program} (this bir; {} left to the mod)",
                     f.events.len(),
-                    EVENTS.len(),
                     LEFT_TO_THE_MOD.join(", ")
                 ),
-                Some(_) => format!(
-                    "Hooks: ok: {where_}: all {} events → {program} (this bir)",
-                    EVENTS.len()
-                ),
+                Some(_) => format!("Hooks: ok: {where_}: all {all} events → {program} (this bir)"),
             };
             lines.push(line);
         }
+        for target in &f.targets {
+            let chosen = home.as_deref().and_then(crate::daemon::hookaddr::read);
+            let ours = chosen
+                .as_ref()
+                .is_some_and(|a| *target == format!("http://127.0.0.1:{}", a.port));
+            if !ours {
+                problems += 1;
+                lines.push(format!(
+                    "Hooks: PROBLEM: {where_} posts to {target}, which is not this bir's hook address ({}); run `bir install` again",
+                    chosen.map_or("none chosen".to_owned(), |a| format!("http://127.0.0.1:{}", a.port))
+                ));
+            }
+        }
+    }
+    if let Some(home) = &home {
+        lines.extend(live_path(home, &files, &this));
     }
     (lines, problems)
+}
+
+/// Which path delivers the hooks now, and what one hook costs on it,
+/// measured here: over HTTP the daemon's answer on the hook port (what
+/// Claude Code waits for), for commands the hook process's start as well.
+/// A daemon that is not running is no problem (the next session starts it;
+/// its transcript covers what HTTP hooks miss meanwhile).
+fn live_path(home: &Path, files: &[InFile], this: &HookForm) -> Vec<String> {
+    let http = files.iter().any(|f| f.transport() == Transport::Http);
+    let endpoint = crate::daemon::client::discover(home);
+    let answer = endpoint.as_ref().and_then(|e| time_health(e, 15));
+    let mut lines = Vec::new();
+    if http {
+        let chosen = crate::daemon::hookaddr::read(home);
+        let on_port = match (&endpoint, &chosen) {
+            (Some(e), Some(a)) => e.addr.port() == a.port,
+            _ => false,
+        };
+        lines.push(match (&endpoint, on_port, answer) {
+            (Some(_), true, Some(ms)) => format!(
+                "Hooks: live path: http (the daemon answers on the hook port); measured cost per hook: {ms:.2} ms for the daemon's answer (median of 15), plus Claude Code's own dispatch"
+            ),
+            (Some(e), false, _) => format!(
+                "Hooks: live path: none for HTTP hooks: the daemon listens on {} (the hook port {} was taken when it started); `bir down` and the next session start it there. Sessions meanwhile are recovered from their transcripts",
+                e.url,
+                chosen.map_or(0, |a| a.port)
+            ),
+            _ => "Hooks: live path: http, daemon not running (SessionStart starts it; what HTTP hooks miss is recovered from the transcript)".to_owned(),
+        });
+    } else {
+        let start = time_process(this, 5);
+        lines.push(format!(
+            "Hooks: live path: command; measured cost per hook: {} process start + {} daemon answer (medians)",
+            start.map_or("?".to_owned(), |ms| format!("{ms:.2} ms")),
+            answer.map_or("? (daemon not running)".to_owned(), |ms| format!("{ms:.2} ms"))
+        ));
+    }
+    lines
+}
+
+/// The median time of `n` `GET /health` answers, in milliseconds.
+fn time_health(endpoint: &crate::daemon::client::Endpoint, n: usize) -> Option<f64> {
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = std::time::Instant::now();
+        let (status, _) = endpoint
+            .get("/health", std::time::Duration::from_millis(500))
+            .ok()?;
+        if status != 200 {
+            return None;
+        }
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    median(times)
+}
+
+/// The median time of `n` starts of the hook program (`--version`, as
+/// Claude Code starts it: through `sh -c`), in milliseconds.
+fn time_process(form: &HookForm, n: usize) -> Option<f64> {
+    let cmd = form.command("--version");
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = std::time::Instant::now();
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&cmd)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        if !status.success() {
+            return None;
+        }
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    median(times)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
 }
 
 #[cfg(test)]
@@ -530,6 +712,7 @@ mod tests {
         HookChange {
             client: CLIENT.into(),
             file: PathBuf::from(file),
+            transport: Transport::Command,
             scope: "user".into(),
             projects: projects.iter().map(|p| p.to_string()).collect(),
             created_file: false,

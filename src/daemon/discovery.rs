@@ -107,16 +107,29 @@ fn check_ours_and_private(path: &Path, meta: &fs::Metadata, must_be: &str) -> Re
 /// Reads and checks the discovery file. `Ok(None)`: there is none.
 /// `Err`: there is one but it is refused (the message names the check).
 pub(crate) fn read(home: &Path) -> Result<Option<Discovery>, String> {
-    let dir = control_dir(home);
-    match fs::symlink_metadata(&dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        _ => check_private_dir(&dir)?,
-    }
     let path = discovery_path(home);
+    let Some(text) = read_private(&path)? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&text)
+        .map(Some)
+        .map_err(|e| format!("{} is not a discovery file ({e})", path.display()))
+}
+
+/// Reads a file of `control/` under the discovery file's checks (the
+/// directory private and ours; the file regular, ours, 0600 or tighter, at
+/// most [`MAX_BYTES`], never through a symlink). `Ok(None)`: not there.
+pub(crate) fn read_private(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    if let Some(dir) = path.parent() {
+        match fs::symlink_metadata(dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            _ => check_private_dir(dir)?,
+        }
+    }
     let file = match fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(&path)
+        .open(path)
     {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -131,7 +144,7 @@ pub(crate) fn read(home: &Path) -> Result<Option<Discovery>, String> {
     if !meta.file_type().is_file() {
         return Err(format!("{} is not a regular file", path.display()));
     }
-    check_ours_and_private(&path, &meta, "0600")?;
+    check_ours_and_private(path, &meta, "0600")?;
     if meta.len() > MAX_BYTES {
         return Err(format!("{} is too large to be ours", path.display()));
     }
@@ -139,9 +152,7 @@ pub(crate) fn read(home: &Path) -> Result<Option<Discovery>, String> {
     file.take(MAX_BYTES)
         .read_to_end(&mut text)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_slice(&text)
-        .map(Some)
-        .map_err(|e| format!("{} is not a discovery file ({e})", path.display()))
+    Ok(Some(text))
 }
 
 /// Creates `control/` (0700, never through a symlink) or takes the one
@@ -158,8 +169,14 @@ pub(crate) fn ensure_control_dir(home: &Path) -> io::Result<PathBuf> {
 
 /// Publishes `discovery` atomically (see the module's invariants).
 pub(crate) fn write(home: &Path, discovery: &Discovery) -> io::Result<()> {
+    let body = serde_json::to_vec(discovery).map_err(io::Error::other)?;
+    write_private(home, "daemon.json", &body)
+}
+
+/// Writes `control/<name>` atomically, 0600, never through a symlink.
+pub(crate) fn write_private(home: &Path, name: &str, body: &[u8]) -> io::Result<()> {
     let dir = ensure_control_dir(home)?;
-    let tmp = dir.join(format!("daemon.json.{}.tmp", std::process::id()));
+    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
     // A leftover of ours from a crash at this very pid: out of the way.
     let _ = fs::remove_file(&tmp);
     let mut file = fs::OpenOptions::new()
@@ -168,9 +185,8 @@ pub(crate) fn write(home: &Path, discovery: &Discovery) -> io::Result<()> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)?;
-    let body = serde_json::to_vec(discovery).map_err(io::Error::other)?;
-    let written = file.write_all(&body).and_then(|()| file.sync_all());
-    if let Err(err) = written.and_then(|()| fs::rename(&tmp, discovery_path(home))) {
+    let written = file.write_all(body).and_then(|()| file.sync_all());
+    if let Err(err) = written.and_then(|()| fs::rename(&tmp, dir.join(name))) {
         let _ = fs::remove_file(&tmp);
         return Err(err);
     }

@@ -81,8 +81,13 @@ pub(crate) enum Method {
 /// What the daemon accepts as the caller's identity.
 pub(crate) enum Guard<'a> {
     /// Loopback TCP: `Host` is `127.0.0.1:<port>` (or `localhost`/`[::1]`)
-    /// and the bearer token is required.
-    Loopback { port: u16, token: &'a str },
+    /// and the bearer token is required; the hook token (`hookaddr`), when
+    /// there is one, admits `POST /hook/…` only.
+    Loopback {
+        port: u16,
+        token: &'a str,
+        hook_token: Option<&'a str>,
+    },
     /// The Unix socket: its permissions (and the peer's uid, checked at
     /// accept) are the credential, so there is no token; `Host` must be
     /// exactly `host`, and `Origin` is refused as on TCP.
@@ -311,8 +316,13 @@ fn check_caller(head: &Head<'_>, guard: &Guard<'_>) -> Result<(), Refused> {
                 Err(Refused(403))
             };
         }
-        Guard::Loopback { port, token } => (*port, *token),
+        Guard::Loopback {
+            port,
+            token,
+            hook_token,
+        } => (*port, (*token, *hook_token)),
     };
+    let (token, hook_token) = token;
     let host_ok = head.hosts == 1
         && head.host.is_some_and(|host| {
             let Some((name, host_port)) = host.rsplit_once(':') else {
@@ -329,7 +339,9 @@ fn check_caller(head: &Head<'_>, guard: &Guard<'_>) -> Result<(), Refused> {
         .authorization
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if !token_matches(presented, token) {
+    let hook_post = head.method == "POST" && head.path.starts_with("/hook/");
+    let by_hook_token = hook_post && hook_token.is_some_and(|t| token_matches(presented, t));
+    if !token_matches(presented, token) && !by_hook_token {
         return Err(Refused(401));
     }
     Ok(())
@@ -425,12 +437,14 @@ mod tests {
         });
         let (mut conn, _) = listener.accept().expect("accept");
         let token = "t".repeat(64);
+        let hook_token = "h".repeat(64);
         let got = read_request(
             &mut conn,
             &limits(),
             &Guard::Loopback {
                 port,
                 token: &token,
+                hook_token: Some(&hook_token),
             },
             Instant::now(),
             &mut || Ok(()),
@@ -485,6 +499,29 @@ mod tests {
             serve(other_port.into_bytes()).expect_err("refused"),
             Refused(403)
         );
+    }
+
+    /// The hook token admits a hook post and nothing else: not another
+    /// route, not a GET.
+    #[test]
+    fn the_hook_token_opens_hook_posts_only() {
+        let with_hook_token = |raw: Vec<u8>| {
+            String::from_utf8(raw)
+                .expect("utf8")
+                .replace(&"t".repeat(64), &"h".repeat(64))
+        };
+        let req = serve(with_hook_token(post("", "{}")).into_bytes()).expect("hook post");
+        assert_eq!(req.path, "/hook/Stop");
+        let shutdown = with_hook_token(post("", "{}")).replace("/hook/Stop", "/shutdown");
+        assert_eq!(
+            serve(shutdown.into_bytes()).expect_err("refused"),
+            Refused(401)
+        );
+        let get = format!(
+            "GET /hook/Stop HTTP/1.1\r\nHost: 127.0.0.1:PORT\r\nAuthorization: Bearer {}\r\n\r\n",
+            "h".repeat(64)
+        );
+        assert_eq!(serve(get.into_bytes()).expect_err("refused"), Refused(401));
     }
 
     #[test]

@@ -28,6 +28,7 @@
 pub(crate) mod armed_guides;
 pub(crate) mod client;
 pub(crate) mod discovery;
+pub(crate) mod hookaddr;
 pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;

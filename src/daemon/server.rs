@@ -89,6 +89,9 @@ struct Daemon {
     core: Mutex<Core>,
     home: PathBuf,
     token: String,
+    /// The hook token of `control/hooks.json`, when this daemon listens on
+    /// the hook port: it admits hook posts only (`hookaddr`).
+    hook_token: Option<String>,
     port: u16,
     pid: u32,
     started_at: SystemTime,
@@ -156,6 +159,8 @@ fn run(home: &Path) -> Result<(), String> {
         .local_addr()
         .map_err(|e| format!("bind: {e}"))?
         .port();
+    // The HTTP hooks' token, when they post to the port this daemon got.
+    let hook_addr = super::hookaddr::read(home).filter(|a| a.port == port);
     listener
         .set_nonblocking(true)
         .map_err(|e| format!("listen: {e}"))?;
@@ -189,6 +194,7 @@ fn run(home: &Path) -> Result<(), String> {
         core: Mutex::new(core),
         home: home.to_owned(),
         token,
+        hook_token: hook_addr.map(|a| a.token),
         port,
         pid: std::process::id(),
         started_at,
@@ -679,6 +685,7 @@ fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via,
         Via::Tcp => Guard::Loopback {
             port: daemon.port,
             token: &daemon.token,
+            hook_token: daemon.hook_token.as_deref(),
         },
         Via::Socket => Guard::Socket {
             host: uds::SOCKET_HOST,
@@ -704,6 +711,23 @@ fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via,
     let _ = pre_auth.take();
     let (status, body) = match read {
         Err(Refused(status)) => (status, Vec::new()),
+        Ok(request) if via == Via::Tcp && answers_nothing(&request, &daemon.home) => {
+            daemon.touch();
+            // Answered before it is handled (the host waits for the answer
+            // on every tool call), with the engine's lock already held, so
+            // no later input can be handled before this one.
+            let mut core = daemon.core();
+            let _ = stream.set_write_deadline(Some(Duration::from_secs(2)));
+            let _ = http::respond(&mut stream, 200, b"");
+            stream.shut_write();
+            let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                hook_route(daemon, &mut core, &request.path, &request.body)
+            }));
+            if handled.is_err() {
+                log::error!("a request failed with an internal error");
+            }
+            return;
+        }
         Ok(request) => {
             daemon.touch();
             let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match via {
@@ -821,35 +845,8 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, path) if path.starts_with("/hook/") => {
-            let (event, query) = path["/hook/".len()..]
-                .split_once('?')
-                .unwrap_or((&path["/hook/".len()..], ""));
-            if event.is_empty() {
-                return (404, Vec::new());
-            }
-            let Ok(payload) = serde_json::from_slice::<serde_json::Value>(&request.body) else {
-                return (400, Vec::new());
-            };
             let mut core = daemon.core();
-            // The hook's stdout: nothing, except what an armed guide
-            // answers (`armed_guides.rs`) or the call-id injection its sender
-            // asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
-            let dirs = armed_guides::SettingsDirs::from_query(query);
-            let guided = armed_guides::apply(&daemon.home, &core.engine, event, &payload, &dirs);
-            let answer = guided.answer.or_else(|| {
-                (event == "PreToolUse" && asks_injection(query))
-                    .then(|| core.engine.injection(&payload, &request.body))
-                    .flatten()
-            });
-            let input = Input::Hook {
-                event: event.to_owned(),
-                payload,
-            };
-            core.handle(input, now);
-            if let Some(record) = guided.record {
-                core.handle(record, now);
-            }
-            (200, answer.map(String::into_bytes).unwrap_or_default())
+            hook_route(daemon, &mut core, path, &request.body)
         }
         (Method::Post, "/proxy/register") => {
             let Ok(register) = serde_json::from_slice::<wire::ProxyRegister>(&request.body) else {
@@ -889,6 +886,68 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
         }
         _ => (404, Vec::new()),
     }
+}
+
+/// Whether `request` is a hook post whose answer is empty whatever the
+/// engine makes of it: every event but the three an armed guide may answer
+/// (`UserPromptSubmit`, `PreToolUse`, `Stop`) — and those too while no
+/// guide is armed under `home`, but a `PreToolUse` that asks for call-id
+/// injection.
+fn answers_nothing(request: &Request, home: &Path) -> bool {
+    let Some(rest) = request.path.strip_prefix("/hook/") else {
+        return false;
+    };
+    let (event, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if request.method != Method::Post || event.is_empty() {
+        return false;
+    }
+    match event {
+        "UserPromptSubmit" | "Stop" => !armed_guides::dir(home).is_dir(),
+        "PreToolUse" => !asks_injection(query) && !armed_guides::dir(home).is_dir(),
+        _ => true,
+    }
+}
+
+/// `POST /hook/<Event>[?query]` with the engine's lock held: the hook's
+/// answer (`(status, body)`).
+fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let now = SystemTime::now();
+    let (event, query) = path["/hook/".len()..]
+        .split_once('?')
+        .unwrap_or((&path["/hook/".len()..], ""));
+    if event.is_empty() {
+        return (404, Vec::new());
+    }
+    let Ok(payload) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return (400, Vec::new());
+    };
+    // `bir off` (everywhere, or `--here` for the session's
+    // directory): an HTTP hook is posted by Claude Code itself, so
+    // the switch a command hook checks is checked here.
+    if let Some(cwd) = payload["cwd"].as_str()
+        && crate::switch::files_off(&daemon.home, Path::new(cwd))
+    {
+        return (200, Vec::new());
+    }
+    // The hook's stdout: nothing, except what an armed guide
+    // answers (`guides.rs`) or the call-id injection its sender
+    // asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
+    let dirs = armed_guides::SettingsDirs::from_query(query);
+    let guided = armed_guides::apply(&daemon.home, &core.engine, event, &payload, &dirs);
+    let answer = guided.answer.or_else(|| {
+        (event == "PreToolUse" && asks_injection(query))
+            .then(|| core.engine.injection(&payload, body))
+            .flatten()
+    });
+    let input = Input::Hook {
+        event: event.to_owned(),
+        payload,
+    };
+    core.handle(input, now);
+    if let Some(record) = guided.record {
+        core.handle(record, now);
+    }
+    (200, answer.map(String::into_bytes).unwrap_or_default())
 }
 
 /// `correlate=inject` among a hook route's query parameters.

@@ -306,6 +306,13 @@ pub struct Step {
     /// stored `input` is the arguments as the host sent them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Bound runs only: told from the host's transcript, not live (the
+    /// recorder missed the call's hooks: no daemon, a daemon that died or
+    /// was stopped, an HTTP hook that could not connect). `started_at` is
+    /// the transcript's time of the call; `duration_ms` the time between
+    /// its call and its result rows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovered: bool,
 }
 
 impl Step {
@@ -341,6 +348,7 @@ impl Step {
             permission: None,
             repaired: None,
             traceparent: None,
+            recovered: false,
         }
     }
 }

@@ -97,7 +97,7 @@ prepare() {
          BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
          "$BIR_BIN" install --project "$project" ${INSTALL_EXTRA:-} "${with_mod[@]}" >"$WORK/install-$name.txt" 2>&1 &&
        grep -q 'wrapped  everything' "$WORK/install-$name.txt" &&
-       { grep -q 'registered 33 events' "$WORK/install-$name.txt" ||
+       { grep -q 'registered 32 events' "$WORK/install-$name.txt" ||
          { [[ $mode == mod ]] && grep -q 'registered 32 events' "$WORK/install-$name.txt" &&
            grep -q 'left to the mod: MessageDisplay' "$WORK/install-$name.txt"; }; } &&
        { [[ $mode != mod ]] || grep -q 'installed  bir-mod@bir-local' "$WORK/install-$name.txt"; }; then
@@ -110,9 +110,9 @@ prepare() {
     seen="$(cd "$project" && env -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" BIR_HOME="$bh" \
       BIR_SERVICE_URL=off BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
       sh -c '"$0" status; "$0" doctor --timeout-ms 3000' "$BIR_BIN" 2>&1 | grep '^Hooks:')"
-    local want="33 of 33 events" ok_line="(this bir)"
-    [[ $mode == mod ]] && want="32 of 33 events" ok_line="(this bir; MessageDisplay left to the mod)"
-    if [[ $seen == *"Hooks: installed in $conf/settings.json (user settings): $want"*"Hooks: ok:"*"$ok_line"* ]]; then
+    local want="32 of 32 events" ok_line="(this bir)"
+    [[ ${INSTALL_EXTRA:-} == *command* ]] || want="32 of 32 events, 30 over HTTP"
+    if [[ $seen == *"Hooks: installed in $conf/settings.json (user settings): $want"*"Hooks: ok:"*"$ok_line"*"Hooks: live path: "* ]]; then
       result ok "$name: status and doctor" "$(tr '\n' ' ' <<<"$seen" | cut -c1-220)"
     else
       result fail "$name: status and doctor" "$seen"
@@ -129,7 +129,7 @@ prepare() {
     "${env_setup[@]}" "$BIR_BIN" setup --yes --timeout-ms 3000 --project "$project" \
       >"$WORK/setup-$name.txt" 2>&1 </dev/null
     if grep -q 'wrapped  everything' "$WORK/setup-$name.txt" &&
-       grep -q 'registered 33 events' "$WORK/setup-$name.txt" &&
+       grep -q 'registered 32 events' "$WORK/setup-$name.txt" &&
        grep -q 'bir runs' "$WORK/setup-$name.txt"; then
       result ok "$name: bir setup --yes" "everything wrapped; hooks in $conf/settings.json; next steps named"
     else
@@ -241,6 +241,54 @@ export_runs kill
 check kill --name kill --out "$WORK/runs/kill" --script "$HERE/bound/script-kill.json" \
   --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/kill.runs.jsonl" --exports "$WORK/runs"
 
+# --- 4b. the daemon killed (SIGKILL) mid-session by a Bash step -----------------------------
+# Its HTTP hooks then fail (Claude Code goes on); a proxy's retry or the
+# SessionEnd command hook brings a daemon back, which reads the transcript
+# from its start: one finished run holds the whole session.
+prepare died script-died.json bound
+session died
+wait_runs died 1
+export_runs died
+check whole --name died --out "$WORK/runs/died" --script "$HERE/bound/script-died.json" \
+  --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/died.runs.jsonl" --exports "$WORK/runs"
+
+# --- 4c. `bir down` mid-session with HTTP hooks: the same, whole -----------------------------
+check whole --name kill --out "$WORK/runs/kill" --script "$HERE/bound/script-kill.json" \
+  --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/kill.runs.jsonl" --exports "$WORK/runs"
+
+# --- 4d. a daemon that never started while the session ran ----------------------------------
+# Shell steps only (no wrapped server whose proxy could start it), and no
+# SessionStart hook: every HTTP hook finds nothing; the SessionEnd command
+# hook starts the daemon, which recovers the whole session.
+prepare never script-shell.json bound
+echo "BIR_BIND=off" >>"$WORK/scen/never/env"   # no proxy looks for (or starts) the daemon
+python3 - "$WORK/conf/never/settings.json" <<'PY'
+import json, sys
+p = sys.argv[1]; s = json.load(open(p)); del s["hooks"]["SessionStart"]
+json.dump(s, open(p, "w"), indent=2)
+PY
+session never
+wait_runs never 1
+export_runs never
+check whole --name never --out "$WORK/runs/never" --script "$HERE/bound/script-shell.json" \
+  --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/never.runs.jsonl" --exports "$WORK/runs"
+posts="$(grep -c 'HTTP hook POST' "$WORK/runs/never/logs/debug.log" 2>/dev/null)"
+answered="$(grep -c 'HTTP hook response status 200' "$WORK/runs/never/logs/debug.log" 2>/dev/null)"
+if (( ${posts:-0} > 0 && ${answered:-0} == 0 )); then
+  result ok "never: no daemon while the session ran" "$posts HTTP hook posts, none answered; the session went on"
+else
+  result fail "never: no daemon while the session ran" "$posts HTTP hook posts, $answered answered"
+fi
+
+# --- 4e. command hooks (`bir install --hooks command`): the same whole run ---------------------
+INSTALL_EXTRA="--hooks command" prepare cmdhooks script.json bound
+if ! grep -q '"type": *"http"' "$WORK/conf/cmdhooks/settings.json"; then
+  result ok "cmdhooks: no HTTP hook registered" "every event runs bir-hooks"
+else
+  result fail "cmdhooks: no HTTP hook registered" "$(grep -c '"http"' "$WORK/conf/cmdhooks/settings.json") HTTP hooks"
+fi
+bound_session cmdhooks bound
+
 # --- 5. two sessions at once in one project directory --------------------------------------
 # Both sessions start in SHARED (a wrapper cds there before running claude),
 # with one BIR_HOME, so one daemon records both.
@@ -254,6 +302,15 @@ chmod +x "$WORK/bin/claude-in-shared"
 prepare twoA script.json bound "$SHARED"
 prepare twoB script.json bound "$SHARED"
 sed -i "s#^BIR_HOME=.*#BIR_HOME=$WORK/birhome/twoA#" "$WORK/scen/twoB/env"
+# One BIR_HOME, one daemon: twoB's HTTP hooks post to twoA's hook address.
+python3 - "$WORK/birhome/twoA/control/hooks.json" "$WORK/birhome/twoB/control/hooks.json" \
+  "$WORK/conf/twoB/settings.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+p = sys.argv[3]; text = open(p).read()
+text = text.replace(f"127.0.0.1:{b['port']}/", f"127.0.0.1:{a['port']}/").replace(b["token"], a["token"])
+open(p, "w").write(text)
+PY
 E2E_CLAUDE_BIN="$WORK/bin/claude-in-shared" session twoA &
 a_pid=$!
 E2E_CLAUDE_BIN="$WORK/bin/claude-in-shared" session twoB &
@@ -270,8 +327,8 @@ check two --name two --out "$WORK/runs/twoA" --out2 "$WORK/runs/twoB" \
 # __bir_call_id__ (no permission decision); the server gets the key, the
 # run joins on it and stores none; the model sees what it saw without bir.
 INSTALL_EXTRA="--correlate inject" prepare inject script.json bound
-if grep -q 'bir-hooks PreToolUse --correlate inject"' "$WORK/conf/inject/settings.json"; then
-  result ok "inject: hook command" "PreToolUse runs bir-hooks PreToolUse --correlate inject"
+if grep -q '/hook/PreToolUse?correlate=inject&' "$WORK/conf/inject/settings.json"; then
+  result ok "inject: hook command" "PreToolUse posts to /hook/PreToolUse?correlate=inject"
 else
   result fail "inject: hook command" "$(grep -o '"[^"]*PreToolUse[^"]*"' "$WORK/conf/inject/settings.json" | tr '\n' ' ')"
 fi

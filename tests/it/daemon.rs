@@ -953,6 +953,73 @@ fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
         bytes_read_by(d2.pid)
     );
 
+/// The HTTP hooks' address (`control/hooks.json`, written by `bir install
+/// --hooks http`): the daemon listens on its port, takes hook posts that
+/// carry its hook token, refuses that token anywhere else, and honours
+/// `bir off` for what Claude Code posts itself.
+#[test]
+fn http_hooks_reach_the_daemon_on_the_hook_port_with_the_hook_token_only() {
+    let t = TempDir::new("daemon-hookaddr");
+    let home = bir_home(&t);
+    std::fs::create_dir_all(home.join("control")).expect("mkdir");
+    for dir in [home.clone(), home.join("control")] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let hook_token = "c".repeat(64);
+    let file = home.join("control/hooks.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({"port": port, "token": hook_token}).to_string(),
+    )
+    .expect("write hooks.json");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    // The daemon's kept port (`control/port`), which `bir install` chose.
+    let kept = home.join("control/port");
+    std::fs::write(&kept, format!("{port}\n")).expect("write port");
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let d = start_by_hook(&t, &[]);
+    let _running = Running(&t);
+    assert_eq!(port_of(&d), port, "the daemon listens on the hook port");
+    let post = |path: &str, token: &str, body: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    let sessions = || raw(port, &request(&d, "GET", "/sessions", "", "")).1;
+    // A hook post with the hook token is taken.
+    let prompt = serde_json::json!({"session_id": "http-session", "cwd": "/tmp",
+        "hook_event_name": "UserPromptSubmit", "prompt": "hi",
+        "transcript_path": "/nonexistent/t.jsonl"})
+    .to_string();
+    assert_eq!(
+        raw(port, &post("/hook/UserPromptSubmit", &hook_token, &prompt)).0,
+        200
+    );
+    assert!(sessions().contains("http-session"), "{}", sessions());
+    // The hook token opens nothing else.
+    assert_eq!(raw(port, &post("/shutdown", &hook_token, "{}")).0, 401);
+    assert_eq!(
+        raw(port, &post("/proxy/register", &hook_token, "{}")).0,
+        401
+    );
+    assert!(alive(d.pid as i32));
+    // `bir off`: Claude Code still posts; the daemon records nothing.
+    let off = command(bir(), &t).arg("off").output().expect("bir off");
+    assert!(off.status.success(), "{off:?}");
+    let other = prompt.replace("http-session", "while-off");
+    assert_eq!(
+        raw(port, &post("/hook/UserPromptSubmit", &hook_token, &other)).0,
+        200
+    );
+    assert!(!sessions().contains("while-off"), "{}", sessions());
+}
+
 /// Holds `n` connections to `port` open, each having sent one byte, and
 /// opens another whenever the daemon closes one, until its stdin closes:
 /// a local user trying to use up the daemon's places without the token.

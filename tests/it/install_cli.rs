@@ -1697,9 +1697,9 @@ fn codex_home_probe() {
 // ---------------------------------------------------------------------------
 // Claude Code hooks (the bound tier): registered by `bir install`.
 
-/// The hook events `bir install` registers (all Claude Code 2.1.332 fires
-/// but WorktreeCreate).
-const HOOK_EVENTS: usize = 33;
+/// The events `bir install` registers (all of 2.1.332 but WorktreeCreate and
+/// MessageDisplay); these tests register them as command hooks.
+const HOOK_EVENTS: usize = 32;
 
 fn settings(f: &Fixture) -> std::path::PathBuf {
     f.dir.join("home/.claude/settings.json")
@@ -1733,13 +1733,13 @@ fn claude_install_registers_hooks_beside_the_users_own_and_uninstall_restores_ev
     let original = "{\n    \"model\": \"opus\",\n    \"hooks\": {\n        \"PreToolUse\": [\n            {\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"~/guard.sh\"}]}\n        ],\n        \"Stop\": []\n    },\n    \"env\": {\"A\": \"1\"}\n}\n";
     fs::write(settings(&f), original).expect("write");
 
-    let out = f.bir(&["install", "--dry-run"]);
+    let out = f.bir(&["install", "--hooks", "command", "--dry-run"]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     assert!(all.contains("+                \"hooks\": ["), "{all}");
     assert_eq!(fs::read_to_string(settings(&f)).expect("read"), original);
 
-    let out = f.bir(&["install"]);
+    let out = f.bir(&["install", "--hooks", "command"]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     assert!(
@@ -1805,7 +1805,7 @@ fn claude_install_registers_hooks_beside_the_users_own_and_uninstall_restores_ev
     );
 
     // Idempotent; status and doctor see them.
-    let out = f.bir(&["install"]);
+    let out = f.bir(&["install", "--hooks", "command"]);
     assert!(text(&out).contains("Nothing to change"), "{}", text(&out));
     assert_eq!(fs::read_to_string(settings(&f)).expect("read"), after);
     let out = f.bir(&["status"]);
@@ -1844,7 +1844,7 @@ fn claude_install_registers_hooks_beside_the_users_own_and_uninstall_restores_ev
 
     // No settings file at all: created, and gone again after uninstall.
     fs::remove_file(settings(&f)).expect("rm");
-    let out = f.bir(&["install"]);
+    let out = f.bir(&["install", "--hooks", "command"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(bir_hooks(&settings(&f)).len(), HOOK_EVENTS);
     let out = f.bir(&["uninstall"]);
@@ -1856,7 +1856,7 @@ fn claude_install_registers_hooks_beside_the_users_own_and_uninstall_restores_ev
 fn claude_hooks_in_project_settings_say_where_they_load() {
     let f = Fixture::new("cc-hooks-proj");
     fs::write(f.claude_json(), "{}\n").expect("write");
-    let out = f.bir(&["install", "--hooks", "project"]);
+    let out = f.bir(&["install", "--hooks", "project,command"]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     assert!(
@@ -1876,7 +1876,9 @@ fn claude_hooks_in_project_settings_say_where_they_load() {
     let out = f.bir(&["install", "--hooks", "nowhere"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        text(&out).contains("bir install: --hooks takes user, project or none, not `nowhere`"),
+        text(&out).contains(
+            "bir install: --hooks takes user or project, http or command (e.g. `project,command`), or none, not `nowhere`"
+        ),
         "{}",
         text(&out)
     );
@@ -1896,7 +1898,7 @@ fn claude_hooks_refuse_a_corrupted_settings_file_and_change_nothing() {
         "{\"hooks\": {\"Stop\": {\"hooks\": []}}}",
     ] {
         fs::write(settings(&f), bad).expect("write");
-        let out = f.bir(&["install"]);
+        let out = f.bir(&["install", "--hooks", "command"]);
         let all = text(&out);
         assert_eq!(out.status.code(), Some(1), "{all}");
         assert!(
@@ -1910,7 +1912,7 @@ fn claude_hooks_refuse_a_corrupted_settings_file_and_change_nothing() {
     }
     // The syntax error names its line.
     fs::write(settings(&f), "{\n  \"a\": 1,\n}\n").expect("write");
-    let all = text(&f.bir(&["install"]));
+    let all = text(&f.bir(&["install", "--hooks", "command"]));
     assert!(all.contains("settings.json:2:9: trailing comma"), "{all}");
 }
 
@@ -1919,7 +1921,7 @@ fn doctor_names_hooks_that_run_a_binary_that_is_gone_and_install_repoints_them()
     let f = Fixture::new("cc-hooks-stale");
     fs::write(f.claude_json(), "{}\n").expect("write");
     let out = command(bir(), &f.dir)
-        .args(["install"])
+        .args(["install", "--hooks", "command"])
         .env("BIR_HOOKS_PATH", "/gone/bin/bir-hooks")
         .env("BIR_CLAUDE_MANAGED_DIR", f.dir.join("managed"))
         .env_remove("CLAUDE_CONFIG_DIR")
@@ -1941,7 +1943,7 @@ fn doctor_names_hooks_that_run_a_binary_that_is_gone_and_install_repoints_them()
             && all.contains("Run `bir install` again"),
         "{all}"
     );
-    let out = f.bir(&["install"]);
+    let out = f.bir(&["install", "--hooks", "command"]);
     let all = text(&out);
     assert!(out.status.success(), "{all}");
     assert!(
@@ -1964,8 +1966,8 @@ fn user_hooks_stay_while_another_project_still_uses_them() {
     fs::create_dir_all(f.dir.join("proj2")).expect("mkdir");
     let proj2 = f.dir.join("proj2");
     let p2 = proj2.to_str().expect("utf-8");
-    assert!(f.bir(&["install"]).status.success());
-    let out = f.bir(&["install", "--project", p2]);
+    assert!(f.bir(&["install", "--hooks", "command"]).status.success());
+    let out = f.bir(&["install", "--hooks", "command", "--project", p2]);
     assert!(text(&out).contains("already registered"), "{}", text(&out));
     let out = f.bir(&["uninstall"]);
     assert!(

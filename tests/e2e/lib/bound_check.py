@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks of the bound tier's end-to-end sessions (run-bound.sh).
 
-    bound_check.py session|bound|off|kill|two|inject --name N --out RUN_DIR [...]
+    bound_check.py session|bound|off|kill|two|inject|whole --name N --out RUN_DIR [...]
 
 Reads what the harness logged for a session (the fake API's requests and
 replies, the MCP relay's traffic between bir-proxy and the server, Claude
@@ -487,6 +487,50 @@ def check_kill(rep, a, script):
     rep.run("the run says it is lossy", lossy)
 
 
+def check_whole(rep, a, script):
+    """The daemon was not there for part of the session (killed, stopped,
+    never started): one finished run of the session still holds every call
+    the model made, each once with both records, in the scripted order, the
+    ones the hooks missed marked recovered, and the model's last words."""
+    if not check_session(rep, a, script):
+        return
+    session_id = (stream_result(a.out) or {}).get("session_id")
+    docs = []
+    for r in bound_runs(a.runs):
+        try:
+            doc = load_export(a.exports, a.exports_prefix or a.name, r["id"])
+        except (OSError, ValueError):
+            continue
+        if doc["run"]["metadata"].get("sessionId") == session_id and doc.get("finish"):
+            docs.append(doc)
+    expected = [e for e in scripted_calls(script) if e["conversation"] == "main"]
+
+    def whole():
+        assert docs, f"no finished bound run for session {session_id}"
+        why = []
+        for doc in docs:
+            calls, problems = calls_of(doc)
+            main = sorted(calls.values(), key=lambda c: c.get("selected", {}).get("stepIndex", 0))
+            got = [(c["selected"]["qualifiedName"], c["selected"].get("input")) for c in main if "selected" in c]
+            # A scripted input with a placeholder (@@BIR@@) was filled in
+            # for the session: its name must match, not its input.
+            want = [(e["name"], e["input"]) for e in expected]
+            got = [(n, w[1] if "@@" in json.dumps(w[1]) else i) for (n, i), w in zip(got, want)] + got[len(want):]
+            unpaired = [t for t, c in calls.items() if set(c) != {"selected", "response"}]
+            if problems or unpaired or got != want:
+                why.append(f"run {doc['id'][:14]}: {len(got)} calls {[g[0] for g in got]}; problems {problems[:2]}; unpaired {unpaired[:2]}")
+                continue
+            recovered = [c["selected"]["qualifiedName"] for c in main if c["selected"].get("recovered")]
+            answers = answers_of(doc)
+            res = (stream_result(a.out) or {}).get("result")
+            assert res in answers, f"run {doc['id'][:14]}: Claude Code's result {res!r} not among its answers {answers}"
+            note = doc["run"]["metadata"].get("note") or ""
+            return (f"run {doc['id'][:14]} ({len(docs)} finished run(s) of the session): all {len(got)} calls in order, "
+                    f"{len(recovered)} recovered from the transcript; lossy={doc['run']['metadata'].get('lossy')}; note: {note[:90]!r}")
+        raise AssertionError("no run holds the whole session: " + "; ".join(why))
+    rep.run("a whole run despite the missing daemon", whole)
+
+
 def check_two(rep, a, script):
     ids = []
     for out in (a.out, a.out2):
@@ -520,7 +564,7 @@ def check_two(rep, a, script):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["session", "bound", "off", "kill", "two", "inject"])
+    ap.add_argument("mode", choices=["session", "bound", "off", "kill", "two", "inject", "whole"])
     ap.add_argument("--name", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--out2")
@@ -535,7 +579,8 @@ def main():
     script = json.load(open(a.script, encoding="utf-8"))
     rep = Report(a.name)
     {"session": check_session, "bound": check_bound, "off": check_off,
-     "kill": check_kill, "two": check_two, "inject": check_bound}[a.mode](rep, a, script)
+     "kill": check_kill, "two": check_two, "inject": check_bound,
+     "whole": check_whole}[a.mode](rep, a, script)
 
 
 if __name__ == "__main__":
