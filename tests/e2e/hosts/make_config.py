@@ -12,7 +12,8 @@ gemini: OUT/home/.gemini/settings.json (API-key auth against the fake API,
 
 --mcp bare: the everything server run directly; proxy: through bir-proxy
 (`bir-proxy --server-name everything -- node …`), the entry `bir install`
-writes; relay: through mcp_log_relay.py (OUT/logs/mcp.jsonl). --hooks log: tests/e2e/hosts/log_hook.py for every event the host
+writes; relay: through mcp_log_relay.py (OUT/logs/mcp.jsonl); proxy-relay:
+bir-proxy in front of the relay (what `bir install` makes of a relay entry). --hooks log: tests/e2e/hosts/log_hook.py for every event the host
 has; bir: `<bir-hooks> --host <host> <Event>` for every event.
 """
 from __future__ import annotations
@@ -40,9 +41,12 @@ def server_command(a) -> tuple[str, list[str]]:
                               "dist", "index.js")
     if a.mcp == "proxy":
         return a.bir_proxy, ["--server-name", "everything", "--", "node", everything, "stdio"]
+    log = os.path.join(os.path.abspath(a.out), "logs", "mcp.jsonl")
+    relay = [os.path.join(HERE, "mcp_log_relay.py"), log, "--", "node", everything, "stdio"]
     if a.mcp == "relay":
-        log = os.path.join(os.path.abspath(a.out), "logs", "mcp.jsonl")
-        return "python3", [os.path.join(HERE, "mcp_log_relay.py"), log, "--", "node", everything, "stdio"]
+        return "python3", relay
+    if a.mcp == "proxy-relay":
+        return a.bir_proxy, ["--server-name", "everything", "--", "python3"] + relay
     return "node", [everything, "stdio"]
 
 
@@ -113,7 +117,7 @@ def main() -> None:
     ap.add_argument("host", choices=["codex", "gemini"])
     ap.add_argument("out")
     ap.add_argument("--port", required=True)
-    ap.add_argument("--mcp", choices=["bare", "proxy", "relay"], default="bare")
+    ap.add_argument("--mcp", choices=["bare", "proxy", "relay", "proxy-relay"], default="bare")
     ap.add_argument("--bir-proxy", default="bir-proxy")
     ap.add_argument("--hooks", choices=["none", "log", "bir"], default="none")
     ap.add_argument("--bir-hooks", default="bir-hooks")
