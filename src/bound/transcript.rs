@@ -27,6 +27,8 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
+use super::hosts::{TranscriptFormat, call_digest, pairing_key};
+
 /// Words kept per context while reading (the stored context is capped
 /// again, smaller, when a step takes it).
 const ACC_MAX: usize = 8 * 1024;
@@ -35,6 +37,21 @@ const ACC_MAX: usize = 8 * 1024;
 const MAX_CONTEXTS: usize = 64;
 /// The longest line kept while it is being completed.
 pub(crate) const MAX_LINE: usize = 2 * 1024 * 1024;
+
+/// The text of a Gemini message's `content`: a string, or parts with
+/// `text`.
+fn gemini_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str().or(p.as_str()))
+            .collect::<Vec<_>>()
+            .join(""),
+        Value::Object(_) => content["text"].as_str().unwrap_or("").to_owned(),
+        _ => String::new(),
+    }
+}
 
 /// One transcript file being followed.
 #[derive(Debug, Default)]
@@ -63,6 +80,14 @@ pub(crate) struct Transcript {
     /// Separate running state for the main thread and for sidechain
     /// (subagent) records that older versions wrote into the main file.
     acc: [Acc; 2],
+    /// Whose transcript this is (`hosts`).
+    pub format: TranscriptFormat,
+    /// The host's version where the transcript says it (Codex's
+    /// `session_meta.cli_version`).
+    pub host_version: Option<String>,
+    /// Gemini: call ids already numbered, and calls per (name, arguments).
+    seen_calls: std::collections::HashSet<String>,
+    occurrences: HashMap<String, u32>,
 }
 
 #[derive(Debug, Default)]
@@ -83,9 +108,19 @@ impl Acc {
 }
 
 impl Transcript {
+    #[cfg(test)]
     pub(crate) fn new(path: String) -> Transcript {
         Transcript {
             path,
+            ..Transcript::default()
+        }
+    }
+
+    /// A reader of a transcript written in `format`.
+    pub(crate) fn with_format(path: String, format: TranscriptFormat) -> Transcript {
+        Transcript {
+            path,
+            format,
             ..Transcript::default()
         }
     }
@@ -164,6 +199,157 @@ impl Transcript {
     }
 
     fn record(&mut self, r: &Value) {
+        match self.format {
+            TranscriptFormat::ClaudeCode => self.claude_record(r),
+            TranscriptFormat::CodexRollout => self.codex_record(r),
+            TranscriptFormat::GeminiChat => self.gemini_record(r),
+        }
+    }
+
+    /// Notes call `id` with the words said before it (once).
+    fn note_call(&mut self, id: &str, side: usize) {
+        let acc = &mut self.acc[side];
+        if self
+            .contexts
+            .insert(id.to_owned(), acc.context.clone())
+            .is_none()
+        {
+            self.order.push_back(id.to_owned());
+        }
+        acc.answer.clear();
+    }
+
+    /// Text the model wrote: context for its next call, and the answer so
+    /// far.
+    fn note_text(&mut self, text: &str, side: usize) {
+        if text.trim().is_empty() {
+            return;
+        }
+        let acc = &mut self.acc[side];
+        acc.push(text);
+        if !acc.answer.is_empty() {
+            acc.answer.push_str("\n\n");
+        }
+        acc.answer.push_str(text);
+    }
+
+    fn settle_answer(&mut self) {
+        let answer = &self.acc[0].answer;
+        self.last_text = (!answer.is_empty()).then(|| answer.clone());
+    }
+
+    /// A Codex rollout line: `{timestamp, type, payload}` (`AGENT-HOOKS.md`).
+    fn codex_record(&mut self, r: &Value) {
+        let p = &r["payload"];
+        match (r["type"].as_str(), p["type"].as_str()) {
+            (Some("session_meta"), _) => {
+                if let Some(v) = p["cli_version"].as_str().filter(|v| !v.is_empty()) {
+                    self.host_version = Some(v.to_owned());
+                }
+            }
+            (Some("turn_context"), _) => {
+                if let Some(m) = p["model"].as_str().filter(|m| !m.is_empty()) {
+                    self.model = Some(m.to_owned());
+                }
+            }
+            (Some("response_item"), Some("message")) => match p["role"].as_str() {
+                Some("assistant") => {
+                    for block in p["content"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                        if let Some(text) = block["text"].as_str() {
+                            self.note_text(text, 0);
+                        }
+                    }
+                    self.settle_answer();
+                }
+                Some("user") => {
+                    let acc = &mut self.acc[0];
+                    acc.context.clear();
+                    acc.answer.clear();
+                    self.settle_answer();
+                }
+                _ => {}
+            },
+            (Some("response_item"), Some("reasoning")) => {
+                for part in p["summary"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                    if let Some(text) = part["text"].as_str().filter(|t| !t.trim().is_empty()) {
+                        self.acc[0].push(&format!("[thinking] {text}"));
+                    }
+                }
+            }
+            (
+                Some("response_item"),
+                Some("function_call" | "custom_tool_call" | "local_shell_call"),
+            ) => {
+                if let Some(id) = p["call_id"].as_str() {
+                    self.note_call(id, 0);
+                    self.settle_answer();
+                }
+            }
+            (
+                Some("response_item"),
+                Some("function_call_output" | "custom_tool_call_output"),
+            ) => self.acc[0].context.clear(),
+            _ => {}
+        }
+    }
+
+    /// A Gemini CLI chats line: a message `{id, type: "user"|"gemini",
+    /// content, thoughts, model, toolCalls}` (written again under its id
+    /// when its calls are added: the last record wins), or metadata and
+    /// `$set` lines (skipped). Calls are keyed as the Gemini adapter keys
+    /// them ([`pairing_key`]): its hooks carry no id.
+    fn gemini_record(&mut self, r: &Value) {
+        match r["type"].as_str() {
+            Some("user") => {
+                let acc = &mut self.acc[0];
+                acc.context.clear();
+                acc.answer.clear();
+                self.settle_answer();
+            }
+            Some("gemini") => {
+                if let Some(m) = r["model"].as_str().filter(|m| !m.is_empty()) {
+                    self.model = Some(m.to_owned());
+                }
+                // The record is the message as it now stands.
+                let acc = &mut self.acc[0];
+                acc.context.clear();
+                acc.answer.clear();
+                for thought in r["thoughts"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                    let text = [&thought["subject"], &thought["description"]]
+                        .iter()
+                        .filter_map(|v| v.as_str())
+                        .filter(|t| !t.trim().is_empty())
+                        .collect::<Vec<_>>()
+                        .join(": ");
+                    if !text.is_empty() {
+                        acc.push(&format!("[thinking] {text}"));
+                    }
+                }
+                let text = gemini_text(&r["content"]);
+                self.note_text(&text, 0);
+                for call in r["toolCalls"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                    let Some(id) = call["id"].as_str() else {
+                        continue;
+                    };
+                    if !self.seen_calls.insert(id.to_owned()) {
+                        continue;
+                    }
+                    let digest = call_digest(
+                        call["name"].as_str().unwrap_or(""),
+                        call.get("args").unwrap_or(&Value::Null),
+                    );
+                    let n = self.occurrences.entry(digest.clone()).or_insert(0);
+                    *n += 1;
+                    let key = pairing_key(&digest, *n);
+                    self.note_call(&key, 0);
+                }
+                self.settle_answer();
+            }
+            _ => {}
+        }
+    }
+
+    fn claude_record(&mut self, r: &Value) {
         let side = usize::from(r["isSidechain"].as_bool().unwrap_or(false));
         match r["type"].as_str() {
             Some("assistant") => self.assistant(&r["message"], side),

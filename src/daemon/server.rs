@@ -38,6 +38,7 @@ use super::http::{self, Conn, Guard, Limits, Method, Refused, Request};
 use super::sinks::Core;
 use super::uds;
 use super::{Health, SessionView, SessionsAnswer};
+use crate::bound::hosts::Host;
 use crate::bound::{Engine, EngineConfig, Input, wire};
 use crate::cli::Exit;
 use crate::error::{Error, ExitStatus};
@@ -679,6 +680,16 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
                 return (400, Vec::new());
             };
             let mut core = daemon.core();
+            if let Some(host) = host_of(query).filter(|h| *h != Host::ClaudeCode) {
+                // Another agent's hook: recorded, never answered.
+                let input = Input::HostHook {
+                    host,
+                    event: event.to_owned(),
+                    payload,
+                };
+                core.handle(input, now);
+                return (200, Vec::new());
+            }
             // The hook's stdout: nothing, except what an armed guide
             // answers (`guides.rs`) or the call-id injection its sender
             // asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
@@ -736,6 +747,14 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
         }
         _ => (404, Vec::new()),
     }
+}
+
+/// `host=<agent>` among a hook route's query parameters.
+fn host_of(query: &str) -> Option<Host> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("host="))
+        .and_then(Host::parse)
 }
 
 /// `correlate=inject` among a hook route's query parameters.
