@@ -4,9 +4,12 @@ what a host sends an MCP server (e.g. the `_meta` of its `tools/call`).
 
     mcp_log_relay.py LOG -- CMD [ARGS...]
 
-Copies bytes unchanged; appends {"t", "dir": "c2s"|"s2c", "msg"} per line to LOG.
+Copies bytes unchanged; appends {"t", "pid", "dir": "c2s"|"s2c", "msg"} per
+line to LOG (pid: this relay's, one per server connection — a host may
+start the server more than once, and JSON-RPC ids repeat across them).
 """
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -23,7 +26,7 @@ def note(direction: str, line: bytes) -> None:
     except ValueError:
         msg = line.decode("utf-8", "replace")
     with lock, open(log_path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"t": round(time.time(), 6), "dir": direction, "msg": msg}, ensure_ascii=False) + "\n")
+        f.write(json.dumps({"t": round(time.time(), 6), "pid": os.getpid(), "dir": direction, "msg": msg}, ensure_ascii=False) + "\n")
 
 
 proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
