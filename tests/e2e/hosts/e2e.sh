@@ -18,9 +18,10 @@
 # 3. `bir uninstall --client HOST`: the host's config files byte-identical to
 #    before the install.
 # If this bir's `bir install --client HOST` registers no hooks, step 2 fails
-# that check and goes on with the hooks and the bir-proxy entry written by
-# hand (make_config.py --hooks bir --mcp proxy-relay; Codex: hook trust
-# bypassed by flag), so the recording itself is still checked.
+# that check and goes on with the hooks written by hand into the config the
+# install left (make_config.py --only-hooks --hooks bir; Codex: hook trust
+# bypassed by flag), so the recording itself is still checked; step 3 takes
+# those hooks out again before `bir uninstall`.
 #
 # Knobs as in run-bound.sh: BIR_BIN, BIR_E2E_WORK, BIR_E2E_KEEP;
 # BIR_E2E_BOUND_WAIT (s to wait for the run to finish, default 30),
@@ -139,8 +140,12 @@ prepare() {
     fi
   else
     result fail "$name: bir install --client $HOST" "exit $rc, no 'bir-hooks --host $HOST' hook registered: $(tr '\n' ' ' <"$WORK/install-$name.txt" | cut -c1-300); going on with hand-written hooks"
-    python3 "$HOSTS/make_config.py" "$HOST" "$out" --port "$API_PORT" --mcp proxy-relay \
-      --bir-proxy "$WORK/bin/bir-proxy" --hooks bir --bir-hooks "$WORK/bin/bir-hooks"
+    # The config as the install left it (its MCP wrap, if any), plus the hooks by hand.
+    grep -qs -- "bir-proxy" "$out/codex/config.toml" "$out/home/.gemini/settings.json" ||
+      python3 "$HOSTS/make_config.py" "$HOST" "$out" --port "$API_PORT" --mcp proxy-relay --bir-proxy "$WORK/bin/bir-proxy"
+    snapshot "$out" "$out/before-hand-hooks"
+    python3 "$HOSTS/make_config.py" "$HOST" "$out" --port "$API_PORT" --only-hooks --hooks bir \
+      --bir-hooks "$WORK/bin/bir-hooks"
   fi
 }
 
@@ -193,15 +198,20 @@ check bound --host "$HOST" --version "$VERSION" --name bound --out "$WORK/runs/b
   --runs "$WORK/runs/bound.runs.jsonl" --exports "$WORK/runs"
 
 # --- 3. `bir uninstall`: the config files as before the install ----------------------------
-if [[ -n $INSTALLED ]]; then
-  birenv bound "$BIR_BIN" uninstall --client "$HOST" --project "$WORK/runs/bound/project" \
-    >"$WORK/uninstall-bound.txt" 2>&1
-  rc=$?
-  left="$(same_as "$WORK/runs/bound" "$WORK/runs/bound/before-install")"
-  if [[ $rc -eq 0 && -z $left ]]; then
-    result ok "bound: bir uninstall --client $HOST" "$(config_files | tr ' ' '\n' | grep -c .) config files byte-identical to before the install"
-  else
-    result fail "bound: bir uninstall --client $HOST" "exit $rc; differ: ${left:-none}; $(tr '\n' ' ' <"$WORK/uninstall-bound.txt" | cut -c1-300)"
-  fi
+# (With hand-written hooks, they are taken out first: what is left is the install's.)
+out="$WORK/runs/bound"
+if [[ -z $INSTALLED && -d "$out/before-hand-hooks" ]]; then
+  for f in $(config_files); do
+    if [[ -e "$out/before-hand-hooks/$f.absent" ]]; then rm -f "$out/$f"
+    elif [[ -e "$out/before-hand-hooks/$f" ]]; then cp -p "$out/before-hand-hooks/$f" "$out/$f"; fi
+  done
+fi
+birenv bound "$BIR_BIN" uninstall --client "$HOST" --project "$out/project" >"$WORK/uninstall-bound.txt" 2>&1
+rc=$?
+left="$(same_as "$out" "$out/before-install")"
+if [[ $rc -eq 0 && -z $left ]]; then
+  result ok "bound: bir uninstall --client $HOST" "$(config_files | wc -w) config files byte-identical to before the install"
+else
+  result fail "bound: bir uninstall --client $HOST" "exit $rc; differ: ${left:-none}; $(tr '\n' ' ' <"$WORK/uninstall-bound.txt" | cut -c1-300)"
 fi
 finish

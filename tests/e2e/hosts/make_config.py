@@ -14,7 +14,8 @@ gemini: OUT/home/.gemini/settings.json (API-key auth against the fake API,
 (`bir-proxy --server-name everything -- node …`), the entry `bir install`
 writes; relay: through mcp_log_relay.py (OUT/logs/mcp.jsonl); proxy-relay:
 bir-proxy in front of the relay (what `bir install` makes of a relay entry). --hooks log: tests/e2e/hosts/log_hook.py for every event the host
-has; bir: `<bir-hooks> --host <host> <Event>` for every event.
+has; bir: `<bir-hooks> --host <host> <Event>` for every event. --only-hooks:
+leave the rest of the config as it is (e.g. as `bir install` left it).
 """
 from __future__ import annotations
 
@@ -59,6 +60,8 @@ def hook_command(a, host: str, event: str) -> str:
 def codex(a) -> None:
     out = os.path.abspath(a.out)
     os.makedirs(os.path.join(out, "codex"), exist_ok=True)
+    if a.only_hooks:
+        return codex_hooks(a, out)
     cmd, args = server_command(a)
     lines = [
         'model = "gpt-5-codex"',
@@ -82,6 +85,10 @@ def codex(a) -> None:
     ]
     with open(os.path.join(out, "codex", "config.toml"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
+    codex_hooks(a, out)
+
+
+def codex_hooks(a, out: str) -> None:
     if a.hooks != "none":
         hooks = {e: [{"hooks": [{"type": "command", "command": hook_command(a, "codex", e),
                                  "timeout": 3 if e in ("SessionEnd", "Interrupt") else 30}]}]
@@ -95,6 +102,15 @@ def gemini(a) -> None:
     out = os.path.abspath(a.out)
     d = os.path.join(out, "home", ".gemini")
     os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "settings.json")
+    if a.only_hooks:
+        with open(path, encoding="utf-8") as f:
+            settings = json.load(f)
+        settings["hooks"] = gemini_hooks(a)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(settings, f, indent=2)
+            f.write("\n")
+        return
     cmd, args = server_command(a)
     settings = {
         "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -105,11 +121,15 @@ def gemini(a) -> None:
         "mcpServers": {"everything": {"command": cmd, "args": args, "trust": True}},
     }
     if a.hooks != "none":
-        settings["hooks"] = {e: [{"matcher": "*", "hooks": [{"type": "command", "command": hook_command(a, "gemini", e),
-                                                              "timeout": 30000}]}] for e in GEMINI_EVENTS}
-    with open(os.path.join(d, "settings.json"), "w", encoding="utf-8") as f:
+        settings["hooks"] = gemini_hooks(a)
+    with open(path, "w", encoding="utf-8") as f:
         json.dump(settings, f, indent=2)
         f.write("\n")
+
+
+def gemini_hooks(a) -> dict:
+    return {e: [{"matcher": "*", "hooks": [{"type": "command", "command": hook_command(a, "gemini", e),
+                                             "timeout": 30000}]}] for e in GEMINI_EVENTS}
 
 
 def main() -> None:
@@ -121,6 +141,8 @@ def main() -> None:
     ap.add_argument("--bir-proxy", default="bir-proxy")
     ap.add_argument("--hooks", choices=["none", "log", "bir"], default="none")
     ap.add_argument("--bir-hooks", default="bir-hooks")
+    ap.add_argument("--only-hooks", action="store_true",
+                    help="add the hooks to the config as it is (Codex: hooks.json; Gemini: settings.json's hooks)")
     a = ap.parse_args()
     os.makedirs(os.path.join(a.out, "project"), exist_ok=True)
     (codex if a.host == "codex" else gemini)(a)
