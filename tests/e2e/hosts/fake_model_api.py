@@ -30,6 +30,8 @@ Script (both APIs):
     }
 A Codex call may carry "namespace" (an MCP server's tool block, as the
 request's tools list names it); a Gemini call's "arguments" are its "args".
+A Codex call with "custom": true is a freeform tool call (`custom_tool_call`,
+its text in "input"), as Codex's code-mode `exec` takes.
 A string argument "@@PREV:key@@" becomes the value of `key` in the previous
 tool result (parsed as JSON), e.g. the id a spawn_agent call returned.
 Which turn answers a request is read from the REQUEST (the number of tool
@@ -149,7 +151,18 @@ def codex_events(turn, final: str, seq: int):
         out.append(done)
         idx += 1
     call = (turn or {}).get("call")
-    if call:
+    if call and call.get("custom"):
+        # A freeform tool (Codex's code-mode `exec`): the input is text.
+        cid = f"call_fake_{seq}"
+        item = {"type": "custom_tool_call", "id": f"ctc_fake_{seq}", "call_id": cid, "name": call["name"],
+                "input": "", "status": "in_progress"}
+        if call.get("namespace"):
+            item["namespace"] = call["namespace"]
+        yield "response.output_item.added", {"type": "response.output_item.added", "output_index": idx, "item": item}
+        done = dict(item, input=call.get("input", ""), status="completed")
+        yield "response.output_item.done", {"type": "response.output_item.done", "output_index": idx, "item": done}
+        out.append(done)
+    elif call:
         cid = f"call_fake_{seq}"
         args = json.dumps(fill_prev(call.get("arguments", {})), ensure_ascii=False)
         item = {"type": "function_call", "id": f"fc_fake_{seq}", "call_id": cid, "name": call["name"],
@@ -305,7 +318,10 @@ class Handler(BaseHTTPRequestHandler):
         try:
             if State.api == "codex" and self.path.split("?")[0].endswith("/responses") and isinstance(body, dict):
                 first, users, rounds = codex_texts(body)
-                name, turn, final = pick(first, users, rounds, bool(body.get("tools")))
+                # Models Codex knows get their tools in an `additional_tools` input item.
+                has_tools = bool(body.get("tools")) or any(
+                    isinstance(i, dict) and i.get("type") == "additional_tools" for i in body.get("input") or [])
+                name, turn, final = pick(first, users, rounds, has_tools)
                 rec.update(conversation=name, turn_index=rounds, turn=turn)
                 log(rec)
                 self._sse(codex_events(turn, final, seq))
