@@ -613,6 +613,11 @@ pub struct InstallCmd {
     #[argh(option, default = "String::from(\"user\")")]
     pub hooks: String,
 
+    /// with --client codex|gemini|copilot|cursor|vscode: register that
+    /// agent's hooks in its user (default) or project hook file
+    #[argh(option)]
+    pub scope: Option<String>,
+
     /// call-id injection for MCP calls of hosts that send no
     /// `_meta["claudecode/toolUseId"]`: inject (PreToolUse adds
     /// `__bir_call_id__` to a bound server's arguments; the server sees it),

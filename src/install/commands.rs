@@ -377,6 +377,9 @@ pub fn report_applied(applied: &Applied) {
 }
 
 pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
+    if let Some(host) = cmd.client.as_deref().and_then(super::hosthooks::host_of_client) {
+        return super::hosthooks::install_command(&cmd, host, plan);
+    }
     let plan = plan(&cmd)?;
     if cmd.dry_run {
         plan.show()?;
@@ -462,6 +465,12 @@ fn this_project_keys(paths: &Paths) -> Vec<String> {
 /// `bir uninstall`: a file it cannot restore is reported and the others
 /// are still restored; the exit status then says it failed.
 pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
+    let host_client = cmd.client.as_deref().and_then(super::hosthooks::host_of_client);
+    let hosts_ok = if cmd.all || host_client.is_some() {
+        super::hosthooks::uninstall(cmd.client.as_deref(), cmd.dry_run)
+    } else {
+        true
+    };
     let ledger = ledger::load()?;
     let by_file = cmd
         .config
@@ -512,6 +521,9 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         && mod_sel.reverse.is_empty()
         && mod_sel.release.is_empty()
     {
+        if host_client.is_some() {
+            return Ok(ExitStatus::failure_if(!hosts_ok));
+        }
         out(if cmd.all {
             "Nothing to undo: bir has no recorded changes on this machine."
         } else {
@@ -594,7 +606,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
             failed = true;
         }
         out("(dry run: nothing was written)");
-        return Ok(ExitStatus::failure_if(failed));
+        return Ok(ExitStatus::failure_if(failed || !hosts_ok));
     }
     if !done.is_empty()
         && let Err(e) = ledger::modify(&mut |l| {
@@ -624,7 +636,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
     if !failed && !super::modcmd::uninstall(&mod_sel, &keys, false) {
         failed = true;
     }
-    Ok(ExitStatus::failure_if(failed))
+    Ok(ExitStatus::failure_if(failed || !hosts_ok))
 }
 
 pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {

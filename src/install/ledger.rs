@@ -31,6 +31,13 @@ pub struct Ledger {
     /// settings file that declares it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mods: Vec<ModChange>,
+    /// Other agents' hooks (`bir install --client codex|gemini|…`), one
+    /// entry per hook file; `client` names the agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_hooks: Vec<super::hooks::HookChange>,
+    /// Trust entries bir appended to Codex's `config.toml`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codex_trust: Vec<super::hosthooks::CodexTrust>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

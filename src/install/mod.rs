@@ -26,6 +26,7 @@ pub mod entry;
 pub mod format;
 pub mod hookcmd;
 pub mod hooks;
+pub mod hosthooks;
 pub mod jsonedit;
 pub mod ledger;
 pub mod modcmd;

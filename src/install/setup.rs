@@ -128,6 +128,7 @@ pub fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
             "none".into()
         },
         lazy: cmd.lazy,
+        scope: None,
     };
     let plan = commands::plan(&install)?;
     let pending = plan.would_change()?;
