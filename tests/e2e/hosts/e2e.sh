@@ -109,7 +109,9 @@ same_as() {
 birenv() {
   local name="$1"; shift
   local out="$WORK/runs/$name"
+  # The host CLI on PATH, as a user has it (the install asks Codex to trust its hooks).
   (cd "$out/project" && env -u XDG_CONFIG_HOME -u XDG_RUNTIME_DIR -u CLAUDE_CONFIG_DIR HOME="$out/home" \
+    PATH="$HOSTS_DIR/node_modules/.bin:$PATH" \
     CODEX_HOME="$out/codex" BIR_HOME="$WORK/birhome/$name" BIR_SERVICE_URL=off \
     BIR_PROXY_PATH="$WORK/bin/bir-proxy" BIR_HOOKS_PATH="$WORK/bin/bir-hooks" "$@")
 }
