@@ -16,7 +16,8 @@
 #    bir-proxy); the session; `bir runs export` / `bir runs show` checked by
 #    hosts_check.py against the script, the relay's wire log and the baseline;
 # 3. `bir uninstall --client HOST`: the host's config files byte-identical to
-#    before the install.
+#    before the install;
+# 4. off: installed, then `bir off`: the session as without bir, nothing recorded.
 # If this bir's `bir install --client HOST` registers no hooks, step 2 fails
 # that check and goes on with the hooks written by hand into the config the
 # install left (make_config.py --only-hooks --hooks bir; Codex: hook trust
@@ -216,4 +217,14 @@ if [[ $rc -eq 0 && -z $left ]]; then
 else
   result fail "bound: bir uninstall --client $HOST" "exit $rc; differ: ${left:-none}; $(tr '\n' ' ' <"$WORK/uninstall-bound.txt" | cut -c1-300)"
 fi
+
+# --- 4. `bir off`: installed but off — the session as without bir, nothing recorded -------
+prepare off bound
+BIR_HOME="$WORK/birhome/off" "$BIR_BIN" off >"$WORK/off.txt" 2>&1 ||
+  result fail "off: bir off" "$(tr '\n' ' ' <"$WORK/off.txt")"
+session off
+sleep 1   # a run, were one recorded, would be listed by now
+BIR_HOME="$WORK/birhome/off" "$BIR_BIN" runs --json >"$WORK/runs/off.runs.jsonl" 2>/dev/null
+check off --host "$HOST" --version "$VERSION" --name off --out "$WORK/runs/off" \
+  --baseline "$WORK/runs/baseline" --script "$SCRIPT" --prompt "$PROMPT" --runs "$WORK/runs/off.runs.jsonl"
 finish

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks of a Codex CLI or Gemini CLI session recorded by bir (hosts/e2e.sh).
 
-    hosts_check.py session|bound --host codex|gemini --version V --name N --out RUN_DIR
+    hosts_check.py session|bound|off --host codex|gemini --version V --name N --out RUN_DIR
         --script S --prompt P [--baseline DIR --runs RUNS.jsonl --exports DIR]
 
 Reads what the harness logged (the fake API's requests, the relay's MCP wire
@@ -408,26 +408,42 @@ def check_bound(rep, a, script):
     rep.run("bir runs show tells the session", shown)
 
     if a.baseline:
-        def same_model():
-            (f1, i1), (f0, i0) = model_view(a.host, a.out), model_view(a.host, a.baseline)
-            assert f1 and f1 == f0, "the first model request differs from the session without bir"
-            assert i1 == i0, f"items only with bir: {sorted(i1 - i0)[:2]}; only without: {sorted(i0 - i1)[:2]}"
-            return f"first request identical; the same {len(i1)} user-side items (paths, ids, numbers normalised)"
-        rep.run("the model saw the same as without bir", same_model)
+        rep.run("the model saw the same as without bir", lambda: same_model(a))
+        rep.run("the server saw the same as without bir", lambda: same_server(a))
 
-        def same_server():
-            def view(out):
-                return sorted(json.dumps([(r.get("params") or {}).get("name"), (r.get("params") or {}).get("arguments"), ans],
-                                         sort_keys=True) for r, ans in mcp_wire(out))
-            v1, v0 = view(a.out), view(a.baseline)
-            assert v1 and v1 == v0, f"{v1} vs {v0}"
-            return f"{len(v1)} tools/call with the same arguments and answers"
-        rep.run("the server saw the same as without bir", same_server)
+
+def same_model(a):
+    (f1, i1), (f0, i0) = model_view(a.host, a.out), model_view(a.host, a.baseline)
+    assert f1 and f1 == f0, "the first model request differs from the session without bir"
+    assert i1 == i0, f"items only with bir: {sorted(i1 - i0)[:2]}; only without: {sorted(i0 - i1)[:2]}"
+    return f"first request identical; the same {len(i1)} user-side items (paths, ids, numbers normalised)"
+
+
+def same_server(a):
+    def view(out):
+        return sorted(json.dumps([(r.get("params") or {}).get("name"), (r.get("params") or {}).get("arguments"), ans],
+                                 sort_keys=True) for r, ans in mcp_wire(out))
+    v1, v0 = view(a.out), view(a.baseline)
+    assert v1 and v1 == v0, f"{v1} vs {v0}"
+    return f"{len(v1)} tools/call with the same arguments and answers"
+
+
+def check_off(rep, a, script):
+    """`bir off`: the session as without bir, nothing recorded."""
+    check_session(rep, a, script)
+
+    def nothing():
+        runs = jsonl(a.runs) if a.runs else []
+        assert not runs, f"{len(runs)} run(s) recorded while off: {[r.get('id') for r in runs]}"
+        return "no run in BIR_HOME"
+    rep.run("nothing recorded while off", nothing)
+    rep.run("the model saw the same as without bir", lambda: same_model(a))
+    rep.run("the server saw the same as without bir", lambda: same_server(a))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["session", "bound"])
+    ap.add_argument("mode", choices=["session", "bound", "off"])
     ap.add_argument("--host", required=True, choices=["codex", "gemini"])
     ap.add_argument("--version", required=True)
     ap.add_argument("--name", required=True)
@@ -440,7 +456,7 @@ def main():
     a = ap.parse_args()
     script = json.load(open(a.script, encoding="utf-8"))
     rep = Report(a.name)
-    (check_session if a.mode == "session" else check_bound)(rep, a, script)
+    {"session": check_session, "bound": check_bound, "off": check_off}[a.mode](rep, a, script)
 
 
 if __name__ == "__main__":
