@@ -605,6 +605,26 @@ pub fn registered_files(host: Host, project: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `bir doctor` / `bir status`: one line per agent whose hooks bir
+/// registered (in its user or this project's hook file).
+pub fn status_lines(project: &Path) -> Vec<String> {
+    [Host::Codex, Host::Gemini, Host::Copilot, Host::Cursor, Host::VsCode]
+        .into_iter()
+        .filter_map(|host| {
+            let files = registered_files(host, project);
+            (!files.is_empty()).then(|| {
+                let list: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+                format!(
+                    "{} hooks: registered in {} (sessions are recorded whole, as `{}` runs)",
+                    host.app(),
+                    list.join(", "),
+                    host.app()
+                )
+            })
+        })
+        .collect()
+}
+
 /// A recorded trust of a Codex hook: the bytes bir appended to Codex's
 /// `config.toml`, to take out again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
