@@ -1470,6 +1470,13 @@ impl Session {
         if !self.opened {
             return;
         }
+        let mut usage = crate::record::model::TokenUsage::default();
+        for t in self.transcripts.values() {
+            if let Some(u) = t.usage() {
+                usage.add(&u);
+            }
+        }
+        self.metrics.usage = (!usage.is_empty()).then_some(usage);
         let finish = RunFinish {
             finished_at: rfc3339(cx.now),
             output: self.last_answer.clone(),

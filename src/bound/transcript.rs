@@ -28,6 +28,7 @@ use std::collections::{HashMap, VecDeque};
 use serde_json::Value;
 
 use super::hosts::{TranscriptFormat, call_digest, pairing_key};
+use crate::record::model::TokenUsage;
 
 /// Words kept per context while reading (the stored context is capped
 /// again, smaller, when a step takes it).
@@ -35,6 +36,9 @@ const ACC_MAX: usize = 8 * 1024;
 /// Contexts kept for calls not told yet (a first read after a restart may
 /// hold a whole session's): with [`ACC_MAX`], at most 512 KiB a file.
 const MAX_CONTEXTS: usize = 64;
+/// Model messages whose token counts are kept (a bound on memory for
+/// very long sessions; later ones are not counted).
+const MAX_MESSAGES: usize = 100_000;
 /// The longest line kept while it is being completed.
 pub(crate) const MAX_LINE: usize = 2 * 1024 * 1024;
 
@@ -85,6 +89,11 @@ pub(crate) struct Transcript {
     /// The host's version where the transcript says it (Codex's
     /// `session_meta.cli_version`).
     pub host_version: Option<String>,
+    /// Tokens per model message id (the host may write a message's record
+    /// several times; the last wins), and the cumulative count a host
+    /// reports as such (Codex's `total_token_usage`).
+    usage_by_message: HashMap<String, TokenUsage>,
+    usage_total: Option<TokenUsage>,
     /// Gemini: call ids already numbered, and calls per (name, arguments).
     seen_calls: std::collections::HashSet<String>,
     occurrences: HashMap<String, u32>,
@@ -206,6 +215,25 @@ impl Transcript {
         }
     }
 
+    /// The tokens the file reports so far (`None`: none).
+    pub(crate) fn usage(&self) -> Option<TokenUsage> {
+        let mut sum = self.usage_total.unwrap_or_default();
+        for u in self.usage_by_message.values() {
+            sum.add(u);
+        }
+        (!sum.is_empty()).then_some(sum)
+    }
+
+    fn note_usage(&mut self, message_id: Option<&str>, usage: TokenUsage) {
+        if usage.is_empty() || self.usage_by_message.len() >= MAX_MESSAGES {
+            return;
+        }
+        let key = message_id
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("#{}", self.usage_by_message.len()));
+        self.usage_by_message.insert(key, usage);
+    }
+
     /// Notes call `id` with the words said before it (once).
     fn note_call(&mut self, id: &str, side: usize) {
         let acc = &mut self.acc[side];
@@ -245,6 +273,18 @@ impl Transcript {
             (Some("session_meta"), _) => {
                 if let Some(v) = p["cli_version"].as_str().filter(|v| !v.is_empty()) {
                     self.host_version = Some(v.to_owned());
+                }
+            }
+            (Some("event_msg"), Some("token_count")) => {
+                let t = &p["info"]["total_token_usage"];
+                let n = |k: &str| t[k].as_u64().unwrap_or(0);
+                if t.is_object() {
+                    self.usage_total = Some(TokenUsage {
+                        input: n("input_tokens"),
+                        output: n("output_tokens"),
+                        cache_read: n("cached_input_tokens"),
+                        cache_write: 0,
+                    });
                 }
             }
             (Some("turn_context"), _) => {
@@ -310,6 +350,17 @@ impl Transcript {
                 if let Some(m) = r["model"].as_str().filter(|m| !m.is_empty()) {
                     self.model = Some(m.to_owned());
                 }
+                let t = &r["tokens"];
+                let n = |k: &str| t[k].as_u64().unwrap_or(0);
+                self.note_usage(
+                    r["id"].as_str(),
+                    TokenUsage {
+                        input: n("input"),
+                        output: n("output") + n("thoughts"),
+                        cache_read: n("cached"),
+                        cache_write: 0,
+                    },
+                );
                 // The record is the message as it now stands.
                 let acc = &mut self.acc[0];
                 acc.context.clear();
@@ -371,6 +422,19 @@ impl Transcript {
     }
 
     fn assistant(&mut self, message: &Value, side: usize) {
+        let u = &message["usage"];
+        if u.is_object() {
+            let n = |k: &str| u[k].as_u64().unwrap_or(0);
+            self.note_usage(
+                message["id"].as_str(),
+                TokenUsage {
+                    input: n("input_tokens"),
+                    output: n("output_tokens"),
+                    cache_read: n("cache_read_input_tokens"),
+                    cache_write: n("cache_creation_input_tokens"),
+                },
+            );
+        }
         if let Some(model) = message["model"].as_str() {
             // `<synthetic>` marks messages the host made up (errors).
             if !model.is_empty() && !model.starts_with('<') && side == 0 {
@@ -490,6 +554,31 @@ mod tests {
         t.forget(|id| id == "toolu_1");
         assert!(!t.contexts.contains_key("toolu_1"));
         assert!(t.contexts.contains_key("toolu_2"));
+    }
+
+    /// Claude Code writes one record per content block of a message, each
+    /// with the message's `usage`: counted once per message id.
+    #[test]
+    fn tokens_are_counted_once_per_message() {
+        let mut t = Transcript::new("/t.jsonl".into());
+        let msg = |id: &str, out: u64| {
+            line(serde_json::json!({"type": "assistant", "message": {"id": id, "role": "assistant",
+                "content": [{"type": "text", "text": "x"}],
+                "usage": {"input_tokens": 10, "output_tokens": out,
+                          "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5}}}))
+        };
+        let text = [msg("m1", 3), msg("m1", 7), msg("m2", 1)].concat();
+        assert!(t.consume(0, text.as_bytes()));
+        assert_eq!(
+            t.usage(),
+            Some(TokenUsage {
+                input: 20,
+                output: 8,
+                cache_read: 200,
+                cache_write: 10
+            })
+        );
+        assert_eq!(Transcript::new("/e".into()).usage(), None);
     }
 
     #[test]

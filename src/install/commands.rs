@@ -675,6 +675,9 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
         };
         out(&format!("  {:<width$}  {state}", f.name));
     }
+    for l in super::hosthooks::status_lines(&paths.project) {
+        out(&l);
+    }
     if let Ok(targets) = super::clients::targets(None, None, "mcpServers", false, &paths.project) {
         for t in targets {
             let super::clients::Target::File(cf) = t else {

@@ -501,6 +501,9 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         }
         failures += problems;
     }
+    for l in super::hosthooks::status_lines(&cwd) {
+        out(&l);
+    }
     out(&check_home());
     let (line, ok) = crate::daemon::control::doctor_line();
     out(&line);

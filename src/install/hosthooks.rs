@@ -605,6 +605,63 @@ pub fn registered_files(host: Host, project: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The agents installed for this user (their user directory exists), for
+/// `bir setup` to offer: Codex (`$CODEX_HOME`, `~/.codex`), Gemini CLI
+/// (`~/.gemini`), Copilot CLI (`~/.copilot`), Cursor (`~/.cursor`), VS Code
+/// (`~/.vscode`).
+pub fn agents_present() -> Vec<Host> {
+    let Some(home) = home::home_dir() else {
+        return Vec::new();
+    };
+    let codex_home = std::env::var_os("CODEX_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".codex"));
+    [
+        (Host::Codex, codex_home),
+        (Host::Gemini, home.join(".gemini")),
+        (Host::Copilot, home.join(".copilot")),
+        (Host::Cursor, home.join(".cursor")),
+        (Host::VsCode, home.join(".vscode")),
+    ]
+    .into_iter()
+    .filter(|(_, dir)| dir.is_dir())
+    .map(|(host, _)| host)
+    .collect()
+}
+
+/// Whether [`install`] would change `host`'s hook file (quietly).
+pub fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
+    let Some(home) = home::home_dir() else {
+        return false;
+    };
+    let file = hook_file(host, scope, &home, project);
+    atomic::read(&file).ok().is_some_and(|before| {
+        install_edit(before.as_deref(), &HookForm::detect(), host, &file)
+            .is_ok_and(|p| p.bytes.is_some())
+    })
+}
+
+/// `bir doctor` / `bir status`: one line per agent whose hooks bir
+/// registered (in its user or this project's hook file).
+pub fn status_lines(project: &Path) -> Vec<String> {
+    [Host::Codex, Host::Gemini, Host::Copilot, Host::Cursor, Host::VsCode]
+        .into_iter()
+        .filter_map(|host| {
+            let files = registered_files(host, project);
+            (!files.is_empty()).then(|| {
+                let list: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+                format!(
+                    "{} hooks: registered in {} (sessions are recorded whole, as `{}` runs)",
+                    host.app(),
+                    list.join(", "),
+                    host.app()
+                )
+            })
+        })
+        .collect()
+}
+
 /// A recorded trust of a Codex hook: the bytes bir appended to Codex's
 /// `config.toml`, to take out again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -192,6 +192,12 @@ fn a_codex_session_is_one_run_in_order_with_its_words_and_answer() {
         ],
         "{story:#?}"
     );
+    // The run's tokens: the rollout's last `total_token_usage`.
+    let finish = of_kind(&records, "run_finished").next().expect("finish");
+    assert_eq!(
+        finish["metrics"]["usage"],
+        json!({"input": 2600, "output": 95, "cacheRead": 1200, "cacheWrite": 0})
+    );
     // The MCP step keeps Codex's call id: the proxy's `_meta.callId`
     // joins on it.
     let echo = of_kind(&records, "step")
@@ -228,6 +234,13 @@ fn a_gemini_session_pairs_calls_without_ids_and_prefers_the_transcripts_answer()
             "finished session_end".into(),
         ],
         "{story:#?}"
+    );
+    // The run's tokens: every model message's `tokens`, the last record
+    // of a message counted once (thoughts count as output).
+    let finish = of_kind(&records, "run_finished").next().expect("finish");
+    assert_eq!(
+        finish["metrics"]["usage"],
+        json!({"input": 3000, "output": 80, "cacheRead": 800, "cacheWrite": 0})
     );
     // Per-chunk model events and automatic compaction checks are not
     // session events.
