@@ -20,7 +20,10 @@ sessions: a whole offline session of the real CLI (tests/e2e/hosts: the
   ones), pairs interleaved, one warm-up of each first; median wall times and
   their ratio (target <= 1.10).
 
-Knobs: BIR_BIN (default target/release/bir, else target/debug/bir).
+Knobs: BIR_BIN (default target/release/bir, else target/debug/bir): the
+binary the hooks and bir-proxy run; BIR_INSTALL_BIN (default BIR_BIN): the
+one that runs `bir install` (a debug build of newer code may write the
+config while a release build of the same hook path runs it).
 Figures go to stdout as Markdown tables.
 """
 from __future__ import annotations
@@ -175,9 +178,11 @@ def one_session(host: str, tmp: str, n: int, with_bir: bool, bir: str) -> tuple[
         extra_args = ""
         if with_bir:
             env = dict(clean_env(tmp), HOME=os.path.join(out, "home"), CODEX_HOME=os.path.join(out, "codex"),
+                       PATH=os.path.join(REPO, ".peers", "hosts", "node_modules", ".bin") + ":/usr/local/bin:/usr/bin:/bin",
                        BIR_HOME=birhome, BIR_PROXY_PATH=os.path.join(tmp, "bin", "bir-proxy"),
                        BIR_HOOKS_PATH=os.path.join(tmp, "bin", "bir-hooks"))
-            subprocess.run([bir, "install", "--client", host, "--project", os.path.join(out, "project")],
+            installer = os.path.abspath(os.environ.get("BIR_INSTALL_BIN") or bir)
+            subprocess.run([installer, "install", "--client", host, "--project", os.path.join(out, "project")],
                            env=env, cwd=os.path.join(out, "project"), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, check=False)
             files = [os.path.join(out, "codex", "hooks.json"), os.path.join(out, "home", ".gemini", "settings.json")]
@@ -188,6 +193,8 @@ def one_session(host: str, tmp: str, n: int, with_bir: bool, bir: str) -> tuple[
                                 "--hooks", "bir", "--bir-hooks", os.path.join(tmp, "bin", "bir-hooks")], check=True)
                 if host == "codex":
                     extra_args = "--dangerously-bypass-hook-trust"
+            elif host == "codex" and "trusted_hash" not in open(os.path.join(out, "codex", "config.toml")).read():
+                extra_args = "--dangerously-bypass-hook-trust"
         env = dict(os.environ, HOST_EXTRA_ENV=f"BIR_HOME={birhome} BIR_SERVICE_URL=off", HOST_EXTRA_ARGS=extra_args)
         rc = subprocess.run([os.path.join(HOSTS_E2E, "run-host.sh"), host, out], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False).returncode
@@ -199,8 +206,11 @@ def one_session(host: str, tmp: str, n: int, with_bir: bool, bir: str) -> tuple[
 
 
 def bench_sessions(hosts: list[str], pairs: int, bir: str) -> None:
+    installer = os.environ.get("BIR_INSTALL_BIN")
     print(f"\n### A whole offline session, with bir and without ({pairs} interleaved pairs per host after one "
-          f"warm-up of each; bir {os.path.relpath(bir, REPO)})\n")
+          f"warm-up of each; bir {os.path.relpath(bir, REPO)}"
+          + (f", installed by {os.path.relpath(os.path.abspath(installer), REPO)}" if installer else "")
+          + f"; load average {' '.join(open('/proc/loadavg').read().split()[:3])})\n")
     print("| host | without bir, median s | with bir, median s | with / without | runs (each way) | failed sessions |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for host in hosts:

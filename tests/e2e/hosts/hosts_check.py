@@ -390,13 +390,20 @@ def check_bound(rep, a, script):
 
     def tokens():
         u = [t.get("usage") for t in script.get("turns") or [] if t.get("usage")]
+        sub = [t.get("usage") for c in script.get("conversations") or [] for t in c.get("turns") or [] if t.get("usage")]
         per_call = {(x["input"], x["output"]) for x in u}
         total = (sum(x["input"] for x in u), sum(x["output"] for x in u))
+        # The run's total may count its subagents' model calls too (their steps are in the run).
+        with_sub = (total[0] + sum(x["input"] for x in sub), total[1] + sum(x["output"] for x in sub))
         found = token_pairs(doc)
         assert found, f"no token counts in the export (the host reported {total[0]} input / {total[1]} output tokens)"
         got = set(found)
-        assert total in got or per_call <= got, f"token counts {sorted(got)[:8]} match neither the session's total {total} nor each model call {sorted(per_call)}"
-        return f"{'total ' + str(total) if total in got else 'per model call'} as the host reported"
+        assert total in got or with_sub in got or per_call <= got, \
+            f"token counts {sorted(got)[:8]} match neither the session's total {total} (with the subagent's " \
+            f"{with_sub}) nor each model call {sorted(per_call)}"
+        which = "total " + str(total) if total in got else \
+            "total with the subagent's " + str(with_sub) if with_sub in got else "per model call"
+        return f"{which}, as the host reported"
     rep.run("tokens", tokens)
 
     def shown():
