@@ -232,6 +232,7 @@ def bench_sessions(hosts: list[str], pairs: int, bir: str) -> None:
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
             m0, m1 = statistics.median(without), statistics.median(with_)
             print(f"| {host} {VERSIONS[host]} | {m0:.2f} | {m1:.2f} | {m1 / m0:.3f}x | {pairs} | {failed} |")
+            print(f"<!-- {host}: without {[round(x, 2) for x in without]}, with {[round(x, 2) for x in with_]} -->")
             sys.stdout.flush()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
