@@ -93,11 +93,14 @@ impl Engine {
                 payload,
             } => {
                 let Some(id) = host.session_id(&payload) else {
-                    log::debug!("a {event} hook of {} without a session; ignored", host.app());
+                    log::debug!(
+                        "a {event} hook of {} without a session; ignored",
+                        host.app()
+                    );
                     return out;
                 };
                 let restarts = matches!(
-                    host.engine_event(&event, &payload),
+                    super::hosts::engine_event(host, &event, &payload),
                     Some("SessionStart" | "UserPromptSubmit")
                 );
                 self.with_session(&id, now, restarts, &mut out, |s, cx| {

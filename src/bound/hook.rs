@@ -28,7 +28,7 @@ pub(crate) struct Hook {
     pub payload: Value,
     /// The agent that sent it (its adapter made `name` and `payload` the
     /// engine's vocabulary: `hosts`).
-    pub host: super::hosts::Host,
+    pub host: super::host::Host,
 }
 
 impl Hook {
@@ -41,7 +41,7 @@ impl Hook {
         Hook {
             name,
             payload,
-            host: super::hosts::Host::ClaudeCode,
+            host: super::host::Host::ClaudeCode,
         }
     }
 
@@ -141,7 +141,7 @@ impl Hook {
 /// `Agent` (and the older `Task`) launch subagents; anything else is a
 /// host built-in.
 pub(crate) fn classify(
-    host: super::hosts::Host,
+    host: super::host::Host,
     qualified: &str,
     mcp_server: Option<&str>,
 ) -> (StepKind, String, String) {
@@ -185,16 +185,27 @@ mod tests {
         let h = Hook::new("Route".into(), json!({"x": 1}));
         assert_eq!(h.name, "Route");
         assert_eq!(
-            classify(crate::bound::hosts::Host::ClaudeCode, "mcp__everything__echo", None),
+            classify(
+                crate::bound::host::Host::ClaudeCode,
+                "mcp__everything__echo",
+                None
+            ),
             (StepKind::Mcp, "everything".into(), "echo".into())
         );
         assert_eq!(
-            classify(crate::bound::hosts::Host::ClaudeCode, "mcp__my__srv__do_it", Some("my__srv")),
+            classify(
+                crate::bound::host::Host::ClaudeCode,
+                "mcp__my__srv__do_it",
+                Some("my__srv")
+            ),
             (StepKind::Mcp, "my__srv".into(), "do_it".into())
         );
-        assert_eq!(classify(crate::bound::hosts::Host::ClaudeCode, "Agent", None).0, StepKind::Agent);
         assert_eq!(
-            classify(crate::bound::hosts::Host::ClaudeCode, "Bash", None),
+            classify(crate::bound::host::Host::ClaudeCode, "Agent", None).0,
+            StepKind::Agent
+        );
+        assert_eq!(
+            classify(crate::bound::host::Host::ClaudeCode, "Bash", None),
             (StepKind::Builtin, "".into(), "Bash".into())
         );
         assert_eq!(

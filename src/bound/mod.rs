@@ -39,6 +39,7 @@ mod answer;
 mod engine;
 pub(crate) mod guide;
 mod hook;
+pub(crate) mod host;
 pub(crate) mod hosts;
 mod join;
 mod session;

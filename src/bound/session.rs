@@ -377,7 +377,12 @@ impl Session {
                 version: self
                     .host_version
                     .clone()
-                    .or_else(|| self.adapter.version.as_deref().map(|v| cx.label(v).into_inner()))
+                    .or_else(|| {
+                        self.adapter
+                            .version
+                            .as_deref()
+                            .map(|v| cx.label(v).into_inner())
+                    })
                     .unwrap_or_default(),
             }),
             wrapped_servers: self.wrapped.iter().cloned().collect(),

@@ -325,10 +325,9 @@ impl Transcript {
                     self.settle_answer();
                 }
             }
-            (
-                Some("response_item"),
-                Some("function_call_output" | "custom_tool_call_output"),
-            ) => self.acc[0].context.clear(),
+            (Some("response_item"), Some("function_call_output" | "custom_tool_call_output")) => {
+                self.acc[0].context.clear()
+            }
             _ => {}
         }
     }
@@ -562,10 +561,12 @@ mod tests {
     fn tokens_are_counted_once_per_message() {
         let mut t = Transcript::new("/t.jsonl".into());
         let msg = |id: &str, out: u64| {
-            line(serde_json::json!({"type": "assistant", "message": {"id": id, "role": "assistant",
+            line(
+                serde_json::json!({"type": "assistant", "message": {"id": id, "role": "assistant",
                 "content": [{"type": "text", "text": "x"}],
                 "usage": {"input_tokens": 10, "output_tokens": out,
-                          "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5}}}))
+                          "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5}}}),
+            )
         };
         let text = [msg("m1", 3), msg("m1", 7), msg("m2", 1)].concat();
         assert!(t.consume(0, text.as_bytes()));

@@ -377,8 +377,24 @@ pub fn report_applied(applied: &Applied) {
 }
 
 pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
-    if let Some(host) = cmd.client.as_deref().and_then(super::hosthooks::host_of_client) {
-        return super::hosthooks::install_command(&cmd, host, plan);
+    if let Some(host) = cmd
+        .client
+        .as_deref()
+        .and_then(super::hosthooks::host_of_client)
+    {
+        let wrap = |dry_run: bool| -> Result<bool, Error> {
+            let p = plan(&cmd)?;
+            if dry_run {
+                p.show()?;
+                return Ok(false);
+            }
+            let applied = p.apply()?;
+            if !applied.files.is_empty() {
+                report_applied(&applied);
+            }
+            Ok(!applied.files.is_empty())
+        };
+        return super::hosthooks::install_command(&cmd, host, &wrap);
     }
     let plan = plan(&cmd)?;
     if cmd.dry_run {
@@ -465,7 +481,10 @@ fn this_project_keys(paths: &Paths) -> Vec<String> {
 /// `bir uninstall`: a file it cannot restore is reported and the others
 /// are still restored; the exit status then says it failed.
 pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
-    let host_client = cmd.client.as_deref().and_then(super::hosthooks::host_of_client);
+    let host_client = cmd
+        .client
+        .as_deref()
+        .and_then(super::hosthooks::host_of_client);
     let hosts_ok = if cmd.all || host_client.is_some() {
         super::hosthooks::uninstall(cmd.client.as_deref(), cmd.dry_run)
     } else {

@@ -23,8 +23,6 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use super::atomic;
 use super::diff;
 use super::hooks::{HookChange, HookEvent, HookForm, shell_quote, shell_words};
@@ -189,7 +187,9 @@ fn entry(form: &HookForm, host: Host, event: &str) -> String {
             format!(r#"{{"type":"command","bash":{cmd},"timeoutSec":{TIMEOUT_SECS}}}"#)
         }
         Host::Cursor => format!(r#"{{"command":{cmd}}}"#),
-        _ => format!(r#"{{"hooks":[{{"type":"command","command":{cmd},"timeout":{TIMEOUT_SECS}}}]}}"#),
+        _ => format!(
+            r#"{{"hooks":[{{"type":"command","command":{cmd},"timeout":{TIMEOUT_SECS}}}]}}"#
+        ),
     }
 }
 
@@ -211,9 +211,7 @@ fn ours(command: &str, host: Host) -> Option<String> {
         _ => return None,
     };
     match rest {
-        [flag, h, event] if flag == "--host" && Host::parse(h) == Some(host) => {
-            Some(event.clone())
-        }
+        [flag, h, event] if flag == "--host" && Host::parse(h) == Some(host) => Some(event.clone()),
         _ => None,
     }
 }
@@ -458,29 +456,25 @@ pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Resul
 
 /// `bir install --client <agent>`: wraps the agent's MCP servers as
 /// before (when it has any), then registers its hooks (`--scope`, else
-/// `--hooks`: user, project or none). `plan` is the MCP wrapping's planner.
+/// `--hooks`: user, project or none). `wrap(dry_run)` shows or applies the
+/// MCP wrapping (`commands`) and says whether it changed a file.
 pub fn install_command(
     cmd: &crate::cli::InstallCmd,
     host: Host,
-    plan: fn(&crate::cli::InstallCmd) -> Result<super::commands::InstallPlan, Error>,
+    wrap: &dyn Fn(bool) -> Result<bool, Error>,
 ) -> Result<crate::error::ExitStatus, Error> {
     let scope = match (cmd.scope.as_deref(), cmd.hooks.as_str()) {
         (Some(word), _) => Some(Scope::parse(word)?),
         (None, "none" | "off") => None,
         (None, word) => Some(Scope::parse(word)?),
     };
-    let mut changed = false;
-    match plan(cmd) {
-        Ok(p) if cmd.dry_run => p.show()?,
-        Ok(p) => {
-            let applied = p.apply()?;
-            if !applied.files.is_empty() {
-                super::commands::report_applied(&applied);
-                changed = true;
-            }
+    let mut changed = match wrap(cmd.dry_run) {
+        Ok(changed) => changed,
+        Err(e) => {
+            out(&format!("{}: no MCP servers wrapped ({e})", host.app()));
+            false
         }
-        Err(e) => out(&format!("{}: no MCP servers wrapped ({e})", host.app())),
-    }
+    };
     if let Some(scope) = scope {
         let project = cmd
             .project
@@ -533,10 +527,22 @@ pub fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
         if dry_run {
             match atomic::read(&h.file).and_then(|b| Ok((edit(b.as_deref())?, b))) {
                 Ok((Some(after), Some(before))) => {
-                    out(&format!("  {} hooks: {} events", host.app(), h.events.len()));
-                    out(&diff::unified(&h.file.display().to_string(), &before, &after));
+                    out(&format!(
+                        "  {} hooks: {} events",
+                        host.app(),
+                        h.events.len()
+                    ));
+                    out(&diff::unified(
+                        &h.file.display().to_string(),
+                        &before,
+                        &after,
+                    ));
                 }
-                Ok(_) => out(&format!("  {} hooks: none left in {}", host.app(), h.file.display())),
+                Ok(_) => out(&format!(
+                    "  {} hooks: none left in {}",
+                    host.app(),
+                    h.file.display()
+                )),
                 Err(e) => {
                     crate::error::print("bir uninstall", &e);
                     ok = false;
@@ -549,7 +555,10 @@ pub fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
                 out(&format!("{}:", h.file.display()));
                 if *remove_file.borrow() {
                     let _ = std::fs::remove_file(&outcome.target);
-                    out(&format!("  {} hooks: removed (bir had created this file)", host.app()));
+                    out(&format!(
+                        "  {} hooks: removed (bir had created this file)",
+                        host.app()
+                    ));
                 } else {
                     out(&format!(
                         "  {} hooks: removed bir's entries; everything else is as it was",
@@ -575,7 +584,8 @@ pub fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
     {
         crate::error::print(
             "bir uninstall",
-            &Error::failure("the hooks were removed, but the ledger could not be updated").because(e),
+            &Error::failure("the hooks were removed, but the ledger could not be updated")
+                .because(e),
         );
         ok = false;
     }
@@ -645,32 +655,27 @@ pub fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
 /// `bir doctor` / `bir status`: one line per agent whose hooks bir
 /// registered (in its user or this project's hook file).
 pub fn status_lines(project: &Path) -> Vec<String> {
-    [Host::Codex, Host::Gemini, Host::Copilot, Host::Cursor, Host::VsCode]
-        .into_iter()
-        .filter_map(|host| {
-            let files = registered_files(host, project);
-            (!files.is_empty()).then(|| {
-                let list: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-                format!(
-                    "{} hooks: registered in {} (sessions are recorded whole, as `{}` runs)",
-                    host.app(),
-                    list.join(", "),
-                    host.app()
-                )
-            })
+    [
+        Host::Codex,
+        Host::Gemini,
+        Host::Copilot,
+        Host::Cursor,
+        Host::VsCode,
+    ]
+    .into_iter()
+    .filter_map(|host| {
+        let files = registered_files(host, project);
+        (!files.is_empty()).then(|| {
+            let list: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            format!(
+                "{} hooks: registered in {} (sessions are recorded whole, as `{}` runs)",
+                host.app(),
+                list.join(", "),
+                host.app()
+            )
         })
-        .collect()
-}
-
-/// A recorded trust of a Codex hook: the bytes bir appended to Codex's
-/// `config.toml`, to take out again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CodexTrust {
-    pub file: PathBuf,
-    pub appended: String,
-    #[serde(default)]
-    pub created_file: bool,
+    })
+    .collect()
 }
 
 /// Codex runs a hook only when `config.toml` trusts its current hash
@@ -688,8 +693,9 @@ pub mod codex_trust {
 
     use serde_json::{Value, json};
 
-    use super::{CodexTrust, ours};
+    use super::ours;
     use crate::bound::hosts::Host;
+    use crate::install::ledger::CodexTrust;
     use crate::install::{atomic, codex, ledger};
     use crate::output::out;
 
@@ -829,7 +835,9 @@ pub mod codex_trust {
         let write = atomic::update(&config, &mut |b| {
             let now = b.map(|b| String::from_utf8_lossy(b).into_owned());
             if now.as_deref().unwrap_or_default() != text {
-                return Err(crate::error::Error::failure("config.toml changed while bir read it"));
+                return Err(crate::error::Error::failure(
+                    "config.toml changed while bir read it",
+                ));
             }
             Ok(Some(after.clone().into_bytes()))
         });
@@ -880,7 +888,10 @@ pub mod codex_trust {
                         let _ = std::fs::remove_file(&outcome.target);
                     }
                     if outcome.changed {
-                        out(&format!("{}:\n  Codex hook trust: removed bir's entries", t.file.display()));
+                        out(&format!(
+                            "{}:\n  Codex hook trust: removed bir's entries",
+                            t.file.display()
+                        ));
                     }
                     done.push(t.clone());
                 }
@@ -940,7 +951,10 @@ mod tests {
                 Host::Cursor,
                 "{\n  \"version\": 1,\n  \"hooks\": {\n    \"afterFileEdit\": [{ \"command\": \"./format.sh\" }]\n  }\n}\n",
             ),
-            (Host::Copilot, "{\"version\":1,\"hooks\":{\"preToolUse\":[{\"type\":\"command\",\"bash\":\"./audit.sh\"}]}}"),
+            (
+                Host::Copilot,
+                "{\"version\":1,\"hooks\":{\"preToolUse\":[{\"type\":\"command\",\"bash\":\"./audit.sh\"}]}}",
+            ),
             (Host::VsCode, "{\n\t\"hooks\": {}\n}"),
         ];
         for (host, before) in fixtures {
@@ -953,13 +967,22 @@ mod tests {
                 "{host:?}: {text}"
             );
             // The user's own entries are still there, untouched.
-            for keep in ["notify-send done", "./guard.sh", "./format.sh", "./audit.sh"] {
-                assert_eq!(before.contains(keep), text.contains(keep), "{host:?} {keep}");
+            for keep in [
+                "notify-send done",
+                "./guard.sh",
+                "./format.sh",
+                "./audit.sh",
+            ] {
+                assert_eq!(
+                    before.contains(keep),
+                    text.contains(keep),
+                    "{host:?} {keep}"
+                );
             }
             assert_eq!(plan.events.len(), events(*host).len(), "{host:?}");
             // A second install changes nothing.
-            let again = install_edit(Some(&after), &form(), *host, Path::new("f.json"))
-                .expect("again");
+            let again =
+                install_edit(Some(&after), &form(), *host, Path::new("f.json")).expect("again");
             assert!(again.bytes.is_none(), "{host:?}");
             assert_eq!(again.already, events(*host).len());
             let (restored, pristine) =
@@ -975,7 +998,13 @@ mod tests {
 
     #[test]
     fn a_file_bir_created_is_pristine_after_uninstall() {
-        for host in [Host::Codex, Host::Gemini, Host::Copilot, Host::Cursor, Host::VsCode] {
+        for host in [
+            Host::Codex,
+            Host::Gemini,
+            Host::Copilot,
+            Host::Cursor,
+            Host::VsCode,
+        ] {
             let plan = install_edit(None, &form(), host, Path::new("f.json")).expect("install");
             let after = plan.bytes.clone().expect("bytes");
             let parsed: serde_json::Value = serde_json::from_slice(&after).expect("json");
@@ -1002,7 +1031,10 @@ mod tests {
         );
         assert_eq!(ours("/opt/bir-hooks --host codex Stop", Host::Gemini), None);
         assert_eq!(ours("/opt/bir-hooks Stop", Host::Codex), None);
-        assert_eq!(ours("./my-bir-hooks-wrapper --host codex Stop", Host::Codex), None);
+        assert_eq!(
+            ours("./my-bir-hooks-wrapper --host codex Stop", Host::Codex),
+            None
+        );
     }
 
     #[test]

@@ -291,7 +291,11 @@ struct Params<'a> {
 /// (never a reason to lose the request's other fields).
 #[derive(Deserialize)]
 struct Meta {
-    #[serde(rename = "claudecode/toolUseId", default, deserialize_with = "id_string")]
+    #[serde(
+        rename = "claudecode/toolUseId",
+        default,
+        deserialize_with = "id_string"
+    )]
     tool_use_id: Option<String>,
     #[serde(rename = "callId", default, deserialize_with = "id_string")]
     call_id: Option<String>,
@@ -300,7 +304,9 @@ struct Meta {
 impl Meta {
     /// The join key: Claude Code's id, else Codex's.
     fn call_key(self) -> Option<String> {
-        self.tool_use_id.or(self.call_id).filter(|id| !id.is_empty())
+        self.tool_use_id
+            .or(self.call_id)
+            .filter(|id| !id.is_empty())
     }
 }
 
@@ -398,10 +404,7 @@ fn clipped_request(head: &[u8], tail: &[u8], len: u64) -> ClippedEnvelope {
     }) = serde_json::from_slice::<Request>(&skeleton)
     {
         found.name = params.name.or(found.name);
-        found.tool_use_id = params
-            .meta
-            .and_then(Meta::call_key)
-            .or(found.tool_use_id);
+        found.tool_use_id = params.meta.and_then(Meta::call_key).or(found.tool_use_id);
     }
     found
 }
@@ -534,11 +537,11 @@ fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
                     }
                 } else if path_is(&stack, &["params", "name"]) {
                     found.name = text;
-                } else if path_is(&stack, &["params", "_meta", "claudecode/toolUseId"]) {
-                    found.tool_use_id = text;
-                } else if path_is(&stack, &["params", "_meta", "callId"])
-                    && found.tool_use_id.is_none()
+                } else if path_is(&stack, &["params", "_meta", "claudecode/toolUseId"])
+                    || (path_is(&stack, &["params", "_meta", "callId"])
+                        && found.tool_use_id.is_none())
                 {
+                    // Claude Code's id wins over Codex's `callId`.
                     found.tool_use_id = text;
                 }
             }
@@ -713,7 +716,8 @@ mod tests {
     /// is not a string is no key and loses nothing else.
     #[test]
     fn codex_call_ids_are_the_join_key() {
-        let answer = r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"Echo: hi"}]}}"#;
+        let answer =
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"Echo: hi"}]}}"#;
         let r = StepReport::from_observed(&observed(
             r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"progressToken":3,"callId":"call_echo_2","x-codex-turn-metadata":{"session_id":"019a","turn_id":"t1","codex_version":"0.169.0"}}}}"#,
             Some(answer),

@@ -426,7 +426,10 @@ pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
     if let Some(u) = finish.and_then(|f| f.metrics.usage) {
         attrs.push(kv("gen_ai.usage.input_tokens", u.input as i64));
         attrs.push(kv("gen_ai.usage.output_tokens", u.output as i64));
-        attrs.push(kv("gen_ai.usage.cache_read.input_tokens", u.cache_read as i64));
+        attrs.push(kv(
+            "gen_ai.usage.cache_read.input_tokens",
+            u.cache_read as i64,
+        ));
         attrs.push(kv(
             "gen_ai.usage.cache_creation.input_tokens",
             u.cache_write as i64,

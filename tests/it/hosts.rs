@@ -175,7 +175,13 @@ fn copilot_and_cursor_sessions_through_bir_hooks_are_told_whole() {
     let show = session(&t, "copilot", None);
     in_order(
         &show,
-        &["copilot-cli", "List the files, then read notes.txt.", "bash", "notes.txt", "view"],
+        &[
+            "copilot-cli",
+            "List the files, then read notes.txt.",
+            "bash",
+            "notes.txt",
+            "view",
+        ],
     );
     let t = TempDir::new("hosts-cursor");
     let _running = Running(&t);
@@ -212,7 +218,14 @@ fn install_and_uninstall_per_agent_round_trip() {
         ("vscode", project.join(".github/hooks/bir-vscode.json")),
     ] {
         let out = command(bir(), &t)
-            .args(["install", "--client", client, "--scope", "project", "--project"])
+            .args([
+                "install",
+                "--client",
+                client,
+                "--scope",
+                "project",
+                "--project",
+            ])
             .arg(&project)
             .current_dir(&project)
             .output()

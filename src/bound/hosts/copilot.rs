@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::{field, Adapter, engine_hook, fields, json_in_string, rename};
+use super::{Adapter, engine_hook, field, fields, json_in_string, rename};
 use crate::bound::hook::Hook;
 
 pub(super) fn engine_event(event: &str) -> Option<&'static str> {

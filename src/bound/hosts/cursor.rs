@@ -10,7 +10,7 @@
 
 use serde_json::{Value, json};
 
-use super::{field, Adapter, as_mcp, engine_hook, fields, json_in_string, rename};
+use super::{Adapter, as_mcp, engine_hook, field, fields, json_in_string, rename};
 use crate::bound::hook::Hook;
 
 pub(super) fn engine_event(event: &str) -> Option<&'static str> {

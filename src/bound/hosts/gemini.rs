@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::{field, Adapter, as_mcp, engine_hook, fields};
+use super::{Adapter, as_mcp, engine_hook, field, fields};
 use crate::bound::hook::Hook;
 
 pub(super) fn engine_event(event: &str, payload: &Value) -> Option<&'static str> {
@@ -45,8 +45,12 @@ pub(super) fn normalize(adapter: &mut Adapter, event: &str, payload: Value) -> V
                 adapter.end_call(&tool, &args)
             };
             map.insert("tool_use_id".into(), Value::String(id));
-            let server = field(&map, "mcp_context")["server_name"].as_str().map(str::to_owned);
-            let mcp_tool = field(&map, "mcp_context")["tool_name"].as_str().map(str::to_owned);
+            let server = field(&map, "mcp_context")["server_name"]
+                .as_str()
+                .map(str::to_owned);
+            let mcp_tool = field(&map, "mcp_context")["tool_name"]
+                .as_str()
+                .map(str::to_owned);
             if let (Some(server), Some(mcp_tool)) = (server, mcp_tool) {
                 as_mcp(&mut map, &server, &mcp_tool);
             }

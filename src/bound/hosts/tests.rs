@@ -116,7 +116,11 @@ fn story(records: &[Value]) -> Vec<String> {
                 h["input"].as_str().unwrap_or("-"),
             ));
         } else if let Some(t) = r.get("turn") {
-            lines.push(format!("turn {}: {}", t["turn"], t["prompt"].as_str().unwrap_or("")));
+            lines.push(format!(
+                "turn {}: {}",
+                t["turn"],
+                t["prompt"].as_str().unwrap_or("")
+            ));
         } else if let Some(s) = r.get("step") {
             steps.push(s);
         }
@@ -246,8 +250,13 @@ fn a_gemini_session_pairs_calls_without_ids_and_prefers_the_transcripts_answer()
     // session events.
     let noise = of_kind(&records, "session_event")
         .filter(|e| {
-            ["AfterModel", "BeforeModel", "PreCompress", "BeforeToolSelection"]
-                .contains(&e["name"].as_str().unwrap_or(""))
+            [
+                "AfterModel",
+                "BeforeModel",
+                "PreCompress",
+                "BeforeToolSelection",
+            ]
+            .contains(&e["name"].as_str().unwrap_or(""))
         })
         .count();
     assert_eq!(noise, 0);
@@ -262,7 +271,9 @@ fn without_its_transcript_a_gemini_answer_comes_from_after_agent() {
     );
     let story = story(&records);
     assert!(
-        story.iter().any(|l| l.starts_with("answer The folder holds")),
+        story
+            .iter()
+            .any(|l| l.starts_with("answer The folder holds")),
         "{story:#?}"
     );
 }
@@ -295,10 +306,7 @@ fn a_copilot_session_tells_denials_and_failures() {
         .find(|s| s["type"] == "tool_response" && s["permission"].is_object())
         .expect("a step with its permission");
     assert_eq!(denied["permission"]["event"], "PermissionDenied");
-    assert!(
-        of_kind(&records, "session_event")
-            .any(|e| e["name"] == "errorOccurred")
-    );
+    assert!(of_kind(&records, "session_event").any(|e| e["name"] == "errorOccurred"));
 }
 
 #[test]
@@ -325,14 +333,9 @@ fn a_cursor_session_takes_words_and_answer_from_its_response_hooks() {
         ],
         "{story:#?}"
     );
-    let header = of_kind(&records, "run_started")
-        .next()
-        .expect("header");
+    let header = of_kind(&records, "run_started").next().expect("header");
     assert_eq!(header["metadata"]["cwd"], "/work/p");
-    assert_eq!(
-        header["metadata"]["sessionId"],
-        "conv-7d1e-cursor-0001"
-    );
+    assert_eq!(header["metadata"]["sessionId"], "conv-7d1e-cursor-0001");
 }
 
 #[test]
@@ -401,8 +404,14 @@ fn cursor_shell_and_mcp_execution_hooks_pair_and_name_the_server() {
     assert_eq!(post[0].name, "PostToolUse");
     assert_eq!(pre[0].payload["tool_name"], "mcp__everything__echo");
     assert_eq!(pre[0].payload["tool_input"], json!({"message": "hi"}));
-    assert_eq!(pre[0].payload["tool_use_id"], post[0].payload["tool_use_id"]);
-    assert_eq!(post[0].payload["tool_response"]["content"][0]["text"], "Echo: hi");
+    assert_eq!(
+        pre[0].payload["tool_use_id"],
+        post[0].payload["tool_use_id"]
+    );
+    assert_eq!(
+        post[0].payload["tool_response"]["content"][0]["text"],
+        "Echo: hi"
+    );
     assert_eq!(post[0].payload["duration_ms"], 250);
     assert_eq!(post[0].payload["session_id"], "c1");
     assert_eq!(post[0].payload["cwd"], "/w");
@@ -421,7 +430,9 @@ fn hosts_without_a_readable_transcript_leave_its_path_out() {
                    "transcript_path": "/t.json", "cwd": "/w"}),
         );
         assert!(
-            hooks.iter().all(|h| h.payload.get("transcript_path").is_none()),
+            hooks
+                .iter()
+                .all(|h| h.payload.get("transcript_path").is_none()),
             "{host:?}"
         );
     }
