@@ -65,6 +65,25 @@ impl Hook {
     pub(crate) fn agent_type(&self) -> Option<&str> {
         self.str("agent_type")
     }
+    /// The subagent a tool's answer says it launched: Claude Code's
+    /// `tool_response.agentId`, or the `agent_id` of Codex's `spawn_agent`
+    /// answer (a string holding JSON). Codex answers the spawn before the
+    /// subagent's `SubagentStart`, so this is how its steps find their parent.
+    pub(crate) fn spawned_agent_id(&self) -> Option<String> {
+        let response = &self.payload["tool_response"];
+        if let Some(id) = response["agentId"].as_str().filter(|s| !s.is_empty()) {
+            return Some(id.to_owned());
+        }
+        let tool = self.tool_name()?;
+        if !self.host.is_agent_tool(tool) {
+            return None;
+        }
+        let parsed = serde_json::from_str::<Value>(response.as_str()?).ok()?;
+        parsed["agent_id"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    }
     pub(crate) fn tool_name(&self) -> Option<&str> {
         self.str("tool_name")
     }

@@ -703,8 +703,8 @@ impl Session {
         };
         let i = self.hooked_call(cx, h, &id, h.tool_name().unwrap_or(""), h.tool_input());
         // The Agent tool names the subagent it launched.
-        if let Some(agent_id) = h.payload["tool_response"]["agentId"].as_str() {
-            let agent = self.agents.entry(agent_id.to_owned()).or_default();
+        if let Some(agent_id) = h.spawned_agent_id() {
+            let agent = self.agents.entry(agent_id).or_default();
             agent.parent = Some(id.clone());
             self.calls[i].claimed = true;
         }

@@ -455,3 +455,33 @@ fn host_names_round_trip() {
     }
     assert_eq!(Host::parse("emacs"), None);
 }
+
+/// A captured hooks log of the real CLI (`{registered_event, payload}` per
+/// line, as `tests/e2e/hosts/log_hook.py` writes it) as a fixture session.
+fn captured(hooks: &str) -> String {
+    hooks
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|r| json!({"event": r["registered_event"], "payload": r["payload"]}).to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_codex_subagents_steps_are_nested_under_the_spawn_agent_call() {
+    // Codex answers `spawn_agent` (with the new agent's id in a JSON
+    // string) before the subagent's SubagentStart.
+    let session = captured(include_str!(
+        "../../../tests/fixtures/hosts/codex/hooks.jsonl"
+    ));
+    let records = play(Host::Codex, &session, &[]);
+    assert_eq!(runs(&records), 1);
+    let sub: Vec<&Value> = of_kind(&records, "step")
+        .filter(|s| s["toolName"] == "get_sum" || s["toolName"] == "get-sum")
+        .collect();
+    assert_eq!(sub.len(), 2, "{records:#?}");
+    for s in sub {
+        assert_eq!(s["agentId"], "01a23c9b-9556-76a1-b18a-de93759f05c9");
+        assert_eq!(s["parentToolUseId"], "call_fake_4", "{s:#}");
+    }
+}
