@@ -26,9 +26,33 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from checks import jsonl  # noqa: E402  (the e2e checks' JSONL reader)
 
 
+# Checks bir is known to fail for a host (bir-side gaps, tests/e2e/README.md
+# says why). Strict: such a check that fails prints "KNOWN GAP" and does not
+# fail the run; one that passes FAILS, so that this list stays honest.
+KNOWN_GAPS = {
+    "codex": {
+        # Codex renames get-sum to get_sum in the hook; the real name is only
+        # in the subagent's rollout (McpToolCall.tool), which bir does not map back yet.
+        "MCP calls joined to the wire",
+    },
+    "gemini": {
+        # No hook payload names Gemini's version (only MCP's clientInfo does).
+        "run header: host, version, session, prompt",
+        "bir runs show tells the session",
+        # Gemini's subagent hooks carry no agent id: nothing to nest by yet.
+        "subagent steps nested under the step that started them",
+        "the model's words before each step",
+        # The wrapped proxy does not bind to a Gemini session (no session id
+        # in the server's environment): the steps keep Gemini's llmContent.
+        "MCP calls joined to the wire",
+    },
+}
+
+
 class Report:
-    def __init__(self, name):
+    def __init__(self, name, host=None):
         self.name = name
+        self.known = KNOWN_GAPS.get(host, set()) if name == "bound" else set()
 
     def run(self, label, fn):
         """fn() returns a detail string, or raises AssertionError(why)."""
@@ -38,6 +62,12 @@ class Report:
             ok, detail = False, str(e) or "assertion failed"
         except Exception as e:  # a malformed export is a failure, not a crash
             ok, detail = False, f"{type(e).__name__}: {e}"
+        if label in self.known:
+            if ok:
+                print(f"FAIL {self.name}: {label}: listed as a KNOWN GAP but passes (take it off KNOWN_GAPS): {detail}")
+                return False
+            print(f"KNOWN GAP: {self.name}: {label}: {detail}")
+            return False
         print(f"{'PASS' if ok else 'FAIL'} {self.name}: {label}: {detail}")
         return ok
 
@@ -462,7 +492,7 @@ def main():
     ap.add_argument("--exports")
     a = ap.parse_args()
     script = json.load(open(a.script, encoding="utf-8"))
-    rep = Report(a.name)
+    rep = Report(a.name, a.host)
     {"session": check_session, "bound": check_bound, "off": check_off}[a.mode](rep, a, script)
 
 
