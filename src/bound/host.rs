@@ -96,7 +96,7 @@ impl Host {
             Host::Codex => name == "spawn_agent" || name.ends_with("spawn_agent"),
             Host::Copilot => matches!(name, "task" | "Task"),
             Host::Cursor => matches!(name, "Task" | "task"),
-            Host::Gemini => false,
+            Host::Gemini => name == "invoke_agent",
         }
     }
 

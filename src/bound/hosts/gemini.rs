@@ -26,6 +26,57 @@ pub(super) fn engine_event(event: &str, payload: &Value) -> Option<&'static str>
     })
 }
 
+/// The tool that runs a subagent (to its end, within the call).
+const AGENT_TOOL: &str = "invoke_agent";
+
+/// The id bir gives the subagent run by `invoke_agent` call `call_id`.
+fn agent_id(call_id: &str) -> String {
+    format!("{call_id}:agent")
+}
+
+/// An `invoke_agent` call's hook, with the subagent's start after its
+/// PreToolUse and its stop before its PostToolUse: the calls in between
+/// (Gemini's subagent hooks name no agent) are the subagent's.
+fn agent_call(
+    adapter: &mut Adapter,
+    name: &str,
+    id: String,
+    map: serde_json::Map<String, Value>,
+) -> Vec<Hook> {
+    let agent_name = field(&map, "tool_input")["agent_name"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let mut agent = serde_json::Map::new();
+    agent.insert("agent_id".into(), Value::String(agent_id(&id)));
+    agent.insert("agent_type".into(), Value::String(agent_name.clone()));
+    for key in ["session_id", "cwd", "timestamp"] {
+        if let Some(v) = map.get(key) {
+            agent.insert(key.into(), v.clone());
+        }
+    }
+    if name == "PreToolUse" {
+        adapter.agents_in_flight.push((id, agent_name));
+        vec![engine_hook(name, map), engine_hook("SubagentStart", agent)]
+    } else {
+        adapter.agents_in_flight.retain(|(call, _)| *call != id);
+        let post = match field(&map, "tool_response").get("error") {
+            Some(e) if !e.is_null() => "PostToolUseFailure",
+            _ => name,
+        };
+        let mut map = map;
+        if post == "PostToolUseFailure"
+            && let Some(error) = field(&map, "tool_response").get("error").cloned()
+        {
+            map.insert(
+                "error".into(),
+                error.get("message").cloned().unwrap_or(error),
+            );
+        }
+        vec![engine_hook("SubagentStop", agent), engine_hook(post, map)]
+    }
+}
+
 pub(super) fn normalize(adapter: &mut Adapter, event: &str, payload: Value) -> Vec<Hook> {
     let Some(name) = engine_event(event, &payload) else {
         return Vec::new();
@@ -44,7 +95,14 @@ pub(super) fn normalize(adapter: &mut Adapter, event: &str, payload: Value) -> V
             } else {
                 adapter.end_call(&tool, &args)
             };
-            map.insert("tool_use_id".into(), Value::String(id));
+            map.insert("tool_use_id".into(), Value::String(id.clone()));
+            if tool == AGENT_TOOL {
+                return agent_call(adapter, name, id, map);
+            }
+            if let Some((agent_call, agent_name)) = adapter.agents_in_flight.last() {
+                map.insert("agent_id".into(), Value::String(agent_id(agent_call)));
+                map.insert("agent_type".into(), Value::String(agent_name.clone()));
+            }
             let server = field(&map, "mcp_context")["server_name"]
                 .as_str()
                 .map(str::to_owned);

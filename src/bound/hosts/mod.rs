@@ -92,6 +92,10 @@ pub(crate) struct Adapter {
     /// to, and whether a call came since the last ones.
     message_seq: u32,
     called_since_words: bool,
+    /// Gemini's `invoke_agent` calls in flight, innermost last: (the
+    /// call's id, the agent's name). Its subagents' hooks carry no agent
+    /// id, so a call made while one runs is that subagent's.
+    agents_in_flight: Vec<(String, String)>,
 }
 
 impl Adapter {

@@ -485,3 +485,37 @@ fn a_codex_subagents_steps_are_nested_under_the_spawn_agent_call() {
         assert_eq!(s["parentToolUseId"], "call_fake_4", "{s:#}");
     }
 }
+
+#[test]
+fn a_gemini_subagents_steps_are_nested_under_the_invoke_agent_call() {
+    // Gemini's subagent hooks name no agent: the calls made while
+    // `invoke_agent` runs are its subagent's.
+    let session = captured(include_str!(
+        "../../../tests/fixtures/hosts/gemini/hooks.jsonl"
+    ));
+    let records = play(Host::Gemini, &session, &[]);
+    assert_eq!(runs(&records), 1);
+    let steps: Vec<&Value> = of_kind(&records, "step").collect();
+    let parent = steps
+        .iter()
+        .find(|s| s["toolName"] == "invoke_agent")
+        .expect("invoke_agent step");
+    assert_eq!(parent["kind"], "agent");
+    assert!(parent["parentToolUseId"].is_null());
+    let sub: Vec<&&Value> = steps
+        .iter()
+        .filter(|s| s["toolName"] == "get-sum" || s["toolName"] == "complete_task")
+        .collect();
+    assert_eq!(sub.len(), 4, "{steps:#?}");
+    for s in sub {
+        assert!(
+            s["agentId"].as_str().is_some_and(|a| !a.is_empty()),
+            "{s:#}"
+        );
+        assert_eq!(s["agentType"], "generalist");
+        assert_eq!(s["parentToolUseId"], parent["toolUseId"], "{s:#}");
+    }
+    for s in steps.iter().filter(|s| s["toolName"] == "echo") {
+        assert!(s["agentId"].is_null() && s["parentToolUseId"].is_null());
+    }
+}

@@ -39,8 +39,7 @@ KNOWN_GAPS = {
         # No hook payload names Gemini's version (only MCP's clientInfo does).
         "run header: host, version, session, prompt",
         "bir runs show tells the session",
-        # Gemini's subagent hooks carry no agent id: nothing to nest by yet.
-        "subagent steps nested under the step that started them",
+        # The subagent's words are in a chat file of its own that no hook names.
         "the model's words before each step",
         # The wrapped proxy does not bind to a Gemini session (no session id
         # in the server's environment): the steps keep Gemini's llmContent.
