@@ -114,6 +114,8 @@ e2e: $(DEBUG_BIN)
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run-bound.sh
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run-mock.sh
 	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" E2E_CC_DIR="$(CURDIR)/.peers/cc" tests/e2e/run-guide.sh
+	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" tests/e2e/run-codex.sh
+	BIR_BIN="$(CURDIR)/$(DEBUG_BIN)" tests/e2e/run-gemini.sh
 
 # The HTML report in a real browser: Debian's Chromium (/usr/bin/chromium,
 # installed by .ci/run) driven by playwright-core (.peers/browser). The pages

@@ -12,6 +12,9 @@
 #   npm (pinned), apart in .peers/browser: playwright-core, the driver of the report's browser
 #                  test (it drives Debian's /usr/bin/chromium, which .ci/run installs; it never
 #                  downloads a browser of its own)
+#   npm (pinned), apart in .peers/hosts: the coding agents the host e2e tests drive offline,
+#                  @openai/codex (a Rust binary inside the npm package) and @google/gemini-cli
+#                  (run on the private Node 22 above)
 #
 # Idempotent: a stamp file records what was installed; a rerun with the same pins and an intact
 # tree does nothing. Quiet unless something fails (npm/pip output is kept in .peers/install.log).
@@ -31,6 +34,8 @@ NODE22_VERSION="22.23.5"
 MCP_PY_VERSION="2.3.0"
 PLAYWRIGHT_CORE_VERSION="1.64.1"
 ACTIONLINT_VERSION="1.17.0"
+CODEX_VERSION="0.169.0"
+GEMINI_CLI_VERSION="0.61.0"
 
 PYTHON="${PYTHON:-python3}"
 
@@ -104,6 +109,29 @@ if ! { [ -f "$BROWSER_STAMP" ] && [ "$(cat "$BROWSER_STAMP")" = "$BROWSER_SPEC" 
     echo "$BROWSER_SPEC" >"$BROWSER_STAMP"
 fi
 
+# ---------------------------------------------------------------- coding agents
+# In a directory of their own too: the Codex CLI and the Gemini CLI that
+# tests/e2e/run-codex.sh and run-gemini.sh drive against fake model APIs.
+HOSTS_DIR="$PEERS/hosts"
+HOSTS_SPEC="codex=$CODEX_VERSION gemini-cli=$GEMINI_CLI_VERSION"
+HOSTS_STAMP="$HOSTS_DIR/.stamp"
+CODEX_BIN="$HOSTS_DIR/node_modules/.bin/codex"
+GEMINI_JS="$HOSTS_DIR/node_modules/@google/gemini-cli/package.json"
+hosts_ok() {
+    [ -f "$HOSTS_STAMP" ] && [ "$(cat "$HOSTS_STAMP")" = "$HOSTS_SPEC" ] && [ -x "$CODEX_BIN" ] \
+        && [ -f "$GEMINI_JS" ]
+}
+if ! hosts_ok; then
+    mkdir -p "$HOSTS_DIR"
+    printf '{"name": "bir-test-hosts", "private": true, "dependencies": {"@openai/codex": "%s", "@google/gemini-cli": "%s"}}\n' \
+        "$CODEX_VERSION" "$GEMINI_CLI_VERSION" >"$HOSTS_DIR/package.json"
+    (cd "$HOSTS_DIR" && npm install --no-audit --no-fund --no-update-notifier --loglevel=error \
+        --engine-strict=false >>"$LOG" 2>&1) || fail "npm install of the coding agents failed"
+    "$CODEX_BIN" --version >>"$LOG" 2>&1 || fail "codex does not run: $CODEX_BIN"
+    [ -f "$GEMINI_JS" ] || fail "missing after npm install: $GEMINI_JS"
+    echo "$HOSTS_SPEC" >"$HOSTS_STAMP"
+fi
+
 # ---------------------------------------------------------------- Python side
 VENV="$PEERS/venv"
 PY_STAMP="$PEERS/.py-stamp"
@@ -146,6 +174,8 @@ peers in $PEERS
   conformance   $CONFORMANCE_JS
   supergateway  $SUPERGATEWAY_JS
   playwright    $BROWSER_DIR/node_modules/playwright-core ($PLAYWRIGHT_CORE_VERSION)
+  codex         $CODEX_BIN ($("$CODEX_BIN" --version 2>/dev/null))
+  gemini-cli    $HOSTS_DIR/node_modules/@google/gemini-cli ($GEMINI_CLI_VERSION)
   python venv   $VENV/bin/python (mcp $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))'))
   actionlint    $ACTIONLINT ($ACTIONLINT_VERSION)
 EOF

@@ -33,6 +33,7 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use crate::bound::Correlation;
+use crate::bound::hosts::Host;
 use crate::cli::{Exit, Role, parse_args, print_version};
 use crate::daemon::client;
 use crate::error::ExitStatus;
@@ -69,8 +70,9 @@ const SESSION_EDGE_START_BUDGET: Duration = Duration::from_millis(1300);
 const SESSION_END_TOTAL: Duration = Duration::from_millis(1400);
 
 pub fn main(args: &[String]) -> Exit {
+    let (host, args) = host_flag(args);
     // A hook must exit 0 even when called with arguments we do not know.
-    let parsed: Option<HooksArgs> = parse_args(Role::Hooks.program_name(), args).ok();
+    let parsed: Option<HooksArgs> = parse_args(Role::Hooks.program_name(), &args).ok();
     if parsed.as_ref().is_some_and(|a| a.version) {
         return print_version("bir-hooks");
     }
@@ -104,6 +106,15 @@ pub fn main(args: &[String]) -> Exit {
         return ExitStatus::Success.into();
     }
     let mut query = Vec::new();
+    if let Some(host) = host {
+        // Another agent: its payload goes as it is (its adapter in the
+        // daemon reads it), and nothing is printed — guides and call-id
+        // injection answer in Claude Code's words only.
+        query.push(format!("host={}", host.flag()));
+        let path = format!("/hook/{event}?{}", query.join("&"));
+        let _ = forward(&event, &path, &payload);
+        return ExitStatus::Success.into();
+    }
     if event == "PreToolUse" {
         if correlation == Correlation::Inject {
             query.push("correlate=inject".to_owned());
@@ -123,6 +134,29 @@ pub fn main(args: &[String]) -> Exit {
         let _ = out.write_all(&answer).and_then(|()| out.flush());
     }
     ExitStatus::Success.into()
+}
+
+/// `--host <agent>` (or `--host=<agent>`) before the event name: which
+/// agent's hook this is (`bound::hosts`); `None` for Claude Code (no flag,
+/// `--host claude`, or an agent bir does not know — then the event is
+/// forwarded as Claude Code's, which keeps what it does not understand).
+/// The other arguments, as they were.
+fn host_flag(args: &[String]) -> (Option<Host>, Vec<String>) {
+    let mut host = None;
+    let mut rest = Vec::with_capacity(args.len());
+    let mut words = args.iter();
+    while let Some(arg) = words.next() {
+        let named = match arg.as_str() {
+            "--host" if rest.is_empty() => words.next().map(String::as_str),
+            other if rest.is_empty() => other.strip_prefix("--host="),
+            _ => None,
+        };
+        match named {
+            Some(word) => host = Host::parse(word).filter(|h| *h != Host::ClaudeCode),
+            None => rest.push(arg.clone()),
+        }
+    }
+    (host, rest)
 }
 
 /// Posts the payload to the daemon (starting it if needed); the answer's
@@ -266,6 +300,27 @@ fn is_json(answer: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_flag_comes_before_the_event() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            host_flag(&args(&["--host", "gemini", "BeforeTool"])),
+            (Some(Host::Gemini), args(&["BeforeTool"]))
+        );
+        assert_eq!(
+            host_flag(&args(&["--host=codex", "PreToolUse"])),
+            (Some(Host::Codex), args(&["PreToolUse"]))
+        );
+        assert_eq!(
+            host_flag(&args(&["PreToolUse", "--correlate", "inject"])),
+            (None, args(&["PreToolUse", "--correlate", "inject"]))
+        );
+        assert_eq!(
+            host_flag(&args(&["--host", "claude", "Stop"])),
+            (None, args(&["Stop"]))
+        );
+    }
 
     #[test]
     fn event_names() {

@@ -89,7 +89,11 @@ pub(crate) fn inject_call_id(
     if !tool.starts_with("mcp__") {
         return None;
     }
-    let (_, server, _) = hook::classify(tool, payload["mcp_server"]["name"].as_str());
+    let (_, server, _) = hook::classify(
+        super::host::Host::ClaudeCode,
+        tool,
+        payload["mcp_server"]["name"].as_str(),
+    );
     if !bound(&join::spelled(&server)) {
         return None;
     }

@@ -67,7 +67,7 @@ impl Engine {
     pub(crate) fn handle(&mut self, input: Input, now: SystemTime) -> Vec<Output> {
         let mut out = Vec::new();
         let session_id = match &input {
-            Input::Hook { .. } => None,
+            Input::Hook { .. } | Input::HostHook { .. } => None,
             Input::ProxyRegistered(reg) => Some(reg.session_id.clone()),
             Input::ProxyRecords(recs) => Some(recs.session_id.clone()),
             Input::ProxyGone { proxy_id } => self.proxies.get(proxy_id).cloned(),
@@ -84,6 +84,31 @@ impl Engine {
                 };
                 let restarts = matches!(hook.name.as_str(), "SessionStart" | "UserPromptSubmit");
                 self.with_session(&id, now, restarts, &mut out, |s, cx| s.on_hook(cx, &hook));
+                self.reap(&id, now);
+                return out;
+            }
+            Input::HostHook {
+                host,
+                event,
+                payload,
+            } => {
+                let Some(id) = host.session_id(&payload) else {
+                    log::debug!(
+                        "a {event} hook of {} without a session; ignored",
+                        host.app()
+                    );
+                    return out;
+                };
+                let restarts = matches!(
+                    super::hosts::engine_event(host, &event, &payload),
+                    Some("SessionStart" | "UserPromptSubmit")
+                );
+                self.with_session(&id, now, restarts, &mut out, |s, cx| {
+                    s.adapter.host = host;
+                    for hook in s.adapter.normalize(&event, payload) {
+                        s.on_hook(cx, &hook);
+                    }
+                });
                 self.reap(&id, now);
                 return out;
             }

@@ -26,6 +26,9 @@ pub(crate) struct Hook {
     /// The payload's `hook_event_name`, else the route's name.
     pub name: String,
     pub payload: Value,
+    /// The agent that sent it (its adapter made `name` and `payload` the
+    /// engine's vocabulary: `hosts`).
+    pub host: super::host::Host,
 }
 
 impl Hook {
@@ -35,7 +38,11 @@ impl Hook {
             .filter(|n| !n.is_empty())
             .map(str::to_owned)
             .unwrap_or(route_event);
-        Hook { name, payload }
+        Hook {
+            name,
+            payload,
+            host: super::host::Host::ClaudeCode,
+        }
     }
 
     fn str(&self, key: &str) -> Option<&str> {
@@ -58,6 +65,25 @@ impl Hook {
     pub(crate) fn agent_type(&self) -> Option<&str> {
         self.str("agent_type")
     }
+    /// The subagent a tool's answer says it launched: Claude Code's
+    /// `tool_response.agentId`, or the `agent_id` of Codex's `spawn_agent`
+    /// answer (a string holding JSON). Codex answers the spawn before the
+    /// subagent's `SubagentStart`, so this is how its steps find their parent.
+    pub(crate) fn spawned_agent_id(&self) -> Option<String> {
+        let response = &self.payload["tool_response"];
+        if let Some(id) = response["agentId"].as_str().filter(|s| !s.is_empty()) {
+            return Some(id.to_owned());
+        }
+        let tool = self.tool_name()?;
+        if !self.host.is_agent_tool(tool) {
+            return None;
+        }
+        let parsed = serde_json::from_str::<Value>(response.as_str()?).ok()?;
+        parsed["agent_id"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    }
     pub(crate) fn tool_name(&self) -> Option<&str> {
         self.str("tool_name")
     }
@@ -78,6 +104,11 @@ impl Hook {
     }
     pub(crate) fn last_assistant_message(&self) -> Option<&str> {
         self.str("last_assistant_message")
+    }
+    /// The answer a host's stop event gave that its transcript's is
+    /// preferred to (`hosts`).
+    pub(crate) fn answer_fallback(&self) -> Option<&str> {
+        self.str("answer_fallback").filter(|s| !s.trim().is_empty())
     }
     pub(crate) fn agent_transcript_path(&self) -> Option<&str> {
         self.str("agent_transcript_path").filter(|s| !s.is_empty())
@@ -128,7 +159,11 @@ impl Hook {
 /// tells where the server's name ends when it has `__` of its own);
 /// `Agent` (and the older `Task`) launch subagents; anything else is a
 /// host built-in.
-pub(crate) fn classify(qualified: &str, mcp_server: Option<&str>) -> (StepKind, String, String) {
+pub(crate) fn classify(
+    host: super::host::Host,
+    qualified: &str,
+    mcp_server: Option<&str>,
+) -> (StepKind, String, String) {
     if let Some(rest) = qualified.strip_prefix("mcp__") {
         if let Some(tool) = mcp_server
             .and_then(|server| rest.strip_prefix(server))
@@ -140,9 +175,10 @@ pub(crate) fn classify(qualified: &str, mcp_server: Option<&str>) -> (StepKind, 
         let (server, tool) = rest.split_once("__").unwrap_or((rest, ""));
         return (StepKind::Mcp, server.to_owned(), tool.to_owned());
     }
-    let kind = match qualified {
-        "Agent" | "Task" => StepKind::Agent,
-        _ => StepKind::Builtin,
+    let kind = if host.is_agent_tool(qualified) {
+        StepKind::Agent
+    } else {
+        StepKind::Builtin
     };
     (kind, String::new(), qualified.to_owned())
 }
@@ -168,16 +204,27 @@ mod tests {
         let h = Hook::new("Route".into(), json!({"x": 1}));
         assert_eq!(h.name, "Route");
         assert_eq!(
-            classify("mcp__everything__echo", None),
+            classify(
+                crate::bound::host::Host::ClaudeCode,
+                "mcp__everything__echo",
+                None
+            ),
             (StepKind::Mcp, "everything".into(), "echo".into())
         );
         assert_eq!(
-            classify("mcp__my__srv__do_it", Some("my__srv")),
+            classify(
+                crate::bound::host::Host::ClaudeCode,
+                "mcp__my__srv__do_it",
+                Some("my__srv")
+            ),
             (StepKind::Mcp, "my__srv".into(), "do_it".into())
         );
-        assert_eq!(classify("Agent", None).0, StepKind::Agent);
         assert_eq!(
-            classify("Bash", None),
+            classify(crate::bound::host::Host::ClaudeCode, "Agent", None).0,
+            StepKind::Agent
+        );
+        assert_eq!(
+            classify(crate::bound::host::Host::ClaudeCode, "Bash", None),
             (StepKind::Builtin, "".into(), "Bash".into())
         );
         assert_eq!(

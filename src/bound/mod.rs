@@ -39,6 +39,8 @@ mod answer;
 mod engine;
 pub(crate) mod guidance;
 mod hook;
+pub(crate) mod host;
+pub(crate) mod hosts;
 mod join;
 mod session;
 mod transcript;
@@ -64,6 +66,13 @@ pub(crate) enum Input {
     /// forwards stdin unchanged). `event` is the route's event name; the
     /// payload's own `hook_event_name` wins when they differ.
     Hook { event: String, payload: Value },
+    /// A hook event of another agent (`bir-hooks --host <host>`), in its
+    /// own words: its adapter (`hosts`) makes it the engine's.
+    HostHook {
+        host: hosts::Host,
+        event: String,
+        payload: Value,
+    },
     /// A proxy announced itself for a session.
     ProxyRegistered(wire::ProxyRegister),
     /// A batch of a proxy's prepared (redacted) records.

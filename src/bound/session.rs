@@ -304,6 +304,11 @@ pub(super) struct Session {
     answered_turn: Option<u32>,
     /// Steps told from the transcript.
     recovered: u64,
+    /// The host's adapter and what it remembers between hooks (`hosts`).
+    pub adapter: super::hosts::Adapter,
+    /// The answer a Stop gave that the transcript's is preferred to
+    /// (Gemini's `prompt_response`): told if the transcript has none.
+    answer_fallback: Option<String>,
 }
 
 impl Session {
@@ -353,6 +358,8 @@ impl Session {
             recovered_prompts: HashMap::new(),
             answered_turn: None,
             recovered: 0,
+            adapter: super::hosts::Adapter::default(),
+            answer_fallback: None,
         }
     }
 
@@ -394,8 +401,17 @@ impl Session {
             recorder: "bir".into(),
             tier: "bound".into(),
             host: Some(HostInfo {
-                app: "claude-code".into(),
-                version: self.host_version.clone().unwrap_or_default(),
+                app: self.adapter.host.app().into(),
+                version: self
+                    .host_version
+                    .clone()
+                    .or_else(|| {
+                        self.adapter
+                            .version
+                            .as_deref()
+                            .map(|v| cx.label(v).into_inner())
+                    })
+                    .unwrap_or_default(),
             }),
             wrapped_servers: self.wrapped.iter().cloned().collect(),
             server_info: None,
@@ -504,12 +520,23 @@ impl Session {
         if let Some(path) = h.transcript_path() {
             self.transcript_path = Some(path.to_owned());
         }
+        if self.model.is_none()
+            && let Some(m) = h.model()
+        {
+            self.model = Some(cx.label(m));
+        }
         match h.name.as_str() {
             "SessionStart" => {
                 if let Some(m) = h.model() {
                     self.model = Some(cx.label(m));
                 }
                 self.session_event(cx, h, true);
+                // Other agents' transcripts say the host's version from
+                // their first line (Codex's `session_meta`): read before
+                // the run's header is written at the first prompt.
+                if h.host != super::hosts::Host::ClaudeCode {
+                    self.request_read(cx, None);
+                }
             }
             "Setup" | "InstructionsLoaded" => self.session_event(cx, h, true),
             "UserPromptSubmit" => self.on_prompt(cx, h),
@@ -542,6 +569,13 @@ impl Session {
     }
 
     fn on_prompt(&mut self, cx: &mut Cx, h: &Hook) {
+        // The last turn's answer, if its transcript never told it.
+        if self.awaiting_answer
+            && let Some(text) = self.answer_fallback.take()
+        {
+            let text = cx.text(&text, cx.cfg.payload_cap);
+            self.final_answer(cx, text);
+        }
         self.turn_stopped = false;
         let raw = h.prompt().unwrap_or("");
         if take_one(&mut self.recovered_prompts, raw) {
@@ -573,7 +607,7 @@ impl Session {
 
     /// A call as the hook names it, with its arguments prepared.
     fn call_from_hook(&self, cx: &mut Cx, h: &Hook, tool_name: &str, args: Option<&Value>) -> Call {
-        let (kind, server, tool) = hook::classify(tool_name, h.mcp_server());
+        let (kind, server, tool) = hook::classify(h.host, tool_name, h.mcp_server());
         let mut raw_args = args.cloned().unwrap_or(Value::Null);
         join::strip_call_id(&mut raw_args);
         let raw_digest = crate::codec::sha256_hex(&model::canonical(&raw_args));
@@ -727,8 +761,8 @@ impl Session {
         };
         let i = self.hooked_call(cx, h, &id, h.tool_name().unwrap_or(""), h.tool_input());
         // The Agent tool names the subagent it launched.
-        if let Some(agent_id) = h.payload["tool_response"]["agentId"].as_str() {
-            let agent = self.agents.entry(agent_id.to_owned()).or_default();
+        if let Some(agent_id) = h.spawned_agent_id() {
+            let agent = self.agents.entry(agent_id).or_default();
             agent.parent = Some(id.clone());
             self.calls[i].claimed = true;
         }
@@ -894,9 +928,10 @@ impl Session {
         if let Some(agent_id) = h.agent_id().map(str::to_owned) {
             self.agents.entry(agent_id.clone()).or_default().stopped = true;
             if let Some(path) = h.agent_transcript_path() {
+                let format = self.adapter.host.transcript_format().unwrap_or_default();
                 self.transcripts
                     .entry(Some(agent_id.clone()))
-                    .or_insert_with(|| Transcript::new(path.to_owned()))
+                    .or_insert_with(|| Transcript::with_format(path.to_owned(), format))
                     .path = path.to_owned();
             }
             self.request_read(cx, Some(agent_id));
@@ -918,7 +953,10 @@ impl Session {
                 let text = cx.text(text, cx.cfg.payload_cap);
                 self.final_answer(cx, text);
             }
-            _ => self.awaiting_answer = true,
+            _ => {
+                self.awaiting_answer = true;
+                self.answer_fallback = h.answer_fallback().map(str::to_owned);
+            }
         }
         self.request_read(cx, None);
     }
@@ -936,6 +974,7 @@ impl Session {
     ) {
         self.awaiting_answer = false;
         self.answered_turn = self.current_turn();
+        self.answer_fallback = None;
         let step = Step {
             output: Some(Redacted::from_text(text.clone())),
             turn: self.current_turn(),
@@ -1117,8 +1156,9 @@ impl Session {
                     format!("{base}/subagents/agent-{id}.jsonl")
                 }
             };
+            let format = self.adapter.host.transcript_format().unwrap_or_default();
             self.transcripts
-                .insert(agent.clone(), Transcript::new(path));
+                .insert(agent.clone(), Transcript::with_format(path, format));
         }
         self.transcripts.get_mut(agent)
     }
@@ -1197,6 +1237,12 @@ impl Session {
             && let Some(m) = &t.model
         {
             self.model = Some(cx.label(m));
+        }
+        if agent.is_none()
+            && self.host_version.is_none()
+            && let Some(v) = &t.host_version
+        {
+            self.host_version = Some(cx.label(v).into_inner());
         }
         for item in seen {
             if self.unheard_matters(&item) {
@@ -1672,6 +1718,7 @@ impl Session {
                 .transcripts
                 .get(&None)
                 .and_then(|t| t.last_text.clone())
+                .or_else(|| self.answer_fallback.take())
         {
             let text = cx.text(&text, cx.cfg.payload_cap);
             self.final_answer(cx, text);
@@ -1679,6 +1726,13 @@ impl Session {
         if !self.opened {
             return;
         }
+        let mut usage = crate::record::model::TokenUsage::default();
+        for t in self.transcripts.values() {
+            if let Some(u) = t.usage() {
+                usage.add(&u);
+            }
+        }
+        self.metrics.usage = (!usage.is_empty()).then_some(usage);
         let finish = RunFinish {
             finished_at: rfc3339(cx.now),
             output: self.last_answer.clone(),

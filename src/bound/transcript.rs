@@ -35,12 +35,18 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
+use super::hosts::{TranscriptFormat, call_digest, pairing_key};
+use crate::record::model::TokenUsage;
+
 /// Words kept per context while reading (the stored context is capped
 /// again, smaller, when a step takes it).
 const ACC_MAX: usize = 8 * 1024;
 /// Contexts kept for calls not told yet (a first read after a restart may
 /// hold a whole session's): with [`ACC_MAX`], at most 512 KiB a file.
 const MAX_CONTEXTS: usize = 64;
+/// Model messages whose token counts are kept (a bound on memory for
+/// very long sessions; later ones are not counted).
+const MAX_MESSAGES: usize = 100_000;
 /// The longest line kept while it is being completed.
 pub(crate) const MAX_LINE: usize = 2 * 1024 * 1024;
 /// [`Seen`] items held until the session takes them (it takes them after
@@ -71,6 +77,21 @@ pub(crate) enum Seen {
     /// The text the model ended a turn with (seen when the next prompt
     /// starts another turn).
     Answer { text: String, at: Option<String> },
+}
+
+/// The text of a Gemini message's `content`: a string, or parts with
+/// `text`.
+fn gemini_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str().or(p.as_str()))
+            .collect::<Vec<_>>()
+            .join(""),
+        Value::Object(_) => content["text"].as_str().unwrap_or("").to_owned(),
+        _ => String::new(),
+    }
 }
 
 /// One transcript file being followed.
@@ -104,6 +125,19 @@ pub(crate) struct Transcript {
     pub seen: Vec<Seen>,
     /// [`Seen`] items dropped over [`MAX_SEEN`].
     pub seen_dropped: u64,
+    /// Whose transcript this is (`hosts`).
+    pub format: TranscriptFormat,
+    /// The host's version where the transcript says it (Codex's
+    /// `session_meta.cli_version`).
+    pub host_version: Option<String>,
+    /// Tokens per model message id (the host may write a message's record
+    /// several times; the last wins), and the cumulative count a host
+    /// reports as such (Codex's `total_token_usage`).
+    usage_by_message: HashMap<String, TokenUsage>,
+    usage_total: Option<TokenUsage>,
+    /// Gemini: call ids already numbered, and calls per (name, arguments).
+    seen_calls: std::collections::HashSet<String>,
+    occurrences: HashMap<String, u32>,
 }
 
 #[derive(Debug, Default)]
@@ -124,9 +158,19 @@ impl Acc {
 }
 
 impl Transcript {
+    #[cfg(test)]
     pub(crate) fn new(path: String) -> Transcript {
         Transcript {
             path,
+            ..Transcript::default()
+        }
+    }
+
+    /// A reader of a transcript written in `format`.
+    pub(crate) fn with_format(path: String, format: TranscriptFormat) -> Transcript {
+        Transcript {
+            path,
+            format,
             ..Transcript::default()
         }
     }
@@ -218,6 +262,198 @@ impl Transcript {
     }
 
     fn record(&mut self, r: &Value) {
+        match self.format {
+            TranscriptFormat::ClaudeCode => self.claude_record(r),
+            TranscriptFormat::CodexRollout => self.codex_record(r),
+            TranscriptFormat::GeminiChat => self.gemini_record(r),
+        }
+    }
+
+    /// The tokens the file reports so far (`None`: none).
+    pub(crate) fn usage(&self) -> Option<TokenUsage> {
+        let mut sum = self.usage_total.unwrap_or_default();
+        for u in self.usage_by_message.values() {
+            sum.add(u);
+        }
+        (!sum.is_empty()).then_some(sum)
+    }
+
+    fn note_usage(&mut self, message_id: Option<&str>, usage: TokenUsage) {
+        if usage.is_empty() || self.usage_by_message.len() >= MAX_MESSAGES {
+            return;
+        }
+        let key = message_id
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("#{}", self.usage_by_message.len()));
+        self.usage_by_message.insert(key, usage);
+    }
+
+    /// Notes call `id` with the words said before it (once).
+    fn note_call(&mut self, id: &str, side: usize) {
+        let acc = &mut self.acc[side];
+        if self
+            .contexts
+            .insert(id.to_owned(), acc.context.clone())
+            .is_none()
+        {
+            self.order.push_back(id.to_owned());
+        }
+        acc.answer.clear();
+    }
+
+    /// Text the model wrote: context for its next call, and the answer so
+    /// far.
+    fn note_text(&mut self, text: &str, side: usize) {
+        if text.trim().is_empty() {
+            return;
+        }
+        let acc = &mut self.acc[side];
+        acc.push(text);
+        if !acc.answer.is_empty() {
+            acc.answer.push_str("\n\n");
+        }
+        acc.answer.push_str(text);
+    }
+
+    fn settle_answer(&mut self) {
+        let answer = &self.acc[0].answer;
+        self.last_text = (!answer.is_empty()).then(|| answer.clone());
+    }
+
+    /// A Codex rollout line: `{timestamp, type, payload}` (`AGENT-HOOKS.md`).
+    fn codex_record(&mut self, r: &Value) {
+        let p = &r["payload"];
+        match (r["type"].as_str(), p["type"].as_str()) {
+            (Some("session_meta"), _) => {
+                if let Some(v) = p["cli_version"].as_str().filter(|v| !v.is_empty()) {
+                    self.host_version = Some(v.to_owned());
+                }
+            }
+            (Some("event_msg"), Some("token_count")) => {
+                let t = &p["info"]["total_token_usage"];
+                let n = |k: &str| t[k].as_u64().unwrap_or(0);
+                if t.is_object() {
+                    self.usage_total = Some(TokenUsage {
+                        input: n("input_tokens"),
+                        output: n("output_tokens"),
+                        cache_read: n("cached_input_tokens"),
+                        cache_write: 0,
+                    });
+                }
+            }
+            (Some("turn_context"), _) => {
+                if let Some(m) = p["model"].as_str().filter(|m| !m.is_empty()) {
+                    self.model = Some(m.to_owned());
+                }
+            }
+            (Some("response_item"), Some("message")) => match p["role"].as_str() {
+                Some("assistant") => {
+                    for block in p["content"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                        if let Some(text) = block["text"].as_str() {
+                            self.note_text(text, 0);
+                        }
+                    }
+                    self.settle_answer();
+                }
+                Some("user") => {
+                    let acc = &mut self.acc[0];
+                    acc.context.clear();
+                    acc.answer.clear();
+                    self.settle_answer();
+                }
+                _ => {}
+            },
+            (Some("response_item"), Some("reasoning")) => {
+                for part in p["summary"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                    if let Some(text) = part["text"].as_str().filter(|t| !t.trim().is_empty()) {
+                        self.acc[0].push(&format!("[thinking] {text}"));
+                    }
+                }
+            }
+            (
+                Some("response_item"),
+                Some("function_call" | "custom_tool_call" | "local_shell_call"),
+            ) => {
+                if let Some(id) = p["call_id"].as_str() {
+                    self.note_call(id, 0);
+                    self.settle_answer();
+                }
+            }
+            (Some("response_item"), Some("function_call_output" | "custom_tool_call_output")) => {
+                self.acc[0].context.clear()
+            }
+            _ => {}
+        }
+    }
+
+    /// A Gemini CLI chats line: a message `{id, type: "user"|"gemini",
+    /// content, thoughts, model, toolCalls}` (written again under its id
+    /// when its calls are added: the last record wins), or metadata and
+    /// `$set` lines (skipped). Calls are keyed as the Gemini adapter keys
+    /// them ([`pairing_key`]): its hooks carry no id.
+    fn gemini_record(&mut self, r: &Value) {
+        match r["type"].as_str() {
+            Some("user") => {
+                let acc = &mut self.acc[0];
+                acc.context.clear();
+                acc.answer.clear();
+                self.settle_answer();
+            }
+            Some("gemini") => {
+                if let Some(m) = r["model"].as_str().filter(|m| !m.is_empty()) {
+                    self.model = Some(m.to_owned());
+                }
+                let t = &r["tokens"];
+                let n = |k: &str| t[k].as_u64().unwrap_or(0);
+                self.note_usage(
+                    r["id"].as_str(),
+                    TokenUsage {
+                        input: n("input"),
+                        output: n("output") + n("thoughts"),
+                        cache_read: n("cached"),
+                        cache_write: 0,
+                    },
+                );
+                // The record is the message as it now stands.
+                let acc = &mut self.acc[0];
+                acc.context.clear();
+                acc.answer.clear();
+                for thought in r["thoughts"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                    let text = [&thought["subject"], &thought["description"]]
+                        .iter()
+                        .filter_map(|v| v.as_str())
+                        .filter(|t| !t.trim().is_empty())
+                        .collect::<Vec<_>>()
+                        .join(": ");
+                    if !text.is_empty() {
+                        acc.push(&format!("[thinking] {text}"));
+                    }
+                }
+                let text = gemini_text(&r["content"]);
+                self.note_text(&text, 0);
+                for call in r["toolCalls"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                    let Some(id) = call["id"].as_str() else {
+                        continue;
+                    };
+                    if !self.seen_calls.insert(id.to_owned()) {
+                        continue;
+                    }
+                    let digest = call_digest(
+                        call["name"].as_str().unwrap_or(""),
+                        call.get("args").unwrap_or(&Value::Null),
+                    );
+                    let n = self.occurrences.entry(digest.clone()).or_insert(0);
+                    *n += 1;
+                    let key = pairing_key(&digest, *n);
+                    self.note_call(&key, 0);
+                }
+                self.settle_answer();
+            }
+            _ => {}
+        }
+    }
+
+    fn claude_record(&mut self, r: &Value) {
         let side = usize::from(r["isSidechain"].as_bool().unwrap_or(false));
         let at = r["timestamp"].as_str().map(str::to_owned);
         match r["type"].as_str() {
@@ -272,6 +508,19 @@ impl Transcript {
     }
 
     fn assistant(&mut self, message: &Value, side: usize, at: Option<String>) {
+        let u = &message["usage"];
+        if u.is_object() {
+            let n = |k: &str| u[k].as_u64().unwrap_or(0);
+            self.note_usage(
+                message["id"].as_str(),
+                TokenUsage {
+                    input: n("input_tokens"),
+                    output: n("output_tokens"),
+                    cache_read: n("cache_read_input_tokens"),
+                    cache_write: n("cache_creation_input_tokens"),
+                },
+            );
+        }
         if let Some(model) = message["model"].as_str() {
             // `<synthetic>` marks messages the host made up (errors).
             if !model.is_empty() && !model.starts_with('<') && side == 0 {
@@ -415,6 +664,33 @@ mod tests {
         t.forget(|id| id == "toolu_1");
         assert!(!t.contexts.contains_key("toolu_1"));
         assert!(t.contexts.contains_key("toolu_2"));
+    }
+
+    /// Claude Code writes one record per content block of a message, each
+    /// with the message's `usage`: counted once per message id.
+    #[test]
+    fn tokens_are_counted_once_per_message() {
+        let mut t = Transcript::new("/t.jsonl".into());
+        let msg = |id: &str, out: u64| {
+            line(
+                serde_json::json!({"type": "assistant", "message": {"id": id, "role": "assistant",
+                "content": [{"type": "text", "text": "x"}],
+                "usage": {"input_tokens": 10, "output_tokens": out,
+                          "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5}}}),
+            )
+        };
+        let text = [msg("m1", 3), msg("m1", 7), msg("m2", 1)].concat();
+        assert!(t.consume(0, text.as_bytes()));
+        assert_eq!(
+            t.usage(),
+            Some(TokenUsage {
+                input: 20,
+                output: 8,
+                cache_read: 200,
+                cache_write: 10
+            })
+        );
+        assert_eq!(Transcript::new("/e".into()).usage(), None);
     }
 
     #[test]

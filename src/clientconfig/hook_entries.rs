@@ -405,7 +405,7 @@ impl HookForm {
 
 /// `s` as one `sh` word: as is when it holds only characters the shell
 /// leaves alone, else in single quotes.
-fn shell_quote(s: &str) -> String {
+pub fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c));
@@ -419,7 +419,7 @@ fn shell_quote(s: &str) -> String {
 /// Splits a shell command into words: blanks separate, `'…'` is literal,
 /// `"…"` and a bare backslash escape. `None` for anything more (an
 /// unclosed quote, `$`, `;`, a pipe…): such a command is not bir's.
-fn shell_words(cmd: &str) -> Option<Vec<String>> {
+pub fn shell_words(cmd: &str) -> Option<Vec<String>> {
     let mut words = Vec::new();
     let mut cur: Option<String> = None;
     let mut chars = cmd.chars();

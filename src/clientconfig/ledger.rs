@@ -31,6 +31,24 @@ pub struct Ledger {
     /// settings file that declares it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mods: Vec<ModChange>,
+    /// Other agents' hooks (`bir install --client codex|gemini|…`), one
+    /// entry per hook file; `client` names the agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_hooks: Vec<super::hook_entries::HookChange>,
+    /// Trust entries bir appended to Codex's `config.toml`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub codex_trust: Vec<CodexTrust>,
+}
+
+/// A recorded trust of a Codex hook: the bytes bir appended to Codex's
+/// `config.toml`, to take out again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CodexTrust {
+    pub file: PathBuf,
+    pub appended: String,
+    #[serde(default)]
+    pub created_file: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

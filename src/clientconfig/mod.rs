@@ -26,6 +26,7 @@ pub mod entry;
 pub mod format;
 pub mod hook_entries;
 pub mod hook_install;
+pub mod hosthooks;
 pub mod jsonedit;
 pub mod ledger;
 pub mod plugin;

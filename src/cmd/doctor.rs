@@ -498,6 +498,9 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
         }
         failures += problems;
     }
+    for l in crate::clientconfig::hosthooks::status_lines(&cwd) {
+        out(&l);
+    }
     out(&check_home());
     let (line, ok) = super::down::doctor_line();
     out(&line);

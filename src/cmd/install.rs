@@ -25,6 +25,7 @@ use crate::clientconfig::ledger::{self, Change};
 use crate::clientconfig::vocab::{Decision, Found, Scope};
 
 use crate::codec::sha256_hex;
+use crate::clientconfig::hosthooks;
 use crate::error::{self, Error, ExitStatus};
 use crate::output::out;
 
@@ -74,6 +75,11 @@ pub struct InstallCmd {
     /// in that directory and trusts it) or none
     #[argh(option, default = "String::from(\"user\")")]
     pub hooks: String,
+
+    /// with --client codex|gemini|copilot|cursor|vscode: register that
+    /// agent's hooks in its user (default) or project hook file
+    #[argh(option)]
+    pub scope: Option<String>,
 
     /// call-id injection for MCP calls of hosts that send no
     /// `_meta["claudecode/toolUseId"]`: inject (PreToolUse adds
@@ -495,6 +501,25 @@ pub fn report_applied(applied: &Applied) {
 }
 
 pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
+    if let Some(host) = cmd
+        .client
+        .as_deref()
+        .and_then(crate::clientconfig::hosthooks::host_of_client)
+    {
+        let wrap = |dry_run: bool| -> Result<bool, Error> {
+            let p = plan(&cmd)?;
+            if dry_run {
+                p.show()?;
+                return Ok(false);
+            }
+            let applied = p.apply()?;
+            if !applied.files.is_empty() {
+                report_applied(&applied);
+            }
+            Ok(!applied.files.is_empty())
+        };
+        return install_agent_hooks(&cmd, host, &wrap);
+    }
     let plan = plan(&cmd)?;
     if cmd.dry_run {
         plan.show()?;
@@ -580,6 +605,15 @@ fn this_project_keys(paths: &Paths) -> Vec<String> {
 /// `bir uninstall`: a file it cannot restore is reported and the others
 /// are still restored; the exit status then says it failed.
 pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
+    let host_client = cmd
+        .client
+        .as_deref()
+        .and_then(crate::clientconfig::hosthooks::host_of_client);
+    let hosts_ok = if cmd.all || host_client.is_some() {
+        crate::clientconfig::hosthooks::uninstall(cmd.client.as_deref(), cmd.dry_run)
+    } else {
+        true
+    };
     let ledger = ledger::load()?;
     let by_file = cmd
         .config
@@ -630,6 +664,9 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         && mod_sel.reverse.is_empty()
         && mod_sel.release.is_empty()
     {
+        if host_client.is_some() {
+            return Ok(ExitStatus::failure_if(!hosts_ok));
+        }
         out(if cmd.all {
             "Nothing to undo: bir has no recorded changes on this machine."
         } else {
@@ -712,7 +749,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
             failed = true;
         }
         out("(dry run: nothing was written)");
-        return Ok(ExitStatus::failure_if(failed));
+        return Ok(ExitStatus::failure_if(failed || !hosts_ok));
     }
     if !done.is_empty()
         && let Err(e) = ledger::modify(&mut |l| {
@@ -742,7 +779,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
     if !failed && !crate::clientconfig::plugin::uninstall(&mod_sel, &keys, false) {
         failed = true;
     }
-    Ok(ExitStatus::failure_if(failed))
+    Ok(ExitStatus::failure_if(failed || !hosts_ok))
 }
 
 pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
@@ -780,6 +817,9 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
             ),
         };
         out(&format!("  {:<width$}  {state}", f.name));
+    }
+    for l in crate::clientconfig::hosthooks::status_lines(&paths.project) {
+        out(&l);
     }
     if let Ok(targets) =
         crate::clientconfig::clients::targets(None, None, "mcpServers", false, &paths.project)
@@ -856,3 +896,44 @@ pub fn resolve_for(project: &Path) -> Result<(Resolved, Vec<(Found, Decision)>),
     let d = claude::decide(&r, &[]);
     Ok((r, d))
 }
+
+/// `bir install --client <agent>`: wraps the agent's MCP servers as
+/// before (when it has any), then registers its hooks (`--scope`, else
+/// `--hooks`: user, project or none). `wrap(dry_run)` shows or applies the
+/// MCP wrapping (this file) and says whether it changed a file.
+fn install_agent_hooks(
+    cmd: &InstallCmd,
+    host: crate::bound::hosts::Host,
+    wrap: &dyn Fn(bool) -> Result<bool, Error>,
+) -> Result<crate::error::ExitStatus, Error> {
+    let scope = match (cmd.scope.as_deref(), cmd.hooks.as_str()) {
+        (Some(word), _) => Some(hosthooks::Scope::parse(word)?),
+        (None, "none" | "off") => None,
+        (None, word) => Some(hosthooks::Scope::parse(word)?),
+    };
+    let mut changed = match wrap(cmd.dry_run) {
+        Ok(changed) => changed,
+        Err(e) => {
+            out(&format!("{}: no MCP servers wrapped ({e})", host.app()));
+            false
+        }
+    };
+    if let Some(scope) = scope {
+        let project = cmd
+            .project
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default();
+        let project = std::path::absolute(&project).unwrap_or(project);
+        changed |= hosthooks::install(host, scope, &project, cmd.dry_run)?;
+    }
+    if cmd.dry_run {
+        out("(dry run: nothing was written)");
+    } else if changed {
+        out(&format!("Undo: bir uninstall --client {}", host.flag()));
+    } else {
+        out("\nNothing to change.");
+    }
+    Ok(crate::error::ExitStatus::Success)
+}
+

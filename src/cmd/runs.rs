@@ -300,11 +300,18 @@ fn write_finish(t: &mut Screen, run: &LoadedRun, interrupted: &str, open: &str) 
     match &run.finish {
         Some(f) => {
             t.line(format_args!(
-                "  finished {} · {} calls · {} errors · {:.1} ms in tools{}{}",
+                "  finished {} · {} calls · {} errors · {:.1} ms in tools{}{}{}",
                 f.finished_at.replace('T', " "),
                 f.metrics.tool_calls,
                 f.metrics.errors,
                 f.metrics.total_tool_ms,
+                f.metrics
+                    .usage
+                    .map(|u| format!(
+                        " · tokens {} in ({} cached, {} cache writes) · {} out",
+                        u.input, u.cache_read, u.cache_write, u.output
+                    ))
+                    .unwrap_or_default(),
                 f.reason
                     .as_ref()
                     .map(|r| format!(" · {r}"))

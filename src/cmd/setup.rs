@@ -11,6 +11,8 @@
 //! 4. Apply **that same plan**: the entries and hook events written are the
 //!    ones shown (if a client rewrote its file in between, the same edits
 //!    are made to its new contents, as `bir install` does).
+//!    Every other agent installed here (Codex, Gemini CLI, Copilot CLI,
+//!    Cursor, VS Code) gets its hooks in the same scope (`hosthooks`).
 //! 5. Suggest `bir login` when a recording service is configured and no
 //!    one is signed in; run `bir doctor`; say where the next run appears.
 //!
@@ -24,6 +26,7 @@ use std::path::{Path, PathBuf};
 use super::doctor;
 use super::install::{self, report_applied};
 use crate::clientconfig::claude::Paths;
+use crate::clientconfig::hosthooks;
 use crate::clientconfig::clients::{self, Target};
 use crate::clientconfig::vocab::Client;
 use crate::cmd::doctor::DoctorCmd;
@@ -160,10 +163,30 @@ pub fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
             "none".into()
         },
         lazy: cmd.lazy,
+        scope: None,
     };
     let plan = install::plan(&install)?;
-    let pending = plan.would_change()?;
+    // Every other agent installed here gets its hooks too (where `--hooks`
+    // says; none with `--hooks none`), shown before the one question.
+    let agent_scope = match cmd.hooks.as_str() {
+        "user" => Some(hosthooks::Scope::User),
+        "project" => Some(hosthooks::Scope::Project),
+        _ => None,
+    };
+    let agents: Vec<_> = agent_scope
+        .map(|scope| {
+            hosthooks::agents_present()
+                .into_iter()
+                .filter(|h| hosthooks::would_change(*h, scope, &project))
+                .map(|h| (h, scope))
+                .collect()
+        })
+        .unwrap_or_default();
+    let pending = plan.would_change()? || !agents.is_empty();
     plan.show()?;
+    for (host, scope) in &agents {
+        hosthooks::install(*host, *scope, &project, true)?;
+    }
     if pending {
         out("");
         if !cmd.yes {
@@ -179,6 +202,9 @@ pub fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
         }
         let applied = plan.apply()?;
         report_applied(&applied);
+        for (host, scope) in &agents {
+            hosthooks::install(*host, *scope, &project, false)?;
+        }
     } else {
         out("\nEverything is in place: nothing to change.");
     }

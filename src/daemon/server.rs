@@ -53,6 +53,7 @@ use super::transcripts::TranscriptReader;
 use super::tcpowner::{self, Lookup};
 use super::uds;
 use super::{Health, SessionView, SessionsAnswer};
+use crate::bound::hosts::Host;
 use crate::bound::{Engine, EngineConfig, Input, wire};
 use crate::cli::Exit;
 use crate::error::{Error, ExitStatus};
@@ -901,6 +902,9 @@ fn answers_nothing(request: &Request, home: &Path) -> bool {
     if request.method != Method::Post || event.is_empty() {
         return false;
     }
+    if host_of(query).is_some_and(|h| h != Host::ClaudeCode) {
+        return true;
+    }
     match event {
         "UserPromptSubmit" | "Stop" => !armed_guides::dir(home).is_dir(),
         "PreToolUse" => !asks_injection(query) && !armed_guides::dir(home).is_dir(),
@@ -929,8 +933,18 @@ fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16
     {
         return (200, Vec::new());
     }
+    if let Some(host) = host_of(query).filter(|h| *h != Host::ClaudeCode) {
+        // Another agent's hook: recorded, never answered.
+        let input = Input::HostHook {
+            host,
+            event: event.to_owned(),
+            payload,
+        };
+        core.handle(input, now);
+        return (200, Vec::new());
+    }
     // The hook's stdout: nothing, except what an armed guide
-    // answers (`guides.rs`) or the call-id injection its sender
+    // answers (`armed_guides.rs`) or the call-id injection its sender
     // asked for (`bir-hooks` under `BIR_CORRELATE=inject`).
     let dirs = armed_guides::SettingsDirs::from_query(query);
     let guided = armed_guides::apply(&daemon.home, &core.engine, event, &payload, &dirs);
@@ -948,6 +962,14 @@ fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16
         core.handle(record, now);
     }
     (200, answer.map(String::into_bytes).unwrap_or_default())
+}
+
+/// `host=<agent>` among a hook route's query parameters.
+fn host_of(query: &str) -> Option<Host> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("host="))
+        .and_then(Host::parse)
 }
 
 /// `correlate=inject` among a hook route's query parameters.

@@ -284,10 +284,44 @@ struct Params<'a> {
     meta: Option<Meta>,
 }
 
+/// The call ids hosts put in a `tools/call`'s `_meta`, each equal to the
+/// `tool_use_id` of that host's hooks: Claude Code's
+/// `claudecode/toolUseId`, Codex CLI's `callId` (the model's call id; seen
+/// on 0.169.0, `AGENT-HOOKS.md`). A value that is not a string is ignored
+/// (never a reason to lose the request's other fields).
 #[derive(Deserialize)]
 struct Meta {
-    #[serde(rename = "claudecode/toolUseId")]
+    #[serde(
+        rename = "claudecode/toolUseId",
+        default,
+        deserialize_with = "id_string"
+    )]
     tool_use_id: Option<String>,
+    #[serde(rename = "callId", default, deserialize_with = "id_string")]
+    call_id: Option<String>,
+}
+
+impl Meta {
+    /// The join key: Claude Code's id, else Codex's.
+    fn call_key(self) -> Option<String> {
+        self.tool_use_id
+            .or(self.call_id)
+            .filter(|id| !id.is_empty())
+    }
+}
+
+/// A string, or nothing for any other JSON value.
+fn id_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Id {
+        Text(String),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Id::deserialize(d)? {
+        Id::Text(s) => Some(s),
+        Id::Other(_) => None,
+    })
 }
 
 #[derive(Deserialize)]
@@ -370,10 +404,7 @@ fn clipped_request(head: &[u8], tail: &[u8], len: u64) -> ClippedEnvelope {
     }) = serde_json::from_slice::<Request>(&skeleton)
     {
         found.name = params.name.or(found.name);
-        found.tool_use_id = params
-            .meta
-            .and_then(|m| m.tool_use_id)
-            .or(found.tool_use_id);
+        found.tool_use_id = params.meta.and_then(Meta::call_key).or(found.tool_use_id);
     }
     found
 }
@@ -506,7 +537,11 @@ fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
                     }
                 } else if path_is(&stack, &["params", "name"]) {
                     found.name = text;
-                } else if path_is(&stack, &["params", "_meta", "claudecode/toolUseId"]) {
+                } else if path_is(&stack, &["params", "_meta", "claudecode/toolUseId"])
+                    || (path_is(&stack, &["params", "_meta", "callId"])
+                        && found.tool_use_id.is_none())
+                {
+                    // Claude Code's id wins over Codex's `callId`.
                     found.tool_use_id = text;
                 }
             }
@@ -568,7 +603,7 @@ impl StepReport {
                                 .map(|tool| format!("mcp__{}__{tool}", call.server_name));
                             report.tool_name = params.name;
                             report.arguments = params.arguments.map(RawValue::to_owned);
-                            report.tool_use_id = params.meta.and_then(|m| m.tool_use_id);
+                            report.tool_use_id = params.meta.and_then(Meta::call_key);
                         }
                     }
                     Err(_) => report.request_unparseable = true,
@@ -673,6 +708,34 @@ mod tests {
         assert!((r.duration_ms - 1.5).abs() < 1e-9);
         let json = serde_json::to_string(&r).expect("serialises");
         assert!(json.contains(r#""arguments":{"n":1.50,"m":"hi"}"#));
+    }
+
+    /// Codex CLI 0.169.0's `tools/call` (AGENT-HOOKS.md): the model's call
+    /// id in `_meta.callId`, beside `x-codex-turn-metadata`; it equals the
+    /// hooks' `tool_use_id`, so it is the step's join key. A `callId` that
+    /// is not a string is no key and loses nothing else.
+    #[test]
+    fn codex_call_ids_are_the_join_key() {
+        let answer =
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"Echo: hi"}]}}"#;
+        let r = StepReport::from_observed(&observed(
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"progressToken":3,"callId":"call_echo_2","x-codex-turn-metadata":{"session_id":"019a","turn_id":"t1","codex_version":"0.169.0"}}}}"#,
+            Some(answer),
+        ));
+        assert_eq!(r.tool_use_id.as_deref(), Some("call_echo_2"));
+        assert_eq!(r.tool_name.as_deref(), Some("echo"));
+        let r = StepReport::from_observed(&observed(
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"callId":7}}}"#,
+            Some(answer),
+        ));
+        assert_eq!(r.tool_use_id, None);
+        assert_eq!(r.tool_name.as_deref(), Some("echo"));
+        // Claude Code's key wins where both are present.
+        let r = StepReport::from_observed(&observed(
+            r#"{"id":5,"method":"tools/call","params":{"name":"e","_meta":{"callId":"c","claudecode/toolUseId":"toolu_5"}}}"#,
+            Some(answer),
+        ));
+        assert_eq!(r.tool_use_id.as_deref(), Some("toolu_5"));
     }
 
     #[test]

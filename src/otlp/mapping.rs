@@ -425,6 +425,18 @@ pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
     {
         attrs.push(kv("gen_ai.request.model", m.as_str()));
     }
+    if let Some(u) = finish.and_then(|f| f.metrics.usage) {
+        attrs.push(kv("gen_ai.usage.input_tokens", u.input as i64));
+        attrs.push(kv("gen_ai.usage.output_tokens", u.output as i64));
+        attrs.push(kv(
+            "gen_ai.usage.cache_read.input_tokens",
+            u.cache_read as i64,
+        ));
+        attrs.push(kv(
+            "gen_ai.usage.cache_creation.input_tokens",
+            u.cache_write as i64,
+        ));
+    }
     attrs.push(kv("bir.run.id", run_id));
     attrs.push(kv("bir.run.tier", meta.tier.as_str()));
     attrs.push(kv("bir.step.count", calls.len() as i64));

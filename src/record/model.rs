@@ -427,6 +427,39 @@ pub struct RunMetrics {
     pub tool_calls: u64,
     pub errors: u64,
     pub total_tool_ms: f64,
+    /// The model's tokens over the run, where the host's transcript reports
+    /// them (bound runs: Claude Code's `usage`, Codex's `token_count`,
+    /// Gemini's `tokens`). No price is derived from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+}
+
+/// Token counts as a host reports them (summed over a run).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Input tokens, cached ones included where the host counts them so
+    /// (Codex, Gemini) and excluded where it does not (Claude Code).
+    pub input: u64,
+    pub output: u64,
+    /// Input tokens read from the provider's cache.
+    #[serde(default)]
+    pub cache_read: u64,
+    /// Input tokens written to the provider's cache (Claude Code).
+    #[serde(default)]
+    pub cache_write: u64,
+}
+
+impl TokenUsage {
+    pub fn is_empty(&self) -> bool {
+        *self == TokenUsage::default()
+    }
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

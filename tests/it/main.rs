@@ -18,6 +18,9 @@
 //!   NULs, invalid UTF-8, odd envelopes, shared ids, stray cancels): relayed
 //!   as written, recorded as what happened, their secrets not stored.
 //! * `dispatch` — one executable, three names.
+//! * `hosts` — other agents' whole sessions (Codex, Gemini CLI, Copilot
+//!   CLI, Cursor) through `bir-hooks --host <agent>`, and `bir install
+//!   --client <agent>` round trips.
 //! * `golden` — direct vs proxied transcripts (the core transparency test).
 //! * `install_cli` — `bir wrap`/`install`/`uninstall`/`status`/`doctor` on
 //!   fixture homes.
@@ -78,6 +81,7 @@ mod daemon;
 mod damaged;
 mod dispatch;
 mod golden;
+mod hosts;
 mod http;
 mod install_cli;
 mod install_sh;

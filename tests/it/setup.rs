@@ -420,3 +420,27 @@ fn setup_on_a_terminal_answered_no_or_eof_changes_nothing() {
         assert_eq!(h.files(), before, "{answer}: a file changed");
     }
 }
+
+/// Other agents installed for this user (here Gemini CLI: `~/.gemini`)
+/// get their hooks from `bir setup` in the `--hooks` scope, shown first;
+/// `--hooks none` registers none.
+#[test]
+fn setup_offers_the_hooks_of_every_agent_found() {
+    let h = Home::new("setup-agents");
+    write_json(
+        &h.dir.join("home/.claude.json"),
+        &json!({"projects": {h.project(): {"mcpServers": {"cc-peer": h.peer_entry()},
+            "hasTrustDialogAccepted": true}}}),
+    );
+    let gemini = h.dir.join("home/.gemini/settings.json");
+    fs::create_dir_all(gemini.parent().expect("dir")).expect("mkdir");
+    let out = h.setup(&["--yes", "--hooks", "none"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!gemini.exists(), "--hooks none registers no agent's hooks");
+    let out = h.setup(&["--yes"], &[]);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(all.contains("gemini-cli hooks"), "{all}");
+    let settings = fs::read_to_string(&gemini).expect("gemini settings written");
+    assert!(settings.contains("--host gemini BeforeTool"), "{settings}");
+}

@@ -174,6 +174,9 @@ fn run_view(run: &LoadedRun, live: bool) -> Value {
     if let Some(f) = &run.finish {
         v.insert("finishedAt".into(), json!(f.finished_at));
         v.insert("toolMs".into(), json!(f.metrics.total_tool_ms));
+        if let Some(u) = &f.metrics.usage {
+            v.insert("tokens".into(), json!(u));
+        }
         if let Some(r) = &f.reason {
             v.insert("reason".into(), json!(r));
         }

@@ -744,6 +744,7 @@ mod tests {
                     tool_calls: 5,
                     errors: 1,
                     total_tool_ms: 7.5,
+                    usage: None,
                 },
                 lossy: false,
                 dropped: 0,

@@ -27,6 +27,7 @@ verdicts() {
     case "$line" in
       "PASS "*) pass=$((pass+1)); echo "$line";;
       "FAIL "*) fail=$((fail+1)); echo "$line";;
+      "KNOWN GAP: "*) echo "$line";;
       *) echo "  $line";;
     esac
   done

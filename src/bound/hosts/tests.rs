@@ -1,0 +1,521 @@
+//! Each host's whole session, as its hooks (and transcript) tell it,
+//! through the engine: the run it becomes, step by step. The payloads are
+//! the fixtures under `tests/fixtures/hosts/<host>/`, shaped as observed
+//! (Codex CLI 0.169.0, Gemini CLI 0.61.0, offline) or as documented
+//! (Copilot CLI: docs.github.com "Hooks configuration" and the CLI command
+//! reference; Cursor: cursor.com/docs/agent/hooks; VS Code:
+//! code.visualstudio.com/docs/agents/reference/hooks-reference) —
+//! `AGENT-HOOKS.md` gives the sources.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::bound::{Engine, EngineConfig, Input, Output};
+
+const TRANSCRIPT: &str = "/home/u/host/transcript.jsonl";
+
+fn cfg() -> EngineConfig {
+    EngineConfig {
+        redact: crate::redact::RedactConfig::default(),
+        payload_cap: 64 * 1024,
+        idle_end: Duration::from_secs(30 * 60),
+        join_grace: Duration::from_secs(5),
+        fingerprint_window: Duration::from_secs(600),
+    }
+}
+
+fn at(secs: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+}
+
+/// The engine fed a host's fixture session, transcript reads answered from
+/// `files` at once; the records it wrote, as JSON.
+fn play(host: Host, session: &str, files: &[(&str, &str)]) -> Vec<Value> {
+    let files: HashMap<String, Vec<u8>> = files
+        .iter()
+        .map(|(p, b)| (p.to_string(), b.as_bytes().to_vec()))
+        .collect();
+    let mut engine = Engine::new(cfg());
+    let mut records = Vec::new();
+    let mut now = 0;
+    let mut feed = |engine: &mut Engine, input: Input, now: SystemTime| {
+        let mut queue = engine.handle(input, now);
+        while !queue.is_empty() {
+            let mut next = Vec::new();
+            for output in queue {
+                match output {
+                    Output::Record { record, .. } => {
+                        records.push(serde_json::to_value(&*record).expect("record json"))
+                    }
+                    Output::ReadTranscript {
+                        session_id,
+                        agent_id,
+                        path,
+                        offset,
+                    } => {
+                        let bytes = files
+                            .get(&path)
+                            .map(|b| b.get(offset as usize..).unwrap_or_default().to_vec())
+                            .unwrap_or_default();
+                        let input = Input::TranscriptRead {
+                            session_id,
+                            agent_id,
+                            offset,
+                            bytes,
+                        };
+                        next.extend(engine.handle(input, now));
+                    }
+                }
+            }
+            queue = next;
+        }
+    };
+    for line in session.lines().filter(|l| !l.trim().is_empty()) {
+        let line = line.replace("@TRANSCRIPT@", TRANSCRIPT);
+        let row: Value = serde_json::from_str(&line).expect("fixture row");
+        let input = Input::HostHook {
+            host,
+            event: row["event"].as_str().expect("event").to_owned(),
+            payload: row["payload"].clone(),
+        };
+        now += 1;
+        feed(&mut engine, input, at(now));
+    }
+    // Whatever still waits is released by time (hosts without SessionEnd
+    // end idle).
+    for output in engine.tick(at(now + 3600)) {
+        if let Output::Record { record, .. } = output {
+            records.push(serde_json::to_value(&*record).expect("record json"));
+        }
+    }
+    records
+}
+
+/// `{"seq", "event": {"kind", "data"}}` as `{kind: data}`.
+fn event(record: &Value) -> Value {
+    let e = &record["event"];
+    json!({ e["kind"].as_str().unwrap_or("?"): e["data"].clone() })
+}
+
+/// The run told in order: header, turns, steps in `stepIndex` order, end.
+fn story(records: &[Value]) -> Vec<String> {
+    let records: Vec<Value> = records.iter().map(event).collect();
+    let mut lines = Vec::new();
+    let mut steps: Vec<&Value> = Vec::new();
+    for r in &records {
+        if let Some(h) = r.get("run_started") {
+            let m = &h["metadata"];
+            lines.push(format!(
+                "run {} {} model={} input={}",
+                m["host"]["app"].as_str().unwrap_or("?"),
+                m["host"]["version"].as_str().unwrap_or(""),
+                m["model"].as_str().unwrap_or("-"),
+                h["input"].as_str().unwrap_or("-"),
+            ));
+        } else if let Some(t) = r.get("turn") {
+            lines.push(format!(
+                "turn {}: {}",
+                t["turn"],
+                t["prompt"].as_str().unwrap_or("")
+            ));
+        } else if let Some(s) = r.get("step") {
+            steps.push(s);
+        }
+    }
+    steps.sort_by_key(|s| s["stepIndex"].as_u64());
+    for s in steps {
+        let line = match s["type"].as_str() {
+            Some("tool_selected") => format!(
+                "selected {} [{}] ctx={}",
+                s["qualifiedName"].as_str().unwrap_or(""),
+                s["kind"].as_str().unwrap_or(""),
+                s["context"].as_str().unwrap_or("-"),
+            ),
+            Some("tool_response") => format!(
+                "response {} error={} out={} err={}",
+                s["qualifiedName"].as_str().unwrap_or(""),
+                s["isError"].as_bool().unwrap_or(false),
+                s["output"],
+                s["error"],
+            ),
+            Some("final_answer") => format!("answer {}", s["output"].as_str().unwrap_or("")),
+            other => format!("{other:?}"),
+        };
+        lines.push(line);
+    }
+    for r in &records {
+        if let Some(f) = r.get("run_finished") {
+            lines.push(format!("finished {}", f["reason"].as_str().unwrap_or("")));
+        }
+    }
+    lines
+}
+
+fn runs(records: &[Value]) -> usize {
+    records
+        .iter()
+        .filter(|r| r["event"]["kind"] == "run_started")
+        .count()
+}
+
+/// The data of every record of `kind`.
+fn of_kind<'a>(records: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    records
+        .iter()
+        .filter(move |r| r["event"]["kind"] == kind)
+        .map(|r| &r["event"]["data"])
+}
+
+#[test]
+fn a_codex_session_is_one_run_in_order_with_its_words_and_answer() {
+    let records = play(
+        Host::Codex,
+        include_str!("../../../tests/fixtures/hosts/codex/session.jsonl"),
+        &[(
+            TRANSCRIPT,
+            include_str!("../../../tests/fixtures/hosts/codex/rollout.jsonl"),
+        )],
+    );
+    assert_eq!(runs(&records), 1);
+    let story = story(&records);
+    let prompt = "List the files, then echo hi through the everything server.";
+    assert_eq!(
+        story,
+        [
+            format!("run codex 0.169.0 model=gpt-5.5-codex input={prompt}"),
+            format!("turn 1: {prompt}"),
+            "selected Bash [builtin] ctx=[thinking] Start with ls.\n\nI'll list the files first.".into(),
+            r#"response Bash error=false out="notes.txt\n" err=null"#.into(),
+            "selected mcp__everything__echo [mcp] ctx=Now the echo tool.".into(),
+            r#"response mcp__everything__echo error=false out={"content":[{"text":"Echo: hi","type":"text"}]} err=null"#.into(),
+            "answer The folder holds notes.txt, and the echo tool said: Echo: hi".into(),
+            "finished session_end".into(),
+        ],
+        "{story:#?}"
+    );
+    // The run's tokens: the rollout's last `total_token_usage`.
+    let finish = of_kind(&records, "run_finished").next().expect("finish");
+    assert_eq!(
+        finish["metrics"]["usage"],
+        json!({"input": 2600, "output": 95, "cacheRead": 1200, "cacheWrite": 0})
+    );
+    // The MCP step keeps Codex's call id: the proxy's `_meta.callId`
+    // joins on it.
+    let echo = of_kind(&records, "step")
+        .find(|s| s["toolName"] == "echo")
+        .expect("echo step");
+    assert_eq!(echo["toolUseId"], "call_echo_2");
+    assert_eq!(echo["serverName"], "everything");
+}
+
+#[test]
+fn a_gemini_session_pairs_calls_without_ids_and_prefers_the_transcripts_answer() {
+    let records = play(
+        Host::Gemini,
+        include_str!("../../../tests/fixtures/hosts/gemini/session.jsonl"),
+        &[(
+            TRANSCRIPT,
+            include_str!("../../../tests/fixtures/hosts/gemini/chat.jsonl"),
+        )],
+    );
+    assert_eq!(runs(&records), 1);
+    let story = story(&records);
+    let prompt = "List the files, then echo hi through the everything server.";
+    assert_eq!(
+        story,
+        [
+            format!("run gemini-cli  model=gemini-2.5-pro input={prompt}"),
+            format!("turn 1: {prompt}"),
+            "selected run_shell_command [builtin] ctx=[thinking] Plan: Start with ls.\n\nI'll list the files first.".into(),
+            r#"response run_shell_command error=false out={"llmContent":"Command: ls\nOutput: notes.txt","returnDisplay":"notes.txt"} err=null"#.into(),
+            "selected mcp__everything__echo [mcp] ctx=Now the echo tool.".into(),
+            r#"response mcp__everything__echo error=false out={"llmContent":[{"text":"Echo: hi"}],"returnDisplay":"Echo: hi"} err=null"#.into(),
+            // Not AfterAgent's repeated text: the transcript's.
+            "answer The folder holds notes.txt, and the echo tool said: Echo: hi".into(),
+            "finished session_end".into(),
+        ],
+        "{story:#?}"
+    );
+    // The run's tokens: every model message's `tokens`, the last record
+    // of a message counted once (thoughts count as output).
+    let finish = of_kind(&records, "run_finished").next().expect("finish");
+    assert_eq!(
+        finish["metrics"]["usage"],
+        json!({"input": 3000, "output": 80, "cacheRead": 800, "cacheWrite": 0})
+    );
+    // Per-chunk model events and automatic compaction checks are not
+    // session events.
+    let noise = of_kind(&records, "session_event")
+        .filter(|e| {
+            [
+                "AfterModel",
+                "BeforeModel",
+                "PreCompress",
+                "BeforeToolSelection",
+            ]
+            .contains(&e["name"].as_str().unwrap_or(""))
+        })
+        .count();
+    assert_eq!(noise, 0);
+}
+
+#[test]
+fn without_its_transcript_a_gemini_answer_comes_from_after_agent() {
+    let records = play(
+        Host::Gemini,
+        include_str!("../../../tests/fixtures/hosts/gemini/session.jsonl"),
+        &[],
+    );
+    let story = story(&records);
+    assert!(
+        story
+            .iter()
+            .any(|l| l.starts_with("answer The folder holds")),
+        "{story:#?}"
+    );
+}
+
+#[test]
+fn a_copilot_session_tells_denials_and_failures() {
+    let records = play(
+        Host::Copilot,
+        include_str!("../../../tests/fixtures/hosts/copilot/session.jsonl"),
+        &[],
+    );
+    assert_eq!(runs(&records), 1);
+    let story = story(&records);
+    assert_eq!(
+        story,
+        [
+            "run copilot-cli  model=- input=List the files, then read notes.txt.".to_owned(),
+            "turn 1: List the files, then read notes.txt.".into(),
+            "selected bash [builtin] ctx=-".into(),
+            r#"response bash error=false out={"resultType":"success","textResultForLlm":"notes.txt"} err=null"#.into(),
+            "selected bash [builtin] ctx=-".into(),
+            r#"response bash error=true out=null err="The user denied this tool call.""#.into(),
+            "selected view [builtin] ctx=-".into(),
+            r#"response view error=true out=null err="File not found: /work/p/notes.txt""#.into(),
+            "finished session_end".into(),
+        ],
+        "{story:#?}"
+    );
+    let denied = of_kind(&records, "step")
+        .find(|s| s["type"] == "tool_response" && s["permission"].is_object())
+        .expect("a step with its permission");
+    assert_eq!(denied["permission"]["event"], "PermissionDenied");
+    assert!(of_kind(&records, "session_event").any(|e| e["name"] == "errorOccurred"));
+}
+
+#[test]
+fn a_cursor_session_takes_words_and_answer_from_its_response_hooks() {
+    let records = play(
+        Host::Cursor,
+        include_str!("../../../tests/fixtures/hosts/cursor/session.jsonl"),
+        &[],
+    );
+    assert_eq!(runs(&records), 1);
+    let story = story(&records);
+    let prompt = "List the files, then echo hi through the everything server.";
+    assert_eq!(
+        story,
+        [
+            format!("run cursor 2.3.1 model=claude-4.5-sonnet input={prompt}"),
+            format!("turn 1: {prompt}"),
+            "selected Shell [builtin] ctx=[thinking] Start with ls.\n\nI'll list the files first.".into(),
+            r#"response Shell error=false out="notes.txt" err=null"#.into(),
+            "selected mcp__everything__echo [mcp] ctx=Now the echo tool.".into(),
+            r#"response mcp__everything__echo error=true out=null err="MCP server everything is not available""#.into(),
+            "answer The folder holds notes.txt; the echo server was not available.".into(),
+            "finished session_end".into(),
+        ],
+        "{story:#?}"
+    );
+    let header = of_kind(&records, "run_started").next().expect("header");
+    assert_eq!(header["metadata"]["cwd"], "/work/p");
+    assert_eq!(header["metadata"]["sessionId"], "conv-7d1e-cursor-0001");
+}
+
+#[test]
+fn a_vscode_session_without_session_end_ends_idle() {
+    let records = play(
+        Host::VsCode,
+        include_str!("../../../tests/fixtures/hosts/vscode/session.jsonl"),
+        &[],
+    );
+    assert_eq!(runs(&records), 1);
+    let story = story(&records);
+    assert_eq!(
+        story,
+        [
+            "run vscode  model=- input=List the files and fix main.ts.".to_owned(),
+            "turn 1: List the files and fix main.ts.".into(),
+            "selected runInTerminal [builtin] ctx=-".into(),
+            r#"response runInTerminal error=false out="main.ts" err=null"#.into(),
+            "selected editFiles [builtin] ctx=-".into(),
+            r#"response editFiles error=false out="edited" err=null"#.into(),
+            "finished idle_timeout".into(),
+        ],
+        "{story:#?}"
+    );
+}
+
+#[test]
+fn calls_without_ids_pair_by_name_and_arguments_in_order() {
+    let mut a = Adapter {
+        host: Host::Gemini,
+        ..Adapter::default()
+    };
+    let ls = json!({"command": "ls"});
+    let pwd = json!({"command": "pwd"});
+    let first = a.start_call("run_shell_command", &ls);
+    let second = a.start_call("run_shell_command", &ls);
+    let other = a.start_call("run_shell_command", &pwd);
+    assert_ne!(first, second);
+    assert_eq!(a.end_call("run_shell_command", &pwd), other);
+    assert_eq!(a.end_call("run_shell_command", &ls), first);
+    assert_eq!(a.end_call("run_shell_command", &ls), second);
+    // An answer whose start was missed gets an id of its own.
+    let lone = a.end_call("read_file", &json!({"path": "a"}));
+    assert!(![first, second, other].contains(&lone));
+}
+
+#[test]
+fn cursor_shell_and_mcp_execution_hooks_pair_and_name_the_server() {
+    let mut a = Adapter {
+        host: Host::Cursor,
+        ..Adapter::default()
+    };
+    let common = json!({"conversation_id": "c1", "generation_id": "g1",
+        "workspace_roots": ["/w"], "hook_event_name": "beforeMCPExecution"});
+    let mut before = common.clone();
+    before["tool_name"] = json!("echo");
+    before["tool_input"] = json!("{\"message\":\"hi\"}");
+    before["server"] = json!("everything");
+    let mut after = before.clone();
+    after["hook_event_name"] = json!("afterMCPExecution");
+    after["result_json"] = json!("{\"content\":[{\"type\":\"text\",\"text\":\"Echo: hi\"}]}");
+    after["duration"] = json!(250);
+    let pre = a.normalize("beforeMCPExecution", before);
+    let post = a.normalize("afterMCPExecution", after);
+    assert_eq!(pre[0].name, "PreToolUse");
+    assert_eq!(post[0].name, "PostToolUse");
+    assert_eq!(pre[0].payload["tool_name"], "mcp__everything__echo");
+    assert_eq!(pre[0].payload["tool_input"], json!({"message": "hi"}));
+    assert_eq!(
+        pre[0].payload["tool_use_id"],
+        post[0].payload["tool_use_id"]
+    );
+    assert_eq!(
+        post[0].payload["tool_response"]["content"][0]["text"],
+        "Echo: hi"
+    );
+    assert_eq!(post[0].payload["duration_ms"], 250);
+    assert_eq!(post[0].payload["session_id"], "c1");
+    assert_eq!(post[0].payload["cwd"], "/w");
+}
+
+#[test]
+fn hosts_without_a_readable_transcript_leave_its_path_out() {
+    for host in [Host::Cursor, Host::VsCode, Host::Copilot] {
+        let mut a = Adapter {
+            host,
+            ..Adapter::default()
+        };
+        let hooks = a.normalize(
+            "SessionStart",
+            json!({"session_id": "s", "sessionId": "s", "conversation_id": "s",
+                   "transcript_path": "/t.json", "cwd": "/w"}),
+        );
+        assert!(
+            hooks
+                .iter()
+                .all(|h| h.payload.get("transcript_path").is_none()),
+            "{host:?}"
+        );
+    }
+    let mut codex = Adapter {
+        host: Host::Codex,
+        ..Adapter::default()
+    };
+    let hooks = codex.normalize(
+        "SessionStart",
+        json!({"session_id": "s", "transcript_path": "/t.jsonl"}),
+    );
+    assert_eq!(hooks[0].payload["transcript_path"], "/t.jsonl");
+}
+
+#[test]
+fn host_names_round_trip() {
+    for host in Host::ALL {
+        assert_eq!(Host::parse(host.flag()), Some(host));
+        assert_eq!(Host::parse(host.app()), Some(host));
+    }
+    assert_eq!(Host::parse("emacs"), None);
+}
+
+/// A captured hooks log of the real CLI (`{registered_event, payload}` per
+/// line, as `tests/e2e/hosts/log_hook.py` writes it) as a fixture session.
+fn captured(hooks: &str) -> String {
+    hooks
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|r| json!({"event": r["registered_event"], "payload": r["payload"]}).to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_codex_subagents_steps_are_nested_under_the_spawn_agent_call() {
+    // Codex answers `spawn_agent` (with the new agent's id in a JSON
+    // string) before the subagent's SubagentStart.
+    let session = captured(include_str!(
+        "../../../tests/fixtures/hosts/codex/hooks.jsonl"
+    ));
+    let records = play(Host::Codex, &session, &[]);
+    assert_eq!(runs(&records), 1);
+    let sub: Vec<&Value> = of_kind(&records, "step")
+        .filter(|s| s["toolName"] == "get_sum" || s["toolName"] == "get-sum")
+        .collect();
+    assert_eq!(sub.len(), 2, "{records:#?}");
+    for s in sub {
+        assert_eq!(s["agentId"], "01a23c9b-9556-76a1-b18a-de93759f05c9");
+        assert_eq!(s["parentToolUseId"], "call_fake_4", "{s:#}");
+    }
+}
+
+#[test]
+fn a_gemini_subagents_steps_are_nested_under_the_invoke_agent_call() {
+    // Gemini's subagent hooks name no agent: the calls made while
+    // `invoke_agent` runs are its subagent's.
+    let session = captured(include_str!(
+        "../../../tests/fixtures/hosts/gemini/hooks.jsonl"
+    ));
+    let records = play(Host::Gemini, &session, &[]);
+    assert_eq!(runs(&records), 1);
+    let steps: Vec<&Value> = of_kind(&records, "step").collect();
+    let parent = steps
+        .iter()
+        .find(|s| s["toolName"] == "invoke_agent")
+        .expect("invoke_agent step");
+    assert_eq!(parent["kind"], "agent");
+    assert!(parent["parentToolUseId"].is_null());
+    let sub: Vec<&&Value> = steps
+        .iter()
+        .filter(|s| s["toolName"] == "get-sum" || s["toolName"] == "complete_task")
+        .collect();
+    assert_eq!(sub.len(), 4, "{steps:#?}");
+    for s in sub {
+        assert!(
+            s["agentId"].as_str().is_some_and(|a| !a.is_empty()),
+            "{s:#}"
+        );
+        assert_eq!(s["agentType"], "generalist");
+        assert_eq!(s["parentToolUseId"], parent["toolUseId"], "{s:#}");
+    }
+    for s in steps.iter().filter(|s| s["toolName"] == "echo") {
+        assert!(s["agentId"].is_null() && s["parentToolUseId"].is_null());
+    }
+}

@@ -1,0 +1,1013 @@
+//! Other agents' hooks: `bir install --client codex|gemini|copilot|cursor|vscode`
+//! registers `<bir-hooks> --host <agent> <Event>` for every event that
+//! agent's adapter (`bound::hosts`) reads, in the agent's own hook file, at
+//! user or project scope:
+//!
+//! | agent | user file | project file | entry |
+//! |---|---|---|---|
+//! | Codex CLI | `$CODEX_HOME/hooks.json` (`~/.codex`) | `.codex/hooks.json` | `{"hooks":[{"type":"command","command":…,"timeout":5}]}` |
+//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` |
+//! | Copilot CLI | `~/.copilot/hooks/bir.json` | `.github/hooks/bir.json` | `{"type":"command","bash":…,"timeoutSec":5}` |
+//! | Cursor | `~/.cursor/hooks.json` | `.cursor/hooks.json` | `{"command":…}` |
+//! | VS Code | `~/.copilot/hooks/bir-vscode.json` | `.github/hooks/bir-vscode.json` | `{"type":"command","command":…,"timeout":5}` |
+//!
+//! Edits are spans ([`super::jsonedit`]): the user's hooks keep their
+//! bytes and order; bir's entries are appended to each event's array and
+//! recognised by their command (a `bir-hooks … --host <agent>` command),
+//! never by position. The ledger (`hostHooks`) records which arrays and
+//! parents bir created, so `bir uninstall --client <agent>` gives the file
+//! back byte for byte (a file bir created is removed).
+//!
+//! Codex runs only hooks whose hash the user trusted: see [`codex_trust`].
+
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+use super::atomic;
+use super::diff;
+use super::hook_entries::{HookChange, HookEvent, HookForm, shell_quote, shell_words};
+use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
+use super::ledger;
+use crate::bound::hosts::Host;
+use crate::codec::sha256_hex;
+use crate::error::{Context, Error};
+use crate::output::out;
+
+/// Seconds an agent waits for one hook (bir's hook gives up well within).
+const TIMEOUT_SECS: u64 = 5;
+
+/// Where an agent's hooks go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    User,
+    Project,
+}
+
+impl Scope {
+    pub fn parse(word: &str) -> Result<Scope, Error> {
+        match word {
+            "user" => Ok(Scope::User),
+            "project" => Ok(Scope::Project),
+            other => Err(Error::usage(format!(
+                "--scope takes user or project, not `{other}`"
+            ))),
+        }
+    }
+    fn label(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::Project => "project",
+        }
+    }
+}
+
+/// The agents `bir install --client` registers hooks for.
+pub fn host_of_client(client: &str) -> Option<Host> {
+    match client {
+        "codex" => Some(Host::Codex),
+        "gemini" | "gemini-cli" => Some(Host::Gemini),
+        "copilot" | "copilot-cli" => Some(Host::Copilot),
+        "cursor" => Some(Host::Cursor),
+        "vscode" | "vs-code" => Some(Host::VsCode),
+        _ => None,
+    }
+}
+
+/// The events bir registers for `host`: every one its adapter reads.
+pub fn events(host: Host) -> &'static [&'static str] {
+    match host {
+        Host::Codex => &[
+            "SessionStart",
+            "SessionEnd",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PermissionRequest",
+            "PostToolUse",
+            "PreCompact",
+            "PostCompact",
+            "SubagentStart",
+            "SubagentStop",
+            "Stop",
+            "Interrupt",
+        ],
+        Host::Gemini => &[
+            "SessionStart",
+            "SessionEnd",
+            "BeforeAgent",
+            "AfterAgent",
+            "BeforeTool",
+            "AfterTool",
+            "PreCompress",
+            "Notification",
+        ],
+        Host::Copilot => &[
+            "sessionStart",
+            "sessionEnd",
+            "userPromptSubmitted",
+            "preToolUse",
+            "postToolUse",
+            "errorOccurred",
+            "agentStop",
+            "subagentStop",
+            "preCompact",
+        ],
+        Host::Cursor => &[
+            "sessionStart",
+            "sessionEnd",
+            "beforeSubmitPrompt",
+            "preToolUse",
+            "postToolUse",
+            "postToolUseFailure",
+            "subagentStart",
+            "subagentStop",
+            "afterAgentThought",
+            "afterAgentResponse",
+            "stop",
+        ],
+        Host::VsCode => &[
+            "SessionStart",
+            "UserPromptSubmit",
+            "PreToolUse",
+            "PostToolUse",
+            "PreCompact",
+            "SubagentStart",
+            "SubagentStop",
+            "Stop",
+        ],
+        Host::ClaudeCode => &[],
+    }
+}
+
+/// The hook file of `host` at `scope` (`home`: the user's home; `project`:
+/// the project directory).
+pub fn hook_file(host: Host, scope: Scope, home: &Path, project: &Path) -> PathBuf {
+    let codex_home = || {
+        std::env::var_os("CODEX_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(".codex"))
+    };
+    match (host, scope) {
+        (Host::Codex, Scope::User) => codex_home().join("hooks.json"),
+        (Host::Codex, Scope::Project) => project.join(".codex/hooks.json"),
+        (Host::Gemini, Scope::User) => home.join(".gemini/settings.json"),
+        (Host::Gemini, Scope::Project) => project.join(".gemini/settings.json"),
+        (Host::Copilot, Scope::User) => home.join(".copilot/hooks/bir.json"),
+        (Host::Copilot, Scope::Project) => project.join(".github/hooks/bir.json"),
+        (Host::Cursor, Scope::User) => home.join(".cursor/hooks.json"),
+        (Host::Cursor, Scope::Project) => project.join(".cursor/hooks.json"),
+        (Host::VsCode, Scope::User) => home.join(".copilot/hooks/bir-vscode.json"),
+        (Host::VsCode, Scope::Project) => project.join(".github/hooks/bir-vscode.json"),
+        (Host::ClaudeCode, _) => home.join(".claude/settings.json"),
+    }
+}
+
+/// The command an agent runs for `event`.
+pub fn command(form: &HookForm, host: Host, event: &str) -> String {
+    let mut cmd = shell_quote(&form.program.to_string_lossy());
+    if form.subcommand {
+        cmd.push_str(" hooks");
+    }
+    cmd.push_str(" --host ");
+    cmd.push_str(host.flag());
+    cmd.push(' ');
+    cmd.push_str(event);
+    cmd
+}
+
+/// The entry bir appends to `event`'s array, as JSON text.
+fn entry(form: &HookForm, host: Host, event: &str) -> String {
+    let cmd = json_string(&command(form, host, event));
+    match host {
+        Host::Gemini => format!(
+            r#"{{"matcher":"*","hooks":[{{"type":"command","command":{cmd},"timeout":{}}}]}}"#,
+            TIMEOUT_SECS * 1000
+        ),
+        Host::Copilot => {
+            format!(r#"{{"type":"command","bash":{cmd},"timeoutSec":{TIMEOUT_SECS}}}"#)
+        }
+        Host::Cursor => format!(r#"{{"command":{cmd}}}"#),
+        _ => format!(
+            r#"{{"hooks":[{{"type":"command","command":{cmd},"timeout":{TIMEOUT_SECS}}}]}}"#
+        ),
+    }
+}
+
+/// What a new hook file starts as.
+fn new_file(host: Host) -> &'static [u8] {
+    match host {
+        Host::Copilot | Host::Cursor => b"{\n  \"version\": 1\n}\n",
+        _ => b"{\n}\n",
+    }
+}
+
+/// `Some(event)` when `command` is a bir hook command for `host`.
+fn ours(command: &str, host: Host) -> Option<String> {
+    let words = shell_words(command)?;
+    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
+    let rest = match words.as_slice() {
+        [p, rest @ ..] if base(p) == "bir-hooks" => rest,
+        [p, sub, rest @ ..] if sub == "hooks" && base(p).starts_with("bir") => rest,
+        _ => return None,
+    };
+    match rest {
+        [flag, h, event] if flag == "--host" && Host::parse(h) == Some(host) => Some(event.clone()),
+        _ => None,
+    }
+}
+
+/// Whether an entry of an event's array is one bir wrote for `host`.
+fn our_entry(node: &Node, host: Host) -> bool {
+    let direct = ["command", "bash"]
+        .iter()
+        .filter_map(|k| node.get(k).and_then(Node::as_str))
+        .any(|c| ours(c, host).is_some());
+    let grouped = node.get("hooks").is_some_and(|hs| {
+        hs.items().len() == 1
+            && hs.items()[0]
+                .get("command")
+                .and_then(Node::as_str)
+                .is_some_and(|c| ours(c, host).is_some())
+    });
+    direct || grouped
+}
+
+fn flavor(host: Host) -> Flavor {
+    match host {
+        // Gemini's settings.json may hold comments.
+        Host::Gemini => Flavor::Jsonc,
+        _ => Flavor::Json,
+    }
+}
+
+/// The result of [`install_edit`].
+#[derive(Debug, Default)]
+pub struct Planned {
+    pub bytes: Option<Vec<u8>>,
+    pub events: Vec<HookEvent>,
+    pub keep_parents: usize,
+    pub created_file: bool,
+    pub already: usize,
+}
+
+/// Appends bir's entry to every event of `host` in `before` (None: no file
+/// yet). A file that is not a JSON object, or whose `hooks` or an event's
+/// value has another type, is refused with nothing changed.
+pub fn install_edit(
+    before: Option<&[u8]>,
+    form: &HookForm,
+    host: Host,
+    file: &Path,
+) -> Result<Planned, Error> {
+    let created_file = before.is_none();
+    let mut bytes = before.map_or_else(|| new_file(host).to_vec(), <[u8]>::to_vec);
+    let refuse = |what: String| {
+        Error::failure(format!(
+            "{}:{what}; bir does not edit a hook file it cannot read, and nothing was changed",
+            file.display()
+        ))
+    };
+    let doc = Doc::parse(&bytes, flavor(host)).map_err(|e| refuse(e.to_string()))?;
+    if !doc.root.is_object() {
+        return Err(refuse(" the top level is not a JSON object".into()));
+    }
+    let keep_parents = match doc.root.get("hooks") {
+        None => 0,
+        Some(h) if h.is_object() => 1,
+        Some(_) => return Err(refuse(" `hooks` is not an object".into())),
+    };
+    let mut plan = Planned {
+        keep_parents,
+        created_file,
+        ..Planned::default()
+    };
+    for &event in events(host) {
+        let doc = Doc::parse(&bytes, flavor(host)).map_err(|e| refuse(e.to_string()))?;
+        let path = ["hooks", event];
+        match doc.root.at(&path) {
+            None => {
+                bytes = doc.set(&path, &format!("[{}]", entry(form, host, event)))?;
+                plan.events.push(HookEvent {
+                    event: event.into(),
+                    created: true,
+                    empty_inner: None,
+                });
+            }
+            Some(arr) if matches!(arr.kind, Kind::Array(_)) => {
+                if arr.items().iter().any(|e| our_entry(e, host)) {
+                    plan.already += 1;
+                    continue;
+                }
+                let inner = &doc.text[arr.start + 1..arr.end - 1];
+                let empty_inner =
+                    (arr.items().is_empty() && !inner.is_empty()).then(|| inner.to_owned());
+                bytes = doc
+                    .push_item(&path, &entry(form, host, event))
+                    .map_err(refuse)?;
+                plan.events.push(HookEvent {
+                    event: event.into(),
+                    created: false,
+                    empty_inner,
+                });
+            }
+            Some(_) => return Err(refuse(format!(" `hooks.{event}` is not an array"))),
+        }
+    }
+    plan.bytes = (before != Some(&bytes[..])).then_some(bytes);
+    Ok(plan)
+}
+
+/// Takes bir's entries of `change` out of `before`: the new bytes (None:
+/// nothing to change) and whether the file is now what bir created (it is
+/// then removed).
+pub fn uninstall_edit(
+    before: &[u8],
+    host: Host,
+    change: &HookChange,
+) -> Result<(Option<Vec<u8>>, bool), Error> {
+    let mut bytes = before.to_vec();
+    let parse = |b: &[u8]| Doc::parse(b, Flavor::Jsonc).map_err(|e| Error::failure(e.to_string()));
+    for ev in change.events.iter().rev() {
+        loop {
+            let doc = parse(&bytes)?;
+            let path = ["hooks", ev.event.as_str()];
+            let Some(arr) = doc.root.at(&path) else {
+                break;
+            };
+            let Some(index) = arr.items().iter().rposition(|e| our_entry(e, host)) else {
+                let (start, end) = (arr.start, arr.end);
+                if arr.items().is_empty() {
+                    if ev.created {
+                        bytes = doc
+                            .remove_pruning(&path, change.keep_parents)
+                            .ok_or("internal: the hooks entry vanished")?;
+                    } else if let Some(inner) = &ev.empty_inner {
+                        bytes = doc.splice(start + 1, end - 1, inner);
+                    }
+                }
+                break;
+            };
+            bytes = doc
+                .remove_item(&path, index)
+                .ok_or("internal: the hook entry vanished")?;
+        }
+    }
+    // Nothing but what a new file starts with is left in a file bir
+    // created: it goes.
+    let pristine = change.created_file
+        && Doc::parse(&bytes, Flavor::Jsonc).is_ok_and(|d| {
+            d.root.is_object()
+                && d.root
+                    .members()
+                    .iter()
+                    .all(|m| m.key == "version" && matches!(host, Host::Copilot | Host::Cursor))
+        });
+    Ok(((bytes != before).then_some(bytes), pristine))
+}
+
+/// `bir install --client <agent>`: registers the hooks (and, for Codex,
+/// gets them trusted). Prints what it does; writes nothing on `dry_run`.
+pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Result<bool, Error> {
+    let home = home::home_dir().ok_or_else(|| Error::failure("no home directory"))?;
+    let file = hook_file(host, scope, &home, project);
+    let form = HookForm::detect();
+    out(&format!(
+        "{} hooks — {} ({} scope)",
+        host.app(),
+        file.display(),
+        scope.label()
+    ));
+    if dry_run {
+        let before = atomic::read(&file)?;
+        let plan = install_edit(before.as_deref(), &form, host, &file)?;
+        match &plan.bytes {
+            Some(after) => {
+                out(&format!(
+                    "  register   {} events → {}",
+                    plan.events.len(),
+                    command(&form, host, "<Event>")
+                ));
+                out(&diff::unified(
+                    &file.display().to_string(),
+                    before.as_deref().unwrap_or_default(),
+                    after,
+                ));
+            }
+            None => out(&format!("  registered {} events already", plan.already)),
+        }
+        return Ok(false);
+    }
+    if let Some(dir) = file.parent()
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let planned = RefCell::new(None);
+    let outcome = atomic::update(&file, &mut |before| {
+        let plan = install_edit(before, &form, host, &file)?;
+        let bytes = plan.bytes.clone();
+        *planned.borrow_mut() = Some(plan);
+        Ok(bytes)
+    })?;
+    let plan = planned.into_inner().unwrap_or_default();
+    let target = outcome.target.clone();
+    if !plan.events.is_empty() {
+        let file_hash = sha256_hex(&outcome.after);
+        ledger::modify(&mut |l| match l.host_hooks.iter_mut().find(|h| h.file == target) {
+            Some(h) => {
+                h.events.extend(plan.events.iter().cloned());
+                h.file_sha256 = file_hash.clone();
+            }
+            None => l.host_hooks.push(HookChange {
+                client: host.flag().into(),
+                file: target.clone(),
+                scope: scope.label().into(),
+                transport: super::hook_entries::Transport::Command,
+                projects: Vec::new(),
+                created_file: plan.created_file,
+                keep_parents: plan.keep_parents,
+                events: plan.events.clone(),
+                file_sha256: file_hash.clone(),
+                at: crate::time::rfc3339(std::time::SystemTime::now()),
+            }),
+        })
+        .map_err(|e| {
+            Error::failure(format!(
+                "{} was changed, but the ledger could not be written; remove bir's hooks from it by hand",
+                target.display()
+            ))
+            .because(e)
+        })?;
+        out(&format!(
+            "  registered {} events → {}; your own hooks are untouched",
+            plan.events.len(),
+            command(&form, host, "<Event>")
+        ));
+    } else {
+        out(&format!("  already registered ({} events)", plan.already));
+    }
+    if host == Host::Codex {
+        codex_trust::trust(&target, project);
+    }
+    if host == Host::Gemini && scope == Scope::Project {
+        out("  note: Gemini CLI ignores project hooks in folders it does not trust");
+    }
+    Ok(outcome.changed)
+}
+
+/// `bir uninstall --client <agent>` (or every agent, `client` None):
+/// takes bir's hooks out again. Returns false when something could not be
+/// restored (reported).
+pub fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
+    let Ok(ledger) = ledger::load() else {
+        return true;
+    };
+    let selected: Vec<HookChange> = ledger
+        .host_hooks
+        .iter()
+        .filter(|h| client.is_none_or(|c| host_of_client(c).is_some_and(|x| x.flag() == h.client)))
+        .cloned()
+        .collect();
+    let mut ok = true;
+    let mut done = Vec::new();
+    for h in &selected {
+        let Some(host) = Host::parse(&h.client) else {
+            continue;
+        };
+        let remove_file = RefCell::new(false);
+        let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, Error> {
+            let Some(before) = before else {
+                return Ok(None);
+            };
+            let (after, pristine) = uninstall_edit(before, host, h).map_err(|e| {
+                Error::failure(format!("{}:{e}; nothing was changed", h.file.display()))
+            })?;
+            *remove_file.borrow_mut() = pristine;
+            Ok(after)
+        };
+        if dry_run {
+            match atomic::read(&h.file).and_then(|b| Ok((edit(b.as_deref())?, b))) {
+                Ok((Some(after), Some(before))) => {
+                    out(&format!(
+                        "  {} hooks: {} events",
+                        host.app(),
+                        h.events.len()
+                    ));
+                    out(&diff::unified(
+                        &h.file.display().to_string(),
+                        &before,
+                        &after,
+                    ));
+                }
+                Ok(_) => out(&format!(
+                    "  {} hooks: none left in {}",
+                    host.app(),
+                    h.file.display()
+                )),
+                Err(e) => {
+                    crate::error::print("bir uninstall", &e);
+                    ok = false;
+                }
+            }
+            continue;
+        }
+        match atomic::update(&h.file, &mut edit) {
+            Ok(outcome) => {
+                out(&format!("{}:", h.file.display()));
+                if *remove_file.borrow() {
+                    let _ = std::fs::remove_file(&outcome.target);
+                    out(&format!(
+                        "  {} hooks: removed (bir had created this file)",
+                        host.app()
+                    ));
+                } else {
+                    out(&format!(
+                        "  {} hooks: removed bir's entries; everything else is as it was",
+                        host.app()
+                    ));
+                }
+                done.push(h.file.clone());
+            }
+            Err(e) => {
+                crate::error::print("bir uninstall", &e);
+                ok = false;
+            }
+        }
+    }
+    if dry_run {
+        return ok;
+    }
+    if client.is_none_or(|c| host_of_client(c) == Some(Host::Codex)) {
+        ok &= codex_trust::untrust();
+    }
+    if !done.is_empty()
+        && let Err(e) = ledger::modify(&mut |l| l.host_hooks.retain(|h| !done.contains(&h.file)))
+    {
+        crate::error::print(
+            "bir uninstall",
+            &Error::failure("the hooks were removed, but the ledger could not be updated")
+                .because(e),
+        );
+        ok = false;
+    }
+    ok
+}
+
+/// Whether bir's hooks for `host` are registered in any of its files
+/// (`bir doctor`, `bir status`).
+pub fn registered_files(host: Host, project: &Path) -> Vec<PathBuf> {
+    let Some(home) = home::home_dir() else {
+        return Vec::new();
+    };
+    [Scope::User, Scope::Project]
+        .into_iter()
+        .map(|s| hook_file(host, s, &home, project))
+        .filter(|f| {
+            atomic::read(f).ok().flatten().is_some_and(|b| {
+                Doc::parse(&b, Flavor::Jsonc).is_ok_and(|d| {
+                    d.root.get("hooks").is_some_and(|hs| {
+                        hs.members()
+                            .iter()
+                            .any(|m| m.value.items().iter().any(|e| our_entry(e, host)))
+                    })
+                })
+            })
+        })
+        .collect()
+}
+
+/// The agents installed for this user (their user directory exists), for
+/// `bir setup` to offer: Codex (`$CODEX_HOME`, `~/.codex`), Gemini CLI
+/// (`~/.gemini`), Copilot CLI (`~/.copilot`), Cursor (`~/.cursor`), VS Code
+/// (`~/.vscode`).
+pub fn agents_present() -> Vec<Host> {
+    let Some(home) = home::home_dir() else {
+        return Vec::new();
+    };
+    let codex_home = std::env::var_os("CODEX_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".codex"));
+    [
+        (Host::Codex, codex_home),
+        (Host::Gemini, home.join(".gemini")),
+        (Host::Copilot, home.join(".copilot")),
+        (Host::Cursor, home.join(".cursor")),
+        (Host::VsCode, home.join(".vscode")),
+    ]
+    .into_iter()
+    .filter(|(_, dir)| dir.is_dir())
+    .map(|(host, _)| host)
+    .collect()
+}
+
+/// Whether [`install`] would change `host`'s hook file (quietly).
+pub fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
+    let Some(home) = home::home_dir() else {
+        return false;
+    };
+    let file = hook_file(host, scope, &home, project);
+    atomic::read(&file).ok().is_some_and(|before| {
+        install_edit(before.as_deref(), &HookForm::detect(), host, &file)
+            .is_ok_and(|p| p.bytes.is_some())
+    })
+}
+
+/// `bir doctor` / `bir status`: one line per agent whose hooks bir
+/// registered (in its user or this project's hook file).
+pub fn status_lines(project: &Path) -> Vec<String> {
+    [
+        Host::Codex,
+        Host::Gemini,
+        Host::Copilot,
+        Host::Cursor,
+        Host::VsCode,
+    ]
+    .into_iter()
+    .filter_map(|host| {
+        let files = registered_files(host, project);
+        (!files.is_empty()).then(|| {
+            let list: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            format!(
+                "{} hooks: registered in {} (sessions are recorded whole, as `{}` runs)",
+                host.app(),
+                list.join(", "),
+                host.app()
+            )
+        })
+    })
+    .collect()
+}
+
+/// Codex runs a hook only when `config.toml` trusts its current hash
+/// (`[hooks.state."<key>"] trusted_hash = "sha256:…"`; AGENT-HOOKS.md). bir
+/// asks Codex itself for each hook's key and hash (`codex app-server`:
+/// `initialize`, `hooks/list {cwds}`) and appends the tables for bir's own
+/// hooks, byte-preserving; uninstall removes exactly those bytes. Without a
+/// `codex` program (`BIR_CODEX_PATH`, else `codex` on PATH) it says how to
+/// trust them by hand.
+pub mod codex_trust {
+    use std::io::{BufRead, BufReader, Write};
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use serde_json::{Value, json};
+
+    use super::ours;
+    use crate::bound::hosts::Host;
+    use crate::clientconfig::ledger::CodexTrust;
+    use crate::clientconfig::{atomic, codex, ledger};
+    use crate::output::out;
+
+    /// How long Codex's app server may take to list hooks.
+    const BUDGET: Duration = Duration::from_secs(20);
+
+    fn codex_home() -> Option<PathBuf> {
+        std::env::var_os("CODEX_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| home::home_dir().map(|h| h.join(".codex")))
+    }
+
+    fn manual() {
+        out(
+            "  Codex runs only trusted hooks: trust bir's in Codex (`/hooks`), or run `codex exec --dangerously-bypass-hook-trust`",
+        );
+    }
+
+    /// Asks `codex app-server` for the hooks it sees from `cwd`.
+    fn list_hooks(cwd: &Path) -> Option<Vec<Value>> {
+        let program = std::env::var_os("BIR_CODEX_PATH")
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "codex".into());
+        let mut child = Command::new(program)
+            .arg("app-server")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut stdin = child.stdin.take()?;
+        let stdout = child.stdout.take()?;
+        let requests = [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"clientInfo": {"name": "bir", "version": env!("CARGO_PKG_VERSION")}}}),
+            json!({"jsonrpc": "2.0", "method": "initialized"}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "hooks/list",
+                   "params": {"cwds": [cwd.to_string_lossy()]}}),
+        ];
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && v["id"] == 2
+                {
+                    let _ = tx.send(v);
+                    return;
+                }
+            }
+        });
+        for r in &requests {
+            let _ = writeln!(stdin, "{r}");
+        }
+        let _ = stdin.flush();
+        let deadline = Instant::now() + BUDGET;
+        let answer = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+        drop(stdin);
+        let _ = child.kill();
+        let _ = child.wait();
+        let answer = answer.ok()?;
+        let hooks = answer["result"]["data"]
+            .as_array()?
+            .iter()
+            .flat_map(|entry| entry["hooks"].as_array().cloned().unwrap_or_default())
+            .collect();
+        Some(hooks)
+    }
+
+    /// Trusts bir's hooks registered in `hooks_file`.
+    pub fn trust(hooks_file: &Path, project: &Path) {
+        let Some(config) = codex_home().map(|h| h.join("config.toml")) else {
+            return manual();
+        };
+        let Some(hooks) = list_hooks(project) else {
+            return manual();
+        };
+        let ours_untrusted: Vec<(String, String)> = hooks
+            .iter()
+            .filter(|h| {
+                h["command"]
+                    .as_str()
+                    .is_some_and(|c| ours(c, Host::Codex).is_some())
+                    && h["trustStatus"] != "trusted"
+                    && h["sourcePath"]
+                        .as_str()
+                        .is_none_or(|p| Path::new(p) == hooks_file)
+            })
+            .filter_map(|h| {
+                Some((
+                    h["key"].as_str()?.to_owned(),
+                    h["currentHash"].as_str()?.to_owned(),
+                ))
+            })
+            .collect();
+        if ours_untrusted.is_empty() {
+            out("  Codex trusts bir's hooks already");
+            return;
+        }
+        let before = match atomic::read(&config) {
+            Ok(b) => b,
+            Err(e) => {
+                crate::error::print("bir install", &e);
+                return manual();
+            }
+        };
+        let text = before
+            .as_deref()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default();
+        let mut appended = String::new();
+        if !text.is_empty() && !text.ends_with('\n') {
+            appended.push('\n');
+        }
+        for (key, hash) in &ours_untrusted {
+            if text.contains(&format!("[hooks.state.{}]", codex::toml_string(key))) {
+                out(&format!(
+                    "  Codex has a trust entry for {key} already (another hash): trust bir's hook in Codex (`/hooks`)"
+                ));
+                continue;
+            }
+            appended.push_str(&format!(
+                "\n[hooks.state.{}]\ntrusted_hash = {}\n",
+                codex::toml_string(key),
+                codex::toml_string(hash)
+            ));
+        }
+        if !appended.contains("trusted_hash") {
+            return;
+        }
+        let after = format!("{text}{appended}");
+        if codex::parse(&after).is_err() {
+            out("  could not add the trust entries to Codex's config.toml without breaking it");
+            return manual();
+        }
+        let created_file = before.is_none();
+        let write = atomic::update(&config, &mut |b| {
+            let now = b.map(|b| String::from_utf8_lossy(b).into_owned());
+            if now.as_deref().unwrap_or_default() != text {
+                return Err(crate::error::Error::failure(
+                    "config.toml changed while bir read it",
+                ));
+            }
+            Ok(Some(after.clone().into_bytes()))
+        });
+        if let Err(e) = write {
+            crate::error::print("bir install", &e);
+            return manual();
+        }
+        let record = CodexTrust {
+            file: config.clone(),
+            appended,
+            created_file,
+        };
+        if let Err(e) = ledger::modify(&mut |l| l.codex_trust.push(record.clone())) {
+            crate::error::print("bir install", &e);
+        }
+        out(&format!(
+            "  trusted {} hook(s) in {} (hooks.state.*.trusted_hash)",
+            ours_untrusted.len(),
+            config.display()
+        ));
+    }
+
+    /// Takes out every trust entry bir appended.
+    pub fn untrust() -> bool {
+        let Ok(l) = ledger::load() else {
+            return true;
+        };
+        let mut ok = true;
+        let mut done = Vec::new();
+        for t in &l.codex_trust {
+            let remove_file = std::cell::Cell::new(false);
+            let result = atomic::update(&t.file, &mut |b| {
+                let Some(b) = b else {
+                    return Ok(None);
+                };
+                let text = String::from_utf8_lossy(b).into_owned();
+                let Some(at) = text.rfind(&t.appended) else {
+                    return Ok(None);
+                };
+                let mut after = text.clone();
+                after.replace_range(at..at + t.appended.len(), "");
+                remove_file.set(t.created_file && after.is_empty());
+                Ok(Some(after.into_bytes()))
+            });
+            match result {
+                Ok(outcome) => {
+                    if remove_file.get() {
+                        let _ = std::fs::remove_file(&outcome.target);
+                    }
+                    if outcome.changed {
+                        out(&format!(
+                            "{}:\n  Codex hook trust: removed bir's entries",
+                            t.file.display()
+                        ));
+                    }
+                    done.push(t.clone());
+                }
+                Err(e) => {
+                    crate::error::print("bir uninstall", &e);
+                    ok = false;
+                }
+            }
+        }
+        if !done.is_empty() {
+            let _ = ledger::modify(&mut |l| l.codex_trust.retain(|t| !done.contains(t)));
+        }
+        ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form() -> HookForm {
+        HookForm {
+            program: PathBuf::from("/opt/bir/bin/bir-hooks"),
+            subcommand: false,
+            correlation: None,
+        }
+    }
+
+    fn change(host: Host, plan: &Planned) -> HookChange {
+        HookChange {
+            client: host.flag().into(),
+            file: "f.json".into(),
+            scope: "user".into(),
+            projects: vec![],
+            created_file: plan.created_file,
+            keep_parents: plan.keep_parents,
+            events: plan.events.clone(),
+            file_sha256: String::new(),
+            at: String::new(),
+        }
+    }
+
+    /// Each agent's hook file as its users write them: bir's install and
+    /// uninstall give every byte back.
+    #[test]
+    fn install_then_uninstall_gives_back_every_byte_for_every_agent() {
+        let fixtures: &[(Host, &str)] = &[
+            (
+                Host::Codex,
+                "{\n  \"hooks\": {\n    \"Stop\": [ { \"hooks\": [ { \"type\": \"command\", \"command\": \"notify-send done\" } ] } ],\n    \"PreToolUse\": []\n  }\n}\n",
+            ),
+            (
+                Host::Gemini,
+                "// my settings\n{\n  \"general\": {\"enableAutoUpdate\": false},\n  \"hooks\": {\n    \"BeforeTool\": [\n      {\"matcher\": \"run_shell_command\", \"hooks\": [{\"type\": \"command\", \"command\": \"./guard.sh\"}]}\n    ]\n  }\n}\n",
+            ),
+            (
+                Host::Cursor,
+                "{\n  \"version\": 1,\n  \"hooks\": {\n    \"afterFileEdit\": [{ \"command\": \"./format.sh\" }]\n  }\n}\n",
+            ),
+            (
+                Host::Copilot,
+                "{\"version\":1,\"hooks\":{\"preToolUse\":[{\"type\":\"command\",\"bash\":\"./audit.sh\"}]}}",
+            ),
+            (Host::VsCode, "{\n\t\"hooks\": {}\n}"),
+        ];
+        for (host, before) in fixtures {
+            let plan = install_edit(Some(before.as_bytes()), &form(), *host, Path::new("f.json"))
+                .expect("install");
+            let after = plan.bytes.clone().expect("changed");
+            let text = String::from_utf8(after.clone()).expect("utf8");
+            assert!(
+                text.contains(&format!("/opt/bir/bin/bir-hooks --host {}", host.flag())),
+                "{host:?}: {text}"
+            );
+            // The user's own entries are still there, untouched.
+            for keep in [
+                "notify-send done",
+                "./guard.sh",
+                "./format.sh",
+                "./audit.sh",
+            ] {
+                assert_eq!(
+                    before.contains(keep),
+                    text.contains(keep),
+                    "{host:?} {keep}"
+                );
+            }
+            assert_eq!(plan.events.len(), events(*host).len(), "{host:?}");
+            // A second install changes nothing.
+            let again =
+                install_edit(Some(&after), &form(), *host, Path::new("f.json")).expect("again");
+            assert!(again.bytes.is_none(), "{host:?}");
+            assert_eq!(again.already, events(*host).len());
+            let (restored, pristine) =
+                uninstall_edit(&after, *host, &change(*host, &plan)).expect("uninstall");
+            assert_eq!(
+                String::from_utf8(restored.expect("changed")).expect("utf8"),
+                *before,
+                "{host:?}"
+            );
+            assert!(!pristine);
+        }
+    }
+
+    #[test]
+    fn a_file_bir_created_is_pristine_after_uninstall() {
+        for host in [
+            Host::Codex,
+            Host::Gemini,
+            Host::Copilot,
+            Host::Cursor,
+            Host::VsCode,
+        ] {
+            let plan = install_edit(None, &form(), host, Path::new("f.json")).expect("install");
+            let after = plan.bytes.clone().expect("bytes");
+            let parsed: serde_json::Value = serde_json::from_slice(&after).expect("json");
+            let first = events(host)[0];
+            assert!(parsed["hooks"][first].is_array(), "{host:?}: {parsed}");
+            let (restored, pristine) =
+                uninstall_edit(&after, host, &change(host, &plan)).expect("uninstall");
+            let left: serde_json::Value =
+                serde_json::from_slice(&restored.expect("changed")).expect("json");
+            assert!(left.get("hooks").is_none(), "{host:?}: {left}");
+            assert!(pristine, "{host:?}");
+        }
+    }
+
+    #[test]
+    fn only_bir_commands_for_that_agent_are_bir_entries() {
+        assert_eq!(
+            ours("/opt/bir-hooks --host codex Stop", Host::Codex).as_deref(),
+            Some("Stop")
+        );
+        assert_eq!(
+            ours("'/a b/bir' hooks --host gemini BeforeTool", Host::Gemini).as_deref(),
+            Some("BeforeTool")
+        );
+        assert_eq!(ours("/opt/bir-hooks --host codex Stop", Host::Gemini), None);
+        assert_eq!(ours("/opt/bir-hooks Stop", Host::Codex), None);
+        assert_eq!(
+            ours("./my-bir-hooks-wrapper --host codex Stop", Host::Codex),
+            None
+        );
+    }
+
+    #[test]
+    fn a_file_of_another_shape_is_refused_untouched() {
+        let err = install_edit(Some(b"[1]"), &form(), Host::Codex, Path::new("f.json"));
+        assert!(err.is_err());
+        let err = install_edit(
+            Some(b"{\"hooks\": {\"Stop\": {}}}"),
+            &form(),
+            Host::Codex,
+            Path::new("f.json"),
+        );
+        assert!(err.is_err());
+    }
+}
