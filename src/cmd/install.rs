@@ -417,7 +417,15 @@ impl InstallPlan {
         }
         run_jobs(&self.jobs, &self.form, true)?;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hook_install::install(paths, scope, key, self.correlation, true, self.with_mod)?;
+            hook_install::install(
+                paths,
+                scope,
+                key,
+                self.correlation,
+                true,
+                self.with_mod,
+                false,
+            )?;
         }
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
             crate::clientconfig::plugin::install(paths, key, true)?;
@@ -437,18 +445,25 @@ impl InstallPlan {
         let files = result?;
         let mut hooks = None;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hooks =
-                hook_install::install(paths, scope, key, self.correlation, false, self.with_mod)
-                    .map_err(|e| {
-                        if files.is_empty() {
-                            e
-                        } else {
-                            Error::failure(
-                                "the MCP servers were wrapped, but the hooks were not registered",
-                            )
-                            .because(e)
-                        }
-                    })?;
+            hooks = hook_install::install(
+                paths,
+                scope,
+                key,
+                self.correlation,
+                false,
+                self.with_mod,
+                !files.is_empty(),
+            )
+            .map_err(|e| {
+                if files.is_empty() {
+                    e
+                } else {
+                    Error::failure(
+                        "the MCP servers were wrapped, but the hooks were not registered",
+                    )
+                    .because(e)
+                }
+            })?;
         }
         let mut modded = None;
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {

@@ -1964,9 +1964,18 @@ fn user_hooks_stay_while_another_project_still_uses_them() {
     fs::create_dir_all(f.dir.join("proj2")).expect("mkdir");
     let proj2 = f.dir.join("proj2");
     let p2 = proj2.to_str().expect("utf-8");
+    // The second project has a server to wrap: its install changes
+    // something, so it counts among the hooks' users.
+    let (exe, args) = peer_cmd(&f);
+    fs::write(
+        proj2.join(".mcp.json"),
+        format!(r#"{{"mcpServers": {{"p2": {{"command": "{exe}", "args": {args}}}}}}}"#),
+    )
+    .expect("write");
     assert!(f.bir(&["install"]).status.success());
-    let out = f.bir(&["install", "--project", p2]);
+    let out = f.bir(&["install", "--project", p2, "--server", "p2"]);
     assert!(text(&out).contains("already registered"), "{}", text(&out));
+    assert!(!text(&out).contains("Nothing to change"), "{}", text(&out));
     let out = f.bir(&["uninstall"]);
     assert!(
         text(&out).contains("kept (other projects"),
@@ -1976,5 +1985,36 @@ fn user_hooks_stay_while_another_project_still_uses_them() {
     assert_eq!(bir_hooks(&settings(&f)).len(), HOOK_EVENTS);
     let out = f.bir(&["uninstall", "--project", p2]);
     assert!(out.status.success(), "{}", text(&out));
+    assert!(!settings(&f).exists(), "{}", text(&out));
+}
+
+#[test]
+fn an_install_that_changes_nothing_leaves_the_ledger_alone() {
+    let f = Fixture::new("cc-hooks-noop");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    let empty = f.dir.join("empty");
+    fs::create_dir_all(&empty).expect("mkdir");
+    assert!(f.bir(&["install"]).status.success());
+    let ledger_path = f.dir.join("home/.baseinstrunner/installed.json");
+    let ledger_before = fs::read(&ledger_path).expect("ledger");
+
+    // A directory with no MCP config, the user-wide hooks already there.
+    let out = f.bir(&["install", "--project", empty.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("Nothing to change."), "{}", text(&out));
+    assert_eq!(
+        fs::read(&ledger_path).expect("ledger"),
+        ledger_before,
+        "an install that changed nothing edited the ledger"
+    );
+
+    // So uninstall in the real project gives the user's settings back.
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !text(&out).contains("kept (other projects"),
+        "{}",
+        text(&out)
+    );
     assert!(!settings(&f).exists(), "{}", text(&out));
 }
