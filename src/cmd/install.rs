@@ -842,15 +842,11 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
     match ledger::load() {
         Ok(l) => {
             let keys = this_project_keys(&paths);
-            let here = l
-                .changes
-                .iter()
-                .filter(|c| c.project.as_ref().is_some_and(|p| keys.contains(p)))
-                .count();
+            let files = |n: usize| format!("{n} file{}", if n == 1 { "" } else { "s" });
             out(&format!(
-                "Ledger: {} change(s) by bir here, {} on this machine ({})",
-                here,
-                l.changes.len(),
+                "Ledger: bir changed {} for this project, {} on this machine ({})",
+                files(l.files_changed(Some(&keys))),
+                files(l.files_changed(None)),
                 ledger::path()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()

@@ -500,7 +500,14 @@ fn claude_install_wraps_approved_servers_and_uninstall_restores_every_byte() {
         all.contains("team") && all.contains("wrapped    local scope"),
         "{all}"
     );
-    assert!(all.contains("3 change(s) by bir here"), "{all}");
+    // Three entries in .claude.json and the hooks in settings.json: two
+    // files, counted as files, however many entries each holds.
+    let hooks_file = settings(&f);
+    assert!(hooks_file.exists(), "the install registered hooks");
+    assert!(
+        all.contains("Ledger: bir changed 2 files for this project, 2 files on this machine"),
+        "{all}"
+    );
 
     // Uninstall: a preview, then every original byte back.
     let out = f.bir(&["uninstall", "--dry-run"]);
