@@ -32,8 +32,8 @@ use crate::output::out;
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "install")]
 pub struct InstallCmd {
-    /// the client to configure (today: claude-code; others: use `bir wrap
-    /// --config`)
+    /// only this client: claude-code, cursor, vscode, windsurf, gemini,
+    /// claude-desktop, zed, codex (default: every one whose config exists)
     #[argh(option)]
     pub client: Option<String>,
 
