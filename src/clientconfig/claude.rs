@@ -158,10 +158,18 @@ fn parse_file(path: &Path) -> Result<Option<Doc>, Error> {
     match atomic::read(path)? {
         None => Ok(None),
         Some(bytes) => Doc::parse(&bytes, Flavor::Json).map(Some).map_err(|e| {
+            // Claude Code's backups are of `.claude.json` alone; for any
+            // other file (`.mcp.json`, settings) the hint would mislead.
+            let backups = if path.file_name().is_some_and(|n| n == ".claude.json") {
+                " (Claude Code keeps backups in ~/.claude/backups)"
+            } else {
+                ""
+            };
             format!(
-                "{}:{e}; bir does not edit a file it cannot parse (Claude Code keeps backups in ~/.claude/backups)",
+                "{}:{e}; bir does not edit a file it cannot parse{backups}",
                 path.display()
-            ).into()
+            )
+            .into()
         }),
     }
 }

@@ -240,7 +240,7 @@ pub fn targets(
             }
             Ok(existing)
         }
-        Some(c) => Err(Error::failure(format!(
+        Some(c) => Err(Error::usage(format!(
             "no adapter for client \"{c}\" (known: {}); for any file with an mcpServers-style map use `bir install --config FILE [--map-key KEY]`",
             Client::ALL.map(Client::name).join(", ")
         ))),

@@ -54,6 +54,12 @@ fn policy_blocks(paths: &Paths) -> Option<String> {
 /// Registers the hooks (`bir install`). Prints its own section. Returns the
 /// changed file, if any. `with_mod`: bir's Claude Code mod is installed too,
 /// and the events it makes redundant ([`LEFT_TO_THE_MOD`]) are not added.
+///
+/// `joins`: this install changed something else (a wrapped server), so the
+/// project joins the ledger's users of hooks that are already registered.
+/// Without it, hooks already in place leave the ledger untouched: an
+/// install that reports nothing changed changes nothing, not even which
+/// projects `bir uninstall` elsewhere counts as still using the hooks.
 pub fn install(
     paths: &Paths,
     scope: HookScope,
@@ -61,6 +67,7 @@ pub fn install(
     correlation: Option<Correlation>,
     dry_run: bool,
     with_mod: bool,
+    joins: bool,
 ) -> Result<Option<Changed>, Error> {
     let skip: &[&str] = if with_mod { LEFT_TO_THE_MOD } else { &[] };
     let file = scope.settings_file(paths);
@@ -123,41 +130,51 @@ pub fn install(
     let target = outcome.target.clone();
     let file_hash = sha256_hex(&outcome.after);
     let key = project_key.to_owned();
-    ledger::modify(&mut |l| {
-        let existing = l.hooks.iter_mut().find(|h| h.file == target);
-        match existing {
-            Some(h) => {
-                if !h.projects.contains(&key) {
-                    h.projects.push(key.clone());
+    let changes_anything = outcome.changed
+        || joins
+        || !plan.events.is_empty()
+        || plan.repointed > 0
+        || plan.reflagged > 0
+        || plan.replaced > 0;
+    let recorded = if !changes_anything {
+        Ok(())
+    } else {
+        ledger::modify(&mut |l| {
+            let existing = l.hooks.iter_mut().find(|h| h.file == target);
+            match existing {
+                Some(h) => {
+                    if !h.projects.contains(&key) {
+                        h.projects.push(key.clone());
+                    }
+                    h.events.extend(plan.events.iter().cloned());
+                    h.transport = scope.transport;
+                    if outcome.changed {
+                        h.file_sha256 = file_hash.clone();
+                    }
                 }
-                h.events.extend(plan.events.iter().cloned());
-                h.transport = scope.transport;
-                if outcome.changed {
-                    h.file_sha256 = file_hash.clone();
+                None if !plan.events.is_empty()
+                    || plan.repointed > 0
+                    || plan.reflagged > 0
+                    || plan.replaced > 0 =>
+                {
+                    l.hooks.push(HookChange {
+                        client: CLIENT.into(),
+                        transport: scope.transport,
+                        file: target.clone(),
+                        scope: scope.label().into(),
+                        projects: vec![key.clone()],
+                        created_file: plan.created_file,
+                        keep_parents: plan.keep_parents,
+                        events: plan.events.clone(),
+                        file_sha256: file_hash.clone(),
+                        at: crate::time::rfc3339(std::time::SystemTime::now()),
+                    })
                 }
+                None => {}
             }
-            None if !plan.events.is_empty()
-                || plan.repointed > 0
-                || plan.reflagged > 0
-                || plan.replaced > 0 =>
-            {
-                l.hooks.push(HookChange {
-                client: CLIENT.into(),
-                transport: scope.transport,
-                file: target.clone(),
-                scope: scope.label().into(),
-                projects: vec![key.clone()],
-                created_file: plan.created_file,
-                keep_parents: plan.keep_parents,
-                events: plan.events.clone(),
-                file_sha256: file_hash.clone(),
-                at: crate::time::rfc3339(std::time::SystemTime::now()),
-            })
-            }
-            None => {}
-        }
-    })
-    .map_err(|e| {
+        })
+    };
+    recorded.map_err(|e| {
         Error::failure(format!(
             "{} was changed, but the ledger could not be written; `bir uninstall` cannot undo it — remove bir's hook groups by hand",
             target.display()

@@ -168,6 +168,38 @@ pub(crate) fn read(home: &Path) -> Option<Ledger> {
 }
 
 impl Ledger {
+    /// The distinct files bir changed: server entries, hooks and the plugin
+    /// alike. With `project` keys, only the changes made for that project
+    /// (its server entries, and the hooks and plugin it is a user of).
+    /// Files, not entries: a user reads "2 files" as what `bir uninstall`
+    /// would give back.
+    pub fn files_changed(&self, project: Option<&[String]>) -> usize {
+        let mine =
+            |keys: &[String]| project.is_none_or(|want| keys.iter().any(|k| want.contains(k)));
+        let mut files: Vec<&Path> = Vec::new();
+        let entries = self
+            .changes
+            .iter()
+            .filter(|c| mine(c.project.as_slice()))
+            .map(|c| c.file.as_path());
+        let hooks = self
+            .hooks
+            .iter()
+            .filter(|h| mine(&h.projects))
+            .map(|h| h.file.as_path());
+        let mods = self
+            .mods
+            .iter()
+            .filter(|m| mine(&m.projects))
+            .map(|m| m.file.as_path());
+        for file in entries.chain(hooks).chain(mods) {
+            if !files.contains(&file) {
+                files.push(file);
+            }
+        }
+        files.len()
+    }
+
     /// The original stdio command of `server` as the ledger kept it (the
     /// first change that has one); `None` when an argument was withheld
     /// (a credential is not in the ledger, so the command cannot be

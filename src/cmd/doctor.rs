@@ -517,9 +517,19 @@ pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     if !ok {
         failures += 1;
     }
+    let answered = rows
+        .iter()
+        .flatten()
+        .filter(|(_, r)| r.as_deref().is_some_and(|r| r.starts_with("OK ")))
+        .count();
     if failures > 0 {
         out(&format!("{failures} problem(s) found."));
         Ok(ExitStatus::Failure)
+    } else if answered == 0 {
+        // Nothing was checked: saying every server answers would claim a
+        // check that did not happen.
+        out("No wrapped servers to check: none is wrapped here (`bir install` wraps them).");
+        Ok(ExitStatus::Success)
     } else {
         out("All wrapped servers answer.");
         Ok(ExitStatus::Success)

@@ -33,8 +33,8 @@ use crate::output::out;
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "install")]
 pub struct InstallCmd {
-    /// the client to configure (today: claude-code; others: use `bir wrap
-    /// --config`)
+    /// only this client: claude-code, cursor, vscode, windsurf, gemini,
+    /// claude-desktop, zed, codex (default: every one whose config exists)
     #[argh(option)]
     pub client: Option<String>,
 
@@ -423,7 +423,15 @@ impl InstallPlan {
         }
         run_jobs(&self.jobs, &self.form, true)?;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hook_install::install(paths, scope, key, self.correlation, true, self.with_mod)?;
+            hook_install::install(
+                paths,
+                scope,
+                key,
+                self.correlation,
+                true,
+                self.with_mod,
+                false,
+            )?;
         }
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
             crate::clientconfig::plugin::install(paths, key, true)?;
@@ -443,18 +451,25 @@ impl InstallPlan {
         let files = result?;
         let mut hooks = None;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hooks =
-                hook_install::install(paths, scope, key, self.correlation, false, self.with_mod)
-                    .map_err(|e| {
-                        if files.is_empty() {
-                            e
-                        } else {
-                            Error::failure(
-                                "the MCP servers were wrapped, but the hooks were not registered",
-                            )
-                            .because(e)
-                        }
-                    })?;
+            hooks = hook_install::install(
+                paths,
+                scope,
+                key,
+                self.correlation,
+                false,
+                self.with_mod,
+                !files.is_empty(),
+            )
+            .map_err(|e| {
+                if files.is_empty() {
+                    e
+                } else {
+                    Error::failure(
+                        "the MCP servers were wrapped, but the hooks were not registered",
+                    )
+                    .because(e)
+                }
+            })?;
         }
         let mut modded = None;
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
@@ -867,15 +882,11 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
     match ledger::load() {
         Ok(l) => {
             let keys = this_project_keys(&paths);
-            let here = l
-                .changes
-                .iter()
-                .filter(|c| c.project.as_ref().is_some_and(|p| keys.contains(p)))
-                .count();
+            let files = |n: usize| format!("{n} file{}", if n == 1 { "" } else { "s" });
             out(&format!(
-                "Ledger: {} change(s) by bir here, {} on this machine ({})",
-                here,
-                l.changes.len(),
+                "Ledger: bir changed {} for this project, {} on this machine ({})",
+                files(l.files_changed(Some(&keys))),
+                files(l.files_changed(None)),
                 ledger::path()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()

@@ -13,11 +13,12 @@
 //!   lines in `bir status` and `bir doctor`);
 //! * [`replay`] — `bir scenario`/`replay`/`verify`/`mock`; [`guide`] —
 //!   `bir guide`;
-//! * [`version`] — `bir version`.
+//! * [`version`] — `bir version`; [`typo`] — usage errors of the parser,
+//!   with the nearest command for a mistyped one.
 
 use argh::FromArgs;
 
-use crate::cli::{Exit, Role, parse_args, print_version};
+use crate::cli::{Exit, print_version};
 use crate::error;
 
 pub(crate) mod doctor;
@@ -32,6 +33,7 @@ pub(crate) mod report;
 pub(crate) mod runs;
 pub(crate) mod setup;
 pub(crate) mod sync;
+pub(crate) mod typo;
 pub(crate) mod version;
 pub(crate) mod wrap;
 
@@ -94,7 +96,7 @@ pub enum CliCommand {
 /// [`error::report`] prints an error (the one place that does) and turns
 /// the outcome into the exit status.
 pub fn main(args: &[String]) -> Exit {
-    let parsed: CliArgs = match parse_args(Role::Cli.program_name(), args) {
+    let parsed: CliArgs = match typo::parse(args) {
         Ok(p) => p,
         Err(exit) => return exit,
     };

@@ -156,3 +156,35 @@ fn command_errors_name_the_command_and_keep_their_exit_status() {
         assert_eq!(err.lines().count(), 1, "one line: bir {args:?}: {err}");
     }
 }
+
+#[test]
+fn a_mistyped_command_gets_the_nearest_one_and_its_help() {
+    let dir = TempDir::new("typo");
+    let (code, out, err) = run(command(bir(), &dir).arg("rusn"));
+    assert_eq!(code, 2, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.starts_with("bir: unknown command `rusn`"), "{err}");
+    assert!(err.contains("Did you mean `bir runs`?"), "{err}");
+    assert!(err.contains("Run `bir --help`"), "{err}");
+
+    let (code, _, err) = run(command(bir(), &dir).args(["runs", "shwo", "latest"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("bir runs: unknown command `shwo`"), "{err}");
+    assert!(err.contains("Did you mean `bir runs show`?"), "{err}");
+    assert!(err.contains("Run `bir runs --help`"), "{err}");
+
+    // Nothing near: no guess, still the command's format and its help.
+    let (code, _, err) = run(command(bir(), &dir).arg("xyzzyplugh"));
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("Did you mean"), "{err}");
+    assert!(err.starts_with("bir: unknown command"), "{err}");
+
+    // A mistyped flag names the command it was given to.
+    let (code, _, err) = run(command(bir(), &dir).args(["runs", "show", "--nope"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.starts_with("bir runs show: "), "{err}");
+    assert!(
+        err.contains("--nope") && err.contains("`bir runs show --help`"),
+        "{err}"
+    );
+}

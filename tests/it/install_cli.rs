@@ -500,7 +500,14 @@ fn claude_install_wraps_approved_servers_and_uninstall_restores_every_byte() {
         all.contains("team") && all.contains("wrapped    local scope"),
         "{all}"
     );
-    assert!(all.contains("3 change(s) by bir here"), "{all}");
+    // Three entries in .claude.json and the hooks in settings.json: two
+    // files, counted as files, however many entries each holds.
+    let hooks_file = settings(&f);
+    assert!(hooks_file.exists(), "the install registered hooks");
+    assert!(
+        all.contains("Ledger: bir changed 2 files for this project, 2 files on this machine"),
+        "{all}"
+    );
 
     // Uninstall: a preview, then every original byte back.
     let out = f.bir(&["uninstall", "--dry-run"]);
@@ -1007,7 +1014,7 @@ fn other_clients_are_detected_wrapped_in_place_and_restored() {
     assert_eq!(fs::read_to_string(&generic).expect("read"), text0);
 
     let out = f.bir(&["install", "--client", "nope"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "a wrong value is a usage error");
     assert!(
         text(&out).contains("no adapter for client \"nope\""),
         "{}",
@@ -1966,9 +1973,18 @@ fn user_hooks_stay_while_another_project_still_uses_them() {
     fs::create_dir_all(f.dir.join("proj2")).expect("mkdir");
     let proj2 = f.dir.join("proj2");
     let p2 = proj2.to_str().expect("utf-8");
+    // The second project has a server to wrap: its install changes
+    // something, so it counts among the hooks' users.
+    let (exe, args) = peer_cmd(&f);
+    fs::write(
+        proj2.join(".mcp.json"),
+        format!(r#"{{"mcpServers": {{"p2": {{"command": "{exe}", "args": {args}}}}}}}"#),
+    )
+    .expect("write");
     assert!(f.bir(&["install", "--hooks", "command"]).status.success());
-    let out = f.bir(&["install", "--hooks", "command", "--project", p2]);
+    let out = f.bir(&["install", "--hooks", "command", "--project", p2, "--server", "p2"]);
     assert!(text(&out).contains("already registered"), "{}", text(&out));
+    assert!(!text(&out).contains("Nothing to change"), "{}", text(&out));
     let out = f.bir(&["uninstall"]);
     assert!(
         text(&out).contains("kept (other projects"),
@@ -1979,4 +1995,109 @@ fn user_hooks_stay_while_another_project_still_uses_them() {
     let out = f.bir(&["uninstall", "--project", p2]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(!settings(&f).exists(), "{}", text(&out));
+}
+
+#[test]
+fn an_install_that_changes_nothing_leaves_the_ledger_alone() {
+    let f = Fixture::new("cc-hooks-noop");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    let empty = f.dir.join("empty");
+    fs::create_dir_all(&empty).expect("mkdir");
+    assert!(f.bir(&["install"]).status.success());
+    let ledger_path = f.dir.join("home/.baseinstrunner/installed.json");
+    let ledger_before = fs::read(&ledger_path).expect("ledger");
+
+    // A directory with no MCP config, the user-wide hooks already there.
+    let out = f.bir(&["install", "--project", empty.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("Nothing to change."), "{}", text(&out));
+    assert_eq!(
+        fs::read(&ledger_path).expect("ledger"),
+        ledger_before,
+        "an install that changed nothing edited the ledger"
+    );
+
+    // So uninstall in the real project gives the user's settings back.
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !text(&out).contains("kept (other projects"),
+        "{}",
+        text(&out)
+    );
+    assert!(!settings(&f).exists(), "{}", text(&out));
+}
+
+/// The clients `bir install --help` names after `--client`.
+fn clients_in_help(help: &str) -> Vec<String> {
+    let start = help.find("\n  --client").expect("--client in the options");
+    let rest = &help[start..];
+    let colon = rest.find(':').expect("a list after --client");
+    let end = rest.find("(default").expect("the default after the list");
+    rest[colon + 1..end]
+        .split(',')
+        .map(|c| c.split_whitespace().collect::<String>())
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+#[test]
+fn install_help_names_exactly_the_clients_it_accepts() {
+    let f = Fixture::new("help-clients");
+    let help = text(&f.bir(&["install", "--help"]));
+    let named = clients_in_help(&help);
+    assert!(named.len() > 1, "{help}");
+
+    // A wrong value: a usage error (exit 2) that lists what is accepted.
+    let out = f.bir(&["install", "--client", "no-such-client"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    let known = &all[all.find("known: ").expect("the known clients") + 7..];
+    let known: Vec<String> = known[..known.find(')').expect(")")]
+        .split(',')
+        .map(|c| c.trim().to_owned())
+        .collect();
+    let (mut a, mut b) = (named.clone(), known.clone());
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "--help names {named:?}, bir accepts {known:?}");
+
+    // Every client named is accepted: never a usage error (no config of
+    // it here is a plain failure, exit 1, or nothing to change).
+    for client in &named {
+        let out = f.bir(&["install", "--client", client, "--dry-run"]);
+        assert_ne!(out.status.code(), Some(2), "{client}: {}", text(&out));
+        assert!(
+            !text(&out).contains("no adapter"),
+            "{client}: {}",
+            text(&out)
+        );
+    }
+}
+
+#[test]
+fn doctor_with_nothing_wrapped_does_not_say_every_server_answers() {
+    let f = Fixture::new("doctor-none");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    let out = f.bir(&["doctor", "--client", "claude-code"]);
+    let all = text(&out);
+    assert!(!all.contains("All wrapped servers answer."), "{all}");
+    assert!(all.contains("No wrapped servers to check"), "{all}");
+}
+
+#[test]
+fn a_broken_mcp_json_is_not_sent_to_claude_code_backups() {
+    let f = Fixture::new("broken-mcp-json");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    fs::write(f.dir.join("proj/.mcp.json"), "{\"mcpServers\": {").expect("write");
+    let out = f.bir(&["install"]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(all.contains(".mcp.json"), "{all}");
+    assert!(!all.contains("~/.claude/backups"), "{all}");
+    // The hint stays where it applies: Claude Code's own .claude.json.
+    fs::remove_file(f.dir.join("proj/.mcp.json")).expect("rm");
+    fs::write(f.claude_json(), "{\"projects\": ").expect("write");
+    let all = text(&f.bir(&["install"]));
+    assert!(all.contains("~/.claude/backups"), "{all}");
 }
