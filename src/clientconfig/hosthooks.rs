@@ -878,6 +878,7 @@ mod tests {
             program: PathBuf::from("/opt/bir/bin/bir-hooks"),
             subcommand: false,
             correlation: None,
+            http: None,
         }
     }
 
@@ -886,6 +887,7 @@ mod tests {
             client: host.flag().into(),
             file: "f.json".into(),
             scope: "user".into(),
+            transport: crate::clientconfig::hook_entries::Transport::Command,
             projects: vec![],
             created_file: plan.created_file,
             keep_parents: plan.keep_parents,

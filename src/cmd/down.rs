@@ -211,10 +211,14 @@ fn port_problem(home: &Path) -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     let holder = match crate::daemon::tcpowner::listener_uid(([127, 0, 0, 1], kept).into()) {
-        crate::daemon::tcpowner::Lookup::Owner(uid) if uid == me => "another program of yours".to_owned(),
+        crate::daemon::tcpowner::Lookup::Owner(uid) if uid == me => {
+            "another program of yours".to_owned()
+        }
         crate::daemon::tcpowner::Lookup::Owner(uid) => format!("uid {uid}, another user"),
         crate::daemon::tcpowner::Lookup::NotFound => return None,
-        crate::daemon::tcpowner::Lookup::Unavailable if live.is_some() => "another program".to_owned(),
+        crate::daemon::tcpowner::Lookup::Unavailable if live.is_some() => {
+            "another program".to_owned()
+        }
         crate::daemon::tcpowner::Lookup::Unavailable => return None,
     };
     let now = match &live {

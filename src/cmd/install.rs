@@ -24,8 +24,8 @@ use crate::clientconfig::jsonedit::{Flavor, json_string};
 use crate::clientconfig::ledger::{self, Change};
 use crate::clientconfig::vocab::{Decision, Found, Scope};
 
-use crate::codec::sha256_hex;
 use crate::clientconfig::hosthooks;
+use crate::codec::sha256_hex;
 use crate::error::{self, Error, ExitStatus};
 use crate::output::out;
 
@@ -947,4 +947,3 @@ fn install_agent_hooks(
     }
     Ok(crate::error::ExitStatus::Success)
 }
-

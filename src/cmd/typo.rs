@@ -24,7 +24,7 @@ pub fn parse<T: FromArgs>(args: &[String]) -> Result<T, Exit> {
             }
             return ExitStatus::Success.into();
         }
-        eprint!("{}", usage_message::<T>(args, &early.output));
+        crate::output::prompt(&usage_message::<T>(args, &early.output));
         ExitStatus::Usage.into()
     })
 }

@@ -634,6 +634,7 @@ mod tests {
         let guard = Guard::Loopback {
             port,
             token: &token,
+            hook_token: None,
         };
         let mut called = 0;
         let started = Instant::now();

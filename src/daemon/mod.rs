@@ -32,8 +32,8 @@ pub(crate) mod hookaddr;
 pub(crate) mod http;
 pub mod server;
 pub(crate) mod sinks;
-pub(crate) mod transcripts;
 pub(crate) mod tcpowner;
+pub(crate) mod transcripts;
 pub(crate) mod uds;
 
 use serde::{Deserialize, Serialize};

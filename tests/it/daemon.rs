@@ -952,6 +952,7 @@ fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
         "the new daemon read {} bytes of a {size}-byte transcript",
         bytes_read_by(d2.pid)
     );
+}
 
 /// The HTTP hooks' address (`control/hooks.json`, written by `bir install
 /// --hooks http`): the daemon listens on its port, takes hook posts that

@@ -1982,7 +1982,15 @@ fn user_hooks_stay_while_another_project_still_uses_them() {
     )
     .expect("write");
     assert!(f.bir(&["install", "--hooks", "command"]).status.success());
-    let out = f.bir(&["install", "--hooks", "command", "--project", p2, "--server", "p2"]);
+    let out = f.bir(&[
+        "install",
+        "--hooks",
+        "command",
+        "--project",
+        p2,
+        "--server",
+        "p2",
+    ]);
     assert!(text(&out).contains("already registered"), "{}", text(&out));
     assert!(!text(&out).contains("Nothing to change"), "{}", text(&out));
     let out = f.bir(&["uninstall"]);
