@@ -13,10 +13,12 @@
 //! * plumbing: `logging`, `observe` (what the relay hands off its hot path),
 //!   `switch` (`bir off`/`on`: whether recording is off here);
 //! * runs: `record` (the recorder sink, the journal, the local store);
-//! * engines: `service` (the recording service), `bound` (the bound tier);
-//! * services: `daemon` (the recorder daemon, hidden `bir daemon`, and its
-//!   client: find, start, talk to it), `clientconfig` (editing MCP clients'
-//!   configs);
+//! * engines: `service` (the recording service), `bound` (the bound tier),
+//!   `replay`, `otlp`;
+//! * daemon: `daemon` (the recorder daemon, hidden `bir daemon`, and its
+//!   client: find, start, talk to it);
+//! * client configs: `clientconfig` (editing MCP clients' configs and the
+//!   agents' hook files);
 //! * personalities: `proxy` (`bir-proxy`), `hooks` (`bir-hooks`),
 //!   `fakeserver` (hidden `bir testpeer`: a scriptable fake MCP server);
 //! * commands: `cmd`, one file per `bir` command (thin, over the above).
