@@ -36,9 +36,6 @@ KNOWN_GAPS = {
         "MCP calls joined to the wire",
     },
     "gemini": {
-        # No hook payload names Gemini's version (only MCP's clientInfo does).
-        "run header: host, version, session, prompt",
-        "bir runs show tells the session",
         # The subagent's words are in a chat file of its own that no hook names.
         "the model's words before each step",
         # The wrapped proxy does not bind to a Gemini session (no session id
