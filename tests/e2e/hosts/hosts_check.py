@@ -30,11 +30,7 @@ from checks import jsonl  # noqa: E402  (the e2e checks' JSONL reader)
 # says why). Strict: such a check that fails prints "KNOWN GAP" and does not
 # fail the run; one that passes FAILS, so that this list stays honest.
 KNOWN_GAPS = {
-    "codex": {
-        # Codex renames get-sum to get_sum in the hook; the real name is only
-        # in the subagent's rollout (McpToolCall.tool), which bir does not map back yet.
-        "MCP calls joined to the wire",
-    },
+    "codex": set(),
     "gemini": {
         # The subagent's words are in a chat file of its own that no hook names.
         "the model's words before each step",
