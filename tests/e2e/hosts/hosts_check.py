@@ -30,7 +30,13 @@ from checks import jsonl  # noqa: E402  (the e2e checks' JSONL reader)
 # says why). Strict: such a check that fails prints "KNOWN GAP" and does not
 # fail the run; one that passes FAILS, so that this list stays honest.
 KNOWN_GAPS = {
-    "codex": set(),
+    "codex": {
+        # Codex's hook names the tool get_sum (it turns "-" into "_"). bir maps
+        # it back from the server's tools/list, but only a proxy bound to the
+        # session sends that, and the wrapped proxy cannot bind to a Codex
+        # session (the server's environment names no session).
+        "MCP calls joined to the wire",
+    },
     "gemini": {
         # The subagent's words are in a chat file of its own that no hook names.
         "the model's words before each step",
