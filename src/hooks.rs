@@ -112,6 +112,14 @@ pub fn main(args: &[String]) -> Exit {
         // injection answer in Claude Code's words only.
         query.push(format!("host={}", host.flag()));
         let path = format!("/hook/{event}?{}", query.join("&"));
+        // Once a session: the host's version, where only its process says it.
+        let version = match event.as_str() {
+            "SessionStart" => crate::bound::host::version_from_ancestry(host),
+            _ => None,
+        };
+        if let Some(v) = version {
+            payload = crate::bound::host::with_host_version(payload, &v);
+        }
         let _ = forward(&event, &path, &payload);
         return ExitStatus::Success.into();
     }

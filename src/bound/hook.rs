@@ -183,6 +183,34 @@ pub(crate) fn classify(
     (kind, String::new(), qualified.to_owned())
 }
 
+/// The server's own name of MCP tool `tool` as a host spelled it, among
+/// the server's tool `names`: Codex shows the model a name with every
+/// character outside `[A-Za-z0-9_]` turned into `_` (`get-sum` is
+/// `get_sum`). `None` when the name is the server's already (Claude
+/// Code's always is), or when no single server tool is spelled so (then
+/// the host's name stands).
+pub(crate) fn server_spelling(tool: &str, names: &[String]) -> Option<String> {
+    if names.iter().any(|n| n == tool) {
+        return None;
+    }
+    let codex = |name: &str| -> String {
+        name.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    let mut hits = names.iter().filter(|n| codex(n) == tool);
+    match (hits.next(), hits.next()) {
+        (Some(one), None) => Some(one.clone()),
+        _ => None,
+    }
+}
+
 /// `<task-notification>` prompts are the host's, not the user's: a
 /// background subagent's result arriving as a new turn.
 pub(crate) fn prompt_origin(prompt: &str) -> Option<&'static str> {
@@ -196,6 +224,22 @@ pub(crate) fn prompt_origin(prompt: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn codexs_renamed_mcp_tools_map_back_to_the_servers_names() {
+        let names: Vec<String> = ["echo", "get-sum", "a.b", "a-b"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            server_spelling("get_sum", &names).as_deref(),
+            Some("get-sum")
+        );
+        assert_eq!(server_spelling("echo", &names), None);
+        // Two server tools spelled `a_b`: which one is not known.
+        assert_eq!(server_spelling("a_b", &names), None);
+        assert_eq!(server_spelling("nope", &names), None);
+    }
 
     #[test]
     fn names_and_kinds() {

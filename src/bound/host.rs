@@ -122,3 +122,123 @@ impl Host {
         }
     }
 }
+
+/// The npm package a host CLI is installed as, where its version can be
+/// read from its `package.json` (hosts whose hooks and transcript never
+/// say their version).
+fn npm_package(host: Host) -> Option<&'static str> {
+    match host {
+        Host::Gemini => Some("@google/gemini-cli"),
+        _ => None,
+    }
+}
+
+/// The version of the host CLI that ran this hook, read from the
+/// `package.json` of the script one of the hook's ancestor processes runs
+/// (Gemini's hook is started by its node process, maybe through a shell).
+/// Linux only (`/proc`); `None` when not found. Bounded: a few ancestors,
+/// a few directories up, small files only.
+pub(crate) fn version_from_ancestry(host: Host) -> Option<String> {
+    let package = npm_package(host)?;
+    let mut pid = std::os::unix::process::parent_id();
+    for _ in 0..4 {
+        if pid <= 1 {
+            return None;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        for arg in cmdline
+            .split(|b| *b == 0)
+            .filter(|a| a.first() == Some(&b'/'))
+        {
+            let path = std::path::Path::new(std::str::from_utf8(arg).ok()?);
+            if let Some(v) = package_version(path, package) {
+                return Some(v);
+            }
+        }
+        pid = parent_of(pid)?;
+    }
+    None
+}
+
+/// The `version` of the `package.json` named `package` in a directory
+/// holding `script` (its real path), at most five levels up.
+fn package_version(script: &std::path::Path, package: &str) -> Option<String> {
+    let real = std::fs::canonicalize(script).ok()?;
+    if !real.is_file() {
+        return None;
+    }
+    for dir in real.ancestors().skip(1).take(5) {
+        let file = dir.join("package.json");
+        let small = std::fs::metadata(&file).is_ok_and(|m| m.len() < 256 * 1024);
+        if !small {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let Ok(doc) = serde_json::from_str::<Value>(&text) else {
+            continue;
+        };
+        if doc["name"] == package {
+            return doc["version"]
+                .as_str()
+                .filter(|v| !v.is_empty() && v.len() <= 64)
+                .map(str::to_owned);
+        }
+    }
+    None
+}
+
+/// A process's parent (`/proc/<pid>/stat`: the field after the command's
+/// closing parenthesis and its state).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The payload field `bir-hooks` adds with the host's version (read from
+/// its process) to the payload it forwards.
+pub(crate) const HOST_VERSION_FIELD: &str = "bir_host_version";
+
+/// `payload` with the host's version added (`HOST_VERSION_FIELD`), when
+/// it is a JSON object; else as it was.
+pub(crate) fn with_host_version(payload: Vec<u8>, version: &str) -> Vec<u8> {
+    match serde_json::from_slice::<Value>(&payload) {
+        Ok(Value::Object(mut map)) => {
+            map.insert(HOST_VERSION_FIELD.into(), Value::String(version.to_owned()));
+            serde_json::to_vec(&Value::Object(map)).unwrap_or(payload)
+        }
+        _ => payload,
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn a_hosts_version_comes_from_the_package_json_above_its_script() {
+        let dir = std::env::temp_dir().join(format!("bir-host-version-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = dir.join("node_modules/@google/gemini-cli");
+        std::fs::create_dir_all(root.join("bundle")).expect("dirs");
+        std::fs::write(
+            root.join("package.json"),
+            r#"{"name":"@google/gemini-cli","version":"0.61.0"}"#,
+        )
+        .expect("package.json");
+        std::fs::write(root.join("bundle/gemini.js"), "").expect("script");
+        let script = root.join("bundle/gemini.js");
+        assert_eq!(
+            package_version(&script, "@google/gemini-cli").as_deref(),
+            Some("0.61.0")
+        );
+        assert_eq!(package_version(&script, "@openai/codex"), None);
+        let payload = with_host_version(br#"{"session_id":"s"}"#.to_vec(), "0.61.0");
+        let v: Value = serde_json::from_slice(&payload).expect("json");
+        assert_eq!(v[HOST_VERSION_FIELD], "0.61.0");
+        assert_eq!(with_host_version(b"nope".to_vec(), "1"), b"nope");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

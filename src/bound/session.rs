@@ -278,6 +278,9 @@ pub(super) struct Session {
     gone_servers: BTreeSet<String>,
     wrapped: BTreeSet<String>,
     snapshots: HashMap<String, (String, Option<String>)>,
+    /// Each wrapped server's tool names (its latest `tools/list`): the
+    /// server's own spelling of a tool a host renamed.
+    server_tools: HashMap<String, Vec<String>>,
     metrics: RunMetrics,
     /// SessionEnd was seen: the run finishes when nothing waits any more,
     /// or at this time.
@@ -347,6 +350,7 @@ impl Session {
             gone_servers: BTreeSet::new(),
             wrapped: BTreeSet::new(),
             snapshots: HashMap::new(),
+            server_tools: HashMap::new(),
             metrics: RunMetrics::default(),
             ending: None,
             modlink: modlink::ModState::default(),
@@ -607,7 +611,15 @@ impl Session {
 
     /// A call as the hook names it, with its arguments prepared.
     fn call_from_hook(&self, cx: &mut Cx, h: &Hook, tool_name: &str, args: Option<&Value>) -> Call {
-        let (kind, server, tool) = hook::classify(h.host, tool_name, h.mcp_server());
+        let (kind, server, mut tool) = hook::classify(h.host, tool_name, h.mcp_server());
+        if kind == StepKind::Mcp
+            && let Some(real) = self
+                .server_tools
+                .get(&server)
+                .and_then(|names| hook::server_spelling(&tool, names))
+        {
+            tool = real;
+        }
         let mut raw_args = args.cloned().unwrap_or(Value::Null);
         join::strip_call_id(&mut raw_args);
         let raw_digest = crate::codec::sha256_hex(&model::canonical(&raw_args));
@@ -1033,6 +1045,13 @@ impl Session {
     }
 
     fn on_snapshot(&mut self, cx: &mut Cx, snapshot: ServerSnapshot) {
+        let names = snapshot
+            .tools
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        self.server_tools
+            .insert(snapshot.server_name.clone(), names);
         let seen = snapshot.identity();
         if self.snapshots.get(&snapshot.server_name) == Some(&seen) {
             return;

@@ -494,6 +494,66 @@ fn an_mcp_call_is_one_joined_step_whatever_arrives_first() {
 }
 
 #[test]
+fn an_mcp_step_keeps_the_servers_tool_name_when_the_host_renames_it() {
+    // Codex shows the model `get-sum` as `get_sum` and its hooks say so;
+    // the server's tools/list (the proxy's snapshot) has its own name.
+    for proxy_at in [1.5, 2.5, 3.5] {
+        let mut h = Harness::new();
+        start(&mut h, "sum");
+        // The proxy's snapshot names the server's tools.
+        let snapshot = crate::record::model::ServerSnapshot {
+            server_name: "everything".into(),
+            tools_digest: "d1".into(),
+            tools: ["echo", "get-sum"]
+                .iter()
+                .map(|n| fixture(json!({"name": n})))
+                .collect(),
+            ..Default::default()
+        };
+        h.proxy(
+            1.2,
+            "everything",
+            vec![ProxyItem::Snapshot(Box::new(snapshot))],
+        );
+        let args = json!({"a": 2, "b": 3});
+        let result = json!({"content": [{"type": "text", "text": "5"}]});
+        let report = || {
+            vec![call(
+                "everything",
+                "get-sum",
+                Some("call_6"),
+                args.clone(),
+                result.clone(),
+            )]
+        };
+        if proxy_at < 2.0 {
+            h.proxy(proxy_at, "everything", report());
+        }
+        h.pre(2.0, "mcp__everything__get_sum", "call_6", args.clone());
+        if (2.0..3.0).contains(&proxy_at) {
+            h.proxy(proxy_at, "everything", report());
+        }
+        h.post(
+            3.0,
+            "mcp__everything__get_sum",
+            "call_6",
+            args.clone(),
+            json!([]),
+        );
+        if proxy_at > 3.0 {
+            h.proxy(proxy_at, "everything", report());
+        }
+        h.stop(4.0, "5.");
+        h.end(5.0);
+        h.assert_well_formed();
+        let (selected, response) = h.assert_told_once("call_6");
+        assert_eq!(selected.tool_name, "get-sum", "proxy at {proxy_at}");
+        assert_eq!(response.tool_name, "get-sum", "proxy at {proxy_at}");
+        assert_eq!(selected.server_name, "everything");
+    }
+}
+
+#[test]
 fn a_response_waiting_for_its_proxy_keeps_its_place_in_the_order() {
     // Post of the MCP call at 3.0, a Bash call after it, the proxy's report
     // only at 4.5: the MCP response still comes before the Bash steps.

@@ -102,6 +102,14 @@ impl Adapter {
     /// The engine's hooks for one host hook (none, one, or several).
     pub(crate) fn normalize(&mut self, event: &str, payload: Value) -> Vec<Hook> {
         let session_id = self.host.session_id(&payload);
+        let mut payload = payload;
+        if let Some(v) = payload
+            .as_object_mut()
+            .and_then(|m| m.remove(super::host::HOST_VERSION_FIELD))
+            .and_then(|v| v.as_str().map(str::to_owned))
+        {
+            self.version = Some(v);
+        }
         let mut hooks = match self.host {
             Host::ClaudeCode => return vec![Hook::new(event.to_owned(), payload)],
             Host::Codex => vec![Hook::new(event.to_owned(), payload)],

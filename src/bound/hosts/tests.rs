@@ -519,3 +519,34 @@ fn a_gemini_subagents_steps_are_nested_under_the_invoke_agent_call() {
         assert!(s["agentId"].is_null() && s["parentToolUseId"].is_null());
     }
 }
+
+#[test]
+fn a_gemini_runs_version_is_the_one_bir_hooks_read_from_its_process() {
+    // No Gemini payload names its version: `bir-hooks` adds the one it
+    // read from the CLI's package.json to SessionStart.
+    let session = captured(include_str!(
+        "../../../tests/fixtures/hosts/gemini/hooks.jsonl"
+    ));
+    let without = play(Host::Gemini, &session, &[]);
+    let header = |records: &[Value]| {
+        of_kind(records, "run_started").next().expect("header")["metadata"]["host"].clone()
+    };
+    assert_eq!(header(&without)["version"], "");
+    let session = session.replacen(
+        r#""source":"startup""#,
+        r#""source":"startup","bir_host_version":"0.61.0""#,
+        1,
+    );
+    assert!(session.contains("bir_host_version"));
+    let with = play(Host::Gemini, &session, &[]);
+    assert_eq!(
+        header(&with),
+        json!({"app": "gemini-cli", "version": "0.61.0"})
+    );
+    // The field is bir's, not the host's: no session event keeps it.
+    assert!(
+        !serde_json::to_string(&with)
+            .expect("json")
+            .contains("bir_host_version")
+    );
+}

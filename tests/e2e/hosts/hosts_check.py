@@ -31,14 +31,13 @@ from checks import jsonl  # noqa: E402  (the e2e checks' JSONL reader)
 # fail the run; one that passes FAILS, so that this list stays honest.
 KNOWN_GAPS = {
     "codex": {
-        # Codex renames get-sum to get_sum in the hook; the real name is only
-        # in the subagent's rollout (McpToolCall.tool), which bir does not map back yet.
+        # Codex's hook names the tool get_sum (it turns "-" into "_"). bir maps
+        # it back from the server's tools/list, but only a proxy bound to the
+        # session sends that, and the wrapped proxy cannot bind to a Codex
+        # session (the server's environment names no session).
         "MCP calls joined to the wire",
     },
     "gemini": {
-        # No hook payload names Gemini's version (only MCP's clientInfo does).
-        "run header: host, version, session, prompt",
-        "bir runs show tells the session",
         # The subagent's words are in a chat file of its own that no hook names.
         "the model's words before each step",
         # The wrapped proxy does not bind to a Gemini session (no session id
