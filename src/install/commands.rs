@@ -383,6 +383,20 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         .and_then(super::hosthooks::host_of_client)
     {
         let wrap = |dry_run: bool| -> Result<bool, Error> {
+            // An agent without an MCP config (or none bir can wrap) still
+            // gets its hooks; a config bir cannot read stops here.
+            let project = project_dir(&cmd.project);
+            let targets = super::clients::targets(
+                cmd.client.as_deref(),
+                cmd.config.as_deref(),
+                &cmd.map_key,
+                cmd.jsonc,
+                &project,
+            );
+            if let Err(e) = targets {
+                out(&format!("No MCP servers to wrap: {e}"));
+                return Ok(false);
+            }
             let p = plan(&cmd)?;
             if dry_run {
                 p.show()?;

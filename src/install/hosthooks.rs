@@ -468,13 +468,8 @@ pub fn install_command(
         (None, "none" | "off") => None,
         (None, word) => Some(Scope::parse(word)?),
     };
-    let mut changed = match wrap(cmd.dry_run) {
-        Ok(changed) => changed,
-        Err(e) => {
-            out(&format!("{}: no MCP servers wrapped ({e})", host.app()));
-            false
-        }
-    };
+    // A config bir cannot read is refused before any hook is registered.
+    let mut changed = wrap(cmd.dry_run)?;
     if let Some(scope) = scope {
         let project = cmd
             .project
