@@ -522,6 +522,20 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         .and_then(crate::clientconfig::hosthooks::host_of_client)
     {
         let wrap = |dry_run: bool| -> Result<bool, Error> {
+            // An agent without an MCP config (or none bir can wrap) still
+            // gets its hooks; a config bir cannot read stops here.
+            let project = project_dir(&cmd.project);
+            let targets = crate::clientconfig::clients::targets(
+                cmd.client.as_deref(),
+                cmd.config.as_deref(),
+                &cmd.map_key,
+                cmd.jsonc,
+                &project,
+            );
+            if let Err(e) = targets {
+                out(&format!("No MCP servers to wrap: {e}"));
+                return Ok(false);
+            }
             let p = plan(&cmd)?;
             if dry_run {
                 p.show()?;
@@ -922,13 +936,8 @@ fn install_agent_hooks(
         (None, "none" | "off") => None,
         (None, word) => Some(hosthooks::Scope::parse(word)?),
     };
-    let mut changed = match wrap(cmd.dry_run) {
-        Ok(changed) => changed,
-        Err(e) => {
-            out(&format!("{}: no MCP servers wrapped ({e})", host.app()));
-            false
-        }
-    };
+    // A config bir cannot read is refused before any hook is registered.
+    let mut changed = wrap(cmd.dry_run)?;
     if let Some(scope) = scope {
         let project = cmd
             .project

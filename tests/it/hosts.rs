@@ -77,6 +77,28 @@ fn session(t: &TempDir, host: &str, transcript: Option<&str>) -> String {
     if let Some(name) = transcript {
         std::fs::copy(fixture(host, name), &transcript_path).expect("transcript");
     }
+    // The daemon first (a hook that has to start it may give up on a busy
+    // machine, as it should: the session goes on unrecorded); a session
+    // that only starts leaves no run.
+    let warm = hook(
+        t,
+        "codex",
+        "SessionStart",
+        r#"{"session_id":"warm-up","hook_event_name":"SessionStart"}"#,
+    );
+    assert_eq!(warm.status.code(), Some(0));
+    let discovery = t.join("home/.baseinstrunner/control/daemon.json");
+    let deadline = Instant::now() + LONG;
+    while !discovery.exists() {
+        assert!(Instant::now() < deadline, "no daemon");
+        std::thread::sleep(Duration::from_millis(20));
+        let _ = hook(
+            t,
+            "codex",
+            "SessionStart",
+            r#"{"session_id":"warm-up","hook_event_name":"SessionStart"}"#,
+        );
+    }
     let text = std::fs::read_to_string(fixture(host, "session.jsonl")).expect("fixture");
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let line = line.replace("@TRANSCRIPT@", &transcript_path.display().to_string());
