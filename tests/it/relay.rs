@@ -487,6 +487,26 @@ fn a_batch_of_ten_thousand_calls_is_relayed_whole_and_recorded_within_bounds() {
     host.send(&call(n + 1, "echo", json!({"i": n + 1})));
     assert!(host.wait_lines(4, Duration::from_secs(10)));
     let peak_kib = peak_rss_kib(host.pid());
+    // The queue drops the oldest: the newest call reaches the run while the
+    // proxy runs, however long the recorder takes to get there (the end's
+    // bounded wait may count a slow recorder's backlog as lost instead).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let recorded_last = || {
+        let (code, out, _) = crate::record::bir_cmd(&dir, &["runs", "export", "latest"]);
+        code == 0
+            && serde_json::from_str::<serde_json::Value>(&out).is_ok_and(|doc| {
+                doc["steps"]
+                    .as_array()
+                    .is_some_and(|steps| steps.iter().any(|s| s["requestId"] == n + 1))
+            })
+    };
+    while !recorded_last() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call after the batch is recorded while the proxy runs"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let seen = host.finish(Duration::from_secs(5));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
 
