@@ -54,12 +54,35 @@ pub fn escape(s: &str) -> String {
 /// every line the CLI prints ([`out`], errors on stderr). Text already
 /// escaped comes out unchanged, and so does text without a control
 /// character (borrowed, not copied).
+///
+/// A JSON document or JSON line (`bir runs export`, `--json`) gets JSON's
+/// own `\uXXXX` form instead: serde writes C1 controls and U+2028/9 raw,
+/// and only inside strings, where `\uXXXX` means the same character, so
+/// the output stays valid JSON with the same value and still reaches the
+/// terminal inert.
 pub fn terminal_safe(s: &str) -> Cow<'_, str> {
     let layout = |c: char| matches!(c, '\n' | '\t');
     if s.chars().all(|c| layout(c) || !needs_escape(c)) {
         return Cow::Borrowed(s);
     }
+    if s.trim_start().starts_with(['{', '[']) {
+        return Cow::Owned(json_escape_but(s, layout));
+    }
     Cow::Owned(escape_but(s, layout))
+}
+
+/// [`escape_but`] in JSON's `\uXXXX` form (every character
+/// [`needs_escape`] names is in the Basic Multilingual Plane).
+fn json_escape_but(s: &str, keep: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if needs_escape(c) && !keep(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn needs_escape(c: char) -> bool {
@@ -92,5 +115,23 @@ mod tests {
         );
         assert_eq!(terminal_safe(&safe), safe, "escaped text stays as it is");
         assert!(matches!(terminal_safe("plain\n"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn json_stays_json_with_the_same_value() {
+        let value = serde_json::json!({"text": "a\u{9b}b\u{2028}c\u{7f}\u{1b}"});
+        for text in [
+            serde_json::to_string(&value).expect("json"),
+            serde_json::to_string_pretty(&value).expect("json"),
+        ] {
+            let safe = terminal_safe(&text);
+            assert!(!safe.chars().any(needs_escape_outside_layout), "{safe}");
+            let back: serde_json::Value = serde_json::from_str(&safe).expect("still JSON");
+            assert_eq!(back, value);
+        }
+    }
+
+    fn needs_escape_outside_layout(c: char) -> bool {
+        needs_escape(c) && !matches!(c, '\n' | '\t')
     }
 }
