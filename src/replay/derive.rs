@@ -280,7 +280,7 @@ mod tests {
         json!({"content": [{"type": "text", "text": t}], "isError": false})
     }
 
-    /// "Create an issue, then comment on issue 42": the comment's issue
+    /// "Create a ticket, then comment on ticket 42": the comment's ticket
     /// number came from the create's result, so it is bound to it.
     #[test]
     fn a_later_argument_equal_to_an_earlier_result_is_bound() {

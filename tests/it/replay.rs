@@ -142,7 +142,7 @@ const TOKEN: &str = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
 
 /// Bindings against fresh state, the gate's classes, a counter that
 /// diverges, a redacted argument that must be bound, and the "comment on
-/// issue 42" case: without its binding a literal id is `unbound-literal`.
+/// ticket 42" case: without its binding a literal id is `unbound-literal`.
 #[test]
 fn replay_binds_fresh_ids_holds_writes_and_blocks_placeholders() {
     let dir = TempDir::new("replay-fx");

@@ -455,8 +455,8 @@ fn a_trigger_lets_only_a_matching_prompt_start_the_guide() {
             .is_some()
     );
     // Not a regex: keywords that must all appear.
-    assert!(trigger_matches("issue (42", "comment on ISSUE (42 now"));
-    assert!(!trigger_matches("issue (42", "comment on issue 42"));
+    assert!(trigger_matches("ticket (42", "comment on TICKET (42 now"));
+    assert!(!trigger_matches("ticket (42", "comment on ticket 42"));
 }
 
 /// The step and reason of a handover's note.
