@@ -46,7 +46,7 @@ pub fn prompt(text: &str) {
 /// Control characters (C0, DEL, C1) are shown as `\u{…}` so recorded
 /// content cannot move the cursor, change colours or retitle the terminal.
 pub fn escape(s: &str) -> String {
-    escape_but(s, |_| false)
+    escape_but_as(s, |_| false, Form::Rust)
 }
 
 /// A whole report's text as [`escape`] shows it, except for the line
@@ -66,34 +66,33 @@ pub fn terminal_safe(s: &str) -> Cow<'_, str> {
         return Cow::Borrowed(s);
     }
     if s.trim_start().starts_with(['{', '[']) {
-        return Cow::Owned(json_escape_but(s, layout));
+        return Cow::Owned(escape_but_as(s, layout, Form::Json));
     }
-    Cow::Owned(escape_but(s, layout))
-}
-
-/// [`escape_but`] in JSON's `\uXXXX` form (every character
-/// [`needs_escape`] names is in the Basic Multilingual Plane).
-fn json_escape_but(s: &str, keep: impl Fn(char) -> bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if needs_escape(c) && !keep(c) {
-            let _ = write!(out, "\\u{:04x}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    Cow::Owned(escape_but_as(s, layout, Form::Rust))
 }
 
 fn needs_escape(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202e}' | '\u{200f}')
 }
 
-fn escape_but(s: &str, keep: impl Fn(char) -> bool) -> String {
+/// How an escaped character is written.
+#[derive(Clone, Copy)]
+enum Form {
+    /// `\u{9b}`: for people.
+    Rust,
+    /// `\u009b`: JSON's own (every character [`needs_escape`] names is in
+    /// the Basic Multilingual Plane, so four digits always do).
+    Json,
+}
+
+fn escape_but_as(s: &str, keep: impl Fn(char) -> bool, form: Form) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if needs_escape(c) && !keep(c) {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            let _ = match form {
+                Form::Rust => write!(out, "\\u{{{:x}}}", c as u32),
+                Form::Json => write!(out, "\\u{:04x}", c as u32),
+            };
         } else {
             out.push(c);
         }

@@ -521,33 +521,7 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         .as_deref()
         .and_then(crate::clientconfig::hosthooks::host_of_client)
     {
-        let wrap = |dry_run: bool| -> Result<bool, Error> {
-            // An agent without an MCP config (or none bir can wrap) still
-            // gets its hooks; a config bir cannot read stops here.
-            let project = project_dir(&cmd.project);
-            let targets = crate::clientconfig::clients::targets(
-                cmd.client.as_deref(),
-                cmd.config.as_deref(),
-                &cmd.map_key,
-                cmd.jsonc,
-                &project,
-            );
-            if let Err(e) = targets {
-                out(&format!("No MCP servers to wrap: {e}"));
-                return Ok(false);
-            }
-            let p = plan(&cmd)?;
-            if dry_run {
-                p.show()?;
-                return Ok(false);
-            }
-            let applied = p.apply()?;
-            if !applied.files.is_empty() {
-                report_applied(&applied);
-            }
-            Ok(!applied.files.is_empty())
-        };
-        return install_agent_hooks(&cmd, host, &wrap);
+        return install_agent_hooks(&cmd, host);
     }
     let plan = plan(&cmd)?;
     if cmd.dry_run {
@@ -924,12 +898,10 @@ pub fn resolve_for(project: &Path) -> Result<(Resolved, Vec<(Found, Decision)>),
 
 /// `bir install --client <agent>`: wraps the agent's MCP servers as
 /// before (when it has any), then registers its hooks (`--scope`, else
-/// `--hooks`: user, project or none). `wrap(dry_run)` shows or applies the
-/// MCP wrapping (this file) and says whether it changed a file.
+/// `--hooks`: user, project or none).
 fn install_agent_hooks(
     cmd: &InstallCmd,
     host: crate::bound::hosts::Host,
-    wrap: &dyn Fn(bool) -> Result<bool, Error>,
 ) -> Result<crate::error::ExitStatus, Error> {
     let scope = match (cmd.scope.as_deref(), cmd.hooks.as_str()) {
         (Some(word), _) => Some(hosthooks::Scope::parse(word)?),
@@ -937,13 +909,9 @@ fn install_agent_hooks(
         (None, word) => Some(hosthooks::Scope::parse(word)?),
     };
     // A config bir cannot read is refused before any hook is registered.
-    let mut changed = wrap(cmd.dry_run)?;
+    let mut changed = wrap_agent_servers(cmd)?;
     if let Some(scope) = scope {
-        let project = cmd
-            .project
-            .clone()
-            .or_else(|| std::env::current_dir().ok())
-            .unwrap_or_default();
+        let project = project_dir(&cmd.project);
         let project = std::path::absolute(&project).unwrap_or(project);
         changed |= hosthooks::install(host, scope, &project, cmd.dry_run)?;
     }
@@ -955,4 +923,33 @@ fn install_agent_hooks(
         out("\nNothing to change.");
     }
     Ok(crate::error::ExitStatus::Success)
+}
+
+/// The MCP wrapping half of `bir install --client <agent>`: shows
+/// (`--dry-run`) or applies the plan, and says whether it changed a file.
+/// An agent without an MCP config (or none bir can wrap) still gets its
+/// hooks; a config bir cannot read stops here.
+fn wrap_agent_servers(cmd: &InstallCmd) -> Result<bool, Error> {
+    let project = project_dir(&cmd.project);
+    let targets = crate::clientconfig::clients::targets(
+        cmd.client.as_deref(),
+        cmd.config.as_deref(),
+        &cmd.map_key,
+        cmd.jsonc,
+        &project,
+    );
+    if let Err(e) = targets {
+        out(&format!("No MCP servers to wrap: {e}"));
+        return Ok(false);
+    }
+    let p = plan(cmd)?;
+    if cmd.dry_run {
+        p.show()?;
+        return Ok(false);
+    }
+    let applied = p.apply()?;
+    if !applied.files.is_empty() {
+        report_applied(&applied);
+    }
+    Ok(!applied.files.is_empty())
 }
