@@ -352,13 +352,22 @@ def main():
     problems = []
     if not w[0]:
         problems.append("no 'Sending SIGINT' for the wrapped server in debug.log")
-    if w[3]:
-        problems.append("; ".join(w[3]))
-    if u[1] and not w[1]:
-        problems.append("unwrapped server 'exited cleanly' but the wrapped one did not")
+    wrapped_bad = w[3]
+    if any("SIGINT failed" in x for x in u[3]):
+        # The bare server outlived SIGINT's 100 ms too: the machine is slow, not the proxy
+        # (tests/it/lifecycle.rs holds the proxy's own SIGINT path without a host's clock).
+        wrapped_bad = [x for x in wrapped_bad if "SIGINT failed" not in x]
+    if wrapped_bad:
+        problems.append("; ".join(wrapped_bad))
+    # Claude Code logs "exited cleanly" only when its 50 ms poll sees the process gone before its
+    # 100 ms check does; when both timers come due together the check may win and end the wait
+    # without a line. "SIGINT failed" is what it logs when the process outlived SIGINT, so the
+    # absence of that line (with the SIGINT sent) is the promise: gone before any SIGTERM.
+    def seen(info):
+        return f"{info[2]} ms" if info[1] else "gone before the 100 ms check (no poll line)"
     report(not problems, "shutdown on SIGINT",
            ("; ".join(problems) + " | " if problems else "") +
-           f"SIGINT -> 'exited cleanly': wrapped {w[2]} ms, unwrapped {u[2]} ms (Claude Code polls every 50 ms; "
+           f"SIGINT -> exited: wrapped {seen(w)}, unwrapped {seen(u)} (Claude Code polls every 50 ms; "
            f"SIGTERM would follow at 100 ms)")
 
     # 7. proxy stderr (Claude Code logs the server's stderr in debug.log) and other debug noise
