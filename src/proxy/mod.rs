@@ -32,7 +32,11 @@
 //!   after the host's stdout is closed and bounded to fit before the
 //!   host's SIGKILL (`OBSERVER_DEADLINE_SIGNALLED`).
 //! * Host end of input: the upstream's stdin is closed, then SIGTERM after
-//!   2 s, SIGKILL 2 s later (the MCP SDK clients' schedule).
+//!   2 s, SIGKILL 2 s later (the MCP SDK clients' schedule). A wait on the
+//!   pipes (that schedule, the server's stdout after its exit, the last
+//!   write to the host) starts over while the host keeps taking bytes: a
+//!   slow reader gets every byte, as from the server's own pipe; a host
+//!   that stopped reading still ends the proxy on schedule.
 //! * An upstream that exits on its own while requests are pending gets them
 //!   answered by the proxy (`MCP server "<name>" is not available`). When
 //!   the host ended the session (signal, end of input), nothing is added.
@@ -74,6 +78,9 @@ use relay::Shared;
 
 /// How long a closed stdin gets before SIGTERM, and SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(2);
+/// Ending without a signal: how long the host may take no byte of what is
+/// still being written to it before it counts as no longer reading.
+const HOST_READ_STALL: Duration = Duration::from_secs(1);
 /// After the upstream exited, how long to wait for its stdout to close (a
 /// process it started may still hold it open).
 const STDOUT_GRACE: Duration = Duration::from_millis(500);
@@ -324,6 +331,10 @@ struct Session {
     /// Disconnects when the current upstream's stderr is copied out.
     stderr_copied: Option<Receiver<()>>,
     timer: Option<(Instant, Timer)>,
+    /// The host's bytes taken (`relay::host_bytes_taken`) when a timer that
+    /// waits on the pipes was armed: it moved meanwhile, the host is still
+    /// reading what the server sent and the timer waits again.
+    host_taken_at_timer: u64,
     /// `--lazy`: host pumps waiting for the server's handshake; released
     /// (dropped) when it is done or the server is gone.
     wake_waiters: Vec<Sender<()>>,
@@ -347,6 +358,7 @@ impl Session {
             upstream_http_exit: None,
             stderr_copied: None,
             timer: None,
+            host_taken_at_timer: 0,
             wake_waiters: Vec::new(),
         }
     }
@@ -529,7 +541,7 @@ impl Session {
                     return Some(status);
                 }
                 if self.exited.is_none() && self.pid.is_some() {
-                    self.timer = Some((Instant::now() + STOP_GRACE, Timer::SendTerm));
+                    self.arm_while_host_reads(STOP_GRACE, Timer::SendTerm);
                 }
                 if self.shared.cfg.upstream_http.is_some() {
                     // The transport ends the session (bounded), then says so.
@@ -562,7 +574,7 @@ impl Session {
                 if self.stdout_closed {
                     self.upstream_ended(status)
                 } else {
-                    self.timer = Some((Instant::now() + STDOUT_GRACE, Timer::StdoutGrace));
+                    self.arm_while_host_reads(STDOUT_GRACE, Timer::StdoutGrace);
                     None
                 }
             }
@@ -671,9 +683,29 @@ impl Session {
         self.shared.write_to_upstream(ask.as_bytes());
     }
 
+    /// Arms a timer that waits on the pipes (see `host_taken_at_timer`).
+    fn arm_while_host_reads(&mut self, after: Duration, timer: Timer) {
+        self.host_taken_at_timer = relay::host_bytes_taken();
+        self.timer = Some((Instant::now() + after, timer));
+    }
+
     fn on_timer(&mut self) -> Option<Exit> {
         let (_, timer) = self.timer.take()?;
         let pid = self.pid.unwrap_or(0);
+        // The server's output is still on its way to a host that reads it
+        // (slowly: a loaded machine, a large answer): that is neither a
+        // server that will not stop nor a stdout held by something else.
+        // Without bir the host would get every byte; so it does here.
+        if let Timer::SendTerm | Timer::StdoutGrace = timer {
+            if relay::host_bytes_taken() != self.host_taken_at_timer {
+                let after = match timer {
+                    Timer::SendTerm => STOP_GRACE,
+                    _ => STDOUT_GRACE,
+                };
+                self.arm_while_host_reads(after, timer);
+                return None;
+            }
+        }
         match timer {
             Timer::SendTerm => {
                 log::debug!("server still running {STOP_GRACE:?} after its stdin closed: SIGTERM");
@@ -856,7 +888,15 @@ impl Session {
         // (without waiting for a pump blocked on a host that does not read:
         // what it was writing, a call's answer perhaps, is then counted
         // lost, and the run says so).
-        if !self.shared.close_host() {
+        // Ended by a signal, the host is stopping us: nothing waits for it
+        // to read. Otherwise what the server sent is delivered for as long
+        // as the host keeps taking it.
+        let closed = if self.signalled {
+            self.shared.close_host()
+        } else {
+            self.shared.close_host_when_drained(HOST_READ_STALL)
+        };
+        if !closed {
             log::warn!("the host stopped reading; leaving with a write to it unfinished");
             self.shared.observer.lost(1);
         }

@@ -18,6 +18,7 @@ use std::io::{self, Write};
 use std::mem::ManuallyDrop;
 use std::ops::Range;
 use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,6 +44,39 @@ use crate::observe::{Batch, Direction, Observer};
 /// finish: one that a host reading its stdout takes microseconds for;
 /// longer, the host has stopped reading.
 const HOST_WRITE_PATIENCE: Duration = Duration::from_millis(100);
+
+/// Bytes the host has taken from the proxy's stdout, counted per write
+/// call (so a large message blocked on a slow reader still shows progress).
+/// One counter: there is one `HostOut` per process. The lifecycle loop
+/// reads it to tell a host that reads slowly (keep delivering, as a bare
+/// server's pipe would) from one that stopped reading (end on schedule).
+static HOST_BYTES_TAKEN: AtomicU64 = AtomicU64::new(0);
+
+/// How many bytes the host has taken so far (see [`HOST_BYTES_TAKEN`]).
+pub(crate) fn host_bytes_taken() -> u64 {
+    HOST_BYTES_TAKEN.load(Ordering::Relaxed)
+}
+
+/// At most this much per write call: a blocking write to a pipe returns
+/// only once all of it is taken, so a larger one would show no progress
+/// while a slow reader works through it. A pipe's default capacity.
+const HOST_WRITE_PIECE: usize = 64 * 1024;
+
+/// `write_all`, counting every byte the host takes as it goes.
+fn write_counting(out: &mut File, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match out.write(&bytes[..bytes.len().min(HOST_WRITE_PIECE)]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                HOST_BYTES_TAKEN.fetch_add(n as u64, Ordering::Relaxed);
+                bytes = &bytes[n..];
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
 
 /// State shared by the pumps and the lifecycle loop.
 ///
@@ -155,10 +189,10 @@ impl HostOut {
         };
         let mut result = Ok(());
         if self.line_open {
-            result = self.out.write_all(b"\n");
+            result = write_counting(&mut self.out, b"\n");
         }
         if result.is_ok() {
-            result = self.out.write_all(bytes);
+            result = write_counting(&mut self.out, bytes);
         }
         if result.is_err() {
             self.broken = true;
@@ -232,7 +266,21 @@ impl Shared {
     /// and `false` says that what the pump was writing will not be
     /// observed.
     pub fn close_host(&self) -> bool {
-        let started = Instant::now();
+        self.close_host_within(HOST_WRITE_PATIENCE, false)
+    }
+
+    /// Closes the host's side once the writes under way are delivered, for
+    /// as long as the host keeps taking bytes: a host that reads slowly
+    /// gets every byte the server sent, as it would from the server's own
+    /// pipe. Only `stall` without a byte taken counts as a host that
+    /// stopped reading (then as [`Shared::close_host`]).
+    pub(crate) fn close_host_when_drained(&self, stall: Duration) -> bool {
+        self.close_host_within(stall, true)
+    }
+
+    fn close_host_within(&self, patience: Duration, while_taking: bool) -> bool {
+        let mut started = Instant::now();
+        let mut taken = host_bytes_taken();
         loop {
             match self.host_out.try_lock() {
                 Ok(mut host) => {
@@ -244,8 +292,12 @@ impl Shared {
                     return true;
                 }
                 Err(std::sync::TryLockError::WouldBlock)
-                    if started.elapsed() >= HOST_WRITE_PATIENCE =>
+                    if while_taking && host_bytes_taken() != taken =>
                 {
+                    taken = host_bytes_taken();
+                    started = Instant::now();
+                }
+                Err(std::sync::TryLockError::WouldBlock) if started.elapsed() >= patience => {
                     HostOut::close_descriptor();
                     return false;
                 }

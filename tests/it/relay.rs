@@ -660,3 +660,60 @@ fn unanswered_large_calls_are_recorded_clipped_in_bounded_memory() {
     }
     eprintln!("peak RSS {peak_kib} KiB with {CALLS} x 1 MiB unanswered");
 }
+
+/// A host that sends its last request, closes its stdin and then reads the
+/// answer slowly (a shell pipeline, a loaded machine) gets every byte, as it
+/// would from the server's own pipe: the proxy's end-of-input schedule and
+/// its wait for the last write to the host start over while the host keeps
+/// taking bytes.
+#[test]
+fn a_slow_reader_after_end_of_input_gets_every_byte() {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+
+    let dir = TempDir::new("slow-reader");
+    let mut cmd = command(dir.proxy_link(), &dir);
+    cmd.args(["--server-name", "cat", "--", "cat"]);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("start bir-proxy");
+    let payload = "y".repeat(768 * 1024);
+    let input = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{{"blob":"{payload}"}}}}}}"#
+    ) + "\n";
+    let mut stdin = child.stdin.take().expect("stdin piped");
+    let writer = std::thread::spawn({
+        let input = input.clone();
+        move || {
+            let _ = stdin.write_all(input.as_bytes());
+        }
+    });
+    let mut stdout = child.stdout.take().expect("stdout piped");
+    let mut out = Vec::new();
+    let mut piece = [0u8; 4096];
+    // Slower than every grace the proxy keeps (500 ms for the server's
+    // stdout, 2 s for its stop schedule, 1 s without a byte taken): 192
+    // pieces, 25 ms apart, take more than 4.8 s; each piece is progress.
+    loop {
+        match stdout.read(&mut piece) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&piece[..n]),
+            Err(err) => panic!("reading the proxy's stdout: {err}"),
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let _ = writer.join();
+    let status = child.wait().expect("wait for bir-proxy");
+    let mut stderr = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        let _ = err.read_to_string(&mut stderr);
+    }
+    assert!(
+        out == input.as_bytes(),
+        "the slow reader got {} of {} bytes; stderr: {stderr}",
+        out.len(),
+        input.len()
+    );
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
