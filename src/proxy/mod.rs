@@ -696,15 +696,15 @@ impl Session {
         // (slowly: a loaded machine, a large answer): that is neither a
         // server that will not stop nor a stdout held by something else.
         // Without bir the host would get every byte; so it does here.
-        if let Timer::SendTerm | Timer::StdoutGrace = timer {
-            if relay::host_bytes_taken() != self.host_taken_at_timer {
-                let after = match timer {
-                    Timer::SendTerm => STOP_GRACE,
-                    _ => STDOUT_GRACE,
-                };
-                self.arm_while_host_reads(after, timer);
-                return None;
-            }
+        if let Timer::SendTerm | Timer::StdoutGrace = timer
+            && relay::host_bytes_taken() != self.host_taken_at_timer
+        {
+            let after = match timer {
+                Timer::SendTerm => STOP_GRACE,
+                _ => STDOUT_GRACE,
+            };
+            self.arm_while_host_reads(after, timer);
+            return None;
         }
         match timer {
             Timer::SendTerm => {
