@@ -187,51 +187,45 @@ fn record_hooks(req: &HookInstall, outcome: &atomic::Outcome, plan: &Planned) ->
         || plan.repointed > 0
         || plan.reflagged > 0
         || plan.replaced > 0;
-    let recorded = if !changes_anything {
-        Ok(())
-    } else {
-        ledger::modify(&mut |l| {
-            let existing = l.hooks.iter_mut().find(|h| h.file == target);
-            match existing {
-                Some(h) => {
-                    if !h.projects.contains(&key) {
-                        h.projects.push(key.clone());
-                    }
-                    h.events.extend(plan.events.iter().cloned());
-                    h.transport = scope.transport;
-                    if outcome.changed {
-                        h.file_sha256 = file_hash.clone();
-                    }
-                }
-                None if !plan.events.is_empty()
-                    || plan.repointed > 0
-                    || plan.reflagged > 0
-                    || plan.replaced > 0 =>
-                {
-                    l.hooks.push(HookChange {
-                        client: CLIENT.into(),
-                        transport: scope.transport,
-                        file: target.clone(),
-                        scope: scope.label().into(),
-                        projects: vec![key.clone()],
-                        created_file: plan.created_file,
-                        keep_parents: plan.keep_parents,
-                        events: plan.events.clone(),
-                        file_sha256: file_hash.clone(),
-                        at: crate::time::rfc3339(std::time::SystemTime::now()),
-                    })
-                }
-                None => {}
+    if !changes_anything {
+        return Ok(());
+    }
+    fn hooks(l: &mut ledger::Ledger) -> &mut Vec<HookChange> {
+        &mut l.hooks
+    }
+    record_in_ledger(
+        hooks,
+        &target,
+        &|h| {
+            if !h.projects.contains(&key) {
+                h.projects.push(key.clone());
             }
-        })
-    };
-    recorded.map_err(|e| {
-        Error::failure(format!(
-            "{} was changed, but the ledger could not be written; `bir uninstall` cannot undo it — remove bir's hook groups by hand",
-            target.display()
-        ))
-        .because(e)
-    })
+            h.events.extend(plan.events.iter().cloned());
+            h.transport = scope.transport;
+            if outcome.changed {
+                h.file_sha256 = file_hash.clone();
+            }
+        },
+        &|| {
+            (!plan.events.is_empty()
+                || plan.repointed > 0
+                || plan.reflagged > 0
+                || plan.replaced > 0)
+                .then(|| HookChange {
+                    client: CLIENT.into(),
+                    transport: scope.transport,
+                    file: target.clone(),
+                    scope: scope.label().into(),
+                    projects: vec![key.clone()],
+                    created_file: plan.created_file,
+                    keep_parents: plan.keep_parents,
+                    events: plan.events.clone(),
+                    file_sha256: file_hash.clone(),
+                    at: crate::time::rfc3339(std::time::SystemTime::now()),
+                })
+        },
+        "`bir uninstall` cannot undo it — remove bir's hook groups by hand",
+    )
 }
 
 /// What the registration changed, in words.
@@ -419,6 +413,35 @@ pub fn forget_in_ledger<T: Shared>(
             false
         }
     }
+}
+
+/// The one ledger write of an install (Claude Code's hooks, the mod,
+/// other agents' hooks): in the list `list` picks, the entry for `file`
+/// is updated (`update`), or, when there is none, `new` makes one
+/// (`None`: nothing to add). When the ledger cannot be written the error
+/// says that `file` was changed, and what to remove by hand (`by_hand`),
+/// since `bir uninstall` cannot undo it.
+pub fn record_in_ledger<T: Shared>(
+    list: fn(&mut ledger::Ledger) -> &mut Vec<T>,
+    file: &Path,
+    update: &dyn Fn(&mut T),
+    new: &dyn Fn() -> Option<T>,
+    by_hand: &str,
+) -> Result<(), Error> {
+    ledger::modify(&mut |l| {
+        let entries = list(l);
+        match entries.iter_mut().find(|e| e.file() == file) {
+            Some(e) => update(e),
+            None => entries.extend(new()),
+        }
+    })
+    .map_err(|e| {
+        Error::failure(format!(
+            "{} was changed, but the ledger could not be written; {by_hand}",
+            file.display()
+        ))
+        .because(e)
+    })
 }
 
 /// Undoes the selected hook changes (`bir uninstall`). Returns false when
