@@ -14,7 +14,8 @@
 //!   `switch` (`bir off`/`on`: whether recording is off here);
 //! * runs: `record` (the recorder sink, the journal, the local store);
 //! * engines: `service` (the recording service), `bound` (the bound tier),
-//!   `replay`, `otlp`;
+//!   `replay`, `otlp`, `investigate` (a run's findings), `report` (a run
+//!   as an HTML page);
 //! * daemon: `daemon` (the recorder daemon, hidden `bir daemon`, and its
 //!   client: find, start, talk to it);
 //! * client configs: `clientconfig` (editing MCP clients' configs and the
@@ -58,6 +59,7 @@ mod error;
 mod fakeserver;
 mod home;
 mod hooks;
+mod investigate;
 pub mod jsonrpc;
 mod locks;
 mod logging;
@@ -68,6 +70,7 @@ mod proxy;
 mod record;
 pub mod redact;
 mod replay;
+mod report;
 mod secret;
 mod service;
 mod switch;

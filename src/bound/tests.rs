@@ -19,7 +19,8 @@ use crate::record::payload::fixture;
 const SESSION: &str = "0b3f6f1e-2c5d-4e8a-9a77-5c1f00000001";
 const TRANSCRIPT: &str = "/home/u/.claude/projects/p/0b3f6f1e.jsonl";
 
-fn cfg() -> EngineConfig {
+/// The engine's settings every whole-session test uses (the hosts' too).
+pub(super) fn cfg() -> EngineConfig {
     EngineConfig {
         redact: crate::redact::RedactConfig::default(),
         payload_cap: 64 * 1024,

@@ -849,37 +849,50 @@ pub fn uninstall_edit(
         .collect();
     unrecorded.dedup();
     for ev in unrecorded.iter().chain(change.events.iter().rev()) {
-        // Every bir group of this event (newest first keeps indices valid).
-        loop {
-            let doc =
-                Doc::parse(&bytes, Flavor::Jsonc).map_err(|e| Error::failure(e.to_string()))?;
-            let path = ["hooks", ev.event.as_str()];
-            let Some(arr) = doc.root.at(&path) else {
-                break;
-            };
-            let Some(index) = arr.items().iter().rposition(|g| our_group(g).is_some()) else {
-                let (start, end) = (arr.start, arr.end);
-                if arr.items().is_empty() {
-                    if ev.created {
-                        bytes = doc
-                            .remove_pruning(&path, change.keep_parents)
-                            .ok_or("internal: the hooks entry vanished")?;
-                    } else if let Some(inner) = &ev.empty_inner {
-                        bytes = doc.splice(start + 1, end - 1, inner);
-                    }
-                }
-                break;
-            };
-            bytes = doc
-                .remove_item(&path, index)
-                .ok_or("internal: the hook group vanished")?;
-        }
+        bytes = remove_ours(bytes, ev, change.keep_parents, &|g| our_group(g).is_some())?;
     }
     // Nothing but an empty object left in a file bir created.
     let pristine = change.created_file
         && Doc::parse(&bytes, Flavor::Jsonc)
             .is_ok_and(|d| d.root.is_object() && d.root.members().is_empty());
     Ok(((bytes != before).then_some(bytes), pristine))
+}
+
+/// Takes every hook `ours` recognises out of the `hooks.<event>` array of
+/// `bytes`, the last first (so the indices stay valid). The array, once
+/// empty, goes when bir created it (`ev.created`; `keep_parents` as
+/// `Doc::remove_pruning` takes it)
+/// or gets back the inside it had before bir (`ev.empty_inner`). One
+/// implementation for Claude Code's groups and the other agents' entries.
+pub fn remove_ours(
+    mut bytes: Vec<u8>,
+    ev: &HookEvent,
+    keep_parents: usize,
+    ours: &dyn Fn(&Node) -> bool,
+) -> Result<Vec<u8>, Error> {
+    loop {
+        let doc = Doc::parse(&bytes, Flavor::Jsonc).map_err(|e| Error::failure(e.to_string()))?;
+        let path = ["hooks", ev.event.as_str()];
+        let Some(arr) = doc.root.at(&path) else {
+            return Ok(bytes);
+        };
+        let Some(index) = arr.items().iter().rposition(ours) else {
+            let (start, end) = (arr.start, arr.end);
+            if arr.items().is_empty() {
+                if ev.created {
+                    bytes = doc
+                        .remove_pruning(&path, keep_parents)
+                        .ok_or("internal: the hooks entry vanished")?;
+                } else if let Some(inner) = &ev.empty_inner {
+                    bytes = doc.splice(start + 1, end - 1, inner);
+                }
+            }
+            return Ok(bytes);
+        };
+        bytes = doc
+            .remove_item(&path, index)
+            .ok_or("internal: the hook entry vanished")?;
+    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
 use super::hook_entries::{
-    HookChange, HookForm, HookPlace, HookScope, HttpForm, LEFT_TO_THE_MOD, TIMEOUT_SECS, Transport,
-    install_edit_skipping, registered, registered_events, uninstall_edit,
+    HookChange, HookForm, HookPlace, HookScope, HttpForm, LEFT_TO_THE_MOD, Planned, TIMEOUT_SECS,
+    Transport, install_edit_skipping, registered, registered_events, uninstall_edit,
 };
 use super::jsonedit::{Doc, Flavor, Node};
 use super::ledger;
@@ -51,25 +51,43 @@ fn policy_blocks(paths: &Paths) -> Option<String> {
     None
 }
 
+/// One registration of the hooks (`bir install`): where, in which form,
+/// and what the rest of the install did.
+pub struct HookInstall<'a> {
+    pub paths: &'a Paths,
+    pub scope: HookScope,
+    /// The project the hooks are registered for (the ledger's users).
+    pub project_key: &'a str,
+    pub correlation: Option<Correlation>,
+    /// Print the diff, write nothing.
+    pub dry_run: bool,
+    /// bir's Claude Code mod is installed too, and the events it makes
+    /// redundant ([`LEFT_TO_THE_MOD`]) are not added.
+    pub with_mod: bool,
+    /// This install changed something else (a wrapped server), so the
+    /// project joins the ledger's users of hooks that are already
+    /// registered. Without it, hooks already in place leave the ledger
+    /// untouched: an install that reports nothing changed changes nothing,
+    /// not even which projects `bir uninstall` elsewhere counts as still
+    /// using the hooks.
+    pub joins: bool,
+}
+
 /// Registers the hooks (`bir install`). Prints its own section. Returns the
-/// changed file, if any. `with_mod`: bir's Claude Code mod is installed too,
-/// and the events it makes redundant ([`LEFT_TO_THE_MOD`]) are not added.
+/// changed file, if any.
 ///
-/// `joins`: this install changed something else (a wrapped server), so the
-/// project joins the ledger's users of hooks that are already registered.
-/// Without it, hooks already in place leave the ledger untouched: an
-/// install that reports nothing changed changes nothing, not even which
-/// projects `bir uninstall` elsewhere counts as still using the hooks.
-pub fn install(
-    paths: &Paths,
-    scope: HookScope,
-    project_key: &str,
-    correlation: Option<Correlation>,
-    dry_run: bool,
-    with_mod: bool,
-    joins: bool,
-) -> Result<Option<Changed>, Error> {
-    let skip: &[&str] = if with_mod { LEFT_TO_THE_MOD } else { &[] };
+/// The phases: managed policy may forbid hooks; the hook form; then
+/// either the dry run's diff ([`show_plan`]), or the file written
+/// ([`write_hooks`]), the ledger ([`record_hooks`]) and what changed said
+/// ([`say_registered`]).
+pub fn install(req: &HookInstall) -> Result<Option<Changed>, Error> {
+    let HookInstall {
+        paths,
+        scope,
+        correlation,
+        ..
+    } = *req;
+    let skip: &[&str] = if req.with_mod { LEFT_TO_THE_MOD } else { &[] };
     let file = scope.settings_file(paths);
     out(&format!(
         "Claude Code hooks — {} ({} settings)",
@@ -85,34 +103,61 @@ pub fn install(
         http: http_form(paths, scope)?,
         ..HookForm::detect()
     };
-    let note_scope = || {
-        if scope.place == HookPlace::Project {
-            out(&format!(
-                "  note: project settings load only when Claude Code starts in {} itself (not a subdirectory), and only once the folder is trusted (the trust dialog; `claude -p` counts as trusted)",
-                paths.project.display()
-            ));
-        }
-    };
-    if dry_run {
-        let before = atomic::read(&file)?;
-        let plan = install_edit_skipping(before.as_deref(), &form, &file, skip)?;
-        if let Some(after) = &plan.bytes {
-            out(&format!(
-                "  register   {} events → {} (timeout {TIMEOUT_SECS} s)",
-                plan.events.len() + plan.repointed,
-                form.display()
-            ));
-            out(&diff::unified(
-                &file.display().to_string(),
-                before.as_deref().unwrap_or_default(),
-                after,
-            ));
-        } else {
-            out(&format!("  registered {} events already", plan.already));
-        }
-        note_scope();
+    if req.dry_run {
+        show_plan(&form, &file, skip)?;
+        note_scope(req);
         return Ok(None);
     }
+    let (outcome, plan) = write_hooks(&form, &file, skip)?;
+    record_hooks(req, &outcome, &plan)?;
+    say_registered(req, &form, &plan);
+    note_scope(req);
+    Ok(outcome.changed.then(|| {
+        (
+            outcome.target,
+            plan.events.len() + plan.repointed + plan.reflagged + plan.replaced,
+        )
+    }))
+}
+
+/// Project settings load only in some sessions: said after the section.
+fn note_scope(req: &HookInstall) {
+    if req.scope.place == HookPlace::Project {
+        out(&format!(
+            "  note: project settings load only when Claude Code starts in {} itself (not a subdirectory), and only once the folder is trusted (the trust dialog; `claude -p` counts as trusted)",
+            req.paths.project.display()
+        ));
+    }
+}
+
+/// `--dry-run`: the events that would be registered and the diff.
+fn show_plan(form: &HookForm, file: &Path, skip: &[&str]) -> Result<(), Error> {
+    let before = atomic::read(file)?;
+    let plan = install_edit_skipping(before.as_deref(), form, file, skip)?;
+    if let Some(after) = &plan.bytes {
+        out(&format!(
+            "  register   {} events → {} (timeout {TIMEOUT_SECS} s)",
+            plan.events.len() + plan.repointed,
+            form.display()
+        ));
+        out(&diff::unified(
+            &file.display().to_string(),
+            before.as_deref().unwrap_or_default(),
+            after,
+        ));
+    } else {
+        out(&format!("  registered {} events already", plan.already));
+    }
+    Ok(())
+}
+
+/// The settings file edited (its directory created if need be): what the
+/// atomic update did, and the plan it applied.
+fn write_hooks(
+    form: &HookForm,
+    file: &Path,
+    skip: &[&str],
+) -> Result<(atomic::Outcome, Planned), Error> {
     if let Some(dir) = file.parent()
         && !dir.as_os_str().is_empty()
         && !dir.exists()
@@ -120,67 +165,71 @@ pub fn install(
         std::fs::create_dir_all(dir).context(|| format!("cannot create {}", dir.display()))?;
     }
     let planned = RefCell::new(None);
-    let outcome = atomic::update(&file, &mut |before| {
-        let plan = install_edit_skipping(before, &form, &file, skip)?;
+    let outcome = atomic::update(file, &mut |before| {
+        let plan = install_edit_skipping(before, form, file, skip)?;
         let bytes = plan.bytes.clone();
         *planned.borrow_mut() = Some(plan);
         Ok(bytes)
     })?;
-    let plan = planned.into_inner().unwrap_or_default();
+    Ok((outcome, planned.into_inner().unwrap_or_default()))
+}
+
+/// The ledger told what changed, so `bir uninstall` can undo it: this
+/// project joins the file's entry, or a new entry is made.
+fn record_hooks(req: &HookInstall, outcome: &atomic::Outcome, plan: &Planned) -> Result<(), Error> {
+    let scope = req.scope;
     let target = outcome.target.clone();
     let file_hash = sha256_hex(&outcome.after);
-    let key = project_key.to_owned();
+    let key = req.project_key.to_owned();
     let changes_anything = outcome.changed
-        || joins
+        || req.joins
         || !plan.events.is_empty()
         || plan.repointed > 0
         || plan.reflagged > 0
         || plan.replaced > 0;
-    let recorded = if !changes_anything {
-        Ok(())
-    } else {
-        ledger::modify(&mut |l| {
-            let existing = l.hooks.iter_mut().find(|h| h.file == target);
-            match existing {
-                Some(h) => {
-                    if !h.projects.contains(&key) {
-                        h.projects.push(key.clone());
-                    }
-                    h.events.extend(plan.events.iter().cloned());
-                    h.transport = scope.transport;
-                    if outcome.changed {
-                        h.file_sha256 = file_hash.clone();
-                    }
-                }
-                None if !plan.events.is_empty()
-                    || plan.repointed > 0
-                    || plan.reflagged > 0
-                    || plan.replaced > 0 =>
-                {
-                    l.hooks.push(HookChange {
-                        client: CLIENT.into(),
-                        transport: scope.transport,
-                        file: target.clone(),
-                        scope: scope.label().into(),
-                        projects: vec![key.clone()],
-                        created_file: plan.created_file,
-                        keep_parents: plan.keep_parents,
-                        events: plan.events.clone(),
-                        file_sha256: file_hash.clone(),
-                        at: crate::time::rfc3339(std::time::SystemTime::now()),
-                    })
-                }
-                None => {}
+    if !changes_anything {
+        return Ok(());
+    }
+    fn hooks(l: &mut ledger::Ledger) -> &mut Vec<HookChange> {
+        &mut l.hooks
+    }
+    record_in_ledger(
+        hooks,
+        &target,
+        &|h| {
+            if !h.projects.contains(&key) {
+                h.projects.push(key.clone());
             }
-        })
-    };
-    recorded.map_err(|e| {
-        Error::failure(format!(
-            "{} was changed, but the ledger could not be written; `bir uninstall` cannot undo it — remove bir's hook groups by hand",
-            target.display()
-        ))
-        .because(e)
-    })?;
+            h.events.extend(plan.events.iter().cloned());
+            h.transport = scope.transport;
+            if outcome.changed {
+                h.file_sha256 = file_hash.clone();
+            }
+        },
+        &|| {
+            (!plan.events.is_empty()
+                || plan.repointed > 0
+                || plan.reflagged > 0
+                || plan.replaced > 0)
+                .then(|| HookChange {
+                    client: CLIENT.into(),
+                    transport: scope.transport,
+                    file: target.clone(),
+                    scope: scope.label().into(),
+                    projects: vec![key.clone()],
+                    created_file: plan.created_file,
+                    keep_parents: plan.keep_parents,
+                    events: plan.events.clone(),
+                    file_sha256: file_hash.clone(),
+                    at: crate::time::rfc3339(std::time::SystemTime::now()),
+                })
+        },
+        "`bir uninstall` cannot undo it — remove bir's hook groups by hand",
+    )
+}
+
+/// What the registration changed, in words.
+fn say_registered(req: &HookInstall, form: &HookForm, plan: &Planned) {
     if !plan.events.is_empty() {
         out(&format!(
             "  registered {} events → {} (timeout {TIMEOUT_SECS} s); your own hooks are untouched",
@@ -214,19 +263,12 @@ pub fn install(
     if plan.events.is_empty() && plan.repointed == 0 && plan.reflagged == 0 && plan.replaced == 0 {
         out(&format!("  already registered ({} events)", plan.already));
     }
-    if with_mod {
+    if req.with_mod {
         out(&format!(
             "  left to the mod: {} (the model's words come over the mod link)",
             LEFT_TO_THE_MOD.join(", ")
         ));
     }
-    note_scope();
-    Ok(outcome.changed.then(|| {
-        (
-            target,
-            plan.events.len() + plan.repointed + plan.reflagged + plan.replaced,
-        )
-    }))
 }
 
 /// The HTTP side of the hooks for `scope` (`None`: command hooks): the
@@ -371,6 +413,35 @@ pub fn forget_in_ledger<T: Shared>(
             false
         }
     }
+}
+
+/// The one ledger write of an install (Claude Code's hooks, the mod,
+/// other agents' hooks): in the list `list` picks, the entry for `file`
+/// is updated (`update`), or, when there is none, `new` makes one
+/// (`None`: nothing to add). When the ledger cannot be written the error
+/// says that `file` was changed, and what to remove by hand (`by_hand`),
+/// since `bir uninstall` cannot undo it.
+pub fn record_in_ledger<T: Shared>(
+    list: fn(&mut ledger::Ledger) -> &mut Vec<T>,
+    file: &Path,
+    update: &dyn Fn(&mut T),
+    new: &dyn Fn() -> Option<T>,
+    by_hand: &str,
+) -> Result<(), Error> {
+    ledger::modify(&mut |l| {
+        let entries = list(l);
+        match entries.iter_mut().find(|e| e.file() == file) {
+            Some(e) => update(e),
+            None => entries.extend(new()),
+        }
+    })
+    .map_err(|e| {
+        Error::failure(format!(
+            "{} was changed, but the ledger could not be written; {by_hand}",
+            file.display()
+        ))
+        .because(e)
+    })
 }
 
 /// Undoes the selected hook changes (`bir uninstall`). Returns false when

@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 
 use super::atomic;
 use super::diff;
-use super::hook_entries::{HookChange, HookEvent, HookForm, shell_quote, shell_words};
+use super::hook_entries::{HookChange, HookEvent, HookForm, remove_ours, shell_quote, shell_words};
+use super::hook_install::{forget_in_ledger, record_in_ledger};
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 use super::ledger;
 use crate::bound::hosts::Host;
@@ -326,31 +327,8 @@ pub fn uninstall_edit(
     change: &HookChange,
 ) -> Result<(Option<Vec<u8>>, bool), Error> {
     let mut bytes = before.to_vec();
-    let parse = |b: &[u8]| Doc::parse(b, Flavor::Jsonc).map_err(|e| Error::failure(e.to_string()));
     for ev in change.events.iter().rev() {
-        loop {
-            let doc = parse(&bytes)?;
-            let path = ["hooks", ev.event.as_str()];
-            let Some(arr) = doc.root.at(&path) else {
-                break;
-            };
-            let Some(index) = arr.items().iter().rposition(|e| our_entry(e, host)) else {
-                let (start, end) = (arr.start, arr.end);
-                if arr.items().is_empty() {
-                    if ev.created {
-                        bytes = doc
-                            .remove_pruning(&path, change.keep_parents)
-                            .ok_or("internal: the hooks entry vanished")?;
-                    } else if let Some(inner) = &ev.empty_inner {
-                        bytes = doc.splice(start + 1, end - 1, inner);
-                    }
-                }
-                break;
-            };
-            bytes = doc
-                .remove_item(&path, index)
-                .ok_or("internal: the hook entry vanished")?;
-        }
+        bytes = remove_ours(bytes, ev, change.keep_parents, &|e| our_entry(e, host))?;
     }
     // Nothing but what a new file starts with is left in a file bir
     // created: it goes.
@@ -413,31 +391,29 @@ pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Resul
     let target = outcome.target.clone();
     if !plan.events.is_empty() {
         let file_hash = sha256_hex(&outcome.after);
-        ledger::modify(&mut |l| match l.host_hooks.iter_mut().find(|h| h.file == target) {
-            Some(h) => {
+        record_in_ledger(
+            host_hooks,
+            &target,
+            &|h| {
                 h.events.extend(plan.events.iter().cloned());
                 h.file_sha256 = file_hash.clone();
-            }
-            None => l.host_hooks.push(HookChange {
-                client: host.flag().into(),
-                file: target.clone(),
-                scope: scope.label().into(),
-                transport: super::hook_entries::Transport::Command,
-                projects: Vec::new(),
-                created_file: plan.created_file,
-                keep_parents: plan.keep_parents,
-                events: plan.events.clone(),
-                file_sha256: file_hash.clone(),
-                at: crate::time::rfc3339(std::time::SystemTime::now()),
-            }),
-        })
-        .map_err(|e| {
-            Error::failure(format!(
-                "{} was changed, but the ledger could not be written; remove bir's hooks from it by hand",
-                target.display()
-            ))
-            .because(e)
-        })?;
+            },
+            &|| {
+                Some(HookChange {
+                    client: host.flag().into(),
+                    file: target.clone(),
+                    scope: scope.label().into(),
+                    transport: super::hook_entries::Transport::Command,
+                    projects: Vec::new(),
+                    created_file: plan.created_file,
+                    keep_parents: plan.keep_parents,
+                    events: plan.events.clone(),
+                    file_sha256: file_hash.clone(),
+                    at: crate::time::rfc3339(std::time::SystemTime::now()),
+                })
+            },
+            "remove bir's hooks from it by hand",
+        )?;
         out(&format!(
             "  registered {} events → {}; your own hooks are untouched",
             plan.events.len(),
@@ -540,17 +516,13 @@ pub fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
     if client.is_none_or(|c| host_of_client(c) == Some(Host::Codex)) {
         ok &= codex_trust::untrust();
     }
-    if !done.is_empty()
-        && let Err(e) = ledger::modify(&mut |l| l.host_hooks.retain(|h| !done.contains(&h.file)))
-    {
-        crate::error::print(
-            "bir uninstall",
-            &Error::failure("the hooks were removed, but the ledger could not be updated")
-                .because(e),
-        );
-        ok = false;
-    }
+    ok &= forget_in_ledger(host_hooks, &done, &[], &[], "the hooks were removed");
     ok
+}
+
+/// The ledger's list of other agents' hooks.
+fn host_hooks(l: &mut ledger::Ledger) -> &mut Vec<HookChange> {
+    &mut l.host_hooks
 }
 
 /// Whether bir's hooks for `host` are registered in any of its files

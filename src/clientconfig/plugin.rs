@@ -29,7 +29,7 @@ use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
 use super::hook_entries::{NEW_FILE, unreadable_settings};
-use super::hook_install::{Selection, Shared, forget_in_ledger};
+use super::hook_install::{Selection, Shared, forget_in_ledger, record_in_ledger};
 use super::jsonedit::{Doc, Flavor, Node, json_string};
 use super::ledger::{self, ModChange};
 use crate::codec::sha256_hex;
@@ -211,8 +211,13 @@ pub fn install(paths: &Paths, project_key: &str, dry_run: bool) -> Result<Option
     let key = project_key.to_owned();
     let target = outcome.target.clone();
     let hash = sha256_hex(&outcome.after);
-    ledger::modify(&mut |l| match l.mods.iter_mut().find(|m| m.file == target) {
-        Some(m) => {
+    fn mods(l: &mut ledger::Ledger) -> &mut Vec<ModChange> {
+        &mut l.mods
+    }
+    record_in_ledger(
+        mods,
+        &target,
+        &|m| {
             if !m.projects.contains(&key) {
                 m.projects.push(key.clone());
             }
@@ -220,26 +225,24 @@ pub fn install(paths: &Paths, project_key: &str, dry_run: bool) -> Result<Option
             if outcome.changed {
                 m.file_sha256 = hash.clone();
             }
-        }
-        None => l.mods.push(ModChange {
-            file: target.clone(),
-            marketplace: dir.clone(),
-            config_dir: paths.settings_dir.clone(),
-            claude_json: paths.claude_json.clone(),
-            projects: vec![key.clone()],
-            created_file: plan.created_file,
-            keep_parents: plan.keep_parents,
-            file_sha256: hash.clone(),
-            at: crate::time::rfc3339(std::time::SystemTime::now()),
-        }),
-    })
-    .map_err(|e| {
-        Error::failure(format!(
-            "{} was changed, but the ledger could not be written; `bir uninstall` cannot undo it — remove `{PLUGIN_KEY}` and `{MARKETPLACE}` by hand",
-            target.display()
-        ))
-        .because(e)
-    })?;
+        },
+        &|| {
+            Some(ModChange {
+                file: target.clone(),
+                marketplace: dir.clone(),
+                config_dir: paths.settings_dir.clone(),
+                claude_json: paths.claude_json.clone(),
+                projects: vec![key.clone()],
+                created_file: plan.created_file,
+                keep_parents: plan.keep_parents,
+                file_sha256: hash.clone(),
+                at: crate::time::rfc3339(std::time::SystemTime::now()),
+            })
+        },
+        &format!(
+            "`bir uninstall` cannot undo it — remove `{PLUGIN_KEY}` and `{MARKETPLACE}` by hand"
+        ),
+    )?;
     if outcome.changed {
         out(&format!(
             "  installed  {PLUGIN_KEY}: Claude Code loads it at the next session start (2.1.332 or newer; older ones ignore it)"

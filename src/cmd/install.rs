@@ -21,7 +21,7 @@ use crate::clientconfig::format::{self, FileJob, Op};
 use crate::clientconfig::hook_entries::HookScope;
 use crate::clientconfig::hook_install;
 use crate::clientconfig::jsonedit::{Flavor, json_string};
-use crate::clientconfig::ledger::{self, Change};
+use crate::clientconfig::ledger::{self, Change, ModChange};
 use crate::clientconfig::vocab::{Decision, Found, Scope};
 
 use crate::clientconfig::hosthooks;
@@ -423,15 +423,15 @@ impl InstallPlan {
         }
         run_jobs(&self.jobs, &self.form, true)?;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hook_install::install(
+            hook_install::install(&hook_install::HookInstall {
                 paths,
                 scope,
-                key,
-                self.correlation,
-                true,
-                self.with_mod,
-                false,
-            )?;
+                project_key: key,
+                correlation: self.correlation,
+                dry_run: true,
+                with_mod: self.with_mod,
+                joins: false,
+            })?;
         }
         if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
             crate::clientconfig::plugin::install(paths, key, true)?;
@@ -451,15 +451,15 @@ impl InstallPlan {
         let files = result?;
         let mut hooks = None;
         if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hooks = hook_install::install(
+            hooks = hook_install::install(&hook_install::HookInstall {
                 paths,
                 scope,
-                key,
-                self.correlation,
-                false,
-                self.with_mod,
-                !files.is_empty(),
-            )
+                project_key: key,
+                correlation: self.correlation,
+                dry_run: false,
+                with_mod: self.with_mod,
+                joins: !files.is_empty(),
+            })
             .map_err(|e| {
                 if files.is_empty() {
                     e
@@ -607,6 +607,10 @@ fn this_project_keys(paths: &Paths) -> Vec<String> {
 
 /// `bir uninstall`: a file it cannot restore is reported and the others
 /// are still restored; the exit status then says it failed.
+///
+/// The phases: the other agents' hooks (`--client`/`--all`); what the
+/// ledger says to undo, chosen once ([`Uninstall::select`]); each file
+/// restored; then the ledger, and last the Claude Code hooks and the mod.
 pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
     let host_client = cmd
         .client
@@ -617,56 +621,8 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
     } else {
         true
     };
-    let ledger = ledger::load()?;
-    let by_file = cmd
-        .config
-        .as_ref()
-        .map(|c| atomic::resolve(&std::path::absolute(c).unwrap_or_else(|_| c.clone())));
-    let by_file = match by_file {
-        Some(Ok(f)) => Some(f),
-        Some(Err(e)) => return Err(e),
-        None => None,
-    };
-    let everywhere = cmd.all || cmd.client.is_some() || by_file.is_some();
-    let keys = if everywhere {
-        Vec::new()
-    } else {
-        match Paths::from_env(&project_dir(&cmd.project)) {
-            Ok(p) => this_project_keys(&p),
-            Err(e) => return Err(e),
-        }
-    };
-    let selected: Vec<Change> = ledger
-        .changes
-        .iter()
-        .filter(|c| everywhere || c.project.as_ref().is_some_and(|p| keys.contains(p)))
-        .filter(|c| cmd.client.as_ref().is_none_or(|cl| &c.client == cl))
-        .filter(|c| by_file.as_ref().is_none_or(|f| &c.file == f))
-        .filter(|c| cmd.server.is_empty() || cmd.server.contains(&c.server))
-        .cloned()
-        .collect();
-    let hook_sel = hook_install::select(
-        &ledger.hooks,
-        everywhere,
-        &keys,
-        cmd.client.as_deref(),
-        by_file.as_deref(),
-        &cmd.server,
-    );
-    let mod_sel = hook_install::select(
-        &ledger.mods,
-        everywhere,
-        &keys,
-        cmd.client.as_deref(),
-        by_file.as_deref(),
-        &cmd.server,
-    );
-    if selected.is_empty()
-        && hook_sel.reverse.is_empty()
-        && hook_sel.release.is_empty()
-        && mod_sel.reverse.is_empty()
-        && mod_sel.release.is_empty()
-    {
+    let mut undo = Uninstall::select(&cmd)?;
+    if undo.is_empty() {
         if host_client.is_some() {
             return Ok(ExitStatus::failure_if(!hosts_ok));
         }
@@ -677,13 +633,118 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
         });
         return Ok(ExitStatus::Success);
     }
-    let mut files: Vec<PathBuf> = selected.iter().map(|c| c.file.clone()).collect();
-    files.sort();
-    files.dedup();
-    let mut failed = false;
-    let mut done: Vec<Change> = Vec::new();
-    for file in files {
-        let mine: Vec<&Change> = selected.iter().filter(|c| c.file == file).collect();
+    undo.restore_files()?;
+    if cmd.dry_run {
+        undo.show_hooks_and_mod();
+        out("(dry run: nothing was written)");
+        return Ok(ExitStatus::failure_if(undo.failed || !hosts_ok));
+    }
+    undo.forget_restored()?;
+    undo.remove_hooks_and_mod();
+    Ok(ExitStatus::failure_if(undo.failed || !hosts_ok))
+}
+
+/// One `bir uninstall`: the ledger's changes it undoes, and how far it got.
+struct Uninstall {
+    dry_run: bool,
+    /// The project keys that mean "this project" (empty when the
+    /// selection is not by project).
+    keys: Vec<String>,
+    /// The server entries to restore.
+    changes: Vec<Change>,
+    hooks: hook_install::Selection,
+    mods: hook_install::Selection<ModChange>,
+    /// The changes restored (or whose file is gone): the ledger forgets them.
+    done: Vec<Change>,
+    /// A file could not be restored, or hooks or the mod not removed.
+    failed: bool,
+}
+
+impl Uninstall {
+    /// What the flags select from the ledger: every project's changes
+    /// (`--all`, `--client`, `--config`) or this project's, narrowed by
+    /// client, file and server.
+    fn select(cmd: &UninstallCmd) -> Result<Uninstall, Error> {
+        let ledger = ledger::load()?;
+        let by_file = cmd
+            .config
+            .as_ref()
+            .map(|c| atomic::resolve(&std::path::absolute(c).unwrap_or_else(|_| c.clone())));
+        let by_file = match by_file {
+            Some(Ok(f)) => Some(f),
+            Some(Err(e)) => return Err(e),
+            None => None,
+        };
+        let everywhere = cmd.all || cmd.client.is_some() || by_file.is_some();
+        let keys = if everywhere {
+            Vec::new()
+        } else {
+            match Paths::from_env(&project_dir(&cmd.project)) {
+                Ok(p) => this_project_keys(&p),
+                Err(e) => return Err(e),
+            }
+        };
+        let changes: Vec<Change> = ledger
+            .changes
+            .iter()
+            .filter(|c| everywhere || c.project.as_ref().is_some_and(|p| keys.contains(p)))
+            .filter(|c| cmd.client.as_ref().is_none_or(|cl| &c.client == cl))
+            .filter(|c| by_file.as_ref().is_none_or(|f| &c.file == f))
+            .filter(|c| cmd.server.is_empty() || cmd.server.contains(&c.server))
+            .cloned()
+            .collect();
+        let hooks = hook_install::select(
+            &ledger.hooks,
+            everywhere,
+            &keys,
+            cmd.client.as_deref(),
+            by_file.as_deref(),
+            &cmd.server,
+        );
+        let mods = hook_install::select(
+            &ledger.mods,
+            everywhere,
+            &keys,
+            cmd.client.as_deref(),
+            by_file.as_deref(),
+            &cmd.server,
+        );
+        Ok(Uninstall {
+            dry_run: cmd.dry_run,
+            keys,
+            changes,
+            hooks,
+            mods,
+            done: Vec::new(),
+            failed: false,
+        })
+    }
+
+    /// Nothing selected: no server entry, hook or mod to undo.
+    fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+            && self.hooks.reverse.is_empty()
+            && self.hooks.release.is_empty()
+            && self.mods.reverse.is_empty()
+            && self.mods.release.is_empty()
+    }
+
+    /// Every file with selected changes, restored (or, `--dry-run`, its
+    /// diff shown); one that fails is reported and the others still go.
+    /// `Err`: a file could not be read for `--dry-run`'s diff.
+    fn restore_files(&mut self) -> Result<(), Error> {
+        let mut files: Vec<PathBuf> = self.changes.iter().map(|c| c.file.clone()).collect();
+        files.sort();
+        files.dedup();
+        for file in files {
+            self.restore_file(file)?;
+        }
+        Ok(())
+    }
+
+    /// One file's selected changes reversed, newest first.
+    fn restore_file(&mut self, file: PathBuf) -> Result<(), Error> {
+        let mine: Vec<&Change> = self.changes.iter().filter(|c| c.file == file).collect();
         let notes: RefCell<Vec<String>> = RefCell::new(Vec::new());
         let resolved_now: RefCell<Vec<Change>> = RefCell::new(Vec::new());
         let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, Error> {
@@ -712,7 +773,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
             }
             Ok((bytes != before).then_some(bytes))
         };
-        if cmd.dry_run {
+        if self.dry_run {
             let before = atomic::read(&file)?;
             match edit(before.as_deref()) {
                 Ok(after) => {
@@ -725,10 +786,10 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
                 }
                 Err(e) => {
                     error::print("bir uninstall", &e);
-                    failed = true;
+                    self.failed = true;
                 }
             }
-            continue;
+            return Ok(());
         }
         match atomic::update(&file, &mut edit) {
             Ok(_) => {
@@ -736,53 +797,61 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
                 for n in notes.borrow().iter() {
                     out(&format!("  {n}"));
                 }
-                done.extend(resolved_now.into_inner());
+                self.done.extend(resolved_now.into_inner());
             }
             Err(e) => {
                 error::print("bir uninstall", &e);
-                failed = true;
+                self.failed = true;
             }
         }
+        Ok(())
     }
-    if cmd.dry_run {
-        if !hook_install::uninstall(&hook_sel, &keys, true) {
-            failed = true;
+
+    /// `--dry-run`: what would become of the hooks and the mod.
+    fn show_hooks_and_mod(&mut self) {
+        if !hook_install::uninstall(&self.hooks, &self.keys, true) {
+            self.failed = true;
         }
-        if !crate::clientconfig::plugin::uninstall(&mod_sel, &keys, true) {
-            failed = true;
+        if !crate::clientconfig::plugin::uninstall(&self.mods, &self.keys, true) {
+            self.failed = true;
         }
-        out("(dry run: nothing was written)");
-        return Ok(ExitStatus::failure_if(failed || !hosts_ok));
     }
-    if !done.is_empty()
-        && let Err(e) = ledger::modify(&mut |l| {
-            l.changes.retain(|c| !done.contains(c));
-        })
-    {
-        return Err(Error::failure(
-            "the configs were restored, but the ledger could not be updated",
-        )
-        .because(e));
-    }
-    // The hooks go last, and only when every server entry came back: a
-    // failure leaves them (and their ledger entries) for the next run.
-    if failed {
-        if !hook_sel.reverse.is_empty() {
-            crate::error::print(
-                "bir uninstall",
-                &Error::failure(
-                    "the Claude Code hooks were left registered; run `bir uninstall` again once the error above is fixed",
-                ),
-            );
+
+    /// The ledger forgets the changes restored.
+    fn forget_restored(&self) -> Result<(), Error> {
+        if !self.done.is_empty()
+            && let Err(e) = ledger::modify(&mut |l| {
+                l.changes.retain(|c| !self.done.contains(c));
+            })
+        {
+            return Err(Error::failure(
+                "the configs were restored, but the ledger could not be updated",
+            )
+            .because(e));
         }
-    } else if !hook_install::uninstall(&hook_sel, &keys, false) {
-        failed = true;
+        Ok(())
     }
-    // The mod goes with the hooks (it only adds to what they record).
-    if !failed && !crate::clientconfig::plugin::uninstall(&mod_sel, &keys, false) {
-        failed = true;
+
+    /// The hooks go last, and only when every server entry came back: a
+    /// failure leaves them (and their ledger entries) for the next run.
+    /// The mod goes with the hooks (it only adds to what they record).
+    fn remove_hooks_and_mod(&mut self) {
+        if self.failed {
+            if !self.hooks.reverse.is_empty() {
+                crate::error::print(
+                    "bir uninstall",
+                    &Error::failure(
+                        "the Claude Code hooks were left registered; run `bir uninstall` again once the error above is fixed",
+                    ),
+                );
+            }
+        } else if !hook_install::uninstall(&self.hooks, &self.keys, false) {
+            self.failed = true;
+        }
+        if !self.failed && !crate::clientconfig::plugin::uninstall(&self.mods, &self.keys, false) {
+            self.failed = true;
+        }
     }
-    Ok(ExitStatus::failure_if(failed || !hosts_ok))
 }
 
 pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {

@@ -179,6 +179,76 @@ pub struct ScenarioShowCmd {
     pub file: String,
 }
 
+/// Writes the argh struct of a command that runs scenarios against live
+/// servers (`bir replay`, `bir verify`): the flags they share are written
+/// here once, since argh cannot flatten one struct into another. In
+/// order: the command's positional; `--server` and `--no-record` with the
+/// command's own help (given as `server,` and `no_record,` with their doc
+/// comments); `--config`, `--url`, `--parallel-groups` after `--server`;
+/// the command's own flags; last `--param`, `--format`, `--report`,
+/// `--junit`, `--timeout-ms`. A field's type is written as a name and
+/// one optional generic argument (`Vec<String>`), so argh still sees
+/// whether it is a `Vec` or an `Option`.
+macro_rules! live_servers_command {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(#[$pos_meta:meta])*
+            pub $pos:ident: $pos_ty:ident $(<$pos_inner:ty>)?,
+            $(#[$server_meta:meta])*
+            server,
+            $(#[$no_record_meta:meta])*
+            no_record,
+            $(
+                $(#[$own_meta:meta])*
+                pub $own:ident: $own_ty:ident $(<$own_inner:ty>)?,
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $(#[$pos_meta])*
+            pub $pos: $pos_ty $(<$pos_inner>)?,
+            $(#[$server_meta])*
+            #[argh(option)]
+            pub server: Vec<String>,
+            /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
+            /// (stdio entries, and remote ones by their `url`)
+            #[argh(option)]
+            pub config: Option<PathBuf>,
+            /// a remote server as NAME=URL (Streamable HTTP; repeatable)
+            #[argh(option)]
+            pub url: Vec<String>,
+            /// run each recorded concurrent group of steps together
+            #[argh(switch)]
+            pub parallel_groups: bool,
+            $(#[$no_record_meta])*
+            #[argh(switch)]
+            pub no_record: bool,
+            $(
+                $(#[$own_meta])*
+                pub $own: $own_ty $(<$own_inner>)?,
+            )*
+            /// bind a parameter: name=value (repeatable)
+            #[argh(option)]
+            pub param: Vec<String>,
+            /// text (default) or json
+            #[argh(option, default = "String::from(\"text\")")]
+            pub format: String,
+            /// also write the JSON report to this file
+            #[argh(option)]
+            pub report: Option<PathBuf>,
+            /// also write a JUnit XML report to this file
+            #[argh(option)]
+            pub junit: Option<PathBuf>,
+            /// per request, in milliseconds (default 30000)
+            #[argh(option, default = "30000")]
+            pub timeout_ms: u64,
+        }
+    };
+}
+
+live_servers_command! {
 /// Replay a run or scenario against the live servers (bir is the MCP
 /// client). Read-only steps run; the others are held unless --execute.
 #[derive(FromArgs, Debug)]
@@ -189,21 +259,9 @@ pub struct ReplayCmd {
     pub source: String,
     /// a server as NAME='command args…' (repeatable; default: the install
     /// ledger's original entry)
-    #[argh(option)]
-    pub server: Vec<String>,
-    /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
-    /// (stdio entries, and remote ones by their `url`)
-    #[argh(option)]
-    pub config: Option<PathBuf>,
-    /// a remote server as NAME=URL (Streamable HTTP; repeatable)
-    #[argh(option)]
-    pub url: Vec<String>,
-    /// run each recorded concurrent group of steps together
-    #[argh(switch)]
-    pub parallel_groups: bool,
+    server,
     /// do not journal this replay as a run
-    #[argh(switch)]
-    pub no_record: bool,
+    no_record,
     /// execute nothing; print the plan with each step's class and reason
     #[argh(switch)]
     pub dry_run: bool,
@@ -233,23 +291,10 @@ pub struct ReplayCmd {
     /// start at this step id
     #[argh(option)]
     pub from: Option<String>,
-    /// bind a parameter: name=value (repeatable)
-    #[argh(option)]
-    pub param: Vec<String>,
-    /// text (default) or json
-    #[argh(option, default = "String::from(\"text\")")]
-    pub format: String,
-    /// also write the JSON report to this file
-    #[argh(option)]
-    pub report: Option<PathBuf>,
-    /// also write a JUnit XML report to this file
-    #[argh(option)]
-    pub junit: Option<PathBuf>,
-    /// per request, in milliseconds (default 30000)
-    #[argh(option, default = "30000")]
-    pub timeout_ms: u64,
+}
 }
 
+live_servers_command! {
 /// Replay with CI defaults: only read-only steps run, never a prompt.
 /// Exit: 0 matched, 1 divergence, 2 usage, 3 incomplete, 4 server down,
 /// 5 stale or drifted.
@@ -260,21 +305,9 @@ pub struct VerifyCmd {
     #[argh(positional)]
     pub sources: Vec<String>,
     /// a server as NAME='command args…' (repeatable)
-    #[argh(option)]
-    pub server: Vec<String>,
-    /// an MCP client config file (e.g. `.mcp.json`) whose servers to use
-    /// (stdio entries, and remote ones by their `url`)
-    #[argh(option)]
-    pub config: Option<PathBuf>,
-    /// a remote server as NAME=URL (Streamable HTTP; repeatable)
-    #[argh(option)]
-    pub url: Vec<String>,
-    /// run each recorded concurrent group of steps together
-    #[argh(switch)]
-    pub parallel_groups: bool,
+    server,
     /// do not journal this verification as a run
-    #[argh(switch)]
-    pub no_record: bool,
+    no_record,
     /// compare only the snapshots (tools added/removed, schema or
     /// annotation changes): zero side effects
     #[argh(switch)]
@@ -309,21 +342,7 @@ pub struct VerifyCmd {
     /// are reported as skipped and do not fail)
     #[argh(switch)]
     pub require_all: bool,
-    /// bind a parameter: name=value (repeatable)
-    #[argh(option)]
-    pub param: Vec<String>,
-    /// text (default) or json
-    #[argh(option, default = "String::from(\"text\")")]
-    pub format: String,
-    /// also write the JSON report to this file
-    #[argh(option)]
-    pub report: Option<PathBuf>,
-    /// also write a JUnit XML report to this file
-    #[argh(option)]
-    pub junit: Option<PathBuf>,
-    /// per request, in milliseconds (default 30000)
-    #[argh(option, default = "30000")]
-    pub timeout_ms: u64,
+}
 }
 
 /// Serve a recorded server over stdio as an MCP server.

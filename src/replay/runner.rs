@@ -15,8 +15,9 @@
 //! (`--dry-run`) and `guided-only` (a host built-in: only guided replay
 //! can follow it). The exit status follows docs/replay.md (`bir verify`'s exit codes).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -27,9 +28,10 @@ use super::client::{Answer, ClientError, McpClient};
 use super::compare::{self, Difference, RuleSet};
 use super::recording::{REPLAY_RECORDER, SessionRecorder};
 use super::safety::{self, Class, Consent};
-use super::scenario::{Scenario, ScenarioStep};
+use super::scenario::{CompareRule, Scenario, ScenarioStep};
 use super::template::{self, Lookup};
 use crate::error::ExitStatus;
+use crate::redact::Redactor;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -463,39 +465,131 @@ pub struct LiveServer {
 
 /// Runs `scenario`. `confirm` is asked about held steps `--execute` may
 /// run after a TTY confirmation (`None`: never ask, hold them).
+///
+/// The phases, each a method of [`Replay`]: start the servers the selected
+/// steps use (not in a dry run); then, batch by batch, judge every step
+/// (safety, schema, environment, arguments, consent) and execute the ones
+/// cleared; last, put the report in the recorded order.
 pub fn run(
     scenario: &Scenario,
     servers: &ServerTargets,
     options: &Options,
     mut confirm: Option<&mut dyn FnMut(&StepReport) -> Confirm>,
 ) -> Report {
-    let mut report = Report {
-        dry_run: options.dry_run,
-        ..Report::default()
-    };
-    let known_secrets: Vec<String> = servers
-        .values()
-        .flat_map(|t| match t {
-            ServerTarget::Remote { secrets, .. } => secrets.clone(),
-            ServerTarget::Command { .. } => Vec::new(),
-        })
-        .collect();
-    let redactor = super::recorded_space_redactor_knowing(&known_secrets);
-    let to_recorded = |v: Value| super::in_recorded_space(&redactor, options.payload_cap, v);
+    let params = bind_params(scenario, &options.params);
+    let mut replay = Replay::new(scenario, servers, options, &params);
     let selected: Vec<&ScenarioStep> = select(scenario, options);
-    let selected_ids: std::collections::HashSet<&str> =
-        selected.iter().map(|s| s.id.as_str()).collect();
-    let cwd = scenario
-        .source
-        .as_ref()
-        .map(|s| s.cwd.clone())
-        .unwrap_or_default();
-
-    // Start every server the selected steps use (all of them for
-    // --schema-only), unless this is a dry run.
-    let mut live: BTreeMap<String, LiveServer> = BTreeMap::new();
-    let mut recorder: Option<SessionRecorder> = None;
+    let selected_ids: HashSet<&str> = selected.iter().map(|s| s.id.as_str()).collect();
     if !options.dry_run {
+        replay.start_servers(servers, &selected);
+    }
+    for batch in batches(&scenario.steps, options.parallel_groups) {
+        let ready = replay.judge_batch(batch, &selected_ids, &mut confirm);
+        replay.execute_batch(ready);
+    }
+    replay.finish()
+}
+
+/// The TTY confirmation `run` may ask for (see [`run`]).
+type Confirmer<'c> = Option<&'c mut dyn FnMut(&StepReport) -> Confirm>;
+
+/// One replay in progress: what the phases of [`run`] share.
+struct Replay<'a> {
+    scenario: &'a Scenario,
+    options: &'a Options,
+    /// The static header values sent to remote servers: redacted like the
+    /// secrets the redactor knows by shape.
+    known_secrets: Vec<String>,
+    /// Live values are compared, reported and journaled in recorded space
+    /// (redacted with this, capped at `options.payload_cap`).
+    redactor: Redactor,
+    report: Report,
+    live: BTreeMap<String, LiveServer>,
+    recorder: Option<SessionRecorder>,
+    results: Results<'a>,
+    home: Option<PathBuf>,
+    /// `--allow` (and, trusted, the scenario's own), `--deny` and the
+    /// scenario's.
+    allow: Vec<String>,
+    deny: Vec<String>,
+    /// `server/tool` keys confirmed with "always" on the terminal.
+    always: Vec<String>,
+    /// The user quit answering: every later step that would ask is held.
+    stop_asking: bool,
+    base_rules: Vec<CompareRule>,
+}
+
+impl<'a> Replay<'a> {
+    fn new(
+        scenario: &'a Scenario,
+        servers: &ServerTargets,
+        options: &'a Options,
+        params: &'a HashMap<String, Value>,
+    ) -> Replay<'a> {
+        let known_secrets: Vec<String> = servers
+            .values()
+            .flat_map(|t| match t {
+                ServerTarget::Remote { secrets, .. } => secrets.clone(),
+                ServerTarget::Command { .. } => Vec::new(),
+            })
+            .collect();
+        let redactor = super::recorded_space_redactor_knowing(&known_secrets);
+        let (allow, deny) = if options.trust_scenario {
+            (
+                [options.allow.clone(), scenario.allow.clone()].concat(),
+                [options.deny.clone(), scenario.deny.clone()].concat(),
+            )
+        } else {
+            (
+                options.allow.clone(),
+                [options.deny.clone(), scenario.deny.clone()].concat(),
+            )
+        };
+        let base_rules: Vec<CompareRule> = compare::default_rules()
+            .into_iter()
+            .chain(scenario.rules.compare.iter().cloned())
+            .collect();
+        Replay {
+            scenario,
+            options,
+            known_secrets,
+            redactor,
+            report: Report {
+                dry_run: options.dry_run,
+                ..Report::default()
+            },
+            live: BTreeMap::new(),
+            recorder: None,
+            results: Results {
+                params,
+                steps: HashMap::new(),
+            },
+            home: crate::home::bir_home(),
+            allow,
+            deny,
+            always: Vec::new(),
+            stop_asking: false,
+            base_rules,
+        }
+    }
+
+    /// A live value in recorded space.
+    fn to_recorded(&self, v: Value) -> Value {
+        super::in_recorded_space(&self.redactor, self.options.payload_cap, v)
+    }
+
+    /// Starts every server the selected steps use (all of them for
+    /// `--schema-only`), opens the replay's own run when it is recorded,
+    /// and notes each server's tools drift. A server that cannot start is
+    /// an environment problem of the report.
+    fn start_servers(&mut self, servers: &ServerTargets, selected: &[&ScenarioStep]) {
+        let scenario = self.scenario;
+        let options = self.options;
+        let cwd = scenario
+            .source
+            .as_ref()
+            .map(|s| s.cwd.clone())
+            .unwrap_or_default();
         let mut wanted: Vec<String> = selected
             .iter()
             .filter(|s| s.kind == "mcp")
@@ -507,331 +601,463 @@ pub fn run(
         wanted.sort();
         wanted.dedup();
         if let Some(of) = &options.record {
-            recorder = SessionRecorder::open(REPLAY_RECORDER, of, &wanted, known_secrets.clone());
+            self.recorder =
+                SessionRecorder::open(REPLAY_RECORDER, of, &wanted, self.known_secrets.clone());
         }
         for name in wanted {
             let Some(target) = servers.get(&name) else {
-                report.environment.push(format!(
+                self.report.environment.push(format!(
                     "server {name}: no command (give --server {name}='command …', or install it with bir install)"
                 ));
                 continue;
             };
+            let to_recorded = |v: Value| self.to_recorded(v);
             match start_target(&name, target, scenario, &cwd, options.timeout, &to_recorded) {
                 Ok(server) => {
-                    if let Some(rec) = recorder.as_mut() {
+                    if let Some(rec) = self.recorder.as_mut() {
                         for (_, request, answer) in &server.client.exchanges {
                             rec.exchange(&name, request, answer, SystemTime::now(), Duration::ZERO);
                         }
                     }
                     if let Some(snap) = scenario.servers.get(&name) {
                         let live_defs: Vec<Value> = server.tools.values().cloned().collect();
-                        report.drift.push(drift_of(&name, &snap.tools, &live_defs));
+                        self.report
+                            .drift
+                            .push(drift_of(&name, &snap.tools, &live_defs));
                     }
-                    live.insert(name, server);
+                    self.live.insert(name, server);
                 }
-                Err(e) => report.environment.push(e.to_string()),
+                Err(e) => self.report.environment.push(e.to_string()),
             }
         }
     }
 
-    let params = bind_params(scenario, &options.params);
-    let home = crate::home::bir_home();
-    let mut results = Results {
-        params: &params,
-        steps: HashMap::new(),
-    };
-    let mut always: Vec<String> = Vec::new();
-    let mut stop_asking = false;
-    let (allow, deny) = if options.trust_scenario {
-        (
-            [options.allow.clone(), scenario.allow.clone()].concat(),
-            [options.deny.clone(), scenario.deny.clone()].concat(),
-        )
-    } else {
-        (
-            options.allow.clone(),
-            [options.deny.clone(), scenario.deny.clone()].concat(),
-        )
-    };
-    let base_rules: Vec<super::scenario::CompareRule> = compare::default_rules()
-        .into_iter()
-        .chain(scenario.rules.compare.iter().cloned())
-        .collect();
-
-    for batch in batches(&scenario.steps, options.parallel_groups) {
-        // A batch's steps are judged first, then those that may run are sent
-        // together (one at a time without --parallel-groups: batches of one).
-        // Within a concurrent group no step can have seen another's answer:
-        // their recorded results feed bindings.
+    /// Judges one batch. A batch's steps are judged first, then those that
+    /// may run are sent together (one at a time without
+    /// `--parallel-groups`: batches of one). Within a concurrent group no
+    /// step can have seen another's answer: their recorded results feed
+    /// bindings. A step not selected is not run, but its recorded result
+    /// still feeds bindings.
+    fn judge_batch(
+        &mut self,
+        batch: Vec<&'a ScenarioStep>,
+        selected_ids: &HashSet<&str>,
+        confirm: &mut Confirmer<'_>,
+    ) -> Vec<Ready<'a>> {
         if batch.len() > 1 {
             for step in &batch {
-                if let Some(r) = &step.expect.result {
-                    results.steps.insert(step.id.clone(), r.clone());
-                }
+                self.feed_recorded(step);
             }
         }
         let mut ready: Vec<Ready> = Vec::new();
         for step in batch {
-            let is_selected = selected_ids.contains(step.id.as_str());
-            if !is_selected {
-                // Not run, but its recorded result still feeds bindings.
-                if let Some(r) = &step.expect.result {
-                    results.steps.insert(step.id.clone(), r.clone());
-                }
+            if !selected_ids.contains(step.id.as_str()) {
+                self.feed_recorded(step);
                 continue;
             }
-            let recorded_annotations = step.annotations.as_ref();
-            let server = live.get(&step.server);
-            let live_def = server.and_then(|s| s.tools.get(&step.tool)).cloned();
-            let verdict = safety::judge(&safety::Facts {
-                tool: &step.tool,
-                recorded: recorded_annotations,
-                live: live_def.as_ref().and_then(|d| d.get("annotations")),
-                trusted_server: true,
-                trust_none: options.trust_none,
-                override_: step.safety.as_deref(),
-                trust_scenario: options.trust_scenario,
-            });
-            let mut sr = StepReport {
-                id: step.id.clone(),
-                index: step.index,
-                server: step.server.clone(),
-                tool: step.tool.clone(),
-                class: verdict.class,
-                external: verdict.external,
-                status: Status::Planned,
-                reasons: verdict.reasons.clone(),
-                differences: Vec::new(),
-                needs_interaction: Vec::new(),
-                duration_ms: None,
-                recorded_ms: step.duration_ms,
-                live_result: None,
-                live_error: None,
-                varying: Vec::new(),
-                args: None,
-            };
-            let recorded_feeds = |results: &mut Results| {
-                if let Some(r) = &step.expect.result {
-                    results.steps.insert(step.id.clone(), r.clone());
-                }
-            };
-            if step.kind != "mcp" {
-                let nature = super::builtin::nature_of(&step.tool);
-                sr.status = Status::GuidedOnly;
-                sr.class = nature.class;
-                sr.external = nature.external;
-                sr.reasons = vec![format!(
-                    "a host built-in ({}): only guided replay can follow it",
-                    nature.does
-                )];
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
+            if let Some(cleared) = self.judge_step(step, confirm) {
+                ready.push(cleared);
             }
-            if options.dry_run {
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
-            }
-            if server.is_none() {
-                sr.status = Status::Blocked;
-                sr.reasons
-                    .push(format!("server {} is not available", step.server));
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
-            }
-            // The tool is gone, or its input schema changed: do not call it.
-            let Some(live_def) = live_def else {
-                sr.status = Status::MissingTool;
-                sr.reasons.push(format!(
-                    "{} no longer has a tool {:?}",
-                    step.server, step.tool
-                ));
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
-            };
-            let recorded_def = scenario
-                .servers
-                .get(&step.server)
-                .and_then(|s| s.tool(&step.tool));
-            if let Some(old) = recorded_def
-                && old.get("inputSchema") != live_def.get("inputSchema")
-            {
-                sr.status = Status::SchemaChanged;
-                sr.differences = compare::diff(
-                    old.get("inputSchema").unwrap_or(&Value::Null),
-                    live_def.get("inputSchema").unwrap_or(&Value::Null),
-                    &RuleSet::new(&[]),
-                );
-                sr.reasons
-                    .push("the tool's input schema changed since the recording".to_owned());
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
-            }
-            if options.schema_only {
-                sr.status = Status::Match;
-                if recorded_def
-                    .is_some_and(|old| old.get("annotations") != live_def.get("annotations"))
-                {
-                    sr.reasons
-                        .push("annotations changed (the stricter class applies)".to_owned());
-                }
-                report.steps.push(sr);
-                continue;
-            }
-            // The environment: only what the user trusts the scenario to
-            // read (see `super::trust`); otherwise the step is not sent.
-            let env = super::trust::env_use(
-                scenario,
-                step,
-                &options.params,
-                options.trust_scenario,
-                home.as_deref(),
+        }
+        ready
+    }
+
+    /// The step's recorded result, as what later bindings read.
+    fn feed_recorded(&mut self, step: &ScenarioStep) {
+        if let Some(r) = &step.expect.result {
+            self.results.steps.insert(step.id.clone(), r.clone());
+        }
+    }
+
+    /// A step that is not sent: reported as judged, its recorded result
+    /// feeding later bindings.
+    fn settle(&mut self, step: &ScenarioStep, sr: StepReport) {
+        self.feed_recorded(step);
+        self.report.steps.push(sr);
+    }
+
+    /// One selected step through every check before it may be sent: the
+    /// safety verdict, built-ins, the live server and tool, its input
+    /// schema, the environment it may read, its arguments, the gate and
+    /// consent. `Some`: cleared to run; `None`: reported already.
+    fn judge_step(
+        &mut self,
+        step: &'a ScenarioStep,
+        confirm: &mut Confirmer<'_>,
+    ) -> Option<Ready<'a>> {
+        let scenario = self.scenario;
+        let options = self.options;
+        let recorded_annotations = step.annotations.as_ref();
+        let server = self.live.get(&step.server);
+        let server_available = server.is_some();
+        let live_def = server.and_then(|s| s.tools.get(&step.tool)).cloned();
+        let verdict = safety::judge(&safety::Facts {
+            tool: &step.tool,
+            recorded: recorded_annotations,
+            live: live_def.as_ref().and_then(|d| d.get("annotations")),
+            trusted_server: true,
+            trust_none: options.trust_none,
+            override_: step.safety.as_deref(),
+            trust_scenario: options.trust_scenario,
+        });
+        let mut sr = StepReport {
+            id: step.id.clone(),
+            index: step.index,
+            server: step.server.clone(),
+            tool: step.tool.clone(),
+            class: verdict.class,
+            external: verdict.external,
+            status: Status::Planned,
+            reasons: verdict.reasons.clone(),
+            differences: Vec::new(),
+            needs_interaction: Vec::new(),
+            duration_ms: None,
+            recorded_ms: step.duration_ms,
+            live_result: None,
+            live_error: None,
+            varying: Vec::new(),
+            args: None,
+        };
+        if step.kind != "mcp" {
+            let nature = super::builtin::nature_of(&step.tool);
+            sr.status = Status::GuidedOnly;
+            sr.class = nature.class;
+            sr.external = nature.external;
+            sr.reasons = vec![format!(
+                "a host built-in ({}): only guided replay can follow it",
+                nature.does
+            )];
+            self.settle(step, sr);
+            return None;
+        }
+        if options.dry_run {
+            self.settle(step, sr);
+            return None;
+        }
+        if !server_available {
+            sr.status = Status::Blocked;
+            sr.reasons
+                .push(format!("server {} is not available", step.server));
+            self.settle(step, sr);
+            return None;
+        }
+        // The tool is gone, or its input schema changed: do not call it.
+        let Some(live_def) = live_def else {
+            sr.status = Status::MissingTool;
+            sr.reasons.push(format!(
+                "{} no longer has a tool {:?}",
+                step.server, step.tool
+            ));
+            self.settle(step, sr);
+            return None;
+        };
+        let recorded_def = scenario
+            .servers
+            .get(&step.server)
+            .and_then(|s| s.tool(&step.tool));
+        if let Some(old) = recorded_def
+            && old.get("inputSchema") != live_def.get("inputSchema")
+        {
+            sr.status = Status::SchemaChanged;
+            sr.differences = compare::diff(
+                old.get("inputSchema").unwrap_or(&Value::Null),
+                live_def.get("inputSchema").unwrap_or(&Value::Null),
+                &RuleSet::new(&[]),
             );
-            if let Some(why) = env.refused {
-                sr.status = Status::Blocked;
-                sr.reasons.push(why);
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
+            sr.reasons
+                .push("the tool's input schema changed since the recording".to_owned());
+            self.settle(step, sr);
+            return None;
+        }
+        if options.schema_only {
+            sr.status = Status::Match;
+            if recorded_def.is_some_and(|old| old.get("annotations") != live_def.get("annotations"))
+            {
+                sr.reasons
+                    .push("annotations changed (the stricter class applies)".to_owned());
             }
-            // Arguments: templates resolved, no placeholder left.
-            let args = match template::resolve(&step.args, &results) {
-                Ok(a) => a,
-                Err(e) => {
-                    sr.status = Status::Blocked;
-                    sr.reasons.push(e.0);
-                    recorded_feeds(&mut results);
-                    report.steps.push(sr);
-                    continue;
-                }
-            };
-            if template::has_placeholder(&args) {
+            self.report.steps.push(sr);
+            return None;
+        }
+        // The environment: only what the user trusts the scenario to
+        // read (see `super::trust`); otherwise the step is not sent.
+        let env = super::trust::env_use(
+            scenario,
+            step,
+            &options.params,
+            options.trust_scenario,
+            self.home.as_deref(),
+        );
+        if let Some(why) = env.refused {
+            sr.status = Status::Blocked;
+            sr.reasons.push(why);
+            self.settle(step, sr);
+            return None;
+        }
+        // Arguments: templates resolved, no placeholder left.
+        let args = match template::resolve(&step.args, &self.results) {
+            Ok(a) => a,
+            Err(e) => {
                 sr.status = Status::Blocked;
-                sr.reasons.push(
+                sr.reasons.push(e.0);
+                self.settle(step, sr);
+                return None;
+            }
+        };
+        if template::has_placeholder(&args) {
+            sr.status = Status::Blocked;
+            sr.reasons.push(
                 "an argument is still a redaction placeholder: bind it (bir scenario param … --from env:VAR)"
                     .to_owned(),
             );
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
-            }
-            // A literal that was an earlier result when recorded, and is not
-            // bound: against fresh state it names the wrong object.
-            if let Some(stale) = unbound_literal(step, &results) {
-                sr.status = Status::UnboundLiteral;
-                sr.reasons.push(stale);
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
-            }
-            // The gate.
-            let mut runnable =
-                verdict.class == Class::Auto && !(verdict.external && options.no_open_world);
-            if verdict.class == Class::Blocked {
-                sr.status = Status::Blocked;
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
-            }
-            if !runnable {
-                if !options.execute {
-                    sr.reasons
-                        .push("held: not read-only (use --execute with --allow)".to_owned());
-                } else {
-                    let class = if verdict.class == Class::Auto {
-                        Class::Confirm
-                    } else {
-                        verdict.class
-                    };
-                    match safety::consent(class, &step.server, &step.tool, &allow, &deny) {
-                        Consent::Allowed => runnable = true,
-                        Consent::Refused => {
-                            if deny
-                                .iter()
-                                .any(|d| safety::glob_matches(d, &step.server, &step.tool))
-                            {
-                                sr.status = Status::Blocked;
-                                sr.reasons.push("denied by --deny".to_owned());
-                                recorded_feeds(&mut results);
-                                report.steps.push(sr);
-                                continue;
-                            }
-                            sr.reasons.push(if class == Class::Destructive {
-                            "held: destructive tools run only when allowed by exact name (server/tool) and confirmed".to_owned()
-                        } else {
-                            "held: not allowed".to_owned()
-                        });
-                        }
-                        Consent::AskTty => {
-                            let key = format!("{}/{}", step.server, step.tool);
-                            if always.contains(&key) && class != Class::Destructive {
-                                runnable = true;
-                            } else if let (Some(ask), false) = (confirm.as_deref_mut(), stop_asking)
-                            {
-                                sr.args = Some(to_recorded(args.clone()));
-                                match ask(&sr) {
-                                    Confirm::Yes => runnable = true,
-                                    Confirm::Always => {
-                                        always.push(key);
-                                        runnable = true;
-                                    }
-                                    Confirm::No => sr.reasons.push("held: declined".to_owned()),
-                                    Confirm::Quit => {
-                                        stop_asking = true;
-                                        sr.reasons.push("held: declined".to_owned());
-                                    }
-                                }
-                            } else {
-                                sr.reasons
-                                    .push("held: needs a confirmation on a terminal".to_owned());
-                            }
-                        }
+            self.settle(step, sr);
+            return None;
+        }
+        // A literal that was an earlier result when recorded, and is not
+        // bound: against fresh state it names the wrong object.
+        if let Some(stale) = unbound_literal(step, &self.results) {
+            sr.status = Status::UnboundLiteral;
+            sr.reasons.push(stale);
+            self.settle(step, sr);
+            return None;
+        }
+        // The gate.
+        let mut runnable =
+            verdict.class == Class::Auto && !(verdict.external && options.no_open_world);
+        if verdict.class == Class::Blocked {
+            sr.status = Status::Blocked;
+            self.settle(step, sr);
+            return None;
+        }
+        if !runnable {
+            if !options.execute {
+                sr.reasons
+                    .push("held: not read-only (use --execute with --allow)".to_owned());
+            } else {
+                match self.consent(step, verdict.class, &args, &mut sr, confirm) {
+                    Some(given) => runnable = given,
+                    None => {
+                        sr.status = Status::Blocked;
+                        sr.reasons.push("denied by --deny".to_owned());
+                        self.settle(step, sr);
+                        return None;
                     }
                 }
             }
-            if !runnable {
-                sr.status = Status::Held;
-                recorded_feeds(&mut results);
-                report.steps.push(sr);
-                continue;
-            }
-            report.env_read.extend(env.vars);
-            ready.push(Ready {
-                sr,
-                step,
-                args,
-                class: verdict.class,
-            });
         }
-        execute_batch(
-            ready,
-            &mut live,
-            &mut results,
-            &mut report,
-            recorder.as_mut(),
-            &base_rules,
-            options,
-            &to_recorded,
-        );
+        if !runnable {
+            sr.status = Status::Held;
+            self.settle(step, sr);
+            return None;
+        }
+        self.report.env_read.extend(env.vars);
+        Some(Ready {
+            sr,
+            step,
+            args,
+            class: verdict.class,
+        })
     }
-    // The recorded order, whatever order the batches' answers came in.
-    let position: HashMap<&str, usize> = scenario
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.id.as_str(), i))
-        .collect();
-    report
-        .steps
-        .sort_by_key(|s| position.get(s.id.as_str()).copied().unwrap_or(usize::MAX));
-    report.env_read.sort();
-    report.env_read.dedup();
-    report.run = recorder.and_then(SessionRecorder::finish);
-    report
+
+    /// With `--execute`, whether a step the gate did not clear by itself
+    /// may run: `--allow`/`--deny`, then a confirmation on a terminal
+    /// (with `args` shown in recorded space). Why it is held goes to `sr`.
+    /// `None`: denied by `--deny`.
+    fn consent(
+        &mut self,
+        step: &ScenarioStep,
+        judged: Class,
+        args: &Value,
+        sr: &mut StepReport,
+        confirm: &mut Confirmer<'_>,
+    ) -> Option<bool> {
+        let class = if judged == Class::Auto {
+            Class::Confirm
+        } else {
+            judged
+        };
+        match safety::consent(class, &step.server, &step.tool, &self.allow, &self.deny) {
+            Consent::Allowed => Some(true),
+            Consent::Refused => {
+                if self
+                    .deny
+                    .iter()
+                    .any(|d| safety::glob_matches(d, &step.server, &step.tool))
+                {
+                    return None;
+                }
+                sr.reasons.push(if class == Class::Destructive {
+                    "held: destructive tools run only when allowed by exact name (server/tool) and confirmed".to_owned()
+                } else {
+                    "held: not allowed".to_owned()
+                });
+                Some(false)
+            }
+            Consent::AskTty => {
+                let key = format!("{}/{}", step.server, step.tool);
+                if self.always.contains(&key) && class != Class::Destructive {
+                    return Some(true);
+                }
+                let (Some(ask), false) = (confirm.as_deref_mut(), self.stop_asking) else {
+                    sr.reasons
+                        .push("held: needs a confirmation on a terminal".to_owned());
+                    return Some(false);
+                };
+                sr.args = Some(self.to_recorded(args.clone()));
+                match ask(sr) {
+                    Confirm::Yes => Some(true),
+                    Confirm::Always => {
+                        self.always.push(key);
+                        Some(true)
+                    }
+                    Confirm::No => {
+                        sr.reasons.push("held: declined".to_owned());
+                        Some(false)
+                    }
+                    Confirm::Quit => {
+                        self.stop_asking = true;
+                        sr.reasons.push("held: declined".to_owned());
+                        Some(false)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends every ready step's call, then awaits each answer (in step
+    /// order; an answer that comes first is kept by the client), compares
+    /// it and journals it. Needs-interaction marks go to the step being
+    /// awaited when the server asked.
+    fn execute_batch(&mut self, ready: Vec<Ready>) {
+        let options = self.options;
+        let redactor = &self.redactor;
+        let to_recorded = |v: Value| super::in_recorded_space(redactor, options.payload_cap, v);
+        let live = &mut self.live;
+        let report = &mut self.report;
+        let mut sent = Vec::with_capacity(ready.len());
+        for mut r in ready {
+            let Some(server) = live.get_mut(&r.step.server) else {
+                r.sr.status = Status::Blocked;
+                r.sr.reasons
+                    .push(format!("server {} is not available", r.step.server));
+                report.steps.push(r.sr);
+                continue;
+            };
+            let params = serde_json::json!({"name": r.step.tool, "arguments": r.args});
+            let wall = SystemTime::now();
+            let started = Instant::now();
+            match server.client.send_request("tools/call", params) {
+                Ok((id, request)) => sent.push((r, id, request, wall, started)),
+                Err(e) => {
+                    let m = e.to_string();
+                    report.environment.push(m.clone());
+                    r.sr.status = Status::Blocked;
+                    r.sr.reasons.push(m);
+                    report.steps.push(r.sr);
+                    live.remove(&r.step.server);
+                }
+            }
+        }
+        for (mut r, id, request, wall, started) in sent {
+            let step = r.step;
+            let Some(server) = live.get_mut(&step.server) else {
+                r.sr.status = Status::Blocked;
+                r.sr.reasons
+                    .push(format!("server {} ended during the group", step.server));
+                report.steps.push(r.sr);
+                continue;
+            };
+            let answer = server.client.wait_for(
+                id,
+                "tools/call",
+                started + options.timeout,
+                options.timeout,
+            );
+            let took = started.elapsed();
+            r.sr.duration_ms = Some(took.as_secs_f64() * 1000.0);
+            r.sr.needs_interaction = server.client.take_interactions();
+            let answer = match answer {
+                Ok(a) => a,
+                Err(ClientError::Timeout(m)) => {
+                    r.sr.status = Status::Diverged;
+                    r.sr.reasons.push(m);
+                    report.steps.push(r.sr);
+                    continue;
+                }
+                Err(ClientError::Environment(m)) => {
+                    report.environment.push(m.clone());
+                    r.sr.status = Status::Blocked;
+                    r.sr.reasons.push(m);
+                    report.steps.push(r.sr);
+                    live.remove(&step.server);
+                    continue;
+                }
+            };
+            if let Some(rec) = self.recorder.as_mut() {
+                let message = match &answer {
+                    Answer::Result(v) => {
+                        serde_json::json!({"jsonrpc": "2.0", "id": id, "result": v})
+                    }
+                    Answer::Error(e) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": e}),
+                };
+                rec.exchange(&step.server, &request, &message, wall, took);
+            }
+            let rules = RuleSet::new(self.base_rules.iter().chain(step.ignore.iter()));
+            let expected_result = expected_through_bindings(step, &self.results);
+            judge_answer(
+                &mut r.sr,
+                step,
+                expected_result.as_ref(),
+                &answer,
+                &rules,
+                &to_recorded,
+            );
+            if let Answer::Result(v) = &answer {
+                self.results.steps.insert(step.id.clone(), v.clone());
+            }
+            // Calibration: the same call again, N times.
+            if options.calibrate > 0
+                && r.class == Class::Auto
+                && let Some(first) = r.sr.live_result.clone()
+            {
+                let mut seen = vec![first];
+                for _ in 0..options.calibrate {
+                    if let Ok(Answer::Result(v)) =
+                        server
+                            .client
+                            .call_tool(&step.tool, &r.args, options.timeout)
+                    {
+                        seen.push(to_recorded(v));
+                    }
+                }
+                if let Some(expected) = &step.expect.result {
+                    seen.push(expected.clone());
+                }
+                r.sr.varying = compare::varying_paths(&seen);
+            }
+            report.steps.push(r.sr);
+        }
+    }
+
+    /// The report, in the recorded order whatever order the batches'
+    /// answers came in, with the replay's own run when it was recorded.
+    fn finish(self) -> Report {
+        let mut report = self.report;
+        let position: HashMap<&str, usize> = self
+            .scenario
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        report
+            .steps
+            .sort_by_key(|s| position.get(s.id.as_str()).copied().unwrap_or(usize::MAX));
+        report.env_read.sort();
+        report.env_read.dedup();
+        report.run = self.recorder.and_then(SessionRecorder::finish);
+        report
+    }
 }
 
 /// A step cleared to run, with its resolved arguments.
@@ -860,122 +1086,6 @@ fn batches(steps: &[ScenarioStep], parallel: bool) -> Vec<Vec<&ScenarioStep>> {
         }
     }
     out
-}
-
-/// Sends every ready step's call, then awaits each answer (in step order;
-/// an answer that comes first is kept by the client), compares it and
-/// journals it. Needs-interaction marks go to the step being awaited when
-/// the server asked.
-#[allow(clippy::too_many_arguments)]
-fn execute_batch(
-    ready: Vec<Ready>,
-    live: &mut BTreeMap<String, LiveServer>,
-    results: &mut Results,
-    report: &mut Report,
-    mut recorder: Option<&mut SessionRecorder>,
-    base_rules: &[super::scenario::CompareRule],
-    options: &Options,
-    to_recorded: &dyn Fn(Value) -> Value,
-) {
-    let mut sent = Vec::with_capacity(ready.len());
-    for mut r in ready {
-        let Some(server) = live.get_mut(&r.step.server) else {
-            r.sr.status = Status::Blocked;
-            r.sr.reasons
-                .push(format!("server {} is not available", r.step.server));
-            report.steps.push(r.sr);
-            continue;
-        };
-        let params = serde_json::json!({"name": r.step.tool, "arguments": r.args});
-        let wall = SystemTime::now();
-        let started = Instant::now();
-        match server.client.send_request("tools/call", params) {
-            Ok((id, request)) => sent.push((r, id, request, wall, started)),
-            Err(e) => {
-                let m = e.to_string();
-                report.environment.push(m.clone());
-                r.sr.status = Status::Blocked;
-                r.sr.reasons.push(m);
-                report.steps.push(r.sr);
-                live.remove(&r.step.server);
-            }
-        }
-    }
-    for (mut r, id, request, wall, started) in sent {
-        let step = r.step;
-        let Some(server) = live.get_mut(&step.server) else {
-            r.sr.status = Status::Blocked;
-            r.sr.reasons
-                .push(format!("server {} ended during the group", step.server));
-            report.steps.push(r.sr);
-            continue;
-        };
-        let answer =
-            server
-                .client
-                .wait_for(id, "tools/call", started + options.timeout, options.timeout);
-        let took = started.elapsed();
-        r.sr.duration_ms = Some(took.as_secs_f64() * 1000.0);
-        r.sr.needs_interaction = server.client.take_interactions();
-        let answer = match answer {
-            Ok(a) => a,
-            Err(ClientError::Timeout(m)) => {
-                r.sr.status = Status::Diverged;
-                r.sr.reasons.push(m);
-                report.steps.push(r.sr);
-                continue;
-            }
-            Err(ClientError::Environment(m)) => {
-                report.environment.push(m.clone());
-                r.sr.status = Status::Blocked;
-                r.sr.reasons.push(m);
-                report.steps.push(r.sr);
-                live.remove(&step.server);
-                continue;
-            }
-        };
-        if let Some(rec) = recorder.as_deref_mut() {
-            let message = match &answer {
-                Answer::Result(v) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": v}),
-                Answer::Error(e) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": e}),
-            };
-            rec.exchange(&step.server, &request, &message, wall, took);
-        }
-        let rules = RuleSet::new(base_rules.iter().chain(step.ignore.iter()));
-        let expected_result = expected_through_bindings(step, results);
-        judge_answer(
-            &mut r.sr,
-            step,
-            expected_result.as_ref(),
-            &answer,
-            &rules,
-            to_recorded,
-        );
-        if let Answer::Result(v) = &answer {
-            results.steps.insert(step.id.clone(), v.clone());
-        }
-        // Calibration: the same call again, N times.
-        if options.calibrate > 0
-            && r.class == Class::Auto
-            && let Some(first) = r.sr.live_result.clone()
-        {
-            let mut seen = vec![first];
-            for _ in 0..options.calibrate {
-                if let Ok(Answer::Result(v)) =
-                    server
-                        .client
-                        .call_tool(&step.tool, &r.args, options.timeout)
-                {
-                    seen.push(to_recorded(v));
-                }
-            }
-            if let Some(expected) = &step.expect.result {
-                seen.push(expected.clone());
-            }
-            r.sr.varying = compare::varying_paths(&seen);
-        }
-        report.steps.push(r.sr);
-    }
 }
 
 fn select<'a>(scenario: &'a Scenario, options: &Options) -> Vec<&'a ScenarioStep> {

@@ -13,19 +13,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::bound::{Engine, EngineConfig, Input, Output};
+use crate::bound::tests::cfg;
+use crate::bound::{Engine, Input, Output};
 
 const TRANSCRIPT: &str = "/home/u/host/transcript.jsonl";
 
-fn cfg() -> EngineConfig {
-    EngineConfig {
-        redact: crate::redact::RedactConfig::default(),
-        payload_cap: 64 * 1024,
-        idle_end: Duration::from_secs(30 * 60),
-        join_grace: Duration::from_secs(5),
-        fingerprint_window: Duration::from_secs(600),
-    }
-}
+/// The prompt of the fixture sessions that list the files and echo.
+const ECHO_PROMPT: &str = "List the files, then echo hi through the everything server.";
 
 fn at(secs: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
@@ -154,6 +148,14 @@ fn story(records: &[Value]) -> Vec<String> {
     lines
 }
 
+/// [`play`], which must make exactly one run: its records and its story.
+fn one_run(host: Host, session: &str, files: &[(&str, &str)]) -> (Vec<Value>, Vec<String>) {
+    let records = play(host, session, files);
+    assert_eq!(runs(&records), 1);
+    let story = story(&records);
+    (records, story)
+}
+
 fn runs(records: &[Value]) -> usize {
     records
         .iter()
@@ -171,7 +173,7 @@ fn of_kind<'a>(records: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a 
 
 #[test]
 fn a_codex_session_is_one_run_in_order_with_its_words_and_answer() {
-    let records = play(
+    let (records, story) = one_run(
         Host::Codex,
         include_str!("../../../tests/fixtures/hosts/codex/session.jsonl"),
         &[(
@@ -179,9 +181,7 @@ fn a_codex_session_is_one_run_in_order_with_its_words_and_answer() {
             include_str!("../../../tests/fixtures/hosts/codex/rollout.jsonl"),
         )],
     );
-    assert_eq!(runs(&records), 1);
-    let story = story(&records);
-    let prompt = "List the files, then echo hi through the everything server.";
+    let prompt = ECHO_PROMPT;
     assert_eq!(
         story,
         [
@@ -213,7 +213,7 @@ fn a_codex_session_is_one_run_in_order_with_its_words_and_answer() {
 
 #[test]
 fn a_gemini_session_pairs_calls_without_ids_and_prefers_the_transcripts_answer() {
-    let records = play(
+    let (records, story) = one_run(
         Host::Gemini,
         include_str!("../../../tests/fixtures/hosts/gemini/session.jsonl"),
         &[(
@@ -221,9 +221,7 @@ fn a_gemini_session_pairs_calls_without_ids_and_prefers_the_transcripts_answer()
             include_str!("../../../tests/fixtures/hosts/gemini/chat.jsonl"),
         )],
     );
-    assert_eq!(runs(&records), 1);
-    let story = story(&records);
-    let prompt = "List the files, then echo hi through the everything server.";
+    let prompt = ECHO_PROMPT;
     assert_eq!(
         story,
         [
@@ -280,13 +278,11 @@ fn without_its_transcript_a_gemini_answer_comes_from_after_agent() {
 
 #[test]
 fn a_copilot_session_tells_denials_and_failures() {
-    let records = play(
+    let (records, story) = one_run(
         Host::Copilot,
         include_str!("../../../tests/fixtures/hosts/copilot/session.jsonl"),
         &[],
     );
-    assert_eq!(runs(&records), 1);
-    let story = story(&records);
     assert_eq!(
         story,
         [
@@ -311,14 +307,12 @@ fn a_copilot_session_tells_denials_and_failures() {
 
 #[test]
 fn a_cursor_session_takes_words_and_answer_from_its_response_hooks() {
-    let records = play(
+    let (records, story) = one_run(
         Host::Cursor,
         include_str!("../../../tests/fixtures/hosts/cursor/session.jsonl"),
         &[],
     );
-    assert_eq!(runs(&records), 1);
-    let story = story(&records);
-    let prompt = "List the files, then echo hi through the everything server.";
+    let prompt = ECHO_PROMPT;
     assert_eq!(
         story,
         [
@@ -340,13 +334,11 @@ fn a_cursor_session_takes_words_and_answer_from_its_response_hooks() {
 
 #[test]
 fn a_vscode_session_without_session_end_ends_idle() {
-    let records = play(
+    let (_, story) = one_run(
         Host::VsCode,
         include_str!("../../../tests/fixtures/hosts/vscode/session.jsonl"),
         &[],
     );
-    assert_eq!(runs(&records), 1);
-    let story = story(&records);
     assert_eq!(
         story,
         [

@@ -2,12 +2,12 @@
 //! without reading every step.
 //!
 //! The run and the history it is compared with are read through the one
-//! run model (`record::store`). The work is split in two: `analyze` turns a
-//! run plus earlier runs into [`analyze::Findings`] (pure, unit-tested on
+//! run model (`record::store`). The work is split in two: the engine
+//! `crate::investigate` turns a run plus earlier runs into
+//! [`Findings`](crate::investigate::Findings) (pure, unit-tested on
 //! hand-made runs), `render` prints them for people; `--json` prints the
 //! same findings as one JSON document for scripts.
 
-mod analyze;
 mod render;
 
 use crate::error::{Context, Error, ExitStatus};
@@ -42,7 +42,7 @@ pub fn main(cmd: InvestigateCmd) -> Result<ExitStatus, Error> {
     let run = store.find(&cmd.run)?;
     let history = earlier_runs(&store, &run, HISTORY_RUNS)
         .context(|| format!("cannot read {}", store.dir().display()))?;
-    let findings = analyze::investigate(&run, &history);
+    let findings = crate::investigate::investigate(&run, &history);
     if cmd.json {
         let text = serde_json::to_string_pretty(&findings)
             .map_err(|e| Error::failure(format!("cannot write the findings as JSON: {e}")))?;

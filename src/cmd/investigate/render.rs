@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::analyze::Findings;
+use crate::investigate::Findings;
 use crate::output::escape;
 
 /// How much of a recorded text (an error, the model's context, a prompt,

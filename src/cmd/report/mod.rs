@@ -1,9 +1,8 @@
 //! `bir report`: a run as one self-contained HTML page.
 //!
-//! `document.rs` turns a [`LoadedRun`] into the page's data (calls paired
-//! and numbered 1, 2, 3 by `record::calls`, times on one axis, plain-words
-//! explanations); `page.rs` embeds it, escaped, in a fixed shell
-//! (`page.html`, `page.css`, `page.js`) that renders it with DOM calls.
+//! The page itself is the engine's (`crate::report`: `document` turns a
+//! [`LoadedRun`] into the page's data, `page` embeds it, escaped, in a
+//! fixed shell); this command decides where it is written and when.
 //!
 //! The page holds recorded (redacted) data, so by default it is written
 //! where the runs are, `$BIR_HOME/reports/<run>.html`, as a private file;
@@ -19,9 +18,6 @@
 //! heartbeats, so a follower killed with ^C does not leave a page that
 //! reloads forever.
 
-mod document;
-mod page;
-
 use argh::FromArgs;
 use std::fs;
 use std::io::Write;
@@ -33,6 +29,7 @@ use crate::error::{Context, Error, ExitStatus};
 use crate::home::{ensure_private_dir, open_regular, private_file, report_page};
 use crate::output::{escape, out};
 use crate::record::store::{LoadedRun, Store, load_path};
+use crate::report::{document, page};
 use crate::time::rfc3339;
 
 /// Write a run as one self-contained HTML page (no network requests; open
