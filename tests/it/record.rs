@@ -98,6 +98,25 @@ fn no_recorded_field_reaches_the_terminal_raw() {
     );
 }
 
+/// `bir scenario derive` without `-o` prints the scenario: valid JSON
+/// with the recorded values, and no C1 control (which JSON leaves raw)
+/// reaching the terminal.
+#[test]
+fn a_derived_scenario_on_stdout_is_terminal_safe_json() {
+    let dir = TempDir::new("derive-stdout");
+    let script = json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]});
+    let args = json!({"text": "a\u{9b}2Jb\u{1b}]0;pwned\u{7}"});
+    session(&dir, &script, &[call(1, "echo", args.clone())]);
+    let (code, text, err) = bir_cmd(&dir, &["scenario", "derive", "latest"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !text.contains(['\u{9b}', '\u{1b}', '\u{7}']),
+        "a raw control character on stdout: {text:?}"
+    );
+    let scenario: Value = serde_json::from_str(&text).expect("the scenario is JSON");
+    assert_eq!(scenario["steps"][0]["args"], args, "{text}");
+}
+
 #[test]
 fn a_session_becomes_a_run_that_bir_runs_can_read() {
     let dir = TempDir::new("runs-cli");
