@@ -191,11 +191,13 @@ pub fn report(command: &str, outcome: Result<ExitStatus, Error>) -> ExitStatus {
 /// one the error names or else `command`. [`report`] prints this way, and
 /// so does a command that goes on past an error (`bir runs rm` of several
 /// runs, one of which it could not remove).
+///
+/// An error often quotes outside text (a run id or path the user was
+/// handed, a server's or a file's words): it goes through the same
+/// terminal guard as stdout ([`crate::output::note`]), so no control
+/// character in it reaches the terminal.
 pub fn print(command: &str, error: &Error) {
-    #[expect(clippy::print_stderr, reason = "the one error path")]
-    {
-        eprintln!("{}: {error}", error.command.unwrap_or(command));
-    }
+    crate::output::note(&format!("{}: {error}", error.command.unwrap_or(command)));
 }
 
 #[cfg(test)]

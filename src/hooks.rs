@@ -118,7 +118,7 @@ pub fn main(args: &[String]) -> Exit {
             _ => None,
         };
         if let Some(v) = version {
-            payload = crate::bound::host::with_host_version(payload, &v);
+            payload = crate::bound::host::with_host_version(payload, &v, MAX_PAYLOAD);
         }
         let _ = forward(&event, &path, &payload);
         return ExitStatus::Success.into();

@@ -4,7 +4,7 @@
 //!
 //! Stdout carries a command's result (a table, a JSON document). A closed
 //! pipe (`bir runs | head`) is not an error: output stops quietly, on
-//! either stream. Besides this module, only the one error path
+//! either stream. Every line on either stream passes [`terminal_safe`]. Besides this module, only the one error path
 //! (`error::report`) and logging write to stderr; `clippy::print_stderr`
 //! is denied so that a stray `eprintln!` fails the lint.
 
@@ -26,7 +26,10 @@ pub fn out(text: &str) {
 
 /// Prints `text` and a newline to stderr: a note beside the command's
 /// report (a warning, progress, a run's id), never part of it.
+/// [`terminal_safe`] like [`out`]: a note or an error quotes outside text
+/// as often as a report does.
 pub fn note(text: &str) {
+    let text = terminal_safe(text);
     let mut stderr = std::io::stderr().lock();
     let _ = stderr
         .write_all(text.as_bytes())
@@ -35,8 +38,9 @@ pub fn note(text: &str) {
 }
 
 /// Prints `text` to stderr without a newline: a question whose answer is
-/// typed on the same line.
+/// typed on the same line. [`terminal_safe`], as [`note`].
 pub fn prompt(text: &str) {
+    let text = terminal_safe(text);
     let mut stderr = std::io::stderr().lock();
     let _ = stderr
         .write_all(text.as_bytes())

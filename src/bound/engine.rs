@@ -33,6 +33,21 @@ pub(crate) struct Engine {
     finished: HashMap<String, SystemTime>,
     /// proxy_id → session_id.
     proxies: HashMap<String, String>,
+    /// Each live session's redactor: the shared one, knowing the session's
+    /// id as an identifier ([`Redactor::knowing_identifier`]), so the id
+    /// the run is filed under is never redacted in its own records.
+    redactors: HashMap<String, Redactor>,
+}
+
+/// The redactor for session `id` (made the first time it is asked for).
+fn session_redactor<'a>(
+    redactors: &'a mut HashMap<String, Redactor>,
+    shared: &Redactor,
+    id: &str,
+) -> &'a Redactor {
+    redactors
+        .entry(id.to_owned())
+        .or_insert_with(|| shared.knowing_identifier(id))
 }
 
 /// What every session's handlers read.
@@ -42,10 +57,15 @@ struct Shared {
 }
 
 impl Shared {
-    fn cx<'a>(&'a self, now: SystemTime, out: &'a mut Vec<Output>) -> Cx<'a> {
+    fn cx<'a>(
+        &'a self,
+        redactor: &'a Redactor,
+        now: SystemTime,
+        out: &'a mut Vec<Output>,
+    ) -> Cx<'a> {
         Cx {
             cfg: &self.cfg,
-            redactor: &self.redactor,
+            redactor,
             now,
             out,
         }
@@ -60,6 +80,7 @@ impl Engine {
             sessions: HashMap::new(),
             finished: HashMap::new(),
             proxies: HashMap::new(),
+            redactors: HashMap::new(),
         }
     }
 
@@ -129,7 +150,9 @@ impl Engine {
                 self.proxies.remove(&proxy_id);
                 let session = session_id.as_ref().and_then(|id| self.sessions.get_mut(id));
                 if let Some(session) = session {
-                    let mut cx = self.shared.cx(now, &mut out);
+                    let redactor =
+                        session_redactor(&mut self.redactors, &self.shared.redactor, &session.id);
+                    let mut cx = self.shared.cx(redactor, now, &mut out);
                     session.on_proxy_gone(&mut cx, &proxy_id);
                 }
             }
@@ -153,7 +176,9 @@ impl Engine {
                 bytes,
             } => {
                 if let Some(session) = self.sessions.get_mut(&session_id) {
-                    let mut cx = self.shared.cx(now, &mut out);
+                    let redactor =
+                        session_redactor(&mut self.redactors, &self.shared.redactor, &session_id);
+                    let mut cx = self.shared.cx(redactor, now, &mut out);
                     session.on_transcript(&mut cx, agent_id, offset, &bytes);
                 }
             }
@@ -186,7 +211,8 @@ impl Engine {
             .sessions
             .entry(id.to_owned())
             .or_insert_with(|| Session::new(id, now));
-        let mut cx = self.shared.cx(now, out);
+        let redactor = session_redactor(&mut self.redactors, &self.shared.redactor, id);
+        let mut cx = self.shared.cx(redactor, now, out);
         f(session, &mut cx);
         true
     }
@@ -197,6 +223,7 @@ impl Engine {
             && let Some(session) = self.sessions.remove(id)
         {
             self.proxies.retain(|_, sid| sid != id);
+            self.redactors.remove(id);
             self.finished.insert(session.id, now);
         }
     }
@@ -204,8 +231,9 @@ impl Engine {
     /// Releases what waited long enough (join grace, idle sessions).
     pub(crate) fn tick(&mut self, now: SystemTime) -> Vec<Output> {
         let mut out = Vec::new();
-        let mut cx = self.shared.cx(now, &mut out);
-        for session in self.sessions.values_mut() {
+        for (id, session) in self.sessions.iter_mut() {
+            let redactor = session_redactor(&mut self.redactors, &self.shared.redactor, id);
+            let mut cx = self.shared.cx(redactor, now, &mut out);
             session.tick(&mut cx);
         }
         let ids: Vec<String> = self.sessions.keys().cloned().collect();
@@ -225,12 +253,14 @@ impl Engine {
     /// Finishes every open run (the daemon is going down).
     pub(crate) fn shutdown(&mut self, now: SystemTime) -> Vec<Output> {
         let mut out = Vec::new();
-        let mut cx = self.shared.cx(now, &mut out);
-        for session in self.sessions.values_mut() {
+        for (id, session) in self.sessions.iter_mut() {
+            let redactor = session_redactor(&mut self.redactors, &self.shared.redactor, id);
+            let mut cx = self.shared.cx(redactor, now, &mut out);
             session.finish(&mut cx, "daemon_shutdown");
         }
         self.sessions.clear();
         self.proxies.clear();
+        self.redactors.clear();
         out
     }
 

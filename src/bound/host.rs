@@ -202,12 +202,17 @@ fn parent_of(pid: u32) -> Option<u32> {
 pub(crate) const HOST_VERSION_FIELD: &str = "bir_host_version";
 
 /// `payload` with the host's version added (`HOST_VERSION_FIELD`), when
-/// it is a JSON object; else as it was.
-pub(crate) fn with_host_version(payload: Vec<u8>, version: &str) -> Vec<u8> {
+/// it is a JSON object and the result stays within `cap` bytes (the
+/// daemon refuses a body over its cap, and the event would be lost for a
+/// version string); else as it was.
+pub(crate) fn with_host_version(payload: Vec<u8>, version: &str, cap: usize) -> Vec<u8> {
     match serde_json::from_slice::<Value>(&payload) {
         Ok(Value::Object(mut map)) => {
             map.insert(HOST_VERSION_FIELD.into(), Value::String(version.to_owned()));
-            serde_json::to_vec(&Value::Object(map)).unwrap_or(payload)
+            match serde_json::to_vec(&Value::Object(map)) {
+                Ok(grown) if grown.len() <= cap => grown,
+                _ => payload,
+            }
         }
         _ => payload,
     }
@@ -235,10 +240,17 @@ mod version_tests {
             Some("0.61.0")
         );
         assert_eq!(package_version(&script, "@openai/codex"), None);
-        let payload = with_host_version(br#"{"session_id":"s"}"#.to_vec(), "0.61.0");
+        let payload = with_host_version(br#"{"session_id":"s"}"#.to_vec(), "0.61.0", 1024);
         let v: Value = serde_json::from_slice(&payload).expect("json");
         assert_eq!(v[HOST_VERSION_FIELD], "0.61.0");
-        assert_eq!(with_host_version(b"nope".to_vec(), "1"), b"nope");
+        assert_eq!(with_host_version(b"nope".to_vec(), "1", 1024), b"nope");
+        // A payload the version would push over the cap goes as it was:
+        // the daemon takes it, where the grown one would be refused.
+        let full = format!(r#"{{"session_id":"s","pad":"{}"}}"#, "x".repeat(100));
+        assert_eq!(
+            with_host_version(full.clone().into_bytes(), "0.61.0", full.len()),
+            full.as_bytes()
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

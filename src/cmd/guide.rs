@@ -81,6 +81,10 @@ pub struct GuideStartCmd {
     /// how often a Stop is blocked while steps remain (default 1)
     #[argh(option, default = "1")]
     pub max_nudges: u32,
+    /// let the scenario read the environment (`${env:X}`, and parameters
+    /// `from: env:X` that `bir scenario param` did not bind on this machine)
+    #[argh(switch)]
+    pub trust_scenario: bool,
 }
 
 /// Show the guide armed in this project and how far it got.
@@ -158,7 +162,20 @@ fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
     let cap = crate::replay::payload_cap();
     let recorded = |v: &Value| crate::replay::in_recorded_space(&redactor, cap, v.clone());
     let mut notes = Vec::new();
-    let steps = plan(&scenario, &params, &recorded, &mut notes)?;
+    let mut env_read = Vec::new();
+    let env = EnvTrust {
+        given: &given,
+        trusted: cmd.trust_scenario,
+        home: Some(&home),
+    };
+    let steps = plan(
+        &scenario,
+        &params,
+        &env,
+        &recorded,
+        &mut notes,
+        &mut env_read,
+    )?;
     if steps.is_empty() {
         return Err(Error::usage(format!(
             "{}: the scenario has no steps",
@@ -204,6 +221,12 @@ fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
         escape(&cmd.source),
         escape(&who)
     ));
+    if !env_read.is_empty() {
+        out(&format!(
+            "  environment read: {}",
+            escape(&env_read.join(", "))
+        ));
+    }
     for note in notes {
         out(&format!("  note: {}", escape(&note)));
     }
@@ -221,31 +244,90 @@ const BUILTIN_FREE_TEXT: &[(&str, &str)] = &[
     ("Task", "/description"),
 ];
 
-/// Template values for the plan: bound parameters and the environment;
-/// never an earlier step's result (that is the live model's to use).
-struct Bound<'a>(&'a HashMap<String, Value>);
+/// Template values for the plan: bound parameters and, where the step
+/// may read it ([`EnvTrust`]), the environment; never an earlier step's
+/// result (that is the live model's to use).
+struct Bound<'a> {
+    params: &'a HashMap<String, Value>,
+    env: bool,
+}
 
 impl Lookup for Bound<'_> {
     fn param(&self, name: &str) -> Option<Value> {
-        self.0.get(name).cloned()
+        self.params.get(name).cloned()
     }
     fn env(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok()
+        if self.env {
+            std::env::var(name).ok()
+        } else {
+            None
+        }
     }
     fn step_result(&self, _step: &str) -> Option<&Value> {
         None
     }
 }
 
-/// The guide's steps for `scenario` (see the module's docs).
+/// What a guide's steps may read from the environment: the check `bir
+/// verify` applies (`replay::trust`). A guide writes its pinned values
+/// into the agent's tool calls, so a hand-written scenario's `${env:X}`
+/// would otherwise hand a variable to whatever tool the step names.
+struct EnvTrust<'a> {
+    /// Parameters bound with `--param`: they read nothing.
+    given: &'a HashMap<String, String>,
+    /// `--trust-scenario`.
+    trusted: bool,
+    /// `$BIR_HOME`, whose key verifies `bir scenario param`'s seals.
+    home: Option<&'a Path>,
+}
+
+/// The guide's steps for `scenario` (see the module's docs). A step that
+/// would read the environment without the user's trust (see
+/// [`EnvTrust`]) reads none of it: those slots are left to the model, with
+/// a note saying why; `env_read` gets the variables the other steps read.
 fn plan(
     scenario: &Scenario,
     params: &HashMap<String, Value>,
+    env: &EnvTrust<'_>,
     recorded: &dyn Fn(&Value) -> Value,
     notes: &mut Vec<String>,
+    env_read: &mut Vec<String>,
 ) -> Result<Vec<GuideStep>, Error> {
     let mut steps = Vec::new();
+    // The parameters a step that may not read the environment sees: none
+    // bound from it (unless given on the command line).
+    let without_env: HashMap<String, Value> = params
+        .iter()
+        .filter(|(name, _)| {
+            env.given.contains_key(*name)
+                || scenario
+                    .params
+                    .get(*name)
+                    .and_then(|p| p.from.as_deref())
+                    .is_none_or(|from| !from.starts_with("env:"))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     for s in &scenario.steps {
+        let use_of_env =
+            crate::replay::trust::env_use(scenario, s, env.given, env.trusted, env.home);
+        let lookup = match &use_of_env.refused {
+            None => {
+                env_read.extend(use_of_env.vars.iter().cloned());
+                Bound { params, env: true }
+            }
+            Some(why) => {
+                notes.push(format!(
+                    "step {}: {}; left to the model",
+                    s.id,
+                    why.strip_prefix("not sent: ").unwrap_or(why)
+                ));
+                Bound {
+                    params: &without_env,
+                    env: false,
+                }
+            }
+        };
         let tool = if s.kind == "builtin" {
             s.tool.clone()
         } else if s.server.is_empty() {
@@ -267,7 +349,7 @@ fn plan(
         });
         for (pointer, leaf) in templated {
             slots.push(pointer.clone());
-            let Ok(value) = template::resolve(&leaf, &Bound(params)) else {
+            let Ok(value) = template::resolve(&leaf, &lookup) else {
                 continue; // a binding, or an unbound parameter: the model's
             };
             if recorded(&value) != value {
@@ -321,6 +403,8 @@ fn plan(
             needs_user,
         });
     }
+    env_read.sort();
+    env_read.dedup();
     Ok(steps)
 }
 
@@ -484,7 +568,15 @@ mod tests {
         let params = runner::bind_params(&scenario, &HashMap::new());
         let recorded = |v: &Value| v.clone();
         let mut notes = Vec::new();
-        let steps = plan(&scenario, &params, &recorded, &mut notes).expect("a plan");
+        let steps = plan(
+            &scenario,
+            &params,
+            &untrusted(&HashMap::new()),
+            &recorded,
+            &mut notes,
+            &mut Vec::new(),
+        )
+        .expect("a plan");
         let s1 = &steps[0];
         assert_eq!(s1.tool, "mcp__my_srv__sum");
         assert_eq!(s1.label, "my.srv/sum");
@@ -518,9 +610,105 @@ mod tests {
                 v.clone()
             }
         };
-        let steps = plan(&scenario, &params, &secret, &mut notes).expect("a plan");
+        let steps = plan(
+            &scenario,
+            &params,
+            &untrusted(&HashMap::new()),
+            &secret,
+            &mut notes,
+            &mut Vec::new(),
+        )
+        .expect("a plan");
         assert!(!steps[0].pins.contains_key("/a"));
         assert_eq!(steps[0].args["a"], json!("${param:n}"));
         assert!(notes.iter().any(|n| n.contains("holds a secret")));
+    }
+
+    fn untrusted(given: &HashMap<String, String>) -> EnvTrust<'_> {
+        EnvTrust {
+            given,
+            trusted: false,
+            home: None,
+        }
+    }
+
+    /// A hand-written scenario's `${env:X}` (or parameter `from: env:X`)
+    /// is never written into a guide, hence never into an agent's call,
+    /// unless the user trusts the scenario, as under `bir verify`.
+    #[test]
+    fn a_guide_reads_the_environment_only_when_trusted() {
+        let scenario = Scenario::parse(
+            &json!({
+                "schema": "bir/scenario@1",
+                "params": {"p": {"from": "env:PATH"}},
+                "steps": [
+                    {"id": "s1", "server": "srv", "tool": "fetch",
+                     "args": {"url": "https://x/?k=${env:PATH}", "n": "${param:p}"}},
+                    {"id": "s2", "server": "srv", "tool": "fetch",
+                     "args": {"url": "https://x/"}}
+                ]
+            })
+            .to_string(),
+        )
+        .expect("a scenario");
+        let path = std::env::var("PATH").unwrap_or_default();
+        assert!(!path.is_empty(), "the test needs PATH set");
+        let recorded = |v: &Value| v.clone();
+        let given = HashMap::new();
+        let params = runner::bind_params(&scenario, &given);
+
+        let (mut notes, mut read) = (Vec::new(), Vec::new());
+        let steps = plan(
+            &scenario,
+            &params,
+            &untrusted(&given),
+            &recorded,
+            &mut notes,
+            &mut read,
+        )
+        .expect("a plan");
+        let text = serde_json::to_string(&steps).expect("json");
+        assert!(!text.contains(&path), "the variable was read: {text}");
+        assert_eq!(steps[0].args["url"], json!("https://x/?k=${env:PATH}"));
+        assert!(steps[0].pins.is_empty(), "{:?}", steps[0].pins);
+        assert!(read.is_empty(), "{read:?}");
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("step s1:") && n.contains("--trust-scenario")),
+            "{notes:?}"
+        );
+
+        let trusted = EnvTrust {
+            trusted: true,
+            ..untrusted(&given)
+        };
+        let (mut notes, mut read) = (Vec::new(), Vec::new());
+        let steps = plan(
+            &scenario, &params, &trusted, &recorded, &mut notes, &mut read,
+        )
+        .expect("a plan");
+        assert_eq!(steps[0].pins["/url"], json!(format!("https://x/?k={path}")));
+        assert_eq!(steps[0].pins["/n"], json!(path));
+        assert_eq!(read, ["PATH"]);
+        assert!(notes.is_empty(), "{notes:?}");
+
+        // A value given with --param reads nothing and needs no trust.
+        let given = HashMap::from([("p".to_owned(), "v".to_owned())]);
+        let params = runner::bind_params(&scenario, &given);
+        let mut s = scenario.clone();
+        s.steps[0].args = json!({"n": "${param:p}"});
+        let (mut notes, mut read) = (Vec::new(), Vec::new());
+        let steps = plan(
+            &s,
+            &params,
+            &untrusted(&given),
+            &recorded,
+            &mut notes,
+            &mut read,
+        )
+        .expect("a plan");
+        assert_eq!(steps[0].pins["/n"], json!("v"));
+        assert!(read.is_empty() && notes.is_empty(), "{read:?} {notes:?}");
     }
 }

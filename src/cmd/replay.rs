@@ -413,12 +413,9 @@ pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
                         if c.no_bind { "proposed" } else { "applied" }
                     ));
                 }
-                None => {
-                    #[expect(clippy::print_stdout, reason = "the scenario is the command's output")]
-                    {
-                        print!("{}", s.to_text());
-                    }
-                }
+                // The scenario is the command's output: valid JSON, its
+                // recorded text's C1 controls in JSON's own escapes.
+                None => crate::output::out(s.to_text().trim_end_matches('\n')),
             }
             Ok(ExitStatus::Success)
         }

@@ -308,11 +308,19 @@ impl Preparation {
         redacted
     }
 
+    /// The run's redactor; the host session id the run is filed under is
+    /// an identifier it keeps (`Redactor::knowing_identifier`).
     fn redactor(&mut self) -> &Redactor {
         let cfg = self.cfg.redact;
         let known = &self.cfg.known_secrets;
-        self.redactor
-            .get_or_insert_with(|| payload::build_redactor(cfg, known))
+        let session = self.cfg.session_id.as_deref();
+        self.redactor.get_or_insert_with(|| {
+            let redactor = payload::build_redactor(cfg, known);
+            match session {
+                Some(id) => redactor.knowing_identifier(id),
+                None => redactor,
+            }
+        })
     }
 
     /// The one choke point ([`payload::raw`]): a raw JSON payload → what

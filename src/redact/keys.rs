@@ -48,6 +48,10 @@
 //!   `JSESSIONID`): the MCP security best practices treat a session id as
 //!   bearer-like (session hijacking). Code that needs a host session id (the
 //!   Claude Code `session_id` of a hook payload) reads it before redaction.
+//!   The one exception is the run's own session id, the id it is filed
+//!   under and shows in its header: a recorder gives it to the redactor
+//!   (`Redactor::knowing_identifier`), and that exact value is kept under
+//!   any name; every other value under these names is still redacted.
 //! * Bare `key`, `keys`, `tokens`, `signature` and `session` are not secret:
 //!   they name lookup keys, counters, HMACs and objects far more often than
 //!   credentials (`{key, value}` pairs are handled by looking at the pair's

@@ -13,7 +13,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 pub(crate) const MIN_LEN: usize = 8;
 pub(crate) const KIND: &str = "known";
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Known {
     /// Every form of every value (deduplicated).
     forms: Vec<String>,

@@ -67,6 +67,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -151,12 +152,17 @@ impl Report {
 
 /// The redactor. Build it once (patterns are compiled in [`Redactor::new`]),
 /// add the known secrets, then share it (`Send + Sync`, all methods take
-/// `&self`).
+/// `&self`). A clone shares the compiled rules: [`Redactor::knowing_identifier`]
+/// makes one per session cheaply.
+#[derive(Clone)]
 pub struct Redactor {
     cfg: RedactConfig,
-    shapes: shapes::Shapes,
-    assignments: text::Assignments,
-    known: known::Known,
+    shapes: Arc<shapes::Shapes>,
+    assignments: Arc<text::Assignments>,
+    known: Arc<known::Known>,
+    /// Exact values that are identifiers, not secrets (the run's own
+    /// session id): the name rules keep them ([`Redactor::is_identifier`]).
+    identifiers: Vec<String>,
 }
 
 impl fmt::Debug for Redactor {
@@ -194,10 +200,36 @@ impl Redactor {
     pub fn new(cfg: RedactConfig) -> Redactor {
         Redactor {
             cfg,
-            shapes: shapes::Shapes::new(),
-            assignments: text::Assignments::new(),
-            known: known::Known::default(),
+            shapes: Arc::new(shapes::Shapes::new()),
+            assignments: Arc::new(text::Assignments::new()),
+            known: Arc::new(known::Known::default()),
+            identifiers: Vec::new(),
         }
+    }
+
+    /// This redactor, also keeping `id` wherever a name rule would take it
+    /// (`{"session_id": id}`, `sessionId=id`): the id a run is filed under
+    /// and shows in its header is an identifier, not a credential, and a
+    /// run shows it the same everywhere. Only that exact value is kept; any
+    /// other value under a session-id-like name (a web session's token) is
+    /// judged by the rules as before, and the other layers (token shapes,
+    /// known secrets) still apply to the id. Ids shorter than
+    /// [`known::MIN_LEN`] are not taken. Shares the compiled rules.
+    pub fn knowing_identifier(&self, id: &str) -> Redactor {
+        let mut r = self.clone();
+        if id.len() >= known::MIN_LEN && !r.identifiers.iter().any(|i| i == id) {
+            r.identifiers.push(id.to_owned());
+        }
+        r
+    }
+
+    /// Whether `v` is exactly one of the identifiers the name rules keep.
+    fn is_identifier(&self, v: &Value) -> bool {
+        v.as_str().is_some_and(|s| self.is_identifier_text(s))
+    }
+
+    fn is_identifier_text(&self, s: &str) -> bool {
+        !self.identifiers.is_empty() && self.identifiers.iter().any(|i| i == s)
     }
 
     /// Adds exact values the proxy knows are secret (env values, header
@@ -206,7 +238,7 @@ impl Redactor {
     /// JSON-escaped forms are matched too. Values shorter than 8 bytes are
     /// ignored.
     pub fn add_known_secrets<I: IntoIterator<Item = String>>(&mut self, values: I) {
-        self.known.add(values);
+        Arc::make_mut(&mut self.known).add(values);
     }
 
     /// Redacts a JSON tree in place and says what it did.
@@ -373,7 +405,7 @@ impl Redactor {
                 } else if cookie {
                     cookie_object_value(&name, value, report);
                     value_done = true;
-                } else if self.secret_key(&name) {
+                } else if self.secret_key(&name) && !self.is_identifier(value) {
                     if !self.cookie_header_value(&name, value, report) {
                         replace_with(value, KEY_MARK, "key", report);
                     }
@@ -405,7 +437,7 @@ impl Redactor {
                 }
                 continue;
             }
-            if self.secret_key(k) {
+            if self.secret_key(k) && !self.is_identifier(child) {
                 if cookie_header_name(k).is_some() && (child.is_array() || child.is_object()) {
                     stack.push(Frame {
                         v: child,
@@ -477,7 +509,10 @@ impl Redactor {
                     self.header_entry(name, value, report);
                 } else if ctx == Ctx::Cookies {
                     cookie_object_value(name, value, report);
-                } else if self.secret_key(name) && !self.cookie_header_value(name, value, report) {
+                } else if self.secret_key(name)
+                    && !self.is_identifier(value)
+                    && !self.cookie_header_value(name, value, report)
+                {
                     replace_with(value, KEY_MARK, "key", report);
                 }
             }
@@ -798,6 +833,12 @@ impl Redactor {
             let mut copied = 0;
             for f in found {
                 if f.start < copied || f.end > cur.len() || f.start > f.end {
+                    continue;
+                }
+                if cur
+                    .get(f.start..f.end)
+                    .is_some_and(|v| self.is_identifier_text(v.trim_matches(['"', '\''])))
+                {
                     continue;
                 }
                 if cur[f.start..f.end] != f.marker {

@@ -741,3 +741,42 @@ fn large_realistic_result() {
     let mut twice = once.clone();
     assert!(r.redact_value(&mut twice).is_empty());
 }
+
+/// The run's own session id is an identifier: kept under every
+/// session-id-like name (object key, `{name, value}` pair, `[name, value]`
+/// pair, `NAME=value` text) when it is exactly that id; any other value
+/// there (a web session's token) is redacted as before, and a redactor
+/// that was not told the id redacts it like any other.
+#[test]
+fn the_runs_own_session_id_is_kept_and_other_session_ids_are_not() {
+    let own = "0b6f2a3c-91de-4c1e-8a55-3f0e9d7c2b41";
+    let web = "s%3Aj8Hq2kP9xLmN4vR7tY1wZ6bC3dF5gH0";
+    let input = json!({
+        "session_id": own,
+        "sessionId": own,
+        "other": {"session_id": web},
+        "pairs": [{"name": "sessionId", "value": own}, ["session_id", web]],
+        "line": format!("resumed session_id={own} and JSESSIONID={web}"),
+    });
+    let knowing = redactor().knowing_identifier(own);
+    let mut v = input.clone();
+    knowing.redact_value(&mut v);
+    assert_eq!(v["session_id"], json!(own), "{v}");
+    assert_eq!(v["sessionId"], json!(own), "{v}");
+    assert_eq!(v["pairs"][0]["value"], json!(own), "{v}");
+    let line = v["line"].as_str().unwrap_or_default();
+    assert!(line.contains(&format!("session_id={own}")), "{line}");
+    let text = v.to_string();
+    assert!(
+        !text.contains(web),
+        "a web session id is still a secret: {text}"
+    );
+
+    let mut v = input;
+    redactor().redact_value(&mut v);
+    assert!(!v.to_string().contains(own), "{v}");
+    // Too short to be told apart from a common value: not taken.
+    let mut v = json!({"session_id": "1234"});
+    redactor().knowing_identifier("1234").redact_value(&mut v);
+    assert_ne!(v["session_id"], json!("1234"));
+}

@@ -1330,6 +1330,69 @@ fn no_command_prints_outside_text_raw() {
     walk("ended session");
 }
 
+/// The run's own session id is an identifier: shown in its header, and
+/// kept in clear under a `session_id`-like key of what the run stored
+/// (a tool's input, here), as `bir runs show` and `export` give it back.
+/// Another value under such a key (a web session's token) is redacted.
+#[test]
+fn a_runs_own_session_id_is_never_redacted_and_a_web_session_id_is() {
+    let t = TempDir::new("daemon-own-session-id");
+    let _running = Running(&t);
+    let session = "5f1c9e2a-7b3d-4e8f-a16c-0d2b9e4f7a31";
+    let web = "s%3Aq8Zr3kP9xLmN4vR7tY1wZ6bC3dF5gH0w";
+    let event = |name: &str, extra: serde_json::Value| {
+        let mut payload = serde_json::json!({"session_id": session, "cwd": "/tmp",
+            "transcript_path": "/nonexistent/t.jsonl", "hook_event_name": name});
+        if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        let out = hook(&t, name, &payload.to_string(), &[]);
+        assert!(out.status.success(), "{out:?}");
+    };
+    event("SessionStart", serde_json::json!({}));
+    wait_for_daemon(&t, None);
+    let tool = serde_json::json!({"tool_name": "WebFetch", "tool_use_id": "toolu_own_1",
+        "tool_input": {"url": "https://example.com/", "note": {"session_id": session},
+            "cookieJar": {"sessionId": web}, "owner": {"sessionId": session}},
+        "tool_response": {"sessionId": session, "web": {"session_id": web}}});
+    event("PreToolUse", tool.clone());
+    event("PostToolUse", tool);
+    event("SessionEnd", serde_json::json!({"reason": "other"}));
+    let deadline = Instant::now() + LONG;
+    let doc = loop {
+        let out = command(bir(), &t)
+            .args(["runs", "export", "latest"])
+            .output()
+            .expect("export");
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if !doc["finish"].is_null() {
+            break doc;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {out:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = doc.to_string();
+    assert!(!text.contains(web), "a web session id is stored: {text}");
+    let step = doc["steps"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["type"] == "tool_selected"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no tool_selected step: {text}"));
+    assert_eq!(step["input"]["note"]["session_id"], session, "{step}");
+    assert_eq!(step["input"]["owner"]["sessionId"], session, "{step}");
+    assert!(!text.contains("[REDACTED:known]"), "{text}");
+    let shown = command(bir(), &t)
+        .args(["runs", "show", "latest", "--full"])
+        .output()
+        .expect("show");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.matches(session).count() >= 2,
+        "header and the stored input both show it: {shown}"
+    );
+    assert!(!shown.contains(web), "{shown}");
+}
+
 /// A live process of ours that is not a daemon, standing in for whatever
 /// process the system gave a dead daemon's pid to.
 struct Bystander(std::process::Child);

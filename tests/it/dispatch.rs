@@ -188,3 +188,33 @@ fn a_mistyped_command_gets_the_nearest_one_and_its_help() {
         "{err}"
     );
 }
+
+/// An error, a note or a usage message on stderr quotes what the user
+/// typed or was handed (a run id, a path, an argument): its control
+/// characters arrive escaped, the way stdout shows them.
+#[test]
+fn stderr_shows_outside_text_inert() {
+    let dir = TempDir::new("stderr-escapes");
+    let evil = "x\u{1b}]0;pwned\u{7}\u{9b}2J";
+    let path = dir.join(evil);
+    let path = path.to_str().expect("utf-8 path");
+    let commands: [&[&str]; 5] = [
+        &["runs", "show", evil],
+        &["runs", "rm", evil],
+        &["scenario", "show", path],
+        &["replay", path],
+        &["runs", evil],
+    ];
+    for args in commands {
+        let (code, _, err) = run(command(bir(), &dir).args(args));
+        assert_ne!(code, 0, "bir {args:?} fails: {err}");
+        assert!(
+            !err.contains(['\u{1b}', '\u{7}', '\u{9b}']),
+            "bir {args:?}: a raw control character on stderr: {err:?}"
+        );
+        assert!(
+            err.contains("x\\u{1b}]0;pwned\\u{7}\\u{9b}2J"),
+            "bir {args:?}: the text is still shown, escaped: {err:?}"
+        );
+    }
+}

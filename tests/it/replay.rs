@@ -1202,6 +1202,94 @@ fn a_scenario_reads_the_environment_only_when_trusted_or_sealed_here() {
     assert_eq!(r["envRead"], json!(["CI_SECRET"]), "{text}");
 }
 
+/// `bir guide start` applies verify's check: a hand-written `${env:X}` or
+/// parameter `from: env:X` is not read (its slot is left to the model,
+/// with the reason) unless the scenario is trusted or `bir scenario param`
+/// sealed it here; the armed guide, whose pins are written into the
+/// agent's calls, never holds the value otherwise. Says what it read.
+#[test]
+fn a_guide_reads_the_environment_only_when_trusted_or_sealed_here() {
+    let dir = TempDir::new("guide-env-trust");
+    let script = json!({
+        "schema": "bir/scenario@1",
+        "params": {"reg": {"from": "env:DEPLOY_REGION"}},
+        "steps": [
+            {"id": "s1", "server": "fx", "tool": "fetch",
+             "args": {"url": "https://x/?r=${env:DEPLOY_REGION}"}},
+            {"id": "s2", "server": "fx", "tool": "fetch",
+             "args": {"region": "${param:reg}"}},
+            {"id": "s3", "server": "fx", "tool": "whoami",
+             "args": {"region": "recorded"}}
+        ]
+    });
+    std::fs::write(dir.join("h.scenario.json"), script.to_string()).expect("write");
+    let project = dir.path().to_str().expect("utf-8").to_owned();
+    let guide = |extra: &[&str]| -> (String, String) {
+        let mut cmd = command(bir(), &dir);
+        cmd.current_dir(dir.path())
+            .env("DEPLOY_REGION", "eu-west-9q")
+            .args(["guide", "start", "h.scenario.json", "--project", &project])
+            .args(extra);
+        let out = run(cmd);
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        let status = bir_in(&dir, &["guide", "status", "--json", "--project", &project]);
+        assert_eq!(status.code, 0, "{}", status.stderr);
+        (out.stdout, status.stdout)
+    };
+
+    let (said, armed) = guide(&[]);
+    assert!(!armed.contains("eu-west-9q"), "read untrusted: {armed}");
+    assert!(
+        said.contains("step s1:") && said.contains("step s2:") && said.contains("--trust-scenario"),
+        "{said}"
+    );
+    assert!(!said.contains("environment read"), "{said}");
+
+    // bir itself binds s3's region to the variable: sealed here, it reads.
+    let out = bir_in(
+        &dir,
+        &[
+            "scenario",
+            "param",
+            "h.scenario.json",
+            "s3",
+            "/region",
+            "mine",
+            "--from",
+            "env:DEPLOY_REGION",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (said, armed) = guide(&[]);
+    let doc: Value = serde_json::from_str(armed.trim()).expect("guide json");
+    let step = |id: &str| {
+        doc["steps"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["id"] == id))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        step("s3")["pins"]["/region"],
+        json!("eu-west-9q"),
+        "{armed}"
+    );
+    assert_ne!(step("s1")["args"]["url"], json!("https://x/?r=eu-west-9q"));
+    assert_ne!(step("s2")["args"]["region"], json!("eu-west-9q"));
+    assert!(said.contains("environment read: DEPLOY_REGION"), "{said}");
+
+    let (said, armed) = guide(&["--trust-scenario"]);
+    let doc: Value = serde_json::from_str(armed.trim()).expect("guide json");
+    assert_eq!(
+        doc["steps"][0]["pins"]["/url"],
+        json!("https://x/?r=eu-west-9q"),
+        "{armed}"
+    );
+    assert_eq!(doc["steps"][1]["pins"]["/region"], json!("eu-west-9q"));
+    assert!(!said.contains("--trust-scenario"), "{said}");
+    assert!(said.contains("environment read: DEPLOY_REGION"), "{said}");
+}
+
 /// CI convention: a destructive step verify holds by its own policy is
 /// reported as skipped and the job passes; `--require-all` makes it
 /// incomplete (3). The summary counts every step.
