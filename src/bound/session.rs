@@ -1798,10 +1798,7 @@ impl Session {
                         .unwrap_or(t.opened_in_turn),
                 };
                 let model = row.model.as_deref().map(|m| cx.label(m));
-                match rows
-                    .iter_mut()
-                    .find(|r| r.turn == turn && r.model == model)
-                {
+                match rows.iter_mut().find(|r| r.turn == turn && r.model == model) {
                     Some(r) => r.usage.add(&row.usage),
                     None => rows.push(TurnUsage {
                         turn,

@@ -858,12 +858,16 @@ mod tests {
     fn a_running_total_is_split_by_turn() {
         let mut t = Transcript::with_format("/r.jsonl".into(), TranscriptFormat::CodexRollout);
         let total = |input: u64, output: u64, cached: u64| {
-            line(serde_json::json!({"type": "event_msg", "payload": {"type": "token_count",
+            line(
+                serde_json::json!({"type": "event_msg", "payload": {"type": "token_count",
                 "info": {"total_token_usage": {"input_tokens": input, "output_tokens": output,
-                    "cached_input_tokens": cached}}}}))
+                    "cached_input_tokens": cached}}}}),
+            )
         };
-        let started = line(serde_json::json!({"type": "event_msg", "payload": {"type": "task_started"}}));
-        let model = |m: &str| line(serde_json::json!({"type": "turn_context", "payload": {"model": m}}));
+        let started =
+            line(serde_json::json!({"type": "event_msg", "payload": {"type": "task_started"}}));
+        let model =
+            |m: &str| line(serde_json::json!({"type": "turn_context", "payload": {"model": m}}));
         let text = [
             started.clone(),
             model("gpt-a"),

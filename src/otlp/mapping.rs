@@ -312,9 +312,8 @@ impl<'a> Mapping<'a> {
         let meta = &journal.header.metadata;
         let host_app = meta.host.as_ref().map(|h| h.app.as_str());
         let provider = opts.provider.clone().or_else(|| {
-            (meta.tier == "bound"
-                || host_app.is_some_and(|a| a.to_lowercase().contains("claude")))
-            .then(|| "anthropic".to_owned())
+            (meta.tier == "bound" || host_app.is_some_and(|a| a.to_lowercase().contains("claude")))
+                .then(|| "anthropic".to_owned())
         });
         Mapping {
             opts,
@@ -395,12 +394,18 @@ impl<'a> Mapping<'a> {
                 protocol_version: j.protocol_versions.get(s.server_name.as_str()).copied(),
                 connection,
             };
-            let mut span = call_span(c, s, self.run_id, &self.trace, self.opts, server, |s| {
-                match s.agent_id.as_deref() {
+            let mut span = call_span(
+                c,
+                s,
+                self.run_id,
+                &self.trace,
+                self.opts,
+                server,
+                |s| match s.agent_id.as_deref() {
                     Some(agent) => span_id(self.run_id, "agent", agent),
                     None => self.root_id,
-                }
-            });
+                },
+            );
             self.common(&mut span.attributes);
             spans.push(span);
         }
@@ -489,9 +494,9 @@ impl<'a> Mapping<'a> {
 
     /// The agent's name: the host's, else Claude Code's for a bound run.
     fn agent_name(&self) -> Option<String> {
-        self.host_app
-            .map(str::to_owned)
-            .or_else(|| (self.journal.header.metadata.tier == "bound").then(|| "claude-code".to_owned()))
+        self.host_app.map(str::to_owned).or_else(|| {
+            (self.journal.header.metadata.tier == "bound").then(|| "claude-code".to_owned())
+        })
     }
 
     /// The root: the whole run (to its finish, else to its last span's

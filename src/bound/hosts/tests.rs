@@ -584,7 +584,11 @@ fn a_real_codex_sessions_tokens_are_per_turn_with_its_subagents() {
     let child = hooks
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|r| r["payload"]["agent_transcript_path"].as_str().map(str::to_owned))
+        .find_map(|r| {
+            r["payload"]["agent_transcript_path"]
+                .as_str()
+                .map(str::to_owned)
+        })
         .expect("SubagentStop names the child's rollout");
     let records = play(
         Host::Codex,
@@ -606,18 +610,21 @@ fn a_real_codex_sessions_tokens_are_per_turn_with_its_subagents() {
     assert!(rows.iter().all(|r| r["turn"] == 1), "{rows:#?}");
     assert_eq!(rows[0]["model"], "gpt-5-codex");
     // The main rollout's last total, plus the child's.
-    let child_total = include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl")
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|r| {
-            let t = &r["payload"]["info"]["total_token_usage"];
-            t["input_tokens"].as_u64()
-        })
-        .last()
-        .expect("the child reports tokens");
+    let child_total =
+        include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl")
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|r| {
+                let t = &r["payload"]["info"]["total_token_usage"];
+                t["input_tokens"].as_u64()
+            })
+            .last()
+            .expect("the child reports tokens");
     assert_eq!(finish["metrics"]["usage"]["input"], 32100 + child_total);
     assert_eq!(
-        rows.iter().map(|r| r["usage"]["input"].as_u64().unwrap_or(0)).sum::<u64>(),
+        rows.iter()
+            .map(|r| r["usage"]["input"].as_u64().unwrap_or(0))
+            .sum::<u64>(),
         32100 + child_total
     );
 }

@@ -141,7 +141,9 @@ fn add_costs(doc: &mut serde_json::Value, run: &LoadedRun, prices: &Prices) {
             let Some(n) = t["turn"].as_u64() else {
                 continue;
             };
-            if let Some(cost) = prices.cost(metrics.turn_usage.iter().filter(|r| u64::from(r.turn) == n)) {
+            if let Some(cost) =
+                prices.cost(metrics.turn_usage.iter().filter(|r| u64::from(r.turn) == n))
+            {
                 t["costUsd"] = cost.into();
             }
         }

@@ -353,7 +353,15 @@ mod tests {
         assert_eq!(short_count(32_279), "32.3k");
         assert_eq!(short_count(4_560_000), "4.56M");
         assert_eq!(short_count(999_999), "1.00M");
-        for n in [0, 10_000, 999_949, 999_999, 1_000_000, 999_999_999, 1_000_000_000] {
+        for n in [
+            0,
+            10_000,
+            999_949,
+            999_999,
+            1_000_000,
+            999_999_999,
+            1_000_000_000,
+        ] {
             assert!(short_count(n).len() <= 7, "{n}: {}", short_count(n));
         }
     }
