@@ -613,12 +613,9 @@ fn a_real_codex_sessions_tokens_are_per_turn_with_its_subagents() {
     let child_total =
         include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl")
             .lines()
+            .rev()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|r| {
-                let t = &r["payload"]["info"]["total_token_usage"];
-                t["input_tokens"].as_u64()
-            })
-            .last()
+            .find_map(|r| r["payload"]["info"]["total_token_usage"]["input_tokens"].as_u64())
             .expect("the child reports tokens");
     assert_eq!(finish["metrics"]["usage"]["input"], 32100 + child_total);
     assert_eq!(
