@@ -47,7 +47,7 @@ use super::wire::ProxyItem;
 use super::{EngineConfig, Output, SessionSummary};
 use crate::record::model::{
     self, HostInfo, Record, Redacted, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics,
-    ServerSnapshot, SessionEvent, Step, StepKind, StepType, Turn,
+    ServerSnapshot, SessionEvent, Step, StepKind, StepType, TokenUsage, Turn, TurnUsage,
 };
 use crate::record::payload::{self, Prepared};
 use crate::redact::Redactor;
@@ -228,6 +228,8 @@ struct Agent {
     parent: Option<String>,
     /// Its SubagentStop was seen: its transcript is whole.
     stopped: bool,
+    /// The turn its SubagentStart came in: its tokens are that turn's.
+    turn: Option<u32>,
 }
 
 pub(super) struct Session {
@@ -926,7 +928,9 @@ impl Session {
                         c.tool_use_id.clone()
                     })
             };
+            let turn = self.turn;
             let agent = self.agents.entry(agent_id.to_owned()).or_default();
+            agent.turn.get_or_insert(turn);
             agent.agent_type = h.agent_type().map(|t| cx.label(t));
             if agent.parent.is_none() {
                 agent.parent = guess;
@@ -941,9 +945,14 @@ impl Session {
             self.agents.entry(agent_id.clone()).or_default().stopped = true;
             if let Some(path) = h.agent_transcript_path() {
                 let format = self.adapter.host.transcript_format().unwrap_or_default();
+                let turn = self.turn;
                 self.transcripts
                     .entry(Some(agent_id.clone()))
-                    .or_insert_with(|| Transcript::with_format(path.to_owned(), format))
+                    .or_insert_with(|| {
+                        let mut t = Transcript::with_format(path.to_owned(), format);
+                        t.opened_in_turn = turn;
+                        t
+                    })
                     .path = path.to_owned();
             }
             self.request_read(cx, Some(agent_id));
@@ -1176,8 +1185,9 @@ impl Session {
                 }
             };
             let format = self.adapter.host.transcript_format().unwrap_or_default();
-            self.transcripts
-                .insert(agent.clone(), Transcript::with_format(path, format));
+            let mut t = Transcript::with_format(path, format);
+            t.opened_in_turn = self.turn;
+            self.transcripts.insert(agent.clone(), t);
         }
         self.transcripts.get_mut(agent)
     }
@@ -1745,11 +1755,10 @@ impl Session {
         if !self.opened {
             return;
         }
-        let mut usage = crate::record::model::TokenUsage::default();
-        for t in self.transcripts.values() {
-            if let Some(u) = t.usage() {
-                usage.add(&u);
-            }
+        self.metrics.turn_usage = self.turn_usage(cx);
+        let mut usage = TokenUsage::default();
+        for row in &self.metrics.turn_usage {
+            usage.add(&row.usage);
         }
         self.metrics.usage = (!usage.is_empty()).then_some(usage);
         let finish = RunFinish {
@@ -1762,6 +1771,46 @@ impl Session {
             model: self.model.clone().filter(|_| !self.model_in_header),
         };
         self.push(cx, RunEvent::RunFinished(finish));
+    }
+}
+
+impl Session {
+    /// The tokens every transcript reports, per turn of the run and model.
+    /// The main transcript's turns are the run's (its prompts are the
+    /// turns, paired in order as the recovery pairs them; one it shows
+    /// beyond the run's last turn counts in that turn); a subagent's
+    /// tokens count in the turn that started it (its SubagentStart's, else
+    /// the one its transcript was first asked for in: a host may send the
+    /// subagent's own prompt as a prompt hook). Main agent's rows first
+    /// within a turn.
+    fn turn_usage(&self, cx: &Cx) -> Vec<TurnUsage> {
+        let mut files: Vec<(&Option<String>, &Transcript)> = self.transcripts.iter().collect();
+        files.sort_by(|a, b| a.0.cmp(b.0));
+        let mut rows: Vec<TurnUsage> = Vec::new();
+        for (agent, t) in files {
+            for row in t.usage_rows() {
+                let turn = match agent {
+                    None => row.turn.min(self.turn),
+                    Some(id) => self
+                        .agents
+                        .get(id)
+                        .and_then(|a| a.turn)
+                        .unwrap_or(t.opened_in_turn),
+                };
+                let model = row.model.as_deref().map(|m| cx.label(m));
+                match rows.iter_mut().find(|r| r.turn == turn && r.model == model) {
+                    Some(r) => r.usage.add(&row.usage),
+                    None => rows.push(TurnUsage {
+                        turn,
+                        model,
+                        usage: row.usage,
+                    }),
+                }
+            }
+        }
+        // Stable: the main agent's rows stay first within a turn.
+        rows.sort_by_key(|r| r.turn);
+        rows
     }
 }
 

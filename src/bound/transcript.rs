@@ -130,14 +130,77 @@ pub(crate) struct Transcript {
     /// The host's version where the transcript says it (Codex's
     /// `session_meta.cli_version`).
     pub host_version: Option<String>,
+    /// The session's turn when this reader was made: a subagent's file
+    /// counts its tokens in the turn that started the subagent.
+    pub opened_in_turn: u32,
+    /// Prompts this file has shown so far: the turn (1, 2, … in this
+    /// file; 0 before its first prompt) what it shows now belongs to.
+    pub turn: u32,
     /// Tokens per model message id (the host may write a message's record
-    /// several times; the last wins), and the cumulative count a host
-    /// reports as such (Codex's `total_token_usage`).
-    usage_by_message: HashMap<String, TokenUsage>,
+    /// several times, one per content block: the message is counted once,
+    /// its last record's counts, in the turn it first appeared in).
+    usage_by_message: HashMap<String, MessageUsage>,
+    /// Tokens of a host that reports a running total instead (Codex's
+    /// `total_token_usage`): each growth of the total, added to the turn
+    /// and model it happened in.
+    usage_running: Vec<UsageRow>,
+    /// The last running total seen.
     usage_total: Option<TokenUsage>,
     /// Gemini: call ids already numbered, and calls per (name, arguments).
     seen_calls: std::collections::HashSet<String>,
     occurrences: HashMap<String, u32>,
+}
+
+/// One model message's tokens, and where they belong.
+#[derive(Debug)]
+struct MessageUsage {
+    turn: u32,
+    model: Option<String>,
+    usage: TokenUsage,
+}
+
+/// Tokens of one model in one turn of a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UsageRow {
+    /// The file's turn ([`Transcript::turn`]).
+    pub turn: u32,
+    pub model: Option<String>,
+    pub usage: TokenUsage,
+}
+
+/// Adds `usage` to the row of (`turn`, `model`) in `rows`, or a new row.
+fn add_row(rows: &mut Vec<UsageRow>, turn: u32, model: Option<&str>, usage: &TokenUsage) {
+    match rows
+        .iter_mut()
+        .find(|r| r.turn == turn && r.model.as_deref() == model)
+    {
+        Some(row) => row.usage.add(usage),
+        None => rows.push(UsageRow {
+            turn,
+            model: model.map(str::to_owned),
+            usage: *usage,
+        }),
+    }
+}
+
+/// `now − before`, field by field; `now` itself when a count went down
+/// (the host started counting again).
+fn growth(before: &TokenUsage, now: &TokenUsage) -> TokenUsage {
+    let fields = [
+        (before.input, now.input),
+        (before.output, now.output),
+        (before.cache_read, now.cache_read),
+        (before.cache_write, now.cache_write),
+    ];
+    if fields.iter().any(|(b, n)| n < b) {
+        return *now;
+    }
+    TokenUsage {
+        input: now.input - before.input,
+        output: now.output - before.output,
+        cache_read: now.cache_read - before.cache_read,
+        cache_write: now.cache_write - before.cache_write,
+    }
 }
 
 #[derive(Debug, Default)]
@@ -270,22 +333,63 @@ impl Transcript {
     }
 
     /// The tokens the file reports so far (`None`: none).
+    #[cfg(test)]
     pub(crate) fn usage(&self) -> Option<TokenUsage> {
-        let mut sum = self.usage_total.unwrap_or_default();
-        for u in self.usage_by_message.values() {
-            sum.add(u);
+        let mut sum = TokenUsage::default();
+        for row in self.usage_rows() {
+            sum.add(&row.usage);
         }
         (!sum.is_empty()).then_some(sum)
     }
 
-    fn note_usage(&mut self, message_id: Option<&str>, usage: TokenUsage) {
-        if usage.is_empty() || self.usage_by_message.len() >= MAX_MESSAGES {
+    /// The tokens the file reports so far, per turn of the file and model:
+    /// turns in order, models by name within a turn.
+    pub(crate) fn usage_rows(&self) -> Vec<UsageRow> {
+        let mut rows = self.usage_running.clone();
+        for m in self.usage_by_message.values() {
+            add_row(&mut rows, m.turn, m.model.as_deref(), &m.usage);
+        }
+        rows.retain(|r| !r.usage.is_empty());
+        rows.sort_by(|a, b| (a.turn, &a.model).cmp(&(b.turn, &b.model)));
+        rows
+    }
+
+    /// A model message's tokens: counted once per `message_id` (the last
+    /// record's counts), in the turn and under the model it first came
+    /// with.
+    fn note_usage(&mut self, message_id: Option<&str>, model: Option<&str>, usage: TokenUsage) {
+        if usage.is_empty() {
+            return;
+        }
+        if let Some(seen) = message_id.and_then(|id| self.usage_by_message.get_mut(id)) {
+            seen.usage = usage;
+            return;
+        }
+        if self.usage_by_message.len() >= MAX_MESSAGES {
             return;
         }
         let key = message_id
             .map(str::to_owned)
             .unwrap_or_else(|| format!("#{}", self.usage_by_message.len()));
-        self.usage_by_message.insert(key, usage);
+        self.usage_by_message.insert(
+            key,
+            MessageUsage {
+                turn: self.turn,
+                model: model.map(str::to_owned),
+                usage,
+            },
+        );
+    }
+
+    /// A host's running total of tokens (Codex): its growth since the last
+    /// one is the current turn's, under the current model.
+    fn note_running_total(&mut self, total: TokenUsage) {
+        let grown = growth(&self.usage_total.unwrap_or_default(), &total);
+        self.usage_total = Some(total);
+        if !grown.is_empty() {
+            let model = self.model.clone();
+            add_row(&mut self.usage_running, self.turn, model.as_deref(), &grown);
+        }
     }
 
     /// Notes call `id` with the words said before it (once).
@@ -333,14 +437,18 @@ impl Transcript {
                 let t = &p["info"]["total_token_usage"];
                 let n = |k: &str| t[k].as_u64().unwrap_or(0);
                 if t.is_object() {
-                    self.usage_total = Some(TokenUsage {
+                    // OpenAI's `input_tokens` already holds the cached ones.
+                    self.note_running_total(TokenUsage {
                         input: n("input_tokens"),
                         output: n("output_tokens"),
                         cache_read: n("cached_input_tokens"),
-                        cache_write: 0,
+                        cache_write: n("cache_write_input_tokens"),
                     });
                 }
             }
+            // A turn starts (the prompt's `response_item` may come before
+            // or after it, and the host adds user-role items of its own).
+            (Some("event_msg"), Some("task_started")) => self.turn += 1,
             (Some("turn_context"), _) => {
                 if let Some(m) = p["model"].as_str().filter(|m| !m.is_empty()) {
                     self.model = Some(m.to_owned());
@@ -394,22 +502,30 @@ impl Transcript {
     fn gemini_record(&mut self, r: &Value) {
         match r["type"].as_str() {
             Some("user") => {
+                // A prompt has text; a tool's answer only function
+                // responses.
+                if !gemini_text(&r["content"]).trim().is_empty() {
+                    self.turn += 1;
+                }
                 let acc = &mut self.acc[0];
                 acc.context.clear();
                 acc.answer.clear();
                 self.settle_answer();
             }
             Some("gemini") => {
-                if let Some(m) = r["model"].as_str().filter(|m| !m.is_empty()) {
+                let model = r["model"].as_str().filter(|m| !m.is_empty());
+                if let Some(m) = model {
                     self.model = Some(m.to_owned());
                 }
                 let t = &r["tokens"];
                 let n = |k: &str| t[k].as_u64().unwrap_or(0);
+                // Gemini's `input` (promptTokenCount) holds the cached ones.
                 self.note_usage(
                     r["id"].as_str(),
+                    model,
                     TokenUsage {
                         input: n("input"),
-                        output: n("output") + n("thoughts"),
+                        output: n("output").saturating_add(n("thoughts")),
                         cache_read: n("cached"),
                         cache_write: 0,
                     },
@@ -494,6 +610,7 @@ impl Transcript {
                                 at: at.clone(),
                             });
                         }
+                        self.turn += 1;
                         self.see(Seen::Prompt { text, at });
                     }
                 }
@@ -511,13 +628,23 @@ impl Transcript {
         let u = &message["usage"];
         if u.is_object() {
             let n = |k: &str| u[k].as_u64().unwrap_or(0);
+            let (read, write) = (
+                n("cache_read_input_tokens"),
+                n("cache_creation_input_tokens"),
+            );
+            // `<synthetic>` marks messages the host made up (no model ran).
+            let model = message["model"]
+                .as_str()
+                .filter(|m| !m.is_empty() && !m.starts_with('<'));
             self.note_usage(
                 message["id"].as_str(),
+                model,
                 TokenUsage {
-                    input: n("input_tokens"),
+                    // Anthropic's `input_tokens` leaves the cached parts out.
+                    input: n("input_tokens").saturating_add(read).saturating_add(write),
                     output: n("output_tokens"),
-                    cache_read: n("cache_read_input_tokens"),
-                    cache_write: n("cache_creation_input_tokens"),
+                    cache_read: read,
+                    cache_write: write,
                 },
             );
         }
@@ -667,30 +794,107 @@ mod tests {
     }
 
     /// Claude Code writes one record per content block of a message, each
-    /// with the message's `usage`: counted once per message id.
+    /// with the message's `usage`: counted once per message id, in the
+    /// turn its first record came in, under its model; input counts the
+    /// cached parts too.
     #[test]
-    fn tokens_are_counted_once_per_message() {
+    fn tokens_are_counted_once_per_message_in_its_turn() {
         let mut t = Transcript::new("/t.jsonl".into());
-        let msg = |id: &str, out: u64| {
+        let msg = |id: &str, model: &str, out: u64| {
             line(
                 serde_json::json!({"type": "assistant", "message": {"id": id, "role": "assistant",
-                "content": [{"type": "text", "text": "x"}],
+                "model": model, "content": [{"type": "text", "text": "x"}],
                 "usage": {"input_tokens": 10, "output_tokens": out,
                           "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5}}}),
             )
         };
-        let text = [msg("m1", 3), msg("m1", 7), msg("m2", 1)].concat();
+        let prompt = |text: &str| {
+            line(serde_json::json!({"type": "user", "message": {"role": "user", "content": text}}))
+        };
+        let result = line(serde_json::json!({"type": "user", "message": {"content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}}));
+        let text = [
+            // Before the file's first prompt (a reader that joined late).
+            msg("m0", "opus", 2),
+            prompt("first"),
+            msg("m1", "opus", 3),
+            result.clone(),
+            msg("m2", "haiku", 1),
+            prompt("second"),
+            // m1 again (one record per block): counted once, in turn 1.
+            msg("m1", "opus", 7),
+            msg("m3", "opus", 4),
+        ]
+        .concat();
         assert!(t.consume(0, text.as_bytes()));
+        let u = |output: u64, n: u64| TokenUsage {
+            input: 115 * n,
+            output,
+            cache_read: 100 * n,
+            cache_write: 5 * n,
+        };
+        let row = |turn: u32, model: &str, usage: TokenUsage| UsageRow {
+            turn,
+            model: Some(model.into()),
+            usage,
+        };
         assert_eq!(
-            t.usage(),
-            Some(TokenUsage {
-                input: 20,
-                output: 8,
-                cache_read: 200,
-                cache_write: 10
-            })
+            t.usage_rows(),
+            [
+                row(0, "opus", u(2, 1)),
+                row(1, "haiku", u(1, 1)),
+                row(1, "opus", u(7, 1)),
+                row(2, "opus", u(4, 1)),
+            ]
         );
+        assert_eq!(t.usage(), Some(u(14, 4)));
         assert_eq!(Transcript::new("/e".into()).usage(), None);
+    }
+
+    /// Codex reports a running total: each growth is the turn's it came
+    /// in (a turn starts at `task_started`), under the turn's model; a
+    /// total that went down starts over.
+    #[test]
+    fn a_running_total_is_split_by_turn() {
+        let mut t = Transcript::with_format("/r.jsonl".into(), TranscriptFormat::CodexRollout);
+        let total = |input: u64, output: u64, cached: u64| {
+            line(
+                serde_json::json!({"type": "event_msg", "payload": {"type": "token_count",
+                "info": {"total_token_usage": {"input_tokens": input, "output_tokens": output,
+                    "cached_input_tokens": cached}}}}),
+            )
+        };
+        let started =
+            line(serde_json::json!({"type": "event_msg", "payload": {"type": "task_started"}}));
+        let model =
+            |m: &str| line(serde_json::json!({"type": "turn_context", "payload": {"model": m}}));
+        let text = [
+            started.clone(),
+            model("gpt-a"),
+            total(100, 10, 0),
+            total(100, 10, 0),
+            total(250, 30, 80),
+            started,
+            model("gpt-b"),
+            total(400, 35, 200),
+            total(50, 5, 0),
+        ]
+        .concat();
+        assert!(t.consume(0, text.as_bytes()));
+        let row = |turn: u32, model: &str, input, output, cache_read| UsageRow {
+            turn,
+            model: Some(model.into()),
+            usage: TokenUsage {
+                input,
+                output,
+                cache_read,
+                cache_write: 0,
+            },
+        };
+        assert_eq!(
+            t.usage_rows(),
+            [row(1, "gpt-a", 250, 30, 80), row(2, "gpt-b", 200, 10, 120)]
+        );
     }
 
     #[test]

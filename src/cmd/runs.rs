@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use crate::error::{self, Context, Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::record::calls::{Call, reader_calls};
-use crate::record::model::{ServerSnapshot, Step, StepType};
+use crate::record::model::{ServerSnapshot, Step, StepType, TokenUsage};
+use crate::record::prices::{format_usd, user_prices as prices};
 use crate::record::store::{LoadedRun, Store};
 use crate::service::read;
 
@@ -307,10 +308,13 @@ fn write_finish(t: &mut Screen, run: &LoadedRun, interrupted: &str, open: &str) 
                 f.metrics.total_tool_ms,
                 f.metrics
                     .usage
-                    .map(|u| format!(
-                        " · tokens {} in ({} cached, {} cache writes) · {} out",
-                        u.input, u.cache_read, u.cache_write, u.output
-                    ))
+                    .map(|u| {
+                        let cost = prices()
+                            .cost(&f.metrics.turn_usage)
+                            .map(|c| format!(" · {}", format_usd(c)))
+                            .unwrap_or_default();
+                        format!(" · tokens {}{cost}", tokens_text(&u))
+                    })
                     .unwrap_or_default(),
                 f.reason
                     .as_ref()
@@ -332,6 +336,58 @@ fn write_finish(t: &mut Screen, run: &LoadedRun, interrupted: &str, open: &str) 
             run.torn_bytes
         ));
     }
+}
+
+/// Tokens as `bir runs show` says them: all input (cached parts named),
+/// then output.
+fn tokens_text(u: &TokenUsage) -> String {
+    let mut parts = Vec::new();
+    if u.cache_read > 0 {
+        parts.push(format!("{} cache reads", u.cache_read));
+    }
+    if u.cache_write > 0 {
+        parts.push(format!("{} cache writes", u.cache_write));
+    }
+    let cached = if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    };
+    format!("{} in{cached} · {} out", u.input, u.output)
+}
+
+/// The turns a run recorded tokens for (a turn 0 among them when the
+/// model worked before the first recorded prompt).
+fn usage_turns(run: &LoadedRun) -> Vec<u32> {
+    run.finish
+        .as_ref()
+        .map(|f| f.metrics.turn_usage.iter().map(|r| r.turn).collect())
+        .unwrap_or_default()
+}
+
+/// A bound run's turn's tokens, under its entries: counts, the models
+/// that answered, and the cost where the user priced them.
+fn write_turn_tokens(t: &mut Screen, run: &LoadedRun, turn: u32) {
+    let Some(metrics) = run.finish.as_ref().map(|f| &f.metrics) else {
+        return;
+    };
+    let Some(u) = metrics.turn_tokens(turn) else {
+        return;
+    };
+    let models = metrics.turn_models(turn);
+    let models = if models.is_empty() {
+        String::new()
+    } else {
+        format!(" · {}", escape(&models.join(", ")))
+    };
+    let cost = prices()
+        .cost(metrics.turn_usage.iter().filter(|r| r.turn == turn))
+        .map(|c| format!(" · {}", format_usd(c)))
+        .unwrap_or_default();
+    t.line(format_args!(
+        "    tokens  {}{models}{cost}",
+        tokens_text(&u)
+    ));
 }
 
 /// One call: its number (see `record::calls`), time, tool, duration and

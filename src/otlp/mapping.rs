@@ -30,7 +30,9 @@ use std::collections::HashMap;
 
 use super::span::{Event, KeyValue, Span, SpanKind, StatusCode, kv};
 use crate::record::calls::{Call, reader_calls};
-use crate::record::model::{RunEvent, RunFinish, RunHeader, Step, StepKind, StepType};
+use crate::record::model::{
+    RunEvent, RunFinish, RunHeader, SessionEvent, Step, StepKind, StepType, TokenUsage, Turn,
+};
 use crate::record::store::LoadedRun;
 
 /// What the mapping may add beyond names and timings.
@@ -187,63 +189,10 @@ struct Agent {
 /// when it has no run header (nothing to name the trace by). Calls are
 /// paired as every reader pairs them ([`reader_calls`]).
 pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
-    let mut header: Option<&RunHeader> = None;
-    let mut finish: Option<&RunFinish> = None;
-    let mut steps: Vec<&Step> = Vec::new();
-    let mut turns = Vec::new();
-    let mut session_events = Vec::new();
-    let mut protocol_versions: HashMap<&str, &str> = HashMap::new();
-    // Each server's connection now (as the journal goes), and each
-    // step's as it was when written.
-    let mut connections: HashMap<&str, Connection> = HashMap::new();
-    let mut step_connections: HashMap<&str, Connection> = HashMap::new();
-    for r in &run.records {
-        match &r.event {
-            RunEvent::RunStarted(h) => header = Some(h),
-            RunEvent::RunFinished(f) => finish = Some(f),
-            RunEvent::Step(s) => {
-                if let Some(c) = connections.get(s.server_name.as_str()) {
-                    step_connections.insert(s.id.as_str(), *c);
-                }
-                steps.push(s);
-            }
-            RunEvent::Turn(t) => turns.push(t),
-            RunEvent::SessionEvent(e) => session_events.push(e),
-            RunEvent::ServerSnapshot(s) => {
-                if let Some(v) = &s.protocol_version {
-                    protocol_versions.insert(&s.server_name, v.as_str());
-                }
-                connections.insert(
-                    &s.server_name,
-                    Connection {
-                        transport: s.transport.as_deref(),
-                        session: s.mcp_session_id.as_ref().map(|x| x.as_str()),
-                    },
-                );
-            }
-            RunEvent::RemoteAck(_) => {}
-        }
-    }
-    let Some(header) = header else {
+    let Some(journal) = Journal::read(run) else {
         return Vec::new();
     };
-    let run_id = header.id.as_str();
-    let trace = trace_id(run_id);
-    let root_id = span_id(run_id, "root", "");
-    let meta = &header.metadata;
-    let conversation = meta.session_id.as_deref();
-
-    // A final answer emitted again (an amended view) counts once: its
-    // last emission.
-    let mut answers: Vec<&Step> = Vec::new();
-    for st in steps
-        .iter()
-        .filter(|st| st.step_type == StepType::FinalAnswer)
-    {
-        answers.retain(|a| a.step_index != st.step_index);
-        answers.push(st);
-    }
-    answers.sort_by_key(|a| a.step_index);
+    let cx = Mapping::new(journal, opts);
     let calls: Vec<(Call, &Step)> = reader_calls(run)
         .into_iter()
         .filter_map(|c| {
@@ -251,218 +200,398 @@ pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
             Some((c, s))
         })
         .collect();
-
-    let call_span_of_use_id: HashMap<String, [u8; 8]> = calls
+    let agents = cx.subagents(&calls);
+    let (mut spans, emitted_agents) = cx.call_spans(&calls);
+    cx.insert_agent_spans(&mut spans, &calls, &agents, &emitted_agents);
+    let latest_end = spans
         .iter()
-        .filter_map(|(c, s)| {
-            let id = s.tool_use_id.as_deref()?;
-            let first = c.selected.unwrap_or(s);
-            Some((id.to_owned(), call_span_id(run_id, &trace, first, c.order)))
+        .map(|s| s.end_time_unix_nano)
+        .max()
+        .unwrap_or(0);
+    spans.insert(0, cx.root_span(calls.len(), latest_end));
+    spans
+}
+
+/// What a run's journal holds that its spans are made of, read in one
+/// pass over its records.
+struct Journal<'a> {
+    header: &'a RunHeader,
+    finish: Option<&'a RunFinish>,
+    steps: Vec<&'a Step>,
+    turns: Vec<&'a Turn>,
+    session_events: Vec<&'a SessionEvent>,
+    protocol_versions: HashMap<&'a str, &'a str>,
+    /// Each server's connection as the journal ends, and each step's as it
+    /// was when the step was written.
+    connections: HashMap<&'a str, Connection<'a>>,
+    step_connections: HashMap<&'a str, Connection<'a>>,
+}
+
+impl<'a> Journal<'a> {
+    /// `None` without a run header.
+    fn read(run: &'a LoadedRun) -> Option<Journal<'a>> {
+        let mut header: Option<&RunHeader> = None;
+        let mut finish: Option<&RunFinish> = None;
+        let mut steps: Vec<&Step> = Vec::new();
+        let mut turns = Vec::new();
+        let mut session_events = Vec::new();
+        let mut protocol_versions: HashMap<&str, &str> = HashMap::new();
+        let mut connections: HashMap<&str, Connection> = HashMap::new();
+        let mut step_connections: HashMap<&str, Connection> = HashMap::new();
+        for r in &run.records {
+            match &r.event {
+                RunEvent::RunStarted(h) => header = Some(h),
+                RunEvent::RunFinished(f) => finish = Some(f),
+                RunEvent::Step(s) => {
+                    if let Some(c) = connections.get(s.server_name.as_str()) {
+                        step_connections.insert(s.id.as_str(), *c);
+                    }
+                    steps.push(s);
+                }
+                RunEvent::Turn(t) => turns.push(t),
+                RunEvent::SessionEvent(e) => session_events.push(e),
+                RunEvent::ServerSnapshot(s) => {
+                    if let Some(v) = &s.protocol_version {
+                        protocol_versions.insert(&s.server_name, v.as_str());
+                    }
+                    connections.insert(
+                        &s.server_name,
+                        Connection {
+                            transport: s.transport.as_deref(),
+                            session: s.mcp_session_id.as_ref().map(|x| x.as_str()),
+                        },
+                    );
+                }
+                RunEvent::RemoteAck(_) => {}
+            }
+        }
+        Some(Journal {
+            header: header?,
+            finish,
+            steps,
+            turns,
+            session_events,
+            protocol_versions,
+            connections,
+            step_connections,
         })
-        .collect();
-
-    // Subagents: from their steps, and the SubagentStart/Stop events.
-    let mut agents: HashMap<String, Agent> = HashMap::new();
-    for (_, s) in &calls {
-        if let Some(id) = s.agent_id.as_deref() {
-            let a = agents.entry(id.to_owned()).or_default();
-            a.agent_type = a
-                .agent_type
-                .take()
-                .or_else(|| s.agent_type.as_deref().map(str::to_owned));
-            a.parent_tool_use_id = a
-                .parent_tool_use_id
-                .take()
-                .or_else(|| s.parent_tool_use_id.as_deref().map(str::to_owned));
-        }
     }
-    for e in &session_events {
-        let Some(id) = e.agent_id.as_deref() else {
-            continue;
-        };
-        let Some(a) = agents.get_mut(id) else {
-            continue;
-        };
-        let at = unix_nanos(&e.at);
-        match e.name.as_str() {
-            "SubagentStart" => a.start = Some(a.start.map_or(at, |s| s.min(at))),
-            "SubagentStop" => a.end = Some(a.end.map_or(at, |s| s.max(at))),
-            _ => {}
-        }
-        if a.agent_type.is_none()
-            && let Some(t) = e.data.as_ref().and_then(|d| d.text_at("/agent_type"))
+
+    /// The final answers, in step order; one emitted again (an amended
+    /// view) counts once: its last emission.
+    fn answers(&self) -> Vec<&'a Step> {
+        let mut answers: Vec<&Step> = Vec::new();
+        for st in self
+            .steps
+            .iter()
+            .filter(|st| st.step_type == StepType::FinalAnswer)
         {
-            a.agent_type = Some(t.into_inner());
+            answers.retain(|a| a.step_index != st.step_index);
+            answers.push(st);
+        }
+        answers.sort_by_key(|a| a.step_index);
+        answers
+    }
+}
+
+/// One run's mapping: its journal, the ids every span is placed by, and
+/// what every span shares.
+struct Mapping<'a> {
+    journal: Journal<'a>,
+    opts: &'a MapOptions,
+    run_id: &'a str,
+    trace: [u8; 16],
+    root_id: [u8; 8],
+    host_app: Option<&'a str>,
+    provider: Option<String>,
+}
+
+impl<'a> Mapping<'a> {
+    fn new(journal: Journal<'a>, opts: &'a MapOptions) -> Mapping<'a> {
+        let run_id = journal.header.id.as_str();
+        let meta = &journal.header.metadata;
+        let host_app = meta.host.as_ref().map(|h| h.app.as_str());
+        let provider = opts.provider.clone().or_else(|| {
+            (meta.tier == "bound" || host_app.is_some_and(|a| a.to_lowercase().contains("claude")))
+                .then(|| "anthropic".to_owned())
+        });
+        Mapping {
+            opts,
+            run_id,
+            trace: trace_id(run_id),
+            root_id: span_id(run_id, "root", ""),
+            host_app,
+            provider,
+            journal,
         }
     }
 
-    let common = |attrs: &mut Vec<KeyValue>| {
-        if let Some(c) = conversation {
+    /// `gen_ai.conversation.id`, on every span.
+    fn common(&self, attrs: &mut Vec<KeyValue>) {
+        if let Some(c) = self.journal.header.metadata.session_id.as_deref() {
             attrs.push(kv("gen_ai.conversation.id", c));
         }
-    };
-    let host_app = meta.host.as_ref().map(|h| h.app.as_str());
-    let provider = opts.provider.clone().or_else(|| {
-        (meta.tier == "bound" || host_app.is_some_and(|a| a.to_lowercase().contains("claude")))
-            .then(|| "anthropic".to_owned())
-    });
-
-    let mut spans: Vec<Span> = Vec::with_capacity(calls.len() + agents.len() + 1);
-    let mut emitted_agents: Vec<String> = Vec::new();
-    let mut latest_end = 0u64;
-    for (c, s) in &calls {
-        if let Some(agent) = s.agent_id.as_deref()
-            && !emitted_agents.iter().any(|a| a == agent)
-        {
-            emitted_agents.push(agent.to_owned());
-        }
-        let first = c.selected.unwrap_or(s);
-        let connection = step_connections
-            .get(first.id.as_str())
-            .or_else(|| connections.get(s.server_name.as_str()))
-            .copied()
-            .unwrap_or_default();
-        let server = ServerFacts {
-            protocol_version: protocol_versions.get(s.server_name.as_str()).copied(),
-            connection,
-        };
-        let span = call_span(c, s, run_id, &trace, opts, server, |s| {
-            match s.agent_id.as_deref() {
-                Some(agent) => span_id(run_id, "agent", agent),
-                None => root_id,
-            }
-        });
-        let mut span = span;
-        common(&mut span.attributes);
-        latest_end = latest_end.max(span.end_time_unix_nano);
-        spans.push(span);
     }
-    // Each subagent's span, placed before its first call.
-    for agent_key in &emitted_agents {
-        let Some(a) = agents.get(agent_key) else {
-            continue;
-        };
-        let members: Vec<&Span> = spans
+
+    /// Subagents: from their calls, and the SubagentStart/Stop events.
+    fn subagents(&self, calls: &[(Call, &Step)]) -> HashMap<String, Agent> {
+        let mut agents: HashMap<String, Agent> = HashMap::new();
+        for (_, s) in calls {
+            if let Some(id) = s.agent_id.as_deref() {
+                let a = agents.entry(id.to_owned()).or_default();
+                a.agent_type = a
+                    .agent_type
+                    .take()
+                    .or_else(|| s.agent_type.as_deref().map(str::to_owned));
+                a.parent_tool_use_id = a
+                    .parent_tool_use_id
+                    .take()
+                    .or_else(|| s.parent_tool_use_id.as_deref().map(str::to_owned));
+            }
+        }
+        for e in &self.journal.session_events {
+            let Some(id) = e.agent_id.as_deref() else {
+                continue;
+            };
+            let Some(a) = agents.get_mut(id) else {
+                continue;
+            };
+            let at = unix_nanos(&e.at);
+            match e.name.as_str() {
+                "SubagentStart" => a.start = Some(a.start.map_or(at, |s| s.min(at))),
+                "SubagentStop" => a.end = Some(a.end.map_or(at, |s| s.max(at))),
+                _ => {}
+            }
+            if a.agent_type.is_none()
+                && let Some(t) = e.data.as_ref().and_then(|d| d.text_at("/agent_type"))
+            {
+                a.agent_type = Some(t.into_inner());
+            }
+        }
+        agents
+    }
+
+    /// One span per call, in reading order, and the subagents their calls
+    /// name, in the order first named.
+    fn call_spans(&self, calls: &[(Call, &Step)]) -> (Vec<Span>, Vec<String>) {
+        let j = &self.journal;
+        let mut spans: Vec<Span> = Vec::with_capacity(calls.len() + 1);
+        let mut emitted_agents: Vec<String> = Vec::new();
+        for (c, s) in calls {
+            if let Some(agent) = s.agent_id.as_deref()
+                && !emitted_agents.iter().any(|a| a == agent)
+            {
+                emitted_agents.push(agent.to_owned());
+            }
+            let first = c.selected.unwrap_or(s);
+            let connection = j
+                .step_connections
+                .get(first.id.as_str())
+                .or_else(|| j.connections.get(s.server_name.as_str()))
+                .copied()
+                .unwrap_or_default();
+            let server = ServerFacts {
+                protocol_version: j.protocol_versions.get(s.server_name.as_str()).copied(),
+                connection,
+            };
+            let mut span = call_span(
+                c,
+                s,
+                self.run_id,
+                &self.trace,
+                self.opts,
+                server,
+                |s| match s.agent_id.as_deref() {
+                    Some(agent) => span_id(self.run_id, "agent", agent),
+                    None => self.root_id,
+                },
+            );
+            self.common(&mut span.attributes);
+            spans.push(span);
+        }
+        (spans, emitted_agents)
+    }
+
+    /// Each subagent's span, placed before its first call, under the call
+    /// that started it (else the root).
+    fn insert_agent_spans(
+        &self,
+        spans: &mut Vec<Span>,
+        calls: &[(Call, &Step)],
+        agents: &HashMap<String, Agent>,
+        emitted_agents: &[String],
+    ) {
+        let run_id = self.run_id;
+        let call_span_of_use_id: HashMap<String, [u8; 8]> = calls
             .iter()
-            .filter(|sp| sp.parent_span_id == Some(span_id(run_id, "agent", agent_key)))
+            .filter_map(|(c, s)| {
+                let id = s.tool_use_id.as_deref()?;
+                let first = c.selected.unwrap_or(s);
+                Some((
+                    id.to_owned(),
+                    call_span_id(run_id, &self.trace, first, c.order),
+                ))
+            })
             .collect();
-        let first = members
-            .iter()
-            .map(|s| s.start_time_unix_nano)
-            .min()
-            .unwrap_or(0);
-        let last = members
-            .iter()
-            .map(|s| s.end_time_unix_nano)
-            .max()
-            .unwrap_or(first);
-        let start = a.start.map_or(first, |s| s.min(first));
-        let end = a.end.map_or(last, |e| e.max(last));
-        let name = match &a.agent_type {
-            Some(t) => format!("invoke_agent {t}"),
-            None => "invoke_agent".to_owned(),
+        for agent_key in emitted_agents {
+            let Some(a) = agents.get(agent_key) else {
+                continue;
+            };
+            let members: Vec<&Span> = spans
+                .iter()
+                .filter(|sp| sp.parent_span_id == Some(span_id(run_id, "agent", agent_key)))
+                .collect();
+            let first = members
+                .iter()
+                .map(|s| s.start_time_unix_nano)
+                .min()
+                .unwrap_or(0);
+            let last = members
+                .iter()
+                .map(|s| s.end_time_unix_nano)
+                .max()
+                .unwrap_or(first);
+            let start = a.start.map_or(first, |s| s.min(first));
+            let end = a.end.map_or(last, |e| e.max(last));
+            let name = match &a.agent_type {
+                Some(t) => format!("invoke_agent {t}"),
+                None => "invoke_agent".to_owned(),
+            };
+            let mut attrs = vec![kv("gen_ai.operation.name", "invoke_agent")];
+            if let Some(p) = &self.provider {
+                attrs.push(kv("gen_ai.provider.name", p.as_str()));
+            }
+            if let Some(t) = &a.agent_type {
+                attrs.push(kv("gen_ai.agent.name", t.as_str()));
+            }
+            attrs.push(kv("gen_ai.agent.id", agent_key.as_str()));
+            self.common(&mut attrs);
+            let parent = a
+                .parent_tool_use_id
+                .as_deref()
+                .and_then(|id| call_span_of_use_id.get(id).copied())
+                .unwrap_or(self.root_id);
+            let span = Span {
+                trace_id: self.trace,
+                span_id: span_id(run_id, "agent", agent_key),
+                parent_span_id: Some(parent),
+                name,
+                kind: SpanKind::Internal,
+                start_time_unix_nano: start,
+                end_time_unix_nano: end,
+                attributes: attrs,
+                events: Vec::new(),
+                status: StatusCode::Unset,
+                status_message: String::new(),
+            };
+            let at = spans
+                .iter()
+                .position(|sp| sp.parent_span_id == Some(span.span_id))
+                .unwrap_or(spans.len());
+            spans.insert(at, span);
+        }
+    }
+
+    /// The agent's name: the host's, else Claude Code's for a bound run.
+    fn agent_name(&self) -> Option<String> {
+        self.host_app.map(str::to_owned).or_else(|| {
+            (self.journal.header.metadata.tier == "bound").then(|| "claude-code".to_owned())
+        })
+    }
+
+    /// The root: the whole run (to its finish, else to its last span's
+    /// end), with the prompts and answers as events.
+    fn root_span(&self, call_count: usize, latest_end: u64) -> Span {
+        let j = &self.journal;
+        let start = unix_nanos(&j.header.started_at);
+        let end = match j.finish {
+            Some(f) => unix_nanos(&f.finished_at).max(start),
+            None => latest_end.max(start),
         };
-        let mut attrs = vec![kv("gen_ai.operation.name", "invoke_agent")];
-        if let Some(p) = &provider {
-            attrs.push(kv("gen_ai.provider.name", p.as_str()));
+        let agent_name = self.agent_name();
+        let answers = j.answers();
+        let mut attrs = self.root_attributes(agent_name.as_deref(), call_count);
+        let (status, status_message) = if j.finish.is_none() {
+            attrs.push(kv("error.type", "interrupted"));
+            (StatusCode::Error, String::new())
+        } else {
+            (StatusCode::Unset, String::new())
+        };
+        if self.opts.content {
+            self.root_content(&mut attrs, &answers);
         }
-        if let Some(t) = &a.agent_type {
-            attrs.push(kv("gen_ai.agent.name", t.as_str()));
-        }
-        attrs.push(kv("gen_ai.agent.id", agent_key.as_str()));
-        common(&mut attrs);
-        let parent = a
-            .parent_tool_use_id
-            .as_deref()
-            .and_then(|id| call_span_of_use_id.get(id).copied())
-            .unwrap_or(root_id);
-        let span = Span {
-            trace_id: trace,
-            span_id: span_id(run_id, "agent", agent_key),
-            parent_span_id: Some(parent),
-            name,
+        Span {
+            trace_id: self.trace,
+            span_id: self.root_id,
+            parent_span_id: None,
+            name: match &agent_name {
+                Some(a) => format!("invoke_agent {a}"),
+                None => "invoke_agent".to_owned(),
+            },
             kind: SpanKind::Internal,
             start_time_unix_nano: start,
             end_time_unix_nano: end,
             attributes: attrs,
-            events: Vec::new(),
-            status: StatusCode::Unset,
-            status_message: String::new(),
-        };
-        let at = spans
-            .iter()
-            .position(|sp| sp.parent_span_id == Some(span.span_id))
-            .unwrap_or(spans.len());
-        latest_end = latest_end.max(end);
-        spans.insert(at, span);
+            events: self.root_events(&answers),
+            status,
+            status_message,
+        }
     }
 
-    // The root: the whole run, with the prompts and answers as events.
-    let start = unix_nanos(&header.started_at);
-    let end = match finish {
-        Some(f) => unix_nanos(&f.finished_at).max(start),
-        None => latest_end.max(start),
-    };
-    let agent_name = host_app
-        .map(str::to_owned)
-        .or_else(|| (meta.tier == "bound").then(|| "claude-code".to_owned()));
-    let mut attrs = vec![kv("gen_ai.operation.name", "invoke_agent")];
-    if let Some(p) = &provider {
-        attrs.push(kv("gen_ai.provider.name", p.as_str()));
+    /// The root's attributes: the agent, the model, the run's tokens,
+    /// bir's own keys.
+    fn root_attributes(&self, agent_name: Option<&str>, call_count: usize) -> Vec<KeyValue> {
+        let j = &self.journal;
+        let meta = &j.header.metadata;
+        let mut attrs = vec![kv("gen_ai.operation.name", "invoke_agent")];
+        if let Some(p) = &self.provider {
+            attrs.push(kv("gen_ai.provider.name", p.as_str()));
+        }
+        if let Some(a) = agent_name {
+            attrs.push(kv("gen_ai.agent.name", a));
+        }
+        if let Some(h) = &meta.host
+            && !h.version.is_empty()
+        {
+            attrs.push(kv("gen_ai.agent.version", h.version.as_str()));
+        }
+        self.common(&mut attrs);
+        if let Some(m) = j
+            .finish
+            .and_then(|f| f.model.as_ref())
+            .or(meta.model.as_ref())
+        {
+            attrs.push(kv("gen_ai.request.model", m.as_str()));
+        }
+        if let Some(u) = j.finish.and_then(|f| f.metrics.usage) {
+            usage_attrs(&mut attrs, &u);
+        }
+        attrs.push(kv("bir.run.id", self.run_id));
+        attrs.push(kv("bir.run.tier", meta.tier.as_str()));
+        attrs.push(kv("bir.step.count", call_count as i64));
+        if !meta.wrapped_servers.is_empty() {
+            attrs.push(kv("bir.mcp.servers", meta.wrapped_servers.join(",")));
+        }
+        let lossy = meta.lossy || j.finish.is_some_and(|f| f.lossy);
+        if lossy {
+            attrs.push(kv("bir.lossy", true));
+        }
+        if let Some(reason) = j.finish.and_then(|f| f.reason.as_deref()) {
+            attrs.push(kv("bir.run.end_reason", reason));
+        }
+        attrs
     }
-    if let Some(a) = &agent_name {
-        attrs.push(kv("gen_ai.agent.name", a.as_str()));
-    }
-    if let Some(h) = &meta.host
-        && !h.version.is_empty()
-    {
-        attrs.push(kv("gen_ai.agent.version", h.version.as_str()));
-    }
-    common(&mut attrs);
-    if let Some(m) = finish
-        .and_then(|f| f.model.as_ref())
-        .or(meta.model.as_ref())
-    {
-        attrs.push(kv("gen_ai.request.model", m.as_str()));
-    }
-    if let Some(u) = finish.and_then(|f| f.metrics.usage) {
-        attrs.push(kv("gen_ai.usage.input_tokens", u.input as i64));
-        attrs.push(kv("gen_ai.usage.output_tokens", u.output as i64));
-        attrs.push(kv(
-            "gen_ai.usage.cache_read.input_tokens",
-            u.cache_read as i64,
-        ));
-        attrs.push(kv(
-            "gen_ai.usage.cache_creation.input_tokens",
-            u.cache_write as i64,
-        ));
-    }
-    attrs.push(kv("bir.run.id", run_id));
-    attrs.push(kv("bir.run.tier", meta.tier.as_str()));
-    attrs.push(kv("bir.step.count", calls.len() as i64));
-    if !meta.wrapped_servers.is_empty() {
-        attrs.push(kv("bir.mcp.servers", meta.wrapped_servers.join(",")));
-    }
-    let lossy = meta.lossy || finish.is_some_and(|f| f.lossy);
-    if lossy {
-        attrs.push(kv("bir.lossy", true));
-    }
-    if let Some(reason) = finish.and_then(|f| f.reason.as_deref()) {
-        attrs.push(kv("bir.run.end_reason", reason));
-    }
-    let (status, status_message) = if finish.is_none() {
-        attrs.push(kv("error.type", "interrupted"));
-        (StatusCode::Error, String::new())
-    } else {
-        (StatusCode::Unset, String::new())
-    };
-    if opts.content {
-        if let Some(first) = turns.first() {
+
+    /// With content on: the first prompt and the last answer as GenAI
+    /// messages on the root.
+    fn root_content(&self, attrs: &mut Vec<KeyValue>, answers: &[&Step]) {
+        let j = &self.journal;
+        if let Some(first) = j.turns.first() {
             attrs.push(kv(
                 "gen_ai.input.messages",
                 message_json("user", first.prompt.as_str(), None),
             ));
-        } else if let Some(input) = &header.input {
+        } else if let Some(input) = &j.header.input {
             attrs.push(kv(
                 "gen_ai.input.messages",
                 message_json("user", input.as_str(), None),
@@ -473,7 +602,7 @@ pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
             .and_then(|a| a.output.as_ref())
             .and_then(|o| o.as_str().map(str::to_owned))
             .or_else(|| {
-                finish
+                j.finish
                     .and_then(|f| f.output.as_ref())
                     .map(|o| o.as_str().to_owned())
             });
@@ -484,49 +613,62 @@ pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
             ));
         }
     }
-    let mut events: Vec<(u64, u8, Event)> = Vec::new();
-    for t in &turns {
-        let mut a = vec![kv("bir.turn", i64::from(t.turn))];
-        if let Some(origin) = &t.origin {
-            a.push(kv("bir.turn.origin", origin.as_str()));
+
+    /// `bir.user_prompt` per turn (with the turn's tokens where the host
+    /// reported them) and `bir.final_answer` per answer, in time order.
+    fn root_events(&self, answers: &[&Step]) -> Vec<Event> {
+        let j = &self.journal;
+        let content = self.opts.content;
+        let mut events: Vec<(u64, u8, Event)> = Vec::new();
+        for t in &j.turns {
+            let mut a = vec![kv("bir.turn", i64::from(t.turn))];
+            if let Some(origin) = &t.origin {
+                a.push(kv("bir.turn.origin", origin.as_str()));
+            }
+            content_attrs(&mut a, t.prompt.as_str(), content);
+            if let Some(metrics) = j.finish.map(|f| &f.metrics)
+                && let Some(u) = metrics.turn_tokens(t.turn)
+            {
+                if let Some(model) = metrics.turn_models(t.turn).first() {
+                    a.push(kv("gen_ai.response.model", *model));
+                }
+                usage_attrs(&mut a, &u);
+            }
+            let at = unix_nanos(&t.at);
+            events.push((at, 0, event("bir.user_prompt", at, a)));
         }
-        content_attrs(&mut a, t.prompt.as_str(), opts.content);
-        let at = unix_nanos(&t.at);
-        events.push((at, 0, event("bir.user_prompt", at, a)));
-    }
-    for s in &answers {
-        let text = s
-            .output
-            .as_ref()
-            .and_then(|o| o.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let mut a = Vec::new();
-        if let Some(turn) = s.turn {
-            a.push(kv("bir.turn", i64::from(turn)));
+        for s in answers {
+            let text = s
+                .output
+                .as_ref()
+                .and_then(|o| o.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let mut a = Vec::new();
+            if let Some(turn) = s.turn {
+                a.push(kv("bir.turn", i64::from(turn)));
+            }
+            content_attrs(&mut a, &text, content);
+            let at = unix_nanos(&s.started_at);
+            events.push((at, 1, event("bir.final_answer", at, a)));
         }
-        content_attrs(&mut a, &text, opts.content);
-        let at = unix_nanos(&s.started_at);
-        events.push((at, 1, event("bir.final_answer", at, a)));
+        events.sort_by_key(|(at, order, _)| (*at, *order));
+        events.into_iter().map(|(_, _, e)| e).collect()
     }
-    events.sort_by_key(|(at, order, _)| (*at, *order));
-    let root = Span {
-        trace_id: trace,
-        span_id: root_id,
-        parent_span_id: None,
-        name: match &agent_name {
-            Some(a) => format!("invoke_agent {a}"),
-            None => "invoke_agent".to_owned(),
-        },
-        kind: SpanKind::Internal,
-        start_time_unix_nano: start,
-        end_time_unix_nano: end,
-        attributes: attrs,
-        events: events.into_iter().map(|(_, _, e)| e).collect(),
-        status,
-        status_message,
-    };
-    spans.insert(0, root);
-    spans
+}
+
+/// The `gen_ai.usage.*` token counts (OpenTelemetry's meaning: input
+/// counts the cached tokens too, the cache counts are parts of it).
+fn usage_attrs(attrs: &mut Vec<KeyValue>, u: &TokenUsage) {
+    attrs.push(kv("gen_ai.usage.input_tokens", u.input as i64));
+    attrs.push(kv("gen_ai.usage.output_tokens", u.output as i64));
+    attrs.push(kv(
+        "gen_ai.usage.cache_read.input_tokens",
+        u.cache_read as i64,
+    ));
+    attrs.push(kv(
+        "gen_ai.usage.cache_creation.input_tokens",
+        u.cache_write as i64,
+    ));
 }
 
 fn event(name: &str, at: u64, attributes: Vec<KeyValue>) -> Event {

@@ -370,3 +370,81 @@ fn a_call_with_a_traceparent_gets_its_span_id() {
         assert!(parse_traceparent(bad).is_none(), "{bad}");
     }
 }
+
+#[test]
+fn tokens_go_on_the_root_and_on_each_turns_prompt_and_add_nothing_else() {
+    // The bound golden's journal, its finish now with tokens: two models
+    // in turn 1 (a subagent's), one in turn 2.
+    let with_tokens = BOUND.replace(
+        r#""metrics":{"toolCalls":4,"errors":1,"totalToolMs":26740.0}"#,
+        r#""metrics":{"toolCalls":4,"errors":1,"totalToolMs":26740.0,
+            "usage":{"input":1700,"output":70,"cacheRead":900,"cacheWrite":50},
+            "turnUsage":[
+              {"turn":1,"model":"claude-sonnet-4-5","usage":{"input":1000,"output":40,"cacheRead":600,"cacheWrite":50}},
+              {"turn":1,"model":"claude-haiku-4-5","usage":{"input":500,"output":20,"cacheRead":300,"cacheWrite":0}},
+              {"turn":2,"model":"claude-sonnet-4-5","usage":{"input":200,"output":10,"cacheRead":0,"cacheWrite":0}}]}"#
+            .replace(['\n', ' '], "")
+            .as_str(),
+    );
+    assert_ne!(with_tokens, BOUND);
+    let spans = spans_of(&records(&with_tokens), &MapOptions::default());
+    let root = &spans[0];
+    let int = |n: i64| Some(Value::Int(n));
+    assert_eq!(attr(root, "gen_ai.usage.input_tokens").cloned(), int(1700));
+    assert_eq!(attr(root, "gen_ai.usage.output_tokens").cloned(), int(70));
+    assert_eq!(
+        attr(root, "gen_ai.usage.cache_read.input_tokens").cloned(),
+        int(900)
+    );
+    assert_eq!(
+        attr(root, "gen_ai.usage.cache_creation.input_tokens").cloned(),
+        int(50)
+    );
+    let prompts: Vec<&super::span::Event> = root
+        .events
+        .iter()
+        .filter(|e| e.name == "bir.user_prompt")
+        .collect();
+    let event_attr = |e: &super::span::Event, key: &str| {
+        e.attributes
+            .iter()
+            .find(|a| a.key == key)
+            .map(|a| a.value.clone())
+    };
+    assert_eq!(
+        event_attr(prompts[0], "gen_ai.usage.input_tokens"),
+        int(1500)
+    );
+    assert_eq!(
+        event_attr(prompts[0], "gen_ai.usage.output_tokens"),
+        int(60)
+    );
+    assert_eq!(
+        event_attr(prompts[0], "gen_ai.usage.cache_read.input_tokens"),
+        int(900)
+    );
+    assert_eq!(
+        event_attr(prompts[0], "gen_ai.usage.cache_creation.input_tokens"),
+        int(50)
+    );
+    assert_eq!(
+        event_attr(prompts[0], "gen_ai.response.model"),
+        Some("claude-sonnet-4-5".into())
+    );
+    assert_eq!(
+        event_attr(prompts[1], "gen_ai.usage.input_tokens"),
+        int(200)
+    );
+    // Without the token attributes, the export is the golden's, byte for byte.
+    let mut stripped = spans.clone();
+    let ours = |k: &str| k.starts_with("gen_ai.usage.") || k == "gen_ai.response.model";
+    for s in &mut stripped {
+        s.attributes.retain(|a| !ours(&a.key));
+        for e in &mut s.events {
+            e.attributes.retain(|a| !ours(&a.key));
+        }
+    }
+    let golden = json_of(&spans_of(&records(BOUND), &MapOptions::default()));
+    assert_eq!(json_of(&stripped), golden);
+    assert_ne!(json_of(&spans), golden);
+}

@@ -34,6 +34,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use super::journal::{self, JOURNAL_SUFFIX};
+use super::model::TokenUsage;
 
 /// The index's file name in the runs directory.
 const INDEX_FILE: &str = ".index";
@@ -45,7 +46,7 @@ const LOCK_FILE: &str = ".index.lock";
 const MAGIC: &str = "bir-runs-index";
 /// Bumped whenever [`RunSummary`] changes meaning: an index of another
 /// version is rebuilt.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// A bound run's prompt is kept up to this many characters in the index
 /// (a listing shows one line of it; `bir runs export` has all of it).
 const PROMPT_CHARS: usize = 1000;
@@ -84,6 +85,10 @@ pub struct RunSummary {
     /// its recorder and what it replayed, e.g. `bir-replay of x.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub made_by: Option<String>,
+    /// The model's tokens over the run, where the host reported them
+    /// (`None`: it did not, which is not zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenUsage>,
     /// A writer held the journal when it was listed (not stored: it is
     /// asked afresh at every listing for a run not finished).
     #[serde(skip)]
@@ -349,6 +354,7 @@ pub fn summarize(path: &Path, name: &str, meta: &fs::Metadata) -> io::Result<Run
             LiteEvent::RunFinished(f) => {
                 s.finished = true;
                 s.lossy |= f.lossy;
+                s.tokens = f.metrics.usage;
             }
             LiteEvent::ServerSnapshot(_) | LiteEvent::SessionEvent(_) | LiteEvent::RemoteAck(_) => {
             }
@@ -528,6 +534,14 @@ struct LiteTurn {
 struct LiteFinish {
     #[serde(default)]
     lossy: bool,
+    #[serde(default)]
+    metrics: LiteMetrics,
+}
+
+#[derive(Deserialize, Default)]
+struct LiteMetrics {
+    #[serde(default)]
+    usage: Option<TokenUsage>,
 }
 
 #[cfg(test)]

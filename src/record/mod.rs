@@ -28,6 +28,7 @@ pub mod journal;
 pub mod model;
 pub(crate) mod payload;
 pub mod preparation;
+pub mod prices;
 pub mod sender;
 pub mod store;
 pub mod truncate;

@@ -432,20 +432,70 @@ pub struct RunMetrics {
     /// Gemini's `tokens`). No price is derived from them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
+    /// The same tokens per turn and model, turns in order: one row per
+    /// model that answered in a turn (a subagent's model has a row of its
+    /// own in the turn that started it). Turn 0 holds what the model did
+    /// before the run's first recorded prompt (a recorder that joined a
+    /// session mid-turn). The rows sum to `usage`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turn_usage: Vec<TurnUsage>,
 }
 
-/// Token counts as a host reports them (summed over a run).
+impl RunMetrics {
+    /// The tokens of turn `turn`, over all its models (`None`: none
+    /// recorded).
+    pub fn turn_tokens(&self, turn: u32) -> Option<TokenUsage> {
+        let mut sum = TokenUsage::default();
+        for row in self.turn_usage.iter().filter(|r| r.turn == turn) {
+            sum.add(&row.usage);
+        }
+        (!sum.is_empty()).then_some(sum)
+    }
+
+    /// The models that answered in turn `turn`, in the order recorded.
+    pub fn turn_models(&self, turn: u32) -> Vec<&str> {
+        let mut models: Vec<&str> = Vec::new();
+        for row in self.turn_usage.iter().filter(|r| r.turn == turn) {
+            if let Some(m) = row.model.as_deref()
+                && !models.contains(&m)
+            {
+                models.push(m);
+            }
+        }
+        models
+    }
+}
+
+/// One model's tokens in one turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnUsage {
+    /// As [`Turn::turn`]; 0 before the run's first recorded prompt.
+    pub turn: u32,
+    /// The model as the host's transcript names it (`None`: unnamed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Redacted<String>>,
+    pub usage: TokenUsage,
+}
+
+/// Token counts as a host reports them (summed over a run or a turn).
+///
+/// One meaning for every host, the OpenTelemetry one
+/// (`gen_ai.usage.input_tokens`): `input` is every input token the model
+/// read, cached ones included; `cache_read` and `cache_write` are parts of
+/// it. Codex and Gemini count input so; Claude Code's `input_tokens`
+/// leaves the cached parts out, so its three counts are added up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenUsage {
-    /// Input tokens, cached ones included where the host counts them so
-    /// (Codex, Gemini) and excluded where it does not (Claude Code).
+    /// Input tokens, cached ones included.
     pub input: u64,
     pub output: u64,
-    /// Input tokens read from the provider's cache.
+    /// Input tokens read from the provider's cache (part of `input`).
     #[serde(default)]
     pub cache_read: u64,
-    /// Input tokens written to the provider's cache (Claude Code).
+    /// Input tokens written to the provider's cache (part of `input`;
+    /// Claude Code).
     #[serde(default)]
     pub cache_write: u64,
 }
@@ -455,10 +505,21 @@ impl TokenUsage {
         *self == TokenUsage::default()
     }
     pub fn add(&mut self, other: &TokenUsage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
+        // Saturating: the counts are the host's, not ours to trust.
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+    }
+    /// The input tokens neither read from nor written to a cache.
+    pub fn uncached_input(&self) -> u64 {
+        self.input
+            .saturating_sub(self.cache_read)
+            .saturating_sub(self.cache_write)
+    }
+    /// Every token: input (cached included) and output.
+    pub fn total(&self) -> u64 {
+        self.input.saturating_add(self.output)
     }
 }
 

@@ -8,7 +8,9 @@
 //!   `finishedAt`, `durationMs`), `calls`, `errors`, `toolMs`, `lossy` with
 //!   `lossyWhy` (sentences a reader understands), `reason`, `cwd`, …;
 //! * `servers`: name, title, version, tool count, tools digest;
-//! * `turns` (bound runs): the prompts; `answers`: the model's final words;
+//! * `turns` (bound runs): the prompts, each with its `tokens` and
+//!   `models` where the host reported them; `answers`: the model's final
+//!   words;
 //! * `steps`: one per tool call, `n` = 1, 2, 3 in reading order (see
 //!   `record::calls`), labelled as `bir runs show` numbers them (`label`:
 //!   `3`, and `3.1` for the first call of the subagent step 3 started),
@@ -29,7 +31,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use crate::record::calls::{Call, reader_calls};
-use crate::record::model::{Step, StepKind, StepType};
+use crate::record::model::{Step, StepKind, StepType, TokenUsage};
 use crate::record::store::LoadedRun;
 
 /// The page's document for `run`. `live` asks the page to refresh itself
@@ -96,12 +98,27 @@ pub fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
         "run": run_view(run, live),
         "servers": servers_view(run),
         "turns": run.turns.iter().map(|t| json!({"turn": t.turn, "at": t.at, "prompt": t.prompt,
-            "origin": t.origin, "ms": offset(&t.at, origin)})).collect::<Vec<_>>(),
+            "origin": t.origin, "ms": offset(&t.at, origin),
+            "tokens": turn_tokens(run, t.turn), "models": turn_models(run, t.turn)}))
+            .collect::<Vec<_>>(),
         "answers": answers_view(run),
         "steps": steps,
         "events": events,
         "span": span,
     })
+}
+
+/// Turn `turn`'s tokens, where the host reported them.
+fn turn_tokens(run: &LoadedRun, turn: u32) -> Option<TokenUsage> {
+    run.finish.as_ref()?.metrics.turn_tokens(turn)
+}
+
+/// The models that answered in turn `turn` (empty: not known).
+fn turn_models(run: &LoadedRun, turn: u32) -> Vec<&str> {
+    run.finish
+        .as_ref()
+        .map(|f| f.metrics.turn_models(turn))
+        .unwrap_or_default()
 }
 
 /// The timeline's zero: the run's start, or its first call's when that

@@ -216,6 +216,18 @@
     add(d, dd);
     dl.appendChild(d);
   }
+  // Tokens as the host reported them: all input (cached parts named), output,
+  // the models, and the cost where the user set prices.
+  function tokensText(u, models, cost) {
+    if (!u) return null;
+    var cached = [];
+    if (u.cacheRead) cached.push(u.cacheRead + ' cache reads');
+    if (u.cacheWrite) cached.push(u.cacheWrite + ' cache writes');
+    var text = u.input + ' in' + (cached.length ? ' (' + cached.join(', ') + ')' : '') + ' · ' + u.output + ' out';
+    if (models && models.length) text += ' · ' + models.join(', ');
+    if (typeof cost === 'number') text += ' · $' + cost.toFixed(4);
+    return text;
+  }
   function header() {
     var top = el('header', 'panel');
     add(top, el('div', 'brand', 'bir · run report'));
@@ -235,6 +247,7 @@
     fact(dl, 'Tool calls', String(run.calls || 0));
     fact(dl, 'Errors', String(run.errors || 0));
     fact(dl, 'Time in tools', run.toolMs !== undefined ? fmtMs(run.toolMs) : null);
+    fact(dl, 'Tokens', tokensText(run.tokens, null, run.costUsd));
     fact(dl, 'MCP protocol', run.protocol);
     fact(dl, 'Working directory', run.cwd, true);
     fact(dl, 'Session', run.sessionId, true);
@@ -292,6 +305,8 @@
       var p = el('div', summary ? 'text digest' : 'text');
       foldedText(t.prompt, p);
       add(sec, add(div, p));
+      var tokens = tokensText(t.tokens, t.models, t.costUsd);
+      if (tokens) add(div, el('div', 'who tokens', 'tokens ' + tokens));
       answers.forEach(function (a, i) {
         if (a.turn === t.turn && !shown[i]) { shown[i] = true; add(sec, answerView(a)); }
       });

@@ -160,7 +160,9 @@ fn a_codex_session_through_bir_hooks_is_told_whole() {
             "Now the echo tool.",
             "Echo: hi",
             "The folder holds notes.txt, and the echo tool said: Echo: hi",
-            "tokens 2600 in (1200 cached, 0 cache writes) · 95 out",
+            // The turn's tokens, with its model, then the run's.
+            "tokens  2600 in (1200 cache reads) · 95 out · gpt-5.5-codex",
+            "tokens 2600 in (1200 cache reads) · 95 out · session_end",
         ],
     );
 }

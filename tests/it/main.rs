@@ -68,6 +68,9 @@
 //! * `remote_read` — `bir runs --remote`, `show|export --remote`: runs
 //!   read back from the fake service, rendered like local ones; 401
 //!   refresh; an unreachable service.
+//! * `tokens` — a bound run's tokens per turn in `bir runs` (the TOKENS
+//!   column, `--json`), `bir runs show` and the report; costs only from
+//!   prices the user set.
 //! * `store` — the store under a live proxy: two proxies at once,
 //!   retention and `bir sync` from others, the store deleted or unwritable.
 //! * `synth` — a synthetic run store written as journals, shared with the
@@ -106,3 +109,4 @@ mod setup;
 mod store;
 mod support;
 mod synth;
+mod tokens;

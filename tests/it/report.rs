@@ -35,7 +35,7 @@ const PIXEL: &str = "R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7";
 
 /// The data embedded in a page: the JSON inside its `bir-run` element,
 /// which must hold no raw `<` (nothing can close the element early).
-fn page_data(html: &str) -> Value {
+pub(crate) fn page_data(html: &str) -> Value {
     let open = r#"<script type="application/json" id="bir-run">"#;
     let start = html.find(open).expect("the data element") + open.len();
     let len = html[start..].find("</script>").expect("its end");

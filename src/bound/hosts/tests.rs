@@ -202,6 +202,12 @@ fn a_codex_session_is_one_run_in_order_with_its_words_and_answer() {
         finish["metrics"]["usage"],
         json!({"input": 2600, "output": 95, "cacheRead": 1200, "cacheWrite": 0})
     );
+    // All of it in the one turn, under the turn's model.
+    assert_eq!(
+        finish["metrics"]["turnUsage"],
+        json!([{"turn": 1, "model": "gpt-5.5-codex",
+                "usage": {"input": 2600, "output": 95, "cacheRead": 1200, "cacheWrite": 0}}])
+    );
     // The MCP step keeps Codex's call id: the proxy's `_meta.callId`
     // joins on it.
     let echo = of_kind(&records, "step")
@@ -243,6 +249,11 @@ fn a_gemini_session_pairs_calls_without_ids_and_prefers_the_transcripts_answer()
     assert_eq!(
         finish["metrics"]["usage"],
         json!({"input": 3000, "output": 80, "cacheRead": 800, "cacheWrite": 0})
+    );
+    assert_eq!(
+        finish["metrics"]["turnUsage"],
+        json!([{"turn": 1, "model": "gemini-2.5-pro",
+                "usage": {"input": 3000, "output": 80, "cacheRead": 800, "cacheWrite": 0}}])
     );
     // Per-chunk model events and automatic compaction checks are not
     // session events.
@@ -540,5 +551,94 @@ fn a_gemini_runs_version_is_the_one_bir_hooks_read_from_its_process() {
         !serde_json::to_string(&with)
             .expect("json")
             .contains("bir_host_version")
+    );
+}
+
+/// The transcript path a captured hooks log names for its main agent (its
+/// `SessionStart`'s).
+fn session_transcript(hooks: &str) -> String {
+    hooks
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["registered_event"] == "SessionStart")
+        .and_then(|r| r["payload"]["transcript_path"].as_str().map(str::to_owned))
+        .expect("a SessionStart with its transcript path")
+}
+
+#[test]
+fn a_real_codex_sessions_tokens_are_per_turn_with_its_subagents() {
+    // Codex 0.169.0's own rollouts: the main agent's running total (its
+    // last `total_token_usage`), and the subagent's rollout (named by
+    // SubagentStop's `agent_transcript_path`), whose tokens count in the
+    // turn that started it.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let child = hooks
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|r| {
+            r["payload"]["agent_transcript_path"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .expect("SubagentStop names the child's rollout");
+    let records = play(
+        Host::Codex,
+        &captured(hooks),
+        &[
+            (
+                &main,
+                include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+            ),
+            (
+                &child,
+                include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl"),
+            ),
+        ],
+    );
+    let finish = of_kind(&records, "run_finished").next().expect("finish");
+    let rows = finish["metrics"]["turnUsage"].as_array().expect("rows");
+    assert!(!rows.is_empty(), "{finish:#}");
+    assert!(rows.iter().all(|r| r["turn"] == 1), "{rows:#?}");
+    assert_eq!(rows[0]["model"], "gpt-5-codex");
+    // The main rollout's last total, plus the child's.
+    let child_total =
+        include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl")
+            .lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|r| r["payload"]["info"]["total_token_usage"]["input_tokens"].as_u64())
+            .expect("the child reports tokens");
+    assert_eq!(finish["metrics"]["usage"]["input"], 32100 + child_total);
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["usage"]["input"].as_u64().unwrap_or(0))
+            .sum::<u64>(),
+        32100 + child_total
+    );
+}
+
+#[test]
+fn a_real_gemini_sessions_tokens_count_each_message_once() {
+    // Gemini CLI 0.61.0 writes a message again when its calls are added:
+    // each counted once (the five model messages of the session).
+    let hooks = include_str!("../../../tests/fixtures/hosts/gemini/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let records = play(
+        Host::Gemini,
+        &captured(hooks),
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/gemini/transcript.jsonl"),
+        )],
+    );
+    let finish = of_kind(&records, "run_finished").next().expect("finish");
+    assert_eq!(
+        finish["metrics"]["turnUsage"],
+        json!([{"turn": 1, "model": "gemini-2.5-flash", "usage": {
+            "input": 5100 + 5200 + 5300 + 5400 + 5600,
+            "output": 31 + 27 + 33 + 41 + 25,
+            "cacheRead": 5000 + 5100 + 5200 + 5400,
+            "cacheWrite": 0}}])
     );
 }

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::error::{Context, Error, ExitStatus};
 use crate::home::{ensure_private_dir, open_regular, private_file, report_page};
 use crate::output::{escape, out};
+use crate::record::prices::{Prices, user_prices};
 use crate::record::store::{LoadedRun, Store, load_path};
 use crate::report::{document, page};
 use crate::time::rfc3339;
@@ -117,9 +118,33 @@ fn is_live(run: &LoadedRun) -> bool {
 
 /// Renders `run` and replaces `target` with it.
 fn write_page(run: &LoadedRun, target: &Path, live: bool) -> Result<(), Error> {
-    let doc = document::build(run, live, &rfc3339(SystemTime::now()));
+    let mut doc = document::build(run, live, &rfc3339(SystemTime::now()));
+    add_costs(&mut doc, run, user_prices());
     let html = page::render(&doc, &run.id());
     replace_file(target, html.as_bytes()).context(|| format!("cannot write {}", target.display()))
+}
+
+/// `costUsd` on the run and on each turn whose tokens all have a price
+/// the user set (`record::prices`); nowhere else.
+fn add_costs(doc: &mut serde_json::Value, run: &LoadedRun, prices: &Prices) {
+    let Some(metrics) = run.finish.as_ref().map(|f| &f.metrics) else {
+        return;
+    };
+    if let Some(cost) = prices.cost(&metrics.turn_usage) {
+        doc["run"]["costUsd"] = cost.into();
+    }
+    if let Some(turns) = doc["turns"].as_array_mut() {
+        for t in turns {
+            let Some(n) = t["turn"].as_u64() else {
+                continue;
+            };
+            if let Some(cost) =
+                prices.cost(metrics.turn_usage.iter().filter(|r| u64::from(r.turn) == n))
+            {
+                t["costUsd"] = cost.into();
+            }
+        }
+    }
 }
 
 /// Writes `bytes` to a private temporary file beside `target`, then

@@ -181,8 +181,8 @@ pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
     // are data: serde escapes control characters in them).
     let mut table = Screen::default();
     table.line(format_args!(
-        "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:<15} PROMPT",
-        "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS", "STATE"
+        "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:>7} {:<15} PROMPT",
+        "RUN", "STARTED (UTC)", "TIER", "SERVERS", "CALLS", "ERRORS", "TOKENS", "STATE"
     ));
     for s in kept.iter().take(cmd.limit) {
         let started = if s.started_at.is_empty() {
@@ -191,13 +191,14 @@ pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
             &s.started_at
         };
         let row = format!(
-            "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:<15} {}",
+            "{:<14} {:<19} {:<10} {:<22} {:>5} {:>6} {:>7} {:<15} {}",
             short_id(&s.id),
             started.get(..19).unwrap_or(started).replace('T', " "),
             if s.tier.is_empty() { "?" } else { &s.tier },
             clip(&escape(&s.servers.join(",")), 22),
             s.tool_calls,
             s.errors,
+            s.tokens.map(|u| short_count(u.total())).unwrap_or_default(),
             s.state(),
             s.prompt
                 .as_deref()
@@ -217,8 +218,19 @@ pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
     Ok(ExitStatus::Success)
 }
 
+/// A token count in at most 7 characters: `950`, `12.3k`, `4.56M`.
+fn short_count(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        // Bounds where the rounding would carry into another digit.
+        10_000..=999_949 => format!("{:.1}k", n as f64 / 1e3),
+        999_950..=999_994_999 => format!("{:.2}M", n as f64 / 1e6),
+        _ => format!("{:.2}G", n as f64 / 1e9),
+    }
+}
+
 /// One run as a JSON line: the fields `bir runs --json` has always had,
-/// then `cwd` and `tools`.
+/// then `cwd` and `tools`, and `tokens` where the host reported them.
 fn json_line(s: &RunSummary) -> serde_json::Value {
     let or_unknown = |v: &str| {
         if v.is_empty() {
@@ -250,6 +262,9 @@ fn json_line(s: &RunSummary) -> serde_json::Value {
             .map(|t| json!({"server": t.server, "tool": t.tool, "calls": t.calls, "errors": t.errors}))
             .collect::<Vec<_>>()
     );
+    if let Some(u) = &s.tokens {
+        line["tokens"] = json!(u);
+    }
     line
 }
 
@@ -329,6 +344,26 @@ mod tests {
         );
         let headless = run("", "", "", &[]);
         assert!(!filter(|f| f.since = Some(0)).keeps(&headless));
+    }
+
+    #[test]
+    fn token_counts_fit_their_column() {
+        assert_eq!(short_count(950), "950");
+        assert_eq!(short_count(9_999), "9999");
+        assert_eq!(short_count(32_279), "32.3k");
+        assert_eq!(short_count(4_560_000), "4.56M");
+        assert_eq!(short_count(999_999), "1.00M");
+        for n in [
+            0,
+            10_000,
+            999_949,
+            999_999,
+            1_000_000,
+            999_999_999,
+            1_000_000_000,
+        ] {
+            assert!(short_count(n).len() <= 7, "{n}: {}", short_count(n));
+        }
     }
 
     #[test]

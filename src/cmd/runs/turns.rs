@@ -156,6 +156,7 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
     // first one.
     let mut turn_numbers: Vec<u32> = turns.iter().map(|(_, t)| t.turn).collect();
     turn_numbers.extend(top.iter().map(|(n, _, _)| *n));
+    turn_numbers.extend(super::usage_turns(run));
     turn_numbers.sort_unstable();
     turn_numbers.dedup();
 
@@ -169,6 +170,7 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
                 Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
             }
         }
+        super::write_turn_tokens(t, run, n);
         t.line("");
     }
     // The run's final answer when no step carried it.
@@ -530,7 +532,9 @@ mod tests {
         t.0
     }
     use crate::record::journal;
-    use crate::record::model::{HostInfo, Record, RunFinish, RunHeader, RunMetadata, RunMetrics};
+    use crate::record::model::{
+        HostInfo, Record, RunFinish, RunHeader, RunMetadata, RunMetrics, TokenUsage, TurnUsage,
+    };
     use serde_json::json;
 
     fn step(index: u64, t: StepType, name: &str, id: &str) -> Step {
@@ -617,6 +621,19 @@ mod tests {
                 ..RunMetadata::default()
             },
         })
+    }
+
+    fn usage_row(turn: u32, model: &str, input: u64, cache_read: u64) -> TurnUsage {
+        TurnUsage {
+            turn,
+            model: Some(model.into()),
+            usage: TokenUsage {
+                input,
+                output: 20,
+                cache_read,
+                cache_write: 0,
+            },
+        }
     }
 
     fn turn(n: u32, prompt: &str, origin: Option<&str>) -> RunEvent {
@@ -745,6 +762,11 @@ mod tests {
                     errors: 1,
                     total_tool_ms: 7.5,
                     usage: None,
+                    turn_usage: vec![
+                        usage_row(1, "claude-opus-5-5", 1200, 300),
+                        usage_row(1, "claude-haiku-5", 400, 0),
+                        usage_row(2, "claude-opus-5-5", 900, 100),
+                    ],
                 },
                 lossy: false,
                 dropped: 0,
@@ -857,6 +879,15 @@ mod tests {
             text.contains("5 calls · 1 errors") && text.contains("session_end"),
             "{text}"
         );
+        // Each turn's tokens close it, its models named.
+        let (k1, k1_line) = find(&text, "tokens  1600 in (300 cache reads) · 40 out");
+        let (k2, k2_line) = find(&text, "tokens  900 in (100 cache reads) · 20 out");
+        assert!(a1 < k1 && k1 < t2 && a2 < k2, "{text}");
+        assert!(
+            k1_line.ends_with("· claude-opus-5-5, claude-haiku-5"),
+            "{k1_line}"
+        );
+        assert!(k2_line.ends_with("· claude-opus-5-5"), "{k2_line}");
 
         // --full: whole payloads, pretty, still escaped.
         let full = shown(&run, true);

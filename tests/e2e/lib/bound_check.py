@@ -424,6 +424,27 @@ def check_run(rep, a, script, doc, session_id, out):
         return f"{len(answers)} answer(s); last {answers[-1]!r}"
     rep.run("final answer is what the model said", final)
 
+    def tokens():
+        # The fake Messages API's usage per reply (its own formula, from the
+        # logged request and reply): every main and subagent model call,
+        # each counted once, though Claude Code writes a message's usage on
+        # each of its content blocks' transcript lines.
+        said = requests(out)
+        want_in = sum(max(1, len(json.dumps(r["body"].get("messages", []))) // 4) for r in said)
+        want_out = sum(max(1, len(json.dumps(r["reply"].get("content", []))) // 4) for r in said)
+        metrics = (doc.get("finish") or {}).get("metrics") or {}
+        usage = metrics.get("usage") or {}
+        assert usage, f"no tokens in the run's finish: {metrics}"
+        got = (usage.get("input"), usage.get("output"))
+        assert got == (want_in, want_out), f"run tokens {got}, the model API reported {(want_in, want_out)}"
+        rows = metrics.get("turnUsage") or []
+        turns = {t["turn"] for t in doc.get("turns") or []}
+        assert rows and all(r["turn"] in turns for r in rows), f"turn rows {rows}, turns {sorted(turns)}"
+        summed = tuple(sum(r["usage"][k] for r in rows) for k in ("input", "output"))
+        assert summed == got, f"turn rows sum to {summed}, the run's total is {got}"
+        return f"{got[0]} in, {got[1]} out over {len(said)} model calls, in {len(rows)} turn/model row(s)"
+    rep.run("tokens are what the model API reported, once per message", tokens)
+
 
 def mod_link(doc, expected):
     """Whether the run says the Claude Code mod's link was active (the
