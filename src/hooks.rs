@@ -125,6 +125,17 @@ pub fn main(args: &[String]) -> Exit {
         if let Some(v) = version {
             payload = crate::bound::host::with_host_version(payload, &v);
         }
+        // A Gemini subagent's words are in a chat file no hook names.
+        if host == Host::Gemini
+            && event == "AfterTool"
+            && let Some(chat) = crate::bound::host::gemini_subagent_chat(&payload)
+        {
+            payload = crate::bound::host::with_field(
+                payload,
+                crate::bound::host::AGENT_CHAT_FIELD,
+                &chat,
+            );
+        }
         let _ = forward(&event, &path, &payload);
         return ExitStatus::Success.into();
     }

@@ -6,7 +6,7 @@
 //! | agent | user file | project file | entry |
 //! |---|---|---|---|
 //! | Codex CLI | `$CODEX_HOME/hooks.json` (`~/.codex`) | `.codex/hooks.json` | `{"hooks":[{"type":"command","command":…,"timeout":5}]}` |
-//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` |
+//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` (`PreCompress`: `"matcher":"manual"`) |
 //! | Copilot CLI | `~/.copilot/hooks/bir.json` | `.github/hooks/bir.json` | `{"type":"command","bash":…,"timeoutSec":5}` |
 //! | Cursor | `~/.cursor/hooks.json` | `.cursor/hooks.json` | `{"command":…}` |
 //! | VS Code | `~/.copilot/hooks/bir-vscode.json` | `.github/hooks/bir-vscode.json` | `{"type":"command","command":…,"timeout":5}` |
@@ -175,12 +175,25 @@ pub fn command(form: &HookForm, host: Host, event: &str) -> String {
     cmd
 }
 
+/// Gemini CLI 0.61.0 fires `PreCompress` (`trigger: "auto"`) before every
+/// model call and waits for its hooks; only a manual compression is news
+/// (the adapter drops the automatic ones). Its matcher for `PreCompress` is
+/// the trigger, compared whole: `"manual"` spares the session a hook
+/// process per model call.
+fn gemini_matcher(event: &str) -> &'static str {
+    match event {
+        "PreCompress" => "manual",
+        _ => "*",
+    }
+}
+
 /// The entry bir appends to `event`'s array, as JSON text.
 fn entry(form: &HookForm, host: Host, event: &str) -> String {
     let cmd = json_string(&command(form, host, event));
     match host {
         Host::Gemini => format!(
-            r#"{{"matcher":"*","hooks":[{{"type":"command","command":{cmd},"timeout":{}}}]}}"#,
+            r#"{{"matcher":"{}","hooks":[{{"type":"command","command":{cmd},"timeout":{}}}]}}"#,
+            gemini_matcher(event),
             TIMEOUT_SECS * 1000
         ),
         Host::Copilot => {
@@ -1039,6 +1052,17 @@ mod tests {
             }
         }
         run
+    }
+
+    #[test]
+    fn geminis_automatic_compression_runs_no_hook_of_birs() {
+        // Gemini compares a PreCompress matcher with the trigger, whole.
+        let pre = entry(&form(), Host::Gemini, "PreCompress");
+        let doc: serde_json::Value = serde_json::from_str(&pre).expect("json");
+        assert_eq!(doc["matcher"], "manual");
+        let tool = entry(&form(), Host::Gemini, "BeforeTool");
+        let doc: serde_json::Value = serde_json::from_str(&tool).expect("json");
+        assert_eq!(doc["matcher"], "*");
     }
 
     #[test]

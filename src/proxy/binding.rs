@@ -80,11 +80,19 @@ pub(crate) fn recording_sink(
     };
     match (settings, home) {
         (Some(settings), Some(home)) => {
+            let by_ancestry = !settings.ancestors.is_empty();
+            let probe_home = home.clone();
             let daemon = Box::new(HomeDaemon {
                 home,
-                start: settings.ancestors.is_empty(),
+                start: !by_ancestry,
             });
-            Box::new(OffGate::new(BindingSink::new(prep, run, &settings, daemon)))
+            let mut sink = BindingSink::new(prep, run, &settings, daemon);
+            if by_ancestry {
+                sink.probe = Some(Box::new(move || {
+                    crate::daemon::client::discover(&probe_home).is_some()
+                }));
+            }
+            Box::new(OffGate::new(sink))
         }
         _ => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
     }
@@ -511,6 +519,13 @@ pub(crate) struct BindingSink {
     /// Calls written standalone since the proxy was last bound: the
     /// daemon's run does not have them (reported as `lost` on binding).
     missed: u64,
+    /// Binding by ancestry: whether a daemon runs now (its discovery file
+    /// names a live process; no network). Asked when the first call
+    /// arrives while negotiating: the agent's hooks ran before any call
+    /// and started the daemon if they are bir's, so with none running
+    /// the calls go to the standalone run at once rather than wait in
+    /// memory (where a kill would lose them).
+    probe: Option<Box<dyn Fn() -> bool + Send>>,
 }
 
 impl BindingSink {
@@ -537,6 +552,7 @@ impl BindingSink {
             snapshot: None,
             identity: settings.identity.clone(),
             missed: 0,
+            probe: None,
         }
     }
 
@@ -558,7 +574,8 @@ impl BindingSink {
         match &mut self.tier {
             Tier::Negotiating { until } => {
                 let held = calls_in(&self.items);
-                if Instant::now() >= *until || held > MAX_HELD_CALLS {
+                let no_daemon = held > 0 && self.probe.take().is_some_and(|running| !running());
+                if no_daemon || Instant::now() >= *until || held > MAX_HELD_CALLS {
                     log::debug!("no recorder daemon answered; recording standalone");
                     self.tier = Tier::Standalone;
                     self.write_local();
@@ -880,6 +897,29 @@ mod tests {
             .collect();
         assert_eq!(paths.first().map(String::as_str), Some("/proxy/register"));
         assert_eq!(paths.last().map(String::as_str), Some("/proxy/unregister"));
+    }
+
+    #[test]
+    fn by_ancestry_with_no_daemon_running_a_call_goes_standalone_at_once() {
+        // The daemon is down and the window long: a proxy whose session is
+        // named waits; one binding by ancestry writes its call at once.
+        let (mut sink, _posts, _down) = sink(Duration::from_secs(600), true);
+        sink.probe = Some(Box::new(|| false));
+        sink.step(&report(1));
+        assert!(matches!(sink.tier, Tier::Standalone));
+        assert_eq!(sink.local.tool_calls(), 1, "on disk, not held in memory");
+        sink.finish(0);
+    }
+
+    #[test]
+    fn by_ancestry_with_a_daemon_running_calls_wait_for_the_binding() {
+        let (mut sink, posts, _down) = sink(Duration::from_secs(600), false);
+        sink.probe = Some(Box::new(|| true));
+        sink.step(&report(1));
+        flush_until(&mut sink, |_| !posted_calls(&posts).is_empty());
+        assert_eq!(posted_calls(&posts), ["toolu_1"]);
+        assert!(sink.local.run_id().is_none(), "nothing standalone");
+        sink.finish(0);
     }
 
     #[test]
