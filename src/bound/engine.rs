@@ -259,7 +259,7 @@ impl Engine {
             .values()
             .filter(|s| s.hooks_seen && !s.finished && s.host_process.is_some())
             .collect();
-        live.sort_by(|a, b| b.last_event_at.cmp(&a.last_event_at));
+        live.sort_by_key(|s| std::cmp::Reverse(s.last_event_at));
         let hosts: Vec<(&str, ProcessId)> = live
             .iter()
             .filter_map(|s| Some((s.id.as_str(), s.host_process?)))

@@ -193,7 +193,14 @@ fn a_gemini_session_through_bir_hooks_is_told_whole() {
     let project = t.join("proj");
     std::fs::create_dir_all(&project).expect("mkdir");
     let out = command(bir(), &t)
-        .args(["install", "--client", "gemini", "--scope", "project", "--project"])
+        .args([
+            "install",
+            "--client",
+            "gemini",
+            "--scope",
+            "project",
+            "--project",
+        ])
         .arg(&project)
         .current_dir(&project)
         .output()
