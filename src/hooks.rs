@@ -111,6 +111,11 @@ pub fn main(args: &[String]) -> Exit {
         // daemon reads it), and nothing is printed — guides and call-id
         // injection answer in Claude Code's words only.
         query.push(format!("host={}", host.flag()));
+        // The agent's process: what binds its MCP servers' proxies, whose
+        // environment names no session (`bound::process`).
+        if let Some(process) = crate::bound::process::host_process() {
+            query.push(format!("host_process={}", process.to_query()));
+        }
         let path = format!("/hook/{event}?{}", query.join("&"));
         // Once a session: the host's version, where only its process says it.
         let version = match event.as_str() {
@@ -119,6 +124,17 @@ pub fn main(args: &[String]) -> Exit {
         };
         if let Some(v) = version {
             payload = crate::bound::host::with_host_version(payload, &v, MAX_PAYLOAD);
+        }
+        // A Gemini subagent's words are in a chat file no hook names.
+        if host == Host::Gemini
+            && event == "AfterTool"
+            && let Some(chat) = crate::bound::host::gemini_subagent_chat(&payload)
+        {
+            payload = crate::bound::host::with_field(
+                payload,
+                crate::bound::host::AGENT_CHAT_FIELD,
+                &chat,
+            );
         }
         let _ = forward(&event, &path, &payload);
         return ExitStatus::Success.into();

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use super::hook::Hook;
+use super::process::ProcessId;
 use super::session::{Cx, Session};
 use super::{EngineConfig, Input, Output, SessionSummary};
 use crate::redact::Redactor;
@@ -112,6 +113,7 @@ impl Engine {
                 host,
                 event,
                 payload,
+                host_process,
             } => {
                 let Some(id) = host.session_id(&payload) else {
                     log::debug!(
@@ -126,6 +128,9 @@ impl Engine {
                 );
                 self.with_session(&id, now, restarts, &mut out, |s, cx| {
                     s.adapter.host = host;
+                    if host_process.is_some() {
+                        s.host_process = host_process;
+                    }
                     for hook in s.adapter.normalize(&event, payload) {
                         s.on_hook(cx, &hook);
                     }
@@ -272,6 +277,29 @@ impl Engine {
         self.sessions
             .get(id)
             .is_some_and(|s| s.hooks_seen && !s.finished)
+    }
+
+    /// The live hooked session a proxy belongs to whose environment names
+    /// none: the one whose host process is the nearest of the proxy's
+    /// `ancestors` (`process`); of two sessions of one process, the one
+    /// heard from last.
+    pub(crate) fn session_by_ancestry(&self, ancestors: &[ProcessId]) -> Option<String> {
+        let mut live: Vec<&Session> = self
+            .sessions
+            .values()
+            .filter(|s| s.hooks_seen && !s.finished && s.host_process.is_some())
+            .collect();
+        live.sort_by_key(|s| std::cmp::Reverse(s.last_event_at));
+        let hosts: Vec<(&str, ProcessId)> = live
+            .iter()
+            .filter_map(|s| Some((s.id.as_str(), s.host_process?)))
+            .collect();
+        super::process::session_of(ancestors, &hosts).map(str::to_owned)
+    }
+
+    /// The session a registered proxy was bound to.
+    pub(crate) fn session_of_proxy(&self, proxy_id: &str) -> Option<&str> {
+        self.proxies.get(proxy_id).map(String::as_str)
     }
 
     /// The answer to a `PreToolUse` hook whose sender asked for call-id

@@ -197,6 +197,52 @@ fn parent_of(pid: u32) -> Option<u32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The payload field `bir-hooks` adds to Gemini CLI's `AfterTool` of an
+/// `invoke_agent` call: the subagent's own chat file, which no hook names.
+pub(crate) const AGENT_CHAT_FIELD: &str = "bir_agent_transcript_path";
+
+/// Gemini CLI 0.61.0 writes a subagent's chat (the main chat's JSONL
+/// format, `kind: "subagent"`) as `<chats>/<session_id>/<agent>.jsonl`
+/// beside the session's own `transcript_path`: after an `invoke_agent`
+/// call, the newest file there is its subagent's (the adapter already
+/// takes the calls made while `invoke_agent` runs as that one agent's).
+/// `None` for any other payload, or when there is no such file.
+pub(crate) fn gemini_subagent_chat(payload: &[u8]) -> Option<String> {
+    // Cheap first: most AfterTool payloads are not an agent's.
+    memchr::memmem::find(payload, b"invoke_agent")?;
+    let doc: Value = serde_json::from_slice(payload).ok()?;
+    if doc["tool_name"] != "invoke_agent" {
+        return None;
+    }
+    let main = std::path::Path::new(doc["transcript_path"].as_str()?);
+    let session = doc["session_id"]
+        .as_str()
+        .filter(|s| !s.is_empty() && !s.contains('/') && *s != "." && *s != "..")?;
+    let dir = main.parent()?.join(session);
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|e| {
+            let meta = e.metadata().ok().filter(|m| m.is_file())?;
+            Some((meta.modified().ok()?, e.path()))
+        })
+        .max()
+        .and_then(|(_, path)| path.to_str().map(str::to_owned))
+}
+
+/// `payload` with `key` set to `value` when it is a JSON object; else as
+/// it was.
+pub(crate) fn with_field(payload: Vec<u8>, key: &str, value: &str) -> Vec<u8> {
+    match serde_json::from_slice::<Value>(&payload) {
+        Ok(Value::Object(mut map)) => {
+            map.insert(key.into(), Value::String(value.to_owned()));
+            serde_json::to_vec(&Value::Object(map)).unwrap_or(payload)
+        }
+        _ => payload,
+    }
+}
+
 /// The payload field `bir-hooks` adds with the host's version (read from
 /// its process) to the payload it forwards.
 pub(crate) const HOST_VERSION_FIELD: &str = "bir_host_version";
@@ -221,6 +267,49 @@ pub(crate) fn with_host_version(payload: Vec<u8>, version: &str, cap: usize) -> 
 #[cfg(test)]
 mod version_tests {
     use super::*;
+
+    #[test]
+    fn a_gemini_subagents_chat_is_the_newest_file_of_the_sessions_directory() {
+        let dir = std::env::temp_dir().join(format!("bir-gemini-chat-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let chats = dir.join("chats");
+        let agents = chats.join("sess-1");
+        std::fs::create_dir_all(&agents).expect("dirs");
+        let main = chats.join("session-2026-12-03T10-00-sess1.jsonl");
+        std::fs::write(&main, "").expect("main chat");
+        std::fs::write(agents.join("older.jsonl"), "{}").expect("older");
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(agents.join("older.jsonl"))
+            .and_then(|f| f.set_modified(old))
+            .expect("mtime");
+        std::fs::write(agents.join("newer.jsonl"), "{}").expect("newer");
+        let payload = |tool: &str, session: &str| {
+            serde_json::json!({"tool_name": tool, "session_id": session,
+                "transcript_path": main.display().to_string()})
+            .to_string()
+            .into_bytes()
+        };
+        let found = gemini_subagent_chat(&payload("invoke_agent", "sess-1")).expect("a chat");
+        assert!(found.ends_with("sess-1/newer.jsonl"), "{found}");
+        assert_eq!(
+            gemini_subagent_chat(&payload("run_shell_command", "sess-1")),
+            None
+        );
+        assert_eq!(
+            gemini_subagent_chat(&payload("invoke_agent", "../chats")),
+            None
+        );
+        assert_eq!(
+            gemini_subagent_chat(&payload("invoke_agent", "sess-2")),
+            None
+        );
+        let with = with_field(payload("invoke_agent", "sess-1"), AGENT_CHAT_FIELD, &found);
+        let v: Value = serde_json::from_slice(&with).expect("json");
+        assert_eq!(v[AGENT_CHAT_FIELD], found.as_str());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn a_hosts_version_comes_from_the_package_json_above_its_script() {

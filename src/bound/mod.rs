@@ -42,6 +42,7 @@ mod hook;
 pub(crate) mod host;
 pub(crate) mod hosts;
 mod join;
+pub(crate) mod process;
 mod session;
 mod transcript;
 pub(crate) mod wire;
@@ -72,6 +73,10 @@ pub(crate) enum Input {
         host: hosts::Host,
         event: String,
         payload: Value,
+        /// The agent's process that ran the hook (`process`), when
+        /// `bir-hooks` could tell: what a proxy whose environment names no
+        /// session is bound by.
+        host_process: Option<process::ProcessId>,
     },
     /// A proxy announced itself for a session.
     ProxyRegistered(wire::ProxyRegister),

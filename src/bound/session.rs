@@ -311,6 +311,10 @@ pub(super) struct Session {
     recovered: u64,
     /// The host's adapter and what it remembers between hooks (`hosts`).
     pub adapter: super::hosts::Adapter,
+    /// The agent's process that runs this session's hooks (and starts its
+    /// MCP servers), as its hooks named it: what binds a proxy whose
+    /// environment names no session (`process`).
+    pub host_process: Option<super::process::ProcessId>,
     /// The answer a Stop gave that the transcript's is preferred to
     /// (Gemini's `prompt_response`): told if the transcript has none.
     answer_fallback: Option<String>,
@@ -364,6 +368,7 @@ impl Session {
             recovered_prompts: HashMap::new(),
             answered_turn: None,
             recovered: 0,
+            host_process: None,
             adapter: super::hosts::Adapter::default(),
             answer_fallback: None,
         }

@@ -200,6 +200,7 @@ impl Harness {
                     app: "claude-code".into(),
                     version: "2.1.332".into(),
                 }),
+                ancestors: Vec::new(),
             }),
         );
     }
@@ -2223,4 +2224,44 @@ fn a_call_the_hooks_missed_is_told_at_the_stop_from_the_transcript() {
     assert_eq!(r2.output.as_deref(), Some(&json!({"stdout": "2"})));
     assert!(!h.finish().lossy);
     assert_eq!(h.finish().metrics.tool_calls, 3);
+}
+
+/// A Gemini CLI hook, as `bir-hooks --host gemini` posts it, naming the
+/// agent's process.
+fn gemini_hook(session: &str, event: &str, host: Option<super::process::ProcessId>) -> Input {
+    Input::HostHook {
+        host: super::hosts::Host::Gemini,
+        event: event.into(),
+        payload: json!({"session_id": session, "hook_event_name": event, "cwd": "/work/project",
+            "transcript_path": "", "timestamp": "2026-12-03T10:00:00.000Z"}),
+        host_process: host,
+    }
+}
+
+#[test]
+fn a_proxy_naming_no_session_is_bound_to_the_session_whose_host_is_its_ancestor() {
+    use super::process::ProcessId;
+    let p = |pid, start| ProcessId { pid, start };
+    let mut h = Harness::new();
+    h.input(1.0, gemini_hook("sess-a", "SessionStart", Some(p(200, 7))));
+    h.input(1.1, gemini_hook("sess-b", "SessionStart", Some(p(300, 9))));
+    h.input(1.2, gemini_hook("sess-b", "BeforeAgent", None));
+    // A server of session b: bir-proxy → its wrapper (301) → Gemini (300).
+    assert_eq!(
+        h.engine
+            .session_by_ancestry(&[p(301, 10), p(300, 9), p(10, 1)])
+            .as_deref(),
+        Some("sess-b")
+    );
+    // Pid 300 reused by another program after b's Gemini exited: no match.
+    assert_eq!(
+        h.engine.session_by_ancestry(&[p(300, 4000), p(10, 1)]),
+        None
+    );
+    // A host without hooks, started from the same terminal: no match.
+    assert_eq!(h.engine.session_by_ancestry(&[p(500, 20), p(10, 1)]), None);
+    // Once the session ended, its host binds nothing any more.
+    h.input(2.0, gemini_hook("sess-a", "SessionEnd", None));
+    h.tick(100.0);
+    assert_eq!(h.engine.session_by_ancestry(&[p(200, 7)]), None);
 }

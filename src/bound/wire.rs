@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::process::ProcessId;
 use crate::record::model::HostInfo;
 
 /// `POST /proxy/register`: a proxy announces itself.
@@ -15,7 +16,8 @@ use crate::record::model::HostInfo;
 pub(crate) struct ProxyRegister {
     /// Random per proxy process; names it in later requests.
     pub proxy_id: String,
-    /// `CLAUDE_CODE_SESSION_ID` (or the SDK session's id).
+    /// `CLAUDE_CODE_SESSION_ID` (or the SDK session's id); empty when the
+    /// environment names none (then `ancestors` say).
     pub session_id: String,
     pub server_name: String,
     pub pid: u32,
@@ -25,6 +27,12 @@ pub(crate) struct ProxyRegister {
     /// `AI_AGENT` in its environment): hook payloads carry no version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostInfo>,
+    /// The proxy's ancestor processes, nearest first, sent when
+    /// `session_id` is empty (its environment names no session): the
+    /// daemon binds it to the session whose host process is among them
+    /// (`bound::process`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ancestors: Vec<ProcessId>,
 }
 
 /// `POST /proxy/records`: what a bound proxy recorded since its last post.

@@ -6,7 +6,7 @@
 //! | agent | user file | project file | entry |
 //! |---|---|---|---|
 //! | Codex CLI | `$CODEX_HOME/hooks.json` (`~/.codex`) | `.codex/hooks.json` | `{"hooks":[{"type":"command","command":…,"timeout":5}]}` |
-//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` |
+//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` (`PreCompress`: `"matcher":"manual"`) |
 //! | Copilot CLI | `~/.copilot/hooks/bir.json` | `.github/hooks/bir.json` | `{"type":"command","bash":…,"timeoutSec":5}` |
 //! | Cursor | `~/.cursor/hooks.json` | `.cursor/hooks.json` | `{"command":…}` |
 //! | VS Code | `~/.copilot/hooks/bir-vscode.json` | `.github/hooks/bir-vscode.json` | `{"type":"command","command":…,"timeout":5}` |
@@ -176,12 +176,25 @@ pub fn command(form: &HookForm, host: Host, event: &str) -> String {
     cmd
 }
 
+/// Gemini CLI 0.61.0 fires `PreCompress` (`trigger: "auto"`) before every
+/// model call and waits for its hooks; only a manual compression is news
+/// (the adapter drops the automatic ones). Its matcher for `PreCompress` is
+/// the trigger, compared whole: `"manual"` spares the session a hook
+/// process per model call.
+fn gemini_matcher(event: &str) -> &'static str {
+    match event {
+        "PreCompress" => "manual",
+        _ => "*",
+    }
+}
+
 /// The entry bir appends to `event`'s array, as JSON text.
 fn entry(form: &HookForm, host: Host, event: &str) -> String {
     let cmd = json_string(&command(form, host, event));
     match host {
         Host::Gemini => format!(
-            r#"{{"matcher":"*","hooks":[{{"type":"command","command":{cmd},"timeout":{}}}]}}"#,
+            r#"{{"matcher":"{}","hooks":[{{"type":"command","command":{cmd},"timeout":{}}}]}}"#,
+            gemini_matcher(event),
             TIMEOUT_SECS * 1000
         ),
         Host::Copilot => {
@@ -588,6 +601,9 @@ pub fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
 /// `bir doctor` / `bir status`: one line per agent whose hooks bir
 /// registered (in its user or this project's hook file).
 pub fn status_lines(project: &Path) -> Vec<String> {
+    // Read once, for the first agent whose hooks are registered.
+    let loaded = std::cell::OnceCell::new();
+    let runs = || loaded.get_or_init(newest_bound_runs).as_slice();
     [
         Host::Codex,
         Host::Gemini,
@@ -600,15 +616,145 @@ pub fn status_lines(project: &Path) -> Vec<String> {
         let files = registered_files(host, project);
         (!files.is_empty()).then(|| {
             let list: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
-            format!(
-                "{} hooks: registered in {} (sessions are recorded whole, as `{}` runs)",
-                host.app(),
-                list.join(", "),
-                host.app()
-            )
+            vec![
+                format!(
+                    "{} hooks: registered in {} (sessions are recorded whole, as `{}` runs)",
+                    host.app(),
+                    list.join(", "),
+                    host.app()
+                ),
+                format!("  {}", last_session_line(host, runs())),
+            ]
         })
     })
+    .flatten()
     .collect()
+}
+
+/// How many of the newest bound runs are read to find each agent's last
+/// session (a status line must stay quick on a large store).
+const LAST_SESSION_SCAN: usize = 50;
+
+/// What an agent's last recorded session says of its binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastSession {
+    pub run_id: String,
+    pub session_id: String,
+    pub started_at: String,
+    pub steps: usize,
+    /// MCP calls joined to the wire live by a call id (Claude Code's
+    /// `toolUseId`, Codex's `_meta.callId`).
+    pub joined_by_id: usize,
+    /// MCP calls joined to the wire live by the fingerprint fallback
+    /// (server, tool, arguments, time).
+    pub joined_by_fingerprint: usize,
+    /// MCP calls told from the hooks only (no bound proxy's view of them).
+    pub hooks_only: usize,
+}
+
+/// The newest bound run of `app` (`Host::app`) among `runs` (any order).
+pub fn last_session(app: &str, runs: &[crate::record::store::LoadedRun]) -> Option<LastSession> {
+    use crate::record::model::{StepKind, StepType};
+    let run = runs
+        .iter()
+        .filter(|r| {
+            r.header.as_ref().is_some_and(|h| {
+                h.metadata.tier == "bound"
+                    && h.metadata.host.as_ref().is_some_and(|host| host.app == app)
+            })
+        })
+        .max_by(|a, b| {
+            let at = |r: &crate::record::store::LoadedRun| {
+                r.header.as_ref().map(|h| h.started_at.clone())
+            };
+            at(a).cmp(&at(b))
+        })?;
+    let header = run.header.as_ref()?;
+    let mut last = LastSession {
+        run_id: header.id.clone(),
+        session_id: header.metadata.session_id.clone().unwrap_or_default(),
+        started_at: header.started_at.clone(),
+        steps: run
+            .steps
+            .iter()
+            .filter(|s| s.step_type == StepType::ToolSelected)
+            .count(),
+        joined_by_id: 0,
+        joined_by_fingerprint: 0,
+        hooks_only: 0,
+    };
+    for step in &run.steps {
+        if step.step_type != StepType::ToolResponse || step.kind != Some(StepKind::Mcp) {
+            continue;
+        }
+        // Only a bound proxy's view carries the wire's JSON-RPC id.
+        match (&step.request_id, step.correlation.as_deref()) {
+            (None, _) => last.hooks_only += 1,
+            (Some(_), Some("fingerprint")) => last.joined_by_fingerprint += 1,
+            (Some(_), _) => last.joined_by_id += 1,
+        }
+    }
+    Some(last)
+}
+
+/// `last session: …` for `bir status` and `bir doctor`: whether the
+/// agent's last session was recorded, and how its MCP calls were joined.
+pub fn last_session_line(host: Host, runs: &[crate::record::store::LoadedRun]) -> String {
+    match last_session(host.app(), runs) {
+        None => "last session: none recorded yet".to_owned(),
+        Some(last) => describe_last_session(&last),
+    }
+}
+
+pub fn describe_last_session(last: &LastSession) -> String {
+    let mcp = last.joined_by_id + last.joined_by_fingerprint + last.hooks_only;
+    let joins = if mcp == 0 {
+        "no MCP calls".to_owned()
+    } else {
+        let mut parts = Vec::new();
+        if last.joined_by_id > 0 {
+            parts.push(format!("{} joined live by call id", last.joined_by_id));
+        }
+        if last.joined_by_fingerprint > 0 {
+            parts.push(format!(
+                "{} joined live by fingerprint",
+                last.joined_by_fingerprint
+            ));
+        }
+        if last.hooks_only > 0 {
+            parts.push(format!(
+                "{} from the hooks only (no bound proxy saw them)",
+                last.hooks_only
+            ));
+        }
+        format!("MCP calls: {}", parts.join(", "))
+    };
+    let short = |s: &str| s.chars().take(8).collect::<String>();
+    format!(
+        "last session: {} at {} (run {}), {} steps, {}",
+        short(&last.session_id),
+        last.started_at,
+        last.run_id,
+        last.steps,
+        joins
+    )
+}
+
+/// The newest bound runs of the store ([`LAST_SESSION_SCAN`] at most).
+fn newest_bound_runs() -> Vec<crate::record::store::LoadedRun> {
+    let Ok(store) = crate::record::store::Store::open_default() else {
+        return Vec::new();
+    };
+    let Ok(mut summaries) = store.summaries() else {
+        return Vec::new();
+    };
+    summaries.retain(|s| s.tier == "bound");
+    summaries.sort_by(|a, b| b.started_at.cmp(&a.started_at));
+    summaries
+        .iter()
+        .take(LAST_SESSION_SCAN)
+        .filter_map(|s| store.find(&s.id).ok())
+        .collect()
 }
 
 /// Codex runs a hook only when `config.toml` trusts its current hash
@@ -844,6 +990,99 @@ pub mod codex_trust {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A bound run of `app` started at `at`, with MCP responses as
+    /// (requestId present, correlation) pairs.
+    fn bound_run(
+        app: &str,
+        at: &str,
+        session: &str,
+        mcp: &[(bool, Option<&str>)],
+    ) -> crate::record::store::LoadedRun {
+        let mut run = crate::record::store::LoadedRun::default();
+        let header = serde_json::json!({"seq": 1, "event": {"kind": "run_started", "data": {
+            "id": format!("run_{session}"), "startedAt": at,
+            "metadata": {"recorder": "bir", "tier": "bound", "host": {"app": app, "version": "1"},
+                "wrappedServers": [], "cwd": "/p", "sessionId": session, "birVersion": "t", "lossy": false}}}});
+        run.absorb(header.to_string().as_bytes());
+        for (n, (live, correlation)) in mcp.iter().enumerate() {
+            for ty in ["tool_selected", "tool_response"] {
+                let mut step = serde_json::json!({"id": format!("s{n}{ty}"), "stepIndex": n * 2 + 1, "type": ty,
+                    "qualifiedName": "mcp__everything__echo", "serverName": "everything", "toolName": "echo",
+                    "startedAt": at, "isError": false, "kind": "mcp", "toolUseId": format!("t{n}")});
+                if ty == "tool_response" {
+                    if *live {
+                        step["requestId"] = serde_json::json!(n);
+                    }
+                    if let Some(c) = correlation {
+                        step["correlation"] = serde_json::json!(c);
+                    }
+                }
+                let record =
+                    serde_json::json!({"seq": n * 2 + 2, "event": {"kind": "step", "data": step}});
+                run.absorb(record.to_string().as_bytes());
+            }
+        }
+        run
+    }
+
+    #[test]
+    fn geminis_automatic_compression_runs_no_hook_of_birs() {
+        // Gemini compares a PreCompress matcher with the trigger, whole.
+        let pre = entry(&form(), Host::Gemini, "PreCompress");
+        let doc: serde_json::Value = serde_json::from_str(&pre).expect("json");
+        assert_eq!(doc["matcher"], "manual");
+        let tool = entry(&form(), Host::Gemini, "BeforeTool");
+        let doc: serde_json::Value = serde_json::from_str(&tool).expect("json");
+        assert_eq!(doc["matcher"], "*");
+    }
+
+    #[test]
+    fn the_last_session_of_each_agent_says_how_its_mcp_calls_were_joined() {
+        let runs = vec![
+            bound_run(
+                "gemini-cli",
+                "2026-12-03T10:00:00.000Z",
+                "gemini-old",
+                &[(false, None)],
+            ),
+            bound_run(
+                "gemini-cli",
+                "2026-12-03T11:00:00.000Z",
+                "gemini-new-session",
+                &[
+                    (true, Some("fingerprint")),
+                    (true, Some("fingerprint")),
+                    (false, None),
+                ],
+            ),
+            bound_run(
+                "codex",
+                "2026-12-03T09:00:00.000Z",
+                "codex-one",
+                &[(true, None)],
+            ),
+        ];
+        let gemini = last_session("gemini-cli", &runs).expect("a gemini session");
+        assert_eq!(gemini.session_id, "gemini-new-session");
+        assert_eq!(gemini.steps, 3);
+        assert_eq!(
+            (
+                gemini.joined_by_id,
+                gemini.joined_by_fingerprint,
+                gemini.hooks_only
+            ),
+            (0, 2, 1)
+        );
+        let line = describe_last_session(&gemini);
+        assert!(line.contains("gemini-n"), "{line}");
+        assert!(line.contains("2 joined live by fingerprint"), "{line}");
+        assert!(line.contains("1 from the hooks only"), "{line}");
+        let codex = last_session("codex", &runs).expect("a codex session");
+        assert_eq!((codex.joined_by_id, codex.hooks_only), (1, 0));
+        assert!(describe_last_session(&codex).contains("1 joined live by call id"));
+        assert_eq!(last_session("cursor", &runs), None);
+    }
 
     fn form() -> HookForm {
         HookForm {

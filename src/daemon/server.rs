@@ -54,6 +54,7 @@ use super::transcripts::TranscriptReader;
 use super::uds;
 use super::{Health, SessionView, SessionsAnswer};
 use crate::bound::hosts::Host;
+use crate::bound::process::ProcessId;
 use crate::bound::{Engine, EngineConfig, Input, wire};
 use crate::cli::Exit;
 use crate::error::{Error, ExitStatus};
@@ -854,7 +855,19 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
                 log::debug!("a proxy registration did not parse");
                 return (400, Vec::new());
             };
+            let mut register = register;
             let mut core = daemon.core();
+            if register.session_id.is_empty() {
+                // The proxy's environment names no session (Codex, Gemini):
+                // the session whose host process is its ancestor.
+                match core.engine.session_by_ancestry(&register.ancestors) {
+                    Some(id) => {
+                        log::debug!("proxy {} bound by ancestry to {id}", register.proxy_id);
+                        register.session_id = id;
+                    }
+                    None => return (409, br#"{"reason":"no_session_for_ancestry"}"#.to_vec()),
+                }
+            }
             if !core.engine.hooked(&register.session_id) {
                 // Not (yet) a session this daemon records: the proxy asks
                 // again while it negotiates, then records standalone.
@@ -864,9 +877,26 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, "/proxy/records") => {
-            let answer = proxy_input(&request.body, daemon, now, |r: wire::ProxyRecords| {
-                Input::ProxyRecords(r)
-            });
+            let answer = match serde_json::from_slice::<wire::ProxyRecords>(&request.body) {
+                Ok(mut records) => {
+                    let mut core = daemon.core();
+                    if records.session_id.is_empty() {
+                        // Bound by ancestry: the session its registration found.
+                        match core.engine.session_of_proxy(&records.proxy_id) {
+                            Some(id) => records.session_id = id.to_owned(),
+                            // Not (or no longer) registered: the proxy
+                            // records standalone and registers again.
+                            None => return (409, br#"{"reason":"proxy_not_bound"}"#.to_vec()),
+                        }
+                    }
+                    core.handle(Input::ProxyRecords(records), now);
+                    (200, b"{}".to_vec())
+                }
+                Err(err) => {
+                    log::debug!("a proxy request did not parse: {err}");
+                    (400, Vec::new())
+                }
+            };
             // A pin the server did not get ends its guide.
             let mut core = daemon.core();
             for (session, call) in core.engine.take_pins_not_applied() {
@@ -939,6 +969,7 @@ fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16
             host,
             event: event.to_owned(),
             payload,
+            host_process: query_value(query, "host_process").and_then(ProcessId::from_query),
         };
         core.handle(input, now);
         return (200, Vec::new());
@@ -966,10 +997,15 @@ fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16
 
 /// `host=<agent>` among a hook route's query parameters.
 fn host_of(query: &str) -> Option<Host> {
-    query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("host="))
-        .and_then(Host::parse)
+    query_value(query, "host").and_then(Host::parse)
+}
+
+/// The value of `name=` among a route's query parameters.
+fn query_value<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query.split('&').find_map(|pair| {
+        pair.strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix('='))
+    })
 }
 
 /// `correlate=inject` among a hook route's query parameters.

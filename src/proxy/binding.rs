@@ -12,8 +12,13 @@
 //! A proxy binds when its environment names a session:
 //! `CLAUDE_CODE_SESSION_ID` (Claude Code sets it for every server it
 //! starts), or `BIR_CONTROL_URL` + `BIR_CONTROL_TOKEN` (sessions driven
-//! through an SDK; `BIR_SESSION_ID` may name the session). `BIR_BIND=off`
-//! keeps it standalone.
+//! through an SDK; `BIR_SESSION_ID` may name the session); or, when it
+//! names none (Codex CLI, Gemini CLI), by its ancestry: it sends its
+//! ancestor processes and the daemon binds it to the hooked session whose
+//! host process is one of them (`bound::process`). Such a proxy never
+//! starts the daemon (the hooks do), and finds it in the `BIR_HOME` its
+//! host runs with when its own environment was stripped of it.
+//! `BIR_BIND=off` keeps it standalone.
 //!
 //! Negotiation (all on the observer thread, which never waits on the
 //! daemon except for one bounded post per wake-up; finding and starting
@@ -42,6 +47,7 @@
 //! both places, never in neither.)
 
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::thread;
@@ -49,6 +55,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::config::ProxyConfig;
 use super::off_gate::OffGate;
+use crate::bound::process::ProcessId;
 use crate::bound::wire::{ProxyItem, ProxyRecords, ProxyRegister, ProxyUnregister};
 use crate::observe::step::StepReport;
 use crate::observe::{Direction, Sink};
@@ -65,21 +72,60 @@ pub(crate) fn recording_sink(
 ) -> Box<dyn Sink> {
     let prep = Preparation::new(rc);
     let settings = BindSettings::from_env(&cfg.server_name, cfg.session_id.as_deref());
-    match (settings, crate::home::bir_home()) {
+    let home = match &settings {
+        Some(s) if !s.ancestors.is_empty() && std::env::var_os("BIR_HOME").is_none() => {
+            home_of_host(&s.ancestors).or_else(crate::home::bir_home)
+        }
+        _ => crate::home::bir_home(),
+    };
+    match (settings, home) {
         (Some(settings), Some(home)) => {
-            let daemon = Box::new(HomeDaemon { home });
-            Box::new(OffGate::new(BindingSink::new(prep, run, &settings, daemon)))
+            let by_ancestry = !settings.ancestors.is_empty();
+            let probe_home = home.clone();
+            let daemon = Box::new(HomeDaemon {
+                home,
+                start: !by_ancestry,
+            });
+            let mut sink = BindingSink::new(prep, run, &settings, daemon);
+            if by_ancestry {
+                sink.probe = Some(Box::new(move || {
+                    crate::daemon::client::discover(&probe_home).is_some()
+                }));
+            }
+            Box::new(OffGate::new(sink))
         }
         _ => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
     }
 }
 
-/// Whether this proxy may report to the recorder daemon (its environment
-/// names a session and binding is not off): decided the way
-/// [`recording_sink`] decides it.
+/// Whether this proxy's environment names a session it will report to
+/// (and binding is not off). A proxy that may bind by its ancestry only
+/// (no session named) answers false: most such proxies record standalone
+/// (their host has no hooks), and keep what standalone runs have.
 pub(crate) fn may_bind(cfg: &ProxyConfig) -> bool {
-    BindSettings::from_env(&cfg.server_name, cfg.session_id.as_deref()).is_some()
+    BindSettings::from_env(&cfg.server_name, cfg.session_id.as_deref())
+        .is_some_and(|s| s.ancestors.is_empty())
         && crate::home::bir_home().is_some()
+}
+
+/// `BIR_HOME` as the proxy's host process runs with it: Codex CLI starts
+/// its MCP servers with a few variables only (`HOME`, `PATH`, …), so a
+/// `BIR_HOME` its hooks see is not in the proxy's environment. Only that
+/// one variable is kept of what is read (`/proc/<pid>/environ`, the
+/// user's own processes; Linux).
+fn home_of_host(ancestors: &[ProcessId]) -> Option<PathBuf> {
+    ancestors.iter().take(3).find_map(|a| {
+        // The pid is that process only while it has its start time.
+        if crate::daemon::discovery::process_start(a.pid) != Some(a.start) {
+            return None;
+        }
+        let environ = std::fs::read(format!("/proc/{}/environ", a.pid)).ok()?;
+        environ
+            .split(|b| *b == 0)
+            .find_map(|var| var.strip_prefix(b"BIR_HOME="))
+            .filter(|v| !v.is_empty())
+            .map(|v| PathBuf::from(std::ffi::OsStr::from_bytes(v)))
+    })
 }
 
 /// Default `BIR_BIND_WAIT_MS`: how long items wait for a daemon at start.
@@ -127,12 +173,21 @@ pub(crate) trait Link: Send {
 /// The daemon of `$BIR_HOME`, or the explicit one of `BIR_CONTROL_URL`.
 pub(crate) struct HomeDaemon {
     pub home: PathBuf,
+    /// Start it when it is not running (a proxy whose environment names
+    /// its session); a proxy binding by ancestry only looks: its host's
+    /// hooks start the daemon, and a host without them needs none.
+    pub start: bool,
 }
 
 impl Daemon for HomeDaemon {
     fn ensure(&self, budget: Duration) -> Option<Box<dyn Link>> {
-        crate::daemon::client::ensure_running(&self.home, budget)
-            .map(|endpoint| Box::new(endpoint) as Box<dyn Link>)
+        let endpoint = if self.start {
+            crate::daemon::client::ensure_running(&self.home, budget)
+        } else {
+            crate::daemon::client::discover(&self.home)
+                .filter(|e| crate::daemon::client::healthy(e, budget.min(POST_DEADLINE)))
+        };
+        endpoint.map(|endpoint| Box::new(endpoint) as Box<dyn Link>)
     }
 }
 
@@ -156,6 +211,10 @@ pub(crate) struct BindSettings {
     pub identity: Identity,
     pub wait: Duration,
     pub retry: Duration,
+    /// This proxy's ancestor processes, nearest first, when its
+    /// environment names no session (then `identity.session_id` is empty
+    /// and the daemon finds the session by them); else empty.
+    pub ancestors: Vec<ProcessId>,
 }
 
 impl BindSettings {
@@ -168,10 +227,17 @@ impl BindSettings {
         let explicit = ["BIR_CONTROL_URL", "BIR_CONTROL_TOKEN"]
             .iter()
             .all(|name| std::env::var(name).is_ok_and(|v| !v.is_empty()));
+        let mut ancestors = Vec::new();
         let session_id = match session_id {
             Some(id) => id.to_owned(),
             None if explicit => std::env::var("BIR_SESSION_ID").unwrap_or_default(),
-            None => return None,
+            None => {
+                ancestors = crate::bound::process::ancestors();
+                if ancestors.is_empty() {
+                    return None;
+                }
+                String::new()
+            }
         };
         let millis = |name: &str, default: Duration| {
             std::env::var(name)
@@ -187,6 +253,7 @@ impl BindSettings {
             },
             wait: millis("BIR_BIND_WAIT_MS", DEFAULT_WAIT),
             retry: millis("BIR_BIND_RETRY_MS", DEFAULT_RETRY),
+            ancestors,
         })
     }
 }
@@ -340,15 +407,28 @@ fn start_finder(daemon: Box<dyn Daemon>, settings: &BindSettings) -> Option<Find
         host: std::env::var("AI_AGENT")
             .ok()
             .and_then(|v| host_from_ai_agent(&v)),
+        ancestors: settings.ancestors.clone(),
     };
     let body = serde_json::to_vec(&register).ok()?;
     let retry = settings.retry;
     let wait = settings.wait;
+    // By ancestry the daemon is only looked for (the host's first hook
+    // starts it, maybe after the host started this server): look often
+    // while the items are held.
+    let by_ancestry = !settings.ancestors.is_empty();
     let spawned = thread::Builder::new()
         .name("bir-bind".into())
         .spawn(move || {
             crate::observe::give_way_to_the_relay();
-            run_finder(&*daemon, &body, &look_rx, &found_tx, retry, wait);
+            run_finder(
+                &*daemon,
+                &body,
+                &look_rx,
+                &found_tx,
+                retry,
+                wait,
+                by_ancestry,
+            );
         });
     match spawned {
         Ok(_) => Some(Finder { found, look }),
@@ -382,10 +462,14 @@ fn run_finder(
     found: &Sender<Box<dyn Link>>,
     retry: Duration,
     wait: Duration,
+    by_ancestry: bool,
 ) {
     let negotiating_until = Instant::now() + wait;
     loop {
         let mut pause = retry;
+        if by_ancestry && Instant::now() < negotiating_until {
+            pause = retry.min(NOT_HOOKED_RETRY);
+        }
         if let Some(link) = daemon.ensure(ENSURE_BUDGET) {
             match link.post("/proxy/register", register, POST_DEADLINE) {
                 Ok(status) if (200..300).contains(&status) => {
@@ -435,6 +519,13 @@ pub(crate) struct BindingSink {
     /// Calls written standalone since the proxy was last bound: the
     /// daemon's run does not have them (reported as `lost` on binding).
     missed: u64,
+    /// Binding by ancestry: whether a daemon runs now (its discovery file
+    /// names a live process; no network). Asked when the first call
+    /// arrives while negotiating: the agent's hooks ran before any call
+    /// and started the daemon if they are bir's, so with none running
+    /// the calls go to the standalone run at once rather than wait in
+    /// memory (where a kill would lose them).
+    probe: Option<Box<dyn Fn() -> bool + Send>>,
 }
 
 impl BindingSink {
@@ -461,6 +552,7 @@ impl BindingSink {
             snapshot: None,
             identity: settings.identity.clone(),
             missed: 0,
+            probe: None,
         }
     }
 
@@ -482,7 +574,8 @@ impl BindingSink {
         match &mut self.tier {
             Tier::Negotiating { until } => {
                 let held = calls_in(&self.items);
-                if Instant::now() >= *until || held > MAX_HELD_CALLS {
+                let no_daemon = held > 0 && self.probe.take().is_some_and(|running| !running());
+                if no_daemon || Instant::now() >= *until || held > MAX_HELD_CALLS {
                     log::debug!("no recorder daemon answered; recording standalone");
                     self.tier = Tier::Standalone;
                     self.write_local();
@@ -684,6 +777,7 @@ mod tests {
             },
             wait,
             retry: Duration::from_millis(10),
+            ancestors: Vec::new(),
         };
         let posts = Posts::default();
         let down = Arc::new(AtomicBool::new(down));
@@ -803,6 +897,29 @@ mod tests {
             .collect();
         assert_eq!(paths.first().map(String::as_str), Some("/proxy/register"));
         assert_eq!(paths.last().map(String::as_str), Some("/proxy/unregister"));
+    }
+
+    #[test]
+    fn by_ancestry_with_no_daemon_running_a_call_goes_standalone_at_once() {
+        // The daemon is down and the window long: a proxy whose session is
+        // named waits; one binding by ancestry writes its call at once.
+        let (mut sink, _posts, _down) = sink(Duration::from_secs(600), true);
+        sink.probe = Some(Box::new(|| false));
+        sink.step(&report(1));
+        assert!(matches!(sink.tier, Tier::Standalone));
+        assert_eq!(sink.local.tool_calls(), 1, "on disk, not held in memory");
+        sink.finish(0);
+    }
+
+    #[test]
+    fn by_ancestry_with_a_daemon_running_calls_wait_for_the_binding() {
+        let (mut sink, posts, _down) = sink(Duration::from_secs(600), false);
+        sink.probe = Some(Box::new(|| true));
+        sink.step(&report(1));
+        flush_until(&mut sink, |_| !posted_calls(&posts).is_empty());
+        assert_eq!(posted_calls(&posts), ["toolu_1"]);
+        assert!(sink.local.run_id().is_none(), "nothing standalone");
+        sink.finish(0);
     }
 
     #[test]

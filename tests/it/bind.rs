@@ -837,3 +837,74 @@ fn injection_answers_only_for_bound_servers_and_doctor_shows_which_proxy_is_boun
     let seen = host.finish(Duration::from_secs(10));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
 }
+
+/// Codex CLI and Gemini CLI name no session to the MCP servers they start:
+/// such a proxy binds by ancestry. Here this test process is the agent: it
+/// runs `bir hooks --host gemini` and starts the proxy, so the hooks' host
+/// process is the proxy's parent; the call (no call id in its `_meta`, as
+/// Gemini sends it) joins the hooks' view live, by fingerprint, and no
+/// standalone run is left.
+#[test]
+fn a_proxy_naming_no_session_binds_to_the_session_of_its_host_process() {
+    let dir = TempDir::new("bind-ancestry");
+    let _down = DaemonDown(&dir);
+    let session = "sess-gemini-ancestry";
+    let cwd = dir.path().display().to_string();
+    let hook = |event: &str, extra: Value| {
+        let payload = hook_payload(session, &cwd, event, extra);
+        run_hook_with(&dir, &["--host", "gemini", event], &payload, &[]);
+    };
+    hook("SessionStart", json!({"source": "startup"}));
+    hook("BeforeAgent", json!({"prompt": "echo something"}));
+
+    let env = [("BIR_BIND_WAIT_MS", "600000".to_owned())];
+    let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
+    host.send(&init());
+    let tool = json!({"tool_name": "mcp_peer_echo", "tool_input": {"n": 2},
+                      "mcp_context": {"server_name": "peer", "tool_name": "echo"}});
+    hook("BeforeTool", tool.clone());
+    host.send(
+        &json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{
+        "name":"echo","arguments":{"n": 2},"_meta":{"progressToken": "p-1"}}}),
+    );
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    let mut after = tool;
+    after["tool_response"] = json!({"llmContent": [{"text": "the hook's view"}]});
+    hook("AfterTool", after);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let run = loop {
+        let (code, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+        let doc: Value = serde_json::from_str(&out).unwrap_or_default();
+        let joined = doc["steps"].as_array().is_some_and(|steps| {
+            steps
+                .iter()
+                .any(|s| s["type"] == "tool_response" && s["requestId"] == 2)
+        });
+        if code == 0 && joined {
+            break doc;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the proxy's call never joined the bound run: {out}\n{}",
+            host.stderr_so_far()
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    hook("SessionEnd", json!({"reason": "exit"}));
+
+    assert_eq!(run["run"]["metadata"]["tier"], "bound", "{run}");
+    assert_eq!(run["run"]["metadata"]["sessionId"], session);
+    let response = run["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .find(|s| s["type"] == "tool_response" && s["kind"] == "mcp")
+        .expect("the MCP call's response");
+    assert_eq!(response["correlation"], "fingerprint", "{run}");
+    assert_eq!(response["toolName"], "echo");
+    let (_, list, _) = bir_cmd(&dir, &["runs", "--json"]);
+    assert_eq!(list.lines().count(), 1, "one run, the session's: {list}");
+}

@@ -190,6 +190,40 @@ fn a_gemini_session_through_bir_hooks_is_told_whole() {
         !show.contains("Echo: hiThe folder"),
         "AfterAgent's repeated answer, not the transcript's:\n{show}"
     );
+    // `bir status` and `bir doctor` tell the hooked agent's last session:
+    // here its MCP call came from the hooks only (no proxy was bound).
+    let project = t.join("proj");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    let out = command(bir(), &t)
+        .args([
+            "install",
+            "--client",
+            "gemini",
+            "--scope",
+            "project",
+            "--project",
+        ])
+        .arg(&project)
+        .current_dir(&project)
+        .output()
+        .expect("install");
+    assert!(out.status.success(), "{out:?}");
+    for cmd in ["status", "doctor"] {
+        let out = command(bir(), &t)
+            .arg(cmd)
+            .current_dir(&project)
+            .output()
+            .expect(cmd);
+        let text = String::from_utf8_lossy(&out.stdout);
+        in_order(
+            &text,
+            &[
+                "gemini-cli hooks: registered",
+                "last session: 5c2d9e7a at 2026-",
+                "MCP calls: 1 from the hooks only",
+            ],
+        );
+    }
 }
 
 #[test]

@@ -65,6 +65,10 @@ fn agent_call(
             _ => name,
         };
         let mut map = map;
+        // The subagent's chat, found by `bir-hooks` (`host::gemini_subagent_chat`).
+        if let Some(chat) = map.remove(crate::bound::host::AGENT_CHAT_FIELD) {
+            agent.insert("agent_transcript_path".into(), chat);
+        }
         if post == "PostToolUseFailure"
             && let Some(error) = field(&map, "tool_response").get("error").cloned()
         {

@@ -74,6 +74,7 @@ fn play(host: Host, session: &str, files: &[(&str, &str)]) -> Vec<Value> {
             host,
             event: row["event"].as_str().expect("event").to_owned(),
             payload: row["payload"].clone(),
+            host_process: None,
         };
         now += 1;
         feed(&mut engine, input, at(now));

@@ -30,20 +30,8 @@ from checks import jsonl  # noqa: E402  (the e2e checks' JSONL reader)
 # says why). Strict: such a check that fails prints "KNOWN GAP" and does not
 # fail the run; one that passes FAILS, so that this list stays honest.
 KNOWN_GAPS = {
-    "codex": {
-        # Codex's hook names the tool get_sum (it turns "-" into "_"). bir maps
-        # it back from the server's tools/list, but only a proxy bound to the
-        # session sends that, and the wrapped proxy cannot bind to a Codex
-        # session (the server's environment names no session).
-        "MCP calls joined to the wire",
-    },
-    "gemini": {
-        # The subagent's words are in a chat file of its own that no hook names.
-        "the model's words before each step",
-        # The wrapped proxy does not bind to a Gemini session (no session id
-        # in the server's environment): the steps keep Gemini's llmContent.
-        "MCP calls joined to the wire",
-    },
+    "codex": set(),
+    "gemini": set(),
 }
 
 
@@ -372,7 +360,10 @@ def check_bound(rep, a, script):
             assert sel.get("toolName") == r["params"]["name"], f"toolName {sel.get('toolName')} vs wire {r['params']['name']}"
             assert sel.get("input") == r["params"].get("arguments"), f"input {sel.get('input')} vs wire {r['params'].get('arguments')}"
             assert resp.get("output") == ans, f"output {json.dumps(resp.get('output'))[:160]} vs the server's {json.dumps(ans)[:160]}"
-            how = sel.get("correlation") or resp.get("correlation") or "?"
+            # Joined live: the response carries the wire's JSON-RPC id (only the
+            # session's bound proxy knows it; the hooks' view has none).
+            assert resp.get("requestId") is not None, f"{sel['qualifiedName']}: no requestId: not joined to the wire live"
+            how = sel.get("correlation") or resp.get("correlation") or ("callId" if a.host == "codex" else "?")
             if a.host == "codex":
                 assert how != "fingerprint", f"{sel['qualifiedName']}: joined by fingerprint although _meta.callId was there"
             joins.append(f"{sel.get('toolName')} ({how})")
@@ -418,7 +409,11 @@ def check_bound(rep, a, script):
 
     def tokens():
         u = [t.get("usage") for t in script.get("turns") or [] if t.get("usage")]
-        sub = [t.get("usage") for c in script.get("conversations") or [] for t in c.get("turns") or [] if t.get("usage")]
+        # The subagent's model calls the host made (a subagent may end before
+        # its last scripted turn: Gemini's complete_task ends it).
+        asked = sum(1 for r in jsonl(os.path.join(a.out, "logs/requests.jsonl")) if r.get("conversation") == "subagent")
+        sub = [t.get("usage") for c in script.get("conversations") or [] for t in (c.get("turns") or [])[:asked]
+               if t.get("usage")]
         per_call = {(x["input"], x["output"]) for x in u}
         total = (sum(x["input"] for x in u), sum(x["output"] for x in u))
         # The run's total may count its subagents' model calls too (their steps are in the run).
