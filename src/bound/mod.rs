@@ -152,3 +152,18 @@ pub(crate) struct EngineConfig {
     /// How far apart a fingerprint match may be.
     pub fingerprint_window: std::time::Duration,
 }
+
+#[cfg(test)]
+impl EngineConfig {
+    /// The settings every whole-session test uses (the engine's and the
+    /// hosts' alike).
+    pub(crate) fn for_tests() -> EngineConfig {
+        EngineConfig {
+            redact: crate::redact::RedactConfig::default(),
+            payload_cap: 64 * 1024,
+            idle_end: std::time::Duration::from_secs(30 * 60),
+            join_grace: std::time::Duration::from_secs(5),
+            fingerprint_window: std::time::Duration::from_secs(600),
+        }
+    }
+}

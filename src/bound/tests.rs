@@ -19,17 +19,6 @@ use crate::record::payload::fixture;
 const SESSION: &str = "0b3f6f1e-2c5d-4e8a-9a77-5c1f00000001";
 const TRANSCRIPT: &str = "/home/u/.claude/projects/p/0b3f6f1e.jsonl";
 
-/// The engine's settings every whole-session test uses (the hosts' too).
-pub(super) fn cfg() -> EngineConfig {
-    EngineConfig {
-        redact: crate::redact::RedactConfig::default(),
-        payload_cap: 64 * 1024,
-        idle_end: Duration::from_secs(30 * 60),
-        join_grace: Duration::from_secs(5),
-        fingerprint_window: Duration::from_secs(600),
-    }
-}
-
 /// `secs` seconds into the simulated day.
 fn at(secs: f64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_800_000_000) + Duration::from_secs_f64(secs)
@@ -49,7 +38,7 @@ struct Harness {
 impl Harness {
     fn new() -> Harness {
         Harness {
-            engine: Engine::new(cfg()),
+            engine: Engine::new(EngineConfig::for_tests()),
             records: Vec::new(),
             files: HashMap::new(),
             reads: Vec::new(),

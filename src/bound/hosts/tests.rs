@@ -13,7 +13,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::bound::tests::cfg;
 use crate::bound::{Engine, Input, Output};
 
 const TRANSCRIPT: &str = "/home/u/host/transcript.jsonl";
@@ -32,7 +31,7 @@ fn play(host: Host, session: &str, files: &[(&str, &str)]) -> Vec<Value> {
         .iter()
         .map(|(p, b)| (p.to_string(), b.as_bytes().to_vec()))
         .collect();
-    let mut engine = Engine::new(cfg());
+    let mut engine = Engine::new(crate::bound::EngineConfig::for_tests());
     let mut records = Vec::new();
     let mut now = 0;
     let mut feed = |engine: &mut Engine, input: Input, now: SystemTime| {
