@@ -1,6 +1,6 @@
 //! `$BIR_HOME/control/daemon.json`: how a client finds the live daemon.
 //!
-//! Invariants (RELIABILITY.md §3.4):
+//! Invariants:
 //! * `control/` is a real directory (never a symlink), owned by us, mode
 //!   0700; the daemon creates it without following symlinks and tightens
 //!   nothing it does not own.

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::{Host, TempDir, bir, command, peers, require};
+use crate::support::http;
+use crate::support::{eventually};
 
 // ---------------------------------------------------------------- helpers
 
@@ -96,19 +98,13 @@ fn messages(host: &Host) -> Vec<Value> {
 
 /// Waits for the first message the host received that matches.
 fn wait_for(host: &Host, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(m) = messages(host).into_iter().find(|m| pred(m)) {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
+    eventually(timeout, || messages(host).into_iter().find(|m| pred(m))).unwrap_or_else(|| {
+        panic!(
             "timed out waiting for {what}; host got:\n{}\nstderr:\n{}",
             String::from_utf8_lossy(&host.stdout_so_far()),
             host.stderr_so_far()
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
+        )
+    })
 }
 
 fn answer_to(host: &Host, id: Value, timeout: Duration) -> Value {
@@ -321,50 +317,32 @@ impl Seen {
 }
 
 type Reply = tiny_http::ResponseBox;
-type Handler = dyn Fn(&Seen) -> Reply + Send + Sync;
 
-/// A loopback HTTP server answering with a handler; it records every
-/// request and stops when dropped (or after 2 minutes).
+/// The suite's HTTP stub answering with a handler; it records every
+/// request and stops when dropped (or after 2 minutes, scaled).
 struct Fault {
     port: u16,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    stop: Arc<AtomicBool>,
+    stub: http::Stub,
+}
+
+impl Seen {
+    fn of(r: &http::Request) -> Seen {
+        Seen {
+            method: r.method.clone(),
+            target: r.path.clone(),
+            headers: r.headers.clone(),
+            body: r.text(),
+        }
+    }
 }
 
 impl Fault {
     fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Fault {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind");
-        let port = server.server_addr().to_ip().expect("ip").port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let handler: Arc<Handler> = Arc::new(handler);
-        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
-        thread::spawn(move || {
-            let until = Instant::now() + Duration::from_secs(120);
-            while !stop2.load(Ordering::SeqCst) && Instant::now() < until {
-                let Ok(Some(mut req)) = server.recv_timeout(Duration::from_millis(50)) else {
-                    continue;
-                };
-                let mut body = String::new();
-                let _ = req.as_reader().read_to_string(&mut body);
-                let s = Seen {
-                    method: req.method().to_string(),
-                    target: req.url().to_owned(),
-                    headers: req
-                        .headers()
-                        .iter()
-                        .map(|h| (h.field.to_string(), h.value.to_string()))
-                        .collect(),
-                    body,
-                };
-                seen2.lock().expect("lock").push(s.clone());
-                let handler = Arc::clone(&handler);
-                thread::spawn(move || {
-                    let _ = req.respond(handler(&s));
-                });
-            }
-        });
-        Fault { port, seen, stop }
+        let stub = http::Stub::start(move |r, _| http::Reply::Response(handler(&Seen::of(r))));
+        Fault {
+            port: stub.port(),
+            stub,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -372,13 +350,7 @@ impl Fault {
     }
 
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().expect("lock").clone()
-    }
-}
-
-impl Drop for Fault {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stub.requests().iter().map(Seen::of).collect()
     }
 }
 
@@ -1592,7 +1564,7 @@ fn https_proxy_is_used_and_no_proxy_bypasses_it() {
     );
 }
 
-// ------------------------------------- C9: what a host sees of faults
+// ----------------------------------------- what a host sees of faults
 
 /// The text of a JSON-RPC error answer ("" when it is not one).
 fn error_text(answer: &Value) -> &str {
@@ -1957,7 +1929,7 @@ fn legacy_server(status: u16) -> Fault {
 
 /// Auto mode (the default) against a legacy HTTP+SSE server whose stream
 /// URL answers the Streamable HTTP `initialize` POST with 404 or 405: the
-/// proxy falls back to the legacy transport (MCP-FACTS §4) and the host
+/// proxy falls back to the legacy transport and the host
 /// notices nothing; the first POST is the only one to the stream URL.
 #[test]
 fn auto_mode_falls_back_to_legacy_sse_on_404_and_405() {

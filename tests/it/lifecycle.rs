@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::{Host, TempDir, alive, bir, command, peak_rss_kib, read_pid, wait_gone};
+use crate::support::{poll_until};
 
 fn init() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}})
@@ -415,19 +416,12 @@ fn memory_stays_bounded_while_an_oversized_answer_is_skipped() {
 
 /// Waits until `path` holds `needle`, up to `timeout`.
 fn wait_for_text(path: &std::path::Path, needle: &str, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle)) {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    poll_until(timeout, || {
+        std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle))
+    })
 }
 
-/// C5: a server that writes its answer a few bytes at a time. bir adds no
+/// A server that writes its answer a few bytes at a time. bir adds no
 /// timeout of its own, the host gets exactly the bytes written (a piece
 /// may end inside a UTF-8 character), the host's own messages reach the
 /// server meanwhile, and the step is the whole answer, timed to its end.
@@ -498,7 +492,7 @@ fn a_slowly_dripped_answer_arrives_whole_while_the_host_keeps_talking() {
     );
 }
 
-/// C8: SIGHUP (a closing terminal) and SIGQUIT are stop signals like SIGINT
+/// SIGHUP (a closing terminal) and SIGQUIT are stop signals like SIGINT
 /// and SIGTERM: passed on to the server's process group at once; the proxy
 /// then dies of the signal its server died of, leaving nothing behind.
 #[test]
@@ -580,7 +574,7 @@ fn the_servers_last_words_reach_the_host_before_the_proxy_exits() {
     );
 }
 
-/// C7: a command that exists but cannot run. Like a missing one, the proxy
+/// A command that exists but cannot run. Like a missing one, the proxy
 /// exits 1 at once, adds nothing to stdout (the host reports its usual
 /// failure to connect) and says on stderr which command and why: the OS's
 /// reason, and where that reason misleads, what it means.
@@ -644,7 +638,7 @@ fn a_server_that_cannot_run_says_why() {
     }
 }
 
-/// C7, ENOEXEC: a file that is executable but no program. `execvp` (which
+/// ENOEXEC: a file that is executable but no program. `execvp` (which
 /// the proxy uses, as Node's `spawn` does) hands it to `/bin/sh`, so the
 /// server "starts" and the shell fails: the host sees what it would see
 /// without bir — the shell's complaint on stderr, its exit status — and if

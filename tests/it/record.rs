@@ -611,7 +611,7 @@ fn killed_at_random_points_every_journal_reopens() {
     eprintln!("{iterations} kills, {runs} journals, all readable");
 }
 
-/// Catalogue D6: what reached the journal before a SIGKILL is all there
+/// What reached the journal before a SIGKILL is all there
 /// after it. The writer writes at every idle moment and fsyncs within
 /// ~150 ms of the last call, so after 400 ms of quiet every call made so far
 /// is on disk; the run the kill left unfinished must give each of them
