@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::record::{bir_cmd, init};
-use crate::support::{Host, TempDir, bir, command, read_pid};
 use crate::support::http::{Reply, Request, Stub};
+use crate::support::{Host, TempDir, bir, command, read_pid};
 use crate::support::{eventually, poll_until};
 
 const TOKEN: &str = "test-token-0123456789abcdef";

@@ -13,8 +13,9 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::support::{TempDir, alive, bir, command, wait_gone};
 use super::support::wait_for;
+use super::support::{TempDir, alive, bir, command, wait_gone};
+use super::support::{scaled, serial};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -826,6 +827,7 @@ fn timed_hook(d: &Disco, event: &str, body: &str) -> (u16, Duration) {
 /// until the whole file was read.)
 #[test]
 fn a_huge_transcript_does_not_hold_up_other_sessions() {
+    let _serial = serial();
     let t = TempDir::new("huge-transcript");
     let d = start_by_hook(&t, &[]);
     let _running = Running(&t);
@@ -867,12 +869,15 @@ fn a_huge_transcript_does_not_hold_up_other_sessions() {
             &session_payload("other", &small, event, "toolu_o"),
         );
         assert_eq!(status, 200, "{event}");
-        assert!(took < bound, "{event} of another session took {took:?}");
+        assert!(
+            took < scaled(bound),
+            "{event} of another session took {took:?}"
+        );
         let started = Instant::now();
         let (status, _) = raw(port_of(&d), &request(&d, "GET", "/health", "", ""));
         let took = started.elapsed();
         assert_eq!(status, 200);
-        assert!(took < bound, "/health took {took:?} (round {i})");
+        assert!(took < scaled(bound), "/health took {took:?} (round {i})");
     }
     assert!(
         bytes_read_by(d.pid) < before + (64 << 30),

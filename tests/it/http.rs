@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Host, TempDir, bir, command, peers, require};
+use crate::support::eventually;
 use crate::support::http;
-use crate::support::{eventually};
+use crate::support::{Host, TempDir, bir, command, peers, require};
+use crate::support::{poll_until, scaled, serial, wait_until};
 
 // ---------------------------------------------------------------- helpers
 
@@ -935,6 +936,7 @@ fn an_oversized_answer_is_an_error() {
 
 #[test]
 fn an_unreachable_upstream_answers_each_request_and_redacts_the_url() {
+    let _serial = serial();
     let port = free_port(); // nothing listens there
     let dir = TempDir::new("http-down");
     let url = format!("http://me:pw@127.0.0.1:{port}/mcp?token=SECRET-Q");
@@ -956,7 +958,7 @@ fn an_unreachable_upstream_answers_each_request_and_redacts_the_url() {
     let started = Instant::now();
     let seen = host.finish(Duration::from_secs(6));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(started.elapsed() < scaled(Duration::from_secs(3)));
     for secret in ["SECRET-Q", "pw@"] {
         assert!(!seen.stderr.contains(secret), "{secret}: {}", seen.stderr);
         assert!(!contains(&seen.stdout, secret));
@@ -995,6 +997,7 @@ fn a_server_that_closes_every_get_is_not_hammered() {
 
 #[test]
 fn connecting_is_bounded() {
+    let _serial = serial();
     // A listener whose accept queue is full: further SYNs go unanswered.
     // SAFETY: plain socket calls on a descriptor we own.
     let (fd, port) = unsafe {
@@ -1033,7 +1036,7 @@ fn connecting_is_bounded() {
     let elapsed = started.elapsed();
     let text = a["error"]["message"].as_str().unwrap_or_default();
     assert!(text.starts_with("upstream unreachable: "), "{text}");
-    assert!(elapsed < Duration::from_secs(4), "{elapsed:?}");
+    assert!(elapsed < scaled(Duration::from_secs(4)), "{elapsed:?}");
     let _ = host.finish(Duration::from_secs(6));
     // SAFETY: closing the descriptor we opened.
     unsafe {
@@ -1251,14 +1254,8 @@ fn modern_requests_carry_mirrored_headers_and_cancel_by_closing() {
         m["method"] == "notifications/progress"
     });
     host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"user"}}));
-    let deadline = Instant::now() + t;
-    while !closed.load(Ordering::SeqCst) {
-        assert!(
-            Instant::now() < deadline,
-            "the stream was not closed: {}",
-            host.stderr_so_far()
-        );
-        thread::sleep(Duration::from_millis(20));
+    if !poll_until(t, || closed.load(Ordering::SeqCst)) {
+        panic!("the stream was not closed: {}", host.stderr_so_far());
     }
     let seen = host.finish(Duration::from_secs(6));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
@@ -1859,23 +1856,18 @@ fn a_stalled_answer_stream_waits_for_the_host_to_cancel() {
     let mut host = handshaken(&dir, &server.url("/mcp"));
     let t = Duration::from_secs(5);
     host.send(&call(2, "stall", json!({})));
-    let deadline = Instant::now() + t;
-    while held.lock().expect("lock").is_empty() {
-        assert!(Instant::now() < deadline, "the call was not sent");
-        thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the call to be sent", t, || {
+        !held.lock().expect("lock").is_empty()
+    });
     host.send(&call(3, "echo", json!({})));
     assert_eq!(text_of(&answer_to(&host, json!(3), t)), "ok");
     host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"timed out"}}));
-    let deadline = Instant::now() + t;
-    while !server
-        .seen()
-        .iter()
-        .any(|r| r.json()["method"] == "notifications/cancelled")
-    {
-        assert!(Instant::now() < deadline, "the cancel was not sent");
-        thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the cancel to be sent", t, || {
+        server
+            .seen()
+            .iter()
+            .any(|r| r.json()["method"] == "notifications/cancelled")
+    });
     host.send(&call(4, "echo", json!({})));
     assert_eq!(text_of(&answer_to(&host, json!(4), t)), "ok");
     let seen = host.finish(Duration::from_secs(3));
@@ -2066,6 +2058,7 @@ fn raw_server(handle: impl Fn(Value, TcpStream) + Send + Sync + 'static) -> u16 
 /// its next call goes through.
 #[test]
 fn a_modern_cancel_closes_even_a_silent_stream() {
+    let _serial = serial();
     use std::io::Write as _;
     let (closed_tx, closed_rx) = std::sync::mpsc::channel::<Instant>();
     let closed_tx = Mutex::new(closed_tx);
@@ -2100,10 +2093,10 @@ fn a_modern_cancel_closes_even_a_silent_stream() {
     host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}}));
     let cancelled = Instant::now();
     let closed = closed_rx
-        .recv_timeout(Duration::from_secs(3))
+        .recv_timeout(scaled(Duration::from_secs(3)))
         .expect("the silent stream was not closed");
     assert!(
-        closed - cancelled < Duration::from_secs(1),
+        closed - cancelled < scaled(Duration::from_secs(1)),
         "{:?}",
         closed - cancelled
     );

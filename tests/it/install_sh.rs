@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use crate::support::{TempDir, bir, command};
 use crate::support::http::{Reply, Stub};
+use crate::support::{TempDir, bir, command};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::poll_until;
 use crate::support::{Host, TempDir, bir, command};
-use crate::support::{poll_until};
 
 /// The peer's script: its tools, and a pid file written when it starts
 /// (so a test can tell whether the server was started at all).

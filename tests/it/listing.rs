@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::record::{bir_cmd, call, init, proxy, runs_dir};
+use crate::support::wait_until;
 use crate::support::{Host, TempDir, bir, command};
-use crate::support::{wait_until};
 use crate::synth;
 
 /// `bir runs --json` with `args`, every run (no limit that matters).

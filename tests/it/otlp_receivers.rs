@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::otlp::{Stub, peer_script, spans};
-use crate::support::{Host, TempDir, alive, bir, command, wait_gone};
 use crate::support;
+use crate::support::{Host, TempDir, alive, bir, command, wait_gone};
 
 /// The receivers this file knows.
 const RECEIVERS: [&str; 3] = ["rotel", "otelite", "phoenix"];

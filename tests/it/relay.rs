@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::record::{call, export, init, proxy};
+use crate::support::serial;
 use crate::support::{Host, TempDir, command, peak_rss_kib};
 
 /// A small deterministic PRNG (xorshift64*), so failures reproduce.
@@ -226,6 +227,7 @@ fn a_line_cut_off_by_the_servers_exit_does_not_swallow_the_answer_after_it() {
 /// documented answers (docs/proxy.md: a server that exits on its own).
 #[test]
 fn a_line_that_trickles_in_and_never_ends_is_skipped_in_bounded_memory() {
+    let _serial = serial();
     let dir = TempDir::new("trickle");
     let script = json!({"rules": [{"method": "tools/call", "do": [
         {"raw": CUT_HEAD},

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Host, Seen, TempDir, bir, command};
 use crate::support::http;
+use crate::support::{Host, Seen, TempDir, bir, command};
+use crate::support::{scaled, serial};
 
 pub(crate) const TOKEN: &str = "tok_S3CRETS3CRET_0123456789abcdef";
 pub(crate) const REFRESH: &str = "ref_R3FR3SHR3FR3SH_0123456789abcdef";
@@ -72,7 +73,10 @@ impl Reply {
             Reply::Status(code) => http::Reply::Status(code),
             Reply::With(code, headers, text) => http::Reply::With(
                 code,
-                headers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+                headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect(),
                 text.into_bytes(),
             ),
             Reply::Hang(d) => http::Reply::Hang(d),
@@ -452,6 +456,7 @@ fn busy_answers_are_retried_once_with_the_same_ids() {
 
 #[test]
 fn a_failure_is_not_retried_and_sending_pauses() {
+    let _serial = serial();
     let dir = TempDir::new("remote-500");
     let service = FakeService::start(|r, _| {
         if r.path.ends_with("/steps") {
@@ -482,7 +487,10 @@ fn a_failure_is_not_retried_and_sending_pauses() {
     assert_eq!(warnings.len(), 1, "one warning per run:\n{}", seen.stderr);
     assert!(warnings[0].contains("bir sync") && warnings[0].contains("pauses for 5s"));
     let slowest = latencies.iter().max().copied().unwrap_or_default();
-    assert!(slowest < Duration::from_secs(1), "a call took {slowest:?}");
+    assert!(
+        slowest < scaled(Duration::from_secs(1)),
+        "a call took {slowest:?}"
+    );
     let records = journal_records(&dir);
     assert_eq!(
         acked(&records),
@@ -583,6 +591,7 @@ fn unauthorized_means_one_refresh_then_success() {
 
 #[test]
 fn a_service_down_for_the_whole_session_loses_nothing() {
+    let _serial = serial();
     let dir = TempDir::new("remote-down");
     let down = closed_port_url();
     write_creds(&dir, &creds_for(&down));
@@ -590,12 +599,15 @@ fn a_service_down_for_the_whole_session_loses_nothing() {
     let (seen, latencies) = session(proxy(&dir, &down), 3);
     assert_eq!(seen.exit(), "code 0");
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < scaled(Duration::from_secs(5)),
         "the session took {:?}",
         started.elapsed()
     );
     let slowest = latencies.iter().max().copied().unwrap_or_default();
-    assert!(slowest < Duration::from_secs(1), "a call took {slowest:?}");
+    assert!(
+        slowest < scaled(Duration::from_secs(1)),
+        "a call took {slowest:?}"
+    );
     let warnings = seen
         .stderr
         .lines()
@@ -686,6 +698,7 @@ fn a_redirect_is_not_followed_with_the_token() {
 
 #[test]
 fn a_hanging_service_does_not_hold_up_the_session() {
+    let _serial = serial();
     let dir = TempDir::new("remote-hang");
     let service = FakeService::start(|_, _| Reply::Hang(Duration::from_secs(3)));
     let mut cmd = proxy(&dir, &service.base);
@@ -694,9 +707,12 @@ fn a_hanging_service_does_not_hold_up_the_session() {
     let (seen, latencies) = session(cmd, 3);
     assert_eq!(seen.exit(), "code 0");
     let slowest = latencies.iter().max().copied().unwrap_or_default();
-    assert!(slowest < Duration::from_secs(1), "a call took {slowest:?}");
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        slowest < scaled(Duration::from_secs(1)),
+        "a call took {slowest:?}"
+    );
+    assert!(
+        started.elapsed() < scaled(Duration::from_secs(4)),
         "took {:?}",
         started.elapsed()
     );

@@ -571,11 +571,15 @@ fn a_lossy_run_says_why() {
 /// Polls `path` until its data satisfies `want` (generously: the machine
 /// may be busy).
 fn wait_for_page(path: &Path, want: impl Fn(&Value) -> bool, what: &str) -> Value {
-    wait_for(&format!("the page to show {what}"), Duration::from_secs(60), || {
-        let html = fs::read_to_string(path).ok()?;
-        let doc = html.contains("</html>").then(|| page_data(&html))?;
-        want(&doc).then_some(doc)
-    })
+    wait_for(
+        &format!("the page to show {what}"),
+        Duration::from_secs(60),
+        || {
+            let html = fs::read_to_string(path).ok()?;
+            let doc = html.contains("</html>").then(|| page_data(&html))?;
+            want(&doc).then_some(doc)
+        },
+    )
 }
 
 fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {

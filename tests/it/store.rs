@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::record::{bir_cmd, call, export, init, proxy, runs_dir};
 use crate::remote::{FakeService, Reply, creds_for, write_creds};
+use crate::support::wait_until;
 use crate::support::{Host, Seen, TempDir, alive, bir, command};
-use crate::support::{wait_until};
 
 fn script() -> Value {
     json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})

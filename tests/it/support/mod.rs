@@ -353,9 +353,11 @@ pub fn wait_gone(pid: i32, timeout: Duration) -> bool {
 
 /// Reads a pid written by a testpeer `pidfile` action, waiting for it.
 pub fn read_pid(path: &Path, timeout: Duration) -> i32 {
-    wait_for(&format!("a pid file at {}", path.display()), timeout, || {
-        std::fs::read_to_string(path).ok()?.trim().parse().ok()
-    })
+    wait_for(
+        &format!("a pid file at {}", path.display()),
+        timeout,
+        || std::fs::read_to_string(path).ok()?.trim().parse().ok(),
+    )
 }
 
 /// The peak memory a live process allocated itself, in KiB (`VmHWM` less
