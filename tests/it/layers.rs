@@ -888,3 +888,19 @@ fn the_citation_reader_finds_document_names_but_not_urls() {
         ]
     );
 }
+
+/// `tests/it/main.rs`'s index names every test module it declares, so a
+/// reader finds what each file tests from one place.
+#[test]
+fn the_test_index_names_every_test_module() {
+    let main = fs::read_to_string(root().join("tests/it/main.rs")).expect("tests/it/main.rs");
+    let unnamed: Vec<&str> = main
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .filter(|m| !main.contains(&format!("//! * `{m}` — ")))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "tests/it/main.rs declares modules its index does not describe: {unnamed:?}"
+    );
+}
