@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::{Host, TempDir, bir, command};
+use crate::support::{serial, slowness};
 
 pub(crate) fn init() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it-host","version":"9"}}})
@@ -555,6 +556,7 @@ fn a_symlinked_store_is_refused_and_the_relay_goes_on() {
 /// must work.
 #[test]
 fn killed_at_random_points_every_journal_reopens() {
+    let _serial = serial();
     let dir = TempDir::new("killloop");
     let script = json!({});
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -583,7 +585,7 @@ fn killed_at_random_points_every_journal_reopens() {
         // on a busy machine a proxy may not have read its first call 5 ms
         // after it started, and a session killed then records nothing.
         let _ = host.wait_lines(2, Duration::from_secs(5));
-        std::thread::sleep(Duration::from_micros(5_000 + seed % 100_000));
+        std::thread::sleep(Duration::from_micros(5_000 + seed % 100_000).mul_f64(slowness()));
         host.signal(libc::SIGKILL);
         host.wait_exit(Duration::from_secs(5));
         host.finish(Duration::from_secs(5));

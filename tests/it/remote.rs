@@ -318,6 +318,7 @@ fn run_id_of(requests: &[Req]) -> String {
 
 #[test]
 fn a_session_reaches_the_service_in_order() {
+    let _serial = serial();
     let dir = TempDir::new("remote-order");
     // A service without the optional snapshot endpoint (PATCH → 404).
     let service = FakeService::start(|r, _| match r.method.as_str() {
@@ -398,6 +399,7 @@ fn a_session_reaches_the_service_in_order() {
 
 #[test]
 fn busy_answers_are_retried_once_with_the_same_ids() {
+    let _serial = serial();
     let dir = TempDir::new("remote-busy");
     // The first step: 503 once. The finish: 429 twice (so it fails).
     let service = FakeService::start(|r, earlier| {
@@ -509,6 +511,7 @@ fn a_failure_is_not_retried_and_sending_pauses() {
 
 #[test]
 fn unauthorized_means_one_refresh_then_success() {
+    let _serial = serial();
     let dir = TempDir::new("remote-401");
     let service = FakeService::start(|r, _| {
         if r.path == "/auth/refresh" {
