@@ -1,7 +1,7 @@
 //! A typed view of a Claude Code hook payload that keeps everything.
 //!
 //! The payload stays the JSON the host sent; [`Hook`] only names the fields
-//! the engine reads (CLAUDE-CODE-OBSERVED.md §6). A field it does not know,
+//! the engine reads (the payloads Claude Code 2.1.332 sends). A field it does not know,
 //! or an event it has never heard of, is not an error: the rest of the
 //! payload is kept (redacted) in a session event.
 

@@ -424,7 +424,7 @@ impl Transcript {
         self.last_text = (!answer.is_empty()).then(|| answer.clone());
     }
 
-    /// A Codex rollout line: `{timestamp, type, payload}` (`AGENT-HOOKS.md`).
+    /// A Codex rollout line: `{timestamp, type, payload}`.
     fn codex_record(&mut self, r: &Value) {
         let p = &r["payload"];
         match (r["type"].as_str(), p["type"].as_str()) {

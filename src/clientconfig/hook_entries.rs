@@ -60,7 +60,7 @@ use crate::bound::Correlation;
 use crate::daemon::hookaddr::HookAddr;
 use crate::error::Error;
 
-/// Every hook event Claude Code 2.1.332 fires (CLAUDE-CODE-OBSERVED §6),
+/// Every hook event Claude Code 2.1.332 fires (observed),
 /// minus `WorktreeCreate`. An event name a Claude Code version does not
 /// know is ignored by it (the others still fire), so the list may run ahead
 /// of the installed version.

@@ -758,7 +758,7 @@ fn newest_bound_runs() -> Vec<crate::record::store::LoadedRun> {
 }
 
 /// Codex runs a hook only when `config.toml` trusts its current hash
-/// (`[hooks.state."<key>"] trusted_hash = "sha256:…"`; AGENT-HOOKS.md). bir
+/// (`[hooks.state."<key>"] trusted_hash = "sha256:…"`; observed on Codex). bir
 /// asks Codex itself for each hook's key and hash (`codex app-server`:
 /// `initialize`, `hooks/list {cwds}`) and appends the tables for bir's own
 /// hooks, byte-preserving; uninstall removes exactly those bytes. Without a

@@ -12,8 +12,8 @@
 //!   if it passes the file checks, names this build's version and a pid
 //!   that is still the daemon (`discovery::is_daemon`: not a process that
 //!   was given the pid since). The token is sent only after those checks,
-//!   and only to a listener of our own uid (`tcpowner`) (RELIABILITY.md
-//!   §4.6 F8: a stale file's port may now belong to someone else).
+//!   and only to a listener of our own uid (`tcpowner`): a stale file's
+//!   port may now belong to someone else.
 //!
 //! The HTTP here is the smallest HTTP/1.1 that talks to our own daemon:
 //! one request per connection (`Connection: close`), `Content-Length`

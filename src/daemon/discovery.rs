@@ -1,6 +1,6 @@
 //! `$BIR_HOME/control/daemon.json`: how a client finds the live daemon.
 //!
-//! Invariants (RELIABILITY.md §3.4):
+//! Invariants:
 //! * `control/` is a real directory (never a symlink), owned by us, mode
 //!   0700; the daemon creates it without following symlinks and tightens
 //!   nothing it does not own.
@@ -370,8 +370,17 @@ fn is_zombie(_pid: u32) -> bool {
     false
 }
 
+/// The test suites' one wait (`tests/it/support/wait.rs`), shared by path
+/// (each module whose tests wait includes it: no module of the library is
+/// test-only, so there is no one place below all of them to put it).
+#[cfg(test)]
+#[allow(dead_code, clippy::duplicate_mod)]
+#[path = "../../tests/it/support/wait.rs"]
+mod test_wait;
+
 #[cfg(test)]
 mod tests {
+    use super::test_wait as wait;
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
@@ -485,10 +494,7 @@ mod tests {
         // An exited child not yet reaped is a zombie: not alive.
         let mut child = std::process::Command::new("true").spawn().expect("spawn");
         let pid = child.id();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while pid_alive(pid) && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        wait::poll_until(std::time::Duration::from_secs(30), || !pid_alive(pid));
         assert!(!pid_alive(pid), "exited child still looks alive");
         child.wait().expect("reap");
     }

@@ -1,5 +1,5 @@
 //! The daemon's HTTP/1.1: one strict request per connection, read under
-//! hard limits, checked in the order RELIABILITY.md §3.3 asks.
+//! hard limits, checked in the order listed below.
 //!
 //! Why our own and not a library: the daemon needs exactly one request
 //! shape (a `Content-Length` body, `Connection: close`) and the checks a

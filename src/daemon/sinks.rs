@@ -238,8 +238,17 @@ fn give_up(writer: &LocalWriter, since: Instant) {
     );
 }
 
+/// The test suites' one wait (`tests/it/support/wait.rs`), shared by path
+/// (each module whose tests wait includes it: no module of the library is
+/// test-only, so there is no one place below all of them to put it).
+#[cfg(test)]
+#[allow(dead_code, clippy::duplicate_mod)]
+#[path = "../../tests/it/support/wait.rs"]
+mod test_wait;
+
 #[cfg(test)]
 mod tests {
+    use super::test_wait as wait;
     use super::*;
     use crate::record::journal::{self, DiskStorage, JournalFile, Storage};
     use serde_json::{Value, json};
@@ -370,13 +379,14 @@ mod tests {
         // The daemon's ticks, until the run's end is in its journal.
         let finished =
             |records: &[Value]| records.iter().any(|r| r["event"]["kind"] == "run_finished");
-        let deadline = Instant::now() + Duration::from_secs(30);
         let mut records = journal_records(&runs);
-        while !finished(&records) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-            core.tick(SystemTime::now());
-            records = journal_records(&runs);
-        }
+        wait::poll_until(Duration::from_secs(30), || {
+            finished(&records) || {
+                core.tick(SystemTime::now());
+                records = journal_records(&runs);
+                finished(&records)
+            }
+        });
         let _ = std::fs::remove_dir_all(&dir);
         assert!(
             finished(&records),

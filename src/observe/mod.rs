@@ -644,7 +644,7 @@ fn deliver_while_open(
 /// Whether the worker offers the CPU back between two observations.
 ///
 /// It does, so that a relay that keeps a CPU busy itself (pipelined calls)
-/// loses recordings rather than speed (PRODUCT.md rule 3); a relay thread
+/// loses recordings rather than speed (recording never blocks the relay); a relay thread
 /// that wakes takes the CPU from the worker at once anyway
 /// ([`sched::run_as_batch`]), so the yield is for the relay's share, not its
 /// latency. But when yield after yield keeps the worker off the CPU for

@@ -3,7 +3,7 @@
 //! The relay pushes observations here and goes back to relaying. When the
 //! consumer falls behind and the queue is full (by count or by bytes), the
 //! oldest entry is dropped and counted: recording loses data, the relay never
-//! waits (PRODUCT.md rule 3). The drop count is what later marks a run
+//! waits (recording never blocks the relay). The drop count is what later marks a run
 //! `lossy`.
 
 use std::collections::VecDeque;

@@ -5,8 +5,8 @@
 //! raw JSON (`RawValue`), so a report holds the exact bytes the peers
 //! exchanged, not a re-typed version of them.
 //!
-//! The fields are what later joins a step to the host's view (BOUND-TIER.md,
-//! "Seams"): the request id, `_meta["claudecode/toolUseId"]`, and the session
+//! The fields are what later joins a step to the host's view
+//! (`docs/agents.md`, "Joining MCP calls to the wire"): the request id, `_meta["claudecode/toolUseId"]`, and the session
 //! id Claude Code puts in every server's environment.
 
 use std::sync::Arc;
@@ -287,7 +287,7 @@ struct Params<'a> {
 /// The call ids hosts put in a `tools/call`'s `_meta`, each equal to the
 /// `tool_use_id` of that host's hooks: Claude Code's
 /// `claudecode/toolUseId`, Codex CLI's `callId` (the model's call id; seen
-/// on 0.169.0, `AGENT-HOOKS.md`). A value that is not a string is ignored
+/// on 0.169.0). A value that is not a string is ignored
 /// (never a reason to lose the request's other fields).
 #[derive(Deserialize)]
 struct Meta {
@@ -710,7 +710,7 @@ mod tests {
         assert!(json.contains(r#""arguments":{"n":1.50,"m":"hi"}"#));
     }
 
-    /// Codex CLI 0.169.0's `tools/call` (AGENT-HOOKS.md): the model's call
+    /// Codex CLI 0.169.0's `tools/call` (observed): the model's call
     /// id in `_meta.callId`, beside `x-codex-turn-metadata`; it equals the
     /// hooks' `tool_use_id`, so it is the step's join key. A `callId` that
     /// is not a string is no key and loses nothing else.

@@ -1,8 +1,8 @@
 //! The blocking OTLP/HTTP client: one `POST` per batch, the retry policy
 //! of the OTLP spec, gzip, headers, a total deadline per request.
 //!
-//! Policy (proto `docs/specification.md`, "OTLP/HTTP Response", and
-//! `exporter.md` "Retry"):
+//! Policy (the OTLP specification's "OTLP/HTTP Response", and the SDK
+//! exporter specification's "Retry"):
 //! * 2xx is delivered. A `partialSuccess` with rejected spans is logged
 //!   and **not** retried (the data itself was refused).
 //! * 429, 502, 503, 504 and a receiver that could not be reached are

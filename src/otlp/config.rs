@@ -213,7 +213,8 @@ impl OtlpConfig {
                 env(key)
             };
             let Some(v) = v else { continue };
-            // A variable that does not decode is dropped whole (resource/sdk.md).
+            // A variable that does not decode is dropped whole (the
+            // OpenTelemetry SDK's resource specification).
             match parse_pairs(&v) {
                 Some(pairs) => {
                     for (k, v) in pairs {

@@ -1,4 +1,5 @@
-//! A run's journal records → spans (OTEL.md §2.6): the one function every
+//! A run's journal records → spans (`docs/opentelemetry.md`, "What a run
+//! looks like"): the one function every
 //! export goes through (live, catch-up, `bir runs export --otlp`), so the
 //! export of a run is fixed by its journal: same records, same spans, same
 //! bytes.

@@ -1,6 +1,6 @@
 //! Runs exported to OpenTelemetry: the third sink beside the local store
-//! and the recording service (the facts are in
-//! `shared/docs/OTEL.md`, the user's side in `docs/opentelemetry.md`).
+//! and the recording service (what a user sees is in
+//! `docs/opentelemetry.md`).
 //!
 //! * [`config`] — `BIR_OTLP*` (and, only under `BIR_OTLP=1`, `OTEL_*`) →
 //!   endpoint, protocol, headers, timeout, gzip, resource;

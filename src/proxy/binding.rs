@@ -720,8 +720,17 @@ impl Sink for BindingSink {
     }
 }
 
+/// The test suites' one wait (`tests/it/support/wait.rs`), shared by path
+/// (each module whose tests wait includes it: no module of the library is
+/// test-only, so there is no one place below all of them to put it).
+#[cfg(test)]
+#[allow(dead_code, clippy::duplicate_mod)]
+#[path = "../../tests/it/support/wait.rs"]
+mod test_wait;
+
 #[cfg(test)]
 mod tests {
+    use super::test_wait as wait;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
 
@@ -820,12 +829,12 @@ mod tests {
 
     /// Flushes (as the observer does when idle) until `done` holds.
     fn flush_until(sink: &mut BindingSink, done: impl Fn(&BindingSink) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !done(sink) {
-            assert!(Instant::now() < deadline, "condition never held");
-            sink.flush();
-            thread::sleep(Duration::from_millis(5));
-        }
+        wait::wait_until("the condition", Duration::from_secs(20), || {
+            done(sink) || {
+                sink.flush();
+                false
+            }
+        });
     }
 
     fn posted_calls(posts: &Posts) -> Vec<String> {

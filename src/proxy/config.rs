@@ -109,7 +109,8 @@ pub struct ProxyConfig {
 /// Which remote transport to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportMode {
-    /// Streamable HTTP, falling back to HTTP+SSE (MCP-FACTS §4 probing).
+    /// Streamable HTTP, falling back to HTTP+SSE when the `initialize` POST
+    /// is refused (`docs/proxy.md`).
     Auto,
     /// Streamable HTTP only.
     Http,

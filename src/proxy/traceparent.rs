@@ -1,7 +1,7 @@
 //! `BIR_OTLP_TRACEPARENT=1`: the W3C `traceparent` put into the
 //! `params._meta` of each relayed `tools/call`, so that a server which
 //! traces joins the run's trace under the span bir exports for that call
-//! (OTEL.md §2.5; the MCP conventions' context propagation).
+//! (`docs/opentelemetry.md`; the MCP conventions' context propagation).
 //!
 //! This is the one documented exception to byte-exact relay
 //! (ARCHITECTURE.md, "The relay never re-serialises"), and it is off by

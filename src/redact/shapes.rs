@@ -1,7 +1,7 @@
 //! Token shapes: credentials recognisable by their form alone.
 //!
 //! The table is ours, written from the published formats of each provider
-//! (RELIABILITY.md §2.2). Every rule has a stable id (it becomes the
+//! (each rule names its source). Every rule has a stable id (it becomes the
 //! placeholder, `[REDACTED:<id>]`), literal keywords for the prefilter, and
 //! a pattern compiled with `regex::bytes` in ASCII mode (`unicode(false)`):
 //! token alphabets are ASCII, and ASCII `\b` is what the patterns mean. An

@@ -4,11 +4,11 @@
 //! is none or it dies, and rebinds; the off switch and passthrough; and the
 //! relayed bytes are the same in every mode.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -16,64 +16,49 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::record::{bir_cmd, init};
+use crate::support::http::{Reply, Request, Stub};
 use crate::support::{Host, TempDir, bir, command, read_pid};
+use crate::support::{eventually, poll_until};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 const SECRET: &str = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e";
 
-/// A fake recorder daemon: answers `GET /health` and every `POST` with 200
-/// when the bearer token is right (401 otherwise), and keeps what it got.
+/// A fake recorder daemon (the suite's HTTP stub): answers `GET /health`
+/// and every `POST` with 200 when the bearer token is right (401
+/// otherwise), and keeps what it got.
 struct FakeDaemon {
     port: u16,
     got: Arc<Mutex<Vec<(String, Value)>>>,
     refused: Arc<Mutex<u32>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<thread::JoinHandle<()>>,
+    stub: Option<Stub>,
 }
 
 impl FakeDaemon {
     fn start() -> FakeDaemon {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        FakeDaemon::serve(listener, Arc::new(Mutex::new(Vec::new())))
+        FakeDaemon::serve(0, Arc::new(Mutex::new(Vec::new()))).expect("bind 127.0.0.1")
     }
 
     /// A daemon back on the port of one that was stopped, keeping the log.
     fn restart(port: u16, got: Arc<Mutex<Vec<(String, Value)>>>) -> FakeDaemon {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match TcpListener::bind(("127.0.0.1", port)) {
-                Ok(listener) => return FakeDaemon::serve(listener, got),
-                Err(err) => {
-                    assert!(Instant::now() < deadline, "cannot rebind {port}: {err}");
-                    thread::sleep(Duration::from_millis(20));
-                }
-            }
-        }
+        let mut last = String::new();
+        eventually(Duration::from_secs(10), || {
+            FakeDaemon::serve(port, Arc::clone(&got))
+                .map_err(|err| last = err)
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("cannot rebind {port}: {last}"))
     }
 
-    fn serve(listener: TcpListener, got: Arc<Mutex<Vec<(String, Value)>>>) -> FakeDaemon {
-        let port = listener.local_addr().expect("addr").port();
-        listener.set_nonblocking(true).expect("nonblocking");
-        let stop = Arc::new(AtomicBool::new(false));
+    fn serve(port: u16, got: Arc<Mutex<Vec<(String, Value)>>>) -> Result<FakeDaemon, String> {
         let refused = Arc::new(Mutex::new(0));
-        let (got2, stop2, refused2) = (Arc::clone(&got), Arc::clone(&stop), Arc::clone(&refused));
-        let thread = thread::spawn(move || {
-            // Stops itself after a minute whatever happens.
-            let end = Instant::now() + Duration::from_secs(60);
-            while !stop2.load(Ordering::SeqCst) && Instant::now() < end {
-                match listener.accept() {
-                    Ok((stream, _)) => handle(stream, &got2, &refused2),
-                    Err(_) => thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        FakeDaemon {
-            port,
+        let (got2, refused2) = (Arc::clone(&got), Arc::clone(&refused));
+        let stub = Stub::on_port(port, move |r, _| answer(r, &got2, &refused2))?;
+        Ok(FakeDaemon {
+            port: stub.port(),
             got,
             refused,
-            stop,
-            thread: Some(thread),
-        }
+            stub: Some(stub),
+        })
     }
 
     fn url(&self) -> String {
@@ -102,92 +87,43 @@ impl FakeDaemon {
     }
 
     fn wait_for(&self, what: &str, ok: impl Fn(&FakeDaemon) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !ok(self) {
-            assert!(
-                Instant::now() < deadline,
+        if !poll_until(Duration::from_secs(30), || ok(self)) {
+            panic!(
                 "the daemon never got {what}: {:?}",
                 self.got.lock().expect("lock")
             );
-            thread::sleep(Duration::from_millis(20));
         }
     }
 
     /// Stops listening: the port refuses connections from now on.
     fn stop(mut self) -> Arc<Mutex<Vec<(String, Value)>>> {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join().expect("daemon thread");
+        if let Some(stub) = self.stub.take() {
+            stub.stop();
         }
         Arc::clone(&self.got)
     }
 }
 
-impl Drop for FakeDaemon {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-fn handle(mut stream: TcpStream, got: &Mutex<Vec<(String, Value)>>, refused: &Mutex<u32>) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut lines = head.lines();
-    let request_line = lines.next().unwrap_or_default().to_owned();
-    let mut length = 0usize;
-    let mut authorized = false;
-    for line in lines {
-        if let Some((name, value)) = line.split_once(':') {
-            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-            if name == "content-length" {
-                length = value.parse().unwrap_or(0);
-            }
-            if name == "authorization" && value == format!("Bearer {TOKEN}") {
-                authorized = true;
-            }
-        }
-    }
-    while buf.len() < head_end + length {
-        match stream.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let body = &buf[head_end..head_end + length];
-    let mut parts = request_line.split_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+/// The fake daemon's answer to one request.
+fn answer(r: &Request, got: &Mutex<Vec<(String, Value)>>, refused: &Mutex<u32>) -> Reply {
+    let authorized = r.header("authorization") == Some(&format!("Bearer {TOKEN}"));
     let (status, answer) = if !authorized {
         *refused.lock().expect("lock") += 1;
         (401, "{}".to_owned())
-    } else if method == "GET" && path == "/health" {
+    } else if r.method == "GET" && r.path == "/health" {
         (
             200,
             json!({"version": "fake", "pid": 1, "sessions": 0, "startedAt": 0}).to_string(),
         )
-    } else if method == "POST" {
-        let value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        got.lock().expect("lock").push((path.to_owned(), value));
+    } else if r.method == "POST" {
+        let value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        got.lock().expect("lock").push((r.path.clone(), value));
         (200, "{}".to_owned())
     } else {
         (404, "{}".to_owned())
     };
-    let reply = format!(
-        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-        answer.len()
-    );
-    let _ = stream.write_all(reply.as_bytes());
+    let json = vec![("content-type".to_owned(), "application/json".to_owned())];
+    Reply::With(status, json, answer.into_bytes())
 }
 
 fn script(pidfile: Option<&Path>) -> Value {
@@ -260,17 +196,9 @@ fn local_calls(dir: &TempDir) -> Vec<String> {
 }
 
 fn wait_local(dir: &TempDir, want: &[&str]) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let have = local_calls(dir);
-        if want.iter().all(|w| have.iter().any(|h| h == w)) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "local runs hold {have:?}, want {want:?}"
-        );
-        thread::sleep(Duration::from_millis(50));
+    let held = |have: &[String]| want.iter().all(|w| have.iter().any(|h| h == w));
+    if !poll_until(Duration::from_secs(30), || held(&local_calls(dir))) {
+        panic!("local runs hold {:?}, want {want:?}", local_calls(dir));
     }
 }
 
@@ -517,14 +445,10 @@ fn off_and_passthrough_proxies_become_their_server_and_every_mode_relays_the_sam
 /// many such lines in all), so the test does not race the observer.
 fn wait_switch(host: &Host, word: &str, times: usize) {
     let line = format!("recording switched {word}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while host.stderr_so_far().matches(&line).count() < times {
-        assert!(
-            Instant::now() < deadline,
-            "the proxy never noticed: {}",
-            host.stderr_so_far()
-        );
-        thread::sleep(Duration::from_millis(20));
+    if !poll_until(Duration::from_secs(30), || {
+        host.stderr_so_far().matches(&line).count() >= times
+    }) {
+        panic!("the proxy never noticed: {}", host.stderr_so_far());
     }
 }
 

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::record::{call, export, init, proxy};
 use crate::store::listed_runs;
+use crate::support::serial;
 use crate::support::{Host, TempDir};
 
 /// Busy loops that keep every CPU saturated while it lives.
@@ -67,6 +68,7 @@ fn assert_finished_with(dir: &TempDir, id: &str, calls: u64) -> Vec<Value> {
 /// busy each end as a finished run with all their calls.
 #[test]
 fn short_sessions_on_a_saturated_cpu_leave_finished_whole_runs() {
+    let _serial = serial();
     let dir = TempDir::new("contention-short");
     let script = json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]});
     const SESSIONS: usize = 6;
@@ -103,6 +105,7 @@ fn short_sessions_on_a_saturated_cpu_leave_finished_whole_runs() {
 /// the answered calls as answered, those in flight as `session_ended`.
 #[test]
 fn sigint_then_sigterm_with_calls_in_flight_leaves_a_finished_run() {
+    let _serial = serial();
     let dir = TempDir::new("contention-signals");
     let script = json!({
         "tools": [{"name": "echo", "inputSchema": {"type": "object"}}],

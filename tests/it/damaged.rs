@@ -1,5 +1,4 @@
-//! Damaged and odd answers that the host does get (RELIABILITY.md §4, rows
-//! A3, A4, B1, B3, B5), end to end: the real proxy, the scriptable peer
+//! Damaged and odd answers that the host does get, end to end: the real proxy, the scriptable peer
 //! writing the exact bytes of each answer, and the run it stored. Each case
 //! checks three things:
 //!
@@ -164,7 +163,7 @@ fn call_each(host: &mut Host, tools: &[&str], lines: usize) {
     );
 }
 
-/// B3: an answer with both `result` and `error`, one with `"jsonrpc":"1.0"`,
+/// An answer with both `result` and `error`, one with `"jsonrpc":"1.0"`,
 /// an id answered twice, and an answer to an id never asked. The relay
 /// passes them all on; the recorder does not judge the envelope (the first
 /// answer to an id is the call's answer, stored with everything it holds),
@@ -413,7 +412,7 @@ fn damaged_answers_are_recorded_leniently_and_only_unreadable_ones_withheld() {
     );
 }
 
-/// B1: two calls in flight with the same id, answered in reverse order.
+/// Two calls in flight with the same id, answered in reverse order.
 /// JSON-RPC gives nothing but the id to pair an answer with its request, so
 /// the proxy pairs first-in, first-out (the documented rule): here each
 /// call gets the other's answer. The run must not present that guess as a
@@ -482,7 +481,7 @@ fn calls_sharing_an_id_are_paired_in_order_and_marked_ambiguous() {
     );
 }
 
-/// B5: `notifications/cancelled` for an id never asked, and sent twice for
+/// `notifications/cancelled` for an id never asked, and sent twice for
 /// the same call. Every message is relayed; the call the server answers
 /// anyway is recorded `cancelled` with its late answer; the stray and the
 /// repeated cancel mark nothing else, not even later calls reusing those

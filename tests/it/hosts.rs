@@ -2,7 +2,7 @@
 //! <agent>` and daemon: each agent's fixture session
 //! (`tests/fixtures/hosts/<agent>/session.jsonl`, payloads as observed on
 //! Codex CLI 0.169.0 and Gemini CLI 0.61.0, or as documented for Copilot
-//! CLI and Cursor — sources in `AGENT-HOOKS.md`) is fed hook by hook the
+//! CLI and Cursor) is fed hook by hook the
 //! way the agent runs its hooks (`sh -c`, payload on stdin), and `bir runs
 //! show` must tell the session in order: prompt, the model's words, every
 //! step, the answer. Also: `bir install --client <agent>` registers hooks

@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::eventually;
+use crate::support::http;
 use crate::support::{Host, TempDir, bir, command, peers, require};
+use crate::support::{poll_until, scaled, serial, wait_until};
 
 // ---------------------------------------------------------------- helpers
 
@@ -96,19 +99,13 @@ fn messages(host: &Host) -> Vec<Value> {
 
 /// Waits for the first message the host received that matches.
 fn wait_for(host: &Host, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(m) = messages(host).into_iter().find(|m| pred(m)) {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
+    eventually(timeout, || messages(host).into_iter().find(|m| pred(m))).unwrap_or_else(|| {
+        panic!(
             "timed out waiting for {what}; host got:\n{}\nstderr:\n{}",
             String::from_utf8_lossy(&host.stdout_so_far()),
             host.stderr_so_far()
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
+        )
+    })
 }
 
 fn answer_to(host: &Host, id: Value, timeout: Duration) -> Value {
@@ -321,50 +318,32 @@ impl Seen {
 }
 
 type Reply = tiny_http::ResponseBox;
-type Handler = dyn Fn(&Seen) -> Reply + Send + Sync;
 
-/// A loopback HTTP server answering with a handler; it records every
-/// request and stops when dropped (or after 2 minutes).
+/// The suite's HTTP stub answering with a handler; it records every
+/// request and stops when dropped (or after 2 minutes, scaled).
 struct Fault {
     port: u16,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    stop: Arc<AtomicBool>,
+    stub: http::Stub,
+}
+
+impl Seen {
+    fn of(r: &http::Request) -> Seen {
+        Seen {
+            method: r.method.clone(),
+            target: r.path.clone(),
+            headers: r.headers.clone(),
+            body: r.text(),
+        }
+    }
 }
 
 impl Fault {
     fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Fault {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind");
-        let port = server.server_addr().to_ip().expect("ip").port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let handler: Arc<Handler> = Arc::new(handler);
-        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
-        thread::spawn(move || {
-            let until = Instant::now() + Duration::from_secs(120);
-            while !stop2.load(Ordering::SeqCst) && Instant::now() < until {
-                let Ok(Some(mut req)) = server.recv_timeout(Duration::from_millis(50)) else {
-                    continue;
-                };
-                let mut body = String::new();
-                let _ = req.as_reader().read_to_string(&mut body);
-                let s = Seen {
-                    method: req.method().to_string(),
-                    target: req.url().to_owned(),
-                    headers: req
-                        .headers()
-                        .iter()
-                        .map(|h| (h.field.to_string(), h.value.to_string()))
-                        .collect(),
-                    body,
-                };
-                seen2.lock().expect("lock").push(s.clone());
-                let handler = Arc::clone(&handler);
-                thread::spawn(move || {
-                    let _ = req.respond(handler(&s));
-                });
-            }
-        });
-        Fault { port, seen, stop }
+        let stub = http::Stub::start(move |r, _| http::Reply::Response(handler(&Seen::of(r))));
+        Fault {
+            port: stub.port(),
+            stub,
+        }
     }
 
     fn url(&self, path: &str) -> String {
@@ -372,13 +351,7 @@ impl Fault {
     }
 
     fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().expect("lock").clone()
-    }
-}
-
-impl Drop for Fault {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        self.stub.requests().iter().map(Seen::of).collect()
     }
 }
 
@@ -963,6 +936,7 @@ fn an_oversized_answer_is_an_error() {
 
 #[test]
 fn an_unreachable_upstream_answers_each_request_and_redacts_the_url() {
+    let _serial = serial();
     let port = free_port(); // nothing listens there
     let dir = TempDir::new("http-down");
     let url = format!("http://me:pw@127.0.0.1:{port}/mcp?token=SECRET-Q");
@@ -984,7 +958,7 @@ fn an_unreachable_upstream_answers_each_request_and_redacts_the_url() {
     let started = Instant::now();
     let seen = host.finish(Duration::from_secs(6));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
-    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(started.elapsed() < scaled(Duration::from_secs(3)));
     for secret in ["SECRET-Q", "pw@"] {
         assert!(!seen.stderr.contains(secret), "{secret}: {}", seen.stderr);
         assert!(!contains(&seen.stdout, secret));
@@ -1023,6 +997,7 @@ fn a_server_that_closes_every_get_is_not_hammered() {
 
 #[test]
 fn connecting_is_bounded() {
+    let _serial = serial();
     // A listener whose accept queue is full: further SYNs go unanswered.
     // SAFETY: plain socket calls on a descriptor we own.
     let (fd, port) = unsafe {
@@ -1061,7 +1036,7 @@ fn connecting_is_bounded() {
     let elapsed = started.elapsed();
     let text = a["error"]["message"].as_str().unwrap_or_default();
     assert!(text.starts_with("upstream unreachable: "), "{text}");
-    assert!(elapsed < Duration::from_secs(4), "{elapsed:?}");
+    assert!(elapsed < scaled(Duration::from_secs(4)), "{elapsed:?}");
     let _ = host.finish(Duration::from_secs(6));
     // SAFETY: closing the descriptor we opened.
     unsafe {
@@ -1279,14 +1254,8 @@ fn modern_requests_carry_mirrored_headers_and_cancel_by_closing() {
         m["method"] == "notifications/progress"
     });
     host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4,"reason":"user"}}));
-    let deadline = Instant::now() + t;
-    while !closed.load(Ordering::SeqCst) {
-        assert!(
-            Instant::now() < deadline,
-            "the stream was not closed: {}",
-            host.stderr_so_far()
-        );
-        thread::sleep(Duration::from_millis(20));
+    if !poll_until(t, || closed.load(Ordering::SeqCst)) {
+        panic!("the stream was not closed: {}", host.stderr_so_far());
     }
     let seen = host.finish(Duration::from_secs(6));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
@@ -1592,7 +1561,7 @@ fn https_proxy_is_used_and_no_proxy_bypasses_it() {
     );
 }
 
-// ------------------------------------- C9: what a host sees of faults
+// ----------------------------------------- what a host sees of faults
 
 /// The text of a JSON-RPC error answer ("" when it is not one).
 fn error_text(answer: &Value) -> &str {
@@ -1887,23 +1856,18 @@ fn a_stalled_answer_stream_waits_for_the_host_to_cancel() {
     let mut host = handshaken(&dir, &server.url("/mcp"));
     let t = Duration::from_secs(5);
     host.send(&call(2, "stall", json!({})));
-    let deadline = Instant::now() + t;
-    while held.lock().expect("lock").is_empty() {
-        assert!(Instant::now() < deadline, "the call was not sent");
-        thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the call to be sent", t, || {
+        !held.lock().expect("lock").is_empty()
+    });
     host.send(&call(3, "echo", json!({})));
     assert_eq!(text_of(&answer_to(&host, json!(3), t)), "ok");
     host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"timed out"}}));
-    let deadline = Instant::now() + t;
-    while !server
-        .seen()
-        .iter()
-        .any(|r| r.json()["method"] == "notifications/cancelled")
-    {
-        assert!(Instant::now() < deadline, "the cancel was not sent");
-        thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the cancel to be sent", t, || {
+        server
+            .seen()
+            .iter()
+            .any(|r| r.json()["method"] == "notifications/cancelled")
+    });
     host.send(&call(4, "echo", json!({})));
     assert_eq!(text_of(&answer_to(&host, json!(4), t)), "ok");
     let seen = host.finish(Duration::from_secs(3));
@@ -1957,7 +1921,7 @@ fn legacy_server(status: u16) -> Fault {
 
 /// Auto mode (the default) against a legacy HTTP+SSE server whose stream
 /// URL answers the Streamable HTTP `initialize` POST with 404 or 405: the
-/// proxy falls back to the legacy transport (MCP-FACTS §4) and the host
+/// proxy falls back to the legacy transport and the host
 /// notices nothing; the first POST is the only one to the stream URL.
 #[test]
 fn auto_mode_falls_back_to_legacy_sse_on_404_and_405() {
@@ -2094,6 +2058,7 @@ fn raw_server(handle: impl Fn(Value, TcpStream) + Send + Sync + 'static) -> u16 
 /// its next call goes through.
 #[test]
 fn a_modern_cancel_closes_even_a_silent_stream() {
+    let _serial = serial();
     use std::io::Write as _;
     let (closed_tx, closed_rx) = std::sync::mpsc::channel::<Instant>();
     let closed_tx = Mutex::new(closed_tx);
@@ -2128,10 +2093,10 @@ fn a_modern_cancel_closes_even_a_silent_stream() {
     host.send(&json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"user"}}));
     let cancelled = Instant::now();
     let closed = closed_rx
-        .recv_timeout(Duration::from_secs(3))
+        .recv_timeout(scaled(Duration::from_secs(3)))
         .expect("the silent stream was not closed");
     assert!(
-        closed - cancelled < Duration::from_secs(1),
+        closed - cancelled < scaled(Duration::from_secs(1)),
         "{:?}",
         closed - cancelled
     );

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::{Host, TempDir, bir, command};
+use crate::support::{scaled, serial};
 
 fn run(dir: &TempDir, args: &[&str]) -> Output {
     command(bir(), dir)
@@ -759,6 +760,7 @@ fn claude_uninstall_keeps_later_edits_and_all_covers_every_project() {
 
 #[test]
 fn doctor_launches_every_wrapped_entry_and_names_the_broken_one() {
+    let _serial = serial();
     let f = Fixture::new("cc-doctor");
     let (exe, args) = peer_cmd(&f);
     let project = f.project();
@@ -820,7 +822,7 @@ fn doctor_launches_every_wrapped_entry_and_names_the_broken_one() {
     let all = text(&out);
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(
-        started.elapsed() < Duration::from_secs(20),
+        started.elapsed() < scaled(Duration::from_secs(20)),
         "bounded: {all}"
     );
     let row = |name: &str| {
@@ -1164,6 +1166,7 @@ const SECRET: &str = "Bearer s3cr3t-t0ken-0123456789";
 
 #[test]
 fn claude_remote_entries_move_headers_into_env_and_round_trip() {
+    let _serial = serial();
     let f = Fixture::new("cc-remote");
     let project = f.project();
     // Port 9 on loopback: nothing listens (doctor must fail, bounded).
@@ -1297,7 +1300,7 @@ fn claude_remote_entries_move_headers_into_env_and_round_trip() {
     let started = std::time::Instant::now();
     let out = f.bir(&["doctor", "--timeout-ms", "5000"]);
     let all = text(&out);
-    assert!(started.elapsed() < Duration::from_secs(30), "{all}");
+    assert!(started.elapsed() < scaled(Duration::from_secs(30)), "{all}");
     assert!(row_of(&all, "api").contains("FAILED"), "{all}");
     assert!(!all.contains("s3cr3t"), "{all}");
 

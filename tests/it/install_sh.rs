@@ -10,12 +10,9 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
 
+use crate::support::http::{Reply, Stub};
 use crate::support::{TempDir, bir, command};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -134,51 +131,27 @@ fn release_tree(root: &Path, sum: &str) {
     }
 }
 
-/// Serves files under `root` on 127.0.0.1 until dropped.
+/// Serves files under `root` on 127.0.0.1 until dropped (the suite's HTTP
+/// stub, answering with the file a path names or 404).
 struct FileServer {
     base: String,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _stub: Stub,
 }
 
 impl FileServer {
     fn start(root: PathBuf) -> FileServer {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1");
-        let base = format!("http://{}", server.server_addr().to_ip().expect("ip addr"));
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
-        let thread = thread::spawn(move || {
-            let started = Instant::now();
-            while !stop2.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(120) {
-                let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(20)) else {
-                    continue;
-                };
-                let rel = request.url().trim_start_matches('/').to_owned();
-                let path = root.join(&rel);
-                let ok = !rel.contains("..") && path.is_file();
-                let _ = if ok {
-                    let body = fs::read(&path).unwrap_or_default();
-                    request.respond(tiny_http::Response::from_data(body))
-                } else {
-                    request.respond(
-                        tiny_http::Response::from_string("not found").with_status_code(404),
-                    )
-                };
+        let stub = Stub::start(move |r, _| {
+            let rel = r.path.trim_start_matches('/').to_owned();
+            let path = root.join(&rel);
+            if !rel.contains("..") && path.is_file() {
+                Reply::With(200, Vec::new(), fs::read(&path).unwrap_or_default())
+            } else {
+                Reply::With(404, Vec::new(), b"not found".to_vec())
             }
         });
         FileServer {
-            base,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for FileServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            base: stub.base(),
+            _stub: stub,
         }
     }
 }

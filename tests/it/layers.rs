@@ -11,7 +11,9 @@
 //! * an import that an invariant of the form "X never reaches Y" forbids;
 //! * a file under `src/` the codemap does not name, a path the codemap
 //!   names that does not exist, or a layer table that places other
-//!   modules than `lib.rs` declares (the map checked both ways).
+//!   modules than `lib.rs` declares (the map checked both ways);
+//! * a document cited in `src/`, `tests/` or `docs/` (a `*.md` name) that
+//!   no file in the repository has: a reader could not open it.
 //!
 //! The table, the exceptions and the absences are read from
 //! `ARCHITECTURE.md` itself (the fenced blocks tagged `layers`,
@@ -759,4 +761,146 @@ fn the_codemap_reader_resolves_nested_paths() {
         "tests/it/",
     ];
     assert_eq!(got, want);
+}
+
+// ------------------------------------------- documents the repository has
+
+/// The directories whose text may cite a document.
+const CITING_DIRS: [&str; 3] = ["src", "tests", "docs"];
+
+/// Recorded host data (what agents sent, word for word): the `.md` names in
+/// it are the agents' files, not citations.
+const NOT_CITING: [&str; 1] = ["tests/fixtures"];
+
+/// The basenames of every `*.md` file in the repository (outside `target/`,
+/// `.git/`, and the installed peers).
+fn repository_documents(dir: &Path, out: &mut BTreeSet<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            if !matches!(name.as_str(), "target" | ".git" | ".peers" | "node_modules") {
+                repository_documents(&path, out);
+            }
+        } else if name.ends_with(".md") {
+            out.insert(name);
+        }
+    }
+}
+
+/// The text files under `dir` that may cite a document (source, scripts,
+/// docs; not data).
+fn citing_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let rel = path.strip_prefix(root()).unwrap_or(&path).to_path_buf();
+        if NOT_CITING.iter().any(|n| rel.starts_with(n)) {
+            continue;
+        }
+        if path.is_dir() {
+            citing_files(&path, out);
+        } else if path.extension().is_some_and(|e| {
+            ["rs", "md", "sh", "py", "mjs", "cjs", "toml", "txt"].contains(&&*e.to_string_lossy())
+        }) {
+            out.push(path);
+        }
+    }
+}
+
+/// Every document that `text` cites, with its line: a word ending in
+/// `.md` that is not part of a URL (`scheme://…`).
+fn cited_documents(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        for word in line.split(|c: char| c.is_whitespace() || "`'\"()[]<>,;*|".contains(c)) {
+            if word.contains("://") {
+                continue;
+            }
+            let word = word.trim_end_matches(['.', ':', '!', '?']);
+            let Some(stem) = word.strip_suffix(".md") else {
+                continue;
+            };
+            let name = stem.rsplit('/').next().unwrap_or(stem);
+            let name = name.trim_start_matches(|c: char| !c.is_alphanumeric());
+            if !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || "_-.".contains(c))
+            {
+                out.push((n + 1, format!("{name}.md")));
+            }
+        }
+    }
+    out
+}
+
+/// A reader of the repository can open every document its code, tests and
+/// docs cite: a `*.md` name that no file in the repository has (a note
+/// kept elsewhere) fails, with where it is cited.
+#[test]
+fn every_cited_document_is_in_the_repository() {
+    let mut have = BTreeSet::new();
+    repository_documents(&root(), &mut have);
+    let mut files = Vec::new();
+    for dir in CITING_DIRS {
+        citing_files(&root().join(dir), &mut files);
+    }
+    let mut missing = Vec::new();
+    for file in files {
+        let Ok(text) = fs::read_to_string(&file) else {
+            continue;
+        };
+        for (line, name) in cited_documents(&text) {
+            if !have.contains(&name) {
+                let rel = file.strip_prefix(root()).unwrap_or(&file);
+                missing.push(format!("{}:{line}: {name}", rel.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "documents cited but not in the repository (cite docs/*.md, or state the fact in place):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_citation_reader_finds_document_names_but_not_urls() {
+    // Built at run time, so this test's own source cites nothing.
+    let md = ".md";
+    let text = format!(
+        "see `docs/replay{md}` and NOTES{md} §3.\n\
+         (FACTS{md}): x; demo://resource/features{md} and https://a.io/b/c{md}\n\
+         not markdown: README{md}x, file{md}5"
+    );
+    assert_eq!(
+        cited_documents(&text),
+        [
+            (1, format!("replay{md}")),
+            (1, format!("NOTES{md}")),
+            (2, format!("FACTS{md}")),
+        ]
+    );
+}
+
+/// `tests/it/main.rs`'s index names every test module it declares, so a
+/// reader finds what each file tests from one place.
+#[test]
+fn the_test_index_names_every_test_module() {
+    let main = fs::read_to_string(root().join("tests/it/main.rs")).expect("tests/it/main.rs");
+    let unnamed: Vec<&str> = main
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .filter(|m| !main.contains(&format!("//! * `{m}` — ")))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "tests/it/main.rs declares modules its index does not describe: {unnamed:?}"
+    );
 }

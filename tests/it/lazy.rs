@@ -6,10 +6,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::support::poll_until;
 use crate::support::{Host, TempDir, bir, command};
 
 /// The peer's script: its tools, and a pid file written when it starts
@@ -64,14 +65,7 @@ fn session(cmd: Command, calls: u64) -> Vec<u8> {
 }
 
 fn wait_for(path: &Path) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if path.exists() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    poll_until(Duration::from_secs(10), || path.exists())
 }
 
 /// Lazy and eager give the host identical bytes: in a session that calls

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::poll_until;
 use crate::support::{Host, TempDir, alive, bir, command, peak_rss_kib, read_pid, wait_gone};
+use crate::support::{scaled, serial, slowness};
 
 fn init() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}})
@@ -48,6 +50,7 @@ fn pidfile_script(dir: &TempDir, more: Value) -> Value {
 
 #[test]
 fn sigint_is_passed_on_and_the_proxy_leaves_at_once() {
+    let _serial = serial();
     // Claude Code stops a server with SIGINT, then SIGTERM ~100 ms later.
     let dir = TempDir::new("sigint");
     let mut host = Host::start(proxy_cmd(&dir, &pidfile_script(&dir, json!({})), &[]));
@@ -70,7 +73,7 @@ fn sigint_is_passed_on_and_the_proxy_leaves_at_once() {
     );
     assert!(!alive(peer), "the server is gone too");
     assert!(
-        took < Duration::from_millis(500),
+        took < scaled(Duration::from_millis(500)),
         "took {took:?} to leave after SIGINT"
     );
     eprintln!("proxy gone {took:?} after SIGINT");
@@ -180,6 +183,7 @@ fn a_server_that_closes_its_stdout_ends_the_hosts_stream() {
 
 #[test]
 fn end_of_input_escalates_to_sigterm_then_sigkill() {
+    let _serial = serial();
     // A server that neither reads its stdin nor obeys SIGTERM.
     let dir = TempDir::new("escalate");
     let script = pidfile_script(
@@ -194,7 +198,7 @@ fn end_of_input_escalates_to_sigterm_then_sigkill() {
     let seen = host.finish(Duration::from_secs(10));
     assert_eq!(seen.exit(), "signal 9", "SIGKILL was the end of it");
     assert!(
-        seen.elapsed > Duration::from_millis(3500) && seen.elapsed < Duration::from_secs(8),
+        seen.elapsed > Duration::from_millis(3500) && seen.elapsed < scaled(Duration::from_secs(8)),
         "2 s + 2 s grace expected, took {:?}",
         seen.elapsed
     );
@@ -203,6 +207,7 @@ fn end_of_input_escalates_to_sigterm_then_sigkill() {
 
 #[test]
 fn a_server_that_never_answers_initialize_does_not_hang_shutdown() {
+    let _serial = serial();
     let dir = TempDir::new("noinit");
     let script = json!({"rules": [{"method": "initialize", "do": [{"hang": true}]}]});
     let mut host = Host::start(proxy_cmd(&dir, &script, &[]));
@@ -216,7 +221,7 @@ fn a_server_that_never_answers_initialize_does_not_hang_shutdown() {
         "stopped by SIGTERM after the grace period"
     );
     assert!(
-        seen.elapsed < Duration::from_secs(4),
+        seen.elapsed < scaled(Duration::from_secs(4)),
         "took {:?}",
         seen.elapsed
     );
@@ -225,6 +230,7 @@ fn a_server_that_never_answers_initialize_does_not_hang_shutdown() {
 
 #[test]
 fn a_server_that_cannot_start_fails_fast_and_clearly() {
+    let _serial = serial();
     let dir = TempDir::new("nostart");
     let mut cmd = command(dir.proxy_link(), &dir);
     cmd.args([
@@ -237,7 +243,7 @@ fn a_server_that_cannot_start_fails_fast_and_clearly() {
     let started = Instant::now();
     let seen = Host::start(cmd).finish(Duration::from_secs(5));
     assert_eq!(seen.exit(), "code 1");
-    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(started.elapsed() < scaled(Duration::from_secs(1)));
     assert!(seen.stdout.is_empty());
     assert!(
         seen.stderr
@@ -415,24 +421,18 @@ fn memory_stays_bounded_while_an_oversized_answer_is_skipped() {
 
 /// Waits until `path` holds `needle`, up to `timeout`.
 fn wait_for_text(path: &std::path::Path, needle: &str, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle)) {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    poll_until(timeout, || {
+        std::fs::read_to_string(path).is_ok_and(|s| s.contains(needle))
+    })
 }
 
-/// C5: a server that writes its answer a few bytes at a time. bir adds no
+/// A server that writes its answer a few bytes at a time. bir adds no
 /// timeout of its own, the host gets exactly the bytes written (a piece
 /// may end inside a UTF-8 character), the host's own messages reach the
 /// server meanwhile, and the step is the whole answer, timed to its end.
 #[test]
 fn a_slowly_dripped_answer_arrives_whole_while_the_host_keeps_talking() {
+    let _serial = serial();
     const PIECE: usize = 9;
     const EVERY_MS: u64 = 20;
     let dir = TempDir::new("drip");
@@ -493,16 +493,17 @@ fn a_slowly_dripped_answer_arrives_whole_while_the_host_keeps_talking() {
     let took = steps[0]["durationMs"].as_f64().unwrap_or(-1.0);
     let drip_ms = ((pieces - 1) * EVERY_MS) as f64;
     assert!(
-        took >= drip_ms && took < drip_ms + 3000.0,
+        took >= drip_ms && took < drip_ms + 3000.0 * slowness(),
         "the step lasted {took} ms; the drip {drip_ms} ms at least"
     );
 }
 
-/// C8: SIGHUP (a closing terminal) and SIGQUIT are stop signals like SIGINT
+/// SIGHUP (a closing terminal) and SIGQUIT are stop signals like SIGINT
 /// and SIGTERM: passed on to the server's process group at once; the proxy
 /// then dies of the signal its server died of, leaving nothing behind.
 #[test]
 fn sighup_and_sigquit_are_passed_on_and_end_both() {
+    let _serial = serial();
     for sig in [libc::SIGHUP, libc::SIGQUIT] {
         let dir = TempDir::new(&format!("sig{sig}"));
         let mut cmd = proxy_cmd(&dir, &pidfile_script(&dir, json!({})), &[]);
@@ -531,7 +532,10 @@ fn sighup_and_sigquit_are_passed_on_and_end_both() {
             wait_gone(peer, Duration::from_secs(1)),
             "signal {sig}: orphan"
         );
-        assert!(took < Duration::from_millis(500), "signal {sig}: {took:?}");
+        assert!(
+            took < scaled(Duration::from_millis(500)),
+            "signal {sig}: {took:?}"
+        );
     }
 }
 
@@ -580,12 +584,13 @@ fn the_servers_last_words_reach_the_host_before_the_proxy_exits() {
     );
 }
 
-/// C7: a command that exists but cannot run. Like a missing one, the proxy
+/// A command that exists but cannot run. Like a missing one, the proxy
 /// exits 1 at once, adds nothing to stdout (the host reports its usual
 /// failure to connect) and says on stderr which command and why: the OS's
 /// reason, and where that reason misleads, what it means.
 #[test]
 fn a_server_that_cannot_run_says_why() {
+    let _serial = serial();
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("cannotrun");
     let file = |name: &str, text: &str, mode: u32| {
@@ -629,7 +634,7 @@ fn a_server_that_cannot_run_says_why() {
         let seen = host.finish(Duration::from_secs(5));
         assert_eq!(seen.exit(), "code 1", "{program}: {}", seen.stderr);
         assert!(
-            seen.elapsed < Duration::from_secs(1),
+            seen.elapsed < scaled(Duration::from_secs(1)),
             "{program}: {:?}",
             seen.elapsed
         );
@@ -644,7 +649,7 @@ fn a_server_that_cannot_run_says_why() {
     }
 }
 
-/// C7, ENOEXEC: a file that is executable but no program. `execvp` (which
+/// ENOEXEC: a file that is executable but no program. `execvp` (which
 /// the proxy uses, as Node's `spawn` does) hands it to `/bin/sh`, so the
 /// server "starts" and the shell fails: the host sees what it would see
 /// without bir — the shell's complaint on stderr, its exit status — and if
@@ -785,7 +790,7 @@ fn a_host_that_stopped_reading_still_stops_the_proxy(stop: Stop, bound: Duration
     );
     eprintln!("{stop:?} with the host's stdout full: proxy gone in {took:?}");
     assert!(
-        took < bound,
+        took < scaled(bound),
         "{stop:?}: the proxy took {took:?} (bound {bound:?})\n{err}"
     );
     assert!(
@@ -817,6 +822,7 @@ fn a_host_that_stopped_reading_still_stops_the_proxy(stop: Stop, bound: Duration
 /// proxy blocked on its stdout used to take.
 #[test]
 fn sigterm_ends_the_proxy_while_the_host_does_not_read() {
+    let _serial = serial();
     a_host_that_stopped_reading_still_stops_the_proxy(Stop::Sigterm, Duration::from_secs(6));
 }
 
@@ -824,6 +830,7 @@ fn sigterm_ends_the_proxy_while_the_host_does_not_read() {
 /// after 2 s, SIGKILL 2 s later), whatever the host's stdout does.
 #[test]
 fn end_of_input_ends_the_proxy_while_the_host_does_not_read() {
+    let _serial = serial();
     a_host_that_stopped_reading_still_stops_the_proxy(Stop::CloseStdin, Duration::from_secs(10));
 }
 
@@ -831,6 +838,7 @@ fn end_of_input_ends_the_proxy_while_the_host_does_not_read() {
 /// grace is over: the proxy still leaves within 2 s, leaving no orphan.
 #[test]
 fn a_server_ignoring_the_hosts_sigterm_is_killed_and_the_proxy_leaves() {
+    let _serial = serial();
     let dir = TempDir::new("sigterm-ignored");
     // The second pid file is written once the server ignores signals.
     let ignoring = dir.join("ignoring.pid").display().to_string();
@@ -847,7 +855,7 @@ fn a_server_ignoring_the_hosts_sigterm_is_killed_and_the_proxy_leaves() {
     );
     let took = sent.elapsed();
     eprintln!("proxy gone {took:?} after SIGTERM (server ignoring it)");
-    assert!(took < Duration::from_secs(6), "took {took:?}");
+    assert!(took < scaled(Duration::from_secs(6)), "took {took:?}");
     assert!(
         wait_gone(peer, Duration::from_secs(5)),
         "the server is an orphan"

@@ -5,11 +5,12 @@
 //! `bir runs show --follow` on a live proxy run.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::record::{bir_cmd, call, init, proxy, runs_dir};
+use crate::support::wait_until;
 use crate::support::{Host, TempDir, bir, command};
 use crate::synth;
 
@@ -303,15 +304,6 @@ fn show_numbers_calls_one_two_three() {
     assert_eq!(numbers, ["1", "2", "3"], "{out}");
 }
 
-/// Waits until `ready` holds, failing the test after `timeout`.
-fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn follow_prints_a_live_run_as_it_goes_and_stops_at_its_end() {
     let dir = TempDir::new("follow");
@@ -323,7 +315,7 @@ fn follow_prints_a_live_run_as_it_goes_and_stops_at_its_end() {
 
     // The run is in the store once its first call is recorded.
     let mut id = String::new();
-    wait_for("the live run", Duration::from_secs(20), || {
+    wait_until("the live run", Duration::from_secs(20), || {
         let (_, out, _) = bir_cmd(&dir, &["runs", "--json"]);
         id = out
             .lines()
@@ -338,19 +330,19 @@ fn follow_prints_a_live_run_as_it_goes_and_stops_at_its_end() {
     follow.args(["runs", "show", "--follow", &id]);
     let mut follower = Host::start(follow);
     let printed = |f: &Host| String::from_utf8_lossy(&f.stdout_so_far()).into_owned();
-    wait_for("the first call printed", Duration::from_secs(30), || {
+    wait_until("the first call printed", Duration::from_secs(30), || {
         printed(&follower).contains("first-call")
     });
     assert!(!printed(&follower).contains("second-call"), "not sent yet");
 
     // The next calls come while it follows.
     host.send(&call(2, "echo", json!({"message": "second-call"})));
-    wait_for("the second call printed", Duration::from_secs(30), || {
+    wait_until("the second call printed", Duration::from_secs(30), || {
         printed(&follower).contains("second-call")
     });
     host.send(&call(3, "echo", json!({"message": "third-call"})));
     assert!(host.wait_lines(4, Duration::from_secs(20)));
-    wait_for("the third call printed", Duration::from_secs(30), || {
+    wait_until("the third call printed", Duration::from_secs(30), || {
         printed(&follower).contains("third-call")
     });
     assert!(

@@ -1,14 +1,20 @@
 //! The single integration-test binary (one link step, shared support).
 //!
 //! * `support` — what every test shares: the binary under test, temporary
-//!   homes, the scripted host, waiting on a condition with a deadline.
+//!   homes, the scripted host; `support::wait`: waiting on an event with a
+//!   deadline, the slowness factor (`BIR_TEST_SLOWNESS`) time bounds scale
+//!   with, the lock timed tests hold; `support::http`: the one HTTP stub
+//!   server the fakes below are made of.
 //! * `bind` — proxies bind to the recorder daemon (a fake on 127.0.0.1),
 //!   fall back to standalone runs and rebind; `bir off`/`on`, `BIR_OFF`,
 //!   passthrough (exec), the same bytes relayed in every mode.
 //! * `bound_runs` — `bir runs` on bound runs written the way the daemon
 //!   writes them: the list's tier and prompt, `show`'s turns, `export`.
+//! * `container` — the container recipe: the static release binary alone
+//!   in an empty root (`chroot`) answers `--version` and records a session.
 //! * `contention` — recording on a saturated CPU (two busy loops per
-//!   CPU): short sessions and SIGINT+SIGTERM still leave finished runs.
+//!   CPU): short sessions and SIGINT+SIGTERM still leave finished runs
+//!   (holding `support::serial`, like every test that times something).
 //! * `daemon` — the recorder daemon through the real binary: started by a
 //!   hook, one per home, stale and tampered discovery files, the control
 //!   server's abuse cases, `bir down`, idle exit, silent hooks.

@@ -1,5 +1,5 @@
 //! Runs exported to OpenTelemetry, against a stub OTLP/HTTP
-//! receiver on 127.0.0.1 (tiny_http) that records every request and
+//! receiver on 127.0.0.1 (the suite's HTTP stub) that records every request and
 //! answers as each test scripts it: what a proxy exports (protobuf by
 //! default, JSON on request, headers, gzip), the retry policy (429/503
 //! with `Retry-After`, no retry on other 4xx, partial success), a receiver
@@ -8,15 +8,14 @@
 
 use std::io::Read;
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::remote::closed_port_url;
 use crate::support::{Host, Seen, TempDir, bir, command};
+use crate::support::{http, poll_until};
 
 /// One request the stub received.
 #[derive(Debug, Clone)]
@@ -49,75 +48,46 @@ impl Got {
 
 /// How the stub answers: status, headers, body.
 pub(crate) type Answer = (u16, Vec<(&'static str, String)>, Vec<u8>);
-type Rule = Box<dyn FnMut(usize) -> Answer + Send>;
-
+/// The suite's HTTP stub, answering as an OTLP/HTTP receiver would.
 pub(crate) struct Stub {
     pub(crate) base: String,
-    seen: Arc<Mutex<Vec<Got>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    stub: http::Stub,
+}
+
+impl Got {
+    /// The request as sent, its body gunzipped when it came gzipped.
+    fn of(r: &http::Request) -> Got {
+        let gzipped = r.header("content-encoding") == Some("gzip");
+        let body = if gzipped {
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(r.body.as_slice())
+                .read_to_end(&mut out)
+                .expect("a gzip body");
+            out
+        } else {
+            r.body.clone()
+        };
+        Got {
+            path: r.path.clone(),
+            headers: r.headers.clone(),
+            body,
+            gzipped,
+            at: r.at,
+        }
+    }
 }
 
 impl Stub {
     /// Answers the nth request (0-based) by `rule`.
-    pub(crate) fn start(rule: impl FnMut(usize) -> Answer + Send + 'static) -> Stub {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1");
-        let base = format!("http://{}", server.server_addr().to_ip().expect("ip"));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (seen2, stop2) = (Arc::clone(&seen), Arc::clone(&stop));
-        let mut rule: Rule = Box::new(rule);
-        let thread = thread::spawn(move || {
-            let started = Instant::now();
-            while !stop2.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(120) {
-                let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(20)) else {
-                    continue;
-                };
-                let mut raw = Vec::new();
-                let _ = request.as_reader().read_to_end(&mut raw);
-                let headers: Vec<(String, String)> = request
-                    .headers()
-                    .iter()
-                    .map(|h| (h.field.to_string(), h.value.to_string()))
-                    .collect();
-                let gzipped = headers
-                    .iter()
-                    .any(|(k, v)| k.eq_ignore_ascii_case("content-encoding") && v == "gzip");
-                let body = if gzipped {
-                    let mut out = Vec::new();
-                    flate2::read::GzDecoder::new(raw.as_slice())
-                        .read_to_end(&mut out)
-                        .expect("a gzip body");
-                    out
-                } else {
-                    raw
-                };
-                let n = {
-                    let mut seen = seen2.lock().expect("lock");
-                    seen.push(Got {
-                        path: request.url().to_owned(),
-                        headers,
-                        body,
-                        gzipped,
-                        at: Instant::now(),
-                    });
-                    seen.len() - 1
-                };
-                let (code, headers, body) = rule(n);
-                let mut response = tiny_http::Response::from_data(body).with_status_code(code);
-                for (k, v) in headers {
-                    response.add_header(
-                        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("header"),
-                    );
-                }
-                let _ = request.respond(response);
-            }
+    pub(crate) fn start(mut rule: impl FnMut(usize) -> Answer + Send + 'static) -> Stub {
+        let stub = http::Stub::start(move |_, earlier| {
+            let (code, headers, body) = rule(earlier.len());
+            let headers = headers.into_iter().map(|(k, v)| (k.to_owned(), v));
+            http::Reply::With(code, headers.collect(), body)
         });
         Stub {
-            base,
-            seen,
-            stop,
-            thread: Some(thread),
+            base: stub.base(),
+            stub,
         }
     }
 
@@ -126,25 +96,13 @@ impl Stub {
     }
 
     pub(crate) fn requests(&self) -> Vec<Got> {
-        self.seen.lock().expect("lock").clone()
+        self.stub.requests().iter().map(Got::of).collect()
     }
 
     /// Waits (generously) until `n` requests came.
     pub(crate) fn wait_for(&self, n: usize) -> Vec<Got> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.requests().len() < n && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(20));
-        }
+        poll_until(Duration::from_secs(30), || self.stub.requests().len() >= n);
         self.requests()
-    }
-}
-
-impl Drop for Stub {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -179,10 +137,7 @@ fn session(cmd: Command, until: impl Fn() -> bool) -> Seen {
     host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}));
     host.send(&json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fail","arguments":{}}}));
     assert!(host.wait_lines(3, Duration::from_secs(10)), "no answers");
-    let started = Instant::now();
-    while !until() && started.elapsed() < Duration::from_secs(30) {
-        thread::sleep(Duration::from_millis(20));
-    }
+    poll_until(Duration::from_secs(30), until);
     host.finish(Duration::from_secs(20))
 }
 

@@ -25,12 +25,12 @@ use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::otlp::{Stub, peer_script, spans};
+use crate::support;
 use crate::support::{Host, TempDir, alive, bir, command, wait_gone};
 
 /// The receivers this file knows.
@@ -137,12 +137,9 @@ fn in_own_group(cmd: &mut Command) -> &mut Command {
 }
 
 /// Polls `ok` until it holds; panics after `limit` with `what`.
-fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> Duration {
+fn wait_until(what: &str, limit: Duration, ok: impl FnMut() -> bool) -> Duration {
     let started = Instant::now();
-    while !ok() {
-        assert!(started.elapsed() < limit, "{what} within {limit:?}");
-        thread::sleep(Duration::from_millis(100));
-    }
+    support::wait_until(what, limit, ok);
     started.elapsed()
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::serial;
 use crate::support::{Host, TempDir, bir, command};
 
 pub(crate) fn init() -> Value {
@@ -581,6 +582,7 @@ fn journals(dir: &TempDir) -> usize {
 /// must work.
 #[test]
 fn killed_at_random_points_every_journal_reopens() {
+    let _serial = serial();
     let dir = TempDir::new("killloop");
     let script = json!({});
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -649,7 +651,7 @@ fn killed_at_random_points_every_journal_reopens() {
     eprintln!("{iterations} kills, {runs} journals, all readable");
 }
 
-/// Catalogue D6: what reached the journal before a SIGKILL is all there
+/// What reached the journal before a SIGKILL is all there
 /// after it. The writer writes at every idle moment and fsyncs within
 /// ~150 ms of the last call, so after 400 ms of quiet every call made so far
 /// is on disk; the run the kill left unfinished must give each of them

@@ -1,6 +1,6 @@
 //! The relay itself. With `cat` as the upstream: every byte the host
 //! writes comes back unchanged, however the writes are cut. With the
-//! testpeer: the protocol's edges (RELIABILITY.md §4, rows A2, B4, B6): a
+//! testpeer: the protocol's edges: a
 //! line that never ends, traffic before the handshake is done, batches
 //! empty and huge, floods.
 
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::record::{call, export, init, proxy};
+use crate::support::serial;
 use crate::support::{Host, TempDir, command, peak_rss_kib};
 
 /// A small deterministic PRNG (xorshift64*), so failures reproduce.
@@ -219,13 +220,14 @@ fn a_line_cut_off_by_the_servers_exit_does_not_swallow_the_answer_after_it() {
     assert_eq!(doc["steps"][1]["outcome"], "upstream_gone", "{doc}");
 }
 
-/// A line that arrives slowly and never ends, then the server exits
-/// (catalogue A2). Past the size limit it is skipped as it streams in, so
+/// A line that arrives slowly and never ends, then the server exits.
+/// Past the size limit it is skipped as it streams in, so
 /// memory stays flat; the host is served meanwhile; at the end, the call
 /// the line would have answered and a request sent meanwhile get the
 /// documented answers (docs/proxy.md: a server that exits on its own).
 #[test]
 fn a_line_that_trickles_in_and_never_ends_is_skipped_in_bounded_memory() {
+    let _serial = serial();
     let dir = TempDir::new("trickle");
     let script = json!({"rules": [{"method": "tools/call", "do": [
         {"raw": CUT_HEAD},
@@ -307,7 +309,7 @@ fn a_last_host_request_without_newline_is_answered_and_recorded() {
     assert_eq!(doc["steps"][1]["requestId"], 1, "{doc}");
 }
 
-/// Traffic before the handshake is done (catalogue B4): the server logs
+/// Traffic before the handshake is done: the server logs
 /// and asks the host for roots and a sampling before it has even answered
 /// `initialize`; the host sent a `tools/call` without waiting for that
 /// answer. Enforcing the order is not the proxy's job: every line passes
@@ -395,7 +397,7 @@ fn traffic_before_the_handshake_completes_is_relayed_in_order_and_recorded() {
     assert_eq!(steps[3]["requestId"], 2, "{doc}");
 }
 
-/// The other side of B4: the server answers the call sent before
+/// The other side of traffic before the handshake: the server answers the call sent before
 /// `initialize` was answered ahead of `initialize` itself. The host gets
 /// both in the server's order; the run, opened at that call, still gets the
 /// server's snapshot from the `initialize` answer that came after it.
@@ -435,7 +437,7 @@ fn a_call_answered_before_initialize_still_leaves_the_servers_snapshot() {
     assert_eq!(servers[0]["protocolVersion"], "2025-11-25", "{doc}");
 }
 
-/// An empty batch from the host (catalogue B6). JSON-RPC has the server
+/// An empty batch from the host. JSON-RPC has the server
 /// answer `[]` with one -32600 error. The proxy relays batches as they are
 /// and answers by itself only lines that are not JSON (docs/proxy.md, "What the
 /// proxy does by itself"), so `[]` reaches the server unchanged and its
@@ -459,7 +461,7 @@ fn an_empty_batch_is_relayed_and_the_servers_error_comes_back() {
     assert!(log.windows(4).any(|w| w == b"\n[]\n"), "relayed as it came");
 }
 
-/// A batch of 10 000 `tools/call`s (catalogue B6) while another call is
+/// A batch of 10 000 `tools/call`s while another call is
 /// still running: relayed whole, answered whole. The in-flight table holds
 /// 10 000 requests, so the oldest tenth (the running call first) is
 /// forgotten: their answers are still relayed, and the run counts them as
@@ -569,8 +571,8 @@ fn a_batch_of_ten_thousand_calls_is_relayed_whole_and_recorded_within_bounds() {
     eprintln!("batch of {n}: kept {kept}, dropped {dropped}, peak RSS {peak_kib} KiB");
 }
 
-/// A flood of 100 000 progress notifications while a call runs (catalogue
-/// B6): every one is relayed, the answer arrives after them, memory stays
+/// A flood of 100 000 progress notifications while a call runs:
+/// every one is relayed, the answer arrives after them, memory stays
 /// flat, and the run records the call (notifications cost the recorder
 /// nothing: it is not lossy).
 #[test]

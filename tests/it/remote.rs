@@ -2,21 +2,21 @@
 //! `bir sync` sends later, and what never leaves (the token, anywhere but
 //! the `Authorization` header of the configured origin).
 //!
-//! The service is a fake on 127.0.0.1 (tiny_http) that records every
-//! request and answers as each test scripts it.
+//! The service is a fake on 127.0.0.1 (the suite's HTTP stub) that records
+//! every request and answers as each test scripts it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::http;
 use crate::support::{Host, Seen, TempDir, bir, command};
+use crate::support::{scaled, serial};
 
 pub(crate) const TOKEN: &str = "tok_S3CRETS3CRET_0123456789abcdef";
 pub(crate) const REFRESH: &str = "ref_R3FR3SHR3FR3SH_0123456789abcdef";
@@ -56,77 +56,57 @@ pub(crate) enum Reply {
     Hang(Duration),
 }
 
-type Rule = Box<dyn FnMut(&Req, &[Req]) -> Reply + Send>;
+impl Req {
+    fn of(r: &http::Request) -> Req {
+        Req {
+            method: r.method.clone(),
+            path: r.path.clone(),
+            headers: r.headers.clone(),
+            body: r.text(),
+        }
+    }
+}
+
+impl Reply {
+    fn into_stub(self) -> http::Reply {
+        match self {
+            Reply::Status(code) => http::Reply::Status(code),
+            Reply::With(code, headers, text) => http::Reply::With(
+                code,
+                headers
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect(),
+                text.into_bytes(),
+            ),
+            Reply::Hang(d) => http::Reply::Hang(d),
+        }
+    }
+}
 
 /// A fake recording service: records every request, answers by `rule`
-/// (given the request and every earlier one).
+/// (given the request and every earlier one). The suite's HTTP stub.
 pub(crate) struct FakeService {
     pub(crate) base: String,
-    seen: Arc<Mutex<Vec<Req>>>,
-    rule: Arc<Mutex<Rule>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    stub: http::Stub,
+}
+
+/// The stub's script for a service rule.
+fn scripted(
+    mut rule: impl FnMut(&Req, &[Req]) -> Reply + Send + 'static,
+) -> impl FnMut(&http::Request, &[http::Request]) -> http::Reply + Send + 'static {
+    move |r, seen| {
+        let seen: Vec<Req> = seen.iter().map(Req::of).collect();
+        rule(&Req::of(r), &seen).into_stub()
+    }
 }
 
 impl FakeService {
     pub(crate) fn start(rule: impl FnMut(&Req, &[Req]) -> Reply + Send + 'static) -> FakeService {
-        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1");
-        let base = format!("http://{}", server.server_addr().to_ip().expect("ip addr"));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let rule: Arc<Mutex<Rule>> = Arc::new(Mutex::new(Box::new(rule)));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (seen2, rule2, stop2) = (Arc::clone(&seen), Arc::clone(&rule), Arc::clone(&stop));
-        let thread = thread::spawn(move || {
-            let started = Instant::now();
-            // Bounded: a test never runs this long.
-            while !stop2.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(60) {
-                let Ok(Some(mut request)) = server.recv_timeout(Duration::from_millis(20)) else {
-                    continue;
-                };
-                let mut body = String::new();
-                let _ = request.as_reader().read_to_string(&mut body);
-                let req = Req {
-                    method: request.method().to_string(),
-                    path: request.url().to_owned(),
-                    headers: request
-                        .headers()
-                        .iter()
-                        .map(|h| (h.field.to_string(), h.value.to_string()))
-                        .collect(),
-                    body,
-                };
-                let reply = {
-                    let mut seen = seen2.lock().expect("lock");
-                    let reply = (rule2.lock().expect("lock"))(&req, &seen);
-                    seen.push(req);
-                    reply
-                };
-                let (code, headers, text) = match reply {
-                    Reply::Status(code) => (code, Vec::new(), "{}".to_owned()),
-                    Reply::With(code, headers, text) => (code, headers, text),
-                    Reply::Hang(d) => {
-                        thread::spawn(move || {
-                            thread::sleep(d.min(Duration::from_secs(5)));
-                            drop(request);
-                        });
-                        continue;
-                    }
-                };
-                let mut response = tiny_http::Response::from_string(text).with_status_code(code);
-                for (k, v) in headers {
-                    response.add_header(
-                        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).expect("header"),
-                    );
-                }
-                let _ = request.respond(response);
-            }
-        });
+        let stub = http::Stub::start(scripted(rule));
         FakeService {
-            base,
-            seen,
-            rule,
-            stop,
-            thread: Some(thread),
+            base: stub.base(),
+            stub,
         }
     }
 
@@ -135,7 +115,7 @@ impl FakeService {
     }
 
     pub(crate) fn requests(&self) -> Vec<Req> {
-        self.seen.lock().expect("lock").clone()
+        self.stub.requests().iter().map(Req::of).collect()
     }
 
     pub(crate) fn lines(&self) -> Vec<String> {
@@ -143,20 +123,11 @@ impl FakeService {
     }
 
     pub(crate) fn set_rule(&self, rule: impl FnMut(&Req, &[Req]) -> Reply + Send + 'static) {
-        *self.rule.lock().expect("lock") = Box::new(rule);
+        self.stub.set_script(scripted(rule));
     }
 
     fn clear(&self) {
-        self.seen.lock().expect("lock").clear();
-    }
-}
-
-impl Drop for FakeService {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.stub.clear();
     }
 }
 
@@ -347,6 +318,7 @@ fn run_id_of(requests: &[Req]) -> String {
 
 #[test]
 fn a_session_reaches_the_service_in_order() {
+    let _serial = serial();
     let dir = TempDir::new("remote-order");
     // A service without the optional snapshot endpoint (PATCH → 404).
     let service = FakeService::start(|r, _| match r.method.as_str() {
@@ -427,6 +399,7 @@ fn a_session_reaches_the_service_in_order() {
 
 #[test]
 fn busy_answers_are_retried_once_with_the_same_ids() {
+    let _serial = serial();
     let dir = TempDir::new("remote-busy");
     // The first step: 503 once. The finish: 429 twice (so it fails).
     let service = FakeService::start(|r, earlier| {
@@ -485,6 +458,7 @@ fn busy_answers_are_retried_once_with_the_same_ids() {
 
 #[test]
 fn a_failure_is_not_retried_and_sending_pauses() {
+    let _serial = serial();
     let dir = TempDir::new("remote-500");
     let service = FakeService::start(|r, _| {
         if r.path.ends_with("/steps") {
@@ -515,7 +489,10 @@ fn a_failure_is_not_retried_and_sending_pauses() {
     assert_eq!(warnings.len(), 1, "one warning per run:\n{}", seen.stderr);
     assert!(warnings[0].contains("bir sync") && warnings[0].contains("pauses for 5s"));
     let slowest = latencies.iter().max().copied().unwrap_or_default();
-    assert!(slowest < Duration::from_secs(1), "a call took {slowest:?}");
+    assert!(
+        slowest < scaled(Duration::from_secs(1)),
+        "a call took {slowest:?}"
+    );
     let records = journal_records(&dir);
     assert_eq!(
         acked(&records),
@@ -534,6 +511,7 @@ fn a_failure_is_not_retried_and_sending_pauses() {
 
 #[test]
 fn unauthorized_means_one_refresh_then_success() {
+    let _serial = serial();
     let dir = TempDir::new("remote-401");
     let service = FakeService::start(|r, _| {
         if r.path == "/auth/refresh" {
@@ -616,6 +594,7 @@ fn unauthorized_means_one_refresh_then_success() {
 
 #[test]
 fn a_service_down_for_the_whole_session_loses_nothing() {
+    let _serial = serial();
     let dir = TempDir::new("remote-down");
     let down = closed_port_url();
     write_creds(&dir, &creds_for(&down));
@@ -623,12 +602,15 @@ fn a_service_down_for_the_whole_session_loses_nothing() {
     let (seen, latencies) = session(proxy(&dir, &down), 3);
     assert_eq!(seen.exit(), "code 0");
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < scaled(Duration::from_secs(5)),
         "the session took {:?}",
         started.elapsed()
     );
     let slowest = latencies.iter().max().copied().unwrap_or_default();
-    assert!(slowest < Duration::from_secs(1), "a call took {slowest:?}");
+    assert!(
+        slowest < scaled(Duration::from_secs(1)),
+        "a call took {slowest:?}"
+    );
     let warnings = seen
         .stderr
         .lines()
@@ -719,6 +701,7 @@ fn a_redirect_is_not_followed_with_the_token() {
 
 #[test]
 fn a_hanging_service_does_not_hold_up_the_session() {
+    let _serial = serial();
     let dir = TempDir::new("remote-hang");
     let service = FakeService::start(|_, _| Reply::Hang(Duration::from_secs(3)));
     let mut cmd = proxy(&dir, &service.base);
@@ -727,9 +710,12 @@ fn a_hanging_service_does_not_hold_up_the_session() {
     let (seen, latencies) = session(cmd, 3);
     assert_eq!(seen.exit(), "code 0");
     let slowest = latencies.iter().max().copied().unwrap_or_default();
-    assert!(slowest < Duration::from_secs(1), "a call took {slowest:?}");
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        slowest < scaled(Duration::from_secs(1)),
+        "a call took {slowest:?}"
+    );
+    assert!(
+        started.elapsed() < scaled(Duration::from_secs(4)),
         "took {:?}",
         started.elapsed()
     );

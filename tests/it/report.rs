@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use crate::bound_runs::{step, write_run};
 use crate::record::{bir_cmd, call, init, proxy, runs_dir};
 use crate::support::{Host, TempDir, bir, command};
+use crate::support::{eventually, wait_for};
 
 /// The injection a tool result carries in these tests: if the page ever
 /// parsed recorded text as HTML, the image would exist and its handler
@@ -570,33 +571,22 @@ fn a_lossy_run_says_why() {
 /// Polls `path` until its data satisfies `want` (generously: the machine
 /// may be busy).
 fn wait_for_page(path: &Path, want: impl Fn(&Value) -> bool, what: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(html) = fs::read_to_string(path)
-            && html.contains("</html>")
-        {
-            let doc = page_data(&html);
-            if want(&doc) {
-                return doc;
-            }
-        }
-        assert!(Instant::now() < deadline, "the page never showed {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for(
+        &format!("the page to show {what}"),
+        Duration::from_secs(60),
+        || {
+            let html = fs::read_to_string(path).ok()?;
+            let doc = html.contains("</html>").then(|| page_data(&html))?;
+            want(&doc).then_some(doc)
+        },
+    )
 }
 
 fn wait_exit(child: &mut Child, what: &str) -> std::process::ExitStatus {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("{what} did not end");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    eventually(Duration::from_secs(60), || child.try_wait().expect("wait")).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("{what} did not end");
+    })
 }
 
 /// `--follow` rewrites the page as calls arrive, live (reloading) while

@@ -1,4 +1,4 @@
-//! The store under a live proxy (RELIABILITY.md D7, D5): two proxies
+//! The store under a live proxy: two proxies
 //! recording at once, retention and `bir sync` run by others while a run is
 //! live, and the runs directory deleted or unwritable mid-session. The
 //! relay must not notice any of it.
@@ -8,25 +8,17 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
 use crate::record::{bir_cmd, call, export, init, proxy, runs_dir};
 use crate::remote::{FakeService, Reply, creds_for, write_creds};
+use crate::support::wait_until;
 use crate::support::{Host, Seen, TempDir, alive, bir, command};
 
 fn script() -> Value {
     json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
-}
-
-/// Waits until `ready` holds; the test fails after `timeout`.
-fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// `bir runs --json`: the runs, newest first.

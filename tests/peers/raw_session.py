@@ -7,7 +7,7 @@ Usage:
 CMD ARGS start the stdio server (normally server-everything). When BIR_WRAP is set it is split with
 shlex and put in front of CMD, so the same hand-written lines go through the proxy.
 
-The session imitates Claude Code 2.1.332 (see shared/docs/CLAUDE-CODE-OBSERVED.md): a
+The session imitates Claude Code 2.1.332 (as observed): a
 `server/discover` probe first, then `initialize` (2025-11-25), `notifications/initialized`,
 tools/list + prompts/list + resources/list pipelined in ONE write, a `tools/call` carrying
 `_meta: {"claudecode/toolUseId", "progressToken": 4}`, answering the server's `roots/list`; then

@@ -1,6 +1,6 @@
 //! GitHub Copilot CLI, from its documented payloads (docs.github.com,
 //! "Hooks configuration" and the CLI command reference's "Hook event input
-//! payloads"; `AGENT-HOOKS.md`): camelCase events and fields (`toolName`,
+//! payloads"): camelCase events and fields (`toolName`,
 //! `toolArgs` — a JSON string — `toolResult {resultType,
 //! textResultForLlm}`), no transcript. The same events configured in
 //! PascalCase get Claude-Code-shaped snake_case payloads: those pass as

@@ -1,5 +1,5 @@
 //! Cursor (editor and `cursor-agent`), from its documented payloads
-//! (cursor.com/docs/agent/hooks; `AGENT-HOOKS.md`): camelCase events,
+//! (cursor.com/docs/agent/hooks): camelCase events,
 //! snake_case fields; the session is `conversation_id`, the working
 //! directory `workspace_roots[0]`; `preToolUse`/`postToolUse` carry
 //! `tool_use_id`, the older `beforeShellExecution`/`beforeMCPExecution`

@@ -1,4 +1,4 @@
-//! Gemini CLI (observed on 0.61.0 offline, `AGENT-HOOKS.md`): its events
+//! Gemini CLI (observed on 0.61.0 offline): its events
 //! have names of their own, no hook carries a call id, MCP tools are
 //! `mcp_<server>_<tool>` with `mcp_context`, and the answer is in
 //! `AfterAgent.prompt_response` (which can repeat chunks: the transcript's

@@ -9,7 +9,7 @@
 //!                                    ─▶ Session::on_hook (host-blind)
 //! ```
 //!
-//! What an adapter does, per host (`AGENT-HOOKS.md` has the payloads):
+//! What an adapter does, per host (`docs/agents.md` has what each records):
 //! * names the session (`session_id`, Cursor's `conversation_id`, VS Code's
 //!   and Copilot's `sessionId`);
 //! * maps its events onto the engine's (`BeforeTool` → `PreToolUse`, …) and

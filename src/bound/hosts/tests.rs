@@ -4,8 +4,7 @@
 //! (Codex CLI 0.169.0, Gemini CLI 0.61.0, offline) or as documented
 //! (Copilot CLI: docs.github.com "Hooks configuration" and the CLI command
 //! reference; Cursor: cursor.com/docs/agent/hooks; VS Code:
-//! code.visualstudio.com/docs/agents/reference/hooks-reference) —
-//! `AGENT-HOOKS.md` gives the sources.
+//! code.visualstudio.com/docs/agents/reference/hooks-reference).
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -1,6 +1,5 @@
 //! VS Code agent mode (preview), from its documented payloads
-//! (code.visualstudio.com/docs/agents/reference/hooks-reference,
-//! microsoft/vscode-docs `hooks.md`; `AGENT-HOOKS.md`): Claude Code's
+//! (code.visualstudio.com/docs/agents/reference/hooks-reference): Claude Code's
 //! events and snake_case tool fields (`tool_name`, `tool_input`,
 //! `tool_use_id`, `tool_response`), with camelCase common fields
 //! (`sessionId`, `hookEventName`). Its `transcript_path` is not a stable

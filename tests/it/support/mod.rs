@@ -1,8 +1,12 @@
 //! Test support: the `bir` binary under test, temporary homes, and a scripted
-//! host that drives a stdio MCP server the way an MCP client would.
+//! host that drives a stdio MCP server the way an MCP client would;
+//! [`wait`]: waiting on an event with a deadline, the slowness factor time
+//! bounds scale with, and the lock timed tests hold; [`http`]: the one HTTP
+//! stub server.
 //!
 //! Tests never touch the network or the real `$HOME`: every child process
 //! gets `HOME` and `BIR_HOME` pointing into a fresh temporary directory.
+//! Every wait here takes its deadline scaled by [`slowness`].
 
 use std::io::{Read, Write};
 use std::os::unix::fs::symlink;
@@ -12,6 +16,11 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+
+pub mod http;
+pub mod wait;
+
+pub use wait::{eventually, poll_until, scaled, serial, slowness, wait_for, wait_until};
 
 /// The `bir` executable built for this test run.
 pub fn bir() -> PathBuf {
@@ -231,7 +240,7 @@ impl Host {
     /// Waits until at least `n` lines arrived on stdout in total.
     pub fn wait_lines(&self, n: usize, timeout: Duration) -> bool {
         let (lock, cv) = &*self.out;
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + scaled(timeout);
         let mut c = lock.lock().expect("lock");
         while c.newlines < n && !c.closed {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -246,7 +255,7 @@ impl Host {
     /// Waits until the child's stdout reads end of file.
     pub fn wait_stdout_closed(&self, timeout: Duration) -> bool {
         let (lock, cv) = &*self.out;
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now() + scaled(timeout);
         let mut c = lock.lock().expect("lock");
         while !c.closed {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -280,20 +289,14 @@ impl Host {
     /// Waits up to `timeout` for the child to exit on its own, with its
     /// stdin still open (so a signal test is not raced by end of input).
     pub fn wait_exit(&mut self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return true;
-            }
-            thread::sleep(Duration::from_millis(2));
-        }
-        false
+        poll_until(timeout, || matches!(self.child.try_wait(), Ok(Some(_))))
     }
 
     /// Waits for the child to exit (killing it after `timeout`) and returns
     /// everything seen.
     pub fn finish(mut self, timeout: Duration) -> Seen {
         self.stdin = None;
+        let timeout = scaled(timeout);
         let deadline = Instant::now() + timeout;
         let status = loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -345,32 +348,16 @@ pub fn alive(pid: i32) -> bool {
 
 /// Waits until `pid` is gone, up to `timeout`.
 pub fn wait_gone(pid: i32, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-    !alive(pid)
+    poll_until(timeout, || !alive(pid))
 }
 
 /// Reads a pid written by a testpeer `pidfile` action, waiting for it.
 pub fn read_pid(path: &Path, timeout: Duration) -> i32 {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Ok(s) = std::fs::read_to_string(path)
-            && let Ok(pid) = s.trim().parse()
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no pid file at {}",
-            path.display()
-        );
-        thread::sleep(Duration::from_millis(5));
-    }
+    wait_for(
+        &format!("a pid file at {}", path.display()),
+        timeout,
+        || std::fs::read_to_string(path).ok()?.trim().parse().ok(),
+    )
 }
 
 /// The peak memory a live process allocated itself, in KiB (`VmHWM` less
