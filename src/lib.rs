@@ -68,6 +68,7 @@ mod proxy;
 mod record;
 pub mod redact;
 mod replay;
+mod scope;
 mod secret;
 mod service;
 mod switch;

@@ -130,8 +130,17 @@ pub fn install(
     let target = outcome.target.clone();
     let file_hash = sha256_hex(&outcome.after);
     let key = project_key.to_owned();
+    // A project not listed yet joins hooks already in place: sessions are
+    // recorded only in the projects the ledger lists (`crate::scope`), so
+    // `bir install` here is what makes this project's sessions recorded.
+    let unlisted = ledger::load().is_ok_and(|l| {
+        l.hooks
+            .iter()
+            .any(|h| h.file == target && !h.projects.contains(&key))
+    });
     let changes_anything = outcome.changed
         || joins
+        || unlisted
         || !plan.events.is_empty()
         || plan.repointed > 0
         || plan.reflagged > 0
@@ -213,6 +222,12 @@ pub fn install(
     }
     if plan.events.is_empty() && plan.repointed == 0 && plan.reflagged == 0 && plan.replaced == 0 {
         out(&format!("  already registered ({} events)", plan.already));
+    }
+    if unlisted {
+        out(&format!(
+            "  sessions in {} are now recorded (the hooks were registered already)",
+            paths.project.display()
+        ));
     }
     if with_mod {
         out(&format!(

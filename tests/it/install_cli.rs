@@ -2005,6 +2005,9 @@ fn user_hooks_stay_while_another_project_still_uses_them() {
     assert!(!settings(&f).exists(), "{}", text(&out));
 }
 
+/// `bir install` in a directory with no MCP config, the user-wide hooks
+/// already there, makes that directory's sessions recorded and says so;
+/// run again it has nothing left to change, and changes nothing.
 #[test]
 fn an_install_that_changes_nothing_leaves_the_ledger_alone() {
     let f = Fixture::new("cc-hooks-noop");
@@ -2013,10 +2016,15 @@ fn an_install_that_changes_nothing_leaves_the_ledger_alone() {
     fs::create_dir_all(&empty).expect("mkdir");
     assert!(f.bir(&["install"]).status.success());
     let ledger_path = f.dir.join("home/.baseinstrunner/installed.json");
+
+    let e = empty.to_str().expect("utf-8");
+    let out = f.bir(&["install", "--project", e]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("are now recorded"), "{}", text(&out));
+    assert!(!text(&out).contains("Nothing to change"), "{}", text(&out));
     let ledger_before = fs::read(&ledger_path).expect("ledger");
 
-    // A directory with no MCP config, the user-wide hooks already there.
-    let out = f.bir(&["install", "--project", empty.to_str().expect("utf-8")]);
+    let out = f.bir(&["install", "--project", e]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("Nothing to change."), "{}", text(&out));
     assert_eq!(
@@ -2025,14 +2033,15 @@ fn an_install_that_changes_nothing_leaves_the_ledger_alone() {
         "an install that changed nothing edited the ledger"
     );
 
-    // So uninstall in the real project gives the user's settings back.
+    // The hooks stay while the other directory is recorded, and go with it.
     let out = f.bir(&["uninstall"]);
-    assert!(out.status.success(), "{}", text(&out));
     assert!(
-        !text(&out).contains("kept (other projects"),
+        text(&out).contains("kept (other projects"),
         "{}",
         text(&out)
     );
+    let out = f.bir(&["uninstall", "--project", e]);
+    assert!(out.status.success(), "{}", text(&out));
     assert!(!settings(&f).exists(), "{}", text(&out));
 }
 
