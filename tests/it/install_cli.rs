@@ -2118,3 +2118,40 @@ fn a_broken_mcp_json_is_not_sent_to_claude_code_backups() {
     let all = text(&f.bir(&["install"]));
     assert!(all.contains("~/.claude/backups"), "{all}");
 }
+
+/// `bir install --everywhere` is kept in the ledger with its date; `bir
+/// uninstall --everywhere` takes back the choice alone (the hooks stay),
+/// and the choice also goes with the last of bir's hooks.
+#[test]
+fn recording_everywhere_is_a_choice_kept_and_taken_back() {
+    let f = Fixture::new("everywhere");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    let out = f.bir(&["install", "--everywhere", "--hooks", "command"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(f.ledger()["everywhere"]["at"].is_string(), "{}", f.ledger());
+    let again = f.bir(&["install", "--everywhere", "--hooks", "command"]);
+    assert!(
+        text(&again).contains("Nothing to change."),
+        "{}",
+        text(&again)
+    );
+
+    let out = f.bir(&["uninstall", "--everywhere"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(f.ledger()["everywhere"].is_null(), "{}", f.ledger());
+    assert_eq!(
+        bir_hooks(&settings(&f)).len(),
+        HOOK_EVENTS,
+        "the hooks stay"
+    );
+    let out = f.bir(&["uninstall", "--everywhere"]);
+    assert!(text(&out).contains("Nothing to undo"), "{}", text(&out));
+
+    // Chosen again, then the last project uninstalled: the choice goes too.
+    assert!(f.bir(&["install", "--everywhere"]).status.success());
+    assert!(f.ledger()["everywhere"]["at"].is_string());
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(f.ledger()["everywhere"].is_null(), "{}", f.ledger());
+    assert!(!settings(&f).exists(), "{}", text(&out));
+}
