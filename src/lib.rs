@@ -71,6 +71,7 @@ mod record;
 pub mod redact;
 mod replay;
 mod report;
+mod scope;
 mod secret;
 mod service;
 mod switch;

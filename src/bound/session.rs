@@ -434,6 +434,7 @@ impl Session {
             model: self.model.clone(),
             note: self.note.clone(),
             replay_of: None,
+            made_by: None,
         };
         let header = RunHeader {
             id: self.run_id.clone(),

@@ -109,8 +109,8 @@ pub fn install(req: &HookInstall) -> Result<Option<Changed>, Error> {
         return Ok(None);
     }
     let (outcome, plan) = write_hooks(&form, &file, skip)?;
-    record_hooks(req, &outcome, &plan)?;
-    say_registered(req, &form, &plan);
+    let unlisted = record_hooks(req, &outcome, &plan)?;
+    say_registered(req, &form, &plan, unlisted);
     note_scope(req);
     Ok(outcome.changed.then(|| {
         (
@@ -175,20 +175,34 @@ fn write_hooks(
 }
 
 /// The ledger told what changed, so `bir uninstall` can undo it: this
-/// project joins the file's entry, or a new entry is made.
-fn record_hooks(req: &HookInstall, outcome: &atomic::Outcome, plan: &Planned) -> Result<(), Error> {
+/// project joins the file's entry, or a new entry is made. True when this
+/// project was not listed for hooks already in place (it is now).
+fn record_hooks(
+    req: &HookInstall,
+    outcome: &atomic::Outcome,
+    plan: &Planned,
+) -> Result<bool, Error> {
     let scope = req.scope;
     let target = outcome.target.clone();
     let file_hash = sha256_hex(&outcome.after);
     let key = req.project_key.to_owned();
+    // A project not listed yet joins hooks already in place: sessions are
+    // recorded only in the projects the ledger lists (`crate::scope`), so
+    // `bir install` here is what makes this project's sessions recorded.
+    let unlisted = ledger::load().is_ok_and(|l| {
+        l.hooks
+            .iter()
+            .any(|h| h.file == target && !h.projects.contains(&key))
+    });
     let changes_anything = outcome.changed
         || req.joins
+        || unlisted
         || !plan.events.is_empty()
         || plan.repointed > 0
         || plan.reflagged > 0
         || plan.replaced > 0;
     if !changes_anything {
-        return Ok(());
+        return Ok(false);
     }
     fn hooks(l: &mut ledger::Ledger) -> &mut Vec<HookChange> {
         &mut l.hooks
@@ -225,11 +239,12 @@ fn record_hooks(req: &HookInstall, outcome: &atomic::Outcome, plan: &Planned) ->
                 })
         },
         "`bir uninstall` cannot undo it — remove bir's hook groups by hand",
-    )
+    )?;
+    Ok(unlisted)
 }
 
 /// What the registration changed, in words.
-fn say_registered(req: &HookInstall, form: &HookForm, plan: &Planned) {
+fn say_registered(req: &HookInstall, form: &HookForm, plan: &Planned, unlisted: bool) {
     if !plan.events.is_empty() {
         out(&format!(
             "  registered {} events → {} (timeout {TIMEOUT_SECS} s); your own hooks are untouched",
@@ -262,6 +277,12 @@ fn say_registered(req: &HookInstall, form: &HookForm, plan: &Planned) {
     }
     if plan.events.is_empty() && plan.repointed == 0 && plan.reflagged == 0 && plan.replaced == 0 {
         out(&format!("  already registered ({} events)", plan.already));
+    }
+    if unlisted {
+        out(&format!(
+            "  sessions in {} are now recorded (the hooks were registered already)",
+            req.paths.project.display()
+        ));
     }
     if req.with_mod {
         out(&format!(

@@ -402,6 +402,31 @@ pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Resul
     })?;
     let plan = planned.into_inner().unwrap_or_default();
     let target = outcome.target.clone();
+    // The project the install ran in: sessions are recorded there (and
+    // below it), as for Claude Code (`crate::scope`).
+    let key = super::claude::project_key(&project.to_string_lossy());
+    let listed = ledger::load().is_ok_and(|l| {
+        l.host_hooks
+            .iter()
+            .any(|h| h.file == target && h.projects.contains(&key))
+    });
+    let mut joined = false;
+    if plan.events.is_empty() && !listed && plan.already > 0 {
+        ledger::modify(&mut |l| {
+            if let Some(h) = l.host_hooks.iter_mut().find(|h| h.file == target)
+                && !h.projects.contains(&key)
+            {
+                h.projects.push(key.clone());
+                joined = true;
+            }
+        })?;
+        if joined {
+            out(&format!(
+                "  sessions in {} are now recorded (the hooks were registered already)",
+                project.display()
+            ));
+        }
+    }
     if !plan.events.is_empty() {
         let file_hash = sha256_hex(&outcome.after);
         record_in_ledger(
@@ -410,6 +435,9 @@ pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Resul
             &|h| {
                 h.events.extend(plan.events.iter().cloned());
                 h.file_sha256 = file_hash.clone();
+                if !h.projects.contains(&key) {
+                    h.projects.push(key.clone());
+                }
             },
             &|| {
                 Some(HookChange {
@@ -417,7 +445,7 @@ pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Resul
                     file: target.clone(),
                     scope: scope.label().into(),
                     transport: super::hook_entries::Transport::Command,
-                    projects: Vec::new(),
+                    projects: vec![key.clone()],
                     created_file: plan.created_file,
                     keep_parents: plan.keep_parents,
                     events: plan.events.clone(),
@@ -441,7 +469,7 @@ pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Resul
     if host == Host::Gemini && scope == Scope::Project {
         out("  note: Gemini CLI ignores project hooks in folders it does not trust");
     }
-    Ok(outcome.changed)
+    Ok(outcome.changed || joined)
 }
 
 /// `bir uninstall --client <agent>` (or every agent, `client` None):

@@ -38,6 +38,10 @@ pub struct Ledger {
     /// Trust entries bir appended to Codex's `config.toml`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub codex_trust: Vec<CodexTrust>,
+    /// `bir install --everywhere`: sessions are recorded in every
+    /// directory, not only in the projects above (`crate::scope` reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub everywhere: Option<crate::scope::Everywhere>,
 }
 
 /// A recorded trust of a Codex hook: the bytes bir appended to Codex's
@@ -149,7 +153,7 @@ pub const ACTION_INSERTED: &str = "inserted";
 pub const ACTION_IN_PLACE: &str = "wrapped_in_place";
 
 /// The ledger's file name under `$BIR_HOME`.
-const FILE: &str = "installed.json";
+const FILE: &str = crate::scope::LEDGER_FILE;
 
 pub fn path() -> Result<PathBuf, Error> {
     Ok(bir_home()

@@ -27,7 +27,7 @@ use crate::clientconfig::vocab::{Decision, Found, Scope};
 use crate::clientconfig::hosthooks;
 use crate::codec::sha256_hex;
 use crate::error::{self, Error, ExitStatus};
-use crate::output::out;
+use crate::output::{escape, out};
 
 /// Wrap this project's MCP servers with bir-proxy (Claude Code).
 #[derive(FromArgs, Debug)]
@@ -110,6 +110,11 @@ pub struct InstallCmd {
     /// NAME` switches back
     #[argh(option)]
     pub replay: Option<PathBuf>,
+
+    /// record agent sessions in every directory, not only in the projects
+    /// bir is installed in (`bir uninstall --everywhere` takes it back)
+    #[argh(switch)]
+    pub everywhere: bool,
 }
 
 /// Undo `bir install`: restore the entries bir wrapped.
@@ -139,6 +144,11 @@ pub struct UninstallCmd {
     /// print the exact diff and change nothing
     #[argh(switch)]
     pub dry_run: bool,
+
+    /// take back `bir install --everywhere` only: sessions are recorded
+    /// again only in the projects bir is installed in
+    #[argh(switch)]
+    pub everywhere: bool,
 }
 
 /// Show which MCP servers are wrapped, per client and scope.
@@ -515,6 +525,28 @@ pub fn report_applied(applied: &Applied) {
     out("Undo: bir uninstall   (preview: bir uninstall --dry-run)");
 }
 
+/// Whether a Claude Code session in `dir` is recorded, by the ledger as it
+/// is now.
+fn recorded_here(dir: &Path) -> bool {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    crate::home::bir_home()
+        .is_some_and(|home| crate::scope::View::load(&home).decide(&dir, None).records())
+}
+
+/// `--everywhere`: records the choice in the ledger; whether it was new.
+fn choose_everywhere() -> Result<bool, Error> {
+    let mut new = false;
+    ledger::modify(&mut |l| {
+        if l.everywhere.is_none() {
+            l.everywhere = Some(crate::scope::Everywhere {
+                at: crate::time::rfc3339(std::time::SystemTime::now()),
+            });
+            new = true;
+        }
+    })?;
+    Ok(new)
+}
+
 pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     if let Some(host) = cmd
         .client
@@ -529,10 +561,24 @@ pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
         out("(dry run: nothing was written)");
         return Ok(ExitStatus::Success);
     }
+    let here = project_dir(&cmd.project);
+    let recorded_before = recorded_here(&here);
     let applied = plan.apply()?;
-    if applied.files.is_empty() && applied.hooks.is_none() && applied.modded.is_none() {
+    let chose_everywhere = cmd.everywhere && choose_everywhere()?;
+    let joined = !recorded_before && recorded_here(&here);
+    if applied.files.is_empty()
+        && applied.hooks.is_none()
+        && applied.modded.is_none()
+        && !chose_everywhere
+        && !joined
+    {
         out("\nNothing to change.");
         return Ok(ExitStatus::Success);
+    }
+    if chose_everywhere {
+        out(
+            "\nRecording: agent sessions are now recorded in every directory (undo: bir uninstall --everywhere).",
+        );
     }
     report_applied(&applied);
     out("Check: bir doctor     Restart the clients' sessions to use the wrapped servers.");
@@ -612,6 +658,54 @@ fn this_project_keys(paths: &Paths) -> Vec<String> {
 /// ledger says to undo, chosen once ([`Uninstall::select`]); each file
 /// restored; then the ledger, and last the Claude Code hooks and the mod.
 pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
+    if cmd.everywhere {
+        return take_back_everywhere(cmd.dry_run);
+    }
+    let status = uninstall_changes(&cmd)?;
+    if !cmd.dry_run {
+        forget_everywhere_when_nothing_is_left()?;
+    }
+    Ok(status)
+}
+
+/// `bir uninstall --everywhere`: sessions are recorded again only where
+/// bir is installed; nothing else changes.
+fn take_back_everywhere(dry_run: bool) -> Result<ExitStatus, Error> {
+    let chosen = ledger::load()?.everywhere;
+    let Some(choice) = chosen else {
+        out("Nothing to undo: recording everywhere was not chosen (`bir install --everywhere`).");
+        return Ok(ExitStatus::Success);
+    };
+    if dry_run {
+        out(&format!(
+            "Would take back recording everywhere (chosen {}).\n(dry run: nothing was written)",
+            choice.at
+        ));
+        return Ok(ExitStatus::Success);
+    }
+    ledger::modify(&mut |l| l.everywhere = None)?;
+    out(
+        "Recording: agent sessions are now recorded only in the projects bir is installed in (`bir status` in a directory says which applies there).",
+    );
+    Ok(ExitStatus::Success)
+}
+
+/// The choice to record everywhere goes with the last of bir's hooks: an
+/// uninstall that leaves no hooks registered leaves no choice behind to
+/// surprise a later install.
+fn forget_everywhere_when_nothing_is_left() -> Result<(), Error> {
+    let Ok(l) = ledger::load() else {
+        return Ok(());
+    };
+    if l.everywhere.is_some() && l.hooks.is_empty() && l.host_hooks.is_empty() && l.mods.is_empty()
+    {
+        ledger::modify(&mut |l| l.everywhere = None)?;
+        out("Recording everywhere was taken back with the last of bir's hooks.");
+    }
+    Ok(())
+}
+
+fn uninstall_changes(cmd: &UninstallCmd) -> Result<ExitStatus, Error> {
     let host_client = cmd
         .client
         .as_deref()
@@ -621,7 +715,7 @@ pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
     } else {
         true
     };
-    let mut undo = Uninstall::select(&cmd)?;
+    let mut undo = Uninstall::select(cmd)?;
     if undo.is_empty() {
         if host_client.is_some() {
             return Ok(ExitStatus::failure_if(!hosts_ok));
@@ -936,6 +1030,11 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
             switched.unwrap_or("on")
         }
     ));
+    if let Some(home) = crate::home::bir_home() {
+        let here = std::path::absolute(&paths.project).unwrap_or_else(|_| paths.project.clone());
+        let verdict = crate::scope::View::load(&home).decide(&here, None);
+        out(&format!("Recorded here: {}", recorded_here_words(&verdict)));
+    }
     match ledger::load() {
         Ok(l) => {
             let keys = this_project_keys(&paths);
@@ -955,6 +1054,43 @@ pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
         out(&line);
     }
     Ok(ExitStatus::Success)
+}
+
+/// `bir status`'s answer to "are sessions in this directory recorded?".
+fn recorded_here_words(verdict: &crate::scope::Verdict) -> String {
+    use crate::scope::Verdict;
+    match verdict {
+        Verdict::Installed(p) if p.as_os_str().is_empty() => {
+            "yes, bir is installed in this project".to_owned()
+        }
+        Verdict::Installed(p) => format!(
+            "yes, bir is installed in this project ({})",
+            escape(&p.display().to_string())
+        ),
+        Verdict::Everywhere(at) => format!(
+            "yes: everywhere, by your choice on {} (`bir uninstall --everywhere` takes it back)",
+            at.get(..10).unwrap_or(at)
+        ),
+        Verdict::NoLedger => {
+            "no `bir install` on this machine yet (hooks you registered by hand record everywhere)"
+                .to_owned()
+        }
+        Verdict::AgentEverywhere => "yes, for that agent everywhere".to_owned(),
+        Verdict::Elsewhere(projects) if projects.is_empty() => {
+            "no: bir is installed in no project; `bir install` here or `bir install --everywhere`"
+                .to_owned()
+        }
+        Verdict::Elsewhere(projects) => {
+            let list: Vec<String> = projects
+                .iter()
+                .map(|p| escape(&p.display().to_string()))
+                .collect();
+            format!(
+                "no: bir is installed in {}; `bir install` here or `bir install --everywhere`",
+                list.join(", ")
+            )
+        }
+    }
 }
 
 /// Used by doctor: the resolved Claude Code config for a project.
@@ -983,6 +1119,12 @@ fn install_agent_hooks(
         let project = project_dir(&cmd.project);
         let project = std::path::absolute(&project).unwrap_or(project);
         changed |= hosthooks::install(host, scope, &project, cmd.dry_run)?;
+    }
+    if cmd.everywhere && !cmd.dry_run && choose_everywhere()? {
+        out(
+            "Recording: agent sessions are now recorded in every directory (undo: bir uninstall --everywhere).",
+        );
+        changed = true;
     }
     if cmd.dry_run {
         out("(dry run: nothing was written)");

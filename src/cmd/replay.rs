@@ -18,11 +18,12 @@ use crate::clientconfig::vars::expand_env;
 use crate::error::{Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::proxy::config::{TransportMode, UpstreamHttpConfig};
+use crate::record::model::MadeBy;
 use crate::replay::runner::{
     self, Confirm, Report, ServerTarget, ServerTargets, Status, StepReport,
 };
 use crate::replay::scenario::{CompareRule, Param, Scenario};
-use crate::replay::{derive, load_source, template};
+use crate::replay::{derive, load_source, source_label, template};
 
 // ---------------------------------------------------------------- scenario
 
@@ -862,7 +863,8 @@ pub fn replay(cmd: ReplayCmd) -> Result<ExitStatus, Error> {
     let servers = server_targets(&s, &cmd.server, &cmd.url, cmd.config.as_deref())?;
     let mut options = options_base(Duration::from_millis(cmd.timeout_ms), false);
     options.parallel_groups = cmd.parallel_groups;
-    options.record = (!cmd.no_record && !cmd.dry_run).then(|| cmd.source.clone());
+    options.record =
+        (!cmd.no_record && !cmd.dry_run).then(|| (MadeBy::Replay, source_label(&cmd.source, &s)));
     options.dry_run = cmd.dry_run;
     options.execute = cmd.execute;
     options.allow = cmd.allow.clone();
@@ -938,7 +940,7 @@ pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
         let servers = server_targets(&s, &cmd.server, &cmd.url, cmd.config.as_deref())?;
         let mut options = options_base(Duration::from_millis(cmd.timeout_ms), cmd.schema_only);
         options.parallel_groups = cmd.parallel_groups;
-        options.record = (!cmd.no_record).then(|| source.clone());
+        options.record = (!cmd.no_record).then(|| (MadeBy::Verify, source_label(source, &s)));
         options.params = params.clone();
         options.calibrate = cmd.calibrate.unwrap_or(0);
         options.trust_scenario = cmd.trust_scenario;

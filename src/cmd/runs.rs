@@ -73,6 +73,16 @@ pub struct RunsCmd {
     /// list the runs on the recording service you are logged in to
     #[argh(switch)]
     pub remote: bool,
+
+    /// also list the runs bir's own replay, verify and mock made (hidden
+    /// by default)
+    #[argh(switch)]
+    pub all: bool,
+
+    /// only runs of this origin: agent (the agents' sessions and proxied
+    /// calls), replay, verify or mock
+    #[argh(option)]
+    pub origin: Option<String>,
 }
 
 #[derive(FromArgs, Debug)]

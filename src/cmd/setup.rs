@@ -164,6 +164,7 @@ pub fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
         },
         lazy: cmd.lazy,
         scope: None,
+        everywhere: false,
     };
     let plan = install::plan(&install)?;
     // Every other agent installed here gets its hooks too (where `--hooks`

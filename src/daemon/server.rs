@@ -86,6 +86,66 @@ const MAX_MOD_CLAIMS: usize = 4096;
 /// another instance may take the session over.
 const MOD_CLAIM_IDLE: Duration = Duration::from_secs(30);
 
+/// Sessions whose recording decision is remembered at most (past it the
+/// decisions start over: a session still running is decided again, from
+/// its directory, at its next event).
+const MAX_SCOPE_DECISIONS: usize = 4096;
+
+/// Which sessions this daemon records (`crate::scope`): a session is
+/// decided once, at its first event with a working directory, against the
+/// ledger view, which is reloaded only when `installed.json` changed. A
+/// session not recorded here gets the empty answer to every hook and
+/// nothing of it reaches the engine (no run, no journal, no transcript
+/// read).
+#[derive(Default)]
+struct SessionScope {
+    ledger: crate::scope::Cached,
+    /// Session id → recorded.
+    decided: HashMap<String, bool>,
+}
+
+impl SessionScope {
+    /// Whether the session `payload` belongs to (of `host`) is recorded.
+    /// A payload that names no directory is recorded (it cannot be placed,
+    /// and recording is what bir did before it knew scopes).
+    fn records(&mut self, home: &Path, host: Host, payload: &serde_json::Value) -> bool {
+        let session = host.session_id(payload);
+        if let Some(known) = session.as_ref().and_then(|s| self.decided.get(s)) {
+            return *known;
+        }
+        let Some(cwd) = session_cwd(payload) else {
+            return true;
+        };
+        let agent = (host != Host::ClaudeCode).then(|| host.flag());
+        let records = self
+            .ledger
+            .current(home)
+            .decide(Path::new(cwd), agent)
+            .records();
+        if let Some(session) = session {
+            if self.decided.len() >= MAX_SCOPE_DECISIONS {
+                self.decided.clear();
+            }
+            self.decided.insert(session, records);
+        }
+        records
+    }
+
+    /// Whether `session` was decided not to be recorded.
+    fn declined(&self, session: &str) -> bool {
+        self.decided.get(session) == Some(&false)
+    }
+}
+
+/// The directory a hook payload's session works in: `cwd`, else (Cursor)
+/// its first workspace root.
+fn session_cwd(payload: &serde_json::Value) -> Option<&str> {
+    payload["cwd"]
+        .as_str()
+        .or_else(|| payload["workspace_roots"][0].as_str())
+        .filter(|d| !d.is_empty())
+}
+
 /// What every thread of the daemon shares.
 struct Daemon {
     core: Mutex<Core>,
@@ -115,9 +175,15 @@ struct Daemon {
     /// A holder silent for [`MOD_CLAIM_IDLE`] lets go: a module the host
     /// reloaded comes back as a new instance and must not stay refused.
     mod_claims: Mutex<HashMap<String, (String, Instant)>>,
+    /// Which sessions are recorded here (see [`SessionScope`]).
+    scope: Mutex<SessionScope>,
 }
 
 impl Daemon {
+    fn scope(&self) -> MutexGuard<'_, SessionScope> {
+        self.scope.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn core(&self) -> MutexGuard<'_, Core> {
         // A panic while handling one input must not stop the daemon: the
         // engine's state is still the best we have.
@@ -214,6 +280,7 @@ fn run(home: &Path) -> Result<(), String> {
         stop: AtomicBool::new(false),
         socket: socket.as_ref().map(|(path, _, _)| path.clone()),
         mod_claims: Mutex::new(HashMap::new()),
+        scope: Mutex::new(SessionScope::default()),
     });
     let published = Discovery {
         url: format!("http://127.0.0.1:{port}"),
@@ -783,6 +850,10 @@ fn route_socket(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             if batch.session_id.is_empty() {
                 return (400, Vec::new());
             }
+            if daemon.scope().declined(&batch.session_id) {
+                // A session not recorded here: taken and dropped.
+                return (200, b"{\"ok\":true}".to_vec());
+            }
             if let Some(instance) = &request.instance
                 && !claim(daemon, &batch.session_id, instance)
             {
@@ -961,6 +1032,12 @@ fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16
     if let Some(cwd) = payload["cwd"].as_str()
         && crate::switch::files_off(&daemon.home, Path::new(cwd))
     {
+        return (200, Vec::new());
+    }
+    // Recorded only where bir is installed (or everywhere by choice): a
+    // session elsewhere gets the passthrough answer and leaves nothing.
+    let host = host_of(query).unwrap_or(Host::ClaudeCode);
+    if !daemon.scope().records(&daemon.home, host, &payload) {
         return (200, Vec::new());
     }
     if let Some(host) = host_of(query).filter(|h| *h != Host::ClaudeCode) {

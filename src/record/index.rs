@@ -34,6 +34,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
 use super::journal::{self, JOURNAL_SUFFIX};
+use super::model::MadeBy;
 use super::model::TokenUsage;
 
 /// The index's file name in the runs directory.
@@ -46,7 +47,7 @@ const LOCK_FILE: &str = ".index.lock";
 const MAGIC: &str = "bir-runs-index";
 /// Bumped whenever [`RunSummary`] changes meaning: an index of another
 /// version is rebuilt.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// A bound run's prompt is kept up to this many characters in the index
 /// (a listing shows one line of it; `bir runs export` has all of it).
 const PROMPT_CHARS: usize = 1000;
@@ -82,13 +83,18 @@ pub struct RunSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     /// A run bir made itself (`bir replay`, `bir verify`, `bir mock`):
-    /// its recorder and what it replayed, e.g. `bir-replay of x.json`.
+    /// the command and what it replayed, e.g. `bir-verify of run_3f2a…`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub made_by: Option<String>,
     /// The model's tokens over the run, where the host reported them
     /// (`None`: it did not, which is not zero).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens: Option<TokenUsage>,
+    /// Which of bir's commands made the run; `None` for an agent's
+    /// session (or a host's calls through a proxy): the runs `latest`
+    /// may name and `bir runs` lists by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<MadeBy>,
     /// A writer held the journal when it was listed (not stored: it is
     /// asked afresh at every listing for a run not finished).
     #[serde(skip)]
@@ -153,7 +159,43 @@ impl From<ToolRow> for ToolUse {
     }
 }
 
+/// Which runs a listing shows by who made them: by default the agents'
+/// sessions alone (the runs bir's replay, verify and mock made are
+/// hidden), every run, or one origin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Origins {
+    #[default]
+    Agents,
+    All,
+    Only(MadeBy),
+}
+
+impl Origins {
+    /// The origin `word` names: `agent`, or `replay`, `verify`, `mock`.
+    pub fn parse(word: &str) -> Option<Origins> {
+        match word {
+            "agent" => Some(Origins::Agents),
+            other => MadeBy::parse(other).map(Origins::Only),
+        }
+    }
+
+    pub fn keeps(self, s: &RunSummary) -> bool {
+        match self {
+            Origins::Agents => s.is_agent_session(),
+            Origins::All => true,
+            Origins::Only(m) => s.origin == Some(m),
+        }
+    }
+}
+
 impl RunSummary {
+    /// Whether the run records an agent's session (or a host's calls
+    /// through a proxy) rather than a run bir's own replay, verify or mock
+    /// made: the runs `latest` names and `bir runs` lists by default.
+    pub fn is_agent_session(&self) -> bool {
+        self.origin.is_none()
+    }
+
     /// `finished`, `interrupted` (no writer holds an unfinished journal:
     /// it never will be finished) or `open`, then `,lossy` when it is.
     pub fn state(&self) -> String {
@@ -298,15 +340,19 @@ pub fn summarize(path: &Path, name: &str, meta: &fs::Metadata) -> io::Result<Run
         };
         match record.event {
             LiteEvent::RunStarted(h) => {
+                let m = h.metadata;
+                s.origin = m
+                    .made_by
+                    .or_else(|| MadeBy::of_legacy(&m.recorder, m.replay_of.as_deref()));
+                if let (Some(origin), Some(of)) = (s.origin, &m.replay_of) {
+                    s.made_by = Some(format!("bir-{} of {of}", origin.word()));
+                }
                 s.id = h.id;
                 s.started_at = h.started_at;
-                s.tier = h.metadata.tier;
-                s.servers = h.metadata.wrapped_servers;
-                s.cwd = h.metadata.cwd;
-                s.lossy |= h.metadata.lossy;
-                if let Some(of) = h.metadata.replay_of {
-                    s.made_by = Some(format!("{} of {of}", h.metadata.recorder));
-                }
+                s.tier = m.tier;
+                s.servers = m.wrapped_servers;
+                s.cwd = m.cwd;
+                s.lossy |= m.lossy;
                 if h.input.is_some() {
                     s.prompt = h.input;
                 }
@@ -508,6 +554,8 @@ struct LiteMetadata {
     recorder: String,
     #[serde(default)]
     replay_of: Option<String>,
+    #[serde(default)]
+    made_by: Option<MadeBy>,
 }
 
 #[derive(Deserialize)]

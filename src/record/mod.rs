@@ -193,6 +193,8 @@ pub struct Origin {
     pub recorder: String,
     /// The scenario file or run that was replayed or served.
     pub replay_of: Option<String>,
+    /// Which of bir's commands made the run.
+    pub made_by: model::MadeBy,
     /// Every server the run's calls went to.
     pub servers: Vec<String>,
 }
@@ -322,12 +324,14 @@ impl LocalRun {
             model: None,
             note: None,
             replay_of: None,
+            made_by: None,
         };
         let metadata = match &self.origin {
             Some(o) => RunMetadata {
                 recorder: o.recorder.clone(),
                 wrapped_servers: o.servers.clone(),
                 replay_of: o.replay_of.clone(),
+                made_by: Some(o.made_by),
                 ..metadata
             },
             None => metadata,

@@ -100,6 +100,53 @@ pub struct RunMetadata {
     /// replayed or served.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_of: Option<String>,
+    /// Which of bir's own commands made the run (`replay`, `verify`,
+    /// `mock`); absent for a recording of an agent's session or of a
+    /// host's calls through a proxy. Such runs are never `latest` and are
+    /// hidden from `bir runs` unless asked for ([`MadeBy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<MadeBy>,
+}
+
+/// The bir command that made a run, for the runs bir makes itself: a
+/// replay, a verification or a mock session is not an agent's session,
+/// so `latest` never names one and `bir runs` lists them only when asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MadeBy {
+    Replay,
+    Verify,
+    Mock,
+}
+
+impl MadeBy {
+    /// The word in headers, listings and `bir runs --origin`.
+    pub fn word(self) -> &'static str {
+        match self {
+            MadeBy::Replay => "replay",
+            MadeBy::Verify => "verify",
+            MadeBy::Mock => "mock",
+        }
+    }
+
+    /// The kind `word` names (see [`MadeBy::word`]).
+    pub fn parse(word: &str) -> Option<MadeBy> {
+        [MadeBy::Replay, MadeBy::Verify, MadeBy::Mock]
+            .into_iter()
+            .find(|m| m.word() == word)
+    }
+
+    /// The kind a header of a bir version that wrote no `madeBy` had:
+    /// its recorder (`bir-mock`, else `bir-replay`) when it replayed
+    /// something, else none.
+    pub fn of_legacy(recorder: &str, replay_of: Option<&str>) -> Option<MadeBy> {
+        replay_of?;
+        Some(if recorder == "bir-mock" {
+            MadeBy::Mock
+        } else {
+            MadeBy::Replay
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

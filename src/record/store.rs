@@ -27,6 +27,12 @@ use super::model::{
 use crate::error::{Context, Error};
 use crate::home::{bir_home, ensure_private_dir, report_page};
 
+/// The word that names the newest agent session wherever a run is asked
+/// for: the newest run whose header names no bir command that made it
+/// (`replay`, `verify`, `mock`), so `bir verify latest` after `bir replay`
+/// checks the agent's session again, not the replay.
+pub const LATEST: &str = "latest";
+
 /// The runs directory and how to write into it.
 #[derive(Clone)]
 pub struct Store {
@@ -192,7 +198,9 @@ impl Store {
     }
 
     /// Finds a run by id, unique id prefix (with or without `run_`), or
-    /// `latest`, and reads it: only its own journal is read whole.
+    /// `latest`, and reads it: only its own journal is read whole. Every
+    /// command that takes a run resolves it here, so `latest` means the
+    /// same everywhere: the newest agent session ([`LATEST`]).
     pub fn find(&self, wanted: &str) -> Result<LoadedRun, Error> {
         let summary = self.find_summary(wanted)?;
         load_path(&self.dir.join(&summary.file))
@@ -204,11 +212,21 @@ impl Store {
         let runs = self
             .summaries()
             .context(|| format!("cannot read {}", self.dir.display()))?;
-        if wanted == "latest" {
+        if wanted == LATEST {
+            let any = !runs.is_empty();
             return runs
                 .into_iter()
-                .next()
-                .ok_or_else(|| Error::failure(format!("no runs in {}", self.dir.display())));
+                .find(RunSummary::is_agent_session)
+                .ok_or_else(|| {
+                    Error::failure(if any {
+                        format!(
+                            "no agent session in {} (`latest` never names a run bir's replay, verify or mock made; see `bir runs --all` and give its id)",
+                            self.dir.display()
+                        )
+                    } else {
+                        format!("no runs in {}", self.dir.display())
+                    })
+                });
         }
         let bare = wanted.strip_prefix("run_").unwrap_or(wanted);
         if bare.trim().is_empty() {

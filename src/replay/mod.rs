@@ -32,9 +32,7 @@ use scenario::Scenario;
 /// id, a unique prefix, or `latest`).
 pub fn load_source(source: &str) -> Result<Scenario, Error> {
     let path = Path::new(source);
-    // Anything at that path is the scenario (a FIFO or a directory is then
-    // refused by `Scenario::load`, never taken for a run id or waited on).
-    if source.ends_with(".json") || std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
+    if names_a_file(source) {
         return Scenario::load(path);
     }
     let store = Store::open_default()
@@ -46,6 +44,24 @@ pub fn load_source(source: &str) -> Result<Scenario, Error> {
             apply_bindings: true,
         },
     ))
+}
+
+/// Whether `source` names a scenario file rather than a run: anything at
+/// that path is the scenario (a FIFO or a directory is then refused by
+/// `Scenario::load`, never taken for a run id or waited on).
+fn names_a_file(source: &str) -> bool {
+    source.ends_with(".json")
+        || std::fs::symlink_metadata(Path::new(source)).is_ok_and(|m| !m.is_dir())
+}
+
+/// What a run made from `source` says it replayed: the scenario file as
+/// given, or the id of the run `source` resolved to (never `latest` or a
+/// prefix, which name another run once more runs are recorded).
+pub fn source_label(source: &str, scenario: &Scenario) -> String {
+    match &scenario.source {
+        Some(from) if !names_a_file(source) && !from.run.is_empty() => from.run.clone(),
+        _ => source.to_owned(),
+    }
 }
 
 /// The redactor a recorder would use here (its rules, this process's
@@ -258,7 +274,8 @@ pub fn serve_mock(
     if req.record
         && let Some(recorder) = recording::SessionRecorder::open(
             recording::MOCK_RECORDER,
-            req.source,
+            crate::record::model::MadeBy::Mock,
+            &source_label(req.source, &scenario),
             std::slice::from_ref(&server),
             Vec::new(),
         )

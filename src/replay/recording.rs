@@ -5,7 +5,10 @@
 //! Each server gets its own [`Preparation`] (its snapshot comes from the
 //! session's own `initialize` and `tools/list` exchanges); all of them
 //! write into one run whose metadata names the origin (`recorder:
-//! "bir-replay"` or `"bir-mock"`) and what was replayed (`replayOf`).
+//! "bir-replay"` or `"bir-mock"`, and `madeBy`: `replay`, `verify` or
+//! `mock`) and what was replayed (`replayOf`: the scenario file, or the
+//! id of the run, never a word like `latest` that names another run
+//! tomorrow).
 //! Everything passes the same choke point as a proxy's recording:
 //! redacted, binaries stubbed, capped. As with the proxy, the run opens at
 //! the first call, so a replay that called nothing leaves no empty run.
@@ -19,6 +22,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::observe::step::{CallOutcome, StepReport};
+use crate::record::model::MadeBy;
 use crate::record::store::Store;
 use crate::record::{LocalRun, Origin, Preparation, ProxyItem, RecorderConfig};
 
@@ -41,6 +45,7 @@ impl SessionRecorder {
     /// `replay_of`; `None` when recording is off (`BIR_RECORDER=off`).
     pub fn open(
         recorder: &str,
+        made_by: MadeBy,
         replay_of: &str,
         servers: &[String],
         known_secrets: Vec<String>,
@@ -60,6 +65,7 @@ impl SessionRecorder {
         run.set_origin(Origin {
             recorder: recorder.to_owned(),
             replay_of: Some(replay_of.to_owned()),
+            made_by,
             servers: servers.to_vec(),
         });
         Some(SessionRecorder {

@@ -329,9 +329,10 @@ pub struct Options {
     /// (consecutive steps sharing a `group`) are sent together and their
     /// answers awaited together; the report keeps the recorded order.
     pub parallel_groups: bool,
-    /// Journal the replay as a run (recorder `bir-replay`) naming this
-    /// source as what it replays; `None`: `--no-record`.
-    pub record: Option<String>,
+    /// Journal the replay as a run (recorder `bir-replay`, made by
+    /// `replay` or `verify`) naming this source as what it replays (see
+    /// `replay::source_label`); `None`: `--no-record`.
+    pub record: Option<(crate::record::model::MadeBy, String)>,
 }
 
 /// Opens a transport to a server that is not a child of bir (a remote
@@ -600,9 +601,14 @@ impl<'a> Replay<'a> {
         }
         wanted.sort();
         wanted.dedup();
-        if let Some(of) = &options.record {
-            self.recorder =
-                SessionRecorder::open(REPLAY_RECORDER, of, &wanted, self.known_secrets.clone());
+        if let Some((made_by, of)) = &options.record {
+            self.recorder = SessionRecorder::open(
+                REPLAY_RECORDER,
+                *made_by,
+                of,
+                &wanted,
+                self.known_secrets.clone(),
+            );
         }
         for name in wanted {
             let Some(target) = servers.get(&name) else {

@@ -134,7 +134,7 @@ else
   result fail "mock answers like the live server" "live $live_result; mock $mock_result"
 fi
 # The mock session is a run of its own, made by bir-mock.
-if made="$(bir runs --json 2>&1 | python3 -c '
+if made="$(bir runs --all --json 2>&1 | python3 -c '
 import json, sys
 runs = [json.loads(l) for l in sys.stdin if l.strip()]
 mocks = [r for r in runs if r.get("madeBy", "").startswith("bir-mock of ")]

@@ -832,3 +832,144 @@ fn a_proxy_naming_no_session_binds_to_the_session_of_its_host_process() {
     let (_, list, _) = bir_cmd(&dir, &["runs", "--json"]);
     assert_eq!(list.lines().count(), 1, "one run, the session's: {list}");
 }
+
+/// `bir` with the fixture's managed-policy directory, in `cwd`.
+fn bir_in_dir(dir: &TempDir, cwd: &Path, args: &[&str]) -> (i32, String) {
+    let out = command(bir(), dir)
+        .args(args)
+        .env("BIR_CLAUDE_MANAGED_DIR", dir.join("managed"))
+        .current_dir(cwd)
+        .output()
+        .expect("run bir");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// The user-wide hooks fire in every project, but a session is recorded
+/// only where bir is installed: elsewhere the hooks answer nothing and no
+/// run is stored, until the user chooses `bir install --everywhere`;
+/// `bir status` says which applies in a directory.
+#[test]
+fn a_session_is_recorded_only_where_bir_is_installed_or_everywhere_by_choice() {
+    let dir = TempDir::new("scope");
+    let _down = DaemonDown(&dir);
+    let installed = dir.join("installed");
+    let other = dir.join("other");
+    for d in [&installed, &other, &dir.join("managed")] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    std::fs::write(dir.join("home/.claude.json"), "{}\n").expect("write");
+    let (code, text) = bir_in_dir(&dir, &installed, &["install", "--hooks", "command"]);
+    assert_eq!(code, 0, "{text}");
+
+    let session = |id: &str, cwd: &Path| {
+        let cwd = cwd.display().to_string();
+        let mut answers = Vec::new();
+        for (event, extra) in [
+            ("SessionStart", json!({"source": "startup"})),
+            ("UserPromptSubmit", json!({"prompt": "list the files"})),
+            (
+                "PreToolUse",
+                json!({"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "toolu_1"}),
+            ),
+            (
+                "PostToolUse",
+                json!({"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "toolu_1", "tool_response": "a b"}),
+            ),
+            ("Stop", json!({"last_assistant_message": "done"})),
+            ("SessionEnd", json!({"reason": "other"})),
+        ] {
+            answers.extend(run_hook(
+                &dir,
+                event,
+                &hook_payload(id, &cwd, event, extra),
+                &[],
+            ));
+        }
+        answers
+    };
+    let runs = |want: usize| -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (_, list, _) = bir_cmd(&dir, &["runs", "--json"]);
+            let lines: Vec<Value> = list
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            if lines.len() >= want && lines.iter().all(|l| l["state"] == "finished") {
+                return lines;
+            }
+            assert!(Instant::now() < deadline, "{want} runs expected: {list}");
+            thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let journals = || {
+        std::fs::read_dir(dir.join("home/.baseinstrunner/runs"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".journal"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+
+    // Not installed here: the passthrough answer, and nothing stored.
+    assert!(session("sess-elsewhere", &other).is_empty());
+    let (_, status) = bir_in_dir(&dir, &other, &["status"]);
+    assert!(
+        status.contains(&format!(
+            "Recorded here: no: bir is installed in {}",
+            installed.display()
+        )),
+        "{status}"
+    );
+    // A session in the installed project, after it, is recorded (the
+    // daemon handles hooks in order: the first session was handled).
+    session("sess-installed", &installed.join("src"));
+    let listed = runs(1);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(journals(), 1, "the session elsewhere left no journal");
+    assert_eq!(
+        listed[0]["cwd"],
+        installed.join("src").display().to_string()
+    );
+    let (_, status) = bir_in_dir(&dir, &installed, &["status"]);
+    assert!(
+        status.contains("Recorded here: yes, bir is installed in this project"),
+        "{status}"
+    );
+
+    // Everywhere, by the user's choice: recorded in the other directory.
+    let (code, text) = bir_in_dir(
+        &dir,
+        &installed,
+        &["install", "--everywhere", "--hooks", "command"],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("recorded in every directory"), "{text}");
+    let (_, status) = bir_in_dir(&dir, &other, &["status"]);
+    assert!(
+        status.contains("Recorded here: yes: everywhere, by your choice on"),
+        "{status}"
+    );
+    session("sess-everywhere", &other);
+    assert_eq!(runs(2).len(), 2);
+
+    // Taken back: the other directory is not recorded again.
+    let (code, text) = bir_in_dir(&dir, &installed, &["uninstall", "--everywhere"]);
+    assert_eq!(code, 0, "{text}");
+    let (_, status) = bir_in_dir(&dir, &other, &["status"]);
+    assert!(status.contains("Recorded here: no:"), "{status}");
+    assert!(session("sess-elsewhere-again", &other).is_empty());
+    session("sess-installed-again", &installed);
+    assert_eq!(runs(3).len(), 3);
+    assert_eq!(
+        journals(),
+        3,
+        "the second session elsewhere left no journal"
+    );
+}

@@ -294,6 +294,16 @@ fn install_and_uninstall_per_agent_round_trip() {
             text.contains(&format!("--host {client}")),
             "{client}: {text}"
         );
+        // Its sessions are recorded in the project the install ran in.
+        let ledger: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(t.join("home/.baseinstrunner/installed.json")).expect("ledger"),
+        )
+        .expect("ledger json");
+        assert_eq!(
+            ledger["host_hooks"][0]["projects"],
+            serde_json::json!([project.display().to_string()]),
+            "{client}: {ledger}"
+        );
         let out = command(bir(), &t)
             .args(["uninstall", "--client", client])
             .output()

@@ -2008,6 +2008,9 @@ fn user_hooks_stay_while_another_project_still_uses_them() {
     assert!(!settings(&f).exists(), "{}", text(&out));
 }
 
+/// `bir install` in a directory with no MCP config, the user-wide hooks
+/// already there, makes that directory's sessions recorded and says so;
+/// run again it has nothing left to change, and changes nothing.
 #[test]
 fn an_install_that_changes_nothing_leaves_the_ledger_alone() {
     let f = Fixture::new("cc-hooks-noop");
@@ -2016,10 +2019,15 @@ fn an_install_that_changes_nothing_leaves_the_ledger_alone() {
     fs::create_dir_all(&empty).expect("mkdir");
     assert!(f.bir(&["install"]).status.success());
     let ledger_path = f.dir.join("home/.baseinstrunner/installed.json");
+
+    let e = empty.to_str().expect("utf-8");
+    let out = f.bir(&["install", "--project", e]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("are now recorded"), "{}", text(&out));
+    assert!(!text(&out).contains("Nothing to change"), "{}", text(&out));
     let ledger_before = fs::read(&ledger_path).expect("ledger");
 
-    // A directory with no MCP config, the user-wide hooks already there.
-    let out = f.bir(&["install", "--project", empty.to_str().expect("utf-8")]);
+    let out = f.bir(&["install", "--project", e]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("Nothing to change."), "{}", text(&out));
     assert_eq!(
@@ -2028,14 +2036,15 @@ fn an_install_that_changes_nothing_leaves_the_ledger_alone() {
         "an install that changed nothing edited the ledger"
     );
 
-    // So uninstall in the real project gives the user's settings back.
+    // The hooks stay while the other directory is recorded, and go with it.
     let out = f.bir(&["uninstall"]);
-    assert!(out.status.success(), "{}", text(&out));
     assert!(
-        !text(&out).contains("kept (other projects"),
+        text(&out).contains("kept (other projects"),
         "{}",
         text(&out)
     );
+    let out = f.bir(&["uninstall", "--project", e]);
+    assert!(out.status.success(), "{}", text(&out));
     assert!(!settings(&f).exists(), "{}", text(&out));
 }
 
@@ -2111,4 +2120,41 @@ fn a_broken_mcp_json_is_not_sent_to_claude_code_backups() {
     fs::write(f.claude_json(), "{\"projects\": ").expect("write");
     let all = text(&f.bir(&["install"]));
     assert!(all.contains("~/.claude/backups"), "{all}");
+}
+
+/// `bir install --everywhere` is kept in the ledger with its date; `bir
+/// uninstall --everywhere` takes back the choice alone (the hooks stay),
+/// and the choice also goes with the last of bir's hooks.
+#[test]
+fn recording_everywhere_is_a_choice_kept_and_taken_back() {
+    let f = Fixture::new("everywhere");
+    fs::write(f.claude_json(), "{}\n").expect("write");
+    let out = f.bir(&["install", "--everywhere", "--hooks", "command"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(f.ledger()["everywhere"]["at"].is_string(), "{}", f.ledger());
+    let again = f.bir(&["install", "--everywhere", "--hooks", "command"]);
+    assert!(
+        text(&again).contains("Nothing to change."),
+        "{}",
+        text(&again)
+    );
+
+    let out = f.bir(&["uninstall", "--everywhere"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(f.ledger()["everywhere"].is_null(), "{}", f.ledger());
+    assert_eq!(
+        bir_hooks(&settings(&f)).len(),
+        HOOK_EVENTS,
+        "the hooks stay"
+    );
+    let out = f.bir(&["uninstall", "--everywhere"]);
+    assert!(text(&out).contains("Nothing to undo"), "{}", text(&out));
+
+    // Chosen again, then the last project uninstalled: the choice goes too.
+    assert!(f.bir(&["install", "--everywhere"]).status.success());
+    assert!(f.ledger()["everywhere"]["at"].is_string());
+    let out = f.bir(&["uninstall"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(f.ledger()["everywhere"].is_null(), "{}", f.ledger());
+    assert!(!settings(&f).exists(), "{}", text(&out));
 }

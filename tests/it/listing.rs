@@ -183,7 +183,7 @@ fn the_index_follows_the_journals() {
     let first = listed(&dir, &[]);
     assert_eq!(first.len(), 150);
     let saved = std::fs::read(&index).expect("the listing saved an index");
-    assert!(saved.starts_with(b"bir-runs-index 3 "));
+    assert!(saved.starts_with(b"bir-runs-index 4 "));
 
     // A journal appended after the index was written: its new call shows
     // (an unfinished run, as a live one would be; and a finished one).
@@ -234,7 +234,7 @@ fn the_index_follows_the_journals() {
         std::fs::write(&index, &bytes).expect("damage");
         assert_eq!(listed(&dir, &[]), after_rm, "after a {what} index");
         let rebuilt = std::fs::read(&index).expect("index");
-        assert!(rebuilt.starts_with(b"bir-runs-index 3 "), "{what}: rebuilt");
+        assert!(rebuilt.starts_with(b"bir-runs-index 4 "), "{what}: rebuilt");
     }
     // A save killed before its rename left its temporary file: the next
     // save removes it.
@@ -281,7 +281,7 @@ fn listings_at_once_while_a_journal_grows_keep_a_whole_index() {
         .expect("run 99");
     assert_eq!(live["toolCalls"], 2 + 3);
     let saved = std::fs::read(runs.join(".index")).expect("index");
-    assert!(saved.starts_with(b"bir-runs-index 3 "));
+    assert!(saved.starts_with(b"bir-runs-index 4 "));
     let leftovers: Vec<String> = std::fs::read_dir(&runs)
         .expect("ls")
         .flatten()

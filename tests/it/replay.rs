@@ -925,7 +925,7 @@ fn client_configs_and_streamable_http_servers_are_replay_targets() {
 
 /// The `bir runs --json` lines, parsed.
 fn run_lines(dir: &TempDir) -> Vec<Value> {
-    let out = bir_in(dir, &["runs", "--json"]);
+    let out = bir_in(dir, &["runs", "--json", "--all"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     out.stdout
         .lines()
@@ -1407,4 +1407,107 @@ fn mock_answers_a_client_as_the_recorded_server_answers_that_client() {
         recorded_tools > Some(live_tools.len()),
         "the recording client was offered more tools: {recorded_tools:?}"
     );
+}
+
+/// `latest` names the newest agent session wherever a run is asked for,
+/// never a run bir's own replay or verify made; those runs name the run
+/// they replayed by its id, are hidden from `bir runs` and listed by
+/// `--all` or `--origin`.
+#[test]
+fn latest_is_the_agents_session_never_a_run_bir_made() {
+    let dir = TempDir::new("replay-latest");
+    let calls = json!([{"tool": "echo", "args": {"message": "the agent's"}}]);
+    record_and_derive(
+        &dir,
+        "everything",
+        &everything(),
+        &calls,
+        "e.scenario.json",
+        &[],
+    );
+    let agent = run_lines(&dir)[0]["id"].as_str().expect("id").to_owned();
+    let server = format!("everything={}", everything());
+    let journaled = |out: &Out| {
+        assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+        out.stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("bir: journaled as run "))
+            .unwrap_or_else(|| panic!("no run named: {}", out.stderr))
+            .to_owned()
+    };
+    let replayed = journaled(&bir_in(&dir, &["replay", "latest", "--server", &server]));
+    let verified = journaled(&bir_in(&dir, &["verify", "latest", "--server", &server]));
+    let lines = run_lines(&dir);
+    let made_by = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not listed: {lines:?}"))["madeBy"]
+            .clone()
+    };
+    assert_eq!(made_by(&replayed), format!("bir-replay of {agent}"));
+    assert_eq!(
+        made_by(&verified),
+        format!("bir-verify of {agent}"),
+        "verify latest after a replay verifies the agent's session again"
+    );
+
+    // Hidden by default, listed on demand, marked.
+    let ids = |args: &[&str]| -> Vec<String> {
+        let out = bir_in(&dir, args);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        out.stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).expect("line")["id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(ids(&["runs", "--json"]), vec![agent.clone()]);
+    assert_eq!(
+        ids(&["runs", "--json", "--origin", "replay"]),
+        vec![replayed.clone()]
+    );
+    assert_eq!(
+        ids(&["runs", "--json", "--origin", "verify"]),
+        vec![verified.clone()]
+    );
+    assert_eq!(
+        ids(&["runs", "--json", "--origin", "agent"]),
+        vec![agent.clone()]
+    );
+    assert_eq!(ids(&["runs", "--json", "--all"]).len(), 3);
+    let table = bir_in(&dir, &["runs", "--all"]);
+    assert!(
+        table
+            .stdout
+            .contains(&format!("(bir-replay of {}", &agent[..16])),
+        "{}",
+        table.stdout
+    );
+    let refused = bir_in(&dir, &["runs", "--origin", "robot"]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+
+    // Every command that takes a run resolves `latest` to the agent's.
+    let show = bir_in(&dir, &["runs", "show", "latest"]);
+    assert!(show.stdout.contains(&agent), "{}", show.stdout);
+    let export = bir_in(&dir, &["runs", "export", "latest"]);
+    let doc: Value = serde_json::from_str(&export.stdout).expect("export json");
+    assert_eq!(doc["run"]["id"], agent.as_str());
+    let derived = bir_in(&dir, &["scenario", "derive", "latest"]);
+    let derived: Value = serde_json::from_str(&derived.stdout).expect("scenario json");
+    assert_eq!(derived["source"]["run"], agent.as_str());
+    for command in [&["report", "latest"][..], &["investigate", "latest"][..]] {
+        let out = bir_in(&dir, command);
+        assert_eq!(out.code, 0, "{command:?}: {}", out.stderr);
+        assert!(out.stdout.contains(&agent), "{command:?}: {}", out.stdout);
+        assert!(
+            !out.stdout.contains(&replayed),
+            "{command:?}: {}",
+            out.stdout
+        );
+    }
 }

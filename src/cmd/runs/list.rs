@@ -15,7 +15,7 @@ use super::{Screen, clip, parse_age, short_id};
 use crate::cmd::runs::RunsCmd;
 use crate::error::{Context, Error, ExitStatus};
 use crate::output::{escape, out};
-use crate::record::index::RunSummary;
+use crate::record::index::{Origins, RunSummary};
 use crate::record::store::Store;
 use crate::time::parse_rfc3339;
 
@@ -31,6 +31,7 @@ pub(super) struct Filter {
     until: Option<i64>,
     tier: Option<String>,
     cwd: Option<PathBuf>,
+    origins: Origins,
 }
 
 impl Filter {
@@ -49,7 +50,18 @@ impl Filter {
                 "`{tier}` is not a tier (standalone or bound)"
             )));
         }
+        let origins = match (&cmd.origin, cmd.all) {
+            (Some(_), true) => return Err(Error::usage("give --all or --origin, not both")),
+            (Some(word), false) => Origins::parse(word).ok_or_else(|| {
+                Error::usage(format!(
+                    "`{word}` is not an origin (agent, replay, verify or mock)"
+                ))
+            })?,
+            (None, true) => Origins::All,
+            (None, false) => Origins::Agents,
+        };
         Ok(Filter {
+            origins,
             server: cmd.server.clone(),
             tool: cmd.tool.clone(),
             failed: cmd.failed,
@@ -62,6 +74,9 @@ impl Filter {
 
     /// Whether the run `s` summarises passes every condition.
     pub(super) fn keeps(&self, s: &RunSummary) -> bool {
+        if !self.origins.keeps(s) {
+            return false;
+        }
         if self.server.as_ref().is_some_and(|want| {
             !s.servers.iter().any(|x| x == want) && !s.tools.iter().any(|t| &t.server == want)
         }) {
@@ -174,7 +189,13 @@ pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
         return Ok(ExitStatus::Success);
     }
     if kept.is_empty() {
+        let hidden = runs.iter().filter(|s| !s.is_agent_session()).count();
         out(&format!("No run of the {total} in the store matches."));
+        if filter.origins == Origins::Agents && hidden > 0 {
+            out(&format!(
+                "({hidden} made by bir replay, verify or mock are hidden: bir runs --all)"
+            ));
+        }
         return Ok(ExitStatus::Success);
     }
     // The table is for a terminal and goes through a `Screen` (JSON lines
@@ -254,6 +275,9 @@ fn json_line(s: &RunSummary) -> serde_json::Value {
     }
     if let Some(m) = &s.made_by {
         line["madeBy"] = json!(m);
+    }
+    if let Some(o) = s.origin {
+        line["origin"] = json!(o.word());
     }
     line["cwd"] = json!(s.cwd);
     line["tools"] = json!(
