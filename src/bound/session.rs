@@ -37,6 +37,7 @@ use std::time::SystemTime;
 
 mod guide_events;
 mod modlink;
+mod resume;
 
 use serde_json::{Value, json};
 
@@ -293,6 +294,10 @@ pub(super) struct Session {
     /// that follow) wait here while the transcript is read from its start,
     /// so what came before is told first, in order (`catch_up`).
     catching_up: bool,
+    /// A run another daemon left open, taken up again (`session/resume.rs`):
+    /// its first hook reads the transcript from the start, whatever the
+    /// hook, and what the run does not hold is told from it.
+    resuming: bool,
     stash: Vec<Hook>,
     /// What the transcripts showed that the hooks have not told (yet):
     /// taken in file order when the transcript is whole (`Stop`, the end,
@@ -356,6 +361,7 @@ impl Session {
             modlink: modlink::ModState::default(),
             guide: guide_events::GuidePins::default(),
             catching_up: false,
+            resuming: false,
             stash: Vec::new(),
             unheard: Vec::new(),
             live_prompts: 0,
@@ -485,9 +491,10 @@ impl Session {
                 .push(Hook::new(h.name.clone(), h.payload.clone()));
             return;
         }
-        if !self.hooks_seen {
+        if !self.hooks_seen || self.resuming {
             self.hooks_seen = true;
-            let clean = CLEAN_STARTS.contains(&h.name.as_str())
+            let clean = !self.resuming
+                && CLEAN_STARTS.contains(&h.name.as_str())
                 && !(h.name == "SessionStart" && h.source() == Some("compact"));
             if !clean && let Some(path) = h.transcript_path() {
                 // Read what came before from the transcript's start; this
@@ -505,8 +512,10 @@ impl Session {
                     cx.label(&h.name)
                 ));
                 self.request_read(cx, None);
+                self.resuming = false;
                 return;
             }
+            self.resuming = false;
             if !clean {
                 self.lossy = true;
                 self.note = Some(format!(
@@ -1197,6 +1206,7 @@ impl Session {
             agent_id: agent,
             path: t.path.clone(),
             offset: t.offset,
+            from_start: self.resuming,
         });
     }
 

@@ -188,8 +188,16 @@ fn run(home: &Path) -> Result<(), String> {
         forwarders.push(Box::new(otlp));
     }
     let reader = TranscriptReader::new(Some(home.join("control").join("transcripts.json")));
-    let core =
-        Core::new(Engine::new(engine_config()), store, forwarders).with_reader(Arc::clone(&reader));
+    let config = engine_config();
+    // A run left open longer ago than a session may stay idle would end at
+    // once: only the recent ones are read back.
+    let left_window = config.idle_end + config.fingerprint_window;
+    let mut core =
+        Core::new(Engine::new(config), store, forwarders).with_reader(Arc::clone(&reader));
+    let taken = core.take_up_left_runs(left_window);
+    if taken > 0 {
+        log::info!("{taken} run(s) left open by the last daemon taken up again");
+    }
     let started_at = SystemTime::now();
     let daemon = Arc::new(Daemon {
         core: Mutex::new(core),

@@ -75,6 +75,38 @@ impl Core {
         self
     }
 
+    /// Takes up the bound runs a previous daemon left open (killed, or
+    /// stopped while their session was live) whose journal was written in
+    /// the last `window`: each continues as its session's run
+    /// (`Engine::resume`). Returns how many. A journal some writer holds is
+    /// left alone.
+    pub(crate) fn take_up_left_runs(&mut self, window: Duration) -> usize {
+        let Some(store) = &self.store else {
+            return 0;
+        };
+        let since = SystemTime::now().checked_sub(window);
+        let journals = match store.journals_written_after(since) {
+            Ok(found) => found,
+            Err(err) => {
+                log::warn!("cannot look for runs left open: {err}");
+                return 0;
+            }
+        };
+        let mut taken = 0;
+        for (written, path) in journals {
+            if crate::record::journal::is_held(&path) {
+                continue;
+            }
+            let Ok(run) = crate::record::store::load_path(&path) else {
+                continue;
+            };
+            if self.engine.resume(&run, written) {
+                taken += 1;
+            }
+        }
+        taken
+    }
+
     /// Gives `input` to the engine and carries out what it asks.
     pub(crate) fn handle(&mut self, input: Input, now: SystemTime) {
         let outputs = self.engine.handle(input, now);
@@ -148,6 +180,7 @@ impl Core {
                     agent_id,
                     path,
                     offset,
+                    from_start,
                 } => {
                     if let Some(reader) = &self.reader {
                         reader.submit(ReadRequest {
@@ -155,6 +188,7 @@ impl Core {
                             agent_id,
                             path,
                             offset,
+                            from_start,
                         });
                         continue;
                     }
