@@ -1319,10 +1319,30 @@ fn a_daemon_killed_mid_session_leaves_one_whole_run() {
     let rows = transcript_rows(
         "four shells",
         &[
-            ("toolu_1", "Bash", json!({"command": "a"}), json!({"stdout": "1"})),
-            ("toolu_2", "Bash", json!({"command": "kill"}), json!({"stdout": ""})),
-            ("toolu_3", "Bash", json!({"command": "c"}), json!({"stdout": "3"})),
-            ("toolu_4", "Bash", json!({"command": "d"}), json!({"stdout": "4"})),
+            (
+                "toolu_1",
+                "Bash",
+                json!({"command": "a"}),
+                json!({"stdout": "1"}),
+            ),
+            (
+                "toolu_2",
+                "Bash",
+                json!({"command": "kill"}),
+                json!({"stdout": ""}),
+            ),
+            (
+                "toolu_3",
+                "Bash",
+                json!({"command": "c"}),
+                json!({"stdout": "3"}),
+            ),
+            (
+                "toolu_4",
+                "Bash",
+                json!({"command": "d"}),
+                json!({"stdout": "4"}),
+            ),
         ],
         "four",
     );
@@ -1355,7 +1375,10 @@ fn a_daemon_killed_mid_session_leaves_one_whole_run() {
     let (s3, r3) = h.assert_told_once("toolu_3");
     let (s4, r4) = h.assert_told_once("toolu_4");
     assert!(!s1.recovered && !r1.recovered);
-    assert!(!s2.recovered && r2.recovered, "its answer came from the transcript");
+    assert!(
+        !s2.recovered && r2.recovered,
+        "its answer came from the transcript"
+    );
     assert!(s3.recovered && r3.recovered);
     assert!(!s4.recovered && !r4.recovered);
     assert_eq!(r3.output.as_deref(), Some(&json!({"stdout": "3"})));
@@ -1380,8 +1403,18 @@ fn a_daemon_stopped_mid_session_is_taken_up_by_the_next() {
     let rows = transcript_rows(
         "two shells",
         &[
-            ("toolu_1", "Bash", json!({"command": "a"}), json!({"stdout": "1"})),
-            ("toolu_2", "Bash", json!({"command": "b"}), json!({"stdout": "2"})),
+            (
+                "toolu_1",
+                "Bash",
+                json!({"command": "a"}),
+                json!({"stdout": "1"}),
+            ),
+            (
+                "toolu_2",
+                "Bash",
+                json!({"command": "b"}),
+                json!({"stdout": "2"}),
+            ),
         ],
         "two",
     );

@@ -39,8 +39,8 @@ impl Session {
         let session_id = meta.session_id.as_deref()?;
         let mut s = Session::new(session_id, written);
         s.run_id = header.id.clone();
-        if let Some(at) = crate::time::parse_rfc3339(&header.started_at)
-            .and_then(|secs| u64::try_from(secs).ok())
+        if let Some(at) =
+            crate::time::parse_rfc3339(&header.started_at).and_then(|secs| u64::try_from(secs).ok())
         {
             s.started_at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(at);
         }
@@ -87,7 +87,11 @@ impl Session {
         {
             s.last_answer = Some(answer);
         }
-        for step in run.steps.iter().filter(|st| st.step_type == StepType::ToolResponse) {
+        for step in run
+            .steps
+            .iter()
+            .filter(|st| st.step_type == StepType::ToolResponse)
+        {
             s.metrics.tool_calls += 1;
             s.metrics.errors += u64::from(step.is_error);
             s.metrics.total_tool_ms += step.duration_ms.unwrap_or(0.0);
@@ -95,7 +99,11 @@ impl Session {
                 s.done.insert(id.as_str().to_owned(), written);
             }
         }
-        for step in run.steps.iter().filter(|st| st.step_type == StepType::ToolSelected) {
+        for step in run
+            .steps
+            .iter()
+            .filter(|st| st.step_type == StepType::ToolSelected)
+        {
             let Some(id) = step.tool_use_id.as_ref().map(|id| id.as_str().to_owned()) else {
                 continue;
             };
