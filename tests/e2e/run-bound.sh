@@ -17,7 +17,9 @@
 #
 # Env knobs as in run.sh: BIR_BIN, BIR_E2E_HARNESS, E2E_CC_DIR, BIR_E2E_WORK,
 # BIR_E2E_KEEP, E2E_TIMEOUT; BIR_E2E_BOUND_WAIT (seconds to wait for a run to
-# finish after its session, default 30). Prints "PASS|FAIL <check>: <detail>"
+# finish after its session, default 30); BIR_E2E_BOUND_ONLY (groups to run, e.g.
+# "restarts" for the daemon stopped, killed and never started; "baseline off"
+# for `bir off`; the checks against the baseline need "baseline" too). Prints "PASS|FAIL <check>: <detail>"
 # lines and ends with "N passed, M failed"; exits 1 if any check failed.
 set -uo pipefail
 
@@ -199,20 +201,29 @@ bound_session() {
     --runs "$WORK/runs/$name.runs.jsonl" --exports "$WORK/runs"
 }
 
+# want GROUP: whether BIR_E2E_BOUND_ONLY (space-separated groups: baseline bound
+# setup off restarts cmdhooks two inject mod) names it; unset runs every group.
+want() { [[ -z ${BIR_E2E_BOUND_ONLY:-} || " $BIR_E2E_BOUND_ONLY " == *" $1 "* ]]; }
+
 # Sourced with BIR_E2E_BOUND_LIB=1 (bench-mod.sh): the helpers above, no sessions.
 if [[ -n ${BIR_E2E_BOUND_LIB:-} ]]; then return 0; fi
 
 # --- 1. the session without bir: what the model and the server see ------------------------
+if want baseline; then
 prepare baseline script.json plain
 session baseline
 check session --name baseline --out "$WORK/runs/baseline" --script "$HERE/bound/script.json" \
   --prompt "$HERE/bound/prompt.txt"
 
+fi
 # --- 2. the bound session -----------------------------------------------------------------
+if want bound; then
 prepare bound script.json bound
 bound_session bound bound
 
+fi
 # --- 2b. after `bir setup --yes` instead of `bir install`: the same bound run -----------------
+if want setup; then
 if [[ ${BIR_E2E_SKIP_SETUP:-} != 1 ]]; then
   prepare setup script.json setup
   session setup
@@ -223,7 +234,9 @@ if [[ ${BIR_E2E_SKIP_SETUP:-} != 1 ]]; then
     --runs "$WORK/runs/setup.runs.jsonl" --exports "$WORK/runs"
 fi
 
+fi
 # --- 3. bir off: nothing recorded, the session is the same ---------------------------------
+if want off; then
 prepare off script.json bound
 BIR_HOME="$WORK/birhome/off" "$BIR_BIN" off >"$WORK/off.txt" 2>&1 ||
   result fail "off: bir off" "$(tr '\n' ' ' <"$WORK/off.txt")"
@@ -233,7 +246,9 @@ BIR_HOME="$WORK/birhome/off" "$BIR_BIN" runs --json >"$WORK/runs/off.runs.jsonl"
 check off --name off --out "$WORK/runs/off" --baseline "$WORK/runs/baseline" \
   --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/off.runs.jsonl"
 
+fi
 # --- 4. the daemon stopped mid-session by a Bash step (`bir down`) --------------------------
+if want restarts; then
 prepare kill script-kill.json bound
 session kill
 wait_runs kill 1
@@ -280,7 +295,9 @@ else
   result fail "never: no daemon while the session ran" "$posts HTTP hook posts, $answered answered"
 fi
 
+fi
 # --- 4e. command hooks (`bir install --hooks command`): the same whole run ---------------------
+if want cmdhooks; then
 INSTALL_EXTRA="--hooks command" prepare cmdhooks script.json bound
 if ! grep -q '"type": *"http"' "$WORK/conf/cmdhooks/settings.json"; then
   result ok "cmdhooks: no HTTP hook registered" "every event runs bir-hooks"
@@ -289,7 +306,9 @@ else
 fi
 bound_session cmdhooks bound
 
+fi
 # --- 5. two sessions at once in one project directory --------------------------------------
+if want two; then
 # Both sessions start in SHARED (a wrapper cds there before running claude),
 # with one BIR_HOME, so one daemon records both.
 SHARED="$WORK/shared-project"
@@ -322,7 +341,9 @@ check two --name two --out "$WORK/runs/twoA" --out2 "$WORK/runs/twoB" \
   --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
   --runs "$WORK/runs/twoA.runs.jsonl" --exports "$WORK/runs" --exports-prefix twoA
 
+fi
 # --- 6. opt-in call-id injection (`bir install --correlate inject`) ---------------------------
+if want inject; then
 # The PreToolUse hook asks; the daemon answers updatedInput with
 # __bir_call_id__ (no permission decision); the server gets the key, the
 # run joins on it and stores none; the model sees what it saw without bir.
@@ -334,7 +355,9 @@ else
 fi
 bound_session inject inject
 
+fi
 # --- 7. with bir's Claude Code mod: the words arrive over the mod link ---------------------
+if want mod; then
 birenv() { # birenv NAME CMD…: CMD with the session NAME's bir environment, in its project
   local name="$1"; shift
   (cd "$WORK/runs/$name/project" 2>/dev/null || cd "$WORK"
@@ -407,4 +430,5 @@ export_runs moddisabled
 check bound --name moddisabled --out "$WORK/runs/moddisabled" --baseline "$WORK/runs/baseline" \
   --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
   --runs "$WORK/runs/moddisabled.runs.jsonl" --exports "$WORK/runs" --mod-link no
+fi
 finish
