@@ -854,6 +854,11 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, path) if path.starts_with("/hook/") => {
+            if request.off {
+                // `BIR_OFF=1` in the posting session's environment (the
+                // HTTP hooks' header): nothing recorded, nothing answered.
+                return (200, Vec::new());
+            }
             let mut core = daemon.core();
             hook_route(daemon, &mut core, path, &request.body)
         }

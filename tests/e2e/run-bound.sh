@@ -99,8 +99,8 @@ prepare() {
          BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
          "$BIR_BIN" install --project "$project" ${INSTALL_EXTRA:-} "${with_mod[@]}" >"$WORK/install-$name.txt" 2>&1 &&
        grep -q 'wrapped  everything' "$WORK/install-$name.txt" &&
-       { grep -q 'registered 32 events' "$WORK/install-$name.txt" ||
-         { [[ $mode == mod ]] && grep -q 'registered 32 events' "$WORK/install-$name.txt" &&
+       { grep -q 'registered 31 events' "$WORK/install-$name.txt" ||
+         { [[ $mode == mod ]] && grep -q 'registered 31 events' "$WORK/install-$name.txt" &&
            grep -q 'left to the mod: MessageDisplay' "$WORK/install-$name.txt"; }; } &&
        { [[ $mode != mod ]] || grep -q 'installed  bir-mod@bir-local' "$WORK/install-$name.txt"; }; then
       result ok "$name: bir install" "everything wrapped into the local scope; hooks in $conf/settings.json"
@@ -112,8 +112,8 @@ prepare() {
     seen="$(cd "$project" && env -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" BIR_HOME="$bh" \
       BIR_SERVICE_URL=off BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
       sh -c '"$0" status; "$0" doctor --timeout-ms 3000' "$BIR_BIN" 2>&1 | grep '^Hooks:')"
-    local want="32 of 32 events" ok_line="(this bir)"
-    [[ ${INSTALL_EXTRA:-} == *command* ]] || want="32 of 32 events, 30 over HTTP"
+    local want="31 of 31 events" ok_line="(this bir)"
+    [[ ${INSTALL_EXTRA:-} == *command* ]] || want="31 of 31 events, 29 over HTTP"
     if [[ $seen == *"Hooks: installed in $conf/settings.json (user settings): $want"*"Hooks: ok:"*"$ok_line"*"Hooks: live path: "* ]]; then
       result ok "$name: status and doctor" "$(tr '\n' ' ' <<<"$seen" | cut -c1-220)"
     else
@@ -131,7 +131,7 @@ prepare() {
     "${env_setup[@]}" "$BIR_BIN" setup --yes --timeout-ms 3000 --project "$project" \
       >"$WORK/setup-$name.txt" 2>&1 </dev/null
     if grep -q 'wrapped  everything' "$WORK/setup-$name.txt" &&
-       grep -q 'registered 32 events' "$WORK/setup-$name.txt" &&
+       grep -q 'registered 31 events' "$WORK/setup-$name.txt" &&
        grep -q 'bir runs' "$WORK/setup-$name.txt"; then
       result ok "$name: bir setup --yes" "everything wrapped; hooks in $conf/settings.json; next steps named"
     else

@@ -1010,6 +1010,22 @@ fn http_hooks_reach_the_daemon_on_the_hook_port_with_the_hook_token_only() {
         401
     );
     assert!(alive(d.pid as i32));
+    // `BIR_OFF=1` in the session's environment: Claude Code puts it in the
+    // hooks' X-Bir-Off header (an unset one is empty); nothing recorded.
+    let with_off = |body: &str, value: &str| {
+        format!(
+            "POST /hook/UserPromptSubmit HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {hook_token}\r\nX-Bir-Off: {value}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    let env_off = prompt.replace("http-session", "env-off");
+    assert_eq!(raw(port, &with_off(&env_off, "1")).0, 200);
+    let env_on = prompt.replace("http-session", "env-unset");
+    assert_eq!(raw(port, &with_off(&env_on, "")).0, 200);
+    let listed = sessions();
+    assert!(!listed.contains("env-off"), "{listed}");
+    assert!(listed.contains("env-unset"), "{listed}");
     // `bir off`: Claude Code still posts; the daemon records nothing.
     let off = command(bir(), &t).arg("off").output().expect("bir off");
     assert!(off.status.success(), "{off:?}");
