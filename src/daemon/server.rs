@@ -730,7 +730,7 @@ fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via,
             let _ = http::respond(&mut stream, 200, b"");
             stream.shut_write();
             let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                hook_route(daemon, &mut core, &request.path, &request.body)
+                hook_route(daemon, &mut core, &request.path, &request.body, request.off)
             }));
             if handled.is_err() {
                 log::error!("a request failed with an internal error");
@@ -854,13 +854,8 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, path) if path.starts_with("/hook/") => {
-            if request.off {
-                // `BIR_OFF=1` in the posting session's environment (the
-                // HTTP hooks' header): nothing recorded, nothing answered.
-                return (200, Vec::new());
-            }
             let mut core = daemon.core();
-            hook_route(daemon, &mut core, path, &request.body)
+            hook_route(daemon, &mut core, path, &request.body, request.off)
         }
         (Method::Post, "/proxy/register") => {
             let Ok(register) = serde_json::from_slice::<wire::ProxyRegister>(&request.body) else {
@@ -926,8 +921,19 @@ fn answers_nothing(request: &Request, home: &Path) -> bool {
 }
 
 /// `POST /hook/<Event>[?query]` with the engine's lock held: the hook's
-/// answer (`(status, body)`).
-fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+/// answer (`(status, body)`). `off`: the post said `BIR_OFF=1` of its
+/// session (the HTTP hooks' `X-Bir-Off` header): nothing recorded, nothing
+/// answered.
+fn hook_route(
+    daemon: &Daemon,
+    core: &mut Core,
+    path: &str,
+    body: &[u8],
+    off: bool,
+) -> (u16, Vec<u8>) {
+    if off {
+        return (200, Vec::new());
+    }
     let now = SystemTime::now();
     let (event, query) = path["/hook/".len()..]
         .split_once('?')

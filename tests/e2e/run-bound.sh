@@ -246,6 +246,25 @@ BIR_HOME="$WORK/birhome/off" "$BIR_BIN" runs --json >"$WORK/runs/off.runs.jsonl"
 check off --name off --out "$WORK/runs/off" --baseline "$WORK/runs/baseline" \
   --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/off.runs.jsonl"
 
+# --- 3b. BIR_OFF=1 in the session's environment, the daemon running ----------------------
+# The HTTP hooks reach the daemon (Claude Code fills their X-Bir-Off header
+# from the environment); it answers them with nothing and records nothing.
+prepare envoff script.json bound
+echo "BIR_OFF=1" >>"$WORK/scen/envoff/env"
+(cd "$WORK" && BIR_HOME="$WORK/birhome/envoff" BIR_SERVICE_URL=off "$BIR_BIN" daemon >/dev/null 2>&1 &)
+for _ in $(seq 100); do [[ -s $WORK/birhome/envoff/control/daemon.json ]] && break; sleep 0.1; done
+session envoff
+sleep 1
+BIR_HOME="$WORK/birhome/envoff" "$BIR_BIN" runs --json >"$WORK/runs/envoff.runs.jsonl" 2>/dev/null
+check off --name envoff --out "$WORK/runs/envoff" --baseline "$WORK/runs/baseline" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/envoff.runs.jsonl"
+answered="$(grep -c 'HTTP hook response status 200' "$WORK/runs/envoff/logs/debug.log" 2>/dev/null)"
+if (( ${answered:-0} > 0 )) && [[ ! -s $WORK/runs/envoff.runs.jsonl ]]; then
+  result ok "envoff: the daemon heard the hooks and kept nothing" "$answered HTTP hook posts answered 200, no run"
+else
+  result fail "envoff: the daemon heard the hooks and kept nothing" "$answered answered; runs: $(head -c 300 "$WORK/runs/envoff.runs.jsonl")"
+fi
+
 fi
 # --- 4. the daemon stopped mid-session by a Bash step (`bir down`) --------------------------
 if want restarts; then
