@@ -887,9 +887,12 @@ fn a_huge_transcript_does_not_hold_up_other_sessions() {
     );
 }
 
-/// A daemon restarted in the middle of a session does not read its
-/// transcript again from the start: where it was read up to is kept in
-/// `control/transcripts.json` and the next daemon resumes there.
+/// A daemon restarted after a session's run finished does not read its
+/// transcript again from the start when the session goes on (`claude
+/// --resume`): where it was read up to is kept in
+/// `control/transcripts.json` and the next daemon resumes there. (A run
+/// left open mid-session is taken up again instead, and its transcript
+/// read from the start: see `a_daemon_killed_mid_session_leaves_one_run`.)
 #[test]
 fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
     let t = TempDir::new("transcript-resume");
@@ -920,6 +923,12 @@ fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    let (status, _) = timed_hook(
+        &d,
+        "SessionEnd",
+        &session_payload("long", &transcript, "SessionEnd", "toolu_1"),
+    );
+    assert_eq!(status, 200);
     drop(running);
     assert!(wait_gone(d.pid as i32, LONG), "the first daemon stopped");
     let kept = std::fs::read_to_string(bir_home(&t).join("control/transcripts.json"))
