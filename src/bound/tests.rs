@@ -2407,3 +2407,55 @@ fn a_call_the_hooks_missed_is_told_at_the_stop_from_the_transcript() {
     assert!(!h.finish().lossy);
     assert_eq!(h.finish().metrics.tool_calls, 3);
 }
+
+/// The daemon joins a session under way at a call whose rows Claude Code
+/// has not written to the transcript yet (it writes them when it likes),
+/// and a call the hooks missed comes before it: the catch-up waits for the
+/// transcript to show the joining call, so the missed one keeps its place
+/// before it.
+#[test]
+fn a_catch_up_waits_for_the_rows_of_the_call_it_joined_at() {
+    let mut h = Harness::new();
+    let prompt = json!({"type": "user", "timestamp": "2027-01-15T08:00:00.250Z",
+        "message": {"role": "user", "content": "two shells"}});
+    h.write_transcript(TRANSCRIPT, &[prompt]);
+    h.pre(10.0, "Bash", "toolu_b", json!({"command": "pwd"}));
+    let mut rows = transcript_rows(
+        "two shells",
+        &[(
+            "toolu_a",
+            "Bash",
+            json!({"command": "ls"}),
+            json!({"stdout": "x"}),
+        )],
+        "",
+    );
+    rows.pop();
+    rows.push(
+        json!({"type": "assistant", "timestamp": "2027-01-15T08:00:05.000Z",
+        "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "pwd"}}]}}),
+    );
+    h.write_transcript(TRANSCRIPT, &rows);
+    h.tick(10.5);
+    h.post(
+        11.0,
+        "Bash",
+        "toolu_b",
+        json!({"command": "pwd"}),
+        json!({"stdout": "/w"}),
+    );
+    h.stop(12.0, "done");
+    h.end(13.0);
+    h.tick(30.0);
+    h.assert_well_formed();
+    let (a, a_resp) = h.assert_told_once("toolu_a");
+    let (b, _) = h.assert_told_once("toolu_b");
+    assert!(a.recovered && a_resp.recovered);
+    assert!(
+        a_resp.step_index < b.step_index,
+        "the missed call keeps its place: {} < {}",
+        a_resp.step_index,
+        b.step_index
+    );
+}
