@@ -163,6 +163,7 @@ bench: build
 	cargo bench --locked --bench redact
 	cargo bench --locked --bench scan
 	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench daemon
+	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench hook_posts
 	BIR_BIN=$(RELEASE_BIN) cargo bench --locked --bench runs
 	python3 bench/lazy_startup.py --bir $(RELEASE_BIN) --claude --rounds 3
 	python3 bench/lazy_startup.py --bir $(RELEASE_BIN) --real-claude --rounds 3

@@ -21,7 +21,13 @@ use crate::home::ensure_private_dir;
 
 /// `BIR_OFF=1` (also `true`, `yes`, `on`).
 pub(crate) fn env_off() -> bool {
-    std::env::var("BIR_OFF").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes" | "on"))
+    std::env::var("BIR_OFF").is_ok_and(|v| says_off(&v))
+}
+
+/// Whether a `BIR_OFF` value switches recording off (`1`, `true`, `yes`,
+/// `on`): the variable itself, or the HTTP hooks' header that carries it.
+pub(crate) fn says_off(value: &str) -> bool {
+    matches!(value.trim(), "1" | "true" | "yes" | "on")
 }
 
 /// Whether recording is switched off for work in `cwd`: `BIR_OFF=1`, the

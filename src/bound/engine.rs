@@ -12,10 +12,12 @@
 //! `SessionStart` or `UserPromptSubmit` for it (`claude --resume`) starts a
 //! new run.
 //!
-//! A daemon restart mid-session: the new engine has never seen the
-//! session, and its first hook event is neither `SessionStart` nor a prompt.
-//! It starts a new run anyway, marked `lossy` from its header, with a
-//! `note` that says what is missing (see `Session::on_hook`).
+//! A daemon restart mid-session: a run the last daemon left open (killed,
+//! or stopped while the session was live) is taken up again at start
+//! ([`Engine::resume`]): the session stays one run. A session the new
+//! engine has never seen, whose first hook event is neither `SessionStart`
+//! nor a prompt, starts a new run caught up from the transcript, or marked
+//! `lossy` with a `note` that says what is missing (see `Session::on_hook`).
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -255,18 +257,49 @@ impl Engine {
         out
     }
 
-    /// Finishes every open run (the daemon is going down).
+    /// The daemon is going down: the run of a session the host said ended
+    /// is finished; every other is left open, with what is known told, for
+    /// the next daemon to take up ([`Engine::resume`]), so a session the
+    /// recorder was stopped in the middle of stays one run.
     pub(crate) fn shutdown(&mut self, now: SystemTime) -> Vec<Output> {
         let mut out = Vec::new();
         for (id, session) in self.sessions.iter_mut() {
             let redactor = session_redactor(&mut self.redactors, &self.shared.redactor, id);
             let mut cx = self.shared.cx(redactor, now, &mut out);
-            session.finish(&mut cx, "daemon_shutdown");
+            if session.ended() {
+                session.finish(&mut cx, "daemon_shutdown");
+            } else {
+                session.suspend(&mut cx);
+            }
         }
         self.sessions.clear();
         self.proxies.clear();
         self.redactors.clear();
         out
+    }
+
+    /// Takes up `run`, a bound run another daemon left open (its journal
+    /// last written at `written`), as the session it records
+    /// (`session/resume.rs`); whether it was one. A session this engine
+    /// already knows keeps its own run.
+    pub(crate) fn resume(
+        &mut self,
+        run: &crate::record::store::LoadedRun,
+        written: SystemTime,
+    ) -> bool {
+        let Some(session) = Session::resume(run, written) else {
+            return false;
+        };
+        if self.sessions.contains_key(&session.id) || self.finished.contains_key(&session.id) {
+            return false;
+        }
+        log::info!(
+            "run {}: taken up again for session {} (left open by the last daemon)",
+            session.run_id,
+            session.id
+        );
+        self.sessions.insert(session.id.clone(), session);
+        true
     }
 
     /// Whether the host's hooks have told the engine about session `id`

@@ -125,6 +125,10 @@ pub(crate) enum Output {
         agent_id: Option<String>,
         path: String,
         offset: u64,
+        /// Read from `offset` even where a daemon kept a later one for this
+        /// file: a run taken up again must see what the last daemon read
+        /// but had not told.
+        from_start: bool,
     },
 }
 

@@ -37,6 +37,7 @@ use std::time::SystemTime;
 
 mod guide_events;
 mod modlink;
+mod resume;
 
 use serde_json::{Value, json};
 
@@ -295,6 +296,13 @@ pub(super) struct Session {
     /// that follow) wait here while the transcript is read from its start,
     /// so what came before is told first, in order (`catch_up`).
     catching_up: bool,
+    /// A run another daemon left open, taken up again (`session/resume.rs`):
+    /// its first hook reads the transcript from the start, whatever the
+    /// hook, and what the run does not hold is told from it.
+    resuming: bool,
+    /// A catch-up waiting for the transcript to show the first stashed
+    /// hook's call gives up at this time (`catch_up_waits`).
+    catch_up_until: Option<SystemTime>,
     stash: Vec<Hook>,
     /// What the transcripts showed that the hooks have not told (yet):
     /// taken in file order when the transcript is whole (`Stop`, the end,
@@ -362,6 +370,8 @@ impl Session {
             modlink: modlink::ModState::default(),
             guide: guide_events::GuidePins::default(),
             catching_up: false,
+            resuming: false,
+            catch_up_until: None,
             stash: Vec::new(),
             unheard: Vec::new(),
             live_prompts: 0,
@@ -493,9 +503,10 @@ impl Session {
                 .push(Hook::new(h.name.clone(), h.payload.clone()));
             return;
         }
-        if !self.hooks_seen {
+        if !self.hooks_seen || self.resuming {
             self.hooks_seen = true;
-            let clean = CLEAN_STARTS.contains(&h.name.as_str())
+            let clean = !self.resuming
+                && CLEAN_STARTS.contains(&h.name.as_str())
                 && !(h.name == "SessionStart" && h.source() == Some("compact"));
             if !clean && let Some(path) = h.transcript_path() {
                 // Read what came before from the transcript's start; this
@@ -513,8 +524,10 @@ impl Session {
                     cx.label(&h.name)
                 ));
                 self.request_read(cx, None);
+                self.resuming = false;
                 return;
             }
+            self.resuming = false;
             if !clean {
                 self.lossy = true;
                 self.note = Some(format!(
@@ -1213,6 +1226,7 @@ impl Session {
             agent_id: agent,
             path: t.path.clone(),
             offset: t.offset,
+            from_start: self.resuming,
         });
     }
 
@@ -1312,6 +1326,11 @@ impl Session {
         if again {
             self.request_read(cx, agent);
         } else if agent.is_none() && self.catching_up {
+            if whole_file && self.catch_up_waits(cx) {
+                // Read again at a tick: the host has not written the rows
+                // of the call that waits yet.
+                return;
+            }
             self.catch_up(cx, whole_file);
             return;
         }
@@ -1338,11 +1357,38 @@ impl Session {
         }
     }
 
+    /// Whether the catch-up waits for the transcript to show the call of
+    /// the first hook that waits in the stash: Claude Code may write a
+    /// message's rows after that call's hooks, and what the transcript
+    /// shows before the call must be told before it (its place in the
+    /// order). The join grace from the first such read bounds the wait.
+    fn catch_up_waits(&mut self, cx: &Cx) -> bool {
+        let Some(id) = self
+            .stash
+            .iter()
+            .find_map(|h| h.tool_use_id().filter(|_| h.agent_id().is_none()))
+        else {
+            return false;
+        };
+        if self
+            .transcripts
+            .get(&None)
+            .is_some_and(|t| t.contexts.contains_key(id))
+        {
+            return false;
+        }
+        let until = *self
+            .catch_up_until
+            .get_or_insert(cx.now + cx.cfg.join_grace);
+        cx.now < until
+    }
+
     /// The end of a catch-up: the transcript was read from its start; what
     /// it shows is told first, in its order, then the hooks that waited.
     /// A transcript that could not be read leaves the run lossy.
     fn catch_up(&mut self, cx: &mut Cx, read_something: bool) {
         self.catching_up = false;
+        self.catch_up_until = None;
         if !read_something {
             self.lossy = true;
             if let Some(note) = &mut self.note {
@@ -1713,6 +1759,19 @@ impl Session {
     /// Releases what waited long enough; ends an idle or ending session.
     pub(super) fn tick(&mut self, cx: &mut Cx) {
         let now = cx.now;
+        if self.catching_up && self.catch_up_until.is_some() {
+            // A catch-up waiting for the host's rows: read again, or end
+            // it once the wait is over.
+            let reading = self
+                .transcripts
+                .get(&None)
+                .is_some_and(|t| t.is_reading(now, cx.cfg.join_grace));
+            if self.catch_up_until.is_some_and(|until| now >= until) && !reading {
+                self.catch_up(cx, true);
+            } else if !reading {
+                self.request_read(cx, None);
+            }
+        }
         let mut i = 0;
         while i < self.calls.len() {
             if self.calls[i].deadline.is_some_and(|d| d <= now) && self.advance(cx, i, true) {

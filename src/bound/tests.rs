@@ -62,6 +62,7 @@ impl Harness {
                         agent_id,
                         path,
                         offset,
+                        ..
                     } => {
                         let bytes = self
                             .files
@@ -1247,9 +1248,10 @@ fn a_session_that_never_ends_is_finished_when_idle() {
 }
 
 #[test]
-fn shutdown_finishes_every_run_and_a_session_with_nothing_leaves_none() {
+fn shutdown_leaves_a_live_run_open_and_a_session_with_nothing_leaves_none() {
     let mut h = Harness::new();
     start(&mut h, "hello");
+    h.bash(1.5, "toolu_0", "ls", "a");
     h.pre(2.0, "Bash", "toolu_1", json!({"command": "sleep 100"}));
     h.hook_in(
         "other-session",
@@ -1260,12 +1262,194 @@ fn shutdown_finishes_every_run_and_a_session_with_nothing_leaves_none() {
     let out = h.engine.shutdown(at(3.0));
     h.take(out);
     h.assert_well_formed();
+    assert!(
+        !h.events()
+            .iter()
+            .any(|e| matches!(e, RunEvent::RunFinished(_))),
+        "the live session's run is left open for the next daemon"
+    );
+    h.assert_told_once("toolu_0");
+    let running = h.steps_of("toolu_1");
+    assert_eq!(running.len(), 1, "the running call stays as chosen");
+    assert_eq!(h.run_count(), 1, "the session that only started has no run");
+}
+
+#[test]
+fn shutdown_finishes_the_run_of_a_session_that_ended() {
+    let mut h = Harness::new();
+    h.hold_reads = true;
+    start(&mut h, "hello");
+    h.pre(2.0, "Bash", "toolu_1", json!({"command": "sleep 100"}));
+    h.end(3.0);
+    let out = h.engine.shutdown(at(3.5));
+    h.take(out);
+    h.assert_well_formed();
     let finish = h.finish();
     assert_eq!(finish.reason.as_deref(), Some("daemon_shutdown"));
-    assert!(!finish.lossy);
     let (_, response) = h.assert_told_once("toolu_1");
     assert_eq!(response.outcome.as_deref(), Some("session_ended"));
-    assert_eq!(h.run_count(), 1, "the session that only started has no run");
+}
+
+/// The run the records of `h` tell so far, as the store reads it back.
+fn loaded(h: &Harness) -> crate::record::store::LoadedRun {
+    let mut run = crate::record::store::LoadedRun::default();
+    for (_, record) in &h.records {
+        run.absorb(&serde_json::to_vec(record).expect("record json"));
+    }
+    run
+}
+
+/// The recorder dies (SIGKILL) in the middle of a session, while a call
+/// runs, and the hooks of the next calls find no daemon; a new daemon
+/// takes the run up again: the session is ONE run, every call once with
+/// both records, the ones no daemon heard marked recovered, `seq` and
+/// `stepIndex` going on from where the first daemon stopped.
+#[test]
+fn a_daemon_killed_mid_session_leaves_one_whole_run() {
+    let mut h = Harness::new();
+    let rows = transcript_rows(
+        "four shells",
+        &[
+            (
+                "toolu_1",
+                "Bash",
+                json!({"command": "a"}),
+                json!({"stdout": "1"}),
+            ),
+            (
+                "toolu_2",
+                "Bash",
+                json!({"command": "kill"}),
+                json!({"stdout": ""}),
+            ),
+            (
+                "toolu_3",
+                "Bash",
+                json!({"command": "c"}),
+                json!({"stdout": "3"}),
+            ),
+            (
+                "toolu_4",
+                "Bash",
+                json!({"command": "d"}),
+                json!({"stdout": "4"}),
+            ),
+        ],
+        "four",
+    );
+    h.write_transcript(TRANSCRIPT, &rows);
+    h.hook(0.0, "SessionStart", json!({"source": "startup"}));
+    h.hook(1.0, "UserPromptSubmit", json!({"prompt": "four shells"}));
+    h.bash(2.0, "toolu_1", "a", "1");
+    h.pre(4.0, "Bash", "toolu_2", json!({"command": "kill"}));
+    // Killed: no run_finished, nothing more from this engine.
+    let first_run = h.header().id.clone();
+    let before = h.records.len();
+    let run = loaded(&h);
+    assert!(run.finish.is_none());
+
+    h.engine = Engine::new(EngineConfig::for_tests());
+    assert!(h.engine.resume(&run, at(4.5)));
+    // toolu_2's PostToolUse and all of toolu_3 went to no daemon; the
+    // proxy's retry or a hook started this one: toolu_4 is heard live.
+    h.bash(8.0, "toolu_4", "d", "4");
+    h.stop(9.0, "four");
+    h.end(10.0);
+    h.tick(30.0);
+    h.assert_well_formed();
+    assert!(h.records.len() > before);
+    assert_eq!(h.run_count(), 1, "one run for the session");
+    assert!(h.records.iter().all(|(id, _)| *id == first_run));
+    assert_eq!(h.turns().len(), 1, "the prompt is not told twice");
+    let (s1, r1) = h.assert_told_once("toolu_1");
+    let (s2, r2) = h.assert_told_once("toolu_2");
+    let (s3, r3) = h.assert_told_once("toolu_3");
+    let (s4, r4) = h.assert_told_once("toolu_4");
+    assert!(!s1.recovered && !r1.recovered);
+    assert!(
+        !s2.recovered && r2.recovered,
+        "its answer came from the transcript"
+    );
+    assert!(s3.recovered && r3.recovered);
+    assert!(!s4.recovered && !r4.recovered);
+    assert_eq!(r3.output.as_deref(), Some(&json!({"stdout": "3"})));
+    assert!(s2.step_index < s3.step_index && s3.step_index < s4.step_index);
+    let finish = h.finish();
+    assert_eq!(finish.reason.as_deref(), Some("session_end"));
+    assert_eq!(finish.metrics.tool_calls, 4);
+    assert_eq!(finish.output.as_deref(), Some("four"));
+    let answers = h
+        .steps()
+        .iter()
+        .filter(|s| s.step_type == StepType::FinalAnswer)
+        .count();
+    assert_eq!(answers, 1);
+}
+
+/// `bir down` while a session is live, then a daemon again: the same one
+/// run, as after a kill.
+#[test]
+fn a_daemon_stopped_mid_session_is_taken_up_by_the_next() {
+    let mut h = Harness::new();
+    let rows = transcript_rows(
+        "two shells",
+        &[
+            (
+                "toolu_1",
+                "Bash",
+                json!({"command": "a"}),
+                json!({"stdout": "1"}),
+            ),
+            (
+                "toolu_2",
+                "Bash",
+                json!({"command": "b"}),
+                json!({"stdout": "2"}),
+            ),
+        ],
+        "two",
+    );
+    h.write_transcript(TRANSCRIPT, &rows);
+    h.hook(0.0, "SessionStart", json!({"source": "startup"}));
+    h.hook(1.0, "UserPromptSubmit", json!({"prompt": "two shells"}));
+    h.bash(2.0, "toolu_1", "a", "1");
+    let out = h.engine.shutdown(at(3.0));
+    h.take(out);
+    let run = loaded(&h);
+    h.engine = Engine::new(EngineConfig::for_tests());
+    assert!(h.engine.resume(&run, at(3.0)));
+    h.stop(9.0, "two");
+    h.end(10.0);
+    h.tick(30.0);
+    h.assert_well_formed();
+    assert_eq!(h.run_count(), 1);
+    assert_eq!(h.turns().len(), 1);
+    h.assert_told_once("toolu_1");
+    let (s2, _) = h.assert_told_once("toolu_2");
+    assert!(s2.recovered);
+    assert_eq!(h.finish().metrics.tool_calls, 2);
+}
+
+/// A run left open whose session never comes back ends when idle, counted
+/// from when its journal was last written; a finished or standalone run
+/// is not taken up.
+#[test]
+fn a_run_left_open_whose_session_is_gone_ends_when_idle() {
+    let mut h = Harness::new();
+    start(&mut h, "hello");
+    h.pre(2.0, "Bash", "toolu_1", json!({"command": "sleep 100"}));
+    let run = loaded(&h);
+    h.engine = Engine::new(EngineConfig::for_tests());
+    assert!(h.engine.resume(&run, at(2.0)));
+    assert!(!h.engine.resume(&run, at(2.0)), "taken up once");
+    h.tick(2.0 + 30.0 * 60.0 + 1.0);
+    h.assert_well_formed();
+    assert_eq!(h.finish().reason.as_deref(), Some("idle_timeout"));
+    let (_, response) = h.assert_told_once("toolu_1");
+    assert_eq!(response.outcome.as_deref(), Some("session_ended"));
+    let finished = loaded(&h);
+    let mut again = Engine::new(EngineConfig::for_tests());
+    assert!(!again.resume(&finished, at(3.0)));
 }
 
 #[test]
@@ -2253,4 +2437,56 @@ fn a_proxy_naming_no_session_is_bound_to_the_session_whose_host_is_its_ancestor(
     h.input(2.0, gemini_hook("sess-a", "SessionEnd", None));
     h.tick(100.0);
     assert_eq!(h.engine.session_by_ancestry(&[p(200, 7)]), None);
+}
+
+/// The daemon joins a session under way at a call whose rows Claude Code
+/// has not written to the transcript yet (it writes them when it likes),
+/// and a call the hooks missed comes before it: the catch-up waits for the
+/// transcript to show the joining call, so the missed one keeps its place
+/// before it.
+#[test]
+fn a_catch_up_waits_for_the_rows_of_the_call_it_joined_at() {
+    let mut h = Harness::new();
+    let prompt = json!({"type": "user", "timestamp": "2027-01-15T08:00:00.250Z",
+        "message": {"role": "user", "content": "two shells"}});
+    h.write_transcript(TRANSCRIPT, &[prompt]);
+    h.pre(10.0, "Bash", "toolu_b", json!({"command": "pwd"}));
+    let mut rows = transcript_rows(
+        "two shells",
+        &[(
+            "toolu_a",
+            "Bash",
+            json!({"command": "ls"}),
+            json!({"stdout": "x"}),
+        )],
+        "",
+    );
+    rows.pop();
+    rows.push(
+        json!({"type": "assistant", "timestamp": "2027-01-15T08:00:05.000Z",
+        "message": {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_b", "name": "Bash", "input": {"command": "pwd"}}]}}),
+    );
+    h.write_transcript(TRANSCRIPT, &rows);
+    h.tick(10.5);
+    h.post(
+        11.0,
+        "Bash",
+        "toolu_b",
+        json!({"command": "pwd"}),
+        json!({"stdout": "/w"}),
+    );
+    h.stop(12.0, "done");
+    h.end(13.0);
+    h.tick(30.0);
+    h.assert_well_formed();
+    let (a, a_resp) = h.assert_told_once("toolu_a");
+    let (b, _) = h.assert_told_once("toolu_b");
+    assert!(a.recovered && a_resp.recovered);
+    assert!(
+        a_resp.step_index < b.step_index,
+        "the missed call keeps its place: {} < {}",
+        a_resp.step_index,
+        b.step_index
+    );
 }

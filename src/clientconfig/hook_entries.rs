@@ -37,7 +37,8 @@
 //!
 //!   ```json
 //!   { "hooks": [ { "type": "http", "url": "http://127.0.0.1:47113/hook/PreToolUse",
-//!       "headers": { "Authorization": "Bearer <hook token>", "X-Bir-Hook": "1" }, "timeout": 2 } ] }
+//!       "headers": { "Authorization": "Bearer <hook token>", "X-Bir-Hook": "1",
+//!                    "X-Bir-Off": "$BIR_OFF" }, "allowedEnvVars": ["BIR_OFF"], "timeout": 2 } ] }
 //!   ```
 //!
 //!   `SessionStart` (Claude Code refuses HTTP hooks for it) and
@@ -119,19 +120,34 @@ pub const EVENTS: &[&str] = &[
 /// that fire per call decide the session's cost. `MessageDisplay` brings
 /// the model's words (the transcript has them, with thinking).
 /// `PreToolUse` and `PostToolUse` stay (the live step, the guide's answers,
-/// call-id injection, the structured result with its duration), and so
-/// does `PostToolBatch`: a guide must learn that a step's call did not run
-/// (refused, blocked) before the model goes on, which the transcript tells
-/// only at the turn's end.
+/// call-id injection, the structured result with its duration).
 pub const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay"];
 
-/// The events `bir install` registers: [`EVENTS`] minus
-/// [`LEFT_TO_THE_TRANSCRIPT`].
+/// Events registered only while a guide is armed (`bir guide start` until
+/// `bir guide stop`): `PostToolBatch` fires once per model message with
+/// tool calls, on the hot path, and the recorder does not need it (each
+/// call's `PreToolUse`/`PostToolUse` and the transcript tell the same), but
+/// a guide must learn that a step's call did not run (refused, blocked)
+/// before the model goes on, which the transcript tells only at the turn's
+/// end.
+pub const FOR_GUIDES: &[&str] = &["PostToolBatch"];
+
+/// The events `bir install` registers while no guide is armed: [`EVENTS`]
+/// minus [`LEFT_TO_THE_TRANSCRIPT`] and [`FOR_GUIDES`].
+#[cfg(test)]
 pub fn registered_events() -> impl Iterator<Item = &'static str> {
     EVENTS
         .iter()
         .copied()
-        .filter(|e| !LEFT_TO_THE_TRANSCRIPT.contains(e))
+        .filter(|e| !LEFT_TO_THE_TRANSCRIPT.contains(e) && !FOR_GUIDES.contains(e))
+}
+
+/// The events registered with a guide armed (`guides`) or not.
+pub fn events_for(guides: bool) -> impl Iterator<Item = &'static str> {
+    EVENTS
+        .iter()
+        .copied()
+        .filter(move |e| !LEFT_TO_THE_TRANSCRIPT.contains(e) && (guides || !FOR_GUIDES.contains(e)))
 }
 
 /// Seconds Claude Code waits for one hook before going on without it. A
@@ -146,6 +162,13 @@ pub const HTTP_TIMEOUT_SECS: u64 = 2;
 
 /// The header that marks an HTTP hook as bir's.
 pub const HTTP_MARK: &str = "X-Bir-Hook";
+
+/// The header an HTTP hook carries the session's `BIR_OFF` in: Claude Code
+/// interpolates `$BIR_OFF` into it (the only environment variable named in
+/// the hook's `allowedEnvVars`; an unset one is empty), so `BIR_OFF=1` in
+/// the session's environment switches recording off for HTTP hooks as it
+/// does for command hooks, which inherit the environment.
+pub const OFF_HEADER: &str = "X-Bir-Off";
 
 /// The events that stay command hooks with `--hooks http`: Claude Code
 /// refuses HTTP hooks for `SessionStart`, and both start the daemon when
@@ -391,7 +414,7 @@ impl HookForm {
     fn group_with(&self, event: &str, kept: &[String]) -> String {
         match (&self.http, self.transport_of(event)) {
             (Some(http), Transport::Http) => format!(
-                r#"{{"hooks":[{{"type":"http","url":{},"headers":{{"Authorization":{},"{HTTP_MARK}":"1"}},"timeout":{HTTP_TIMEOUT_SECS}}}]}}"#,
+                r#"{{"hooks":[{{"type":"http","url":{},"headers":{{"Authorization":{},"{HTTP_MARK}":"1","{OFF_HEADER}":"$BIR_OFF"}},"allowedEnvVars":["BIR_OFF"],"timeout":{HTTP_TIMEOUT_SECS}}}]}}"#,
                 json_string(&self.url(http, event, kept)),
                 json_string(&format!("Bearer {}", http.addr.token)),
             ),
@@ -695,11 +718,24 @@ pub fn unreadable_settings(file: &Path) -> impl Fn(String) -> Error + '_ {
 
 /// [`install_edit`] without the events in `skip` (their groups are neither
 /// added nor removed).
+#[cfg(test)]
 pub fn install_edit_skipping(
     before: Option<&[u8]>,
     form: &HookForm,
     file: &Path,
     skip: &[&str],
+) -> Result<Planned, Error> {
+    install_edit_with(before, form, file, skip, false)
+}
+
+/// [`install_edit_skipping`] with the events a guide needs ([`FOR_GUIDES`])
+/// registered when `guides`, and taken out when not.
+pub fn install_edit_with(
+    before: Option<&[u8]>,
+    form: &HookForm,
+    file: &Path,
+    skip: &[&str],
+    guides: bool,
 ) -> Result<Planned, Error> {
     let created_file = before.is_none();
     let mut bytes = before.map_or_else(|| NEW_FILE.to_vec(), <[u8]>::to_vec);
@@ -733,7 +769,8 @@ pub fn install_edit_skipping(
                 let Some(hook) = our_group(group) else {
                     continue;
                 };
-                let gone = LEFT_TO_THE_TRANSCRIPT.contains(&m.key.as_str());
+                let gone = LEFT_TO_THE_TRANSCRIPT.contains(&m.key.as_str())
+                    || (!guides && FOR_GUIDES.contains(&m.key.as_str()));
                 let moved = hook.transport != form.transport_of(&m.key);
                 let readdressed = hook.transport == Transport::Http
                     && serde_json::from_str::<serde_json::Value>(doc.raw(group)).ok()
@@ -787,7 +824,7 @@ pub fn install_edit_skipping(
     } else {
         Vec::new()
     };
-    for event in registered_events().filter(|e| !skip.contains(e)) {
+    for event in events_for(guides).filter(|e| !skip.contains(e)) {
         let doc = Doc::parse(&bytes, Flavor::Json).map_err(|e| refuse(e.to_string()))?;
         let path = ["hooks", event];
         match doc.root.at(&path) {
@@ -1260,5 +1297,66 @@ mod tests {
         let md = doc.root.at(&["hooks", "MessageDisplay"]).expect("kept");
         assert_eq!(md.items().len(), 1, "the user's group stays");
         assert!(!registered(&doc).iter().any(|r| r.event == "MessageDisplay"));
+    }
+
+    /// `PostToolBatch` is registered only while a guide is armed: added
+    /// with one, taken out again without (an older install's group too),
+    /// and `bir uninstall` gives the file back byte for byte either way.
+    #[test]
+    fn post_tool_batch_follows_the_guides() {
+        let file = Path::new("s.json");
+        let before = "{\n  \"theme\": \"dark\"\n}\n";
+        for f in [form("/b/bir-hooks"), http_form("/b/bir-hooks")] {
+            let plain =
+                install_edit_with(Some(before.as_bytes()), &f, file, &[], false).expect("install");
+            let plain_bytes = plain.bytes.clone().expect("changed");
+            let doc = Doc::parse(&plain_bytes, Flavor::Json).expect("json");
+            assert!(!registered(&doc).iter().any(|r| r.event == "PostToolBatch"));
+            assert!(doc.root.at(&["hooks", "PostToolBatch"]).is_none());
+            assert!(registered(&doc).iter().any(|r| r.event == "PreToolUse"));
+
+            let guided = install_edit_with(Some(&plain_bytes), &f, file, &[], true).expect("arm");
+            let guided_bytes = guided.bytes.clone().expect("changed");
+            assert_eq!(
+                guided
+                    .events
+                    .iter()
+                    .map(|e| e.event.as_str())
+                    .collect::<Vec<_>>(),
+                ["PostToolBatch"]
+            );
+            let doc = Doc::parse(&guided_bytes, Flavor::Json).expect("json");
+            assert!(registered(&doc).iter().any(|r| r.event == "PostToolBatch"));
+
+            let stopped =
+                install_edit_with(Some(&guided_bytes), &f, file, &[], false).expect("stop");
+            assert_eq!(stopped.replaced, 1);
+            let stopped_bytes = stopped.bytes.clone().expect("changed");
+            let doc = Doc::parse(&stopped_bytes, Flavor::Json).expect("json");
+            assert!(!registered(&doc).iter().any(|r| r.event == "PostToolBatch"));
+
+            let mut events = plain.events.clone();
+            events.extend(guided.events.clone());
+            let change = recorded(events, false, plain.keep_parents);
+            for state in [&plain_bytes, &guided_bytes, &stopped_bytes] {
+                let (restored, _) = uninstall_edit(state, &change).expect("uninstall");
+                assert_eq!(
+                    String::from_utf8(restored.expect("changed")).expect("utf8"),
+                    before
+                );
+            }
+        }
+    }
+
+    /// bir's HTTP hooks carry the session's `BIR_OFF` in a header Claude
+    /// Code fills in from its environment.
+    #[test]
+    fn http_hooks_carry_bir_off_from_the_session_environment() {
+        let f = http_form("/b/bir-hooks");
+        let group: serde_json::Value =
+            serde_json::from_str(&f.group_with("PreToolUse", &[])).expect("json");
+        let hook = &group["hooks"][0];
+        assert_eq!(hook["headers"]["X-Bir-Off"], "$BIR_OFF");
+        assert_eq!(hook["allowedEnvVars"], serde_json::json!(["BIR_OFF"]));
     }
 }

@@ -14,7 +14,7 @@ use super::claude::{Paths, managed_settings_files};
 use super::diff;
 use super::hook_entries::{
     HookChange, HookForm, HookPlace, HookScope, HttpForm, LEFT_TO_THE_MOD, Planned, TIMEOUT_SECS,
-    Transport, install_edit_skipping, registered, registered_events, uninstall_edit,
+    Transport, events_for, install_edit_with, registered, uninstall_edit,
 };
 use super::jsonedit::{Doc, Flavor, Node};
 use super::ledger;
@@ -133,7 +133,7 @@ fn note_scope(req: &HookInstall) {
 /// `--dry-run`: the events that would be registered and the diff.
 fn show_plan(form: &HookForm, file: &Path, skip: &[&str]) -> Result<(), Error> {
     let before = atomic::read(file)?;
-    let plan = install_edit_skipping(before.as_deref(), form, file, skip)?;
+    let plan = install_edit_with(before.as_deref(), form, file, skip, guides_armed())?;
     if let Some(after) = &plan.bytes {
         out(&format!(
             "  register   {} events → {} (timeout {TIMEOUT_SECS} s)",
@@ -166,7 +166,7 @@ fn write_hooks(
     }
     let planned = RefCell::new(None);
     let outcome = atomic::update(file, &mut |before| {
-        let plan = install_edit_skipping(before, form, file, skip)?;
+        let plan = install_edit_with(before, form, file, skip, guides_armed())?;
         let bytes = plan.bytes.clone();
         *planned.borrow_mut() = Some(plan);
         Ok(bytes)
@@ -315,6 +315,52 @@ fn http_form(paths: &Paths, scope: HookScope) -> Result<Option<HttpForm>, Error>
     }))
 }
 
+/// Whether a guide is armed (`bir guide start` until `bir guide stop`):
+/// bir's hooks then also register the events a guide needs
+/// (`hook_entries::FOR_GUIDES`).
+pub fn guides_armed() -> bool {
+    crate::home::bir_home().is_some_and(|home| !crate::daemon::armed_guides::list(&home).is_empty())
+}
+
+/// `bir guide start|stop`: every settings file holding bir's hooks gets
+/// (or loses) the events a guide needs, in the place and transport its
+/// hooks already have, as [`install`] writes them (the ledger keeps
+/// `bir uninstall` exact). Files already in form are left alone; the
+/// files changed are returned.
+pub fn follow_guides(project: &Path) -> Result<Vec<PathBuf>, Error> {
+    let paths = Paths::from_env(project)?;
+    if policy_blocks(&paths).is_some() {
+        return Ok(Vec::new());
+    }
+    let key = super::claude::resolve(&paths)?.local_key;
+    let mut changed = Vec::new();
+    for f in found(&paths) {
+        let place = match f.label {
+            "user" => HookPlace::User,
+            "project" => HookPlace::Project,
+            _ => continue,
+        };
+        let scope = HookScope {
+            place,
+            transport: f.transport(),
+        };
+        if would_change(&paths, scope)?
+            && let Some((file, _)) = install(&HookInstall {
+                paths: &paths,
+                scope,
+                project_key: &key,
+                correlation: None,
+                dry_run: false,
+                with_mod: false,
+                joins: false,
+            })?
+        {
+            changed.push(file);
+        }
+    }
+    Ok(changed)
+}
+
 /// Whether [`install`] would change the settings file (quietly: `bir
 /// setup` asks this to know whether anything is left to do). A policy that
 /// blocks user and project hooks means no change.
@@ -329,7 +375,7 @@ pub fn would_change(paths: &Paths, scope: HookScope) -> Result<bool, Error> {
         http: http_form(paths, scope)?,
         ..HookForm::detect()
     };
-    let plan = install_edit_skipping(before.as_deref(), &form, &file, &[])?;
+    let plan = install_edit_with(before.as_deref(), &form, &file, &[], guides_armed())?;
     Ok(plan.bytes.is_some())
 }
 
@@ -649,7 +695,7 @@ pub fn status(paths: &Paths) {
             f.file.display(),
             f.label,
             f.events.len(),
-            registered_events().count(),
+            events_for(guides_armed()).count(),
             f.delivery()
         ));
     }
@@ -659,10 +705,10 @@ pub fn status(paths: &Paths) {
 /// a program that is gone, or another bir than this one, are problems; so
 /// are HTTP hooks to a port the daemon does not listen on.
 pub fn doctor(paths: &Paths, left_to_the_mod: bool) -> (Vec<String>, usize) {
-    let all = registered_events().count();
+    let all = events_for(guides_armed()).count();
     // With the mod installed, the events it makes redundant are not missing.
     let skipped = if left_to_the_mod {
-        registered_events()
+        events_for(guides_armed())
             .filter(|e| LEFT_TO_THE_MOD.contains(e))
             .count()
     } else {

@@ -230,6 +230,7 @@ fn start(cmd: GuideStartCmd) -> Result<ExitStatus, Error> {
     for note in notes {
         out(&format!("  note: {}", escape(&note)));
     }
+    guide_events(&project);
     out(
         "  It needs bir's hooks in Claude Code (bir install). See `bir guide status`; end it with `bir guide stop`.",
     );
@@ -526,13 +527,27 @@ fn stop(cmd: GuideStopCmd) -> Result<ExitStatus, Error> {
     };
     std::fs::remove_file(&path)
         .map_err(|e| Error::failure("cannot remove the guide").because(e))?;
+    drop(_lock);
     out(&format!(
         "Guide stopped ({}, {} of {} steps done).",
         phase_name(old.progress.phase),
         old.progress.done.len(),
         old.steps.len()
     ));
+    guide_events(&project);
     Ok(ExitStatus::Success)
+}
+
+/// The hook events only a guide needs follow whether one is armed
+/// (`hook_install::follow_guides`); a failure there leaves the guide as it
+/// is and says what to run.
+fn guide_events(project: &str) {
+    if let Err(err) = crate::clientconfig::hook_install::follow_guides(Path::new(project)) {
+        out(&format!(
+            "  note: the hook events a guide needs were not updated ({}); run `bir install` again",
+            escape(&err.to_string())
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -70,6 +70,9 @@ pub(crate) struct Request {
     pub body: Vec<u8>,
     /// [`INSTANCE_HEADER`]'s value (at most 64 token characters).
     pub instance: Option<String>,
+    /// [`OFF_HEADER`] says recording is off for the sender (`BIR_OFF=1` in
+    /// the environment of the Claude Code session that posts the hook).
+    pub off: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +100,11 @@ pub(crate) enum Guard<'a> {
 /// The request's `x-bir-mod` header (the mod instance that sent it), when
 /// it names one.
 pub(crate) const INSTANCE_HEADER: &str = "x-bir-mod";
+
+/// The header bir's HTTP hooks carry `$BIR_OFF` of the posting session in
+/// (Claude Code interpolates it: `allowedEnvVars`); an HTTP hook carries no
+/// environment otherwise.
+pub(crate) const OFF_HEADER: &str = "x-bir-off";
 
 /// A refusal: the status to answer with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +168,7 @@ pub(crate) fn read_request(
     }
     let path = parsed.path.to_owned();
     let instance = parsed.instance.map(str::to_owned);
+    let off = parsed.off;
     let mut body = buf.split_off(head_end + 4);
     if body.len() > length {
         // Bytes after the body: a pipelined second request, which we do
@@ -174,6 +183,7 @@ pub(crate) fn read_request(
         path,
         body,
         instance,
+        off,
     })
 }
 
@@ -228,6 +238,7 @@ struct Head<'a> {
     transfer_encoding: bool,
     json: bool,
     instance: Option<&'a str>,
+    off: bool,
 }
 
 fn parse_head<'a>(head: &'a str, limits: &Limits) -> Result<Head<'a>, Refused> {
@@ -258,6 +269,7 @@ fn parse_head<'a>(head: &'a str, limits: &Limits) -> Result<Head<'a>, Refused> {
         transfer_encoding: false,
         json: false,
         instance: None,
+        off: false,
     };
     for (count, line) in lines.enumerate() {
         if count >= limits.max_fields {
@@ -293,6 +305,8 @@ fn parse_head<'a>(head: &'a str, limits: &Limits) -> Result<Head<'a>, Refused> {
             // An instance id is a short token; anything else names none.
             parsed.instance = Some(value)
                 .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(is_token_byte));
+        } else if name.eq_ignore_ascii_case(OFF_HEADER) {
+            parsed.off = crate::switch::says_off(value);
         } else if name.eq_ignore_ascii_case("content-type") {
             let media = value.split(';').next().unwrap_or("").trim();
             parsed.json = media.eq_ignore_ascii_case("application/json");

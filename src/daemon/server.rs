@@ -255,8 +255,16 @@ fn run(home: &Path) -> Result<(), String> {
         forwarders.push(Box::new(otlp));
     }
     let reader = TranscriptReader::new(Some(home.join("control").join("transcripts.json")));
-    let core =
-        Core::new(Engine::new(engine_config()), store, forwarders).with_reader(Arc::clone(&reader));
+    let config = engine_config();
+    // A run left open longer ago than a session may stay idle would end at
+    // once: only the recent ones are read back.
+    let left_window = config.idle_end + config.fingerprint_window;
+    let mut core =
+        Core::new(Engine::new(config), store, forwarders).with_reader(Arc::clone(&reader));
+    let taken = core.take_up_left_runs(left_window);
+    if taken > 0 {
+        log::info!("{taken} run(s) left open by the last daemon taken up again");
+    }
     let started_at = SystemTime::now();
     let daemon = Arc::new(Daemon {
         core: Mutex::new(core),
@@ -790,7 +798,7 @@ fn serve<S: Served>(daemon: &Daemon, mut stream: S, accepted: Instant, via: Via,
             let _ = http::respond(&mut stream, 200, b"");
             stream.shut_write();
             let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                hook_route(daemon, &mut core, &request.path, &request.body)
+                hook_route(daemon, &mut core, &request.path, &request.body, request.off)
             }));
             if handled.is_err() {
                 log::error!("a request failed with an internal error");
@@ -919,7 +927,7 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
         }
         (Method::Post, path) if path.starts_with("/hook/") => {
             let mut core = daemon.core();
-            hook_route(daemon, &mut core, path, &request.body)
+            hook_route(daemon, &mut core, path, &request.body, request.off)
         }
         (Method::Post, "/proxy/register") => {
             let Ok(register) = serde_json::from_slice::<wire::ProxyRegister>(&request.body) else {
@@ -1014,8 +1022,19 @@ fn answers_nothing(request: &Request, home: &Path) -> bool {
 }
 
 /// `POST /hook/<Event>[?query]` with the engine's lock held: the hook's
-/// answer (`(status, body)`).
-fn hook_route(daemon: &Daemon, core: &mut Core, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+/// answer (`(status, body)`). `off`: the post said `BIR_OFF=1` of its
+/// session (the HTTP hooks' `X-Bir-Off` header): nothing recorded, nothing
+/// answered.
+fn hook_route(
+    daemon: &Daemon,
+    core: &mut Core,
+    path: &str,
+    body: &[u8],
+    off: bool,
+) -> (u16, Vec<u8>) {
+    if off {
+        return (200, Vec::new());
+    }
     let now = SystemTime::now();
     let (event, query) = path["/hook/".len()..]
         .split_once('?')

@@ -75,6 +75,38 @@ impl Core {
         self
     }
 
+    /// Takes up the bound runs a previous daemon left open (killed, or
+    /// stopped while their session was live) whose journal was written in
+    /// the last `window`: each continues as its session's run
+    /// (`Engine::resume`). Returns how many. A journal some writer holds is
+    /// left alone.
+    pub(crate) fn take_up_left_runs(&mut self, window: Duration) -> usize {
+        let Some(store) = &self.store else {
+            return 0;
+        };
+        let since = SystemTime::now().checked_sub(window);
+        let journals = match store.journals_written_after(since) {
+            Ok(found) => found,
+            Err(err) => {
+                log::warn!("cannot look for runs left open: {err}");
+                return 0;
+            }
+        };
+        let mut taken = 0;
+        for (written, path) in journals {
+            if !may_be_left_open(&path) || crate::record::journal::is_held(&path) {
+                continue;
+            }
+            let Ok(run) = crate::record::store::load_path(&path) else {
+                continue;
+            };
+            if self.engine.resume(&run, written) {
+                taken += 1;
+            }
+        }
+        taken
+    }
+
     /// Gives `input` to the engine and carries out what it asks.
     pub(crate) fn handle(&mut self, input: Input, now: SystemTime) {
         let outputs = self.engine.handle(input, now);
@@ -148,6 +180,7 @@ impl Core {
                     agent_id,
                     path,
                     offset,
+                    from_start,
                 } => {
                     if let Some(reader) = &self.reader {
                         reader.submit(ReadRequest {
@@ -155,6 +188,7 @@ impl Core {
                             agent_id,
                             path,
                             offset,
+                            from_start,
                         });
                         continue;
                     }
@@ -226,6 +260,36 @@ impl Core {
             self.waiting.push_back((writer, Instant::now()));
         }
     }
+}
+
+/// Whether the journal at `path` may hold a bound run left open, read
+/// from its ends only: a bound run's header is its first record, and a
+/// finished run's `run_finished` its last (a string's quotes are escaped
+/// in JSON, so a payload cannot spell these). Only such a journal is read
+/// whole; a long finished run is not read again at every daemon start.
+fn may_be_left_open(path: &std::path::Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    const HEAD: u64 = 160 * 1024;
+    const TAIL: u64 = 256 * 1024;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return false;
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut head = Vec::new();
+    if (&mut file).take(HEAD).read_to_end(&mut head).is_err()
+        || memchr::memmem::find(&head, br#""tier":"bound""#).is_none()
+    {
+        return false;
+    }
+    let mut tail = Vec::new();
+    if file
+        .seek(SeekFrom::Start(len.saturating_sub(TAIL)))
+        .is_err()
+        || file.read_to_end(&mut tail).is_err()
+    {
+        return false;
+    }
+    memchr::memmem::find(&tail, br#""kind":"run_finished""#).is_none()
 }
 
 /// A finished run the store would not take: said once, as an error.

@@ -18,7 +18,9 @@
 //!   shutdown, [`MAX_REMEMBERED`] files at most). A session the engine
 //!   starts reading from 0 whose file is remembered (same file: device,
 //!   inode, and not shorter) is read from there: a daemon restarted in the
-//!   middle of a long session does not read it all again.
+//!   middle of a long session does not read it all again. A read marked
+//!   `from_start` (a run another daemon left open, taken up again) is
+//!   read from where it asks.
 //! * Reads never block and never follow a FIFO or a device (see
 //!   [`read_transcript`]).
 
@@ -47,6 +49,9 @@ pub(crate) struct ReadRequest {
     pub agent_id: Option<String>,
     pub path: String,
     pub offset: u64,
+    /// Never a remembered offset (a run taken up again reads the file from
+    /// where it asks).
+    pub from_start: bool,
 }
 
 /// Where a file was read up to.
@@ -154,6 +159,7 @@ impl TranscriptReader {
     fn pass(&self, mut request: ReadRequest) -> (ReadRequest, Vec<u8>) {
         let meta = std::fs::metadata(&request.path).ok();
         if request.offset == 0
+            && !request.from_start
             && let Some(meta) = &meta
             && let Some(known) = lock(&self.state).remembered.get(&request.path)
             && known.dev == meta.dev()
@@ -315,6 +321,7 @@ mod tests {
             agent_id: None,
             path: path.clone(),
             offset: 0,
+            from_start: false,
         };
         let reader = TranscriptReader::new(Some(keep.clone()));
         let (_, bytes) = reader.pass(request.clone());

@@ -17,7 +17,9 @@
 #
 # Env knobs as in run.sh: BIR_BIN, BIR_E2E_HARNESS, E2E_CC_DIR, BIR_E2E_WORK,
 # BIR_E2E_KEEP, E2E_TIMEOUT; BIR_E2E_BOUND_WAIT (seconds to wait for a run to
-# finish after its session, default 30). Prints "PASS|FAIL <check>: <detail>"
+# finish after its session, default 30); BIR_E2E_BOUND_ONLY (groups to run, e.g.
+# "restarts" for the daemon stopped, killed and never started; "baseline off"
+# for `bir off`; the checks against the baseline need "baseline" too). Prints "PASS|FAIL <check>: <detail>"
 # lines and ends with "N passed, M failed"; exits 1 if any check failed.
 set -uo pipefail
 
@@ -97,8 +99,8 @@ prepare() {
          BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
          "$BIR_BIN" install --project "$project" ${INSTALL_EXTRA:-} "${with_mod[@]}" >"$WORK/install-$name.txt" 2>&1 &&
        grep -q 'wrapped  everything' "$WORK/install-$name.txt" &&
-       { grep -q 'registered 32 events' "$WORK/install-$name.txt" ||
-         { [[ $mode == mod ]] && grep -q 'registered 32 events' "$WORK/install-$name.txt" &&
+       { grep -q 'registered 31 events' "$WORK/install-$name.txt" ||
+         { [[ $mode == mod ]] && grep -q 'registered 31 events' "$WORK/install-$name.txt" &&
            grep -q 'left to the mod: MessageDisplay' "$WORK/install-$name.txt"; }; } &&
        { [[ $mode != mod ]] || grep -q 'installed  bir-mod@bir-local' "$WORK/install-$name.txt"; }; then
       result ok "$name: bir install" "everything wrapped into the local scope; hooks in $conf/settings.json"
@@ -110,8 +112,8 @@ prepare() {
     seen="$(cd "$project" && env -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$conf" BIR_HOME="$bh" \
       BIR_SERVICE_URL=off BIR_HOOKS_PATH="$WORK/bin/bir-hooks" BIR_CLAUDE_MANAGED_DIR="$WORK/managed" \
       sh -c '"$0" status; "$0" doctor --timeout-ms 3000' "$BIR_BIN" 2>&1 | grep '^Hooks:')"
-    local want="32 of 32 events" ok_line="(this bir)"
-    [[ ${INSTALL_EXTRA:-} == *command* ]] || want="32 of 32 events, 30 over HTTP"
+    local want="31 of 31 events" ok_line="(this bir)"
+    [[ ${INSTALL_EXTRA:-} == *command* ]] || want="31 of 31 events, 29 over HTTP"
     if [[ $seen == *"Hooks: installed in $conf/settings.json (user settings): $want"*"Hooks: ok:"*"$ok_line"*"Hooks: live path: "* ]]; then
       result ok "$name: status and doctor" "$(tr '\n' ' ' <<<"$seen" | cut -c1-220)"
     else
@@ -129,7 +131,7 @@ prepare() {
     "${env_setup[@]}" "$BIR_BIN" setup --yes --timeout-ms 3000 --project "$project" \
       >"$WORK/setup-$name.txt" 2>&1 </dev/null
     if grep -q 'wrapped  everything' "$WORK/setup-$name.txt" &&
-       grep -q 'registered 32 events' "$WORK/setup-$name.txt" &&
+       grep -q 'registered 31 events' "$WORK/setup-$name.txt" &&
        grep -q 'bir runs' "$WORK/setup-$name.txt"; then
       result ok "$name: bir setup --yes" "everything wrapped; hooks in $conf/settings.json; next steps named"
     else
@@ -199,20 +201,29 @@ bound_session() {
     --runs "$WORK/runs/$name.runs.jsonl" --exports "$WORK/runs"
 }
 
+# want GROUP: whether BIR_E2E_BOUND_ONLY (space-separated groups: baseline bound
+# setup off restarts cmdhooks two inject mod) names it; unset runs every group.
+want() { [[ -z ${BIR_E2E_BOUND_ONLY:-} || " $BIR_E2E_BOUND_ONLY " == *" $1 "* ]]; }
+
 # Sourced with BIR_E2E_BOUND_LIB=1 (bench-mod.sh): the helpers above, no sessions.
 if [[ -n ${BIR_E2E_BOUND_LIB:-} ]]; then return 0; fi
 
 # --- 1. the session without bir: what the model and the server see ------------------------
+if want baseline; then
 prepare baseline script.json plain
 session baseline
 check session --name baseline --out "$WORK/runs/baseline" --script "$HERE/bound/script.json" \
   --prompt "$HERE/bound/prompt.txt"
 
+fi
 # --- 2. the bound session -----------------------------------------------------------------
+if want bound; then
 prepare bound script.json bound
 bound_session bound bound
 
+fi
 # --- 2b. after `bir setup --yes` instead of `bir install`: the same bound run -----------------
+if want setup; then
 if [[ ${BIR_E2E_SKIP_SETUP:-} != 1 ]]; then
   prepare setup script.json setup
   session setup
@@ -223,7 +234,9 @@ if [[ ${BIR_E2E_SKIP_SETUP:-} != 1 ]]; then
     --runs "$WORK/runs/setup.runs.jsonl" --exports "$WORK/runs"
 fi
 
+fi
 # --- 3. bir off: nothing recorded, the session is the same ---------------------------------
+if want off; then
 prepare off script.json bound
 BIR_HOME="$WORK/birhome/off" "$BIR_BIN" off >"$WORK/off.txt" 2>&1 ||
   result fail "off: bir off" "$(tr '\n' ' ' <"$WORK/off.txt")"
@@ -233,7 +246,28 @@ BIR_HOME="$WORK/birhome/off" "$BIR_BIN" runs --json >"$WORK/runs/off.runs.jsonl"
 check off --name off --out "$WORK/runs/off" --baseline "$WORK/runs/baseline" \
   --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/off.runs.jsonl"
 
+# --- 3b. BIR_OFF=1 in the session's environment, the daemon running ----------------------
+# The HTTP hooks reach the daemon (Claude Code fills their X-Bir-Off header
+# from the environment); it answers them with nothing and records nothing.
+prepare envoff script.json bound
+echo "BIR_OFF=1" >>"$WORK/scen/envoff/env"
+(cd "$WORK" && BIR_HOME="$WORK/birhome/envoff" BIR_SERVICE_URL=off "$BIR_BIN" daemon >/dev/null 2>&1 &)
+for _ in $(seq 100); do [[ -s $WORK/birhome/envoff/control/daemon.json ]] && break; sleep 0.1; done
+session envoff
+sleep 1
+BIR_HOME="$WORK/birhome/envoff" "$BIR_BIN" runs --json >"$WORK/runs/envoff.runs.jsonl" 2>/dev/null
+check off --name envoff --out "$WORK/runs/envoff" --baseline "$WORK/runs/baseline" \
+  --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" --runs "$WORK/runs/envoff.runs.jsonl"
+answered="$(grep -c 'HTTP hook response status 200' "$WORK/runs/envoff/logs/debug.log" 2>/dev/null)"
+if (( ${answered:-0} > 0 )) && [[ ! -s $WORK/runs/envoff.runs.jsonl ]]; then
+  result ok "envoff: the daemon heard the hooks and kept nothing" "$answered HTTP hook posts answered 200, no run"
+else
+  result fail "envoff: the daemon heard the hooks and kept nothing" "$answered answered; runs: $(head -c 300 "$WORK/runs/envoff.runs.jsonl")"
+fi
+
+fi
 # --- 4. the daemon stopped mid-session by a Bash step (`bir down`) --------------------------
+if want restarts; then
 prepare kill script-kill.json bound
 session kill
 wait_runs kill 1
@@ -280,7 +314,9 @@ else
   result fail "never: no daemon while the session ran" "$posts HTTP hook posts, $answered answered"
 fi
 
+fi
 # --- 4e. command hooks (`bir install --hooks command`): the same whole run ---------------------
+if want cmdhooks; then
 INSTALL_EXTRA="--hooks command" prepare cmdhooks script.json bound
 if ! grep -q '"type": *"http"' "$WORK/conf/cmdhooks/settings.json"; then
   result ok "cmdhooks: no HTTP hook registered" "every event runs bir-hooks"
@@ -289,7 +325,9 @@ else
 fi
 bound_session cmdhooks bound
 
+fi
 # --- 5. two sessions at once in one project directory --------------------------------------
+if want two; then
 # Both sessions start in SHARED (a wrapper cds there before running claude),
 # with one BIR_HOME, so one daemon records both.
 SHARED="$WORK/shared-project"
@@ -322,7 +360,9 @@ check two --name two --out "$WORK/runs/twoA" --out2 "$WORK/runs/twoB" \
   --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
   --runs "$WORK/runs/twoA.runs.jsonl" --exports "$WORK/runs" --exports-prefix twoA
 
+fi
 # --- 6. opt-in call-id injection (`bir install --correlate inject`) ---------------------------
+if want inject; then
 # The PreToolUse hook asks; the daemon answers updatedInput with
 # __bir_call_id__ (no permission decision); the server gets the key, the
 # run joins on it and stores none; the model sees what it saw without bir.
@@ -334,7 +374,9 @@ else
 fi
 bound_session inject inject
 
+fi
 # --- 7. with bir's Claude Code mod: the words arrive over the mod link ---------------------
+if want mod; then
 birenv() { # birenv NAME CMD…: CMD with the session NAME's bir environment, in its project
   local name="$1"; shift
   (cd "$WORK/runs/$name/project" 2>/dev/null || cd "$WORK"
@@ -407,4 +449,5 @@ export_runs moddisabled
 check bound --name moddisabled --out "$WORK/runs/moddisabled" --baseline "$WORK/runs/baseline" \
   --script "$HERE/bound/script.json" --prompt "$HERE/bound/prompt.txt" \
   --runs "$WORK/runs/moddisabled.runs.jsonl" --exports "$WORK/runs" --mod-link no
+fi
 finish

@@ -61,8 +61,13 @@ guided() {
   [[ -n $settings ]] && cp "$settings" "$WORK/scen/$name/settings.json"
   [[ -n $args ]] && cp "$args" "$WORK/scen/$name/args"
   [[ $name == sibling ]] && echo "E2E_HOOK_UPDATED_INPUT=1" >>"$WORK/scen/$name/env"
-  if BIR_HOME="$bh" BIR_SERVICE_URL=off "$BIR_BIN" guide start "$GUIDE/scenario.json" \
-       --project "$WORK/runs" >"$WORK/guide-start-$name.txt" 2>&1; then
+  # With the session's Claude config: arming a guide registers the hook
+  # events only guides need (PostToolBatch) beside bir's other hooks.
+  if env -u XDG_CONFIG_HOME HOME="$WORK/home-$name" CLAUDE_CONFIG_DIR="$WORK/conf/$name" BIR_HOME="$bh" \
+       BIR_SERVICE_URL=off BIR_PROXY_PATH="$WORK/bin/bir-proxy" BIR_HOOKS_PATH="$WORK/bin/bir-hooks" \
+       BIR_CLAUDE_MANAGED_DIR="$WORK/managed" "$BIR_BIN" guide start "$GUIDE/scenario.json" \
+       --project "$WORK/runs" >"$WORK/guide-start-$name.txt" 2>&1 &&
+     grep -q '"PostToolBatch"' "$WORK/conf/$name/settings.json"; then
     result ok "$name: bir guide start" "$(head -1 "$WORK/guide-start-$name.txt")"
   else
     result fail "$name: bir guide start" "$(tr '\n' ' ' <"$WORK/guide-start-$name.txt")"

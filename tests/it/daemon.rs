@@ -885,9 +885,12 @@ fn a_huge_transcript_does_not_hold_up_other_sessions() {
     );
 }
 
-/// A daemon restarted in the middle of a session does not read its
-/// transcript again from the start: where it was read up to is kept in
-/// `control/transcripts.json` and the next daemon resumes there.
+/// A daemon restarted after a session's run finished does not read its
+/// transcript again from the start when the session goes on (`claude
+/// --resume`): where it was read up to is kept in
+/// `control/transcripts.json` and the next daemon resumes there. (A run
+/// left open mid-session is taken up again instead, and its transcript
+/// read from the start: see `a_daemon_killed_mid_session_leaves_one_run`.)
 #[test]
 fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
     let t = TempDir::new("transcript-resume");
@@ -918,6 +921,12 @@ fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
+    let (status, _) = timed_hook(
+        &d,
+        "SessionEnd",
+        &session_payload("long", &transcript, "SessionEnd", "toolu_1"),
+    );
+    assert_eq!(status, 200);
     drop(running);
     assert!(wait_gone(d.pid as i32, LONG), "the first daemon stopped");
     let kept = std::fs::read_to_string(bir_home(&t).join("control/transcripts.json"))
@@ -1008,6 +1017,22 @@ fn http_hooks_reach_the_daemon_on_the_hook_port_with_the_hook_token_only() {
         401
     );
     assert!(alive(d.pid as i32));
+    // `BIR_OFF=1` in the session's environment: Claude Code puts it in the
+    // hooks' X-Bir-Off header (an unset one is empty); nothing recorded.
+    let with_off = |body: &str, value: &str| {
+        format!(
+            "POST /hook/UserPromptSubmit HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {hook_token}\r\nX-Bir-Off: {value}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    let env_off = prompt.replace("http-session", "env-off");
+    assert_eq!(raw(port, &with_off(&env_off, "1")).0, 200);
+    let env_on = prompt.replace("http-session", "env-unset");
+    assert_eq!(raw(port, &with_off(&env_on, "")).0, 200);
+    let listed = sessions();
+    assert!(!listed.contains("env-off"), "{listed}");
+    assert!(listed.contains("env-unset"), "{listed}");
     // `bir off`: Claude Code still posts; the daemon records nothing.
     let off = command(bir(), &t).arg("off").output().expect("bir off");
     assert!(off.status.success(), "{off:?}");
@@ -1555,4 +1580,152 @@ fn the_daemon_keeps_its_port_and_doctor_names_who_took_it() {
     );
     assert!(!doctor.status.success(), "{text}");
     drop(holder);
+}
+
+/// The recorder daemon is killed (SIGKILL) in the middle of a session,
+/// while a call runs; the next hook starts another daemon. The session is
+/// ONE run: the first daemon's journal continued, every call once with
+/// both records, the calls no daemon heard recovered from the transcript.
+#[test]
+fn a_daemon_killed_mid_session_leaves_one_run() {
+    let t = TempDir::new("daemon-killed");
+    let transcript = t.join("killed.jsonl");
+    let at = |secs: u32| format!("2027-01-15T08:00:{secs:02}.250Z");
+    let mut rows = vec![serde_json::json!({"type": "user", "timestamp": at(0),
+        "message": {"role": "user", "content": "three shells"}})];
+    for (n, id) in ["toolu_k1", "toolu_k2", "toolu_k3"].iter().enumerate() {
+        let secs = 1 + 2 * n as u32;
+        rows.push(
+            serde_json::json!({"type": "assistant", "timestamp": at(secs),
+            "message": {"role": "assistant", "content": [
+                {"type": "text", "text": format!("Shell {n}.")},
+                {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "true"}}]}}),
+        );
+        rows.push(
+            serde_json::json!({"type": "user", "timestamp": at(secs + 1),
+            "toolUseResult": {"stdout": format!("out {n}")},
+            "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": "x", "is_error": false}]}}),
+        );
+    }
+    rows.push(serde_json::json!({"type": "assistant", "timestamp": at(59),
+        "message": {"role": "assistant", "content": [{"type": "text", "text": "Three."}]}}));
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&transcript, text).expect("transcript");
+    let payload = |event: &str, extra: serde_json::Value| {
+        let mut p: serde_json::Value =
+            serde_json::from_str(&session_payload("killed", &transcript, event, "")).expect("json");
+        if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
+            p.extend(extra);
+        }
+        p.to_string()
+    };
+
+    let first = {
+        let out = hook(
+            &t,
+            "SessionStart",
+            &payload("SessionStart", serde_json::json!({})),
+            &[],
+        );
+        assert!(out.status.success(), "{out:?}");
+        wait_for_daemon(&t, Some(std::process::id()))
+    };
+    let running = Running(&t);
+    let prompt = payload(
+        "UserPromptSubmit",
+        serde_json::json!({"prompt": "three shells"}),
+    );
+    assert_eq!(timed_hook(&first, "UserPromptSubmit", &prompt).0, 200);
+    let call =
+        |id: &str| serde_json::json!({"tool_use_id": id, "tool_response": {"stdout": "out 0"}});
+    for event in ["PreToolUse", "PostToolUse"] {
+        let body = payload(event, call("toolu_k1"));
+        assert_eq!(timed_hook(&first, event, &body).0, 200);
+    }
+    let body = payload("PreToolUse", call("toolu_k2"));
+    assert_eq!(timed_hook(&first, "PreToolUse", &body).0, 200);
+    // The first daemon wrote what it heard to its journal.
+    let runs = bir_home(&t).join("runs");
+    let journal_holds = |what: &str| {
+        std::fs::read_dir(&runs).ok().is_some_and(|d| {
+            d.flatten().any(|e| {
+                std::fs::read(e.path())
+                    .is_ok_and(|b| b.windows(what.len()).any(|w| w == what.as_bytes()))
+            })
+        })
+    };
+    let deadline = Instant::now() + LONG;
+    while !journal_holds("toolu_k2") {
+        assert!(Instant::now() < deadline, "the first daemon wrote nothing");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::mem::forget(running);
+    // SAFETY: kill(2) on the pid this test's daemon published.
+    unsafe {
+        libc::kill(first.pid as i32, libc::SIGKILL);
+    }
+    assert!(
+        wait_gone(first.pid as i32, LONG),
+        "the daemon was not killed"
+    );
+
+    // toolu_k2's PostToolUse and all of toolu_k3 reached no daemon. The
+    // turn's Stop (a command hook here) starts a new one.
+    let stop = payload(
+        "Stop",
+        serde_json::json!({"last_assistant_message": "Three."}),
+    );
+    let out = hook(&t, "Stop", &stop, &[]);
+    assert!(out.status.success(), "{out:?}");
+    let second = wait_for_daemon(&t, Some(first.pid));
+    let _running = Running(&t);
+    let end = payload("SessionEnd", serde_json::json!({"reason": "other"}));
+    assert_eq!(timed_hook(&second, "SessionEnd", &end).0, 200);
+
+    let deadline = Instant::now() + LONG;
+    let listed = loop {
+        let out = command(bir(), &t)
+            .args(["runs", "--json"])
+            .output()
+            .expect("runs");
+        let listed: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if listed.iter().any(|r| r["state"] == "finished") {
+            break listed;
+        }
+        assert!(Instant::now() < deadline, "no finished run: {listed:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(listed.len(), 1, "one run for the session: {listed:#?}");
+    let id = listed[0]["id"].as_str().expect("id");
+    let out = command(bir(), &t)
+        .args(["runs", "export", id])
+        .output()
+        .expect("export");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("export json");
+    let steps = doc["steps"].as_array().expect("steps");
+    for id in ["toolu_k1", "toolu_k2", "toolu_k3"] {
+        let kinds: Vec<&str> = steps
+            .iter()
+            .filter(|s| s["toolUseId"] == id)
+            .filter_map(|s| s["type"].as_str())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["tool_selected", "tool_response"],
+            "{id}: {steps:#?}"
+        );
+    }
+    let recovered = |id: &str, kind: &str| {
+        steps
+            .iter()
+            .any(|s| s["toolUseId"] == id && s["type"] == kind && s["recovered"] == true)
+    };
+    assert!(!recovered("toolu_k1", "tool_response"));
+    assert!(recovered("toolu_k2", "tool_response"));
+    assert!(recovered("toolu_k3", "tool_selected") && recovered("toolu_k3", "tool_response"));
+    assert_eq!(doc["turns"].as_array().map(Vec::len), Some(1), "{doc:#}");
 }

@@ -1707,9 +1707,10 @@ fn codex_home_probe() {
 // ---------------------------------------------------------------------------
 // Claude Code hooks (the bound tier): registered by `bir install`.
 
-/// The events `bir install` registers (all of 2.1.332 but WorktreeCreate and
-/// MessageDisplay); these tests register them as command hooks.
-const HOOK_EVENTS: usize = 32;
+/// The events `bir install` registers with no guide armed (all of 2.1.332
+/// but WorktreeCreate, MessageDisplay and PostToolBatch); these tests
+/// register them as command hooks.
+const HOOK_EVENTS: usize = 31;
 
 fn settings(f: &Fixture) -> std::path::PathBuf {
     f.dir.join("home/.claude/settings.json")

@@ -47,6 +47,7 @@ fn play(host: Host, session: &str, files: &[(&str, &str)]) -> Vec<Value> {
                         agent_id,
                         path,
                         offset,
+                        ..
                     } => {
                         let bytes = files
                             .get(&path)
