@@ -18,7 +18,7 @@ use argh::FromArgs;
 
 /// The personality this process runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// `bir-proxy`: the stdio MCP proxy.
     Proxy,
     /// `bir-hooks`: the Claude Code hook receiver.
@@ -33,7 +33,7 @@ pub enum Role {
 
 impl Role {
     /// The name a user types for this role, used in help and diagnostics.
-    pub fn program_name(self) -> &'static str {
+    pub(crate) fn program_name(self) -> &'static str {
         match self {
             Role::Proxy => "bir-proxy",
             Role::Hooks => "bir-hooks",
@@ -46,7 +46,7 @@ impl Role {
 
 /// Decides the role from `argv[0]` and the first argument. Returns the role
 /// and how many leading arguments (after `argv[0]`) were used to choose it.
-pub fn detect_role(argv0: &OsStr, first_arg: Option<&str>) -> (Role, usize) {
+pub(crate) fn detect_role(argv0: &OsStr, first_arg: Option<&str>) -> (Role, usize) {
     let stem = Path::new(argv0)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -70,7 +70,7 @@ pub fn detect_role(argv0: &OsStr, first_arg: Option<&str>) -> (Role, usize) {
 }
 
 /// `bir 0.1.0 (build 1a2b3c4d5e)`.
-pub fn version_line(program: &str) -> String {
+pub(crate) fn version_line(program: &str) -> String {
     format!(
         "{program} {} (build {})",
         env!("CARGO_PKG_VERSION"),
@@ -80,7 +80,7 @@ pub fn version_line(program: &str) -> String {
 
 /// How a personality wants the process to end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// Exit with this status.
     Code(u8),
     /// Die of this signal, as the wrapped server did (exit parity: the host
@@ -96,7 +96,7 @@ impl From<ExitStatus> for Exit {
 
 /// Parses arguments with argh, printing help or errors the way argh means.
 /// `Err` carries the exit to take (0 after `--help`, 2 after a usage error).
-pub fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit> {
+pub(crate) fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit> {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     T::from_args(&[program], &refs).map_err(|early| {
         if early.status.is_ok() {
@@ -115,7 +115,7 @@ pub fn parse_args<T: FromArgs>(program: &str, args: &[String]) -> Result<T, Exit
 }
 
 /// Prints `<program> <version> (build <hash>)` to stdout.
-pub fn print_version(program: &str) -> Exit {
+pub(crate) fn print_version(program: &str) -> Exit {
     #[expect(clippy::print_stdout, reason = "the version is the command's output")]
     {
         println!("{}", version_line(program));

@@ -3,12 +3,12 @@
 //! secret in exactly the forms the rest of bir (and its tests) produce.
 
 /// Lowercase hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex_lower(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
 }
 
 /// Lowercase hex of `bytes`.
-pub fn hex_lower(bytes: &[u8]) -> String {
+pub(crate) fn hex_lower(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     // Byte pairs into a buffer, then one conversion: a `char` pushed at a
     // time cost the recorder more than the sha256 it renders.
@@ -25,7 +25,7 @@ const STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 const URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /// Base64 of `data`; `url` picks the URL-safe alphabet, `pad` the `=` tail.
-pub fn base64_encode(data: &[u8], url: bool, pad: bool) -> String {
+pub(crate) fn base64_encode(data: &[u8], url: bool, pad: bool) -> String {
     let alpha = if url { URL } else { STD };
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
@@ -83,7 +83,7 @@ pub fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
 
 /// Percent-encoding of everything but RFC 3986 unreserved characters;
 /// `upper` picks the hex case, `plus_for_space` the form encoding of ` `.
-pub fn percent_encode(b: &[u8], upper: bool, plus_for_space: bool) -> String {
+pub(crate) fn percent_encode(b: &[u8], upper: bool, plus_for_space: bool) -> String {
     const UP: &[u8; 16] = b"0123456789ABCDEF";
     const LO: &[u8; 16] = b"0123456789abcdef";
     let hex = if upper { UP } else { LO };
@@ -103,7 +103,7 @@ pub fn percent_encode(b: &[u8], upper: bool, plus_for_space: bool) -> String {
 }
 
 /// Lenient percent-decoding (`+` is a space); bad escapes stay as they are.
-pub fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     if !b.iter().any(|&c| c == b'%' || c == b'+') {
         return s.to_owned();

@@ -24,7 +24,7 @@ use std::fmt;
 /// How a `bir` command ends. The numbers are part of bir's interface:
 /// scripts, CI and the tests read them, so they never change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExitStatus {
+pub(crate) enum ExitStatus {
     /// It did what was asked (0).
     Success,
     /// It ran and failed (1): a file it could not read or write, a config
@@ -47,7 +47,7 @@ pub enum ExitStatus {
 
 impl ExitStatus {
     /// The process exit code.
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             ExitStatus::Success => 0,
             ExitStatus::Failure => 1,
@@ -59,7 +59,7 @@ impl ExitStatus {
     }
 
     /// [`ExitStatus::Failure`] when `failed`, else [`ExitStatus::Success`].
-    pub fn failure_if(failed: bool) -> ExitStatus {
+    pub(crate) fn failure_if(failed: bool) -> ExitStatus {
         if failed {
             ExitStatus::Failure
         } else {
@@ -69,11 +69,11 @@ impl ExitStatus {
 }
 
 /// Why something failed, below the command's own words.
-pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A command's error: what it could not do, why, and how the process ends.
 #[derive(Debug)]
-pub struct Error {
+pub(crate) struct Error {
     /// [`ExitStatus::Failure`] or [`ExitStatus::Usage`], never success.
     status: ExitStatus,
     /// What failed, in the command's words (`cannot read /x`).
@@ -87,7 +87,7 @@ pub struct Error {
 
 impl Error {
     /// The command ran and failed (exit status 1).
-    pub fn failure(message: impl Into<String>) -> Error {
+    pub(crate) fn failure(message: impl Into<String>) -> Error {
         Error {
             status: ExitStatus::Failure,
             message: message.into(),
@@ -97,7 +97,7 @@ impl Error {
     }
 
     /// The command line was wrong (exit status 2).
-    pub fn usage(message: impl Into<String>) -> Error {
+    pub(crate) fn usage(message: impl Into<String>) -> Error {
         Error {
             status: ExitStatus::Usage,
             ..Error::failure(message)
@@ -105,7 +105,7 @@ impl Error {
     }
 
     /// The same error, caused by `cause` (printed after the message).
-    pub fn because(mut self, cause: impl Into<Cause>) -> Error {
+    pub(crate) fn because(mut self, cause: impl Into<Cause>) -> Error {
         self.cause = Some(cause.into());
         self
     }
@@ -113,7 +113,7 @@ impl Error {
     /// The same error, ending the process with `status` instead: whether a
     /// bad value is a usage error depends on where it came from (a URL on
     /// the command line, or one saved in a file).
-    pub fn with_status(mut self, status: ExitStatus) -> Error {
+    pub(crate) fn with_status(mut self, status: ExitStatus) -> Error {
         if status != ExitStatus::Success {
             self.status = status;
         }
@@ -121,7 +121,7 @@ impl Error {
     }
 
     /// Names the command that failed, unless a subcommand already did.
-    pub fn in_command(mut self, command: &'static str) -> Error {
+    pub(crate) fn in_command(mut self, command: &'static str) -> Error {
         self.command.get_or_insert(command);
         self
     }
@@ -164,7 +164,7 @@ impl std::error::Error for Error {
 
 /// Adds what was being done to an error from below:
 /// `fs::read(p).context(|| format!("cannot read {}", p.display()))?`.
-pub trait Context<T> {
+pub(crate) trait Context<T> {
     /// On error, a [`ExitStatus::Failure`] saying `message`, caused by it.
     fn context(self, message: impl FnOnce() -> String) -> Result<T, Error>;
 }
@@ -177,7 +177,7 @@ impl<T, E: Into<Cause>> Context<T> for Result<T, E> {
 
 /// The one place a command's outcome becomes an exit status: an error is
 /// [`print`]ed, and its status returned.
-pub fn report(command: &str, outcome: Result<ExitStatus, Error>) -> ExitStatus {
+pub(crate) fn report(command: &str, outcome: Result<ExitStatus, Error>) -> ExitStatus {
     match outcome {
         Ok(status) => status,
         Err(error) => {
@@ -196,7 +196,7 @@ pub fn report(command: &str, outcome: Result<ExitStatus, Error>) -> ExitStatus {
 /// handed, a server's or a file's words): it goes through the same
 /// terminal guard as stdout ([`crate::output::note`]), so no control
 /// character in it reaches the terminal.
-pub fn print(command: &str, error: &Error) {
+pub(crate) fn print(command: &str, error: &Error) {
     crate::output::note(&format!("{}: {error}", error.command.unwrap_or(command)));
 }
 

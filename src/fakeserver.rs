@@ -63,7 +63,7 @@ use crate::error::{self, Error};
 
 /// Run the scripted fake MCP server used by bir's own tests.
 #[derive(FromArgs, Debug)]
-pub struct TestPeerArgs {
+pub(crate) struct TestPeerArgs {
     /// the JSON script describing how to behave
     #[argh(positional)]
     pub script: PathBuf,
@@ -121,7 +121,7 @@ struct Peer {
     next_id: u64,
 }
 
-pub fn main(args: &[String]) -> Exit {
+pub(crate) fn main(args: &[String]) -> Exit {
     let parsed: TestPeerArgs = match parse_args(Role::TestPeer.program_name(), args) {
         Ok(p) => p,
         Err(exit) => return exit,

@@ -12,7 +12,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// `$BIR_HOME`, else `~/.baseinstrunner`.
-pub fn bir_home() -> Option<PathBuf> {
+pub(crate) fn bir_home() -> Option<PathBuf> {
     match std::env::var_os("BIR_HOME") {
         Some(h) if !h.is_empty() => Some(PathBuf::from(h)),
         _ => home::home_dir().map(|h| h.join(".baseinstrunner")),
@@ -21,7 +21,7 @@ pub fn bir_home() -> Option<PathBuf> {
 
 /// Options for a file of bir's own: private (0600 when created) and never
 /// opened through a symlink.
-pub fn private_file() -> fs::OpenOptions {
+pub(crate) fn private_file() -> fs::OpenOptions {
     use std::os::unix::fs::OpenOptionsExt;
     let mut options = fs::OpenOptions::new();
     options
@@ -39,7 +39,7 @@ pub fn private_file() -> fs::OpenOptions {
 /// that was opened, not on the path before, so no swap in between can slip
 /// a FIFO past the check. A regular file is then switched back to blocking
 /// mode (which for regular files changes nothing but the flag).
-pub fn open_regular(options: &mut fs::OpenOptions, path: &Path) -> io::Result<File> {
+pub(crate) fn open_regular(options: &mut fs::OpenOptions, path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = options
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -61,7 +61,7 @@ pub fn open_regular(options: &mut fs::OpenOptions, path: &Path) -> io::Result<Fi
 
 /// Whether to wait for a lock another process holds.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
+pub(crate) enum Wait {
     Yes,
     No,
 }
@@ -69,7 +69,7 @@ pub enum Wait {
 /// An exclusive `flock` on `file`. `Ok(false)`: another open file holds it
 /// and `wait` is [`Wait::No`]. The lock goes when the file is closed,
 /// however the process ends.
-pub fn lock_exclusive(file: &File, wait: Wait) -> io::Result<bool> {
+pub(crate) fn lock_exclusive(file: &File, wait: Wait) -> io::Result<bool> {
     let op = match wait {
         Wait::Yes => libc::LOCK_EX,
         Wait::No => libc::LOCK_EX | libc::LOCK_NB,
@@ -91,7 +91,7 @@ pub fn lock_exclusive(file: &File, wait: Wait) -> io::Result<bool> {
 /// Where `bir report` writes a run's page unless told otherwise:
 /// `$BIR_HOME/reports/<run>.html`. The page holds the run's (redacted)
 /// data, so removing a run removes this page too.
-pub fn report_page(run_id: &str) -> Option<PathBuf> {
+pub(crate) fn report_page(run_id: &str) -> Option<PathBuf> {
     bir_home().map(|home| home.join("reports").join(format!("{run_id}.html")))
 }
 
@@ -99,7 +99,7 @@ pub fn report_page(run_id: &str) -> Option<PathBuf> {
 /// existing one: a real directory, owned by us, no group/other access.
 /// Every error names `dir` (an OS error alone, "Not a directory", does not
 /// say which).
-pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     let about = |err: io::Error| io::Error::new(err.kind(), format!("{}: {err}", dir.display()));
     match fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {

@@ -42,7 +42,7 @@ use crate::error::ExitStatus;
 /// JSON on stdin. The event goes to the recorder daemon (started on demand);
 /// the hook always exits 0 and never disturbs the session.
 #[derive(FromArgs, Debug)]
-pub struct HooksArgs {
+pub(crate) struct HooksArgs {
     /// print the version and exit
     #[argh(switch)]
     pub version: bool,
@@ -69,7 +69,7 @@ const SESSION_EDGE_START_BUDGET: Duration = Duration::from_millis(1300);
 /// `SessionEnd` hooks share 1.5 s in Claude Code: everything must fit.
 const SESSION_END_TOTAL: Duration = Duration::from_millis(1400);
 
-pub fn main(args: &[String]) -> Exit {
+pub(crate) fn main(args: &[String]) -> Exit {
     let (host, args) = host_flag(args);
     // A hook must exit 0 even when called with arguments we do not know.
     let parsed: Option<HooksArgs> = parse_args(Role::Hooks.program_name(), &args).ok();

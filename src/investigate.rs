@@ -32,7 +32,7 @@ const MAX_SLOW: usize = 10;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Findings {
+pub(crate) struct Findings {
     pub run: String,
     pub tier: String,
     /// `finished`, `open` (a writer holds it) or `interrupted`.
@@ -49,7 +49,7 @@ pub struct Findings {
 }
 
 impl Findings {
-    pub fn is_clean(&self) -> bool {
+    pub(crate) fn is_clean(&self) -> bool {
         self.failures.is_empty()
             && self.slow.is_empty()
             && self.loops.is_empty()
@@ -60,7 +60,7 @@ impl Findings {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Failure {
+pub(crate) struct Failure {
     /// The call's number as `bir runs show` prints it (`3`, `2.1`).
     pub step: String,
     pub tool: String,
@@ -86,7 +86,7 @@ pub struct Failure {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct LeadUp {
+pub(crate) struct LeadUp {
     /// As in [`Failure::step`].
     pub step: String,
     pub tool: String,
@@ -95,7 +95,7 @@ pub struct LeadUp {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SlowStep {
+pub(crate) struct SlowStep {
     /// As in [`Failure::step`].
     pub step: String,
     pub tool: String,
@@ -109,7 +109,7 @@ pub struct SlowStep {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Loop {
+pub(crate) struct Loop {
     pub tool: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
@@ -127,7 +127,7 @@ pub struct Loop {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ServerChange {
+pub(crate) struct ServerChange {
     pub server: String,
     /// The run the previous definitions were recorded in, or `None` when
     /// they changed during this run.
@@ -142,7 +142,7 @@ pub struct ServerChange {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Gap {
+pub(crate) struct Gap {
     /// `interrupted`, `open`, `dropped`, `torn`, `unknown_records`,
     /// `joined_late`, `unanswered`, `withheld`.
     pub kind: String,
@@ -151,7 +151,7 @@ pub struct Gap {
 
 /// Everything `bir investigate` finds in `run`, comparing it with
 /// `history` (other runs, each started before it).
-pub fn investigate(run: &LoadedRun, history: &[LoadedRun]) -> Findings {
+pub(crate) fn investigate(run: &LoadedRun, history: &[LoadedRun]) -> Findings {
     let calls = pair_calls(run);
     Findings {
         run: run.id(),

@@ -48,6 +48,10 @@
 // (Crate-wide here rather than in Cargo.toml: the benchmarks and tests
 // report on stderr freely.)
 #![deny(clippy::print_stderr)]
+// A module's interface is what its `pub(crate)` items say: a bare `pub` is
+// only for the crate's public surface above (with `-D warnings`, a stray
+// one fails the lint).
+#![warn(unreachable_pub)]
 
 mod bound;
 mod cli;

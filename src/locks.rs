@@ -9,7 +9,7 @@ use std::time::Duration;
 /// Sound for every caller because each keeps the structure it guards
 /// consistent between statements (no invariant is broken across a call
 /// that could panic while the guard is held).
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -17,33 +17,37 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// variable that announces each change of what it guards. Every wait
 /// recovers from poisoning like [`lock`] (the senders of the recording
 /// service and of OpenTelemetry are built on it).
-pub struct Monitor<T> {
+pub(crate) struct Monitor<T> {
     state: Mutex<T>,
     changed: Condvar,
 }
 
 impl<T> Monitor<T> {
-    pub fn new(state: T) -> Monitor<T> {
+    pub(crate) fn new(state: T) -> Monitor<T> {
         Monitor {
             state: Mutex::new(state),
             changed: Condvar::new(),
         }
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, T> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         lock(&self.state)
     }
 
     /// Wakes every waiter: call after changing the state.
-    pub fn notify_all(&self) {
+    pub(crate) fn notify_all(&self) {
         self.changed.notify_all();
     }
 
-    pub fn wait<'a>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    pub(crate) fn wait<'a>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         self.changed.wait(guard).unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn wait_timeout<'a>(&self, guard: MutexGuard<'a, T>, d: Duration) -> MutexGuard<'a, T> {
+    pub(crate) fn wait_timeout<'a>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        d: Duration,
+    ) -> MutexGuard<'a, T> {
         self.changed
             .wait_timeout(guard, d)
             .unwrap_or_else(|p| p.into_inner())
@@ -51,7 +55,7 @@ impl<T> Monitor<T> {
     }
 
     /// Waits up to `d` while `cond` holds.
-    pub fn wait_timeout_while<'a>(
+    pub(crate) fn wait_timeout_while<'a>(
         &self,
         guard: MutexGuard<'a, T>,
         d: Duration,

@@ -15,7 +15,7 @@ static PREFIX: OnceLock<String> = OnceLock::new();
 /// sets up nothing unless `RUST_LOG` asks, and then logs to
 /// `$BIR_HOME/logs/hooks.log`. The daemon logs at `info` by default (its
 /// stderr is `$BIR_HOME/logs/daemon.log`).
-pub fn init(role: Role) {
+pub(crate) fn init(role: Role) {
     let target = match role {
         Role::Hooks => {
             if std::env::var_os("RUST_LOG").is_none() {
@@ -59,7 +59,7 @@ pub fn init(role: Role) {
 static PROXY_NAME: OnceLock<String> = OnceLock::new();
 
 /// Names the wrapped server in every later log line (`bir-proxy[github]`).
-pub fn set_server_name(name: &str) {
+pub(crate) fn set_server_name(name: &str) {
     let _ = PROXY_NAME.set(format!("bir-proxy[{name}]"));
 }
 

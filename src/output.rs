@@ -15,7 +15,7 @@ use std::io::Write;
 /// Prints `text` and a newline to stdout, [`terminal_safe`]: whatever
 /// outside text a report carries (a session id, a cwd, a server's name or
 /// stderr), no control character reaches the terminal.
-pub fn out(text: &str) {
+pub(crate) fn out(text: &str) {
     let text = terminal_safe(text);
     let mut stdout = std::io::stdout().lock();
     let _ = stdout
@@ -28,7 +28,7 @@ pub fn out(text: &str) {
 /// report (a warning, progress, a run's id), never part of it.
 /// [`terminal_safe`] like [`out`]: a note or an error quotes outside text
 /// as often as a report does.
-pub fn note(text: &str) {
+pub(crate) fn note(text: &str) {
     let text = terminal_safe(text);
     let mut stderr = std::io::stderr().lock();
     let _ = stderr
@@ -39,7 +39,7 @@ pub fn note(text: &str) {
 
 /// Prints `text` to stderr without a newline: a question whose answer is
 /// typed on the same line. [`terminal_safe`], as [`note`].
-pub fn prompt(text: &str) {
+pub(crate) fn prompt(text: &str) {
     let text = terminal_safe(text);
     let mut stderr = std::io::stderr().lock();
     let _ = stderr
@@ -49,7 +49,7 @@ pub fn prompt(text: &str) {
 
 /// Control characters (C0, DEL, C1) are shown as `\u{…}` so recorded
 /// content cannot move the cursor, change colours or retitle the terminal.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     escape_but_as(s, |_| false, Form::Rust)
 }
 
@@ -64,7 +64,7 @@ pub fn escape(s: &str) -> String {
 /// and only inside strings, where `\uXXXX` means the same character, so
 /// the output stays valid JSON with the same value and still reaches the
 /// terminal inert.
-pub fn terminal_safe(s: &str) -> Cow<'_, str> {
+pub(crate) fn terminal_safe(s: &str) -> Cow<'_, str> {
     let layout = |c: char| matches!(c, '\n' | '\t');
     if s.chars().all(|c| layout(c) || !needs_escape(c)) {
         return Cow::Borrowed(s);

@@ -35,7 +35,7 @@ pub(crate) const LEDGER_FILE: &str = "installed.json";
 /// `bir install --everywhere`: the user chose to record sessions in every
 /// directory, on this date.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Everywhere {
+pub(crate) struct Everywhere {
     /// When the choice was made (RFC 3339).
     pub at: String,
 }

@@ -12,14 +12,14 @@ use serde::{Deserialize, Serialize};
 /// does, at the one place it goes on the wire.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Secret(String);
+pub(crate) struct Secret(String);
 
 impl Secret {
-    pub fn new(s: impl Into<String>) -> Secret {
+    pub(crate) fn new(s: impl Into<String>) -> Secret {
         Secret(s.into())
     }
 
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }

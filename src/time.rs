@@ -6,7 +6,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `2026-11-30T06:36:26.123Z`.
-pub fn rfc3339(at: SystemTime) -> String {
+pub(crate) fn rfc3339(at: SystemTime) -> String {
     let since = at.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs() as i64;
     let millis = since.subsec_millis();
@@ -54,7 +54,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// An age: `7d`, `12h`, `30m`, `45s` (a bare number is seconds).
-pub fn parse_age(s: &str) -> Option<std::time::Duration> {
+pub(crate) fn parse_age(s: &str) -> Option<std::time::Duration> {
     let s = s.trim();
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: u64 = num.parse().ok()?;
@@ -69,7 +69,7 @@ pub fn parse_age(s: &str) -> Option<std::time::Duration> {
 }
 
 /// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` to Unix seconds.
-pub fn parse_rfc3339(s: &str) -> Option<i64> {
+pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
     let s = s.trim();
     let b = s.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {

@@ -13,7 +13,7 @@ use url::Url;
 
 /// The URL as it may appear in messages and logs: no userinfo, query values
 /// and fragment replaced by `[REDACTED]`.
-pub fn redacted(url: &Url) -> String {
+pub(crate) fn redacted(url: &Url) -> String {
     let mut u = url.clone();
     let _ = u.set_username("");
     let _ = u.set_password(None);
@@ -32,7 +32,7 @@ pub fn redacted(url: &Url) -> String {
 
 /// Whether a parsed URL names this machine (`localhost`, any loopback
 /// address).
-pub fn is_loopback(url: &Url) -> bool {
+pub(crate) fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
@@ -42,7 +42,7 @@ pub fn is_loopback(url: &Url) -> bool {
 }
 
 /// A URL fit for a message: no user-info, query or fragment.
-pub fn display(url: &str) -> String {
+pub(crate) fn display(url: &str) -> String {
     let url = url.trim();
     let cut = url.find(['?', '#']).unwrap_or(url.len());
     let url = &url[..cut];
@@ -58,7 +58,7 @@ pub fn display(url: &str) -> String {
 
 /// A ureq transport error in words, without the URL (which may carry a
 /// query string or credentials): its kind, message and cause.
-pub fn transport_reason(t: &ureq::Transport) -> String {
+pub(crate) fn transport_reason(t: &ureq::Transport) -> String {
     use std::error::Error as _;
     let mut why = t.kind().to_string().to_lowercase();
     if let Some(msg) = t.message() {

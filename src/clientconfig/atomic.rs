@@ -20,17 +20,17 @@ use std::time::Duration;
 
 /// Files larger than this are refused (a documented cap, so a huge
 /// `~/.claude.json` never stalls bir or its host).
-pub const MAX_CONFIG_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 64 << 20;
 
 const ATTEMPTS: u32 = 6;
 
 /// An edit: the current bytes (None: no file) → the new bytes, or None
 /// when nothing needs to change.
-pub type Edit<'a> = dyn FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>, Error> + 'a;
+pub(crate) type Edit<'a> = dyn FnMut(Option<&[u8]>) -> Result<Option<Vec<u8>>, Error> + 'a;
 
 /// What [`update`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The file actually written (the symlink's target).
     pub target: PathBuf,
     /// The bytes before and after (equal when nothing needed changing).
@@ -41,7 +41,7 @@ pub struct Outcome {
 
 /// The file a config path really is: symlinks followed. A dangling link is
 /// an error; a missing plain path is returned as is.
-pub fn resolve(path: &Path) -> Result<PathBuf, Error> {
+pub(crate) fn resolve(path: &Path) -> Result<PathBuf, Error> {
     match fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(path.to_owned()),
         Err(e) => Err(Error::failure(format!(
@@ -61,7 +61,7 @@ pub fn resolve(path: &Path) -> Result<PathBuf, Error> {
 
 /// Reads a config file (None if it does not exist), refusing one over the
 /// cap or owned by another user.
-pub fn read(path: &Path) -> Result<Option<Vec<u8>>, Error> {
+pub(crate) fn read(path: &Path) -> Result<Option<Vec<u8>>, Error> {
     let target = resolve(path)?;
     let mut file = match File::open(&target) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -100,13 +100,13 @@ pub fn read(path: &Path) -> Result<Option<Vec<u8>>, Error> {
 /// `edit` gets the current bytes (None: no file) and returns the new bytes,
 /// or None when nothing needs to change; an `Err` aborts with the file
 /// untouched.
-pub fn update(path: &Path, edit: &mut Edit<'_>) -> Result<Outcome, Error> {
+pub(crate) fn update(path: &Path, edit: &mut Edit<'_>) -> Result<Outcome, Error> {
     update_with_hook(path, edit, &mut |_| {})
 }
 
 /// [`update`] with a hook run after the temporary file is written and
 /// before the final hash check (tests use it to race the write).
-pub fn update_with_hook(
+pub(crate) fn update_with_hook(
     path: &Path,
     edit: &mut Edit<'_>,
     before_rename: &mut dyn FnMut(u32),

@@ -21,7 +21,7 @@ use super::vocab::{Client, Decision, Found, Scope};
 use crate::error::Error;
 
 /// Names Claude Code reserves (and skips).
-pub const RESERVED: &[&str] = &[
+pub(crate) const RESERVED: &[&str] = &[
     "workspace",
     "claude-in-chrome",
     "computer-use",
@@ -31,7 +31,7 @@ pub const RESERVED: &[&str] = &[
 
 /// Where Claude Code keeps things, for one project.
 #[derive(Debug, Clone)]
-pub struct Paths {
+pub(crate) struct Paths {
     pub claude_json: PathBuf,
     pub settings_dir: PathBuf,
     pub managed_dir: PathBuf,
@@ -44,7 +44,7 @@ impl Paths {
     /// `BIR_CLAUDE_MANAGED_DIR` (the managed-policy directory; default
     /// `/etc/claude-code`, or `/Library/Application Support/ClaudeCode` on
     /// macOS).
-    pub fn from_env(project: &Path) -> Result<Paths, Error> {
+    pub(crate) fn from_env(project: &Path) -> Result<Paths, Error> {
         let home = home::home_dir().ok_or("cannot find the home directory (HOME is not set)")?;
         let (claude_json, settings_dir) = match std::env::var_os("CLAUDE_CONFIG_DIR") {
             Some(d) if !d.is_empty() => {
@@ -72,7 +72,7 @@ impl Paths {
         })
     }
 
-    pub fn mcp_json(&self) -> PathBuf {
+    pub(crate) fn mcp_json(&self) -> PathBuf {
         self.project.join(".mcp.json")
     }
 }
@@ -81,7 +81,7 @@ impl Paths {
 /// `~/.claude.json` → `projects`: the absolute path with forward slashes
 /// (Windows backslashes become `/`), no trailing slash (except a root).
 /// The drive letter's case is kept: it follows the launch directory.
-pub fn project_key(path: &str) -> String {
+pub(crate) fn project_key(path: &str) -> String {
     let mut key = path.replace('\\', "/");
     // `//?/C:/x` (verbatim) → `C:/x`.
     if let Some(rest) = key.strip_prefix("//?/")
@@ -97,7 +97,7 @@ pub fn project_key(path: &str) -> String {
 
 /// The keys to probe when reading: the key itself and, for a Windows path,
 /// the other drive-letter case (`c:/…` and `C:/…` can both exist).
-pub fn key_candidates(key: &str) -> Vec<String> {
+pub(crate) fn key_candidates(key: &str) -> Vec<String> {
     let mut out = vec![key.to_owned()];
     let b = key.as_bytes();
     if b.len() >= 2 && b[1] == b':' && b[0].is_ascii_alphabetic() {
@@ -113,7 +113,7 @@ pub fn key_candidates(key: &str) -> Vec<String> {
 
 /// `.mcp.json` approvals, from every settings file that counts.
 #[derive(Debug, Clone, Default)]
-pub struct Approvals {
+pub(crate) struct Approvals {
     pub enabled: Vec<String>,
     pub disabled: Vec<String>,
     pub enable_all: bool,
@@ -124,7 +124,7 @@ pub struct Approvals {
 
 /// What managed (and user/project) policy says about MCP servers.
 #[derive(Debug, Clone, Default)]
-pub struct Policy {
+pub(crate) struct Policy {
     /// `managed-mcp.json` exists: only its servers load.
     pub managed_mcp: Option<PathBuf>,
     /// `serverCommand` allowlist entries exist somewhere.
@@ -141,7 +141,7 @@ pub struct Policy {
 
 /// Everything Claude Code would see for this project.
 #[derive(Debug, Clone)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     pub paths: Paths,
     /// The key under `projects` holding this project (probed), or the exact
     /// key to create.
@@ -202,7 +202,7 @@ fn collect(doc: &Doc, scope: Scope, path: &[&str], out: &mut Vec<Found>) {
 }
 
 /// Reads every scope, the approvals and the policy.
-pub fn resolve(paths: &Paths) -> Result<Resolved, Error> {
+pub(crate) fn resolve(paths: &Paths) -> Result<Resolved, Error> {
     let claude = parse_file(&paths.claude_json)?;
     let mcp_json = parse_file(&paths.mcp_json())?;
     let mut local_key = paths.key.clone();
@@ -299,7 +299,7 @@ pub fn resolve(paths: &Paths) -> Result<Resolved, Error> {
 
 /// The managed (policy) settings files: `managed-settings.json`, then the
 /// `managed-settings.d/*.json` drop-ins in name order.
-pub fn managed_settings_files(paths: &Paths) -> Vec<PathBuf> {
+pub(crate) fn managed_settings_files(paths: &Paths) -> Vec<PathBuf> {
     let mut files = vec![paths.managed_dir.join("managed-settings.json")];
     if let Ok(dir) = std::fs::read_dir(paths.managed_dir.join("managed-settings.d")) {
         let mut extra: Vec<PathBuf> = dir
@@ -355,7 +355,7 @@ fn read_policy(root: &Node, file: &Path, p: &mut Policy) {
 
 /// Decides, per winning server, what `bir install` does. `only` restricts
 /// to these names (and forces servers not yet approved).
-pub fn decide(r: &Resolved, only: &[String]) -> Vec<(Found, Decision)> {
+pub(crate) fn decide(r: &Resolved, only: &[String]) -> Vec<(Found, Decision)> {
     let mut out = Vec::new();
     for f in &r.winners {
         if !only.is_empty() && !only.contains(&f.name) {

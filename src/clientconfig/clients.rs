@@ -24,7 +24,7 @@ use crate::output::out;
 
 /// One config file of one client.
 #[derive(Debug, Clone)]
-pub struct ClientFile {
+pub(crate) struct ClientFile {
     pub client: String,
     pub label: String,
     pub file: PathBuf,
@@ -37,7 +37,7 @@ pub struct ClientFile {
 
 /// What `bir install` works on.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(crate) enum Target {
     ClaudeCode,
     File(ClientFile),
 }
@@ -62,7 +62,7 @@ fn file(
 }
 
 /// Every file bir knows for `client`, whether it exists or not.
-pub fn files_of(which: Client, home: &Path, project: &Path) -> Vec<ClientFile> {
+pub(crate) fn files_of(which: Client, home: &Path, project: &Path) -> Vec<ClientFile> {
     let client = which.name();
     let mac = cfg!(target_os = "macos");
     let config = if mac {
@@ -194,7 +194,7 @@ pub fn files_of(which: Client, home: &Path, project: &Path) -> Vec<ClientFile> {
 /// The targets of one `bir install`: `--config` alone; `--client` alone;
 /// or, with neither, Claude Code plus every other client whose config file
 /// exists.
-pub fn targets(
+pub(crate) fn targets(
     client: Option<&str>,
     config: Option<&Path>,
     map_key: &str,
@@ -262,7 +262,7 @@ pub fn targets(
 /// The entries of a client file and what install does with each; `forced`
 /// names the servers `--server` named (a remote server the client signs in
 /// itself is wrapped only then).
-pub fn entries(cf: &ClientFile, forced: &[String]) -> Result<Vec<(Found, Decision)>, Error> {
+pub(crate) fn entries(cf: &ClientFile, forced: &[String]) -> Result<Vec<(Found, Decision)>, Error> {
     let Some(bytes) = atomic::read(&cf.file)? else {
         return Ok(Vec::new());
     };
@@ -347,7 +347,7 @@ fn decision_for(kind: &EntryKind, raw: &str, client: &str, forced: bool) -> Deci
     }
 }
 
-pub fn summary(cf: &ClientFile, plan: &[(Found, Decision)], applied: bool) {
+pub(crate) fn summary(cf: &ClientFile, plan: &[(Found, Decision)], applied: bool) {
     out(&format!("{} — {}", cf.label, cf.file.display()));
     if plan.is_empty() {
         out("  no MCP servers in it");

@@ -15,7 +15,7 @@ use super::jsonedit::{Doc, Flavor, json_string};
 use crate::error::Error;
 
 /// A parse error, with the position `toml_edit` reports.
-pub fn parse(text: &str) -> Result<Document<String>, Error> {
+pub(crate) fn parse(text: &str) -> Result<Document<String>, Error> {
     Document::parse(text.to_owned()).map_err(|e| {
         let pos = e
             .span()
@@ -34,7 +34,7 @@ fn server<'a>(doc: &'a Document<String>, name: &str) -> Option<&'a Item> {
 
 /// A TOML basic string for `s` (JSON escaping is valid TOML, except a raw
 /// DEL, which TOML forbids).
-pub fn toml_string(s: &str) -> String {
+pub(crate) fn toml_string(s: &str) -> String {
     json_string(s).replace('\u{7f}', "\\u007F")
 }
 
@@ -45,7 +45,7 @@ fn toml_array(items: &[String]) -> String {
 
 /// The server names and, per server, a JSON rendering of what matters for
 /// wrapping (`command`, `args`, `env` keys, `url`), classified.
-pub fn servers(text: &str) -> Result<Vec<(String, String, EntryKind)>, Error> {
+pub(crate) fn servers(text: &str) -> Result<Vec<(String, String, EntryKind)>, Error> {
     let doc = parse(text)?;
     let Some(map) = doc
         .as_item()
@@ -99,7 +99,7 @@ fn span_text<'a>(text: &'a str, item: Option<&Item>) -> Option<(std::ops::Range<
 }
 
 /// What an in-place wrap changed: the original value texts.
-pub struct Wrapped {
+pub(crate) struct Wrapped {
     pub text: String,
     pub original_command: String,
     pub original_args: Option<String>,
@@ -107,7 +107,7 @@ pub struct Wrapped {
 }
 
 /// Wraps server `name` in place.
-pub fn wrap(text: &str, name: &str, form: &ProxyForm) -> Result<Wrapped, Error> {
+pub(crate) fn wrap(text: &str, name: &str, form: &ProxyForm) -> Result<Wrapped, Error> {
     let doc = parse(text)?;
     let item =
         server(&doc, name).ok_or_else(|| Error::failure(format!("no [mcp_servers.{name}]")))?;
@@ -164,7 +164,7 @@ pub fn wrap(text: &str, name: &str, form: &ProxyForm) -> Result<Wrapped, Error> 
 
 /// The text bir hashes to tell whether an entry was edited since: its
 /// `command` and `args` values as written.
-pub fn entry_fingerprint(text: &str, name: &str) -> Option<String> {
+pub(crate) fn entry_fingerprint(text: &str, name: &str) -> Option<String> {
     let doc = parse(text).ok()?;
     let item = server(&doc, name)?;
     let cmd = span_text(text, item.get("command")).map(|(_, t)| t.to_owned())?;
@@ -175,7 +175,7 @@ pub fn entry_fingerprint(text: &str, name: &str) -> Option<String> {
 }
 
 /// The wrapped server's original command line, if `name` is wrapped.
-pub fn wrapped_of(text: &str, name: &str) -> Option<super::entry::Wrapped> {
+pub(crate) fn wrapped_of(text: &str, name: &str) -> Option<super::entry::Wrapped> {
     servers(text)
         .ok()?
         .into_iter()
@@ -188,7 +188,7 @@ pub fn wrapped_of(text: &str, name: &str) -> Option<super::entry::Wrapped> {
 
 /// Puts back `command` and `args`: the original texts when given (exact
 /// bytes), else the command line from the wrapped entry.
-pub fn restore(
+pub(crate) fn restore(
     text: &str,
     name: &str,
     original_command: Option<&str>,

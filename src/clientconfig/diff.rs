@@ -4,7 +4,7 @@
 
 /// `---`/`+++` headers and one hunk (3 lines of context), or an empty
 /// string when the texts are equal.
-pub fn unified(path: &str, before: &[u8], after: &[u8]) -> String {
+pub(crate) fn unified(path: &str, before: &[u8], after: &[u8]) -> String {
     if before == after {
         return String::new();
     }

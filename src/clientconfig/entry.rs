@@ -24,7 +24,7 @@ use crate::error::Error;
 /// How entries start the proxy: which program, and with which of the
 /// proxy's own options.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProxyForm {
+pub(crate) struct ProxyForm {
     program: ProxyProgram,
     /// Entries start the proxy with `--lazy` (`bir install --lazy`): a
     /// stdio server is started, a remote one connected to, on first use.
@@ -41,7 +41,7 @@ enum ProxyProgram {
 
 impl ProxyForm {
     /// `<path>/bir-proxy …`.
-    pub fn link(path: PathBuf) -> ProxyForm {
+    pub(crate) fn link(path: PathBuf) -> ProxyForm {
         ProxyForm {
             program: ProxyProgram::Link(path),
             lazy: false,
@@ -49,7 +49,7 @@ impl ProxyForm {
     }
 
     /// `<path>/bir proxy …`.
-    pub fn bir(path: PathBuf) -> ProxyForm {
+    pub(crate) fn bir(path: PathBuf) -> ProxyForm {
         ProxyForm {
             program: ProxyProgram::Bir(path),
             lazy: false,
@@ -58,7 +58,7 @@ impl ProxyForm {
 
     /// The form for this installation: `BIR_PROXY_PATH`, else the
     /// `bir-proxy` link beside the running executable, else `bir proxy`.
-    pub fn detect() -> ProxyForm {
+    pub(crate) fn detect() -> ProxyForm {
         if let Some(p) = std::env::var_os("BIR_PROXY_PATH").filter(|p| !p.is_empty()) {
             let p = PathBuf::from(p);
             return if is_proxy_program(&p.to_string_lossy()) {
@@ -77,7 +77,7 @@ impl ProxyForm {
         ProxyForm::bir(exe)
     }
 
-    pub fn command(&self) -> String {
+    pub(crate) fn command(&self) -> String {
         match &self.program {
             ProxyProgram::Link(p) | ProxyProgram::Bir(p) => p.to_string_lossy().into_owned(),
         }
@@ -85,7 +85,7 @@ impl ProxyForm {
 
     /// The wrapped entry's `args` for a remote upstream (no credential
     /// ever goes here: `ps` shows argv).
-    pub fn remote_args(&self, server_name: &str, url: &str, transport: &str) -> Vec<String> {
+    pub(crate) fn remote_args(&self, server_name: &str, url: &str, transport: &str) -> Vec<String> {
         let mut out = Vec::with_capacity(8);
         if matches!(self.program, ProxyProgram::Bir(_)) {
             out.push("proxy".to_owned());
@@ -107,7 +107,7 @@ impl ProxyForm {
     }
 
     /// The wrapped entry's `args`.
-    pub fn args(&self, server_name: &str, command: &str, args: &[String]) -> Vec<String> {
+    pub(crate) fn args(&self, server_name: &str, command: &str, args: &[String]) -> Vec<String> {
         let mut out = Vec::with_capacity(args.len() + 8);
         if matches!(self.program, ProxyProgram::Bir(_)) {
             out.push("proxy".to_owned());
@@ -136,7 +136,7 @@ static REPLAY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Checks `file` is a scenario bir can serve and `servers` names exactly
 /// the entries to switch, and makes the wrapped entries serve it.
-pub fn serve_recording(file: &Path, servers: &[String]) -> Result<(), crate::error::Error> {
+pub(crate) fn serve_recording(file: &Path, servers: &[String]) -> Result<(), crate::error::Error> {
     if servers.is_empty() {
         return Err(crate::error::Error::usage(
             "--replay switches named entries only: add --server NAME",
@@ -164,7 +164,7 @@ pub fn serve_recording(file: &Path, servers: &[String]) -> Result<(), crate::err
 }
 
 /// A command's file name without its directory and `.exe`.
-pub fn basename(cmd: &str) -> &str {
+pub(crate) fn basename(cmd: &str) -> &str {
     let base = cmd.rsplit(['/', '\\']).next().unwrap_or(cmd);
     base.strip_suffix(".exe")
         .or_else(|| base.strip_suffix(".EXE"))
@@ -178,7 +178,7 @@ fn is_proxy_program(cmd: &str) -> bool {
 /// An entry bir already wrapped: the proxy's own arguments and the
 /// original server command (stdio), or the remote URL (`--url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Wrapped {
+pub(crate) struct Wrapped {
     pub proxy_command: String,
     pub server_name: Option<String>,
     /// The original server command (empty for a remote upstream).
@@ -190,14 +190,14 @@ pub struct Wrapped {
 
 /// The upstream of a wrapped remote entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteUpstream {
+pub(crate) struct RemoteUpstream {
     pub url: String,
     pub transport: String,
 }
 
 impl Wrapped {
     /// What the proxy fronts, for `bir status`.
-    pub fn upstream(&self) -> String {
+    pub(crate) fn upstream(&self) -> String {
         match &self.remote {
             Some(r) => format!("{} ({})", r.url, r.transport),
             None => std::iter::once(self.command.as_str())
@@ -217,7 +217,7 @@ fn opt_value(opts: &[String], name: &str) -> Option<String> {
 
 /// Recognises `bir-proxy [opts] -- cmd args…`, `bir proxy [opts] -- …` and
 /// the remote form `bir-proxy [opts] --url <url> [--transport <t>]`.
-pub fn parse_wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
+pub(crate) fn parse_wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
     let rest = if is_proxy_program(command) {
         args
     } else if basename(command) == "bir" && args.first().is_some_and(|a| a == "proxy") {
@@ -253,7 +253,7 @@ pub fn parse_wrapped(command: &str, args: &[String]) -> Option<Wrapped> {
 
 /// What an entry in a server map is, as far as wrapping goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EntryKind {
+pub(crate) enum EntryKind {
     /// A stdio server bir can wrap.
     Stdio { command: String, args: Vec<String> },
     /// Already wrapped by bir.
@@ -266,7 +266,7 @@ pub enum EntryKind {
 
 /// Classifies an entry. `url_keys` are the keys the client uses for remote
 /// URLs (`url`, `serverUrl`, `httpUrl`).
-pub fn classify(entry: &Node) -> EntryKind {
+pub(crate) fn classify(entry: &Node) -> EntryKind {
     if !entry.is_object() {
         return EntryKind::Other("the entry is not an object".into());
     }
@@ -317,7 +317,7 @@ pub fn classify(entry: &Node) -> EntryKind {
 }
 
 /// A JSON array of strings, compact.
-pub fn json_array(items: &[String]) -> String {
+pub(crate) fn json_array(items: &[String]) -> String {
     let parts: Vec<String> = items.iter().map(|s| json_string(s)).collect();
     format!("[{}]", parts.join(","))
 }
@@ -325,7 +325,7 @@ pub fn json_array(items: &[String]) -> String {
 /// Edits the entry at `path` in `doc`: `command` and `args` set to the
 /// given values (`args: None` removes the member). Everything else in the
 /// entry keeps its bytes.
-pub fn set_command(
+pub(crate) fn set_command(
     doc: &Doc,
     path: &[&str],
     command: &str,
@@ -346,7 +346,7 @@ pub fn set_command(
 
 /// The text of a wrapped copy of `entry_text` (an entry object, in any
 /// layout): only `command` and `args` differ.
-pub fn wrapped_entry_text(
+pub(crate) fn wrapped_entry_text(
     entry_text: &str,
     form: &ProxyForm,
     server_name: &str,
@@ -362,7 +362,7 @@ pub fn wrapped_entry_text(
 }
 
 /// True when `path` exists and is an executable file (for `doctor`).
-pub fn is_executable(path: &Path) -> bool {
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

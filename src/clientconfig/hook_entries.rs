@@ -73,9 +73,9 @@ use crate::error::Error;
 /// transcript after each call, when mods are off). Every other event tells
 /// something the run needs whether or not the mod runs: a mod can be
 /// switched off host-side at any time, and the hooks then record alone.
-pub const LEFT_TO_THE_MOD: &[&str] = &["MessageDisplay"];
+pub(crate) const LEFT_TO_THE_MOD: &[&str] = &["MessageDisplay"];
 
-pub const EVENTS: &[&str] = &[
+pub(crate) const EVENTS: &[&str] = &[
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -121,7 +121,7 @@ pub const EVENTS: &[&str] = &[
 /// the model's words (the transcript has them, with thinking).
 /// `PreToolUse` and `PostToolUse` stay (the live step, the guide's answers,
 /// call-id injection, the structured result with its duration).
-pub const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay"];
+pub(crate) const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay"];
 
 /// Events registered only while a guide is armed (`bir guide start` until
 /// `bir guide stop`): `PostToolBatch` fires once per model message with
@@ -130,12 +130,12 @@ pub const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay"];
 /// a guide must learn that a step's call did not run (refused, blocked)
 /// before the model goes on, which the transcript tells only at the turn's
 /// end.
-pub const FOR_GUIDES: &[&str] = &["PostToolBatch"];
+pub(crate) const FOR_GUIDES: &[&str] = &["PostToolBatch"];
 
 /// The events `bir install` registers while no guide is armed: [`EVENTS`]
 /// minus [`LEFT_TO_THE_TRANSCRIPT`] and [`FOR_GUIDES`].
 #[cfg(test)]
-pub fn registered_events() -> impl Iterator<Item = &'static str> {
+pub(crate) fn registered_events() -> impl Iterator<Item = &'static str> {
     EVENTS
         .iter()
         .copied()
@@ -143,7 +143,7 @@ pub fn registered_events() -> impl Iterator<Item = &'static str> {
 }
 
 /// The events registered with a guide armed (`guides`) or not.
-pub fn events_for(guides: bool) -> impl Iterator<Item = &'static str> {
+pub(crate) fn events_for(guides: bool) -> impl Iterator<Item = &'static str> {
     EVENTS
         .iter()
         .copied()
@@ -153,32 +153,32 @@ pub fn events_for(guides: bool) -> impl Iterator<Item = &'static str> {
 /// Seconds Claude Code waits for one hook before going on without it. A
 /// hook that cannot reach the recorder gives up well within this by
 /// itself; the timeout only bounds a hook that hangs.
-pub const TIMEOUT_SECS: u64 = 5;
+pub(crate) const TIMEOUT_SECS: u64 = 5;
 
 /// Seconds Claude Code waits for an HTTP hook: the daemon answers within
 /// milliseconds or not at all (a refused connection fails at once), so a
 /// short one bounds a daemon that hangs.
-pub const HTTP_TIMEOUT_SECS: u64 = 2;
+pub(crate) const HTTP_TIMEOUT_SECS: u64 = 2;
 
 /// The header that marks an HTTP hook as bir's.
-pub const HTTP_MARK: &str = "X-Bir-Hook";
+pub(crate) const HTTP_MARK: &str = "X-Bir-Hook";
 
 /// The header an HTTP hook carries the session's `BIR_OFF` in: Claude Code
 /// interpolates `$BIR_OFF` into it (the only environment variable named in
 /// the hook's `allowedEnvVars`; an unset one is empty), so `BIR_OFF=1` in
 /// the session's environment switches recording off for HTTP hooks as it
 /// does for command hooks, which inherit the environment.
-pub const OFF_HEADER: &str = "X-Bir-Off";
+pub(crate) const OFF_HEADER: &str = "X-Bir-Off";
 
 /// The events that stay command hooks with `--hooks http`: Claude Code
 /// refuses HTTP hooks for `SessionStart`, and both start the daemon when
 /// it is not running (once a session each).
-pub const COMMAND_ALWAYS: &[&str] = &["SessionStart", "SessionEnd"];
+pub(crate) const COMMAND_ALWAYS: &[&str] = &["SessionStart", "SessionEnd"];
 
 /// How Claude Code delivers an event to bir.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Transport {
+pub(crate) enum Transport {
     /// `sh -c 'bir-hooks <Event>'`: a process per event.
     #[default]
     Command,
@@ -187,11 +187,11 @@ pub enum Transport {
 }
 
 /// What a brand-new settings file starts as before bir's edit.
-pub const NEW_FILE: &[u8] = b"{\n}\n";
+pub(crate) const NEW_FILE: &[u8] = b"{\n}\n";
 
 /// Which settings file holds the hooks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookPlace {
+pub(crate) enum HookPlace {
     /// `~/.claude/settings.json` (or `$CLAUDE_CONFIG_DIR/settings.json`).
     User,
     /// `<project>/.claude/settings.json`.
@@ -200,7 +200,7 @@ pub enum HookPlace {
 
 /// Where the hooks go and how they are delivered (`--hooks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HookScope {
+pub(crate) struct HookScope {
     pub place: HookPlace,
     pub transport: Transport,
 }
@@ -209,7 +209,7 @@ impl HookScope {
     /// `--hooks WORD[,WORD]`: `user` (default) or `project`, and `http`
     /// (default) or `command`, in any order; `none` registers no hooks
     /// (`Ok(None)`).
-    pub fn parse(s: &str) -> Result<Option<HookScope>, Error> {
+    pub(crate) fn parse(s: &str) -> Result<Option<HookScope>, Error> {
         let mut scope = HookScope {
             place: HookPlace::User,
             transport: Transport::Http,
@@ -231,7 +231,7 @@ impl HookScope {
         Ok(Some(scope))
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self.place {
             HookPlace::User => "user",
             HookPlace::Project => "project",
@@ -239,7 +239,7 @@ impl HookScope {
     }
 
     /// The settings file of this scope.
-    pub fn settings_file(self, paths: &Paths) -> PathBuf {
+    pub(crate) fn settings_file(self, paths: &Paths) -> PathBuf {
         match self.place {
             HookPlace::User => paths.settings_dir.join("settings.json"),
             HookPlace::Project => paths.project.join(".claude").join("settings.json"),
@@ -249,7 +249,7 @@ impl HookScope {
 
 /// How hook entries start `bir-hooks`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HookForm {
+pub(crate) struct HookForm {
     pub program: PathBuf,
     /// `<program> hooks <Event>` (a plain `bir`), not `<program> <Event>`
     /// (the `bir-hooks` link).
@@ -265,7 +265,7 @@ pub struct HookForm {
 
 /// What an HTTP hook of bir's says besides its event.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpForm {
+pub(crate) struct HttpForm {
     pub addr: HookAddr,
     /// Query parameters of the `PreToolUse` URL (percent-encoded, without
     /// `?`): where this user's Claude Code settings live, for the guide
@@ -304,7 +304,7 @@ fn correlation_flags(words: &[String]) -> bool {
 impl HookForm {
     /// `BIR_HOOKS_PATH`, else the `bir-hooks` link beside the running
     /// executable, else `<this bir> hooks`.
-    pub fn detect() -> HookForm {
+    pub(crate) fn detect() -> HookForm {
         if let Some(p) = std::env::var_os("BIR_HOOKS_PATH").filter(|p| !p.is_empty()) {
             let program = PathBuf::from(p);
             let subcommand = basename(&program.to_string_lossy()) != "bir-hooks";
@@ -336,7 +336,7 @@ impl HookForm {
     }
 
     /// How this form delivers `event`.
-    pub fn transport_of(&self, event: &str) -> Transport {
+    pub(crate) fn transport_of(&self, event: &str) -> Transport {
         match &self.http {
             Some(_) if !COMMAND_ALWAYS.contains(&event) => Transport::Http,
             _ => Transport::Command,
@@ -368,7 +368,7 @@ impl HookForm {
     }
 
     /// The shell command for one event (a new group's).
-    pub fn command(&self, event: &str) -> String {
+    pub(crate) fn command(&self, event: &str) -> String {
         self.command_with(event, &[])
     }
 
@@ -398,7 +398,7 @@ impl HookForm {
     }
 
     /// The command with `<Event>` in place of an event name (for output).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match &self.http {
             Some(http) => format!(
                 "{} (SessionStart, SessionEnd: {})",
@@ -428,7 +428,7 @@ impl HookForm {
 
 /// `s` as one `sh` word: as is when it holds only characters the shell
 /// leaves alone, else in single quotes.
-pub fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%=,".contains(c));
@@ -442,7 +442,7 @@ pub fn shell_quote(s: &str) -> String {
 /// Splits a shell command into words: blanks separate, `'…'` is literal,
 /// `"…"` and a bare backslash escape. `None` for anything more (an
 /// unclosed quote, `$`, `;`, a pipe…): such a command is not bir's.
-pub fn shell_words(cmd: &str) -> Option<Vec<String>> {
+pub(crate) fn shell_words(cmd: &str) -> Option<Vec<String>> {
     let mut words = Vec::new();
     let mut cur: Option<String> = None;
     let mut chars = cmd.chars();
@@ -486,7 +486,7 @@ pub fn shell_words(cmd: &str) -> Option<Vec<String>> {
 
 /// One of bir's hook commands, read back from a settings file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OurHook {
+pub(crate) struct OurHook {
     /// The program as written (the `bir-hooks` link or `bir`); for an
     /// HTTP hook, `http://127.0.0.1:<port>`.
     pub program: String,
@@ -500,7 +500,7 @@ pub struct OurHook {
 
 /// `Some` when `url` is a bir hook URL: `http://127.0.0.1:<port>/hook/<Event>`
 /// with an optional query.
-pub fn parse_our_url(url: &str) -> Option<OurHook> {
+pub(crate) fn parse_our_url(url: &str) -> Option<OurHook> {
     let rest = url.strip_prefix("http://127.0.0.1:")?;
     let (port, path) = rest.split_once('/')?;
     port.parse::<u16>().ok().filter(|p| *p != 0)?;
@@ -524,7 +524,7 @@ pub fn parse_our_url(url: &str) -> Option<OurHook> {
 
 /// `Some` when `command` is a bir hook command: `<…/bir-hooks> <Event>` or
 /// `<…/bir> hooks <Event>`, optionally followed by correlation flags.
-pub fn parse_ours(command: &str) -> Option<OurHook> {
+pub(crate) fn parse_ours(command: &str) -> Option<OurHook> {
     let words = shell_words(command)?;
     let (program, event, flags) = match words.as_slice() {
         [p, ev, flags @ ..] if basename(p) == "bir-hooks" => (p, ev, flags),
@@ -594,7 +594,7 @@ fn our_group(group: &Node) -> Option<OurHook> {
 
 /// A bir group found in a settings file.
 #[derive(Debug, Clone)]
-pub struct Registered {
+pub(crate) struct Registered {
     pub event: String,
     pub hook: OurHook,
     /// The command (or the URL) as written (decoded).
@@ -604,7 +604,7 @@ pub struct Registered {
 }
 
 /// Every bir group in `doc`, in file order.
-pub fn registered(doc: &Doc) -> Vec<Registered> {
+pub(crate) fn registered(doc: &Doc) -> Vec<Registered> {
     let mut out = Vec::new();
     let Some(hooks) = doc.root.get("hooks") else {
         return out;
@@ -635,7 +635,7 @@ pub fn registered(doc: &Doc) -> Vec<Registered> {
 /// What `bir install` did to one settings file, for `bir uninstall`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HookChange {
+pub(crate) struct HookChange {
     pub client: String,
     pub file: PathBuf,
     /// `user` or `project`.
@@ -664,7 +664,7 @@ pub struct HookChange {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HookEvent {
+pub(crate) struct HookEvent {
     pub event: String,
     /// bir created the event's array (uninstall removes it when empty).
     #[serde(default)]
@@ -677,7 +677,7 @@ pub struct HookEvent {
 
 /// The result of [`install_edit`].
 #[derive(Debug, Clone, Default)]
-pub struct Planned {
+pub(crate) struct Planned {
     /// The new bytes (None: nothing to change).
     pub bytes: Option<Vec<u8>>,
     /// Events given a bir group now.
@@ -700,14 +700,18 @@ pub struct Planned {
 /// that is not a JSON object, or whose `hooks` (or an event's value) has
 /// an unexpected type, is refused with nothing changed.
 #[cfg(test)]
-pub fn install_edit(before: Option<&[u8]>, form: &HookForm, file: &Path) -> Result<Planned, Error> {
+pub(crate) fn install_edit(
+    before: Option<&[u8]>,
+    form: &HookForm,
+    file: &Path,
+) -> Result<Planned, Error> {
     install_edit_skipping(before, form, file, &[])
 }
 
 /// The error for a settings file bir cannot edit safely (`what` says
 /// where, after the file's path): refused, with nothing changed. Shared by
 /// every edit of Claude Code's settings (hooks, the mod).
-pub fn unreadable_settings(file: &Path) -> impl Fn(String) -> Error + '_ {
+pub(crate) fn unreadable_settings(file: &Path) -> impl Fn(String) -> Error + '_ {
     move |what: String| {
         Error::failure(format!(
             "{}:{what}; bir does not edit a settings file it cannot read, and nothing was changed",
@@ -719,7 +723,7 @@ pub fn unreadable_settings(file: &Path) -> impl Fn(String) -> Error + '_ {
 /// [`install_edit`] without the events in `skip` (their groups are neither
 /// added nor removed).
 #[cfg(test)]
-pub fn install_edit_skipping(
+pub(crate) fn install_edit_skipping(
     before: Option<&[u8]>,
     form: &HookForm,
     file: &Path,
@@ -730,7 +734,7 @@ pub fn install_edit_skipping(
 
 /// [`install_edit_skipping`] with the events a guide needs ([`FOR_GUIDES`])
 /// registered when `guides`, and taken out when not.
-pub fn install_edit_with(
+pub(crate) fn install_edit_with(
     before: Option<&[u8]>,
     form: &HookForm,
     file: &Path,
@@ -866,7 +870,7 @@ pub fn install_edit_with(
 /// Takes bir's groups of `change` out of `before`. Returns the new bytes
 /// (None: nothing to change) and whether the file is now exactly what bir
 /// created, so it can be removed.
-pub fn uninstall_edit(
+pub(crate) fn uninstall_edit(
     before: &[u8],
     change: &HookChange,
 ) -> Result<(Option<Vec<u8>>, bool), Error> {
@@ -901,7 +905,7 @@ pub fn uninstall_edit(
 /// `Doc::remove_pruning` takes it)
 /// or gets back the inside it had before bir (`ev.empty_inner`). One
 /// implementation for Claude Code's groups and the other agents' entries.
-pub fn remove_ours(
+pub(crate) fn remove_ours(
     mut bytes: Vec<u8>,
     ev: &HookEvent,
     keep_parents: usize,

@@ -26,7 +26,7 @@ use crate::output::out;
 const CLIENT: &str = "claude-code";
 
 /// A file `bir install` changed: its path and how many events it gained.
-pub type Changed = (PathBuf, usize);
+pub(crate) type Changed = (PathBuf, usize);
 
 fn settings_doc(file: &Path) -> Option<Doc> {
     let bytes = atomic::read(file).ok()??;
@@ -53,7 +53,7 @@ fn policy_blocks(paths: &Paths) -> Option<String> {
 
 /// One registration of the hooks (`bir install`): where, in which form,
 /// and what the rest of the install did.
-pub struct HookInstall<'a> {
+pub(crate) struct HookInstall<'a> {
     pub paths: &'a Paths,
     pub scope: HookScope,
     /// The project the hooks are registered for (the ledger's users).
@@ -80,7 +80,7 @@ pub struct HookInstall<'a> {
 /// either the dry run's diff ([`show_plan`]), or the file written
 /// ([`write_hooks`]), the ledger ([`record_hooks`]) and what changed said
 /// ([`say_registered`]).
-pub fn install(req: &HookInstall) -> Result<Option<Changed>, Error> {
+pub(crate) fn install(req: &HookInstall) -> Result<Option<Changed>, Error> {
     let HookInstall {
         paths,
         scope,
@@ -318,7 +318,7 @@ fn http_form(paths: &Paths, scope: HookScope) -> Result<Option<HttpForm>, Error>
 /// Whether a guide is armed (`bir guide start` until `bir guide stop`):
 /// bir's hooks then also register the events a guide needs
 /// (`hook_entries::FOR_GUIDES`).
-pub fn guides_armed() -> bool {
+pub(crate) fn guides_armed() -> bool {
     crate::home::bir_home().is_some_and(|home| !crate::daemon::armed_guides::list(&home).is_empty())
 }
 
@@ -327,7 +327,7 @@ pub fn guides_armed() -> bool {
 /// hooks already have, as [`install`] writes them (the ledger keeps
 /// `bir uninstall` exact). Files already in form are left alone; the
 /// files changed are returned.
-pub fn follow_guides(project: &Path) -> Result<Vec<PathBuf>, Error> {
+pub(crate) fn follow_guides(project: &Path) -> Result<Vec<PathBuf>, Error> {
     let paths = Paths::from_env(project)?;
     if policy_blocks(&paths).is_some() {
         return Ok(Vec::new());
@@ -364,7 +364,7 @@ pub fn follow_guides(project: &Path) -> Result<Vec<PathBuf>, Error> {
 /// Whether [`install`] would change the settings file (quietly: `bir
 /// setup` asks this to know whether anything is left to do). A policy that
 /// blocks user and project hooks means no change.
-pub fn would_change(paths: &Paths, scope: HookScope) -> Result<bool, Error> {
+pub(crate) fn would_change(paths: &Paths, scope: HookScope) -> Result<bool, Error> {
     if policy_blocks(paths).is_some() {
         return Ok(false);
     }
@@ -381,7 +381,7 @@ pub fn would_change(paths: &Paths, scope: HookScope) -> Result<bool, Error> {
 
 /// A change several projects may share (bir's hooks in user settings, the
 /// Claude Code mod): kept while any project that asked for it remains.
-pub trait Shared: Clone {
+pub(crate) trait Shared: Clone {
     fn file(&self) -> &Path;
     fn projects(&self) -> &[String];
     fn projects_mut(&mut self) -> &mut Vec<String>;
@@ -400,7 +400,7 @@ impl Shared for HookChange {
 }
 
 /// Which shared changes an uninstall touches, and how.
-pub struct Selection<T = HookChange> {
+pub(crate) struct Selection<T = HookChange> {
     /// Reversed in the file.
     pub reverse: Vec<T>,
     /// Kept (another project still wants them); only the ledger forgets
@@ -412,7 +412,7 @@ pub struct Selection<T = HookChange> {
 /// else those this project asked for (reversed only when no other project
 /// still wants them). `--server`, another `--client`, or a `--config` file
 /// other than a settings file select none.
-pub fn select<T: Shared>(
+pub(crate) fn select<T: Shared>(
     all: &[T],
     everywhere: bool,
     keys: &[String],
@@ -462,7 +462,7 @@ fn forget<T: Shared>(list: &mut Vec<T>, done: &[PathBuf], released: &[PathBuf], 
 /// After an uninstall, [`forget`] in the ledger's list that `list` picks.
 /// False (said on stderr) when the ledger could not be written; `undone`
 /// says what was, for that message.
-pub fn forget_in_ledger<T: Shared>(
+pub(crate) fn forget_in_ledger<T: Shared>(
     list: fn(&mut ledger::Ledger) -> &mut Vec<T>,
     done: &[PathBuf],
     released: &[PathBuf],
@@ -488,7 +488,7 @@ pub fn forget_in_ledger<T: Shared>(
 /// (`None`: nothing to add). When the ledger cannot be written the error
 /// says that `file` was changed, and what to remove by hand (`by_hand`),
 /// since `bir uninstall` cannot undo it.
-pub fn record_in_ledger<T: Shared>(
+pub(crate) fn record_in_ledger<T: Shared>(
     list: fn(&mut ledger::Ledger) -> &mut Vec<T>,
     file: &Path,
     update: &dyn Fn(&mut T),
@@ -513,7 +513,7 @@ pub fn record_in_ledger<T: Shared>(
 
 /// Undoes the selected hook changes (`bir uninstall`). Returns false when
 /// something failed (said on stderr).
-pub fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool {
+pub(crate) fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool {
     let mut ok = true;
     let mut done: Vec<PathBuf> = Vec::new();
     for h in &sel.release {
@@ -681,7 +681,7 @@ impl InFile {
 }
 
 /// `bir status`: one line per settings file with bir hooks.
-pub fn status(paths: &Paths) {
+pub(crate) fn status(paths: &Paths) {
     let files = found(paths);
     if files.is_empty() {
         out(
@@ -704,7 +704,7 @@ pub fn status(paths: &Paths) {
 /// `bir doctor`: lines to print and the number of problems. Hooks that run
 /// a program that is gone, or another bir than this one, are problems; so
 /// are HTTP hooks to a port the daemon does not listen on.
-pub fn doctor(paths: &Paths, left_to_the_mod: bool) -> (Vec<String>, usize) {
+pub(crate) fn doctor(paths: &Paths, left_to_the_mod: bool) -> (Vec<String>, usize) {
     let all = events_for(guides_armed()).count();
     // With the mod installed, the events it makes redundant are not missing.
     let skipped = if left_to_the_mod {

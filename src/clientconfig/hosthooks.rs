@@ -39,13 +39,13 @@ const TIMEOUT_SECS: u64 = 5;
 
 /// Where an agent's hooks go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     User,
     Project,
 }
 
 impl Scope {
-    pub fn parse(word: &str) -> Result<Scope, Error> {
+    pub(crate) fn parse(word: &str) -> Result<Scope, Error> {
         match word {
             "user" => Ok(Scope::User),
             "project" => Ok(Scope::Project),
@@ -63,7 +63,7 @@ impl Scope {
 }
 
 /// The agents `bir install --client` registers hooks for.
-pub fn host_of_client(client: &str) -> Option<Host> {
+pub(crate) fn host_of_client(client: &str) -> Option<Host> {
     match client {
         "codex" => Some(Host::Codex),
         "gemini" | "gemini-cli" => Some(Host::Gemini),
@@ -75,7 +75,7 @@ pub fn host_of_client(client: &str) -> Option<Host> {
 }
 
 /// The events bir registers for `host`: every one its adapter reads.
-pub fn events(host: Host) -> &'static [&'static str] {
+pub(crate) fn events(host: Host) -> &'static [&'static str] {
     match host {
         Host::Codex => &[
             "SessionStart",
@@ -141,7 +141,7 @@ pub fn events(host: Host) -> &'static [&'static str] {
 
 /// The hook file of `host` at `scope` (`home`: the user's home; `project`:
 /// the project directory).
-pub fn hook_file(host: Host, scope: Scope, home: &Path, project: &Path) -> PathBuf {
+pub(crate) fn hook_file(host: Host, scope: Scope, home: &Path, project: &Path) -> PathBuf {
     let codex_home = || {
         std::env::var_os("CODEX_HOME")
             .filter(|d| !d.is_empty())
@@ -164,7 +164,7 @@ pub fn hook_file(host: Host, scope: Scope, home: &Path, project: &Path) -> PathB
 }
 
 /// The command an agent runs for `event`.
-pub fn command(form: &HookForm, host: Host, event: &str) -> String {
+pub(crate) fn command(form: &HookForm, host: Host, event: &str) -> String {
     let mut cmd = shell_quote(&form.program.to_string_lossy());
     if form.subcommand {
         cmd.push_str(" hooks");
@@ -256,7 +256,7 @@ fn flavor(host: Host) -> Flavor {
 
 /// The result of [`install_edit`].
 #[derive(Debug, Default)]
-pub struct Planned {
+pub(crate) struct Planned {
     pub bytes: Option<Vec<u8>>,
     pub events: Vec<HookEvent>,
     pub keep_parents: usize,
@@ -267,7 +267,7 @@ pub struct Planned {
 /// Appends bir's entry to every event of `host` in `before` (None: no file
 /// yet). A file that is not a JSON object, or whose `hooks` or an event's
 /// value has another type, is refused with nothing changed.
-pub fn install_edit(
+pub(crate) fn install_edit(
     before: Option<&[u8]>,
     form: &HookForm,
     host: Host,
@@ -334,7 +334,7 @@ pub fn install_edit(
 /// Takes bir's entries of `change` out of `before`: the new bytes (None:
 /// nothing to change) and whether the file is now what bir created (it is
 /// then removed).
-pub fn uninstall_edit(
+pub(crate) fn uninstall_edit(
     before: &[u8],
     host: Host,
     change: &HookChange,
@@ -358,7 +358,12 @@ pub fn uninstall_edit(
 
 /// `bir install --client <agent>`: registers the hooks (and, for Codex,
 /// gets them trusted). Prints what it does; writes nothing on `dry_run`.
-pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Result<bool, Error> {
+pub(crate) fn install(
+    host: Host,
+    scope: Scope,
+    project: &Path,
+    dry_run: bool,
+) -> Result<bool, Error> {
     let home = home::home_dir().ok_or_else(|| Error::failure("no home directory"))?;
     let file = hook_file(host, scope, &home, project);
     let form = HookForm::detect();
@@ -475,7 +480,7 @@ pub fn install(host: Host, scope: Scope, project: &Path, dry_run: bool) -> Resul
 /// `bir uninstall --client <agent>` (or every agent, `client` None):
 /// takes bir's hooks out again. Returns false when something could not be
 /// restored (reported).
-pub fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
+pub(crate) fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
     let Ok(ledger) = ledger::load() else {
         return true;
     };
@@ -568,7 +573,7 @@ fn host_hooks(l: &mut ledger::Ledger) -> &mut Vec<HookChange> {
 
 /// Whether bir's hooks for `host` are registered in any of its files
 /// (`bir doctor`, `bir status`).
-pub fn registered_files(host: Host, project: &Path) -> Vec<PathBuf> {
+pub(crate) fn registered_files(host: Host, project: &Path) -> Vec<PathBuf> {
     let Some(home) = home::home_dir() else {
         return Vec::new();
     };
@@ -593,7 +598,7 @@ pub fn registered_files(host: Host, project: &Path) -> Vec<PathBuf> {
 /// `bir setup` to offer: Codex (`$CODEX_HOME`, `~/.codex`), Gemini CLI
 /// (`~/.gemini`), Copilot CLI (`~/.copilot`), Cursor (`~/.cursor`), VS Code
 /// (`~/.vscode`).
-pub fn agents_present() -> Vec<Host> {
+pub(crate) fn agents_present() -> Vec<Host> {
     let Some(home) = home::home_dir() else {
         return Vec::new();
     };
@@ -615,7 +620,7 @@ pub fn agents_present() -> Vec<Host> {
 }
 
 /// Whether [`install`] would change `host`'s hook file (quietly).
-pub fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
+pub(crate) fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
     let Some(home) = home::home_dir() else {
         return false;
     };
@@ -628,7 +633,7 @@ pub fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
 
 /// `bir doctor` / `bir status`: one line per agent whose hooks bir
 /// registered (in its user or this project's hook file).
-pub fn status_lines(project: &Path) -> Vec<String> {
+pub(crate) fn status_lines(project: &Path) -> Vec<String> {
     // Read once, for the first agent whose hooks are registered.
     let loaded = std::cell::OnceCell::new();
     let runs = || loaded.get_or_init(newest_bound_runs).as_slice();
@@ -665,7 +670,7 @@ const LAST_SESSION_SCAN: usize = 50;
 
 /// What an agent's last recorded session says of its binding.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LastSession {
+pub(crate) struct LastSession {
     pub run_id: String,
     pub session_id: String,
     pub started_at: String,
@@ -681,7 +686,10 @@ pub struct LastSession {
 }
 
 /// The newest bound run of `app` (`Host::app`) among `runs` (any order).
-pub fn last_session(app: &str, runs: &[crate::record::store::LoadedRun]) -> Option<LastSession> {
+pub(crate) fn last_session(
+    app: &str,
+    runs: &[crate::record::store::LoadedRun],
+) -> Option<LastSession> {
     use crate::record::model::{StepKind, StepType};
     let run = runs
         .iter()
@@ -727,14 +735,14 @@ pub fn last_session(app: &str, runs: &[crate::record::store::LoadedRun]) -> Opti
 
 /// `last session: …` for `bir status` and `bir doctor`: whether the
 /// agent's last session was recorded, and how its MCP calls were joined.
-pub fn last_session_line(host: Host, runs: &[crate::record::store::LoadedRun]) -> String {
+pub(crate) fn last_session_line(host: Host, runs: &[crate::record::store::LoadedRun]) -> String {
     match last_session(host.app(), runs) {
         None => "last session: none recorded yet".to_owned(),
         Some(last) => describe_last_session(&last),
     }
 }
 
-pub fn describe_last_session(last: &LastSession) -> String {
+pub(crate) fn describe_last_session(last: &LastSession) -> String {
     let mcp = last.joined_by_id + last.joined_by_fingerprint + last.hooks_only;
     let joins = if mcp == 0 {
         "no MCP calls".to_owned()
@@ -792,7 +800,7 @@ fn newest_bound_runs() -> Vec<crate::record::store::LoadedRun> {
 /// hooks, byte-preserving; uninstall removes exactly those bytes. Without a
 /// `codex` program (`BIR_CODEX_PATH`, else `codex` on PATH) it says how to
 /// trust them by hand.
-pub mod codex_trust {
+pub(crate) mod codex_trust {
     use std::io::{BufRead, BufReader, Write};
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio};
@@ -873,7 +881,7 @@ pub mod codex_trust {
     }
 
     /// Trusts bir's hooks registered in `hooks_file`.
-    pub fn trust(hooks_file: &Path, project: &Path) {
+    pub(crate) fn trust(hooks_file: &Path, project: &Path) {
         let Some(config) = codex_home().map(|h| h.join("config.toml")) else {
             return manual();
         };
@@ -968,7 +976,7 @@ pub mod codex_trust {
     }
 
     /// Takes out every trust entry bir appended.
-    pub fn untrust() -> bool {
+    pub(crate) fn untrust() -> bool {
         let Ok(l) = ledger::load() else {
             return true;
         };

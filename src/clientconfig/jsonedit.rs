@@ -17,7 +17,7 @@ use std::fmt;
 
 /// What the file's client accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
+pub(crate) enum Flavor {
     /// Strict JSON (Claude Code, Cursor, …).
     Json,
     /// JSON with `//` and `/* */` comments and trailing commas (VS Code, Zed).
@@ -26,7 +26,7 @@ pub enum Flavor {
 
 /// A syntax error, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
+pub(crate) struct ParseError {
     pub line: usize,
     pub column: usize,
     pub message: String,
@@ -41,14 +41,14 @@ impl fmt::Display for ParseError {
 /// One parsed value: its byte span in the text and, for containers, the
 /// children.
 #[derive(Debug, Clone)]
-pub struct Node {
+pub(crate) struct Node {
     pub start: usize,
     pub end: usize,
     pub kind: Kind,
 }
 
 #[derive(Debug, Clone)]
-pub enum Kind {
+pub(crate) enum Kind {
     Object(Vec<Member>),
     Array(Vec<Node>),
     /// A string; the decoded value.
@@ -60,7 +60,7 @@ pub enum Kind {
 }
 
 #[derive(Debug, Clone)]
-pub struct Member {
+pub(crate) struct Member {
     pub key: String,
     pub key_start: usize,
     pub key_end: usize,
@@ -69,48 +69,48 @@ pub struct Member {
 
 impl Node {
     /// The member `key` of an object (the last one, as `JSON.parse` keeps).
-    pub fn get(&self, key: &str) -> Option<&Node> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Node> {
         self.member(key).map(|m| &m.value)
     }
 
-    pub fn member(&self, key: &str) -> Option<&Member> {
+    pub(crate) fn member(&self, key: &str) -> Option<&Member> {
         match &self.kind {
             Kind::Object(members) => members.iter().rev().find(|m| m.key == key),
             _ => None,
         }
     }
 
-    pub fn members(&self) -> &[Member] {
+    pub(crate) fn members(&self) -> &[Member] {
         match &self.kind {
             Kind::Object(members) => members,
             _ => &[],
         }
     }
 
-    pub fn items(&self) -> &[Node] {
+    pub(crate) fn items(&self) -> &[Node] {
         match &self.kind {
             Kind::Array(items) => items,
             _ => &[],
         }
     }
 
-    pub fn as_str(&self) -> Option<&str> {
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match &self.kind {
             Kind::String(s) => Some(s),
             _ => None,
         }
     }
 
-    pub fn is_true(&self) -> bool {
+    pub(crate) fn is_true(&self) -> bool {
         matches!(self.kind, Kind::Bool(true))
     }
 
-    pub fn is_object(&self) -> bool {
+    pub(crate) fn is_object(&self) -> bool {
         matches!(self.kind, Kind::Object(_))
     }
 
     /// The value at `path` (object keys), if every step exists.
-    pub fn at(&self, path: &[&str]) -> Option<&Node> {
+    pub(crate) fn at(&self, path: &[&str]) -> Option<&Node> {
         let mut node = self;
         for key in path {
             node = node.get(key)?;
@@ -121,7 +121,7 @@ impl Node {
 
 /// The layout conventions of a file, used for every value bir writes.
 #[derive(Debug, Clone)]
-pub struct Style {
+pub(crate) struct Style {
     /// One level of indentation; `None` for a file on a single line.
     pub indent: Option<String>,
     /// Between a key and its value: `": "` or `":"`.
@@ -133,7 +133,7 @@ pub struct Style {
 
 /// A parsed file: the text (without a BOM), the tree, and the style.
 #[derive(Debug, Clone)]
-pub struct Doc {
+pub(crate) struct Doc {
     pub bom: bool,
     pub text: String,
     pub root: Node,
@@ -146,7 +146,7 @@ const MAX_DEPTH: usize = 256;
 
 impl Doc {
     /// Parses `bytes` (a leading UTF-8 BOM is remembered and restored).
-    pub fn parse(bytes: &[u8], flavor: Flavor) -> Result<Doc, ParseError> {
+    pub(crate) fn parse(bytes: &[u8], flavor: Flavor) -> Result<Doc, ParseError> {
         let text = std::str::from_utf8(bytes).map_err(|e| {
             let (line, column) = line_col(&String::from_utf8_lossy(bytes), e.valid_up_to());
             ParseError {
@@ -176,14 +176,14 @@ impl Doc {
     }
 
     /// The raw text of a node.
-    pub fn raw(&self, node: &Node) -> &str {
+    pub(crate) fn raw(&self, node: &Node) -> &str {
         &self.text[node.start..node.end]
     }
 
     /// Sets `path` (object keys; at least one) to `value` (JSON text, in any
     /// layout). Missing objects along the path are created. Returns the new
     /// file's bytes; only the changed span differs.
-    pub fn set(&self, path: &[&str], value: &str) -> Result<Vec<u8>, Error> {
+    pub(crate) fn set(&self, path: &[&str], value: &str) -> Result<Vec<u8>, Error> {
         let (last, parents) = path.split_last().ok_or("empty path")?;
         let value_doc = Doc::parse(value.as_bytes(), Flavor::Jsonc)
             .map_err(|e| Error::failure(format!("bir produced an invalid value ({e}): {value}")))?;
@@ -239,7 +239,7 @@ impl Doc {
     }
 
     /// Removes the member at `path`. `None` if it is not there.
-    pub fn remove(&self, path: &[&str]) -> Option<Vec<u8>> {
+    pub(crate) fn remove(&self, path: &[&str]) -> Option<Vec<u8>> {
         let (last, parents) = path.split_last()?;
         let obj = self.root.at(parents)?;
         let members = obj.members();
@@ -263,7 +263,7 @@ impl Doc {
 
     /// How many leading keys of `path` (excluding the last) name existing
     /// objects: what [`Doc::set`] would not have to create.
-    pub fn existing_parents(&self, path: &[&str]) -> usize {
+    pub(crate) fn existing_parents(&self, path: &[&str]) -> usize {
         let mut node = &self.root;
         for (i, key) in path[..path.len().saturating_sub(1)].iter().enumerate() {
             match node.get(key) {
@@ -277,7 +277,7 @@ impl Doc {
     /// Removes the member at `path`, then each enclosing object (up to, not
     /// including, the first `keep` keys of the path) that is left empty: the
     /// inverse of a [`Doc::set`] that created those objects.
-    pub fn remove_pruning(&self, path: &[&str], keep: usize) -> Option<Vec<u8>> {
+    pub(crate) fn remove_pruning(&self, path: &[&str], keep: usize) -> Option<Vec<u8>> {
         let mut bytes = self.remove(path)?;
         let mut len = path.len() - 1;
         while len > keep {
@@ -298,7 +298,7 @@ impl Doc {
     /// after a comma on the same line. [`Doc::remove_item`] of that item
     /// gives back the original bytes (for an empty array: when it was `[]`;
     /// other whitespace inside an empty array is the caller's to restore).
-    pub fn push_item(&self, path: &[&str], value: &str) -> Result<Vec<u8>, String> {
+    pub(crate) fn push_item(&self, path: &[&str], value: &str) -> Result<Vec<u8>, String> {
         let value_doc = Doc::parse(value.as_bytes(), Flavor::Jsonc)
             .map_err(|e| format!("bir produced an invalid value ({e}): {value}"))?;
         let arr = self
@@ -352,7 +352,7 @@ impl Doc {
     /// Removes item `index` of the array at `path`: the inverse of
     /// [`Doc::push_item`]. An array left without items becomes `[]`.
     /// `None` if there is no such item.
-    pub fn remove_item(&self, path: &[&str], index: usize) -> Option<Vec<u8>> {
+    pub(crate) fn remove_item(&self, path: &[&str], index: usize) -> Option<Vec<u8>> {
         let arr = self.root.at(path)?;
         let Kind::Array(items) = &arr.kind else {
             return None;
@@ -461,7 +461,7 @@ impl Doc {
     }
 
     /// The leading whitespace of the line holding `pos`.
-    pub fn line_indent(&self, pos: usize) -> String {
+    pub(crate) fn line_indent(&self, pos: usize) -> String {
         let line_start = self.text[..pos].rfind('\n').map_or(0, |i| i + 1);
         self.text[line_start..]
             .chars()
@@ -470,7 +470,7 @@ impl Doc {
     }
 
     /// The file with `start..end` replaced by `text`.
-    pub fn splice(&self, start: usize, end: usize, text: &str) -> Vec<u8> {
+    pub(crate) fn splice(&self, start: usize, end: usize, text: &str) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.text.len() + text.len() + 3);
         if self.bom {
             out.extend_from_slice(BOM.as_bytes());
@@ -483,14 +483,14 @@ impl Doc {
 }
 
 /// `s` as a JSON string literal.
-pub fn json_string(s: &str) -> String {
+pub(crate) fn json_string(s: &str) -> String {
     serde_json::Value::String(s.to_owned()).to_string()
 }
 
 /// Lays out `node` (from `doc`) in `style`, its nested lines indented from
 /// `base`. Strings and scalars are copied as written; comments inside the
 /// value are dropped (a value bir writes has none).
-pub fn render(doc: &Doc, node: &Node, style: &Style, base: &str, out: &mut String) {
+pub(crate) fn render(doc: &Doc, node: &Node, style: &Style, base: &str, out: &mut String) {
     match &node.kind {
         Kind::Object(members) if members.is_empty() => out.push_str("{}"),
         Kind::Array(items) if items.is_empty() => out.push_str("[]"),
@@ -593,7 +593,7 @@ fn detect_style(text: &str, root: &Node) -> Style {
 }
 
 /// 1-based line and column (in characters) of a byte offset.
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text[..text.floor_char_boundary(offset)];
     let line = before.matches('\n').count() + 1;

@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::home::{bir_home, ensure_private_dir};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     pub version: u32,
     #[serde(default)]
     pub changes: Vec<Change>,
@@ -48,7 +48,7 @@ pub struct Ledger {
 /// `config.toml`, to take out again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CodexTrust {
+pub(crate) struct CodexTrust {
     pub file: PathBuf,
     pub appended: String,
     #[serde(default)]
@@ -57,7 +57,7 @@ pub struct CodexTrust {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Change {
+pub(crate) struct Change {
     pub client: String,
     pub file: PathBuf,
     /// Keys from the file's top level to the entry.
@@ -104,7 +104,7 @@ pub struct Change {
 }
 
 /// `raw` (an entry's JSON text) with credential values withheld.
-pub fn sanitized(raw: &str, args_secret: bool) -> Option<serde_json::Value> {
+pub(crate) fn sanitized(raw: &str, args_secret: bool) -> Option<serde_json::Value> {
     let mut v: serde_json::Value = serde_json::from_str(raw).ok()?;
     let obj = v.as_object_mut()?;
     for key in ["env", "headers", "http_headers", "env_http_headers"] {
@@ -126,7 +126,7 @@ pub fn sanitized(raw: &str, args_secret: bool) -> Option<serde_json::Value> {
 /// bir's Claude Code plugin (`bir install --mod`, `plugin.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ModChange {
+pub(crate) struct ModChange {
     /// The user settings file bir edited.
     pub file: PathBuf,
     /// The marketplace directory bir wrote.
@@ -149,13 +149,13 @@ pub struct ModChange {
     pub at: String,
 }
 
-pub const ACTION_INSERTED: &str = "inserted";
-pub const ACTION_IN_PLACE: &str = "wrapped_in_place";
+pub(crate) const ACTION_INSERTED: &str = "inserted";
+pub(crate) const ACTION_IN_PLACE: &str = "wrapped_in_place";
 
 /// The ledger's file name under `$BIR_HOME`.
 const FILE: &str = crate::scope::LEDGER_FILE;
 
-pub fn path() -> Result<PathBuf, Error> {
+pub(crate) fn path() -> Result<PathBuf, Error> {
     Ok(bir_home()
         .ok_or("cannot find bir's home directory (set BIR_HOME or HOME)")?
         .join(FILE))
@@ -177,7 +177,7 @@ impl Ledger {
     /// (its server entries, and the hooks and plugin it is a user of).
     /// Files, not entries: a user reads "2 files" as what `bir uninstall`
     /// would give back.
-    pub fn files_changed(&self, project: Option<&[String]>) -> usize {
+    pub(crate) fn files_changed(&self, project: Option<&[String]>) -> usize {
         let mine =
             |keys: &[String]| project.is_none_or(|want| keys.iter().any(|k| want.contains(k)));
         let mut files: Vec<&Path> = Vec::new();
@@ -233,7 +233,7 @@ impl Ledger {
     }
 }
 
-pub fn load() -> Result<Ledger, Error> {
+pub(crate) fn load() -> Result<Ledger, Error> {
     let p = path()?;
     match atomic::read(&p)? {
         None => Ok(Ledger {
@@ -251,7 +251,7 @@ pub fn load() -> Result<Ledger, Error> {
 }
 
 /// Applies `f` to the ledger on disk (read, change, atomic write, 0600).
-pub fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), Error> {
+pub(crate) fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), Error> {
     let p = path()?;
     if let Some(dir) = p.parent() {
         ensure_private_dir(dir).map_err(|e| Error::failure(e.to_string()))?;

@@ -17,19 +17,19 @@
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
-pub mod atomic;
-pub mod claude;
-pub mod clients;
-pub mod codex;
-pub mod diff;
-pub mod entry;
-pub mod format;
-pub mod hook_entries;
-pub mod hook_install;
-pub mod hosthooks;
-pub mod jsonedit;
-pub mod ledger;
-pub mod plugin;
-pub mod remote_entry;
-pub mod vars;
-pub mod vocab;
+pub(crate) mod atomic;
+pub(crate) mod claude;
+pub(crate) mod clients;
+pub(crate) mod codex;
+pub(crate) mod diff;
+pub(crate) mod entry;
+pub(crate) mod format;
+pub(crate) mod hook_entries;
+pub(crate) mod hook_install;
+pub(crate) mod hosthooks;
+pub(crate) mod jsonedit;
+pub(crate) mod ledger;
+pub(crate) mod plugin;
+pub(crate) mod remote_entry;
+pub(crate) mod vars;
+pub(crate) mod vocab;

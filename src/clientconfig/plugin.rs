@@ -37,11 +37,11 @@ use crate::error::{Context, Error};
 use crate::output::out;
 
 /// The marketplace's name in Claude Code's settings.
-pub const MARKETPLACE: &str = "bir-local";
+pub(crate) const MARKETPLACE: &str = "bir-local";
 /// The plugin's name (its manifest's `name`).
-pub const PLUGIN: &str = "bir-mod";
+pub(crate) const PLUGIN: &str = "bir-mod";
 /// `enabledPlugins`' key for it.
-pub const PLUGIN_KEY: &str = "bir-mod@bir-local";
+pub(crate) const PLUGIN_KEY: &str = "bir-mod@bir-local";
 
 /// The plugin's files, compiled in: (path under the marketplace, bytes).
 const FILES: &[(&str, &str)] = &[
@@ -64,7 +64,7 @@ const FILES: &[(&str, &str)] = &[
 ];
 
 /// `$BIR_HOME/claude-plugins`: the local marketplace.
-pub fn marketplace_dir() -> Result<PathBuf, Error> {
+pub(crate) fn marketplace_dir() -> Result<PathBuf, Error> {
     Ok(crate::home::bir_home()
         .ok_or("cannot find bir's home directory (set BIR_HOME or HOME)")?
         .join("claude-plugins"))
@@ -162,7 +162,11 @@ fn policy_blocks(paths: &Paths) -> Option<String> {
 
 /// `bir install --mod`: writes the plugin and declares it in user settings.
 /// Prints its own section. Returns the settings file when it changed.
-pub fn install(paths: &Paths, project_key: &str, dry_run: bool) -> Result<Option<PathBuf>, Error> {
+pub(crate) fn install(
+    paths: &Paths,
+    project_key: &str,
+    dry_run: bool,
+) -> Result<Option<PathBuf>, Error> {
     let file = paths.settings_dir.join("settings.json");
     let dir = marketplace_dir()?;
     out(&format!(
@@ -335,7 +339,7 @@ fn forget_host_records(m: &ModChange) -> Vec<String> {
 
 /// `bir uninstall`: takes the selected mods away. Returns false when
 /// something failed (said on stderr).
-pub fn uninstall(sel: &Selection<ModChange>, keys: &[String], dry_run: bool) -> bool {
+pub(crate) fn uninstall(sel: &Selection<ModChange>, keys: &[String], dry_run: bool) -> bool {
     let mut ok = true;
     let mut done: Vec<PathBuf> = Vec::new();
     for m in &sel.release {
@@ -453,7 +457,7 @@ fn declared(paths: &Paths) -> Option<PathBuf> {
 
 /// Whether bir's mod is declared in `paths`' user settings (its hooks
 /// module then carries what [`super::hook_entries::LEFT_TO_THE_MOD`] would).
-pub fn installed(paths: &Paths) -> bool {
+pub(crate) fn installed(paths: &Paths) -> bool {
     declared(paths).is_some()
 }
 
@@ -475,7 +479,7 @@ fn hooks_disabled(paths: &Paths) -> Option<String> {
 /// the mod link (live, over the daemon's socket) or the hooks + transcript
 /// fallback — and the problems that stop the mod. `socket`: the running
 /// daemon's, if any.
-pub fn doctor(paths: &Paths, socket: Option<&str>) -> (Vec<String>, usize) {
+pub(crate) fn doctor(paths: &Paths, socket: Option<&str>) -> (Vec<String>, usize) {
     let mut lines = Vec::new();
     let mut problems = 0;
     let Some(dir) = declared(paths) else {

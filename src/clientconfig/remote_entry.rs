@@ -30,16 +30,16 @@ use super::vocab::Client;
 use crate::error::Error;
 
 /// The env variable the proxy reads its static headers from.
-pub const HEADERS_ENV: &str = "BIR_UPSTREAM_HEADERS";
+pub(crate) const HEADERS_ENV: &str = "BIR_UPSTREAM_HEADERS";
 
 /// What a withheld value reads in a ledger template.
-pub const WITHHELD: &str = "[withheld]";
+pub(crate) const WITHHELD: &str = "[withheld]";
 
 const URL_KEYS: [&str; 3] = ["url", "serverUrl", "httpUrl"];
 
 /// The `--transport` for an entry's `type` (and URL key) in `client`'s
 /// file.
-pub fn transport_for(entry: &Node, client: &str) -> &'static str {
+pub(crate) fn transport_for(entry: &Node, client: &str) -> &'static str {
     if entry.get("httpUrl").is_some() {
         return "http"; // Gemini CLI: httpUrl is streamable HTTP
     }
@@ -64,7 +64,7 @@ fn url_of(entry: &Node) -> Option<&str> {
 }
 
 /// A header name that carries a credential.
-pub fn is_credential_header(name: &str) -> bool {
+pub(crate) fn is_credential_header(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     [
         "authorization",
@@ -84,7 +84,7 @@ pub fn is_credential_header(name: &str) -> bool {
 
 /// A value the client would expand (`${VAR}`, `${env:X}`, `${input:x}`;
 /// Gemini CLI also `$VAR`).
-pub fn has_placeholder(v: &str, client: &str) -> bool {
+pub(crate) fn has_placeholder(v: &str, client: &str) -> bool {
     if v.contains("${") {
         return true;
     }
@@ -96,7 +96,7 @@ pub fn has_placeholder(v: &str, client: &str) -> bool {
 
 /// Whether the client expands `${VAR}` inside a stdio entry's `env` values
 /// (so a placeholder can travel inside `BIR_UPSTREAM_HEADERS`).
-pub fn client_expands_env(client: &str) -> bool {
+pub(crate) fn client_expands_env(client: &str) -> bool {
     Client::ClaudeCode.is(client)
 }
 
@@ -125,7 +125,7 @@ fn url_secret(url: &str) -> Option<&'static str> {
 
 /// Whether bir wraps this remote entry of `client`: `Ok(notes)` (what the
 /// wrap gives up, when forced), or `Err(why not)`.
-pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, Error> {
+pub(crate) fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, Error> {
     if Client::Codex.is(client) {
         return Err(
             "remote Codex server (url, bearer_token_env_var, http_headers): not wrapped by bir yet"
@@ -252,7 +252,7 @@ pub fn assess(entry: &Node, client: &str, forced: bool) -> Result<Vec<String>, E
 
 /// For the summary of a wrapped remote entry: what wrapping it gives up
 /// (the `--server` notes of [`assess`]), as `"; …"`, or empty.
-pub fn summary_notes(raw: &str, client: &str) -> String {
+pub(crate) fn summary_notes(raw: &str, client: &str) -> String {
     let notes = Doc::parse(raw.as_bytes(), Flavor::Jsonc)
         .ok()
         .and_then(|d| assess(&d.root, client, true).ok())
@@ -282,7 +282,7 @@ fn headers_json(entry: &Node) -> Option<String> {
 
 /// The text of the wrapped stdio entry for the remote entry `entry_text`
 /// of `client`.
-pub fn wrapped_text(
+pub(crate) fn wrapped_text(
     entry_text: &str,
     form: &ProxyForm,
     server_name: &str,
@@ -350,7 +350,7 @@ pub fn wrapped_text(
 
 /// `entry_text` with every `headers` and `env` value replaced by
 /// [`WITHHELD`]: what the ledger keeps (the rest is the original's bytes).
-pub fn template(entry_text: &str) -> Result<String, Error> {
+pub(crate) fn template(entry_text: &str) -> Result<String, Error> {
     let doc = Doc::parse(entry_text.as_bytes(), Flavor::Jsonc)
         .map_err(|e| Error::failure(e.to_string()))?;
     let mut spans: Vec<(usize, usize)> = Vec::new();
@@ -379,7 +379,7 @@ fn fill(doc: &Doc, edits: impl Iterator<Item = ((usize, usize), String)>) -> Str
 /// The original entry: `template` with the header values read back from
 /// the wrapped entry's `env.BIR_UPSTREAM_HEADERS` and env values from its
 /// `env`. `Err` names what is missing.
-pub fn restore(template: &str, wrapped: &Node, wrapped_doc: &Doc) -> Result<String, Error> {
+pub(crate) fn restore(template: &str, wrapped: &Node, wrapped_doc: &Doc) -> Result<String, Error> {
     let doc = Doc::parse(template.as_bytes(), Flavor::Jsonc)
         .map_err(|e| Error::failure(e.to_string()))?;
     let env = wrapped.get("env");

@@ -10,7 +10,7 @@ use super::entry::EntryKind;
 /// An MCP client bir has an adapter for. Its [`name`](Client::name) is what
 /// `--client` takes and what the ledger records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Client {
+pub(crate) enum Client {
     ClaudeCode,
     Cursor,
     Vscode,
@@ -24,7 +24,7 @@ pub enum Client {
 impl Client {
     /// Every client, Claude Code first (the order `bir status` and a plain
     /// `bir install` visit them in).
-    pub const ALL: [Client; 8] = [
+    pub(crate) const ALL: [Client; 8] = [
         Client::ClaudeCode,
         Client::Cursor,
         Client::Vscode,
@@ -35,7 +35,7 @@ impl Client {
         Client::Codex,
     ];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Client::ClaudeCode => "claude-code",
             Client::Cursor => "cursor",
@@ -50,25 +50,25 @@ impl Client {
 
     /// The client a name stands for; `None` for a name bir has no adapter
     /// for (such as `config`, the label of a `--config FILE` target).
-    pub fn named(name: &str) -> Option<Client> {
+    pub(crate) fn named(name: &str) -> Option<Client> {
         Client::ALL.into_iter().find(|c| c.name() == name)
     }
 
     /// Whether `name` is this client's name.
-    pub fn is(self, name: &str) -> bool {
+    pub(crate) fn is(self, name: &str) -> bool {
         self.name() == name
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Scope {
+pub(crate) enum Scope {
     Local,
     Project,
     User,
 }
 
 impl Scope {
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Scope::Local => "local",
             Scope::Project => "project",
@@ -79,7 +79,7 @@ impl Scope {
 
 /// One server entry as found in one scope.
 #[derive(Debug, Clone)]
-pub struct Found {
+pub(crate) struct Found {
     pub name: String,
     pub scope: Scope,
     /// The keys leading to the entry inside its config file.
@@ -90,7 +90,7 @@ pub struct Found {
 
 /// Why a server is not wrapped, or how it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Wrap: a copy in the local scope (from project/user), or in place
     /// (a local-scope entry).
     Copy,

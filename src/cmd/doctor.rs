@@ -37,7 +37,7 @@ use crate::output::out;
 /// Check that every wrapped MCP server starts and answers through bir-proxy.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "doctor")]
-pub struct DoctorCmd {
+pub(crate) struct DoctorCmd {
     /// the project directory (default: the current directory)
     #[argh(option)]
     pub project: Option<PathBuf>,
@@ -55,7 +55,7 @@ pub struct DoctorCmd {
 
 /// How a launched server did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Probe {
+pub(crate) enum Probe {
     Ok { tools: usize, server: String },
     Failed { why: String, stderr_tail: String },
 }
@@ -356,7 +356,7 @@ fn check_path_proxy() -> (String, bool) {
 /// all in parallel, and their answers collected; the table printed; the
 /// other checks (hooks, the mod, other agents' hooks, `$BIR_HOME`, the
 /// daemon, live sessions, `bir-proxy` on `PATH`); the verdict.
-pub fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn main(cmd: DoctorCmd) -> Result<ExitStatus, Error> {
     let mut doctor = Doctor::gather(&cmd)?;
     let jobs = doctor.launch_probes();
     doctor.collect_probes(jobs);

@@ -18,7 +18,7 @@ use crate::output::out;
 /// again on demand when a hook or a proxy needs it.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "down")]
-pub struct DownCmd {
+pub(crate) struct DownCmd {
     /// how long to wait for it to exit, in milliseconds (default 10000)
     #[argh(option, default = "10000")]
     pub timeout_ms: u64,
@@ -28,7 +28,7 @@ pub struct DownCmd {
 const PROBE: Duration = Duration::from_millis(1500);
 
 /// `bir down`: stops the daemon this `$BIR_HOME` uses, and waits for it.
-pub fn down(cmd: DownCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn down(cmd: DownCmd) -> Result<ExitStatus, Error> {
     let home = crate::home::bir_home()
         .ok_or_else(|| Error::failure("no home directory (set BIR_HOME or HOME)"))?;
     let endpoint = match client::lookup(&home) {
@@ -120,7 +120,7 @@ fn wait_for_exit(pid: u32, timeout: Duration) -> bool {
 }
 
 /// The "Recorder daemon" lines of `bir status`.
-pub fn status_lines() -> Vec<String> {
+pub(crate) fn status_lines() -> Vec<String> {
     let Some(home) = crate::home::bir_home() else {
         return vec!["Recorder daemon: no home directory (set BIR_HOME or HOME)".into()];
     };
@@ -189,7 +189,7 @@ fn describe_missing(missing: &Missing) -> String {
 }
 
 /// `bir doctor`'s check: the line, and whether it is fine.
-pub fn doctor_line() -> (String, bool) {
+pub(crate) fn doctor_line() -> (String, bool) {
     let Some(home) = crate::home::bir_home() else {
         return ("recorder daemon: no home directory".into(), true);
     };
@@ -273,7 +273,7 @@ fn daemon_line(home: &Path) -> (String, bool) {
 /// no duration), or its proxy records a standalone run beside the
 /// session's. No daemon, or one that does not answer, adds nothing here
 /// (the daemon check above says so).
-pub fn doctor_sessions(project: &Path, wrapped: &[String]) -> (Vec<String>, usize) {
+pub(crate) fn doctor_sessions(project: &Path, wrapped: &[String]) -> (Vec<String>, usize) {
     let Some(home) = crate::home::bir_home() else {
         return (Vec::new(), 0);
     };
@@ -351,7 +351,7 @@ fn same_dir_key(dir: &Path) -> std::path::PathBuf {
 /// file names a live daemon of this build and a socket that answers the
 /// health marker. `bir doctor` says from it which path records the model's
 /// words.
-pub fn live_socket() -> Option<String> {
+pub(crate) fn live_socket() -> Option<String> {
     let home = crate::home::bir_home()?;
     let d = match crate::daemon::discovery::read(&home) {
         Ok(Some(d)) if crate::daemon::discovery::pid_alive(d.pid) => d,

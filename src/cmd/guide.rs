@@ -40,14 +40,14 @@ use crate::replay::{runner, safety};
 /// hands over to the model.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "guide")]
-pub struct GuideCmd {
+pub(crate) struct GuideCmd {
     #[argh(subcommand)]
     pub action: GuideAction,
 }
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand)]
-pub enum GuideAction {
+pub(crate) enum GuideAction {
     Start(GuideStartCmd),
     Status(GuideStatusCmd),
     Stop(GuideStopCmd),
@@ -56,7 +56,7 @@ pub enum GuideAction {
 /// Arm a guide for the next Claude Code session in this project.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "start")]
-pub struct GuideStartCmd {
+pub(crate) struct GuideStartCmd {
     /// a scenario file, or a run (id, unique prefix, `latest`)
     #[argh(positional)]
     pub source: String,
@@ -90,7 +90,7 @@ pub struct GuideStartCmd {
 /// Show the guide armed in this project and how far it got.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "status")]
-pub struct GuideStatusCmd {
+pub(crate) struct GuideStatusCmd {
     /// the project directory (default: the current one)
     #[argh(option)]
     pub project: Option<PathBuf>,
@@ -105,13 +105,13 @@ pub struct GuideStatusCmd {
 /// End the guide armed in this project.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "stop")]
-pub struct GuideStopCmd {
+pub(crate) struct GuideStopCmd {
     /// the project directory (default: the current one)
     #[argh(option)]
     pub project: Option<PathBuf>,
 }
 
-pub fn main(cmd: GuideCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn main(cmd: GuideCmd) -> Result<ExitStatus, Error> {
     match cmd.action {
         GuideAction::Start(c) => start(c),
         GuideAction::Status(c) => status(c),

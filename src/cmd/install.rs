@@ -32,7 +32,7 @@ use crate::output::{escape, out};
 /// Wrap this project's MCP servers with bir-proxy (Claude Code).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "install")]
-pub struct InstallCmd {
+pub(crate) struct InstallCmd {
     /// only this client: claude-code, cursor, vscode, windsurf, gemini,
     /// claude-desktop, zed, codex (default: every one whose config exists)
     #[argh(option)]
@@ -120,7 +120,7 @@ pub struct InstallCmd {
 /// Undo `bir install`: restore the entries bir wrapped.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "uninstall")]
-pub struct UninstallCmd {
+pub(crate) struct UninstallCmd {
     /// every project on this machine, not just the current one
     #[argh(switch)]
     pub all: bool,
@@ -154,7 +154,7 @@ pub struct UninstallCmd {
 /// Show which MCP servers are wrapped, per client and scope.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "status")]
-pub struct StatusCmd {
+pub(crate) struct StatusCmd {
     /// the project directory (default: the current directory)
     #[argh(option)]
     pub project: Option<PathBuf>,
@@ -253,7 +253,7 @@ fn correlation_option(
 /// hooks go. `bir install --dry-run` shows it, `bir install` applies it,
 /// and `bir setup` shows it, asks, then applies the very same plan (so
 /// nothing is edited that was not shown).
-pub struct InstallPlan {
+pub(crate) struct InstallPlan {
     jobs: Vec<FileJob>,
     form: ProxyForm,
     summaries: Vec<Box<dyn Fn(bool)>>,
@@ -269,7 +269,7 @@ pub struct InstallPlan {
 }
 
 /// Plans `bir install` for `cmd` (nothing is written).
-pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
+pub(crate) fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let project = project_dir(&cmd.project);
     if let Some(file) = &cmd.replay {
         crate::clientconfig::entry::serve_recording(file, &cmd.server)?;
@@ -399,7 +399,7 @@ pub fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
 
 /// What applying a plan changed: per file, its path and how many entries;
 /// the hooks' settings file and how many events, if it changed.
-pub struct Applied {
+pub(crate) struct Applied {
     pub files: Vec<(PathBuf, usize)>,
     pub hooks: Option<(PathBuf, usize)>,
     /// The Claude Code settings file that declares bir's plugin (`--mod`).
@@ -409,7 +409,7 @@ pub struct Applied {
 impl InstallPlan {
     /// Whether applying the plan would change any file (entries or hooks),
     /// worked out without printing or writing anything.
-    pub fn would_change(&self) -> Result<bool, Error> {
+    pub(crate) fn would_change(&self) -> Result<bool, Error> {
         for job in self.jobs.iter().filter(|j| !j.ops.is_empty()) {
             let before = atomic::read(&job.file)?;
             if let (Some(after), _) =
@@ -427,7 +427,7 @@ impl InstallPlan {
 
     /// Prints the per-client summaries, the exact diff of every file that
     /// would change, and the hooks' section. Writes nothing.
-    pub fn show(&self) -> Result<(), Error> {
+    pub(crate) fn show(&self) -> Result<(), Error> {
         for s in &self.summaries {
             s(false);
         }
@@ -451,7 +451,7 @@ impl InstallPlan {
 
     /// Writes the plan: the entries, then (only if they were written) the
     /// hooks. Prints the summaries as applied.
-    pub fn apply(&self) -> Result<Applied, Error> {
+    pub(crate) fn apply(&self) -> Result<Applied, Error> {
         let result = run_jobs(&self.jobs, &self.form, false);
         for s in &self.summaries {
             s(result.is_ok());
@@ -500,7 +500,7 @@ impl InstallPlan {
 }
 
 /// Prints what [`InstallPlan::apply`] changed, and how to undo and check it.
-pub fn report_applied(applied: &Applied) {
+pub(crate) fn report_applied(applied: &Applied) {
     out("");
     for (file, n) in &applied.files {
         out(&format!(
@@ -547,7 +547,7 @@ fn choose_everywhere() -> Result<bool, Error> {
     Ok(new)
 }
 
-pub fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     if let Some(host) = cmd
         .client
         .as_deref()
@@ -657,7 +657,7 @@ fn this_project_keys(paths: &Paths) -> Vec<String> {
 /// The phases: the other agents' hooks (`--client`/`--all`); what the
 /// ledger says to undo, chosen once ([`Uninstall::select`]); each file
 /// restored; then the ledger, and last the Claude Code hooks and the mod.
-pub fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn uninstall(cmd: UninstallCmd) -> Result<ExitStatus, Error> {
     if cmd.everywhere {
         return take_back_everywhere(cmd.dry_run);
     }
@@ -948,7 +948,7 @@ impl Uninstall {
     }
 }
 
-pub fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
     let paths = Paths::from_env(&project_dir(&cmd.project))?;
     let resolved = claude::resolve(&paths)?;
     let plan: Vec<Planned> = claude::decide(&resolved, &[])
@@ -1094,7 +1094,7 @@ fn recorded_here_words(verdict: &crate::scope::Verdict) -> String {
 }
 
 /// Used by doctor: the resolved Claude Code config for a project.
-pub fn resolve_for(project: &Path) -> Result<(Resolved, Vec<(Found, Decision)>), Error> {
+pub(crate) fn resolve_for(project: &Path) -> Result<(Resolved, Vec<(Found, Decision)>), Error> {
     let paths = Paths::from_env(project)?;
     let r = claude::resolve(&paths)?;
     let d = claude::decide(&r, &[]);

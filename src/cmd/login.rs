@@ -32,7 +32,7 @@ use crate::urls;
 /// issued, with token, refreshToken, expiresAt and refreshUrl.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "login")]
-pub struct LoginCmd {
+pub(crate) struct LoginCmd {
     /// the service's base URL (default: BIR_SERVICE_URL, or the one you
     /// logged in to before)
     #[argh(option)]
@@ -47,13 +47,13 @@ pub struct LoginCmd {
 /// Forget the recording service's credentials.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "logout")]
-pub struct LogoutCmd {}
+pub(crate) struct LogoutCmd {}
 
 /// Show which recording service runs go to, and which token (fingerprint
 /// only).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "whoami")]
-pub struct WhoamiCmd {}
+pub(crate) struct WhoamiCmd {}
 
 /// What was read from standard input.
 #[derive(Deserialize)]
@@ -69,7 +69,7 @@ struct Issued {
 }
 
 /// `bir login`: a bad URL or token is a usage error (exit status 2).
-pub fn login(cmd: LoginCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn login(cmd: LoginCmd) -> Result<ExitStatus, Error> {
     let path = credentials_path().ok_or_else(|| {
         Error::failure("no home directory; set BIR_HOME to say where credentials go")
     })?;
@@ -194,7 +194,7 @@ fn read_line_without_echo() -> io::Result<String> {
     read.map(|_| line)
 }
 
-pub fn logout(_cmd: LogoutCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn logout(_cmd: LogoutCmd) -> Result<ExitStatus, Error> {
     let path =
         credentials_path().ok_or_else(|| Error::failure("no home directory; set BIR_HOME"))?;
     match fs::remove_file(&path) {
@@ -222,7 +222,7 @@ pub fn logout(_cmd: LogoutCmd) -> Result<ExitStatus, Error> {
 }
 
 /// `bir whoami`: fails (exit status 1) when not logged in.
-pub fn whoami(_cmd: WhoamiCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn whoami(_cmd: WhoamiCmd) -> Result<ExitStatus, Error> {
     let path =
         credentials_path().ok_or_else(|| Error::failure("no home directory; set BIR_HOME"))?;
     let creds = load(&path)?;

@@ -56,7 +56,7 @@ use wrap::WrapCmd;
 /// `bir-proxy` link) is the MCP proxy: see `bir proxy --help`. `bir hooks …`
 /// (or `bir-hooks`) receives Claude Code hook events.
 #[derive(FromArgs, Debug)]
-pub struct CliArgs {
+pub(crate) struct CliArgs {
     /// print the version and exit
     #[argh(switch)]
     pub version: bool,
@@ -67,7 +67,7 @@ pub struct CliArgs {
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand)]
-pub enum CliCommand {
+pub(crate) enum CliCommand {
     Version(VersionCmd),
     Runs(RunsCmd),
     Report(ReportCmd),
@@ -95,7 +95,7 @@ pub enum CliCommand {
 /// `bir <command>`: each command returns its outcome, and
 /// [`error::report`] prints an error (the one place that does) and turns
 /// the outcome into the exit status.
-pub fn main(args: &[String]) -> Exit {
+pub(crate) fn main(args: &[String]) -> Exit {
     let parsed: CliArgs = match typo::parse(args) {
         Ok(p) => p,
         Err(exit) => return exit,

@@ -12,7 +12,7 @@ use crate::switch::{self, env_off, files_off};
 /// Switch recording off: everywhere, or (`--here`) in this directory and below.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "off")]
-pub struct OffCmd {
+pub(crate) struct OffCmd {
     /// only in the current directory (and its subdirectories)
     #[argh(switch)]
     pub here: bool,
@@ -22,7 +22,7 @@ pub struct OffCmd {
 /// the one of the current directory).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "on")]
-pub struct OnCmd {
+pub(crate) struct OnCmd {
     /// only the current directory's switch
     #[argh(switch)]
     pub here: bool,
@@ -36,7 +36,7 @@ fn home_and_cwd() -> Result<(PathBuf, PathBuf), String> {
 }
 
 /// `bir off [--here]`.
-pub fn off(cmd: OffCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn off(cmd: OffCmd) -> Result<ExitStatus, Error> {
     let result = home_and_cwd().and_then(|(home, cwd)| {
         if cmd.here {
             switch::set(&home, Some(&cwd))?;
@@ -53,7 +53,7 @@ pub fn off(cmd: OffCmd) -> Result<ExitStatus, Error> {
 }
 
 /// `bir on [--here]`.
-pub fn on(cmd: OnCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn on(cmd: OnCmd) -> Result<ExitStatus, Error> {
     let result = home_and_cwd().and_then(|(home, cwd)| {
         switch::clear(&home, cmd.here.then_some(cwd.as_path()))?;
         let still = if env_off() {

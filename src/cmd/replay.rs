@@ -30,14 +30,14 @@ use crate::replay::{derive, load_source, source_label, template};
 /// Turn runs into editable scenarios and edit them.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "scenario")]
-pub struct ScenarioCmd {
+pub(crate) struct ScenarioCmd {
     #[argh(subcommand)]
     pub action: ScenarioAction,
 }
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand)]
-pub enum ScenarioAction {
+pub(crate) enum ScenarioAction {
     Derive(ScenarioDeriveCmd),
     Param(ScenarioParamCmd),
     Volatile(ScenarioVolatileCmd),
@@ -52,7 +52,7 @@ pub enum ScenarioAction {
 /// Write a scenario (`bir/scenario@1`) derived from a run.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "derive")]
-pub struct ScenarioDeriveCmd {
+pub(crate) struct ScenarioDeriveCmd {
     /// the run: its id, a unique prefix of it, or `latest`
     #[argh(positional)]
     pub run: String,
@@ -69,7 +69,7 @@ pub struct ScenarioDeriveCmd {
 /// Turn the value at an argument path into a parameter.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "param")]
-pub struct ScenarioParamCmd {
+pub(crate) struct ScenarioParamCmd {
     #[argh(positional)]
     pub file: PathBuf,
     #[argh(positional)]
@@ -91,7 +91,7 @@ pub struct ScenarioParamCmd {
 /// result as volatile (only isError and content types are compared).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "volatile")]
-pub struct ScenarioVolatileCmd {
+pub(crate) struct ScenarioVolatileCmd {
     #[argh(positional)]
     pub file: PathBuf,
     #[argh(positional)]
@@ -103,7 +103,7 @@ pub struct ScenarioVolatileCmd {
 /// Add a compare rule to a step (or `all`).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "ignore")]
-pub struct ScenarioIgnoreCmd {
+pub(crate) struct ScenarioIgnoreCmd {
     #[argh(positional)]
     pub file: PathBuf,
     /// a step id, or `all`
@@ -120,7 +120,7 @@ pub struct ScenarioIgnoreCmd {
 /// Pin a step (guided replay rewrites a deviating call to it).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "pin")]
-pub struct ScenarioPinCmd {
+pub(crate) struct ScenarioPinCmd {
     #[argh(positional)]
     pub file: PathBuf,
     #[argh(positional)]
@@ -130,7 +130,7 @@ pub struct ScenarioPinCmd {
 /// Unpin a step.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "unpin")]
-pub struct ScenarioUnpinCmd {
+pub(crate) struct ScenarioUnpinCmd {
     #[argh(positional)]
     pub file: PathBuf,
     #[argh(positional)]
@@ -141,7 +141,7 @@ pub struct ScenarioUnpinCmd {
 /// with --trust-scenario).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "safety")]
-pub struct ScenarioSafetyCmd {
+pub(crate) struct ScenarioSafetyCmd {
     #[argh(positional)]
     pub file: PathBuf,
     #[argh(positional)]
@@ -154,7 +154,7 @@ pub struct ScenarioSafetyCmd {
 /// snapshot; reports the scenario's age.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "check")]
-pub struct ScenarioCheckCmd {
+pub(crate) struct ScenarioCheckCmd {
     #[argh(positional)]
     pub file: String,
     /// a server as NAME='command args…' (repeatable; default: the install
@@ -175,7 +175,7 @@ pub struct ScenarioCheckCmd {
 /// The scenario as a timeline, with safety classes and bindings.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "show")]
-pub struct ScenarioShowCmd {
+pub(crate) struct ScenarioShowCmd {
     #[argh(positional)]
     pub file: String,
 }
@@ -207,7 +207,7 @@ macro_rules! live_servers_command {
         }
     ) => {
         $(#[$meta])*
-        pub struct $name {
+        pub(crate) struct $name {
             $(#[$pos_meta])*
             pub $pos: $pos_ty $(<$pos_inner>)?,
             $(#[$server_meta])*
@@ -349,7 +349,7 @@ pub struct VerifyCmd {
 /// Serve a recorded server over stdio as an MCP server.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "mock")]
-pub struct MockCmd {
+pub(crate) struct MockCmd {
     /// a scenario file, or a run (id, prefix, `latest`)
     #[argh(positional)]
     pub source: String,
@@ -389,7 +389,7 @@ pub struct MockCmd {
     pub command: Vec<String>,
 }
 
-pub fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
     match cmd.action {
         ScenarioAction::Derive(c) => {
             let store = crate::record::store::Store::open_default()
@@ -828,7 +828,7 @@ fn check_format(format: &str) -> Result<(), Error> {
     }
 }
 
-pub fn replay(cmd: ReplayCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn replay(cmd: ReplayCmd) -> Result<ExitStatus, Error> {
     check_format(&cmd.format)?;
     let trust_none = match cmd.trust_annotations.as_str() {
         "configured" => false,
@@ -919,7 +919,7 @@ fn ask_on_tty(sr: &StepReport) -> Confirm {
     }
 }
 
-pub fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn verify(cmd: VerifyCmd) -> Result<ExitStatus, Error> {
     check_format(&cmd.format)?;
     if cmd.sources.is_empty() {
         return Err(Error::usage("name at least one scenario file or run"));
@@ -1190,7 +1190,7 @@ fn xml(s: &str) -> String {
 
 /// One `<testcase>` per step: divergences are failures, held and blocked
 /// steps are skipped, a server that did not start is an error.
-pub fn junit_xml(report: &Report) -> String {
+pub(crate) fn junit_xml(report: &Report) -> String {
     let failures = report
         .steps
         .iter()
@@ -1264,7 +1264,7 @@ pub fn junit_xml(report: &Report) -> String {
 
 // ---------------------------------------------------------------- mock
 
-pub fn mock(cmd: MockCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn mock(cmd: MockCmd) -> Result<ExitStatus, Error> {
     let (max_age, expired_error) = staleness(cmd.max_age.as_deref(), &cmd.expired)?;
     // Stopped by a signal, the session ends as at the end of its input
     // (its run finished), then bir dies of the signal.

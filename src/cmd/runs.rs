@@ -25,7 +25,7 @@ mod turns;
 /// List, show, export and remove recorded runs.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "runs")]
-pub struct RunsCmd {
+pub(crate) struct RunsCmd {
     #[argh(subcommand)]
     pub action: Option<RunsAction>,
 
@@ -87,7 +87,7 @@ pub struct RunsCmd {
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand)]
-pub enum RunsAction {
+pub(crate) enum RunsAction {
     Show(ShowCmd),
     Export(ExportCmd),
     Rm(RmCmd),
@@ -96,7 +96,7 @@ pub enum RunsAction {
 /// Draw a run as a timeline of its steps.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "show")]
-pub struct ShowCmd {
+pub(crate) struct ShowCmd {
     /// the run: its id, a unique prefix of it, or `latest`
     #[argh(positional, default = "String::from(\"latest\")")]
     pub run: String,
@@ -119,7 +119,7 @@ pub struct ShowCmd {
 /// or send runs to OpenTelemetry (--otlp).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "export")]
-pub struct ExportCmd {
+pub(crate) struct ExportCmd {
     /// the run: its id, a unique prefix of it, or `latest`
     #[argh(positional)]
     pub run: Option<String>,
@@ -144,7 +144,7 @@ pub struct ExportCmd {
 /// Remove runs by id, by age, or beyond a count.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "rm")]
-pub struct RmCmd {
+pub(crate) struct RmCmd {
     /// runs to remove (ids or unique prefixes)
     #[argh(positional)]
     pub runs: Vec<String>,
@@ -160,7 +160,7 @@ pub struct RmCmd {
 
 /// `bir runs` and its subcommands; errors name `bir runs` unless a
 /// subcommand names itself.
-pub fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
     let store = Store::open_default().context(|| "cannot open the run store".into())?;
     match cmd.action {
         // The recording service's runs, fetched into a scratch store and
@@ -567,7 +567,7 @@ fn rm(store: &Store, cmd: RmCmd) -> Result<ExitStatus, Error> {
 
 /// `7d`, `12h`, `30m`, `45s`.
 /// A value that is not an age is a usage error.
-pub fn parse_age(s: &str) -> Result<Duration, Error> {
+pub(crate) fn parse_age(s: &str) -> Result<Duration, Error> {
     crate::time::parse_age(s)
         .ok_or_else(|| Error::usage(format!("`{}` is not an age like 7d, 12h or 30m", s.trim())))
 }

@@ -38,7 +38,7 @@ use crate::output::out;
 /// would change, ask once, install, check with `bir doctor`.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "setup")]
-pub struct SetupCmd {
+pub(crate) struct SetupCmd {
     /// make the changes shown without asking (needed without a terminal)
     #[argh(switch)]
     pub yes: bool,
@@ -124,7 +124,7 @@ fn ask(question: &str) -> Result<bool, Error> {
     ))
 }
 
-pub fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
     let project = cmd
         .project
         .clone()

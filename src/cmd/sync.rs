@@ -40,11 +40,11 @@ use argh::FromArgs;
 /// Send runs the recording service has not acknowledged yet.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "sync")]
-pub struct SyncCmd {}
+pub(crate) struct SyncCmd {}
 
 /// `bir sync`: a line per run; fails (exit status 1) when a run was not
 /// delivered.
-pub fn main(_cmd: SyncCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn main(_cmd: SyncCmd) -> Result<ExitStatus, Error> {
     let cfg = match ServiceConfig::resolve() {
         Ok(Some(cfg)) => cfg,
         Ok(None) if service_url::env_service() == service_url::EnvService::Off => {

@@ -14,7 +14,7 @@ use crate::error::ExitStatus;
 /// Parses `bir`'s arguments like [`crate::cli::parse_args`], but a usage
 /// error names the command it belongs to and suggests the nearest command
 /// or subcommand for one that does not exist.
-pub fn parse<T: FromArgs>(args: &[String]) -> Result<T, Exit> {
+pub(crate) fn parse<T: FromArgs>(args: &[String]) -> Result<T, Exit> {
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     T::from_args(&["bir"], &refs).map_err(|early| {
         if early.status.is_ok() {

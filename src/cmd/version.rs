@@ -8,9 +8,9 @@ use crate::cli::{Exit, print_version};
 /// Print the version and the build it came from.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "version")]
-pub struct VersionCmd {}
+pub(crate) struct VersionCmd {}
 
 /// `bir version`: prints the version line.
-pub fn main(_cmd: VersionCmd) -> Exit {
+pub(crate) fn main(_cmd: VersionCmd) -> Exit {
     print_version("bir")
 }

@@ -16,7 +16,7 @@ use crate::output::out;
 /// into a config file's server map (--config FILE --name NAME).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "wrap")]
-pub struct WrapCmd {
+pub(crate) struct WrapCmd {
     /// the server's name in recordings (default: --name, else derived from
     /// the command)
     #[argh(option)]
@@ -53,7 +53,7 @@ pub struct WrapCmd {
 }
 
 /// Pretty-prints JSON text (2 spaces, `": "`), keeping scalars as written.
-pub fn pretty(text: &str) -> String {
+pub(crate) fn pretty(text: &str) -> String {
     let Ok(doc) = Doc::parse(text.as_bytes(), Flavor::Jsonc) else {
         return text.to_owned();
     };
@@ -69,7 +69,7 @@ pub fn pretty(text: &str) -> String {
 }
 
 /// The compact text of a wrapped entry for `command`.
-pub fn entry_text(form: &ProxyForm, server_name: &str, command: &[String]) -> String {
+pub(crate) fn entry_text(form: &ProxyForm, server_name: &str, command: &[String]) -> String {
     let args = form.args(server_name, &command[0], &command[1..]);
     format!(
         "{{\"command\":{},\"args\":{}}}",
@@ -78,7 +78,7 @@ pub fn entry_text(form: &ProxyForm, server_name: &str, command: &[String]) -> St
     )
 }
 
-pub fn main(cmd: WrapCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn main(cmd: WrapCmd) -> Result<ExitStatus, Error> {
     if cmd.command.is_empty() {
         return Err(Error::usage(
             "no server command given; usage: bir wrap [--server-name N] -- <command> [args…]",

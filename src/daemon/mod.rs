@@ -30,7 +30,7 @@ pub(crate) mod client;
 pub(crate) mod discovery;
 pub(crate) mod hookaddr;
 pub(crate) mod http;
-pub mod server;
+pub(crate) mod server;
 pub(crate) mod sinks;
 pub(crate) mod tcpowner;
 pub(crate) mod transcripts;

@@ -210,7 +210,7 @@ impl Daemon {
     }
 }
 
-pub fn main(_args: &[String]) -> Exit {
+pub(crate) fn main(_args: &[String]) -> Exit {
     let outcome = home::bir_home()
         .ok_or_else(|| "no home directory (set BIR_HOME or HOME)".to_owned())
         .and_then(|home| run(&home))

@@ -306,7 +306,7 @@ fn give_up(writer: &LocalWriter, since: Instant) {
 /// (each module whose tests wait includes it: no module of the library is
 /// test-only, so there is no one place below all of them to put it).
 #[cfg(test)]
-#[allow(dead_code, clippy::duplicate_mod)]
+#[allow(dead_code, unreachable_pub, clippy::duplicate_mod)]
 #[path = "../../tests/it/support/wait.rs"]
 mod test_wait;
 

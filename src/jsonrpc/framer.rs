@@ -33,7 +33,7 @@ fn whole_captures(line: &[u8], summary: LineSummary) -> LineSummary {
 
 /// One unit the relay acts on.
 #[derive(Debug)]
-pub enum Frame {
+pub(crate) enum Frame {
     /// A complete line: `buf[range]` includes the trailing `\n` (absent only
     /// for a final line cut off by end of stream).
     Line {
@@ -45,7 +45,7 @@ pub enum Frame {
     Oversized { summary: LineSummary },
 }
 
-pub struct Framer {
+pub(crate) struct Framer {
     /// Storage; `buf[..end]` holds data, the rest is zeroed spare room (so
     /// reads need no per-read initialisation).
     buf: Vec<u8>,
@@ -62,7 +62,7 @@ pub struct Framer {
 
 impl Framer {
     /// `limit`: the longest line (without its `\n`) delivered whole.
-    pub fn new(limit: u64) -> Self {
+    pub(crate) fn new(limit: u64) -> Self {
         Framer {
             buf: vec![0; READ_CHUNK],
             end: 0,
@@ -75,7 +75,7 @@ impl Framer {
     }
 
     /// Reads once from `source` into the buffer. `Ok(0)` is end of stream.
-    pub fn fill(&mut self, source: &mut impl Read) -> io::Result<usize> {
+    pub(crate) fn fill(&mut self, source: &mut impl Read) -> io::Result<usize> {
         self.compact();
         if self.buf.len() - self.end < READ_CHUNK {
             // Grow geometrically; only the new part is zeroed, once. Never
@@ -101,12 +101,12 @@ impl Framer {
     }
 
     /// The bytes of a frame's range.
-    pub fn bytes(&self, range: Range<usize>) -> &[u8] {
+    pub(crate) fn bytes(&self, range: Range<usize>) -> &[u8] {
         &self.buf[range]
     }
 
     /// The next complete frame in what has been read so far.
-    pub fn next_frame(&mut self) -> Option<Frame> {
+    pub(crate) fn next_frame(&mut self) -> Option<Frame> {
         match self.scanner.scan(&self.buf[self.scanned..self.end]) {
             Some(n) => {
                 let end = self.scanned + n;
@@ -142,7 +142,7 @@ impl Framer {
 
     /// The next frame; once the stream has ended (`eof`), also the final
     /// line that had no `\n`. Returns `None` when nothing is left.
-    pub fn next_frame_or_final(&mut self, eof: bool) -> Option<Frame> {
+    pub(crate) fn next_frame_or_final(&mut self, eof: bool) -> Option<Frame> {
         match self.next_frame() {
             Some(frame) => Some(frame),
             None if eof => self.finish(),
@@ -151,7 +151,7 @@ impl Framer {
     }
 
     /// At end of stream: the final line that had no `\n`, if any.
-    pub fn finish(&mut self) -> Option<Frame> {
+    pub(crate) fn finish(&mut self) -> Option<Frame> {
         if self.end == self.line_start && !self.skipping {
             return None;
         }

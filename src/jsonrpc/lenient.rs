@@ -20,11 +20,11 @@ use serde_json::{Map, Number, Value};
 
 /// Replaces a container nested deeper than the limit (the redactor's
 /// marker for the same cut is this one).
-pub const TOO_DEEP: &str = "[REDACTED:too-deep]";
+pub(crate) const TOO_DEEP: &str = "[REDACTED:too-deep]";
 
 /// What reading changed, by kind.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Repairs {
+pub(crate) struct Repairs {
     pub invalid_utf8: u32,
     pub lone_surrogates: u32,
     pub too_deep: u32,
@@ -32,7 +32,7 @@ pub struct Repairs {
 
 impl Repairs {
     /// Both counts together.
-    pub fn plus(self, other: Repairs) -> Repairs {
+    pub(crate) fn plus(self, other: Repairs) -> Repairs {
         Repairs {
             invalid_utf8: self.invalid_utf8 + other.invalid_utf8,
             lone_surrogates: self.lone_surrogates + other.lone_surrogates,
@@ -41,7 +41,7 @@ impl Repairs {
     }
 
     /// `invalid-utf8:2,lone-surrogate:1,too-deep:1` (kinds that occurred).
-    pub fn describe(&self) -> Option<String> {
+    pub(crate) fn describe(&self) -> Option<String> {
         let parts: Vec<String> = [
             ("invalid-utf8", self.invalid_utf8),
             ("lone-surrogate", self.lone_surrogates),
@@ -65,7 +65,7 @@ enum Open {
 /// Reads `bytes` as one JSON value, keeping containers up to `max_depth`
 /// levels deep (deeper ones become [`TOO_DEEP`]). `None` if it is not JSON
 /// even read leniently.
-pub fn parse(bytes: &[u8], max_depth: usize) -> Option<(Value, Repairs)> {
+pub(crate) fn parse(bytes: &[u8], max_depth: usize) -> Option<(Value, Repairs)> {
     let mut p = Reader {
         b: bytes,
         i: 0,

@@ -16,7 +16,7 @@ use super::scan::{LineSummary, Shape};
 /// text, and a number never equals a string (`1` and `"1"` are different
 /// requests).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum IdKey {
+pub(crate) enum IdKey {
     Str(String),
     Num(u64),
     /// Anything else (`null`, containers, undecodable): the raw bytes.
@@ -24,7 +24,7 @@ pub enum IdKey {
 }
 
 impl IdKey {
-    pub fn from_raw(raw: &[u8]) -> IdKey {
+    pub(crate) fn from_raw(raw: &[u8]) -> IdKey {
         match raw.first() {
             Some(b'"') => match serde_json::from_slice::<String>(raw) {
                 Ok(s) => IdKey::Str(s),
@@ -45,7 +45,7 @@ impl IdKey {
     }
 
     /// A key for an id the proxy itself chose (always a string).
-    pub fn own(id: &str) -> IdKey {
+    pub(crate) fn own(id: &str) -> IdKey {
         IdKey::Str(id.to_owned())
     }
 }
@@ -71,7 +71,7 @@ fn small_integer(raw: &[u8]) -> Option<f64> {
 /// The JSON-RPC role of one line. Borrows from the [`LineSummary`]: ids
 /// and method names are not copied on the relay's path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Kind<'a> {
+pub(crate) enum Kind<'a> {
     Request {
         id: &'a [u8],
         method: Cow<'a, str>,
@@ -96,7 +96,7 @@ pub enum Kind<'a> {
 }
 
 impl<'a> Kind<'a> {
-    pub fn of(summary: &'a LineSummary) -> Kind<'a> {
+    pub(crate) fn of(summary: &'a LineSummary) -> Kind<'a> {
         match summary.shape {
             Shape::Blank => return Kind::Blank,
             Shape::Invalid => return Kind::Invalid,
@@ -129,7 +129,7 @@ fn method_name(raw: &[u8]) -> Option<Cow<'_, str>> {
 
 /// Builds `{"jsonrpc":"2.0","id":<raw id>,"error":{"code":..,"message":..}}`.
 /// The id is echoed with the exact bytes the peer used.
-pub fn error_response(raw_id: &[u8], code: i64, message: &str) -> Vec<u8> {
+pub(crate) fn error_response(raw_id: &[u8], code: i64, message: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(80 + raw_id.len() + message.len());
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(raw_id);
@@ -144,7 +144,7 @@ pub fn error_response(raw_id: &[u8], code: i64, message: &str) -> Vec<u8> {
 /// Builds a `tools/call` result that reports a failure to the model as a
 /// tool error (`isError: true`), which it can react to, rather than a
 /// protocol error.
-pub fn tool_error_result(raw_id: &[u8], text: &str) -> Vec<u8> {
+pub(crate) fn tool_error_result(raw_id: &[u8], text: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(100 + raw_id.len() + text.len());
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(raw_id);
@@ -156,7 +156,7 @@ pub fn tool_error_result(raw_id: &[u8], text: &str) -> Vec<u8> {
 }
 
 /// The answer to a line from the host that is not JSON.
-pub fn parse_error() -> Vec<u8> {
+pub(crate) fn parse_error() -> Vec<u8> {
     br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#
         .iter()
         .copied()

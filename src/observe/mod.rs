@@ -42,11 +42,11 @@
 //!   completes the delivery itself, within its deadline.
 
 mod pause;
-pub mod queue;
+pub(crate) mod queue;
 mod sched;
-pub mod session;
-pub mod step;
-pub mod transcript;
+pub(crate) mod session;
+pub(crate) mod step;
+pub(crate) mod transcript;
 
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -56,7 +56,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
 use queue::{Queue, Weighed};
-pub use sched::give_way_to_the_relay;
+pub(crate) use sched::give_way_to_the_relay;
 use step::{StepReport, ToolCallObserved};
 
 /// How often the worker looks for observations when nobody woke it: the
@@ -76,14 +76,14 @@ const SETTLED_NAP: Duration = Duration::from_secs(10);
 /// reach the mark where recording starts to cost every call. Each holds a
 /// small call's copies (a few hundred bytes: about 1 MB when full of small
 /// calls); large messages are bounded by [`MAX_QUEUED_BYTES`] instead.
-pub const MAX_QUEUED: usize = 4096;
+pub(crate) const MAX_QUEUED: usize = 4096;
 /// And at most this many bytes of message copies (large messages are
 /// copied as a head and a tail only, see [`step::ObservedBody`]).
-pub const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_QUEUED_BYTES: usize = 32 * 1024 * 1024;
 
 /// Which way a message went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
+pub(crate) enum Direction {
     /// From the host (MCP client) to the upstream server.
     HostToServer,
     /// From the upstream server to the host.
@@ -95,7 +95,7 @@ pub enum Direction {
 }
 
 impl Direction {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Direction::HostToServer => "host_to_server",
             Direction::ServerToHost => "server_to_host",
@@ -107,7 +107,7 @@ impl Direction {
 
 /// One thing the relay saw.
 #[derive(Debug)]
-pub enum Observation {
+pub(crate) enum Observation {
     /// A relayed (or proxy-written) message, copied (clipped when large);
     /// only produced when a sink wants messages.
     Message {
@@ -157,7 +157,7 @@ impl Weighed for Observation {
 }
 
 /// A consumer of observations. Called on the observer's worker thread only.
-pub trait Sink: Send {
+pub(crate) trait Sink: Send {
     /// A relayed message; `bytes` is the whole line, or for a large one only
     /// its head (`total` then says how long it was).
     fn message(&mut self, at: SystemTime, direction: Direction, bytes: &[u8], total: Option<u64>);
@@ -186,22 +186,22 @@ pub trait Sink: Send {
 /// messages it held. Kept by the relay and reused, so it does not allocate
 /// once warm.
 #[derive(Default)]
-pub struct Batch {
+pub(crate) struct Batch {
     items: Vec<Observation>,
 }
 
 impl Batch {
     /// A relayed or proxy-made message (the caller checked
     /// [`Observer::wants_messages`]).
-    pub fn message(&mut self, direction: Direction, bytes: &[u8]) {
+    pub(crate) fn message(&mut self, direction: Direction, bytes: &[u8]) {
         self.items.push(Observation::message(direction, bytes));
     }
 
-    pub fn tool_call(&mut self, call: ToolCallObserved) {
+    pub(crate) fn tool_call(&mut self, call: ToolCallObserved) {
         self.items.push(Observation::ToolCall(call));
     }
 
-    pub fn exchange(&mut self, method: &str, request: Vec<u8>, response: Vec<u8>) {
+    pub(crate) fn exchange(&mut self, method: &str, request: Vec<u8>, response: Vec<u8>) {
         self.items.push(Observation::Exchange {
             method: method.to_owned(),
             request,
@@ -262,7 +262,7 @@ impl RelayActivity {
 }
 
 /// The relay's handle on the observation pipeline. Cheap to share.
-pub struct Observer {
+pub(crate) struct Observer {
     queue: Arc<Queue<Observation>>,
     wants_messages: bool,
     activity: Arc<RelayActivity>,
@@ -273,7 +273,7 @@ pub struct Observer {
 
 impl Observer {
     /// An observer that observes nothing (no sink configured).
-    pub fn disabled() -> Observer {
+    pub(crate) fn disabled() -> Observer {
         let queue = Arc::new(Queue::new(1, 0));
         queue.close();
         Observer {
@@ -285,7 +285,7 @@ impl Observer {
     }
 
     /// Starts the worker thread feeding `sinks`.
-    pub fn start(sinks: Vec<Box<dyn Sink>>, wants_messages: bool) -> Observer {
+    pub(crate) fn start(sinks: Vec<Box<dyn Sink>>, wants_messages: bool) -> Observer {
         if sinks.is_empty() {
             return Observer::disabled();
         }
@@ -315,36 +315,36 @@ impl Observer {
 
     /// The relay read something at `at` (one relaxed store per read): the
     /// worker stays off the CPU for a moment.
-    pub fn relay_active(&self, at: Instant) {
+    pub(crate) fn relay_active(&self, at: Instant) {
         let us = at
             .saturating_duration_since(self.activity.since)
             .as_micros() as u64;
         self.activity.last_read_us.store(us, Ordering::Relaxed);
     }
 
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         !self.queue.is_closed()
     }
 
-    pub fn wants_messages(&self) -> bool {
+    pub(crate) fn wants_messages(&self) -> bool {
         self.wants_messages && self.enabled()
     }
 
     /// Copies a message for the sinks, if any wants messages.
-    pub fn message(&self, direction: Direction, bytes: &[u8]) {
+    pub(crate) fn message(&self, direction: Direction, bytes: &[u8]) {
         if self.wants_messages() {
             self.queue.push(Observation::message(direction, bytes));
         }
     }
 
-    pub fn tool_call(&self, call: ToolCallObserved) {
+    pub(crate) fn tool_call(&self, call: ToolCallObserved) {
         if self.enabled() {
             self.queue.push(Observation::ToolCall(call));
         }
     }
 
     /// Queues everything in `batch` at once (and empties it).
-    pub fn hand_over(&self, batch: &mut Batch) {
+    pub(crate) fn hand_over(&self, batch: &mut Batch) {
         if batch.items.is_empty() {
             return;
         }
@@ -355,7 +355,7 @@ impl Observer {
         }
     }
 
-    pub fn event(&self, text: impl Into<String>) {
+    pub(crate) fn event(&self, text: impl Into<String>) {
         if self.enabled() {
             self.queue.push(Observation::Event {
                 at: SystemTime::now(),
@@ -366,7 +366,7 @@ impl Observer {
 
     /// Observations the relay lost before handing them over (the run is
     /// then `lossy`, like one whose queue overflowed).
-    pub fn lost(&self, n: u64) {
+    pub(crate) fn lost(&self, n: u64) {
         if self.enabled() {
             self.queue.count_lost(n);
         }
@@ -382,7 +382,7 @@ impl Observer {
     /// The work is done here, not handed to the worker and waited for:
     /// the caller knows its deadline and runs without a hand-off (a
     /// wake-up of another thread on a saturated CPU is itself a wait).
-    pub fn finish(&self, deadline: Duration) {
+    pub(crate) fn finish(&self, deadline: Duration) {
         let started = Instant::now();
         let until = started + deadline * 3 / 4;
         self.queue.close();

@@ -12,11 +12,11 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 /// Something with a size, so the queue can bound memory as well as count.
-pub trait Weighed {
+pub(crate) trait Weighed {
     fn weight(&self) -> usize;
 }
 
-pub struct Queue<T> {
+pub(crate) struct Queue<T> {
     state: Mutex<State<T>>,
     ready: Condvar,
     max_items: usize,
@@ -40,7 +40,7 @@ struct State<T> {
 }
 
 impl<T: Weighed> Queue<T> {
-    pub fn new(max_items: usize, max_bytes: usize) -> Self {
+    pub(crate) fn new(max_items: usize, max_bytes: usize) -> Self {
         Queue {
             state: Mutex::new(State {
                 items: VecDeque::new(),
@@ -60,13 +60,13 @@ impl<T: Weighed> Queue<T> {
 
     /// Adds an item, dropping the oldest ones if the queue is full. Never
     /// blocks beyond the short critical section.
-    pub fn push(&self, item: T) {
+    pub(crate) fn push(&self, item: T) {
         self.push_all(std::iter::once(item));
     }
 
     /// Adds items in order, as `push` would one by one, under one lock: the
     /// relay hands over what one read produced in a single critical section.
-    pub fn push_all(&self, items: impl IntoIterator<Item = T>) {
+    pub(crate) fn push_all(&self, items: impl IntoIterator<Item = T>) {
         let mut items = items.into_iter();
         let Ok(mut state) = self.state.lock() else {
             // A consumer panicked while holding the lock: count and move on.
@@ -115,7 +115,7 @@ impl<T: Weighed> Queue<T> {
     /// One short critical section per batch, not per item: the consumer
     /// runs at a low priority, and a producer must never wait long for a
     /// lock the consumer was preempted while holding.
-    pub fn take_all(&self, timeout: Duration, into: &mut VecDeque<T>) {
+    pub(crate) fn take_all(&self, timeout: Duration, into: &mut VecDeque<T>) {
         debug_assert!(into.is_empty());
         let Ok(mut state) = self.state.lock() else {
             return;
@@ -150,7 +150,7 @@ impl<T: Weighed> Queue<T> {
     /// the producer pays for, so an idle consumer asks for a batch (half
     /// the queue) and polls for less. May return early (a spurious
     /// wake-up); callers look again.
-    pub fn wait(&self, at_least: usize, timeout: Duration) {
+    pub(crate) fn wait(&self, at_least: usize, timeout: Duration) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
@@ -170,7 +170,7 @@ impl<T: Weighed> Queue<T> {
     /// Makes the consumer look again: ends its current [`Queue::wait`], or
     /// its next one at once (the observer's idle watch says so when a CPU
     /// has nothing else to do). Producers never call it.
-    pub fn nudge(&self) {
+    pub(crate) fn nudge(&self) {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
@@ -184,14 +184,14 @@ impl<T: Weighed> Queue<T> {
 
     /// Whether the consumer was nudged since (clears it).
     #[cfg(test)]
-    pub fn take_nudge(&self) -> bool {
+    pub(crate) fn take_nudge(&self) -> bool {
         self.state
             .lock()
             .is_ok_and(|mut s| std::mem::replace(&mut s.nudged, false))
     }
 
     /// No more pushes; the consumer drains what is left and then stops.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         if let Ok(mut state) = self.state.lock() {
             state.closed = true;
         }
@@ -199,28 +199,28 @@ impl<T: Weighed> Queue<T> {
         self.ready.notify_all();
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.state.lock().map(|s| s.items.len()).unwrap_or(0)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.state
             .lock()
             .map(|s| s.items.is_empty())
             .unwrap_or(true)
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     /// Counts items lost before they reached the queue.
-    pub fn count_lost(&self, n: u64) {
+    pub(crate) fn count_lost(&self, n: u64) {
         self.dropped.fetch_add(n, Ordering::Relaxed);
     }
 
     /// How many items were dropped because the queue was full or closed.
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 }

@@ -18,7 +18,7 @@ const RECORDING_NICENESS: i32 = 19;
 /// for `bir sync`) and the daemon finder. Never the observer's worker,
 /// which must complete the run (see [`super`]). (Linux:
 /// `setpriority` on a thread id affects that thread only.)
-pub fn give_way_to_the_relay() {
+pub(crate) fn give_way_to_the_relay() {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: two system calls with no pointers; the id is our own.

@@ -34,11 +34,11 @@ struct Inner {
 /// Shared by the transport (writes), the relay (reads the epoch) and the
 /// recorder (reads ids). Cloning shares it.
 #[derive(Clone, Default)]
-pub struct UpstreamSession(Arc<Inner>);
+pub(crate) struct UpstreamSession(Arc<Inner>);
 
 impl UpstreamSession {
     /// A session started (`None`: the server assigned no id).
-    pub fn set(&self, id: Option<&str>) {
+    pub(crate) fn set(&self, id: Option<&str>) {
         let mut ids = lock(&self.0.ids);
         let epoch = self.0.epoch.load(Ordering::Acquire) + 1;
         if ids.len() == HISTORY {
@@ -49,13 +49,13 @@ impl UpstreamSession {
     }
 
     /// The current session's epoch (0 before any): all the relay reads.
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.0.epoch.load(Ordering::Acquire)
     }
 
     /// The id of the session of `epoch` (the oldest remembered if it is
     /// older still); `None` for epoch 0 or a session without an id.
-    pub fn id_at(&self, epoch: u64) -> Option<String> {
+    pub(crate) fn id_at(&self, epoch: u64) -> Option<String> {
         if epoch == 0 {
             return None;
         }

@@ -23,7 +23,7 @@ use crate::time;
 /// How a `tools/call` ended, as far as the proxy could see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CallOutcome {
+pub(crate) enum CallOutcome {
     /// The upstream answered (result or error).
     Answered,
     /// The host cancelled it; `response` holds the late answer, if any.
@@ -45,7 +45,7 @@ pub enum CallOutcome {
 /// Answers up to this size are copied whole for the recorder; larger ones
 /// only as a head and a tail (the stored payload is capped far below this
 /// anyway, and copying and parsing megabytes would cost the relay's CPU).
-pub const OBSERVE_WHOLE: usize = 4 * 1024 * 1024;
+pub(crate) const OBSERVE_WHOLE: usize = 4 * 1024 * 1024;
 const HEAD: usize = 64 * 1024;
 const TAIL: usize = 1024;
 /// Of a skimmed answer the recorder keeps a 1 KiB preview, cut where no
@@ -58,24 +58,24 @@ const SKIM_OVER: usize = 256 * 1024;
 /// Requests up to this size are kept whole for the recorder (budget
 /// permitting: see [`ObservedBody::of_request`]); the recorder's payload cap
 /// (64 KiB by default) is far below it.
-pub const REQUEST_WHOLE: usize = 256 * 1024;
+pub(crate) const REQUEST_WHOLE: usize = 256 * 1024;
 /// Of a larger request, this much of its start is kept: room for the
 /// envelope before the arguments (`id`, `method`, the tool's `name`) and for
 /// the arguments' 1 KiB preview.
-pub const REQUEST_HEAD: usize = 16 * 1024;
+pub(crate) const REQUEST_HEAD: usize = 16 * 1024;
 /// And this much of its end: the members after the arguments (a `name` or
 /// `_meta` sent after them).
-pub const REQUEST_TAIL: usize = 4 * 1024;
+pub(crate) const REQUEST_TAIL: usize = 4 * 1024;
 
 /// Whether an answer may hold a base64 image, audio or blob block.
-pub fn has_binary_block(bytes: &[u8]) -> bool {
+pub(crate) fn has_binary_block(bytes: &[u8]) -> bool {
     memchr::memmem::find(bytes, b"\"data\"").is_some()
         || memchr::memmem::find(bytes, b"\"blob\"").is_some()
 }
 
 /// The upstream's answer as the relay handed it over.
 #[derive(Debug)]
-pub enum ObservedBody {
+pub(crate) enum ObservedBody {
     Whole(Vec<u8>),
     /// A large answer: its first and last bytes, and its size.
     Clipped {
@@ -87,7 +87,7 @@ pub enum ObservedBody {
 
 impl ObservedBody {
     /// Copies `bytes` the way the recorder needs them.
-    pub fn of(bytes: &[u8]) -> ObservedBody {
+    pub(crate) fn of(bytes: &[u8]) -> ObservedBody {
         if bytes.len() <= OBSERVE_WHOLE {
             return ObservedBody::Whole(bytes.to_vec());
         }
@@ -99,7 +99,7 @@ impl ObservedBody {
     /// key) will be stored as a marker and a preview, so only its head and
     /// tail are copied: the relay's thread does not copy megabytes nobody
     /// will read.
-    pub fn of_answer(bytes: &[u8], maybe_binary: bool) -> ObservedBody {
+    pub(crate) fn of_answer(bytes: &[u8], maybe_binary: bool) -> ObservedBody {
         if bytes.len() <= SKIM_OVER || (maybe_binary && bytes.len() <= OBSERVE_WHOLE) {
             return ObservedBody::Whole(bytes.to_vec());
         }
@@ -122,7 +122,7 @@ impl ObservedBody {
     /// truncation marker with a short preview anyway, and a host that sends
     /// many large requests nobody answers must not make the proxy hold them
     /// all (recording is best effort; the relay is never affected).
-    pub fn of_request(bytes: &[u8], room: usize) -> ObservedBody {
+    pub(crate) fn of_request(bytes: &[u8], room: usize) -> ObservedBody {
         if bytes.len() <= REQUEST_WHOLE && bytes.len() <= room {
             return ObservedBody::Whole(bytes.to_vec());
         }
@@ -139,14 +139,14 @@ impl ObservedBody {
 
     /// The whole bytes, when they were kept whole (tests ask it).
     #[cfg(test)]
-    pub fn whole(&self) -> Option<&[u8]> {
+    pub(crate) fn whole(&self) -> Option<&[u8]> {
         match self {
             ObservedBody::Whole(b) => Some(b),
             ObservedBody::Clipped { .. } => None,
         }
     }
 
-    pub fn weight(&self) -> usize {
+    pub(crate) fn weight(&self) -> usize {
         match self {
             ObservedBody::Whole(b) => b.len(),
             ObservedBody::Clipped { head, tail, .. } => head.len() + tail.len(),
@@ -157,7 +157,7 @@ impl ObservedBody {
 /// A large result that was not parsed: its size and the start of its text.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ClippedResult {
+pub(crate) struct ClippedResult {
     pub original_bytes: u64,
     /// The first bytes of the raw answer (valid UTF-8 prefix), unredacted:
     /// the recorder redacts it before storing.
@@ -167,7 +167,7 @@ pub struct ClippedResult {
 
 /// What the relay observed of one `tools/call` (raw, unparsed).
 #[derive(Debug)]
-pub struct ToolCallObserved {
+pub(crate) struct ToolCallObserved {
     pub server_name: Arc<str>,
     pub session_id: Option<Arc<str>>,
     /// When the proxy read the request (a monotonic instant: the relay
@@ -200,7 +200,7 @@ pub struct ToolCallObserved {
 /// The wall-clock time of a past `instant`: now, less the time since. Exact
 /// unless the wall clock is stepped in between (reading it here, not on the
 /// relay's path, is the point).
-pub fn wall_clock_at(instant: Instant) -> SystemTime {
+pub(crate) fn wall_clock_at(instant: Instant) -> SystemTime {
     let now = SystemTime::now();
     now.checked_sub(instant.elapsed()).unwrap_or(now)
 }
@@ -208,7 +208,7 @@ pub fn wall_clock_at(instant: Instant) -> SystemTime {
 /// One recorded tool call.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StepReport {
+pub(crate) struct StepReport {
     pub server_name: String,
     pub tool_name: Option<String>,
     /// The host's rendering (`mcp__<server>__<tool>`, Claude Code's). Kept
@@ -560,7 +560,7 @@ fn clipped_envelope(head: &[u8]) -> ClippedEnvelope {
 }
 
 impl StepReport {
-    pub fn from_observed(call: &ToolCallObserved) -> StepReport {
+    pub(crate) fn from_observed(call: &ToolCallObserved) -> StepReport {
         let mut report = StepReport {
             server_name: call.server_name.to_string(),
             tool_name: None,

@@ -24,14 +24,14 @@ use super::{Direction, Sink};
 use crate::jsonrpc::scan::{LineScanner, Shape};
 use crate::time;
 
-pub struct Transcript {
+pub(crate) struct Transcript {
     path: PathBuf,
     out: BufWriter<File>,
     failed: bool,
 }
 
 impl Transcript {
-    pub fn create(path: &Path) -> std::io::Result<Transcript> {
+    pub(crate) fn create(path: &Path) -> std::io::Result<Transcript> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)

@@ -24,13 +24,13 @@ use crate::record::catchup::{self, JournalPass};
 use crate::record::store::{self, LoadedRun, Store};
 
 /// Whether `run` can be exported now.
-pub fn ready(run: &LoadedRun) -> bool {
+pub(crate) fn ready(run: &LoadedRun) -> bool {
     run.header.is_some() && (run.finish.is_some() || run.interrupted())
 }
 
 /// Exports `run` (its records) and, once every batch was accepted, marks
 /// it in `store`. `Ok` with 0 spans: nothing to send (no header).
-pub fn export_run(
+pub(crate) fn export_run(
     client: &Client,
     store: Option<&Store>,
     run_id: &str,
@@ -53,7 +53,7 @@ pub fn export_run(
 }
 
 /// The background catch-up of one exporter (see the module doc).
-pub struct CatchUp {
+pub(crate) struct CatchUp {
     store: Store,
     pass: JournalPass,
     _lock: File,
@@ -66,7 +66,7 @@ impl CatchUp {
     /// `None` when switched off (`BIR_AUTO_SYNC=off`, the recording
     /// service's switch, covers both), with no store, or while another bir
     /// catches up on this store.
-    pub fn begin(store: Store) -> Option<CatchUp> {
+    pub(crate) fn begin(store: Store) -> Option<CatchUp> {
         if catchup::switched_off() {
             return None;
         }
@@ -92,7 +92,7 @@ impl CatchUp {
     /// Exports the next run that needs it, skipping those `is_live` names.
     /// `Ok(true)`: there may be more; `Ok(false)`: done (the watermark
     /// moves up); `Err`: the receiver failed, stop for now.
-    pub fn export_next(
+    pub(crate) fn export_next(
         &mut self,
         client: &Client,
         is_live: &dyn Fn(&str) -> bool,

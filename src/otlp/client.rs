@@ -22,13 +22,13 @@ use super::span::{Batch, KeyValue, Span};
 use crate::urls;
 
 /// Tries per batch (the first and the retries).
-pub const MAX_ATTEMPTS: u32 = 4;
+pub(crate) const MAX_ATTEMPTS: u32 = 4;
 /// The longest `Retry-After` honoured.
-pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
+pub(crate) const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
 /// The first backoff without `Retry-After`; it doubles per retry.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// Spans per request: a 1,000-step run goes out in two.
-pub const MAX_SPANS_PER_REQUEST: usize = 512;
+pub(crate) const MAX_SPANS_PER_REQUEST: usize = 512;
 /// Largest request body (before compression); a bigger batch is halved.
 const MAX_BODY: usize = 4 * 1024 * 1024;
 /// How much of an answer is read.
@@ -36,7 +36,7 @@ const MAX_ANSWER_BYTES: u64 = 64 * 1024;
 
 /// Why spans were not delivered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FailKind {
+pub(crate) enum FailKind {
     /// Never reached (refused, DNS, connect timeout), after every try.
     Unreachable,
     /// 429/502/503/504 after every try.
@@ -50,7 +50,7 @@ pub enum FailKind {
 }
 
 #[derive(Debug, Clone)]
-pub struct SendFailure {
+pub(crate) struct SendFailure {
     pub kind: FailKind,
     /// Short and safe to log: no header value, no body, no query string.
     pub detail: String,
@@ -64,7 +64,7 @@ impl std::fmt::Display for SendFailure {
 
 /// What a delivered export came to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Delivered {
+pub(crate) struct Delivered {
     pub spans: usize,
     pub requests: usize,
     /// Spans the receiver said it rejected (partial success).
@@ -78,7 +78,7 @@ enum Answer {
     Broken(String),
 }
 
-pub struct Client {
+pub(crate) struct Client {
     agent: ureq::Agent,
     cfg: OtlpConfig,
 }
@@ -92,7 +92,7 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    pub fn new(cfg: OtlpConfig) -> Client {
+    pub(crate) fn new(cfg: OtlpConfig) -> Client {
         let agent = ureq::AgentBuilder::new()
             .redirects(0)
             .timeout_connect(cfg.timeout.min(Duration::from_secs(5)))
@@ -102,18 +102,18 @@ impl Client {
         Client { agent, cfg }
     }
 
-    pub fn config(&self) -> &OtlpConfig {
+    pub(crate) fn config(&self) -> &OtlpConfig {
         &self.cfg
     }
 
     /// The endpoint, fit for a message.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         urls::display(&self.cfg.endpoint)
     }
 
     /// The request body of `spans` in the configured encoding (before
     /// compression).
-    pub fn body(&self, resource: &[KeyValue], spans: &[Span]) -> Vec<u8> {
+    pub(crate) fn body(&self, resource: &[KeyValue], spans: &[Span]) -> Vec<u8> {
         let batch = Batch { resource, spans };
         match self.cfg.protocol {
             Protocol::Protobuf => super::proto::encode(batch),
@@ -125,7 +125,7 @@ impl Client {
     /// false to give up). Stops at the first batch that fails: the run is
     /// then not marked exported, and a later export sends all of it again
     /// under the same ids.
-    pub fn send(
+    pub(crate) fn send(
         &self,
         spans: &[Span],
         sleep: &mut dyn FnMut(Duration) -> bool,
@@ -278,7 +278,7 @@ fn backoff(attempt: u32) -> Duration {
 
 /// A `Retry-After` value: delta-seconds, or an HTTP-date
 /// (`Sun, 06 Nov 1994 08:49:37 GMT`) turned into the wait from `now`.
-pub fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+pub(crate) fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
     let v = value.trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));

@@ -29,19 +29,19 @@ use super::span::{KeyValue, kv};
 use crate::secret::Secret;
 
 /// Default total deadline of one export request.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where an OTLP/HTTP receiver listens by default.
-pub const DEFAULT_BASE: &str = "http://localhost:4318";
+pub(crate) const DEFAULT_BASE: &str = "http://localhost:4318";
 const TRACES_PATH: &str = "/v1/traces";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
+pub(crate) enum Protocol {
     Protobuf,
     Json,
 }
 
 impl Protocol {
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Protocol::Protobuf => "application/x-protobuf",
             Protocol::Json => "application/json",
@@ -50,7 +50,7 @@ impl Protocol {
 }
 
 #[derive(Debug, Clone)]
-pub struct OtlpConfig {
+pub(crate) struct OtlpConfig {
     /// The full traces URL.
     pub endpoint: String,
     pub protocol: Protocol,
@@ -68,7 +68,7 @@ pub struct OtlpConfig {
 }
 
 /// Reads a variable (the process environment, or a test's map).
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 fn is_on(v: &str) -> bool {
     matches!(
@@ -86,14 +86,14 @@ fn is_off(v: &str) -> bool {
 
 impl OtlpConfig {
     /// From the process environment.
-    pub fn from_env() -> Result<Option<OtlpConfig>, String> {
+    pub(crate) fn from_env() -> Result<Option<OtlpConfig>, String> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         OtlpConfig::resolve(&env)
     }
 
     /// `Ok(None)`: export is off. `Err`: it is asked for but cannot be done
     /// (the message says what to change).
-    pub fn resolve(env: Env<'_>) -> Result<Option<OtlpConfig>, String> {
+    pub(crate) fn resolve(env: Env<'_>) -> Result<Option<OtlpConfig>, String> {
         let switch = env("BIR_OTLP");
         if switch.as_deref().is_some_and(is_off) {
             return Ok(None);
@@ -256,7 +256,7 @@ impl OtlpConfig {
 /// `service.name`, bir's version and SDK keys, the host, then the user's
 /// own attributes in the order given (theirs win over nothing of ours
 /// but `service.name`, which has its own precedence).
-pub fn resource_attributes(
+pub(crate) fn resource_attributes(
     service_name: &str,
     host_name: Option<String>,
     extra: &[(String, String)],
@@ -287,7 +287,7 @@ pub fn resource_attributes(
 
 /// `base` + `/v1/traces` with exactly one `/` between them; a URL that
 /// already ends in `/v1/traces` is kept.
-pub fn traces_url(base: &str) -> String {
+pub(crate) fn traces_url(base: &str) -> String {
     let base = base.trim();
     if base.trim_end_matches('/').ends_with(TRACES_PATH) {
         return base.trim_end_matches('/').to_owned();
@@ -297,7 +297,7 @@ pub fn traces_url(base: &str) -> String {
 
 /// `k1=v1,k2=v2` (W3C baggage style, percent-decoded, `;` metadata not
 /// supported); `None` when any member is not `k=v` with a non-empty key.
-pub fn parse_pairs(s: &str) -> Option<Vec<(String, String)>> {
+pub(crate) fn parse_pairs(s: &str) -> Option<Vec<(String, String)>> {
     let mut out = Vec::new();
     for member in s.split(',') {
         if member.trim().is_empty() {

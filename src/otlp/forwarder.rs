@@ -85,7 +85,7 @@ struct Gathering {
     given_up: bool,
 }
 
-pub struct OtlpForwarder {
+pub(crate) struct OtlpForwarder {
     shared: Arc<Shared>,
     runs: HashMap<String, Gathering>,
     content: bool,
@@ -100,14 +100,14 @@ impl std::fmt::Debug for OtlpForwarder {
 impl OtlpForwarder {
     /// The exporter the environment asks for, if any; a configuration
     /// problem is logged (once, here) and export stays off.
-    pub fn from_env() -> Option<OtlpForwarder> {
+    pub(crate) fn from_env() -> Option<OtlpForwarder> {
         let cfg = OtlpForwarder::config_from_env()?;
         OtlpForwarder::start(cfg, Store::open_default().ok())
     }
 
     /// The export's configuration from the environment; `None` when export
     /// is off, or asked for but impossible (said once, as a warning).
-    pub fn config_from_env() -> Option<OtlpConfig> {
+    pub(crate) fn config_from_env() -> Option<OtlpConfig> {
         match OtlpConfig::from_env() {
             Ok(cfg) => cfg,
             Err(msg) => {
@@ -119,7 +119,7 @@ impl OtlpForwarder {
 
     /// Starts the export thread; `store` is where exports are marked and
     /// the catch-up looks (none: no marks, no catch-up).
-    pub fn start(cfg: OtlpConfig, store: Option<Store>) -> Option<OtlpForwarder> {
+    pub(crate) fn start(cfg: OtlpConfig, store: Option<Store>) -> Option<OtlpForwarder> {
         let shared = Arc::new(Monitor::new(Sending::new(State::default())));
         let content = cfg.map.content;
         let worker = Arc::clone(&shared);

@@ -86,7 +86,7 @@ fn span(out: &mut String, s: &Span) {
 }
 
 /// The `ExportTraceServiceRequest` of `batch` as OTLP/JSON.
-pub fn encode(batch: Batch<'_>) -> Vec<u8> {
+pub(crate) fn encode(batch: Batch<'_>) -> Vec<u8> {
     let mut out = String::with_capacity(512 + batch.spans.len() * 1024);
     out.push_str("{\"resourceSpans\":[{\"resource\":{\"attributes\":");
     attributes(&mut out, batch.resource);
@@ -106,7 +106,7 @@ pub fn encode(batch: Batch<'_>) -> Vec<u8> {
 /// What an OTLP/JSON answer said: spans rejected and the message, read
 /// leniently (an empty body, `{}`, a null `partialSuccess`, unknown keys
 /// and otelite's own shape are all full success). `None`: not JSON.
-pub fn partial_success(answer: &[u8]) -> Option<(i64, String)> {
+pub(crate) fn partial_success(answer: &[u8]) -> Option<(i64, String)> {
     if answer.iter().all(u8::is_ascii_whitespace) {
         return Some((0, String::new()));
     }

@@ -32,12 +32,17 @@ fn marker(store: &Store, run_id: &str) -> PathBuf {
     store.dir().join(DIR).join(name)
 }
 
-pub fn is_exported(store: &Store, run_id: &str) -> bool {
+pub(crate) fn is_exported(store: &Store, run_id: &str) -> bool {
     marker(store, run_id).is_file()
 }
 
 /// Notes that `run_id` went out (`spans` spans, to `endpoint`).
-pub fn mark_exported(store: &Store, run_id: &str, spans: usize, endpoint: &str) -> io::Result<()> {
+pub(crate) fn mark_exported(
+    store: &Store,
+    run_id: &str,
+    spans: usize,
+    endpoint: &str,
+) -> io::Result<()> {
     let dir = store.dir().join(DIR);
     home::ensure_private_dir(&dir)?;
     let path = marker(store, run_id);
@@ -56,7 +61,7 @@ pub fn mark_exported(store: &Store, run_id: &str, spans: usize, endpoint: &str) 
 
 /// Removes the markers of runs no longer in the store (retention removed
 /// them): the ledger does not outgrow the store.
-pub fn prune(store: &Store) -> io::Result<usize> {
+pub(crate) fn prune(store: &Store) -> io::Result<usize> {
     let dir = store.dir().join(DIR);
     let Ok(entries) = std::fs::read_dir(&dir) else {
         return Ok(0);

@@ -38,7 +38,7 @@ use crate::record::store::LoadedRun;
 
 /// What the mapping may add beyond names and timings.
 #[derive(Debug, Clone, Default)]
-pub struct MapOptions {
+pub(crate) struct MapOptions {
     /// Prompts, answers, arguments and results (redacted, truncated).
     pub content: bool,
     /// `gen_ai.provider.name`; when `None`, `anthropic` for Claude Code
@@ -56,7 +56,7 @@ const MAX_STATUS_MESSAGE: usize = 256;
 /// from here; the journal keeps it with the call (`Step::traceparent`),
 /// and [`call_span_id`] gives the call's span that id back. Sampled
 /// (`01`): bir exports every run.
-pub fn relayed_call_traceparent(run_id: &str, n: u64) -> String {
+pub(crate) fn relayed_call_traceparent(run_id: &str, n: u64) -> String {
     let trace = trace_id(run_id);
     let span = span_id(run_id, "call", &format!("relay:{n}"));
     format!(
@@ -67,7 +67,7 @@ pub fn relayed_call_traceparent(run_id: &str, n: u64) -> String {
 }
 
 /// The trace and parent ids of a version-00 `traceparent`.
-pub fn parse_traceparent(text: &str) -> Option<([u8; 16], [u8; 8])> {
+pub(crate) fn parse_traceparent(text: &str) -> Option<([u8; 16], [u8; 8])> {
     let mut parts = text.split('-');
     let (version, trace, span, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -119,7 +119,7 @@ struct Connection<'a> {
 }
 
 /// `trace_id` of run `run_id`.
-pub fn trace_id(run_id: &str) -> [u8; 16] {
+pub(crate) fn trace_id(run_id: &str) -> [u8; 16] {
     let d = digest(&["bir.otlp.trace", run_id]);
     let mut id = [0u8; 16];
     id.copy_from_slice(&d[..16]);
@@ -128,7 +128,7 @@ pub fn trace_id(run_id: &str) -> [u8; 16] {
 }
 
 /// The span id of `what` (`root`, `call`, `agent`) named `key` in run `run_id`.
-pub fn span_id(run_id: &str, what: &str, key: &str) -> [u8; 8] {
+pub(crate) fn span_id(run_id: &str, what: &str, key: &str) -> [u8; 8] {
     let d = digest(&["bir.otlp.span", run_id, what, key]);
     let mut id = [0u8; 8];
     id.copy_from_slice(&d[..8]);
@@ -158,7 +158,7 @@ fn nonzero(id: &mut [u8]) {
 }
 
 /// Unix nanoseconds of an RFC 3339 time (0 when unreadable).
-pub fn unix_nanos(at: &str) -> u64 {
+pub(crate) fn unix_nanos(at: &str) -> u64 {
     let Some(secs) = crate::time::parse_rfc3339(at) else {
         return 0;
     };
@@ -189,7 +189,7 @@ struct Agent {
 /// The spans of `run` (only its `records` are read), root first; empty
 /// when it has no run header (nothing to name the trace by). Calls are
 /// paired as every reader pairs them ([`reader_calls`]).
-pub fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
+pub(crate) fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
     let Some(journal) = Journal::read(run) else {
         return Vec::new();
     };

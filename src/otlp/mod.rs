@@ -25,15 +25,15 @@
 //! gRPC is not spoken: `grpc` as the protocol is refused with a message
 //! that points at the receiver's OTLP/HTTP port (4318).
 
-pub mod catchup;
-pub mod client;
-pub mod config;
-pub mod forwarder;
-pub mod json;
-pub mod ledger;
-pub mod mapping;
-pub mod proto;
-pub mod span;
+pub(crate) mod catchup;
+pub(crate) mod client;
+pub(crate) mod config;
+pub(crate) mod forwarder;
+pub(crate) mod json;
+pub(crate) mod ledger;
+pub(crate) mod mapping;
+pub(crate) mod proto;
+pub(crate) mod span;
 
 #[cfg(test)]
 mod tests;

@@ -176,7 +176,7 @@ fn span(out: &mut Vec<u8>, s: &Span) {
 }
 
 /// The `ExportTraceServiceRequest` of `batch`.
-pub fn encode(batch: Batch<'_>) -> Vec<u8> {
+pub(crate) fn encode(batch: Batch<'_>) -> Vec<u8> {
     let mut out = Vec::with_capacity(256 + batch.spans.len() * 512);
     message(&mut out, REQUEST_RESOURCE_SPANS, |rs| {
         message(rs, RESOURCE_SPANS_RESOURCE, |r| {
@@ -199,7 +199,7 @@ pub fn encode(batch: Batch<'_>) -> Vec<u8> {
 
 /// What an `ExportTraceServiceResponse` said: spans rejected, and the
 /// receiver's message. `None` when the answer is not a readable message.
-pub fn partial_success(answer: &[u8]) -> Option<(i64, String)> {
+pub(crate) fn partial_success(answer: &[u8]) -> Option<(i64, String)> {
     let mut rejected = 0;
     let mut message = String::new();
     for (field, value) in Fields(answer) {

@@ -7,34 +7,34 @@
 
 /// `SpanKind` of `trace.proto` (integers on every wire).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpanKind {
+pub(crate) enum SpanKind {
     Internal = 1,
     Client = 3,
 }
 
 /// `Status.StatusCode`: bir leaves success UNSET, as the conventions ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusCode {
+pub(crate) enum StatusCode {
     Unset = 0,
     Error = 2,
 }
 
 /// A scalar attribute value (`AnyValue` without arrays, maps or bytes).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     Str(String),
     Bool(bool),
     Int(i64),
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct KeyValue {
+pub(crate) struct KeyValue {
     pub key: String,
     pub value: Value,
 }
 
 /// Builds a [`KeyValue`].
-pub fn kv(key: &str, value: impl Into<Value>) -> KeyValue {
+pub(crate) fn kv(key: &str, value: impl Into<Value>) -> KeyValue {
     KeyValue {
         key: key.to_owned(),
         value: value.into(),
@@ -64,14 +64,14 @@ impl From<i64> for Value {
 
 /// A span event (`Span.Event`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+pub(crate) struct Event {
     pub time_unix_nano: u64,
     pub name: String,
     pub attributes: Vec<KeyValue>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Span {
+pub(crate) struct Span {
     pub trace_id: [u8; 16],
     pub span_id: [u8; 8],
     /// `None` for the run's root span.
@@ -88,13 +88,13 @@ pub struct Span {
 }
 
 /// The instrumentation scope every span is sent under.
-pub const SCOPE_NAME: &str = "bir";
-pub const SCOPE_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const SCOPE_NAME: &str = "bir";
+pub(crate) const SCOPE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One request's worth: one resource, one scope, some spans. (OTLP allows
 /// several of each; bir never needs more than one.)
 #[derive(Debug, Clone, Copy)]
-pub struct Batch<'a> {
+pub(crate) struct Batch<'a> {
     pub resource: &'a [KeyValue],
     pub spans: &'a [Span],
 }

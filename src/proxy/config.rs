@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// BIR_UPSTREAM_CONNECT_TIMEOUT_MS (remote: default 10000), RUST_LOG
 /// (diagnostics on stderr, e.g. RUST_LOG=bir=debug).
 #[derive(FromArgs, Debug)]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     /// the server's name in logs and step reports (default: from the command)
     #[argh(option)]
     pub server_name: Option<String>,
@@ -80,10 +80,10 @@ pub struct ProxyArgs {
 }
 
 /// Default for `BIR_UPSTREAM_MAX_MESSAGE_BYTES`: 128 MiB.
-pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 128 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_MESSAGE_BYTES: u64 = 128 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
-pub struct ProxyConfig {
+pub(crate) struct ProxyConfig {
     /// The server's name in logs and step reports.
     pub server_name: Arc<str>,
     pub program: String,
@@ -108,7 +108,7 @@ pub struct ProxyConfig {
 
 /// Which remote transport to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TransportMode {
+pub(crate) enum TransportMode {
     /// Streamable HTTP, falling back to HTTP+SSE when the `initialize` POST
     /// is refused (`docs/proxy.md`).
     Auto,
@@ -120,7 +120,7 @@ pub enum TransportMode {
 
 /// A remote upstream (`--url`).
 #[derive(Clone)]
-pub struct UpstreamHttpConfig {
+pub(crate) struct UpstreamHttpConfig {
     pub url: url::Url,
     pub mode: TransportMode,
     /// Static headers (credentials): never logged, never recorded, sent
@@ -144,14 +144,14 @@ impl std::fmt::Debug for UpstreamHttpConfig {
 }
 
 /// Default for `BIR_UPSTREAM_CONNECT_TIMEOUT_MS`.
-pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
+pub(crate) const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 10_000;
 
 /// Why the configuration could not be built.
 #[derive(Debug)]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 impl ProxyConfig {
-    pub fn resolve(args: ProxyArgs) -> Result<ProxyConfig, UsageError> {
+    pub(crate) fn resolve(args: ProxyArgs) -> Result<ProxyConfig, UsageError> {
         let remote = match &args.url {
             Some(url) => {
                 if !args.command.is_empty() {
@@ -218,7 +218,7 @@ impl ProxyConfig {
     }
 
     /// The text every proxy-made failure answer carries.
-    pub fn unavailable_text(&self) -> String {
+    pub(crate) fn unavailable_text(&self) -> String {
         format!("MCP server \"{}\" is not available", self.server_name)
     }
 }
@@ -325,7 +325,7 @@ fn set_header(
 /// A name for the server when none is given: the script or package the
 /// command runs (`npx -y @scope/server-x@1.2` → `server-x`), else the
 /// program's name.
-pub fn derive_server_name(program: &str, args: &[String]) -> String {
+pub(crate) fn derive_server_name(program: &str, args: &[String]) -> String {
     const RUNNERS: &[&str] = &[
         "node", "nodejs", "npx", "bun", "bunx", "deno", "pnpm", "yarn", "python", "python3", "uv",
         "uvx", "pipx", "ruby", "java", "docker", "podman", "sh", "bash", "env",

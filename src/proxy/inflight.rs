@@ -33,18 +33,18 @@ use crate::jsonrpc::message::IdKey;
 use crate::observe::step::ObservedBody;
 
 /// The most unanswered requests kept per direction.
-pub const MAX_PENDING: usize = 10_000;
+pub(crate) const MAX_PENDING: usize = 10_000;
 /// The most request bytes kept for the recorder over all host requests in
 /// flight. With the framer's buffer (the message limit plus two reads) and
 /// the observer's queue, this keeps the proxy's peak memory within the
 /// message limit plus 16 MB however many large requests go unanswered.
-pub const HELD_BUDGET: usize = 4 * 1024 * 1024;
+pub(crate) const HELD_BUDGET: usize = 4 * 1024 * 1024;
 /// How many of the oldest host requests a full table forgets at once.
-pub const EVICT_BATCH: usize = MAX_PENDING / 10;
+pub(crate) const EVICT_BATCH: usize = MAX_PENDING / 10;
 
 /// A method name, without an allocation for the ones the proxy cares about.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MethodName {
+pub(crate) enum MethodName {
     Known(&'static str),
     Other(Box<str>),
 }
@@ -59,14 +59,14 @@ impl MethodName {
         "resources/read",
     ];
 
-    pub fn new(method: &str) -> MethodName {
+    pub(crate) fn new(method: &str) -> MethodName {
         match Self::KNOWN.iter().find(|k| **k == method) {
             Some(known) => MethodName::Known(known),
             None => MethodName::Other(method.into()),
         }
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             MethodName::Known(s) => s,
             MethodName::Other(s) => s,
@@ -86,7 +86,7 @@ impl PartialEq<&str> for MethodName {
 /// peer cannot pick colliding ids in advance; the tables are bounded
 /// ([`MAX_PENDING`]) besides.
 #[derive(Debug, Clone)]
-pub struct IdHashing {
+pub(crate) struct IdHashing {
     seed: u64,
 }
 
@@ -106,7 +106,7 @@ impl BuildHasher for IdHashing {
 }
 
 #[derive(Debug)]
-pub struct IdHasher(u64);
+pub(crate) struct IdHasher(u64);
 
 impl IdHasher {
     fn add(&mut self, word: u64) {
@@ -158,7 +158,7 @@ impl Hasher for IdHasher {
 
 /// A request from the host, relayed to the upstream.
 #[derive(Debug)]
-pub struct HostRequest {
+pub(crate) struct HostRequest {
     /// The id exactly as the host spelled it (echoed in proxy answers).
     pub raw_id: SmallBytes,
     pub method: MethodName,
@@ -189,7 +189,7 @@ pub struct HostRequest {
 
 /// A request the proxy sent to the upstream on its own behalf.
 #[derive(Debug)]
-pub struct OwnRequest {
+pub(crate) struct OwnRequest {
     /// Sent to the upstream once this request is answered.
     pub then_send: Option<Vec<u8>>,
     /// The answer goes to the lifecycle loop under this name
@@ -198,7 +198,7 @@ pub struct OwnRequest {
 }
 
 #[derive(Debug)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     upstream_alive: bool,
     /// One entry per id; the rare second request with an id already in
     /// flight waits in `host_dups` (answered first-in, first-out).
@@ -219,7 +219,7 @@ pub struct InFlight {
 
 /// What `insert_host` decided.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Recorded; relay the request.
     Relay,
     /// The upstream is dead: answer it yourself, do not relay.
@@ -233,7 +233,7 @@ impl Default for InFlight {
 }
 
 impl InFlight {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         InFlight {
             upstream_alive: true,
             host: HashMap::with_hasher(IdHashing::new()),
@@ -249,14 +249,14 @@ impl InFlight {
         }
     }
 
-    pub fn upstream_alive(&self) -> bool {
+    pub(crate) fn upstream_alive(&self) -> bool {
         self.upstream_alive
     }
 
     /// Records a host request about to be relayed; `read_at` is when the
     /// proxy read it; `keep` is the request line when the recorder wants
     /// it (copied whole or clipped, within [`HELD_BUDGET`]).
-    pub fn insert_host(
+    pub(crate) fn insert_host(
         &mut self,
         raw_id: &[u8],
         method: &str,
@@ -306,7 +306,7 @@ impl InFlight {
     /// Notes the `traceparent` the proxy added to the host request just
     /// admitted with `raw_id` (the latest with that id: a request whose id
     /// is in flight already waits last in `host_dups`).
-    pub fn note_traceparent(&mut self, raw_id: &[u8], traceparent: Box<str>) {
+    pub(crate) fn note_traceparent(&mut self, raw_id: &[u8], traceparent: Box<str>) {
         let key = IdKey::from_raw(raw_id);
         let latest = match self.host_dups.get_mut(&key).and_then(VecDeque::back_mut) {
             Some(dup) => Some(dup),
@@ -318,7 +318,7 @@ impl InFlight {
     }
 
     /// The upstream answered a host request: take it out.
-    pub fn answer_host(&mut self, raw_id: &[u8]) -> Option<HostRequest> {
+    pub(crate) fn answer_host(&mut self, raw_id: &[u8]) -> Option<HostRequest> {
         self.take_host(&IdKey::from_raw(raw_id))
     }
 
@@ -342,7 +342,7 @@ impl InFlight {
     /// for an id not in flight is ignored (nothing is kept for a request
     /// that may come later); one for a request already cancelled goes to
     /// the next request sharing its id, if any.
-    pub fn cancel_host(&mut self, raw_id: &[u8], at: Instant) {
+    pub(crate) fn cancel_host(&mut self, raw_id: &[u8], at: Instant) {
         let key = IdKey::from_raw(raw_id);
         match self.host.get_mut(&key) {
             Some(entry) if entry.cancelled_at.is_none() => entry.cancelled_at = Some(at),
@@ -360,7 +360,7 @@ impl InFlight {
     }
 
     /// Records a request from the upstream to the host.
-    pub fn insert_server(&mut self, raw_id: &[u8]) {
+    pub(crate) fn insert_server(&mut self, raw_id: &[u8]) {
         if self.server_count >= MAX_PENDING {
             // Server-to-host requests carry no timing we need; forget one.
             if let Some(key) = self.server.keys().next().cloned()
@@ -379,7 +379,7 @@ impl InFlight {
     }
 
     /// The host answered a request of the upstream.
-    pub fn answer_server(&mut self, raw_id: &[u8]) -> bool {
+    pub(crate) fn answer_server(&mut self, raw_id: &[u8]) -> bool {
         let key = IdKey::from_raw(raw_id);
         let Some(queue) = self.server.get_mut(&key) else {
             return false;
@@ -393,7 +393,7 @@ impl InFlight {
     }
 
     /// Records a request the proxy sends to the upstream itself.
-    pub fn insert_own(&mut self, id: &str, then_send: Option<Vec<u8>>) {
+    pub(crate) fn insert_own(&mut self, id: &str, then_send: Option<Vec<u8>>) {
         self.own.insert(
             IdKey::own(id),
             OwnRequest {
@@ -405,7 +405,7 @@ impl InFlight {
 
     /// Records a request the proxy sends itself whose answer the
     /// lifecycle loop wants (as `Event::OwnAnswer { id, .. }`).
-    pub fn insert_own_reported(&mut self, id: &'static str) {
+    pub(crate) fn insert_own_reported(&mut self, id: &'static str) {
         self.own.insert(
             IdKey::own(id),
             OwnRequest {
@@ -416,7 +416,7 @@ impl InFlight {
     }
 
     /// If `raw_id` answers one of the proxy's own requests, takes it.
-    pub fn answer_own(&mut self, raw_id: &[u8]) -> Option<OwnRequest> {
+    pub(crate) fn answer_own(&mut self, raw_id: &[u8]) -> Option<OwnRequest> {
         if self.own.is_empty() {
             return None;
         }
@@ -425,13 +425,13 @@ impl InFlight {
 
     /// The upstream is gone: no more requests are admitted, and every host
     /// request still pending is returned (oldest first) to be answered.
-    pub fn upstream_died(&mut self) -> Vec<HostRequest> {
+    pub(crate) fn upstream_died(&mut self) -> Vec<HostRequest> {
         self.upstream_alive = false;
         self.take_all_host()
     }
 
     /// A new upstream took over (after `--restart`).
-    pub fn upstream_restarted(&mut self) {
+    pub(crate) fn upstream_restarted(&mut self) {
         self.upstream_alive = true;
         self.server.clear();
         self.server_count = 0;
@@ -440,13 +440,13 @@ impl InFlight {
 
     /// How many unanswered requests were forgotten because the table was full.
     #[cfg(test)]
-    pub fn evicted(&self) -> u64 {
+    pub(crate) fn evicted(&self) -> u64 {
         self.evicted
     }
 
     /// Recorded `tools/call`s forgotten since the last call: their steps
     /// are lost, which the run must admit (it is then `lossy`).
-    pub fn take_evicted_calls(&mut self) -> u64 {
+    pub(crate) fn take_evicted_calls(&mut self) -> u64 {
         std::mem::take(&mut self.evicted_calls)
     }
 

@@ -55,7 +55,7 @@ const SCAN_RUNS: usize = 30;
 /// reinstalled or upgraded program is another version; a launcher such as
 /// `npx` that fetches a newer package is caught later, when the live tools
 /// differ). For a remote one: [`remote_digest`].
-pub fn command_digest(cfg: &ProxyConfig) -> String {
+pub(crate) fn command_digest(cfg: &ProxyConfig) -> String {
     if let Some(remote) = &cfg.upstream_http {
         return remote_digest(remote);
     }
@@ -72,7 +72,7 @@ pub fn command_digest(cfg: &ProxyConfig) -> String {
 /// headers sent. The digest is recorded in runs, so no credential may go
 /// into it, even hashed. A server upgraded behind the same URL is caught
 /// when the live tools differ.
-pub fn remote_digest(remote: &UpstreamHttpConfig) -> String {
+pub(crate) fn remote_digest(remote: &UpstreamHttpConfig) -> String {
     let mut url = remote.url.clone();
     let _ = url.set_username("");
     let _ = url.set_password(None);
@@ -118,7 +118,7 @@ fn is_executable(p: &Path) -> bool {
 
 /// The gate a lazy proxy starts with: answers from the last usable
 /// snapshot of this server, or `None` (start the server now).
-pub fn gate_for(cfg: &ProxyConfig) -> Option<LazyGate> {
+pub(crate) fn gate_for(cfg: &ProxyConfig) -> Option<LazyGate> {
     if !cfg.lazy {
         return None;
     }
@@ -154,7 +154,7 @@ pub fn gate_for(cfg: &ProxyConfig) -> Option<LazyGate> {
 /// The answers a lazy proxy gives in place of a server not yet started
 /// (made from the last usable snapshot of the same server).
 #[derive(Debug, Clone)]
-pub struct LazyGate {
+pub(crate) struct LazyGate {
     /// The protocol version the snapshot was taken with: a host asking
     /// for another one gets the real server.
     pub protocol_version: String,
@@ -172,7 +172,7 @@ pub struct LazyGate {
 
 /// One page of a list, as the server answered it.
 #[derive(Debug, Clone)]
-pub struct CachedPage {
+pub(crate) struct CachedPage {
     /// The cursor it answers (canonical JSON); `None`: the first page.
     pub cursor: Option<Vec<u8>>,
     /// The whole `result`, as JSON text.
@@ -180,7 +180,7 @@ pub struct CachedPage {
 }
 
 /// The list methods a lazy proxy can answer.
-pub const LIST_METHODS: [&str; 4] = [
+pub(crate) const LIST_METHODS: [&str; 4] = [
     "tools/list",
     "prompts/list",
     "resources/list",
@@ -190,7 +190,7 @@ pub const LIST_METHODS: [&str; 4] = [
 impl LazyGate {
     /// The answer (`result` text) to `method` asked with `cursor` (the
     /// request's `params.cursor`, canonical JSON), if the snapshot has it.
-    pub fn page(&self, method: &str, cursor: Option<&[u8]>) -> Option<&str> {
+    pub(crate) fn page(&self, method: &str, cursor: Option<&[u8]>) -> Option<&str> {
         self.lists
             .get(method)?
             .iter()
@@ -207,7 +207,7 @@ struct ListParams<'a> {
 
 /// A list request's `params.cursor`, canonical JSON (`None`: the first
 /// page). `Err`: params the proxy cannot read (the server will answer).
-pub fn list_cursor(params: Option<&RawValue>) -> Result<Option<Vec<u8>>, ()> {
+pub(crate) fn list_cursor(params: Option<&RawValue>) -> Result<Option<Vec<u8>>, ()> {
     let Some(params) = params else {
         return Ok(None);
     };
@@ -298,7 +298,7 @@ fn gate_of(s: &ServerSnapshot) -> Option<LazyGate> {
 /// page differs (its tools, or the cursor to the next one); pages the
 /// snapshot does not hold were never given, so the walk stops there.
 #[derive(Debug)]
-pub struct ToolsCheck {
+pub(crate) struct ToolsCheck {
     given: Vec<CachedPage>,
     /// The cursor of the page asked for (`None`: the first).
     asking: Option<Vec<u8>>,
@@ -309,7 +309,7 @@ pub struct ToolsCheck {
 
 /// What the lifecycle loop does with a live page of tools.
 #[derive(Debug, PartialEq, Eq)]
-pub enum CheckStep {
+pub(crate) enum CheckStep {
     /// Same as what the host was given, as far as it was given.
     Same,
     /// Different: tell the host.
@@ -320,7 +320,7 @@ pub enum CheckStep {
 
 impl ToolsCheck {
     /// A check against the `tools/list` pages of `gate`, if it has any.
-    pub fn of(gate: &LazyGate) -> Option<ToolsCheck> {
+    pub(crate) fn of(gate: &LazyGate) -> Option<ToolsCheck> {
         let given = gate.lists.get("tools/list")?.clone();
         Some(ToolsCheck {
             given,
@@ -332,7 +332,7 @@ impl ToolsCheck {
     /// The live server's answer (the whole line) to the page asked for.
     /// An answer that cannot be read counts as different: the host asking
     /// again costs little, missing a change costs much.
-    pub fn on_answer(&mut self, answer: &[u8]) -> CheckStep {
+    pub(crate) fn on_answer(&mut self, answer: &[u8]) -> CheckStep {
         let Some(cached) = self
             .given
             .iter()

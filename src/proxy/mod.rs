@@ -42,18 +42,18 @@
 //!   the host ended the session (signal, end of input), nothing is added.
 
 pub(crate) mod binding;
-pub mod config;
-pub mod inflight;
-pub mod lazy;
-pub mod modern;
+pub(crate) mod config;
+pub(crate) mod inflight;
+pub(crate) mod lazy;
+pub(crate) mod modern;
 pub(crate) mod off_gate;
 pub(crate) mod passthrough;
-pub mod relay;
-pub mod signals;
-pub mod sse;
-pub mod traceparent;
-pub mod upstream;
-pub mod upstream_http;
+pub(crate) mod relay;
+pub(crate) mod signals;
+pub(crate) mod sse;
+pub(crate) mod traceparent;
+pub(crate) mod upstream;
+pub(crate) mod upstream_http;
 
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -105,7 +105,7 @@ const OBSERVER_DEADLINE_SIGNALLED: Duration = Duration::from_millis(350);
 
 /// What the lifecycle loop reacts to.
 #[derive(Debug)]
-pub enum Event {
+pub(crate) enum Event {
     /// The proxy received a signal to pass on.
     Signal(i32),
     /// The host closed the proxy's stdin.
@@ -133,7 +133,7 @@ const LAZY_INIT_ID: &str = "bir:lazy-initialize";
 const LAZY_TOOLS_ID: &str = "bir:lazy-tools";
 
 /// Runs `bir-proxy` with the arguments after the program name.
-pub fn main(args: &[String]) -> Exit {
+pub(crate) fn main(args: &[String]) -> Exit {
     let parsed: ProxyArgs = match parse_args(Role::Proxy.program_name(), args) {
         Ok(p) => p,
         Err(exit) => return exit,

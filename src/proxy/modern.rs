@@ -15,14 +15,14 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-pub const VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// Tool name → (argument path, header token).
-pub type ParamHeaders = HashMap<String, Vec<(Vec<String>, String)>>;
+pub(crate) type ParamHeaders = HashMap<String, Vec<(Vec<String>, String)>>;
 
 /// The headers for a host request line, or `None` when it is not a
 /// 2026-07-28 request.
-pub fn headers_for(line: &[u8], params: &ParamHeaders) -> Option<Vec<(String, String)>> {
+pub(crate) fn headers_for(line: &[u8], params: &ParamHeaders) -> Option<Vec<(String, String)>> {
     // Cheap test first: a legacy request (often large) is never parsed.
     memchr::memmem::find(line, VERSION_META_KEY.as_bytes())?;
     let msg: Map<String, Value> = serde_json::from_slice(line).ok()?;
@@ -59,14 +59,14 @@ pub fn headers_for(line: &[u8], params: &ParamHeaders) -> Option<Vec<(String, St
 }
 
 /// The `requestId` of a `notifications/cancelled` line (raw JSON).
-pub fn cancelled_request(line: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn cancelled_request(line: &[u8]) -> Option<Vec<u8>> {
     let msg: Map<String, Value> = serde_json::from_slice(line).ok()?;
     let id = msg.get("params")?.get("requestId")?;
     serde_json::to_vec(id).ok()
 }
 
 /// The `x-mcp-header` annotations of every tool in a `tools/list` answer.
-pub fn param_headers_of(answer: &[u8]) -> ParamHeaders {
+pub(crate) fn param_headers_of(answer: &[u8]) -> ParamHeaders {
     let mut out = ParamHeaders::new();
     let Ok(msg) = serde_json::from_slice::<Value>(answer) else {
         return out;
@@ -131,7 +131,7 @@ fn render(v: &Value) -> Option<String> {
 
 /// The value itself when it survives an HTTP field unchanged, else the
 /// `=?base64?…?=` sentinel form.
-pub fn encode(value: &str) -> String {
+pub(crate) fn encode(value: &str) -> String {
     let safe = value.bytes().all(|b| (0x20..=0x7e).contains(&b))
         && value == value.trim()
         && !(value.starts_with("=?base64?") && value.ends_with("?="));

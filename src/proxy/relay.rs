@@ -102,7 +102,7 @@ fn write_counting(out: &mut File, mut bytes: &[u8]) -> io::Result<()> {
 /// it together with `inflight`; nothing takes `host_out` while holding
 /// `upstream_in`; and `inflight` is never held together with `host_out` or
 /// `upstream_in`.
-pub struct Shared {
+pub(crate) struct Shared {
     /// The proxy's configuration (immutable).
     pub cfg: ProxyConfig,
     /// The proxy's stdout, the only writer of it (see [`HostOut`]).
@@ -128,7 +128,7 @@ pub struct Shared {
 
 /// A lazy proxy's state (see [`Shared::lazy`]).
 #[derive(Debug, Default)]
-pub struct LazyState {
+pub(crate) struct LazyState {
     /// Set while the server is not started: the host is answered from it.
     pub dormant: Option<LazyGate>,
     /// The host's `initialize` was answered from the snapshot: the server,
@@ -141,7 +141,7 @@ pub struct LazyState {
 
 /// The host's `initialize` request and `notifications/initialized`, as sent.
 #[derive(Debug, Default)]
-pub struct Handshake {
+pub(crate) struct Handshake {
     pub initialize: Option<Vec<u8>>,
     pub initialized: Option<Vec<u8>>,
 }
@@ -154,7 +154,7 @@ pub struct Handshake {
 /// request that line would have answered, a restarted server's first line)
 /// would be glued to that fragment and lost with it in the host's parser.
 /// So the line is ended first: one `\n` added, never a byte changed.
-pub struct HostOut {
+pub(crate) struct HostOut {
     out: ManuallyDrop<File>,
     broken: bool,
     /// The last byte written was not a `\n`.
@@ -163,7 +163,7 @@ pub struct HostOut {
 
 impl HostOut {
     /// Takes over file descriptor 1. Only one `HostOut` may exist.
-    pub fn stdout() -> HostOut {
+    pub(crate) fn stdout() -> HostOut {
         // SAFETY: fd 1 is open for the life of the process; ManuallyDrop
         // keeps this File from closing it.
         let out = ManuallyDrop::new(unsafe { File::from_raw_fd(1) });
@@ -177,7 +177,7 @@ impl HostOut {
     /// Writes whole messages (ending an open line first). Once the host has
     /// gone away, further writes are dropped (and reported once, by the
     /// caller).
-    pub fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         if self.broken {
             return Err(io::Error::new(
                 io::ErrorKind::BrokenPipe,
@@ -207,7 +207,7 @@ impl HostOut {
     /// as a server closing its stdout would have. Descriptor 1 stays taken
     /// (by `/dev/null`), so no file opened later can land on it; every
     /// later write fails as for a host that went away.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         self.broken = true;
         Self::close_descriptor();
     }
@@ -235,7 +235,7 @@ impl Shared {
         self.cfg.lazy.then(|| lock(&self.lazy))
     }
 
-    pub fn new(cfg: ProxyConfig, observer: Observer) -> Shared {
+    pub(crate) fn new(cfg: ProxyConfig, observer: Observer) -> Shared {
         Shared {
             cfg,
             host_out: Mutex::new(HostOut::stdout()),
@@ -265,7 +265,7 @@ impl Shared {
     /// pump's later writes, if its write ever returns, go to `/dev/null`)
     /// and `false` says that what the pump was writing will not be
     /// observed.
-    pub fn close_host(&self) -> bool {
+    pub(crate) fn close_host(&self) -> bool {
         self.close_host_within(HOST_WRITE_PATIENCE, false)
     }
 
@@ -309,7 +309,7 @@ impl Shared {
     }
 
     /// Writes a message the proxy made to the host.
-    pub fn write_to_host(&self, bytes: &[u8], events: &Sender<Event>) {
+    pub(crate) fn write_to_host(&self, bytes: &[u8], events: &Sender<Event>) {
         if lock(&self.host_out).write_all(bytes).is_err() {
             let _ = events.send(Event::HostGone);
         }
@@ -318,7 +318,7 @@ impl Shared {
 
     /// Writes to the upstream's stdin. A failure means the upstream is
     /// gone; the lifecycle loop learns that from the process itself.
-    pub fn write_to_upstream(&self, bytes: &[u8]) -> bool {
+    pub(crate) fn write_to_upstream(&self, bytes: &[u8]) -> bool {
         let mut guard = lock(&self.upstream_in);
         let Some(stdin) = guard.as_mut() else {
             return false;
@@ -332,7 +332,7 @@ impl Shared {
     }
 
     /// The answer the proxy gives in place of an upstream that is gone.
-    pub fn unavailable_answer(&self, request: &HostRequest) -> Vec<u8> {
+    pub(crate) fn unavailable_answer(&self, request: &HostRequest) -> Vec<u8> {
         let text = self.cfg.unavailable_text();
         if request.method == "tools/call" {
             message::tool_error_result(&request.raw_id, &text)
@@ -346,7 +346,7 @@ impl Shared {
     /// `cancelled`, ended when the host cancelled it: the host stopped
     /// waiting then, and a server that honours the cancel never answers,
     /// so how the session went on says nothing about the call.
-    pub fn observe_unanswered_call(
+    pub(crate) fn observe_unanswered_call(
         &self,
         request: HostRequest,
         outcome: CallOutcome,
@@ -530,7 +530,7 @@ fn write_pieces(
 // ---------------------------------------------------------------------------
 
 /// Relays the host's stdin to the upstream until end of input.
-pub fn pump_host(shared: &Shared, events: &Sender<Event>) {
+pub(crate) fn pump_host(shared: &Shared, events: &Sender<Event>) {
     // SAFETY: fd 0 is open for the life of the process; ManuallyDrop keeps
     // this File from closing it.
     let mut input = ManuallyDrop::new(unsafe { File::from_raw_fd(0) });
@@ -945,7 +945,7 @@ fn host_batch(
 // ---------------------------------------------------------------------------
 
 /// Relays one upstream's stdout to the host until it closes.
-pub fn pump_upstream(
+pub(crate) fn pump_upstream(
     shared: &Shared,
     events: &Sender<Event>,
     mut from: impl io::Read,

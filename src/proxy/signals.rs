@@ -11,7 +11,8 @@ use std::thread;
 use super::Event;
 
 /// The signals a host uses to stop a server; each is passed on to it.
-pub const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+pub(crate) const FORWARDED: [libc::c_int; 4] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 fn forwarded_set() -> libc::sigset_t {
     // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t.
@@ -27,7 +28,7 @@ fn forwarded_set() -> libc::sigset_t {
 
 /// Blocks the forwarded signals in the calling thread. Call before starting
 /// any other thread, so that all of them inherit the mask.
-pub fn block_forwarded() {
+pub(crate) fn block_forwarded() {
     let set = forwarded_set();
     // SAFETY: `set` is a valid, initialised signal set.
     let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
@@ -37,7 +38,7 @@ pub fn block_forwarded() {
 }
 
 /// Starts the thread that turns signals into [`Event::Signal`].
-pub fn spawn_watcher(events: Sender<Event>) {
+pub(crate) fn spawn_watcher(events: Sender<Event>) {
     let spawned = thread::Builder::new()
         .name("bir-signals".into())
         .stack_size(64 * 1024)
@@ -62,7 +63,7 @@ pub fn spawn_watcher(events: Sender<Event>) {
 
 /// Sends `sig` to the upstream's whole process group (the child was made a
 /// group leader, so helpers it started — `npx` → `node` — get it too).
-pub fn send_to_group(pgid: i32, sig: libc::c_int) {
+pub(crate) fn send_to_group(pgid: i32, sig: libc::c_int) {
     if pgid <= 0 {
         return;
     }
@@ -74,7 +75,7 @@ pub fn send_to_group(pgid: i32, sig: libc::c_int) {
 
 /// Ends the process by `sig`, as the wrapped server ended. Returns only if
 /// the signal does not terminate (then the caller exits with 128+sig).
-pub fn die_of(sig: libc::c_int) {
+pub(crate) fn die_of(sig: libc::c_int) {
     // SAFETY: plain libc calls on valid, local arguments. Core dumps are
     // switched off first: the crash was the server's, not the proxy's.
     unsafe {
@@ -97,7 +98,7 @@ pub fn die_of(sig: libc::c_int) {
 /// then ends its session the way it ends at the end of its input — its run
 /// finished and journaled — instead of dying mid-session: hosts stop their
 /// servers with SIGINT or SIGTERM rather than by closing their input.
-pub struct InputUntilSignal {
+pub(crate) struct InputUntilSignal {
     rx: std::sync::mpsc::Receiver<Option<Vec<u8>>>,
     pending: Vec<u8>,
     at: usize,
@@ -109,7 +110,7 @@ impl InputUntilSignal {
     /// Blocks the forwarded signals in the calling thread (call it before
     /// starting any other thread, which then inherits the mask) and starts
     /// the stdin reader and the signal watcher.
-    pub fn start() -> InputUntilSignal {
+    pub(crate) fn start() -> InputUntilSignal {
         use std::io::Read;
         use std::sync::atomic::{AtomicI32, Ordering};
         block_forwarded();
@@ -156,7 +157,7 @@ impl InputUntilSignal {
     }
 
     /// The signal that ended the input, if one did.
-    pub fn signal(&self) -> Option<libc::c_int> {
+    pub(crate) fn signal(&self) -> Option<libc::c_int> {
         let sig = self.signal.load(std::sync::atomic::Ordering::SeqCst);
         (sig != 0).then_some(sig)
     }

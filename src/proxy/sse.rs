@@ -22,7 +22,7 @@ const SMALL_FIELD: usize = 4096;
 
 /// One dispatched event.
 #[derive(Debug, Default)]
-pub struct SseEvent {
+pub(crate) struct SseEvent {
     /// The `id` field, when the event carried one.
     pub id: Option<String>,
     /// The `event` field (`message` when absent).
@@ -38,13 +38,13 @@ pub struct SseEvent {
 }
 
 impl SseEvent {
-    pub fn data_len(&self) -> u64 {
+    pub(crate) fn data_len(&self) -> u64 {
         self.summary.as_ref().map_or(0, |s| s.len)
     }
 }
 
 /// Reads events from an SSE body.
-pub struct SseReader<R> {
+pub(crate) struct SseReader<R> {
     inner: R,
     max: u64,
     /// The previous line ended with `\r`: a following `\n` belongs to it.
@@ -63,7 +63,7 @@ enum Field {
 }
 
 impl<R: BufRead> SseReader<R> {
-    pub fn new(inner: R, max: u64) -> SseReader<R> {
+    pub(crate) fn new(inner: R, max: u64) -> SseReader<R> {
         SseReader {
             inner,
             max,
@@ -72,7 +72,7 @@ impl<R: BufRead> SseReader<R> {
     }
 
     /// The next event; `None` at the end of the stream.
-    pub fn next_event(&mut self) -> io::Result<Option<SseEvent>> {
+    pub(crate) fn next_event(&mut self) -> io::Result<Option<SseEvent>> {
         let mut event = SseEvent::default();
         let mut scanner = LineScanner::new();
         let mut data_lines = 0u64;

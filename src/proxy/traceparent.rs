@@ -29,13 +29,13 @@ use crate::otlp::mapping::relayed_call_traceparent;
 
 /// The run the `traceparent`s name, and how many calls were given one.
 #[derive(Debug)]
-pub struct Traceparent {
+pub(crate) struct Traceparent {
     run_id: String,
     relayed: AtomicU64,
 }
 
 impl Traceparent {
-    pub fn new(run_id: String) -> Traceparent {
+    pub(crate) fn new(run_id: String) -> Traceparent {
         Traceparent {
             run_id,
             relayed: AtomicU64::new(0),
@@ -44,7 +44,7 @@ impl Traceparent {
 
     /// `line` (a host's `tools/call`) with its `traceparent` added, and
     /// that `traceparent`; `None` when the line is relayed as it is.
-    pub fn inject(&self, line: &[u8]) -> Option<(Vec<u8>, Box<str>)> {
+    pub(crate) fn inject(&self, line: &[u8]) -> Option<(Vec<u8>, Box<str>)> {
         // Numbered in the order the host pump relays them (one thread):
         // each call of the run gets a span id of its own.
         let n = self.relayed.fetch_add(1, Ordering::Relaxed) + 1;

@@ -25,7 +25,7 @@ use std::thread;
 use super::config::ProxyConfig;
 
 /// A started upstream and its pipes.
-pub struct Spawned {
+pub(crate) struct Spawned {
     pub child: Child,
     /// Process id, which is also its process-group id.
     pub pid: i32,
@@ -35,7 +35,7 @@ pub struct Spawned {
 }
 
 /// Starts the upstream server.
-pub fn spawn(cfg: &ProxyConfig) -> io::Result<Spawned> {
+pub(crate) fn spawn(cfg: &ProxyConfig) -> io::Result<Spawned> {
     let mut cmd = Command::new(&cfg.program);
     cmd.args(&cfg.args)
         .stdin(Stdio::piped())
@@ -185,7 +185,7 @@ unsafe fn close_all_but(keep: libc::c_int) {
 /// directory" of a script whose `#!` interpreter is missing (the script is
 /// right there) and of a name not on PATH, "Permission denied" of a
 /// directory; the file, or the PATH, is what to fix.
-pub fn start_error(program: &str, err: &io::Error) -> String {
+pub(crate) fn start_error(program: &str, err: &io::Error) -> String {
     let hint = match locate(program) {
         Some(path) => what_is_wrong(&path, err),
         None if err.kind() == io::ErrorKind::NotFound => {
@@ -271,7 +271,7 @@ fn enlarge_pipe(pipe: &impl std::os::fd::AsRawFd) {
 /// proxy waits on it, bounded, before it exits, because a server's last
 /// lines (why it failed) are the ones a user needs, and a proxy that exits
 /// first loses whatever the copier had not written yet.
-pub fn spawn_stderr_copier(name: &str, mut from: ChildStderr) -> Receiver<()> {
+pub(crate) fn spawn_stderr_copier(name: &str, mut from: ChildStderr) -> Receiver<()> {
     let prefix = format!("[{name}] ").into_bytes();
     let (copying, copied) = mpsc::channel::<()>();
     let spawned = thread::Builder::new()

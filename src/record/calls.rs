@@ -30,7 +30,7 @@ use super::store::LoadedRun;
 /// One tool call: its two records (either may be missing in a run that
 /// was cut short).
 #[derive(Debug, Default, Clone)]
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     pub selected: Option<&'a Step>,
     pub response: Option<&'a Step>,
     /// The first `stepIndex` of the call: its place in the true order.
@@ -49,7 +49,7 @@ pub struct Call<'a> {
 
 impl<'a> Call<'a> {
     /// The record that names the call (both carry the same identity).
-    pub fn any(&self) -> Option<&'a Step> {
+    pub(crate) fn any(&self) -> Option<&'a Step> {
         self.selected.or(self.response)
     }
 }
@@ -57,7 +57,7 @@ impl<'a> Call<'a> {
 /// The calls of `run`, paired and numbered for a reader, in the order they
 /// began (by their first `stepIndex`, then journal position). A child's
 /// `parent` indexes this same list.
-pub fn reader_calls(run: &LoadedRun) -> Vec<Call<'_>> {
+pub(crate) fn reader_calls(run: &LoadedRun) -> Vec<Call<'_>> {
     let mut steps: Vec<(u64, &Step)> = Vec::new();
     let mut turns: Vec<(u64, u32)> = Vec::new();
     for r in &run.records {

@@ -21,14 +21,14 @@ const WATERMARK_MARGIN: Duration = Duration::from_secs(2);
 
 /// Whether background catch-up is switched off (`BIR_AUTO_SYNC=off` or
 /// `0`; one switch for every destination).
-pub fn switched_off() -> bool {
+pub(crate) fn switched_off() -> bool {
     std::env::var("BIR_AUTO_SYNC").is_ok_and(|v| matches!(v.trim(), "off" | "0"))
 }
 
 /// The journals one pass has still to look at, and where its watermark
 /// goes if it completes.
 #[derive(Debug)]
-pub struct JournalPass {
+pub(crate) struct JournalPass {
     /// The watermark's file name in the store.
     watermark: &'static str,
     /// Journals not looked at yet, with their last write, newest first
@@ -41,7 +41,7 @@ pub struct JournalPass {
 impl JournalPass {
     /// A pass over the journals of `store` written since its last complete
     /// pass (all of them when `watermark` is missing or unreadable).
-    pub fn begin(store: &Store, watermark: &'static str) -> JournalPass {
+    pub(crate) fn begin(store: &Store, watermark: &'static str) -> JournalPass {
         let started = SystemTime::now();
         let since = store.read_watermark(watermark);
         let mut queue = store.journals_written_after(since).unwrap_or_default();
@@ -58,18 +58,18 @@ impl JournalPass {
     }
 
     /// The next journal to look at, oldest first, with its last write.
-    pub fn next(&mut self) -> Option<(SystemTime, PathBuf)> {
+    pub(crate) fn next(&mut self) -> Option<(SystemTime, PathBuf)> {
         self.queue.pop()
     }
 
     /// Whether journals are left to look at.
-    pub fn has_more(&self) -> bool {
+    pub(crate) fn has_more(&self) -> bool {
         !self.queue.is_empty()
     }
 
     /// A journal last written at `written` was not sent now (it is being
     /// recorded): the watermark stays below it, so the next pass sees it.
-    pub fn look_again(&mut self, written: SystemTime) {
+    pub(crate) fn look_again(&mut self, written: SystemTime) {
         let before = written
             .checked_sub(Duration::from_millis(1))
             .unwrap_or(written);
@@ -77,7 +77,7 @@ impl JournalPass {
     }
 
     /// Every journal was looked at: the watermark moves up.
-    pub fn complete(&self, store: &Store) {
+    pub(crate) fn complete(&self, store: &Store) {
         if let Err(err) = store.write_watermark(self.watermark, self.low_water) {
             log::debug!(
                 "catch-up: the watermark {} was not saved: {err}",
@@ -88,7 +88,7 @@ impl JournalPass {
 
     /// The file names still to look at, oldest first (tests).
     #[cfg(test)]
-    pub fn remaining(&self) -> Vec<String> {
+    pub(crate) fn remaining(&self) -> Vec<String> {
         self.queue
             .iter()
             .rev()

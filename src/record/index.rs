@@ -56,7 +56,7 @@ const PROMPT_CHARS: usize = 1000;
 /// when it was read (to tell when the summary went stale).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct RunSummary {
+pub(crate) struct RunSummary {
     /// The journal's file name in the runs directory.
     pub file: String,
     pub size: u64,
@@ -163,7 +163,7 @@ impl From<ToolRow> for ToolUse {
 /// sessions alone (the runs bir's replay, verify and mock made are
 /// hidden), every run, or one origin.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Origins {
+pub(crate) enum Origins {
     #[default]
     Agents,
     All,
@@ -172,14 +172,14 @@ pub enum Origins {
 
 impl Origins {
     /// The origin `word` names: `agent`, or `replay`, `verify`, `mock`.
-    pub fn parse(word: &str) -> Option<Origins> {
+    pub(crate) fn parse(word: &str) -> Option<Origins> {
         match word {
             "agent" => Some(Origins::Agents),
             other => MadeBy::parse(other).map(Origins::Only),
         }
     }
 
-    pub fn keeps(self, s: &RunSummary) -> bool {
+    pub(crate) fn keeps(self, s: &RunSummary) -> bool {
         match self {
             Origins::Agents => s.is_agent_session(),
             Origins::All => true,
@@ -192,13 +192,13 @@ impl RunSummary {
     /// Whether the run records an agent's session (or a host's calls
     /// through a proxy) rather than a run bir's own replay, verify or mock
     /// made: the runs `latest` names and `bir runs` lists by default.
-    pub fn is_agent_session(&self) -> bool {
+    pub(crate) fn is_agent_session(&self) -> bool {
         self.origin.is_none()
     }
 
     /// `finished`, `interrupted` (no writer holds an unfinished journal:
     /// it never will be finished) or `open`, then `,lossy` when it is.
-    pub fn state(&self) -> String {
+    pub(crate) fn state(&self) -> String {
         let mut s = String::from(if self.finished {
             "finished"
         } else if self.held {
@@ -222,7 +222,7 @@ impl RunSummary {
 /// summary fresh: taken from the index where it still describes its
 /// journal, else read from the journal. Saves the refreshed index when
 /// anything changed and no other writer holds it.
-pub fn summaries(dir: &Path) -> io::Result<Vec<RunSummary>> {
+pub(crate) fn summaries(dir: &Path) -> io::Result<Vec<RunSummary>> {
     let mut cached = load(dir);
     let mut fresh: Vec<RunSummary> = Vec::new();
     let mut stale: Vec<(String, fs::Metadata)> = Vec::new();
@@ -319,7 +319,7 @@ fn summarize_all(dir: &Path, journals: Vec<(String, fs::Metadata)>) -> Vec<RunSu
 
 /// Reads the journal at `path` (listed as `name` with `meta`) into its
 /// summary, skipping every payload (arguments, results) unparsed.
-pub fn summarize(path: &Path, name: &str, meta: &fs::Metadata) -> io::Result<RunSummary> {
+pub(crate) fn summarize(path: &Path, name: &str, meta: &fs::Metadata) -> io::Result<RunSummary> {
     let read = journal::read(path)?;
     let mut s = RunSummary {
         file: name.to_owned(),

@@ -27,27 +27,27 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 /// How a journal's file name ends (`<run id>.journal`).
-pub const JOURNAL_SUFFIX: &str = ".journal";
+pub(crate) const JOURNAL_SUFFIX: &str = ".journal";
 
 /// The largest record the reader accepts (a sanity bound on `len`).
-pub const MAX_RECORD: u32 = 64 * 1024 * 1024;
+pub(crate) const MAX_RECORD: u32 = 64 * 1024 * 1024;
 
 /// An open journal file being appended to.
-pub trait JournalFile: Send {
+pub(crate) trait JournalFile: Send {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
     fn sync(&mut self) -> io::Result<()>;
 }
 
 /// Where journals live. The real implementation is the file system;
 /// tests substitute one that fails on demand.
-pub trait Storage: Send + Sync {
+pub(crate) trait Storage: Send + Sync {
     /// Opens (creating if needed, 0600, never through a symlink) a journal
     /// for appending.
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn JournalFile>>;
 }
 
 /// The file system.
-pub struct DiskStorage;
+pub(crate) struct DiskStorage;
 
 struct DiskJournal(File);
 
@@ -120,7 +120,7 @@ fn open_as_writer(path: &Path, create: Create) -> io::Result<Option<DiskJournal>
 /// proxy that recorded it (`bir sync` noting an acknowledgement, retention
 /// deleting it): `Ok(None)` while its recorder (or another bir) holds it,
 /// so a live run is left alone. Never creates the file.
-pub fn claim(path: &Path) -> io::Result<Option<Box<dyn JournalFile>>> {
+pub(crate) fn claim(path: &Path) -> io::Result<Option<Box<dyn JournalFile>>> {
     Ok(open_as_writer(path, Create::No)?.map(|j| Box::new(j) as Box<dyn JournalFile>))
 }
 
@@ -128,7 +128,7 @@ pub fn claim(path: &Path) -> io::Result<Option<Box<dyn JournalFile>>> {
 /// or another bir is sending it): a shared lock cannot be had while the
 /// writer's exclusive one is held, and is released at once otherwise.
 /// `false` for a journal that cannot be opened.
-pub fn is_held(path: &Path) -> bool {
+pub(crate) fn is_held(path: &Path) -> bool {
     let Ok(file) = crate::home::open_regular(OpenOptions::new().read(true), path) else {
         return false;
     };
@@ -167,7 +167,7 @@ pub fn frame(payload: &[u8]) -> Vec<u8> {
 /// length and checksum go in front once it is written, so the payload is
 /// neither copied nor grown into a second buffer (the recorder frames every
 /// record it writes). `capacity` is a guess at the payload's size.
-pub fn frame_with<E>(
+pub(crate) fn frame_with<E>(
     capacity: usize,
     write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
 ) -> Result<Vec<u8>, E> {
@@ -224,7 +224,7 @@ fn scan(file: &mut File) -> io::Result<ReadOutcome> {
 
 /// The record starting at `at` in `data`, and where the next one starts;
 /// `None` when what is there is not (or not yet) a whole, valid record.
-pub fn decode_at(data: &[u8], at: usize) -> Option<(&[u8], usize)> {
+pub(crate) fn decode_at(data: &[u8], at: usize) -> Option<(&[u8], usize)> {
     let header = data.get(at..at + 8)?;
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
     let crc = u32::from_le_bytes([header[4], header[5], header[6], header[7]]);
@@ -243,7 +243,7 @@ pub fn decode_at(data: &[u8], at: usize) -> Option<(&[u8], usize)> {
 /// CRC-32C (Castagnoli): the CPU's instruction where there is one (SSE4.2
 /// does 8 bytes a step), else a table a byte at a time. Both give the same
 /// value (tested).
-pub fn crc32c(data: &[u8]) -> u32 {
+pub(crate) fn crc32c(data: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("sse4.2") {
         // SAFETY: the CPU has SSE4.2, checked just above.

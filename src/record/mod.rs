@@ -21,18 +21,18 @@
 //! exchanges (initialize, tools/list) ─▶ ServerSnapshot ─┘
 //! ```
 
-pub mod calls;
-pub mod catchup;
-pub mod index;
-pub mod journal;
-pub mod model;
+pub(crate) mod calls;
+pub(crate) mod catchup;
+pub(crate) mod index;
+pub(crate) mod journal;
+pub(crate) mod model;
 pub(crate) mod payload;
-pub mod preparation;
-pub mod prices;
-pub mod sender;
-pub mod store;
-pub mod truncate;
-pub mod writer;
+pub(crate) mod preparation;
+pub(crate) mod prices;
+pub(crate) mod sender;
+pub(crate) mod store;
+pub(crate) mod truncate;
+pub(crate) mod writer;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -42,7 +42,7 @@ use crate::observe::{Direction, Sink};
 use crate::redact::RedactConfig;
 use crate::time;
 use model::{Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics, ServerSnapshot};
-pub use preparation::Preparation;
+pub(crate) use preparation::Preparation;
 pub(crate) use preparation::ProxyItem;
 use store::Store;
 use writer::LocalWriter;
@@ -52,7 +52,7 @@ const FORWARD_DEADLINE: Duration = Duration::from_millis(300);
 
 /// How the recorder is set up (resolved once from the environment).
 #[derive(Debug, Clone)]
-pub struct RecorderConfig {
+pub(crate) struct RecorderConfig {
     pub server_name: Arc<str>,
     pub session_id: Option<Arc<str>>,
     /// Cap per stored payload (`BIR_MAX_PAYLOAD_BYTES`, default 64 KiB).
@@ -81,7 +81,10 @@ pub struct RecorderConfig {
 
 impl RecorderConfig {
     /// `None` when recording is switched off (`BIR_RECORDER=off`).
-    pub fn from_env(server_name: Arc<str>, session_id: Option<Arc<str>>) -> Option<RecorderConfig> {
+    pub(crate) fn from_env(
+        server_name: Arc<str>,
+        session_id: Option<Arc<str>>,
+    ) -> Option<RecorderConfig> {
         if std::env::var("BIR_RECORDER").is_ok_and(|v| matches!(v.trim(), "off" | "0" | "none")) {
             return None;
         }
@@ -145,7 +148,7 @@ impl RecorderConfig {
 /// (queue and send on a thread of your own). A record the destination did
 /// not acknowledge stays in the local journal, and `bir sync` sends it
 /// later — so a forwarder may drop its queue when it must, never the data.
-pub trait Forwarder: Send {
+pub(crate) trait Forwarder: Send {
     fn forward(&mut self, run_id: &str, record: &Record);
     /// The highest `seq` of this run the destination acknowledged (0: none).
     fn acked(&self, run_id: &str) -> u64;
@@ -165,7 +168,7 @@ pub trait Forwarder: Send {
 /// finished when the proxy exits. One of the proxy's report paths; the
 /// other sends the same prepared items to the recorder daemon
 /// (`crate::proxy::binding`).
-pub struct LocalRun {
+pub(crate) struct LocalRun {
     cfg: RecorderConfig,
     store: Option<Store>,
     writer: Option<LocalWriter>,
@@ -189,7 +192,7 @@ pub struct LocalRun {
 /// metadata's `recorder` says so, so readers can tell such a run from a
 /// recording of the agent's own calls.
 #[derive(Debug, Clone)]
-pub struct Origin {
+pub(crate) struct Origin {
     pub recorder: String,
     /// The scenario file or run that was replayed or served.
     pub replay_of: Option<String>,
@@ -202,7 +205,7 @@ pub struct Origin {
 impl LocalRun {
     /// A run writing to `store` (or to nowhere, if the store could not be
     /// opened: then it still counts, and says so once).
-    pub fn new(cfg: RecorderConfig, store: Option<Store>) -> LocalRun {
+    pub(crate) fn new(cfg: RecorderConfig, store: Option<Store>) -> LocalRun {
         LocalRun {
             cfg,
             store,
@@ -220,29 +223,29 @@ impl LocalRun {
     }
 
     /// Marks the run as made by `origin` (before its first call).
-    pub fn set_origin(&mut self, origin: Origin) {
+    pub(crate) fn set_origin(&mut self, origin: Origin) {
         self.origin = Some(origin);
     }
 
     /// The id of the run once its first call opened it.
-    pub fn id(&self) -> Option<&str> {
+    pub(crate) fn id(&self) -> Option<&str> {
         self.run_id.as_deref()
     }
 
     /// Adds a destination for this run's records (see [`Forwarder`]).
-    pub fn add_forwarder(&mut self, forwarder: Box<dyn Forwarder>) {
+    pub(crate) fn add_forwarder(&mut self, forwarder: Box<dyn Forwarder>) {
         self.forwarders.push(forwarder);
     }
 
     /// The id of the run, once it exists.
     #[cfg(test)]
-    pub fn run_id(&self) -> Option<&str> {
+    pub(crate) fn run_id(&self) -> Option<&str> {
         self.run_id.as_deref()
     }
 
     /// How many calls the run holds.
     #[cfg(test)]
-    pub fn tool_calls(&self) -> u64 {
+    pub(crate) fn tool_calls(&self) -> u64 {
         self.metrics.tool_calls
     }
 
@@ -363,7 +366,7 @@ impl LocalRun {
     }
 
     /// Asks the journal to fsync soon (the observer is momentarily idle).
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if let Some(writer) = self.writer.as_mut() {
             writer.sync_soon();
         }
@@ -371,7 +374,7 @@ impl LocalRun {
 
     /// Everything written is on disk and nothing waits for a retry (see
     /// [`crate::observe::Sink::settled`]).
-    pub fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         self.writer.as_ref().is_none_or(LocalWriter::settled)
     }
 
@@ -387,7 +390,7 @@ impl LocalRun {
 
     /// Ends the run (if one was opened); `dropped` observations were lost
     /// before they reached it.
-    pub fn finish(&mut self, dropped: u64) {
+    pub(crate) fn finish(&mut self, dropped: u64) {
         if self.run_id.is_none() {
             return;
         }
@@ -428,7 +431,7 @@ impl LocalRun {
 
 /// The Tier 2 recorder: one local run per proxy process, an observer
 /// [`Sink`] that prepares what it is given and writes it to a [`LocalRun`].
-pub struct Recorder {
+pub(crate) struct Recorder {
     prep: Preparation,
     run: LocalRun,
     /// Reused between observations.
@@ -437,7 +440,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// A recorder over a run set up by the caller.
-    pub fn from_parts(prep: Preparation, run: LocalRun) -> Recorder {
+    pub(crate) fn from_parts(prep: Preparation, run: LocalRun) -> Recorder {
         Recorder {
             prep,
             run,

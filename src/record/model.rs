@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use super::payload::{Redacted, canonical};
+pub(crate) use super::payload::{Redacted, canonical};
 
 /// One journal record: a sequence number (1, 2, … within the run) and an
 /// event. `seq` is what remote acknowledgements refer to.
@@ -28,14 +28,14 @@ pub use super::payload::{Redacted, canonical};
 /// internally-tagged content, which loses exact numbers (payloads keep
 /// `1.50` and `18446744073709551617` as written).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     pub seq: u64,
     pub event: RunEvent,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "data", rename_all = "snake_case")]
-pub enum RunEvent {
+pub(crate) enum RunEvent {
     RunStarted(RunHeader),
     /// A server's `initialize` / `server/discover` answer and its tools,
     /// recorded once per run (and again if the tools change).
@@ -56,7 +56,7 @@ pub enum RunEvent {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunHeader {
+pub(crate) struct RunHeader {
     pub id: String,
     pub started_at: String,
     /// The prompt (Tier 1 only).
@@ -67,7 +67,7 @@ pub struct RunHeader {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunMetadata {
+pub(crate) struct RunMetadata {
     /// Always `"bir"`: tells bir's runs apart from other recorders'.
     pub recorder: String,
     /// `"standalone"` (Tier 2: MCP calls only) or `"bound"` (Tier 1).
@@ -113,7 +113,7 @@ pub struct RunMetadata {
 /// so `latest` never names one and `bir runs` lists them only when asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum MadeBy {
+pub(crate) enum MadeBy {
     Replay,
     Verify,
     Mock,
@@ -121,7 +121,7 @@ pub enum MadeBy {
 
 impl MadeBy {
     /// The word in headers, listings and `bir runs --origin`.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             MadeBy::Replay => "replay",
             MadeBy::Verify => "verify",
@@ -130,7 +130,7 @@ impl MadeBy {
     }
 
     /// The kind `word` names (see [`MadeBy::word`]).
-    pub fn parse(word: &str) -> Option<MadeBy> {
+    pub(crate) fn parse(word: &str) -> Option<MadeBy> {
         [MadeBy::Replay, MadeBy::Verify, MadeBy::Mock]
             .into_iter()
             .find(|m| m.word() == word)
@@ -139,7 +139,7 @@ impl MadeBy {
     /// The kind a header of a bir version that wrote no `madeBy` had:
     /// its recorder (`bir-mock`, else `bir-replay`) when it replayed
     /// something, else none.
-    pub fn of_legacy(recorder: &str, replay_of: Option<&str>) -> Option<MadeBy> {
+    pub(crate) fn of_legacy(recorder: &str, replay_of: Option<&str>) -> Option<MadeBy> {
         replay_of?;
         Some(if recorder == "bir-mock" {
             MadeBy::Mock
@@ -150,14 +150,14 @@ impl MadeBy {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct HostInfo {
+pub(crate) struct HostInfo {
     pub app: String,
     pub version: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ServerSnapshot {
+pub(crate) struct ServerSnapshot {
     pub server_name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<Redacted<String>>,
@@ -236,7 +236,7 @@ pub struct ServerSnapshot {
 impl ServerSnapshot {
     /// What makes a snapshot worth writing again: its tools, and its
     /// upstream session (a renewed Streamable HTTP session).
-    pub fn identity(&self) -> (String, Option<String>) {
+    pub(crate) fn identity(&self) -> (String, Option<String>) {
         (
             self.tools_digest.clone(),
             self.mcp_session_id.as_ref().map(|s| s.as_str().to_owned()),
@@ -247,7 +247,7 @@ impl ServerSnapshot {
 /// One page of a paginated list, as the server answered it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ListPage {
+pub(crate) struct ListPage {
     /// The request's `params.cursor`; absent for the first page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<Redacted<Value>>,
@@ -257,7 +257,7 @@ pub struct ListPage {
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum StepType {
+pub(crate) enum StepType {
     ToolSelected,
     ToolResponse,
     FinalAnswer,
@@ -265,7 +265,7 @@ pub enum StepType {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Step {
+pub(crate) struct Step {
     pub id: String,
     pub step_index: u64,
     #[serde(rename = "type")]
@@ -365,7 +365,7 @@ pub struct Step {
 impl Step {
     /// A fresh step (new id) with its place, type and start time; every
     /// other field empty, for the caller to fill.
-    pub fn new(step_index: u64, step_type: StepType, started_at: String) -> Step {
+    pub(crate) fn new(step_index: u64, step_type: StepType, started_at: String) -> Step {
         Step {
             id: new_step_id(),
             step_index,
@@ -403,7 +403,7 @@ impl Step {
 /// What kind of tool a bound run's step used.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
-pub enum StepKind {
+pub(crate) enum StepKind {
     /// A host built-in (Bash, Read, Edit, …).
     Builtin,
     /// A tool of an MCP server (`mcp__<server>__<tool>`).
@@ -415,7 +415,7 @@ pub enum StepKind {
 /// A prompt of a bound run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Turn {
+pub(crate) struct Turn {
     /// 1 for the session's first prompt, then 2, 3, …
     pub turn: u32,
     pub at: String,
@@ -430,7 +430,7 @@ pub struct Turn {
 /// A session event that is not a tool step (see [`RunEvent::SessionEvent`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionEvent {
+pub(crate) struct SessionEvent {
     /// The hook event's name as the host sent it (`PreCompact`,
     /// `SubagentStart`, …), kept verbatim so unknown events survive.
     pub name: Redacted<String>,
@@ -449,7 +449,7 @@ fn is_zero(n: &u32) -> bool {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunFinish {
+pub(crate) struct RunFinish {
     pub finished_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Redacted<String>>,
@@ -470,7 +470,7 @@ pub struct RunFinish {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RunMetrics {
+pub(crate) struct RunMetrics {
     pub tool_calls: u64,
     pub errors: u64,
     pub total_tool_ms: f64,
@@ -491,7 +491,7 @@ pub struct RunMetrics {
 impl RunMetrics {
     /// The tokens of turn `turn`, over all its models (`None`: none
     /// recorded).
-    pub fn turn_tokens(&self, turn: u32) -> Option<TokenUsage> {
+    pub(crate) fn turn_tokens(&self, turn: u32) -> Option<TokenUsage> {
         let mut sum = TokenUsage::default();
         for row in self.turn_usage.iter().filter(|r| r.turn == turn) {
             sum.add(&row.usage);
@@ -500,7 +500,7 @@ impl RunMetrics {
     }
 
     /// The models that answered in turn `turn`, in the order recorded.
-    pub fn turn_models(&self, turn: u32) -> Vec<&str> {
+    pub(crate) fn turn_models(&self, turn: u32) -> Vec<&str> {
         let mut models: Vec<&str> = Vec::new();
         for row in self.turn_usage.iter().filter(|r| r.turn == turn) {
             if let Some(m) = row.model.as_deref()
@@ -516,7 +516,7 @@ impl RunMetrics {
 /// One model's tokens in one turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TurnUsage {
+pub(crate) struct TurnUsage {
     /// As [`Turn::turn`]; 0 before the run's first recorded prompt.
     pub turn: u32,
     /// The model as the host's transcript names it (`None`: unnamed).
@@ -534,7 +534,7 @@ pub struct TurnUsage {
 /// leaves the cached parts out, so its three counts are added up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TokenUsage {
+pub(crate) struct TokenUsage {
     /// Input tokens, cached ones included.
     pub input: u64,
     pub output: u64,
@@ -548,10 +548,10 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == TokenUsage::default()
     }
-    pub fn add(&mut self, other: &TokenUsage) {
+    pub(crate) fn add(&mut self, other: &TokenUsage) {
         // Saturating: the counts are the host's, not ours to trust.
         self.input = self.input.saturating_add(other.input);
         self.output = self.output.saturating_add(other.output);
@@ -559,36 +559,36 @@ impl TokenUsage {
         self.cache_write = self.cache_write.saturating_add(other.cache_write);
     }
     /// The input tokens neither read from nor written to a cache.
-    pub fn uncached_input(&self) -> u64 {
+    pub(crate) fn uncached_input(&self) -> u64 {
         self.input
             .saturating_sub(self.cache_read)
             .saturating_sub(self.cache_write)
     }
     /// Every token: input (cached included) and output.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.input.saturating_add(self.output)
     }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RemoteAck {
+pub(crate) struct RemoteAck {
     pub up_to: u64,
     pub at: String,
 }
 
 /// A fresh `run_<uuid>`.
-pub fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     ["run_", &uuid_v4()].concat()
 }
 
 /// A fresh `step_<uuid>`.
-pub fn new_step_id() -> String {
+pub(crate) fn new_step_id() -> String {
     ["step_", &uuid_v4()].concat()
 }
 
 /// A random (version 4) UUID from the OS's CSPRNG.
-pub fn uuid_v4() -> String {
+pub(crate) fn uuid_v4() -> String {
     let mut b = random_16();
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
@@ -609,7 +609,7 @@ pub fn uuid_v4() -> String {
 }
 
 /// A random number (for jitter; not for secrets).
-pub fn random_u64() -> u64 {
+pub(crate) fn random_u64() -> u64 {
     let b = random_16();
     let mut le = [0u8; 8];
     le.copy_from_slice(&b[..8]);

@@ -47,11 +47,11 @@ const PAYLOAD_DEPTH: usize = 100;
 /// outside-data fields keep this type.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Redacted<T>(T);
+pub(crate) struct Redacted<T>(T);
 
 impl<T> Redacted<T> {
     /// The redacted value, to read or to take apart (never to put back).
-    pub fn into_inner(self) -> T {
+    pub(crate) fn into_inner(self) -> T {
         self.0
     }
 }
@@ -75,7 +75,7 @@ impl Deref for Redacted<Value> {
 }
 
 impl Redacted<String> {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -108,7 +108,7 @@ impl Redacted<Value> {
     /// The part of this value at `pointer` (RFC 6901), if it is there and
     /// not null. A part of a redacted value is redacted: the redactor
     /// judged every string of it in its place.
-    pub fn part(&self, pointer: &str) -> Option<Redacted<Value>> {
+    pub(crate) fn part(&self, pointer: &str) -> Option<Redacted<Value>> {
         self.0
             .pointer(pointer)
             .filter(|v| !v.is_null())
@@ -116,7 +116,7 @@ impl Redacted<Value> {
     }
 
     /// The string at `pointer`, if there is one (see [`Redacted::part`]).
-    pub fn text_at(&self, pointer: &str) -> Option<Redacted<String>> {
+    pub(crate) fn text_at(&self, pointer: &str) -> Option<Redacted<String>> {
         self.0
             .pointer(pointer)
             .and_then(Value::as_str)
@@ -124,7 +124,7 @@ impl Redacted<Value> {
     }
 
     /// The elements of an array (none if this is not one).
-    pub fn elements(&self) -> Vec<Redacted<Value>> {
+    pub(crate) fn elements(&self) -> Vec<Redacted<Value>> {
         self.0
             .as_array()
             .map(|a| a.iter().cloned().map(Redacted).collect())
@@ -133,12 +133,12 @@ impl Redacted<Value> {
 
     /// Removes the key `key` of an object and returns what it held.
     /// Taking something away cannot add a secret.
-    pub fn remove_key(&mut self, key: &str) -> Option<Value> {
+    pub(crate) fn remove_key(&mut self, key: &str) -> Option<Value> {
         self.0.as_object_mut()?.remove(key)
     }
 
     /// A string, as a value (a free text stored where a payload goes).
-    pub fn from_text(text: Redacted<String>) -> Redacted<Value> {
+    pub(crate) fn from_text(text: Redacted<String>) -> Redacted<Value> {
         Redacted(Value::String(text.0))
     }
 }
@@ -169,7 +169,7 @@ pub(crate) fn label(redactor: &Redactor, text: &str) -> Redacted<String> {
 /// Canonical JSON: object keys sorted (serde_json's default map is
 /// ordered), no whitespace. Used for digests (here, of a prepared payload;
 /// the model re-exports it for the others).
-pub fn canonical(v: &Value) -> Vec<u8> {
+pub(crate) fn canonical(v: &Value) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_default()
 }
 

@@ -82,7 +82,7 @@ pub(crate) enum ProxyItem {
 }
 
 /// Redacts and shapes what the proxy observed; see the module docs.
-pub struct Preparation {
+pub(crate) struct Preparation {
     cfg: RecorderConfig,
     /// Built at first use, on the observer thread: compiling the redactor's
     /// patterns must not delay the proxy's start.
@@ -104,7 +104,7 @@ pub struct Preparation {
 }
 
 impl Preparation {
-    pub fn new(cfg: RecorderConfig) -> Preparation {
+    pub(crate) fn new(cfg: RecorderConfig) -> Preparation {
         Preparation {
             cfg,
             redactor: None,
@@ -117,16 +117,16 @@ impl Preparation {
     }
 
     /// The host, as its `initialize` (or `server/discover`) named itself.
-    pub fn host(&self) -> Option<&HostInfo> {
+    pub(crate) fn host(&self) -> Option<&HostInfo> {
         self.knowledge.host.as_ref()
     }
 
-    pub fn protocol_version(&self) -> Option<&Redacted<String>> {
+    pub(crate) fn protocol_version(&self) -> Option<&Redacted<String>> {
         self.knowledge.protocol_version.as_ref()
     }
 
     /// The server's snapshot, once anything about it is known.
-    pub fn snapshot(&self) -> Option<&ServerSnapshot> {
+    pub(crate) fn snapshot(&self) -> Option<&ServerSnapshot> {
         self.knowledge
             .snapshot_known
             .then_some(&self.knowledge.snapshot)

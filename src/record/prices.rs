@@ -25,16 +25,16 @@ use serde::Deserialize;
 use super::model::{TokenUsage, TurnUsage};
 
 /// The variable that names another prices file.
-pub const PRICES_ENV: &str = "BIR_PRICES";
+pub(crate) const PRICES_ENV: &str = "BIR_PRICES";
 /// The prices file's name in `$BIR_HOME`.
-pub const PRICES_FILE: &str = "prices.json";
+pub(crate) const PRICES_FILE: &str = "prices.json";
 /// The largest prices file read (it is a handful of lines).
 const MAX_BYTES: u64 = 1024 * 1024;
 
 /// One model's prices, US dollars per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ModelPrice {
+pub(crate) struct ModelPrice {
     pub input: f64,
     pub output: f64,
     #[serde(default)]
@@ -45,7 +45,7 @@ pub struct ModelPrice {
 
 impl ModelPrice {
     /// What `u` costs, in US dollars.
-    pub fn cost(&self, u: &TokenUsage) -> f64 {
+    pub(crate) fn cost(&self, u: &TokenUsage) -> f64 {
         let per = |n: u64, price: f64| n as f64 * price / 1_000_000.0;
         per(u.uncached_input(), self.input)
             + per(u.cache_read, self.cache_read.unwrap_or(self.input))
@@ -56,14 +56,14 @@ impl ModelPrice {
 
 /// The user's prices (empty: no file).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Prices {
+pub(crate) struct Prices {
     by_model: BTreeMap<String, ModelPrice>,
 }
 
 impl Prices {
     /// Reads prices from `text` (the file's JSON). Every price must be a
     /// finite number, not negative.
-    pub fn parse(text: &str) -> Result<Prices, String> {
+    pub(crate) fn parse(text: &str) -> Result<Prices, String> {
         let by_model: BTreeMap<String, ModelPrice> =
             serde_json::from_str(text).map_err(|e| e.to_string())?;
         for (model, p) in &by_model {
@@ -77,7 +77,7 @@ impl Prices {
 
     /// The file prices are read from: `BIR_PRICES`, else
     /// `$BIR_HOME/prices.json`.
-    pub fn path() -> Option<PathBuf> {
+    pub(crate) fn path() -> Option<PathBuf> {
         match std::env::var_os(PRICES_ENV) {
             Some(p) if !p.is_empty() => Some(PathBuf::from(p)),
             _ => crate::home::bir_home().map(|h| h.join(PRICES_FILE)),
@@ -87,7 +87,7 @@ impl Prices {
     /// The user's prices: none when there is no file; an error (to show,
     /// the caller goes on without prices) when it cannot be read or is not
     /// a prices file.
-    pub fn load() -> Result<Prices, String> {
+    pub(crate) fn load() -> Result<Prices, String> {
         use std::io::Read;
         let Some(path) = Prices::path() else {
             return Ok(Prices::default());
@@ -106,7 +106,7 @@ impl Prices {
 
     /// The price of `model`: its own key, else the longest `prefix*` key
     /// it starts with.
-    pub fn of(&self, model: &str) -> Option<&ModelPrice> {
+    pub(crate) fn of(&self, model: &str) -> Option<&ModelPrice> {
         if let Some(p) = self.by_model.get(model) {
             return Some(p);
         }
@@ -120,7 +120,7 @@ impl Prices {
 
     /// What `rows` cost, in US dollars: `None` when there is no row, or a
     /// row with tokens names no model or one without a price.
-    pub fn cost<'a>(&self, rows: impl IntoIterator<Item = &'a TurnUsage>) -> Option<f64> {
+    pub(crate) fn cost<'a>(&self, rows: impl IntoIterator<Item = &'a TurnUsage>) -> Option<f64> {
         let mut sum = 0.0;
         let mut any = false;
         for row in rows {
@@ -137,7 +137,7 @@ impl Prices {
 
 /// The user's prices, read once per process ([`Prices::load`]); a file
 /// that cannot be read is said once (on stderr) and taken as none.
-pub fn user_prices() -> &'static Prices {
+pub(crate) fn user_prices() -> &'static Prices {
     static PRICES: std::sync::OnceLock<Prices> = std::sync::OnceLock::new();
     PRICES.get_or_init(|| {
         Prices::load().unwrap_or_else(|e| {
@@ -149,7 +149,7 @@ pub fn user_prices() -> &'static Prices {
 
 /// A cost as shown: dollars with four decimals (a turn often costs less
 /// than a cent).
-pub fn format_usd(usd: f64) -> String {
+pub(crate) fn format_usd(usd: f64) -> String {
     format!("${usd:.4}")
 }
 

@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use crate::locks::Monitor;
 
 /// First cool-down after a failure, and its ceiling.
-pub const COOL_DOWN_FIRST: Duration = Duration::from_secs(5);
-pub const COOL_DOWN_MAX: Duration = Duration::from_secs(60);
+pub(crate) const COOL_DOWN_FIRST: Duration = Duration::from_secs(5);
+pub(crate) const COOL_DOWN_MAX: Duration = Duration::from_secs(60);
 
 /// The cool-down after `failures` failures in a row: 5 s, doubling to 60 s.
-pub fn cool_down_for(failures: u32) -> Duration {
+pub(crate) fn cool_down_for(failures: u32) -> Duration {
     if failures == 0 {
         return Duration::ZERO;
     }
@@ -32,7 +32,7 @@ pub fn cool_down_for(failures: u32) -> Duration {
 
 /// What every sender's shared state holds besides its queue.
 #[derive(Debug, Default)]
-pub struct Pace {
+pub(crate) struct Pace {
     /// The sender is working on an item.
     pub busy: bool,
     /// Stop the sender (the forwarder was dropped, or its thread died).
@@ -45,7 +45,7 @@ pub struct Pace {
 
 impl Pace {
     /// How long the cool-down still lasts, if one is on.
-    pub fn cooling(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn cooling(&self, now: Instant) -> Option<Duration> {
         self.cool_until
             .and_then(|t| t.checked_duration_since(now))
             .filter(|d| !d.is_zero())
@@ -53,7 +53,11 @@ impl Pace {
 
     /// The live item was sent (`ok`) or not: on failure the sender pauses
     /// for `pause(failures)`, which is returned.
-    pub fn settle(&mut self, ok: bool, pause: impl FnOnce(u32) -> Duration) -> Option<Duration> {
+    pub(crate) fn settle(
+        &mut self,
+        ok: bool,
+        pause: impl FnOnce(u32) -> Duration,
+    ) -> Option<Duration> {
         self.busy = false;
         if ok {
             self.failures = 0;
@@ -68,7 +72,7 @@ impl Pace {
 }
 
 /// A forwarder's queue, as the sender sees it.
-pub trait Outbox {
+pub(crate) trait Outbox {
     type Item;
     /// The next queued item.
     fn take(&mut self) -> Option<Self::Item>;
@@ -81,13 +85,13 @@ pub trait Outbox {
 /// forwarder's own state `S` (its queue and bookkeeping), which the
 /// wrapper derefs to.
 #[derive(Debug, Default)]
-pub struct Sending<S> {
+pub(crate) struct Sending<S> {
     pub pace: Pace,
     state: S,
 }
 
 impl<S> Sending<S> {
-    pub fn new(state: S) -> Sending<S> {
+    pub(crate) fn new(state: S) -> Sending<S> {
         Sending {
             pace: Pace::default(),
             state,
@@ -109,7 +113,7 @@ impl<S> std::ops::DerefMut for Sending<S> {
 }
 
 /// What the sender does next.
-pub enum Work<I> {
+pub(crate) enum Work<I> {
     /// A queued item of this session.
     Live(I),
     /// A turn of the background catch-up on earlier runs.
@@ -117,7 +121,7 @@ pub enum Work<I> {
 }
 
 /// Whether the catch-up may take a turn now that the queue is empty.
-pub enum CatchUpWhen {
+pub(crate) enum CatchUpWhen {
     Now,
     /// Not yet: ask again after this long (or when something is queued).
     After(Duration),
@@ -128,7 +132,7 @@ pub enum CatchUpWhen {
 /// Waits for the sender's next work: the queue first (outside a
 /// cool-down), then the catch-up when `catch_up` allows it. `None` once
 /// the sender is to stop.
-pub fn next_work<S: Outbox>(
+pub(crate) fn next_work<S: Outbox>(
     shared: &Monitor<Sending<S>>,
     mut catch_up: impl FnMut(&S, Instant) -> CatchUpWhen,
 ) -> Option<Work<S::Item>> {
@@ -157,7 +161,7 @@ pub fn next_work<S: Outbox>(
 /// A forwarder's `finish`: waits until nothing is queued or being sent,
 /// the sender stopped, `until` passed, or the sender sits idle in a
 /// cool-down (nothing will be sent before `until` then). Returns the lock.
-pub fn wait_settled<'a, S: Outbox>(
+pub(crate) fn wait_settled<'a, S: Outbox>(
     shared: &'a Monitor<Sending<S>>,
     mut st: MutexGuard<'a, Sending<S>>,
     until: Instant,
@@ -175,7 +179,7 @@ pub fn wait_settled<'a, S: Outbox>(
 
 /// The sender thread ended (its loop returned, or panicked): nothing more
 /// will be sent, and whoever waits is told.
-pub fn sender_gone<S: Outbox>(shared: &Monitor<Sending<S>>) {
+pub(crate) fn sender_gone<S: Outbox>(shared: &Monitor<Sending<S>>) {
     let mut st = shared.lock();
     st.pace.stop = true;
     st.pace.busy = false;
@@ -184,13 +188,13 @@ pub fn sender_gone<S: Outbox>(shared: &Monitor<Sending<S>>) {
 }
 
 /// The forwarder is dropped: its sender stops.
-pub fn stop<S>(shared: &Monitor<Sending<S>>) {
+pub(crate) fn stop<S>(shared: &Monitor<Sending<S>>) {
     shared.lock().pace.stop = true;
     shared.notify_all();
 }
 
 /// Where a sender's background catch-up stands.
-pub enum CatchUpState<C> {
+pub(crate) enum CatchUpState<C> {
     /// Not begun.
     Waiting,
     Running(C),
@@ -202,7 +206,7 @@ impl<C> CatchUpState<C> {
     /// there is none to do), then takes one `step` (`Ok(true)`: more to
     /// do). A step that fails ends it for this process (`failed` says
     /// why); what it did not send waits in the store.
-    pub fn turn<E>(
+    pub(crate) fn turn<E>(
         self,
         begin: impl FnOnce() -> Option<C>,
         step: impl FnOnce(&mut C) -> Result<bool, E>,
@@ -226,7 +230,7 @@ impl<C> CatchUpState<C> {
         }
     }
 
-    pub fn is_over(&self) -> bool {
+    pub(crate) fn is_over(&self) -> bool {
         matches!(self, CatchUpState::Over)
     }
 }

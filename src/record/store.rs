@@ -31,18 +31,18 @@ use crate::home::{bir_home, ensure_private_dir, report_page};
 /// for: the newest run whose header names no bir command that made it
 /// (`replay`, `verify`, `mock`), so `bir verify latest` after `bir replay`
 /// checks the agent's session again, not the replay.
-pub const LATEST: &str = "latest";
+pub(crate) const LATEST: &str = "latest";
 
 /// The runs directory and how to write into it.
 #[derive(Clone)]
-pub struct Store {
+pub(crate) struct Store {
     dir: PathBuf,
     storage: Arc<dyn Storage>,
 }
 
 /// One run as read back from its journal.
 #[derive(Debug, Default)]
-pub struct LoadedRun {
+pub(crate) struct LoadedRun {
     pub path: PathBuf,
     pub header: Option<RunHeader>,
     pub snapshots: Vec<ServerSnapshot>,
@@ -62,7 +62,7 @@ pub struct LoadedRun {
 }
 
 impl LoadedRun {
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         self.header
             .as_ref()
             .map(|h| h.id.clone())
@@ -79,18 +79,18 @@ impl LoadedRun {
     /// Unfinished, and no writer holds its journal: its proxy died before
     /// it could end the run (killed, or the machine stopped). Such a run
     /// will never be finished; it is not `open`.
-    pub fn interrupted(&self) -> bool {
+    pub(crate) fn interrupted(&self) -> bool {
         self.finish.is_none() && !journal::is_held(&self.path)
     }
 
-    pub fn last_seq(&self) -> u64 {
+    pub(crate) fn last_seq(&self) -> u64 {
         self.records.last().map_or(0, |r| r.seq)
     }
 
     /// Adds one journal record's payload to the run (a reader following a
     /// live journal adds them as they arrive). One that does not parse as
     /// a record (a newer format, say) is counted, not kept.
-    pub fn absorb(&mut self, payload: &[u8]) {
+    pub(crate) fn absorb(&mut self, payload: &[u8]) {
         let Ok(record) = serde_json::from_slice::<Record>(payload) else {
             self.unknown_records += 1;
             return;
@@ -110,14 +110,14 @@ impl LoadedRun {
 
 impl Store {
     /// The store under `$BIR_HOME/runs`, created if needed.
-    pub fn open_default() -> io::Result<Store> {
+    pub(crate) fn open_default() -> io::Result<Store> {
         let home = bir_home().ok_or_else(|| {
             io::Error::other("no home directory: set BIR_HOME to choose where runs are stored")
         })?;
         Store::open(&home.join("runs"), Arc::new(DiskStorage))
     }
 
-    pub fn open(dir: &Path, storage: Arc<dyn Storage>) -> io::Result<Store> {
+    pub(crate) fn open(dir: &Path, storage: Arc<dyn Storage>) -> io::Result<Store> {
         if let Some(parent) = dir.parent() {
             ensure_private_dir(parent)?;
         }
@@ -128,15 +128,15 @@ impl Store {
         })
     }
 
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
-    pub fn journal_path(&self, run_id: &str) -> PathBuf {
+    pub(crate) fn journal_path(&self, run_id: &str) -> PathBuf {
         self.dir.join(format!("{run_id}{JOURNAL_SUFFIX}"))
     }
 
-    pub fn open_writer(&self, run_id: &str) -> io::Result<Box<dyn JournalFile>> {
+    pub(crate) fn open_writer(&self, run_id: &str) -> io::Result<Box<dyn JournalFile>> {
         // The directory may have been deleted under us: recreate it.
         ensure_private_dir(&self.dir)?;
         self.storage.open_append(&self.journal_path(run_id))
@@ -146,7 +146,7 @@ impl Store {
     /// if `None`), least recently written first, with that time, without
     /// reading them (a caller that goes through them one at a time holds
     /// one run in memory, not the whole store).
-    pub fn journals_written_after(
+    pub(crate) fn journals_written_after(
         &self,
         since: Option<SystemTime>,
     ) -> io::Result<Vec<(SystemTime, PathBuf)>> {
@@ -170,7 +170,7 @@ impl Store {
     }
 
     /// Every journal in the store, newest first (by start time).
-    pub fn list(&self) -> io::Result<Vec<LoadedRun>> {
+    pub(crate) fn list(&self) -> io::Result<Vec<LoadedRun>> {
         let mut runs = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
             let entry = entry?;
@@ -193,7 +193,7 @@ impl Store {
     /// Every run in the store, newest first, as the listing index
     /// summarises it (see `index.rs`): without reading every journal
     /// whole, and always as fresh as the journals.
-    pub fn summaries(&self) -> io::Result<Vec<RunSummary>> {
+    pub(crate) fn summaries(&self) -> io::Result<Vec<RunSummary>> {
         index::summaries(&self.dir)
     }
 
@@ -201,14 +201,14 @@ impl Store {
     /// `latest`, and reads it: only its own journal is read whole. Every
     /// command that takes a run resolves it here, so `latest` means the
     /// same everywhere: the newest agent session ([`LATEST`]).
-    pub fn find(&self, wanted: &str) -> Result<LoadedRun, Error> {
+    pub(crate) fn find(&self, wanted: &str) -> Result<LoadedRun, Error> {
         let summary = self.find_summary(wanted)?;
         load_path(&self.dir.join(&summary.file))
             .context(|| format!("cannot read {}", self.dir.join(&summary.file).display()))
     }
 
     /// The summary of the run `wanted` names (as [`Store::find`] reads it).
-    pub fn find_summary(&self, wanted: &str) -> Result<RunSummary, Error> {
+    pub(crate) fn find_summary(&self, wanted: &str) -> Result<RunSummary, Error> {
         let runs = self
             .summaries()
             .context(|| format!("cannot read {}", self.dir.display()))?;
@@ -254,7 +254,7 @@ impl Store {
     /// The watermark `name` (a file in the store): the time a sender's
     /// last complete pass began (see `service::sync::CatchUp`). `None`
     /// when absent or unreadable, which only means a full pass next time.
-    pub fn read_watermark(&self, name: &str) -> Option<SystemTime> {
+    pub(crate) fn read_watermark(&self, name: &str) -> Option<SystemTime> {
         let text = fs::read_to_string(self.dir.join(name)).ok()?;
         let nanos: u64 = text.trim().parse().ok()?;
         SystemTime::UNIX_EPOCH.checked_add(Duration::from_nanos(nanos))
@@ -262,7 +262,7 @@ impl Store {
 
     /// Replaces the watermark `name` atomically (a torn one would be
     /// unreadable, and an unreadable one costs a full pass).
-    pub fn write_watermark(&self, name: &str, at: SystemTime) -> io::Result<()> {
+    pub(crate) fn write_watermark(&self, name: &str, at: SystemTime) -> io::Result<()> {
         let nanos = at
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_err(io::Error::other)?
@@ -280,7 +280,7 @@ impl Store {
 
     /// Deletes the run's journal, and the report page `bir report` wrote
     /// for it by default (a copy of the run's data).
-    pub fn remove(&self, run: &LoadedRun) -> io::Result<()> {
+    pub(crate) fn remove(&self, run: &LoadedRun) -> io::Result<()> {
         fs::remove_file(&run.path)?;
         remove_report_page(&run.id());
         Ok(())
@@ -291,7 +291,7 @@ impl Store {
     /// So is a finished run whose journal someone holds (its proxy still
     /// noting what the service acknowledged, or `bir sync` sending it):
     /// the journal is claimed before it is deleted.
-    pub fn apply_retention(
+    pub(crate) fn apply_retention(
         &self,
         keep: Option<usize>,
         max_age: Option<Duration>,
@@ -345,7 +345,7 @@ fn start_of(run: &LoadedRun) -> String {
 }
 
 /// Reads and interprets one journal.
-pub fn load_path(path: &Path) -> io::Result<LoadedRun> {
+pub(crate) fn load_path(path: &Path) -> io::Result<LoadedRun> {
     let read = journal::read(path)?;
     let mut run = LoadedRun {
         path: path.to_owned(),

@@ -11,13 +11,13 @@ use serde_json::{Map, Value, json};
 use crate::codec::sha256_hex;
 
 /// Default cap per stored payload (`BIR_MAX_PAYLOAD_BYTES`).
-pub const DEFAULT_CAP: usize = 64 * 1024;
+pub(crate) const DEFAULT_CAP: usize = 64 * 1024;
 /// How much of an oversized payload is kept as a preview.
-pub const PREVIEW: usize = 1024;
+pub(crate) const PREVIEW: usize = 1024;
 
 /// Replaces binary content blocks with stubs, in place. Returns how many
 /// bytes of base64 they held.
-pub fn stub_binaries(v: &mut Value) -> usize {
+pub(crate) fn stub_binaries(v: &mut Value) -> usize {
     let mut stubbed = 0;
     let mut stack = vec![v];
     while let Some(node) = stack.pop() {
@@ -58,7 +58,7 @@ fn stub_field(map: &mut Map<String, Value>, field: &str) -> usize {
 /// The start of `text`, at most `max` bytes, cut back to a delimiter so that
 /// no token is split: a credential cut in half would no longer match its
 /// shape and could slip past redaction.
-pub fn token_safe_prefix(text: &str, max: usize) -> &str {
+pub(crate) fn token_safe_prefix(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }
@@ -84,7 +84,7 @@ pub fn token_safe_prefix(text: &str, max: usize) -> &str {
 /// [`super::payload::canonical`] makes it), which the caller already holds
 /// for the digest: the size is judged and the preview cut from it, so the
 /// value is not rendered a second time.
-pub fn cap_rendered(v: Value, text: &str, cap: usize) -> (Value, bool) {
+pub(crate) fn cap_rendered(v: Value, text: &str, cap: usize) -> (Value, bool) {
     if text.len() <= cap {
         return (v, false);
     }

@@ -37,7 +37,7 @@ const BATCH_BYTES: usize = 256 * 1024;
 /// journalling threads that run beside the relay.
 const SYNC_EVERY: Duration = Duration::from_millis(100);
 
-pub struct LocalWriter {
+pub(crate) struct LocalWriter {
     store: Store,
     run_id: String,
     file: Option<Box<dyn JournalFile>>,
@@ -67,7 +67,7 @@ pub struct LocalWriter {
 }
 
 impl LocalWriter {
-    pub fn new(store: Store, run_id: String) -> LocalWriter {
+    pub(crate) fn new(store: Store, run_id: String) -> LocalWriter {
         LocalWriter {
             store,
             run_id,
@@ -94,20 +94,20 @@ impl LocalWriter {
     }
 
     /// Records lost because the disk failed for too long.
-    pub fn lost(&self) -> u64 {
+    pub(crate) fn lost(&self) -> u64 {
         self.lost
     }
 
     /// Queues one record (its sequence number and JSON payload). Records
     /// are written in batches: when enough are queued, and at every `sync`.
-    pub fn write(&mut self, seq: u64, payload: &[u8]) {
+    pub(crate) fn write(&mut self, seq: u64, payload: &[u8]) {
         self.queue_framed(seq, journal::frame(payload));
     }
 
     /// Queues one record, serialising `record` straight into its frame
     /// (see [`journal::frame_with`]). Nothing is queued if it does not
     /// serialise.
-    pub fn write_json<T: serde::Serialize>(
+    pub(crate) fn write_json<T: serde::Serialize>(
         &mut self,
         seq: u64,
         record: &T,
@@ -138,7 +138,7 @@ impl LocalWriter {
     }
 
     /// Writes what is queued and makes it durable.
-    pub fn sync(&mut self) {
+    pub(crate) fn sync(&mut self) {
         self.check_journal_still_there();
         self.drain();
         if !self.dirty {
@@ -159,7 +159,7 @@ impl LocalWriter {
     /// that was done less than [`SYNC_EVERY`] ago (then a later idle moment
     /// does it: until the writer is [`settled`](Self::settled), the
     /// observer has one at least every 50 ms).
-    pub fn sync_soon(&mut self) {
+    pub(crate) fn sync_soon(&mut self) {
         if self.synced_at.is_none_or(|at| at.elapsed() >= SYNC_EVERY) {
             return self.sync();
         }
@@ -170,22 +170,22 @@ impl LocalWriter {
     /// Everything written was synced and nothing waits for a retry: no
     /// later flush has anything to do. (Whether the journal was deleted
     /// meanwhile is looked at by the next flush, after the next record.)
-    pub fn settled(&self) -> bool {
+    pub(crate) fn settled(&self) -> bool {
         !self.dirty && self.queued.is_empty()
     }
 
     /// Records waiting in memory for the store to take them.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.queued.len()
     }
 
     /// The run's id.
-    pub fn run_id(&self) -> &str {
+    pub(crate) fn run_id(&self) -> &str {
         &self.run_id
     }
 
     /// At the end of a run: one last word if records are stuck in memory.
-    pub fn report_if_degraded(&self) {
+    pub(crate) fn report_if_degraded(&self) {
         if !self.queued.is_empty() || self.lost > self.lost_told {
             log::warn!(
                 "run {}: {} record(s) could not be written to {} and {} were dropped; the run is incomplete",

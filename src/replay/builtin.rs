@@ -12,7 +12,7 @@ use super::scenario::ScenarioStep;
 
 /// What a host built-in does, and the class that gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Nature {
+pub(crate) struct Nature {
     /// In words, for a reader: "reads files".
     pub does: &'static str,
     pub class: Class,
@@ -88,7 +88,7 @@ const BUILTINS: &[(&str, Nature)] = &[
 
 /// What the built-in `tool` does (an unknown one: anything, destructive
 /// and external, as an unannotated tool).
-pub fn nature_of(tool: &str) -> Nature {
+pub(crate) fn nature_of(tool: &str) -> Nature {
     BUILTINS.iter().find(|(name, _)| *name == tool).map_or(
         nature(
             "a host built-in bir does not know",
@@ -101,7 +101,7 @@ pub fn nature_of(tool: &str) -> Nature {
 
 /// The host's name as a scenario's source gives it (`claude-code 2.1.3`
 /// → `claude-code`), or `host`.
-pub fn host_name(host: Option<&str>) -> &str {
+pub(crate) fn host_name(host: Option<&str>) -> &str {
     host.and_then(|h| h.split_whitespace().next())
         .filter(|h| !h.is_empty())
         .unwrap_or("host")
@@ -110,7 +110,7 @@ pub fn host_name(host: Option<&str>) -> &str {
 /// One step's heading in `bir scenario show`: number, id, who runs it
 /// (`server/tool` for MCP, `host/Tool` for a built-in), its class, its
 /// group and flags. Not escaped: the caller escapes for a terminal.
-pub fn heading(step: &ScenarioStep, host: Option<&str>) -> String {
+pub(crate) fn heading(step: &ScenarioStep, host: Option<&str>) -> String {
     let mut flags: Vec<String> = Vec::new();
     let (owner, class) = if step.kind == "mcp" {
         let verdict = safety::judge(&safety::Facts {

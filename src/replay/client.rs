@@ -36,7 +36,7 @@ const STDERR_TAIL: usize = 2048;
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 #[derive(Debug)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// The server could not be started, or ended, or broke the protocol:
     /// an environment problem (exit code 4), not a regression.
     Environment(String),
@@ -54,12 +54,12 @@ impl std::fmt::Display for ClientError {
 
 /// A server's answer to one request.
 #[derive(Debug, Clone)]
-pub enum Answer {
+pub(crate) enum Answer {
     Result(Value),
     Error(Value),
 }
 
-pub struct McpClient {
+pub(crate) struct McpClient {
     name: String,
     /// The server's process (none for a remote server).
     child: Option<Child>,
@@ -86,20 +86,20 @@ pub struct McpClient {
 
 /// The first protocol version of the stateless era (`server/discover`, a
 /// `_meta` on every request, no `initialize`).
-pub const MODERN_VERSION: &str = "2026-07-28";
+pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 /// What a recording from the stateless era falls back to when the live
 /// server does not speak it.
 const LEGACY_FALLBACK: &str = "2025-11-25";
 
 /// Whether `version` belongs to the stateless era (versions are dates).
-pub fn is_modern(version: &str) -> bool {
+pub(crate) fn is_modern(version: &str) -> bool {
     version >= MODERN_VERSION
 }
 
 impl McpClient {
     /// Starts `command` (no shell) with stdin/stdout piped and `env` added
     /// to the environment (a client config entry's `env`).
-    pub fn spawn(
+    pub(crate) fn spawn(
         name: &str,
         command: &[String],
         env: &[(String, String)],
@@ -152,7 +152,7 @@ impl McpClient {
     /// A client over a transport that is not a child of this process:
     /// `writer` takes one message per line, `reader` yields one per line.
     /// A reader that ends is a server that ended.
-    pub fn over(
+    pub(crate) fn over(
         name: &str,
         writer: Option<Box<dyn Write + Send>>,
         reader: Option<Box<dyn Read + Send>>,
@@ -208,7 +208,7 @@ impl McpClient {
     /// the stateless era (falling back to `initialize` when the live server
     /// answers -32601), else `initialize` + `notifications/initialized`,
     /// declaring `capabilities`.
-    pub fn initialize(
+    pub(crate) fn initialize(
         &mut self,
         protocol_version: &str,
         capabilities: &Value,
@@ -258,7 +258,7 @@ impl McpClient {
     }
 
     /// Every page of `tools/list`.
-    pub fn list_tools(&mut self, timeout: Duration) -> Result<Vec<Value>, ClientError> {
+    pub(crate) fn list_tools(&mut self, timeout: Duration) -> Result<Vec<Value>, ClientError> {
         let mut tools = Vec::new();
         let mut cursor: Option<Value> = None;
         for _ in 0..1000 {
@@ -287,7 +287,7 @@ impl McpClient {
         Ok(tools)
     }
 
-    pub fn call_tool(
+    pub(crate) fn call_tool(
         &mut self,
         tool: &str,
         args: &Value,
@@ -302,7 +302,7 @@ impl McpClient {
 
     /// Sends a request and waits for its answer, answering the server's own
     /// requests meanwhile.
-    pub fn request(
+    pub(crate) fn request(
         &mut self,
         method: &str,
         params: Value,
@@ -323,7 +323,7 @@ impl McpClient {
 
     /// Sends a request without waiting: its id, and the message as sent.
     /// Await it with [`McpClient::wait_for`].
-    pub fn send_request(
+    pub(crate) fn send_request(
         &mut self,
         method: &str,
         params: Value,
@@ -344,7 +344,7 @@ impl McpClient {
     /// [`McpClient::send_request`]), answering the server's own requests
     /// and keeping other pending requests' answers meanwhile. `timeout` is
     /// only named in the message.
-    pub fn wait_for(
+    pub(crate) fn wait_for(
         &mut self,
         id: u64,
         method: &str,
@@ -432,7 +432,7 @@ impl McpClient {
     }
 
     /// The server requests answered since the last call.
-    pub fn take_interactions(&mut self) -> Vec<String> {
+    pub(crate) fn take_interactions(&mut self) -> Vec<String> {
         std::mem::take(&mut self.interactions)
     }
 }

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 /// (with `*` for one segment and `**` for any number; text blocks holding
 /// JSON are descended into) and what to do there.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CompareRule {
+pub(crate) struct CompareRule {
     pub path: String,
     /// `ignore`, `type`, `pattern:REGEX`, `unordered`, `field:NAME` (then
     /// `path` is unused: the key is ignored at any depth).
@@ -32,12 +32,12 @@ pub struct CompareRule {
 
 /// At most this many differences are reported per step: enough to see
 /// what changed, bounded for a result that changed everywhere.
-pub const MAX_DIFFERENCES: usize = 20;
+pub(crate) const MAX_DIFFERENCES: usize = 20;
 
 /// What every comparison ignores: protocol metadata the server adds under
 /// the reserved `io.modelcontextprotocol/` prefix (server info, timing).
 /// Nested ids and everything else are compared.
-pub fn default_rules() -> Vec<CompareRule> {
+pub(crate) fn default_rules() -> Vec<CompareRule> {
     vec![CompareRule {
         path: "/_meta/io.modelcontextprotocol~1*".to_owned(),
         kind: "ignore".to_owned(),
@@ -45,14 +45,14 @@ pub fn default_rules() -> Vec<CompareRule> {
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Difference {
+pub(crate) struct Difference {
     pub path: String,
     pub expected: Value,
     pub actual: Value,
 }
 
 /// Checks a rule's kind and pattern (a bad regex is a usage error).
-pub fn check_rule(rule: &CompareRule) -> Result<(), String> {
+pub(crate) fn check_rule(rule: &CompareRule) -> Result<(), String> {
     match rule.kind.as_str() {
         "ignore" | "type" | "unordered" => Ok(()),
         k if k.starts_with("field:") && k.len() > 6 => Ok(()),
@@ -78,14 +78,14 @@ enum Action {
 }
 
 /// Rules ready to apply.
-pub struct RuleSet {
+pub(crate) struct RuleSet {
     rules: Vec<Compiled>,
     fields: Vec<String>,
 }
 
 impl RuleSet {
     /// Compiles `rules` (already checked; an invalid one is skipped).
-    pub fn new<'a>(rules: impl IntoIterator<Item = &'a CompareRule>) -> RuleSet {
+    pub(crate) fn new<'a>(rules: impl IntoIterator<Item = &'a CompareRule>) -> RuleSet {
         let mut out = RuleSet {
             rules: Vec::new(),
             fields: Vec::new(),
@@ -158,7 +158,7 @@ fn glob(pattern: &str, text: &str) -> bool {
 }
 
 /// Parses strings that hold a JSON object or array, at any depth.
-pub fn expand_json_text(value: &Value) -> Value {
+pub(crate) fn expand_json_text(value: &Value) -> Value {
     match value {
         Value::String(s) => {
             let t = s.trim_start();
@@ -181,7 +181,7 @@ pub fn expand_json_text(value: &Value) -> Value {
 
 /// The differences between `expected` and `actual` under `rules`, at most
 /// [`MAX_DIFFERENCES`].
-pub fn diff(expected: &Value, actual: &Value, rules: &RuleSet) -> Vec<Difference> {
+pub(crate) fn diff(expected: &Value, actual: &Value, rules: &RuleSet) -> Vec<Difference> {
     let expected = expand_json_text(expected);
     let actual = expand_json_text(actual);
     let mut out = Vec::new();
@@ -191,7 +191,7 @@ pub fn diff(expected: &Value, actual: &Value, rules: &RuleSet) -> Vec<Difference
 }
 
 /// A whole-volatile result: only `isError` and the content block types.
-pub fn volatile_shape(result: &Value) -> Value {
+pub(crate) fn volatile_shape(result: &Value) -> Value {
     let types: Vec<Value> = result
         .get("content")
         .and_then(Value::as_array)
@@ -307,7 +307,7 @@ fn json_type(v: &Value) -> &'static str {
 /// Paths whose values differ between any two of `results`: calibration's
 /// proposals for ignore rules. Array indices are kept (a varying element
 /// is one path).
-pub fn varying_paths(results: &[Value]) -> Vec<String> {
+pub(crate) fn varying_paths(results: &[Value]) -> Vec<String> {
     let mut paths: Vec<String> = Vec::new();
     let none = RuleSet::new(&default_rules());
     for pair in results.windows(2) {

@@ -25,12 +25,12 @@ use crate::record::store::LoadedRun;
 /// a reference.
 const MIN_BINDING_CHARS: usize = 4;
 
-pub struct DeriveOptions {
+pub(crate) struct DeriveOptions {
     /// Apply proposed bindings to the arguments (default), or only list them.
     pub apply_bindings: bool,
 }
 
-pub fn derive(run: &LoadedRun, options: &DeriveOptions) -> Scenario {
+pub(crate) fn derive(run: &LoadedRun, options: &DeriveOptions) -> Scenario {
     let header = run.header.as_ref();
     let source = Source {
         run: run.id(),

@@ -31,7 +31,7 @@ use crate::record::model::canonical;
 const NEAREST_SCAN: usize = 2000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     Keyed,
     Ordered,
     Strict,
@@ -39,7 +39,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    pub fn parse(s: &str) -> Option<Mode> {
+    pub(crate) fn parse(s: &str) -> Option<Mode> {
         Some(match s {
             "keyed" => Mode::Keyed,
             "ordered" => Mode::Ordered,
@@ -59,7 +59,7 @@ struct Entry {
     args: Value,
 }
 
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Serve this recorded call (index into the steps given to `new`).
     Hit(usize),
     /// Served again (`--repeats last`).
@@ -69,7 +69,7 @@ pub enum Outcome {
 
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Miss {
+pub(crate) struct Miss {
     pub reason: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nearest_step: Option<String>,
@@ -77,7 +77,7 @@ pub struct Miss {
     pub differing_paths: Vec<Difference>,
 }
 
-pub struct Matcher {
+pub(crate) struct Matcher {
     mode: Mode,
     repeats_last: bool,
     entries: Vec<Entry>,
@@ -140,7 +140,7 @@ fn remove_pointer(value: &mut Value, pointer: &str) {
 
 impl Matcher {
     /// An index over `steps` (one server's calls, in recorded order).
-    pub fn new(steps: &[&ScenarioStep], mode: Mode, repeats_last: bool) -> Matcher {
+    pub(crate) fn new(steps: &[&ScenarioStep], mode: Mode, repeats_last: bool) -> Matcher {
         let mut m = Matcher {
             mode,
             repeats_last,
@@ -184,7 +184,7 @@ impl Matcher {
     }
 
     /// Recorded calls never served.
-    pub fn unused(&self) -> Vec<&str> {
+    pub(crate) fn unused(&self) -> Vec<&str> {
         self.consumed
             .iter()
             .enumerate()
@@ -204,7 +204,7 @@ impl Matcher {
     }
 
     /// Matches one live call (arguments already in recorded space).
-    pub fn call(&mut self, tool: &str, args: &Value) -> Outcome {
+    pub(crate) fn call(&mut self, tool: &str, args: &Value) -> Outcome {
         let found = match self.mode {
             Mode::Keyed => self.keyed(tool, args),
             Mode::Ordered => {
@@ -329,7 +329,7 @@ impl Matcher {
 
 /// Whether a recorded result still holds placeholders or a truncation
 /// marker: served as recorded, with a warning.
-pub fn lossy_result(step: &ScenarioStep) -> bool {
+pub(crate) fn lossy_result(step: &ScenarioStep) -> bool {
     let mut placeholder = false;
     if let Some(r) = &step.expect.result {
         walk_strings(r, &mut |s| placeholder |= s.contains("[REDACTED"));

@@ -44,7 +44,7 @@ const SESSION_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2
 /// version no later than the recorded answer gets its own version back; a
 /// server that answered its own version to a different request is known
 /// not to echo, and answers that version again (unless asked it).
-pub fn negotiated_version(
+pub(crate) fn negotiated_version(
     recorded: &str,
     recorded_request: Option<&str>,
     requested: Option<&str>,
@@ -82,7 +82,7 @@ const CAPABILITY_WORDS: &[(&str, &[&str])] = &[
 /// declared a capability this one does not, and the tool's name names that
 /// capability. Tools the recorded client was never offered cannot be
 /// added: the recording does not have them.
-pub fn tools_for_client(
+pub(crate) fn tools_for_client(
     tools: &[Value],
     recorded: Option<&Value>,
     client: Option<&Value>,
@@ -115,11 +115,11 @@ pub fn tools_for_client(
 }
 
 /// The error code of a mock miss (JSON-RPC's implementation-defined range).
-pub const MISS_CODE: i64 = -32001;
+pub(crate) const MISS_CODE: i64 = -32001;
 /// How long a passed-through call may take.
 const PASSTHROUGH_TIMEOUT: Duration = Duration::from_secs(60);
 
-pub struct MockOptions {
+pub(crate) struct MockOptions {
     pub mode: Mode,
     pub repeats_last: bool,
     pub require_all: bool,
@@ -131,7 +131,7 @@ pub struct MockOptions {
 
 /// How a mock session went.
 #[derive(Debug, Default)]
-pub struct MockSummary {
+pub(crate) struct MockSummary {
     pub served: usize,
     pub repeats: usize,
     pub misses: usize,
@@ -140,11 +140,11 @@ pub struct MockSummary {
 }
 
 impl MockSummary {
-    pub fn failed(&self, require_all: bool) -> bool {
+    pub(crate) fn failed(&self, require_all: bool) -> bool {
         self.misses > 0 || (require_all && !self.unused.is_empty())
     }
 
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "bir mock: {} served, {} repeated, {} missed, {} passed through, {} recorded calls unused",
             self.served,
@@ -156,7 +156,7 @@ impl MockSummary {
     }
 }
 
-pub struct Mock<'a> {
+pub(crate) struct Mock<'a> {
     snapshot: Option<&'a super::scenario::ServerSnap>,
     steps: Vec<&'a ScenarioStep>,
     matcher: Matcher,
@@ -176,7 +176,7 @@ pub struct Mock<'a> {
 impl<'a> Mock<'a> {
     /// A mock of `server` (steps of other servers are not served; a script
     /// without servers serves all its steps).
-    pub fn new(
+    pub(crate) fn new(
         scenario: &'a Scenario,
         server: &str,
         options: MockOptions,
@@ -208,7 +208,7 @@ impl<'a> Mock<'a> {
     /// Journals every exchange served (the opening ones make the run's
     /// snapshot, each `tools/call` its steps) into `recorder`'s run,
     /// finished when the session ends.
-    pub fn recording(mut self, recorder: SessionRecorder) -> Mock<'a> {
+    pub(crate) fn recording(mut self, recorder: SessionRecorder) -> Mock<'a> {
         self.recorder = Some(recorder);
         self
     }
@@ -225,7 +225,7 @@ impl<'a> Mock<'a> {
     }
 
     /// Serves until `input` ends.
-    pub fn serve(mut self, input: &mut dyn BufRead, output: &mut dyn Write) -> MockSummary {
+    pub(crate) fn serve(mut self, input: &mut dyn BufRead, output: &mut dyn Write) -> MockSummary {
         let mut line = String::new();
         loop {
             line.clear();

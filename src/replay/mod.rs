@@ -9,18 +9,18 @@
 //! the command layer (`crate::cmd::replay`); `bir-proxy --replay` calls
 //! [`serve_mock`].
 
-pub mod builtin;
-pub mod client;
-pub mod compare;
-pub mod derive;
-pub mod matcher;
-pub mod mock;
-pub mod recording;
-pub mod runner;
-pub mod safety;
-pub mod scenario;
-pub mod template;
-pub mod trust;
+pub(crate) mod builtin;
+pub(crate) mod client;
+pub(crate) mod compare;
+pub(crate) mod derive;
+pub(crate) mod matcher;
+pub(crate) mod mock;
+pub(crate) mod recording;
+pub(crate) mod runner;
+pub(crate) mod safety;
+pub(crate) mod scenario;
+pub(crate) mod template;
+pub(crate) mod trust;
 
 use std::path::Path;
 
@@ -30,7 +30,7 @@ use scenario::Scenario;
 
 /// A scenario from a `*.json` file, or derived in memory from a run (its
 /// id, a unique prefix, or `latest`).
-pub fn load_source(source: &str) -> Result<Scenario, Error> {
+pub(crate) fn load_source(source: &str) -> Result<Scenario, Error> {
     let path = Path::new(source);
     if names_a_file(source) {
         return Scenario::load(path);
@@ -57,7 +57,7 @@ fn names_a_file(source: &str) -> bool {
 /// What a run made from `source` says it replayed: the scenario file as
 /// given, or the id of the run `source` resolved to (never `latest` or a
 /// prefix, which name another run once more runs are recorded).
-pub fn source_label(source: &str, scenario: &Scenario) -> String {
+pub(crate) fn source_label(source: &str, scenario: &Scenario) -> String {
     match &scenario.source {
         Some(from) if !names_a_file(source) && !from.run.is_empty() => from.run.clone(),
         _ => source.to_owned(),
@@ -67,20 +67,20 @@ pub fn source_label(source: &str, scenario: &Scenario) -> String {
 /// The redactor a recorder would use here (its rules, this process's
 /// secret-named environment values): live data passes it before it is
 /// compared with recorded data.
-pub fn recorded_space_redactor() -> crate::redact::Redactor {
+pub(crate) fn recorded_space_redactor() -> crate::redact::Redactor {
     recorded_space_redactor_knowing(&[])
 }
 
 /// [`recorded_space_redactor`] that also redacts `known_secrets` (the
 /// static headers bir itself sends a remote server), in any encoding, as
 /// the proxy's recorder does for its `--url` upstream.
-pub fn recorded_space_redactor_knowing(known_secrets: &[String]) -> crate::redact::Redactor {
+pub(crate) fn recorded_space_redactor_knowing(known_secrets: &[String]) -> crate::redact::Redactor {
     crate::record::payload::build_redactor(crate::redact::RedactConfig::default(), known_secrets)
 }
 
 /// `value` as the recorder would have stored it: binaries stubbed,
 /// redacted, capped (`Null` if redaction failed: nothing of it is kept).
-pub fn in_recorded_space(
+pub(crate) fn in_recorded_space(
     redactor: &crate::redact::Redactor,
     cap: usize,
     value: serde_json::Value,
@@ -92,13 +92,13 @@ pub fn in_recorded_space(
 }
 
 /// The cap the recorder applies (`BIR_MAX_PAYLOAD_BYTES`).
-pub fn payload_cap() -> usize {
+pub(crate) fn payload_cap() -> usize {
     crate::record::RecorderConfig::from_env("replay".into(), None)
         .map_or(crate::record::truncate::DEFAULT_CAP, |c| c.payload_cap)
 }
 
 /// Which server of `scenario` to serve: `wanted`, or the only one.
-pub fn pick_server(scenario: &Scenario, wanted: Option<&str>) -> Result<String, Error> {
+pub(crate) fn pick_server(scenario: &Scenario, wanted: Option<&str>) -> Result<String, Error> {
     if let Some(w) = wanted {
         let known =
             scenario.servers.contains_key(w) || scenario.steps.iter().any(|s| s.server == w);
@@ -132,7 +132,7 @@ pub fn pick_server(scenario: &Scenario, wanted: Option<&str>) -> Result<String, 
 }
 
 /// Staleness: how old the scenario's reference time is, in seconds.
-pub fn age_secs(scenario: &Scenario) -> Option<i64> {
+pub(crate) fn age_secs(scenario: &Scenario) -> Option<i64> {
     let at = crate::time::parse_rfc3339(scenario.reference_time()?)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -142,7 +142,7 @@ pub fn age_secs(scenario: &Scenario) -> Option<i64> {
 }
 
 /// How `bir mock` / `bir-proxy --replay` are asked to serve.
-pub struct ServeRequest<'a> {
+pub(crate) struct ServeRequest<'a> {
     pub source: &'a str,
     pub server: Option<&'a str>,
     pub match_mode: Option<&'a str>,
@@ -162,7 +162,7 @@ pub struct ServeRequest<'a> {
 
 /// Serves a recording, reading `input` (the host's messages) and writing
 /// stdout, until `input` ends.
-pub fn serve_mock(
+pub(crate) fn serve_mock(
     req: &ServeRequest,
     input: &mut dyn std::io::BufRead,
 ) -> Result<ExitStatus, Error> {

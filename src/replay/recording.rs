@@ -27,11 +27,11 @@ use crate::record::store::Store;
 use crate::record::{LocalRun, Origin, Preparation, ProxyItem, RecorderConfig};
 
 /// `bir replay` and `bir verify`.
-pub const REPLAY_RECORDER: &str = "bir-replay";
+pub(crate) const REPLAY_RECORDER: &str = "bir-replay";
 /// `bir mock` and `bir-proxy --replay`.
-pub const MOCK_RECORDER: &str = "bir-mock";
+pub(crate) const MOCK_RECORDER: &str = "bir-mock";
 
-pub struct SessionRecorder {
+pub(crate) struct SessionRecorder {
     run: LocalRun,
     preps: BTreeMap<String, Preparation>,
     items: Vec<ProxyItem>,
@@ -43,7 +43,7 @@ pub struct SessionRecorder {
 impl SessionRecorder {
     /// A recorder for a session of `recorder` over `servers`, replaying
     /// `replay_of`; `None` when recording is off (`BIR_RECORDER=off`).
-    pub fn open(
+    pub(crate) fn open(
         recorder: &str,
         made_by: MadeBy,
         replay_of: &str,
@@ -89,7 +89,7 @@ impl SessionRecorder {
     /// messages): a `tools/call` becomes the run's two steps; the opening
     /// exchanges (`initialize`, `server/discover`, `tools/list`) make the
     /// server's snapshot; anything else is not recorded.
-    pub fn exchange(
+    pub(crate) fn exchange(
         &mut self,
         server: &str,
         request: &Value,
@@ -125,7 +125,7 @@ impl SessionRecorder {
     }
 
     /// Ends the run: its id, if any call opened one.
-    pub fn finish(mut self) -> Option<String> {
+    pub(crate) fn finish(mut self) -> Option<String> {
         self.run.finish(0);
         self.run.id().map(str::to_owned)
     }

@@ -35,7 +35,7 @@ use crate::redact::Redactor;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Status {
+pub(crate) enum Status {
     Match,
     Diverged,
     ErrorChanged,
@@ -52,7 +52,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Status::Match => "match",
             Status::Diverged => "diverged",
@@ -69,7 +69,7 @@ impl Status {
     }
 
     /// Not run, and not a regression: a JUnit `<skipped>`.
-    pub fn is_not_run(self) -> bool {
+    pub(crate) fn is_not_run(self) -> bool {
         matches!(
             self,
             Status::Held | Status::Blocked | Status::Planned | Status::GuidedOnly | Status::Skipped
@@ -77,7 +77,7 @@ impl Status {
     }
 
     /// Every status, in the order the summary counts them.
-    pub const ALL: [Status; 11] = [
+    pub(crate) const ALL: [Status; 11] = [
         Status::Match,
         Status::Diverged,
         Status::ErrorChanged,
@@ -92,7 +92,7 @@ impl Status {
     ];
 
     /// A regression: exit 1.
-    pub fn is_divergence(self) -> bool {
+    pub(crate) fn is_divergence(self) -> bool {
         matches!(
             self,
             Status::Diverged
@@ -106,7 +106,7 @@ impl Status {
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StepReport {
+pub(crate) struct StepReport {
     pub id: String,
     pub index: u64,
     pub server: String,
@@ -146,7 +146,7 @@ const PROMPT_LINE_CHARS: usize = 100;
 /// its class, and its arguments as they would be sent (redacted, as the
 /// recorder stores them: a binding or parameter may have changed them
 /// since the recording), folded to a few lines.
-pub fn confirm_prompt(sr: &StepReport) -> String {
+pub(crate) fn confirm_prompt(sr: &StepReport) -> String {
     let mut text = format!(
         "run {} {}/{} [{}] with arguments:\n",
         sr.id,
@@ -185,7 +185,7 @@ pub fn confirm_prompt(sr: &StepReport) -> String {
 /// How a server's live tools differ from the snapshot.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Drift {
+pub(crate) struct Drift {
     pub server: String,
     pub added: Vec<String>,
     pub removed: Vec<String>,
@@ -193,14 +193,14 @@ pub struct Drift {
 }
 
 impl Drift {
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         !(self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty())
     }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Report {
+pub(crate) struct Report {
     pub scenario: String,
     pub steps: Vec<StepReport>,
     /// Servers that could not be started or initialised (exit 4).
@@ -223,7 +223,7 @@ impl Report {
     /// docs/replay.md, the exit codes: environment (4) over divergence (1) over stale (5)
     /// over incomplete (3) over success (0). Usage errors (2) never get a
     /// report.
-    pub fn exit_status(&self) -> ExitStatus {
+    pub(crate) fn exit_status(&self) -> ExitStatus {
         if !self.environment.is_empty() {
             return ExitStatus::Environment;
         }
@@ -248,7 +248,7 @@ impl Report {
     /// skipped, as is a blocked one, and neither fails the run; with
     /// `require_all` any step held, blocked or skipped makes it incomplete
     /// (3). Built-in steps never do: no client could run them.
-    pub fn verify_exit_status(&mut self, require_all: bool) -> ExitStatus {
+    pub(crate) fn verify_exit_status(&mut self, require_all: bool) -> ExitStatus {
         for st in &mut self.steps {
             if st.status == Status::Held {
                 st.status = Status::Skipped;
@@ -274,7 +274,7 @@ impl Report {
     /// One line counting every step by status: `5 steps: 2 matched, 3
     /// guided-only` (the counts add up to the total; "matched" is always
     /// said).
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let mut parts = Vec::new();
         for status in Status::ALL {
             let n = self.steps.iter().filter(|s| s.status == status).count();
@@ -298,7 +298,7 @@ impl Report {
 
 /// A TTY answer to "run this held step?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Confirm {
+pub(crate) enum Confirm {
     Yes,
     No,
     /// Yes, and for every later step of this tool.
@@ -307,7 +307,7 @@ pub enum Confirm {
     Quit,
 }
 
-pub struct Options {
+pub(crate) struct Options {
     pub dry_run: bool,
     pub execute: bool,
     pub allow: Vec<String>,
@@ -339,14 +339,14 @@ pub struct Options {
 /// server over Streamable HTTP): a writer taking one JSON-RPC message per
 /// line and a reader yielding one per line. The command layer builds it
 /// (the HTTP transport lives with the proxy, above this layer).
-pub type Connector = Arc<dyn Fn() -> Result<Pipes, String> + Send + Sync>;
+pub(crate) type Connector = Arc<dyn Fn() -> Result<Pipes, String> + Send + Sync>;
 
 /// The two ends a [`Connector`] opens.
-pub type Pipes = (Box<dyn Write + Send>, Box<dyn Read + Send>);
+pub(crate) type Pipes = (Box<dyn Write + Send>, Box<dyn Read + Send>);
 
 /// How to reach one live server.
 #[derive(Clone)]
-pub enum ServerTarget {
+pub(crate) enum ServerTarget {
     /// A stdio server: its command (no shell) and extra environment.
     Command {
         argv: Vec<String>,
@@ -364,7 +364,7 @@ pub enum ServerTarget {
 
 impl ServerTarget {
     /// A stdio server with no extra environment.
-    pub fn command(argv: Vec<String>) -> ServerTarget {
+    pub(crate) fn command(argv: Vec<String>) -> ServerTarget {
         ServerTarget::Command {
             argv,
             env: Vec::new(),
@@ -388,7 +388,7 @@ impl std::fmt::Debug for ServerTarget {
 }
 
 /// Server name → how to reach it.
-pub type ServerTargets = BTreeMap<String, ServerTarget>;
+pub(crate) type ServerTargets = BTreeMap<String, ServerTarget>;
 
 struct Results<'a> {
     params: &'a HashMap<String, Value>,
@@ -410,7 +410,10 @@ impl Lookup for Results<'_> {
 /// The parameters' values: `--param`, else `from: env:X`, else the default
 /// (never for a redacted one). `prompt` parameters are bound only with
 /// `--param` here (replay never prompts for a value it would then hold).
-pub fn bind_params(scenario: &Scenario, given: &HashMap<String, String>) -> HashMap<String, Value> {
+pub(crate) fn bind_params(
+    scenario: &Scenario,
+    given: &HashMap<String, String>,
+) -> HashMap<String, Value> {
     let mut out = HashMap::new();
     for (name, param) in &scenario.params {
         let value = if let Some(v) = given.get(name) {
@@ -434,7 +437,7 @@ pub fn bind_params(scenario: &Scenario, given: &HashMap<String, String>) -> Hash
 }
 
 /// Live definitions that differ from the snapshot, in recorded space.
-pub fn drift_of(server: &str, recorded: &[Value], live: &[Value]) -> Drift {
+pub(crate) fn drift_of(server: &str, recorded: &[Value], live: &[Value]) -> Drift {
     let by_name = |tools: &[Value]| -> BTreeMap<String, Value> {
         tools
             .iter()
@@ -458,7 +461,7 @@ pub fn drift_of(server: &str, recorded: &[Value], live: &[Value]) -> Drift {
 }
 
 /// A live server, its session opened as the recording's was.
-pub struct LiveServer {
+pub(crate) struct LiveServer {
     pub client: McpClient,
     /// Live tool definitions in recorded space, by name.
     pub tools: HashMap<String, Value>,
@@ -471,7 +474,7 @@ pub struct LiveServer {
 /// steps use (not in a dry run); then, batch by batch, judge every step
 /// (safety, schema, environment, arguments, consent) and execute the ones
 /// cleared; last, put the report in the recorded order.
-pub fn run(
+pub(crate) fn run(
     scenario: &Scenario,
     servers: &ServerTargets,
     options: &Options,
@@ -1114,7 +1117,7 @@ fn select<'a>(scenario: &'a Scenario, options: &Options) -> Vec<&'a ScenarioStep
 
 /// Starts `command` and opens the session the way the recording did (its
 /// protocol version, its client capabilities), then lists the tools.
-pub fn start_server(
+pub(crate) fn start_server(
     name: &str,
     command: &[String],
     scenario: &Scenario,
@@ -1127,7 +1130,7 @@ pub fn start_server(
 }
 
 /// [`start_server`] for any [`ServerTarget`].
-pub fn start_target(
+pub(crate) fn start_target(
     name: &str,
     target: &ServerTarget,
     scenario: &Scenario,
@@ -1295,7 +1298,7 @@ fn judge_answer(
 }
 
 /// A value in one short line (for reports).
-pub fn brief(v: &Value) -> String {
+pub(crate) fn brief(v: &Value) -> String {
     let text = v.to_string();
     if text.len() <= 80 {
         return text;

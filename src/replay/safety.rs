@@ -16,7 +16,7 @@ use serde_json::Value;
 /// A step's class, from least to most guarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Class {
+pub(crate) enum Class {
     /// Read-only: runs by default.
     Auto,
     /// A write that is not destructive: held; runs with `--execute` when
@@ -30,7 +30,7 @@ pub enum Class {
 }
 
 impl Class {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Class::Auto => "auto",
             Class::Confirm => "confirm",
@@ -199,7 +199,7 @@ const READ_VERBS: &[&str] = &[
 /// The words of a tool name: split at `_`, `-`, `.`, `/`, `:`, spaces and
 /// digits, and where camelCase turns from lower to upper case (`HTMLParser`
 /// gives `html`, `parser`), lower-cased.
-pub fn name_words(tool: &str) -> Vec<String> {
+pub(crate) fn name_words(tool: &str) -> Vec<String> {
     let chars: Vec<char> = tool.chars().collect();
     let mut words = Vec::new();
     let mut word = String::new();
@@ -228,7 +228,7 @@ pub fn name_words(tool: &str) -> Vec<String> {
 
 /// The gate's verdict for one step.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub class: Class,
     /// `openWorldHint` true (or missing): the tool reaches outside.
     pub external: bool,
@@ -237,7 +237,7 @@ pub struct Verdict {
 }
 
 /// What the gate needs to know about a step.
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     pub tool: &'a str,
     pub recorded: Option<&'a Value>,
     /// `None` when the live server was not asked (dry run, schema-only);
@@ -257,7 +257,7 @@ fn hint(annotations: Option<&Value>, name: &str) -> Option<bool> {
 }
 
 /// The class one set of annotations gives.
-pub fn class_of(annotations: Option<&Value>) -> Class {
+pub(crate) fn class_of(annotations: Option<&Value>) -> Class {
     let read_only = hint(annotations, "readOnlyHint").unwrap_or(false);
     let destructive = hint(annotations, "destructiveHint").unwrap_or(true);
     if read_only {
@@ -275,7 +275,7 @@ fn open_world(annotations: Option<&Value>) -> bool {
 
 /// The first word of `tool` that is a side-effect verb (`git_push`,
 /// `bulkDelete`, `remove-file`, `rm`), if any.
-pub fn write_verb(tool: &str) -> Option<String> {
+pub(crate) fn write_verb(tool: &str) -> Option<String> {
     let words = name_words(tool);
     let reads = words
         .first()
@@ -286,11 +286,11 @@ pub fn write_verb(tool: &str) -> Option<String> {
 }
 
 /// Whether any word of `tool` is a side-effect verb.
-pub fn has_write_verb(tool: &str) -> bool {
+pub(crate) fn has_write_verb(tool: &str) -> bool {
     write_verb(tool).is_some()
 }
 
-pub fn judge(f: &Facts) -> Verdict {
+pub(crate) fn judge(f: &Facts) -> Verdict {
     let mut reasons = Vec::new();
     let mut class = class_of(f.recorded);
     let live_class = f.live.map(|l| class_of(Some(l)));
@@ -359,7 +359,7 @@ pub fn judge(f: &Facts) -> Verdict {
 }
 
 /// A `server/tool` glob (`*` anywhere) against a step.
-pub fn glob_matches(pattern: &str, server: &str, tool: &str) -> bool {
+pub(crate) fn glob_matches(pattern: &str, server: &str, tool: &str) -> bool {
     let subject = format!("{server}/{tool}");
     wildcard(pattern, &subject)
 }
@@ -377,7 +377,7 @@ fn wildcard(pattern: &str, text: &str) -> bool {
 
 /// What `--execute` decides for a held step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Consent {
+pub(crate) enum Consent {
     /// Allowed without asking (a confirm step matched an allow glob).
     Allowed,
     /// Must be confirmed on a TTY first.
@@ -389,7 +389,7 @@ pub enum Consent {
 /// `--allow`/`--deny` for a held step. Deny wins; a destructive step needs
 /// its exact `server/tool` in the allow list (a glob is not consent to
 /// destroy) *and* a TTY confirmation.
-pub fn consent(
+pub(crate) fn consent(
     class: Class,
     server: &str,
     tool: &str,

@@ -18,19 +18,19 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use super::compare::CompareRule;
+pub(crate) use super::compare::CompareRule;
 use crate::error::Error;
 
 /// The largest scenario file read (a recording's results are capped per
 /// step, so a real scenario is far smaller).
-pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The schema this build reads and writes.
-pub const SCHEMA: &str = "bir/scenario@1";
+pub(crate) const SCHEMA: &str = "bir/scenario@1";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Scenario {
+pub(crate) struct Scenario {
     pub schema: String,
     /// Where it came from. Absent in a hand-written script.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,7 +56,7 @@ pub struct Scenario {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Source {
+pub(crate) struct Source {
     pub run: String,
     pub recorded_at: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,7 +73,7 @@ pub struct Source {
 /// A server's snapshot, as recorded (redacted).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ServerSnap {
+pub(crate) struct ServerSnap {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,7 +98,7 @@ pub struct ServerSnap {
 
 impl ServerSnap {
     /// The recorded definition of `tool`, if the snapshot has it.
-    pub fn tool(&self, tool: &str) -> Option<&Value> {
+    pub(crate) fn tool(&self, tool: &str) -> Option<&Value> {
         self.tools
             .iter()
             .find(|t| t.get("name").and_then(Value::as_str) == Some(tool))
@@ -107,7 +107,7 @@ impl ServerSnap {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Param {
+pub(crate) struct Param {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<Value>,
     /// `env:VAR`, `arg` (only `--param`) or `prompt` (asked on a TTY).
@@ -127,14 +127,14 @@ pub struct Param {
 /// A parameter's seal: the argument it replaced ([`super::trust::place`])
 /// and the HMAC `bir scenario param` wrote for it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Seal {
+pub(crate) struct Seal {
     pub at: String,
     pub mac: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Rules {
+pub(crate) struct Rules {
     /// The mock's default match mode (`keyed`, `ordered`, `strict`, `tool`).
     #[serde(rename = "match", default = "default_match")]
     pub match_mode: String,
@@ -158,7 +158,7 @@ impl Default for Rules {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ScenarioStep {
+pub(crate) struct ScenarioStep {
     pub id: String,
     #[serde(default)]
     pub index: u64,
@@ -210,7 +210,7 @@ pub struct ScenarioStep {
 /// mock serves it as recorded), or the JSON-RPC error.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Expect {
+pub(crate) struct Expect {
     #[serde(default)]
     pub is_error: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,7 +226,7 @@ pub struct Expect {
 /// A later argument equal to a value in an earlier result.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub struct Binding {
+pub(crate) struct Binding {
     /// The argument's pointer.
     pub arg: String,
     /// `${step:sN:/pointer}`.
@@ -242,11 +242,11 @@ fn mcp() -> String {
 }
 
 impl Scenario {
-    pub fn step(&self, id: &str) -> Option<&ScenarioStep> {
+    pub(crate) fn step(&self, id: &str) -> Option<&ScenarioStep> {
         self.steps.iter().find(|s| s.id == id)
     }
 
-    pub fn step_mut(&mut self, id: &str) -> Result<&mut ScenarioStep, Error> {
+    pub(crate) fn step_mut(&mut self, id: &str) -> Result<&mut ScenarioStep, Error> {
         self.steps
             .iter_mut()
             .find(|s| s.id == id)
@@ -254,7 +254,7 @@ impl Scenario {
     }
 
     /// Parses and validates a scenario.
-    pub fn parse(text: &str) -> Result<Scenario, Error> {
+    pub(crate) fn parse(text: &str) -> Result<Scenario, Error> {
         let raw: Value =
             serde_json::from_str(text).map_err(|e| Error::usage(format!("not JSON: {e}")))?;
         match raw.get("schema").and_then(Value::as_str) {
@@ -275,7 +275,7 @@ impl Scenario {
     /// What the schema cannot say: unique step ids, steps naming a server
     /// the file knows (scripts may omit servers), known match modes and
     /// rule kinds, `${step:…}` references pointing backwards.
-    pub fn validate(&self) -> Result<(), Error> {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
         let mut seen = std::collections::HashSet::new();
         // Ids seen so far: a `${step:…}` must name one of them (an earlier
         // step), checked before the step's own id joins them.
@@ -323,7 +323,7 @@ impl Scenario {
     }
 
     /// The file's text: pretty-printed, stable order, ending in a newline.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
         text.push('\n');
         text
@@ -332,7 +332,7 @@ impl Scenario {
     /// Reads a scenario file: a regular file only (a FIFO or a device is
     /// refused at once, never waited on: the open does not block and the
     /// type is checked on the descriptor opened), at most [`MAX_FILE_BYTES`].
-    pub fn load(path: &Path) -> Result<Scenario, Error> {
+    pub(crate) fn load(path: &Path) -> Result<Scenario, Error> {
         let text = read_capped(path)
             .map_err(|e| Error::failure(format!("cannot read {}", path.display())).because(e))?;
         Scenario::parse(&text).map_err(|e| {
@@ -346,13 +346,13 @@ impl Scenario {
     /// symlink, mode 0600), which is then renamed over `path`. A link
     /// planted at any name bir might use is never written through; a
     /// symlink at `path` itself is replaced, not followed.
-    pub fn save(&self, path: &Path) -> Result<(), Error> {
+    pub(crate) fn save(&self, path: &Path) -> Result<(), Error> {
         write_private(path, self.to_text().as_bytes())
             .map_err(|e| Error::failure(format!("cannot write {}", path.display())).because(e))
     }
 
     /// When the scenario was last known good: verified, else recorded.
-    pub fn reference_time(&self) -> Option<&str> {
+    pub(crate) fn reference_time(&self) -> Option<&str> {
         let source = self.source.as_ref()?;
         Some(source.verified_at.as_deref().unwrap_or(&source.recorded_at))
     }

@@ -10,7 +10,7 @@
 use serde_json::Value;
 
 /// Where template values come from.
-pub trait Lookup {
+pub(crate) trait Lookup {
     fn param(&self, name: &str) -> Option<Value>;
     fn env(&self, name: &str) -> Option<String>;
     /// The result of an earlier step (live, or the recorded one for a
@@ -20,10 +20,10 @@ pub trait Lookup {
 
 /// Why an argument could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unresolved(pub String);
+pub(crate) struct Unresolved(pub String);
 
 /// `args` with every template resolved.
-pub fn resolve(args: &Value, lookup: &dyn Lookup) -> Result<Value, Unresolved> {
+pub(crate) fn resolve(args: &Value, lookup: &dyn Lookup) -> Result<Value, Unresolved> {
     match args {
         Value::String(s) => resolve_string(s, lookup),
         Value::Array(items) => items
@@ -93,7 +93,7 @@ fn one(body: &str, lookup: &dyn Lookup) -> Result<Value, Unresolved> {
 }
 
 /// The value at `pointer`, descending into strings that hold JSON.
-pub fn pointer_into(value: &Value, pointer: &str) -> Option<Value> {
+pub(crate) fn pointer_into(value: &Value, pointer: &str) -> Option<Value> {
     if pointer.is_empty() {
         return Some(value.clone());
     }
@@ -122,7 +122,7 @@ pub fn pointer_into(value: &Value, pointer: &str) -> Option<Value> {
 }
 
 /// Ids of the steps `args` binds from.
-pub fn step_refs(args: &Value) -> Vec<String> {
+pub(crate) fn step_refs(args: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk_strings(args, &mut |s| {
         let mut rest = s;
@@ -137,13 +137,13 @@ pub fn step_refs(args: &Value) -> Vec<String> {
 }
 
 /// Whether `value` still holds a redaction placeholder.
-pub fn has_placeholder(value: &Value) -> bool {
+pub(crate) fn has_placeholder(value: &Value) -> bool {
     let mut found = false;
     walk_strings(value, &mut |s| found |= s.contains("[REDACTED"));
     found
 }
 
-pub fn walk_strings(value: &Value, f: &mut dyn FnMut(&str)) {
+pub(crate) fn walk_strings(value: &Value, f: &mut dyn FnMut(&str)) {
     match value {
         Value::String(s) => f(s),
         Value::Array(items) => items.iter().for_each(|v| walk_strings(v, f)),
@@ -156,7 +156,7 @@ pub fn walk_strings(value: &Value, f: &mut dyn FnMut(&str)) {
 /// null or booleans' containers: every string, number, boolean and null),
 /// with its JSON Pointer and the object key it sits under (an array
 /// element inherits its array's key).
-pub fn for_each_leaf(value: &Value, f: &mut dyn FnMut(&str, &str, &Value)) {
+pub(crate) fn for_each_leaf(value: &Value, f: &mut dyn FnMut(&str, &str, &Value)) {
     fn walk(value: &Value, path: &mut String, key: &str, f: &mut dyn FnMut(&str, &str, &Value)) {
         match value {
             Value::Object(map) => {
@@ -184,7 +184,7 @@ pub fn for_each_leaf(value: &Value, f: &mut dyn FnMut(&str, &str, &Value)) {
 }
 
 /// Escapes one JSON Pointer segment.
-pub fn escape_segment(s: &str) -> String {
+pub(crate) fn escape_segment(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
 }
 

@@ -36,7 +36,7 @@ const SEAL_DOMAIN: &str = "bir/scenario-param-env@1";
 
 /// Where a parameter is used: the step's server and tool and the argument
 /// pointer, as the seal names it.
-pub fn place(server: &str, tool: &str, pointer: &str) -> String {
+pub(crate) fn place(server: &str, tool: &str, pointer: &str) -> String {
     format!("{server}/{tool}#{pointer}")
 }
 
@@ -86,14 +86,14 @@ fn key(home: &Path, create: bool) -> Option<ring::hmac::Key> {
 /// The seal `bir scenario param` writes for parameter `name` bound `from`
 /// (`env:X`) at `at` ([`place`]), under `$BIR_HOME`'s key (created on
 /// first use). `None` when there is no `$BIR_HOME` to keep a key in.
-pub fn seal(name: &str, from: &str, at: &str) -> Option<String> {
+pub(crate) fn seal(name: &str, from: &str, at: &str) -> Option<String> {
     seal_in(&crate::home::bir_home()?, name, from, at)
 }
 
 /// The seals parameter `name` has after `bir scenario param` binds it
 /// `from` at `at`: the earlier ones (if it was bound from the same source
 /// before) plus one for `at` when `from` is `env:…`.
-pub fn seals_for(
+pub(crate) fn seals_for(
     previous: Option<&super::scenario::Param>,
     name: &str,
     from: Option<&str>,
@@ -143,7 +143,7 @@ fn hex_decode(text: &str) -> Option<Vec<u8>> {
 
 /// The environment a step's arguments would read, and whether it may.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct EnvUse {
+pub(crate) struct EnvUse {
     /// Variables read (raw `${env:X}`, and parameters bound `from: env:X`
     /// that were not given with `--param`).
     pub vars: Vec<String>,
@@ -155,7 +155,7 @@ pub struct EnvUse {
 /// user gave (`trusted`: `--trust-scenario`) and the seals of `home`
 /// (`$BIR_HOME`). `given` are the parameters bound on the command line:
 /// they read nothing.
-pub fn env_use(
+pub(crate) fn env_use(
     scenario: &Scenario,
     step: &ScenarioStep,
     given: &std::collections::HashMap<String, String>,

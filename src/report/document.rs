@@ -36,7 +36,7 @@ use crate::record::store::LoadedRun;
 
 /// The page's document for `run`. `live` asks the page to refresh itself
 /// (the run is being followed); `generated_at` is when it was written.
-pub fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
+pub(crate) fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
     let all = reader_calls(run);
     let calls = in_reading_order(&all);
     let origin = origin_of(run, &calls);

@@ -7,5 +7,5 @@
 //! (`page.html`, `page.css`, `page.js`) that renders it with DOM calls.
 //! Both are pure: no I/O, no clock.
 
-pub mod document;
-pub mod page;
+pub(crate) mod document;
+pub(crate) mod page;

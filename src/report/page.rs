@@ -24,7 +24,7 @@ const SCRIPT: &str = include_str!("page.js");
 
 /// The whole page for `doc` (see `document.rs`). `title` is recorded data
 /// too: it is escaped as HTML text.
-pub fn render(doc: &Value, title: &str) -> String {
+pub(crate) fn render(doc: &Value, title: &str) -> String {
     let data = embeddable_json(doc);
     let mut page = String::with_capacity(SHELL.len() + STYLE.len() + SCRIPT.len() + data.len());
     // The shell names each slot once; filled in order, and a slot's
@@ -52,7 +52,7 @@ pub fn render(doc: &Value, title: &str) -> String {
 /// `doc` as JSON that can sit inside a `<script>` element: every `<`, `>`,
 /// `&`, U+2028 and U+2029 written as a `\uXXXX` escape. They can occur only
 /// inside JSON strings, where the escape means the same character.
-pub fn embeddable_json(doc: &Value) -> String {
+pub(crate) fn embeddable_json(doc: &Value) -> String {
     let json = serde_json::to_string(doc).unwrap_or_else(|_| "null".into());
     let mut out = String::with_capacity(json.len() + json.len() / 16);
     for c in json.chars() {

@@ -16,9 +16,9 @@ use crate::secret::Secret;
 use crate::urls;
 
 /// Total deadline of one request, unless `BIR_SERVICE_TIMEOUT_MS` says.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest `Retry-After` honoured before the single retry.
-pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(10);
+pub(crate) const RETRY_AFTER_CAP: Duration = Duration::from_secs(10);
 /// Wait before the retry of a 429/503 without `Retry-After`.
 pub(super) const BUSY_RETRY_DELAY: Duration = Duration::from_secs(1);
 /// Wait before the retry of a connection that never reached the service.
@@ -34,7 +34,7 @@ const MAX_REFRESHES: u8 = 2;
 
 /// Where runs go, resolved from `BIR_SERVICE_URL` and the credentials file.
 #[derive(Debug, Clone)]
-pub struct ServiceConfig {
+pub(crate) struct ServiceConfig {
     /// Normalised base URL.
     pub base: String,
     /// Present only when they belong to `base`'s origin.
@@ -45,7 +45,7 @@ pub struct ServiceConfig {
 
 impl ServiceConfig {
     /// `Ok(None)`: no service configured (or `BIR_SERVICE_URL=off`).
-    pub fn resolve() -> Result<Option<ServiceConfig>, Error> {
+    pub(crate) fn resolve() -> Result<Option<ServiceConfig>, Error> {
         let env = env_service();
         if env == EnvService::Off {
             return Ok(None);
@@ -99,7 +99,7 @@ fn timeout_from_env() -> Duration {
 
 /// Why a record was not delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailKind {
+pub(crate) enum FailKind {
     /// The service was never reached (refused, DNS, connect timeout).
     Unreachable,
     /// 429 or 503, twice.
@@ -118,7 +118,7 @@ pub enum FailKind {
 }
 
 #[derive(Debug, Clone)]
-pub struct SendFailure {
+pub(crate) struct SendFailure {
     pub kind: FailKind,
     /// Short, safe to log: no token, no body, no query.
     pub detail: String,
@@ -127,7 +127,7 @@ pub struct SendFailure {
 impl SendFailure {
     /// True when the service as a whole is not taking records now (so
     /// trying the next run is pointless).
-    pub fn service_down(&self) -> bool {
+    pub(crate) fn service_down(&self) -> bool {
         matches!(
             self.kind,
             FailKind::Unreachable | FailKind::Busy | FailKind::Unauthorized | FailKind::Tls
@@ -135,7 +135,7 @@ impl SendFailure {
     }
 
     /// What the user can do about it.
-    pub fn next_step(&self) -> &'static str {
+    pub(crate) fn next_step(&self) -> &'static str {
         match self.kind {
             FailKind::Unreachable => {
                 "check the service URL (`bir whoami`) and the network, then run `bir sync` again"
@@ -185,7 +185,7 @@ enum Attempt {
 
 /// A blocking client for the recording service. Holds the token; its
 /// `Debug` does not show it.
-pub struct Client {
+pub(crate) struct Client {
     agent: ureq::Agent,
     base: String,
     creds: Option<Credentials>,
@@ -203,7 +203,7 @@ impl fmt::Debug for Client {
 }
 
 impl Client {
-    pub fn new(cfg: ServiceConfig) -> Client {
+    pub(crate) fn new(cfg: ServiceConfig) -> Client {
         let agent = ureq::AgentBuilder::new()
             // Never follow: a redirect is reported, and the token never
             // leaves the configured origin.
@@ -221,14 +221,14 @@ impl Client {
         }
     }
 
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
     /// Sends `req`; one retry after 429/503 or an unreached service, with
     /// `sleep` doing the waiting (told why; it returns false to give up
     /// instead).
-    pub fn deliver(
+    pub(crate) fn deliver(
         &mut self,
         req: &WireRequest,
         sleep: &mut dyn FnMut(Duration, &SendFailure) -> bool,
@@ -340,7 +340,7 @@ impl Client {
     /// --remote`). The token is handled as for sending: refreshed first
     /// when it has expired, and once more after a 401. Not retried
     /// otherwise: a person is waiting, and the error says what to do.
-    pub fn get_json(&mut self, path: &str) -> Result<Value, SendFailure> {
+    pub(crate) fn get_json(&mut self, path: &str) -> Result<Value, SendFailure> {
         if self
             .creds
             .as_ref()
@@ -545,7 +545,7 @@ fn answer_of(result: Result<ureq::Response, ureq::Error>) -> Answer {
 
 /// `d` plus up to a fifth more, at random: proxies that failed together
 /// (a service restart) do not all come back in the same instant.
-pub fn jittered(d: Duration) -> Duration {
+pub(crate) fn jittered(d: Duration) -> Duration {
     let fraction = (crate::record::model::random_u64() % 1_000_001) as f64 / 1_000_000.0;
     d + (d / 5).mul_f64(fraction)
 }

@@ -30,14 +30,14 @@ use crate::home::{bir_home, ensure_private_dir};
 use crate::secret::Secret;
 use crate::time;
 
-pub const CREDENTIALS_FILE: &str = "credentials.json";
+pub(crate) const CREDENTIALS_FILE: &str = "credentials.json";
 /// A token counts as expired this long before its `expiresAt`.
 const EXPIRY_MARGIN_SECS: i64 = 30;
 
 /// What `credentials.json` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Credentials {
+pub(crate) struct Credentials {
     /// The service's base URL (`https://…`, no trailing slash).
     pub service: String,
     pub token: Secret,
@@ -53,7 +53,7 @@ pub struct Credentials {
 
 impl Credentials {
     /// `expiresAt` as Unix seconds, when it is set and readable.
-    pub fn expires_unix(&self) -> Option<i64> {
+    pub(crate) fn expires_unix(&self) -> Option<i64> {
         match self.expires_at.as_ref()? {
             Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)),
             Value::String(s) => time::parse_rfc3339(s),
@@ -62,7 +62,7 @@ impl Credentials {
     }
 
     /// True when `expiresAt` has passed (or is about to).
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
@@ -71,7 +71,7 @@ impl Credentials {
             .is_some_and(|at| at - EXPIRY_MARGIN_SECS <= now)
     }
 
-    pub fn refresh_url(&self) -> String {
+    pub(crate) fn refresh_url(&self) -> String {
         self.refresh_url
             .clone()
             .unwrap_or_else(|| format!("{}/auth/refresh", self.service.trim_end_matches('/')))
@@ -79,12 +79,12 @@ impl Credentials {
 }
 
 /// `$BIR_HOME/credentials.json`.
-pub fn credentials_path() -> Option<PathBuf> {
+pub(crate) fn credentials_path() -> Option<PathBuf> {
     bir_home().map(|h| h.join(CREDENTIALS_FILE))
 }
 
 /// Reads the credentials file. `Ok(None)`: there is none (not logged in).
-pub fn load(path: &Path) -> Result<Option<Credentials>, Error> {
+pub(crate) fn load(path: &Path) -> Result<Option<Credentials>, Error> {
     let file = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -138,7 +138,7 @@ pub fn load(path: &Path) -> Result<Option<Credentials>, Error> {
 
 /// Writes the credentials atomically: a fresh 0600 temp file in the same
 /// private directory, fsync, rename over the old one, fsync the directory.
-pub fn save(path: &Path, creds: &Credentials) -> io::Result<()> {
+pub(crate) fn save(path: &Path, creds: &Credentials) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::other("credentials path has no directory"))?;
@@ -173,7 +173,7 @@ pub fn save(path: &Path, creds: &Credentials) -> io::Result<()> {
 
 /// A printable stand-in for a token: its first 4 characters (for tokens
 /// long enough that this gives nothing away) and a sha256 prefix.
-pub fn fingerprint(token: &str) -> String {
+pub(crate) fn fingerprint(token: &str) -> String {
     let digest = crate::codec::sha256_hex(token.as_bytes());
     let head: String = token.chars().take(4).collect();
     if token.chars().count() >= 20 {
@@ -184,7 +184,7 @@ pub fn fingerprint(token: &str) -> String {
 }
 
 /// A token must fit in an HTTP header: visible ASCII, no spaces.
-pub fn valid_token(token: &str) -> bool {
+pub(crate) fn valid_token(token: &str) -> bool {
     !token.is_empty() && token.len() <= 16 * 1024 && token.bytes().all(|b| b.is_ascii_graphic())
 }
 

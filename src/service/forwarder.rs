@@ -117,7 +117,7 @@ impl Outbox for State {
 type Shared = Monitor<Sending<State>>;
 
 /// The recording-service sink of a [`super::Recorder`].
-pub struct ServiceForwarder {
+pub(crate) struct ServiceForwarder {
     shared: Arc<Shared>,
     /// The service, fit for a message.
     label: String,
@@ -132,7 +132,7 @@ impl fmt::Debug for ServiceForwarder {
 impl ServiceForwarder {
     /// The remote recorder the environment asks for, if any (see
     /// [`ServiceConfig::resolve`]). Problems are logged, never fatal.
-    pub fn from_env() -> Option<ServiceForwarder> {
+    pub(crate) fn from_env() -> Option<ServiceForwarder> {
         match ServiceConfig::resolve() {
             Ok(Some(cfg)) => ServiceForwarder::start(cfg),
             Ok(None) => None,
@@ -144,7 +144,7 @@ impl ServiceForwarder {
     }
 
     /// Starts the sender thread for `cfg`.
-    pub fn start(cfg: ServiceConfig) -> Option<ServiceForwarder> {
+    pub(crate) fn start(cfg: ServiceConfig) -> Option<ServiceForwarder> {
         let shared = Arc::new(Monitor::new(Sending::new(State::default())));
         let label = urls::display(&cfg.base);
         let worker = Arc::clone(&shared);

@@ -73,13 +73,13 @@
 //! * One warning per run, naming the service and the request, never the
 //!   token or a body. Whatever was not acknowledged stays in the journal.
 
-pub mod client;
-pub mod credentials;
-pub mod forwarder;
-pub mod read;
-pub mod sync;
-pub mod url;
-pub mod wire;
+pub(crate) mod client;
+pub(crate) mod credentials;
+pub(crate) mod forwarder;
+pub(crate) mod read;
+pub(crate) mod sync;
+pub(crate) mod url;
+pub(crate) mod wire;
 
 #[cfg(test)]
 mod tests;

@@ -38,7 +38,7 @@ const MAX_LIST: usize = 500;
 
 /// Runs fetched from the service, as journals in a scratch store that is
 /// removed when this is dropped.
-pub struct Fetched {
+pub(crate) struct Fetched {
     /// The service's base URL (for messages).
     base: String,
     store: Store,
@@ -50,7 +50,7 @@ impl Fetched {
     /// Lists the fetched runs with `list` (the local listing, given the
     /// scratch store); no runs at all is said in the service's words, not
     /// the scratch store's (and with `json`, as no lines at all).
-    pub fn list_with(
+    pub(crate) fn list_with(
         &self,
         json: bool,
         list: impl FnOnce(&Store) -> Result<ExitStatus, Error>,
@@ -69,7 +69,7 @@ impl Fetched {
     }
 
     /// The first fetched run, loaded as a local run is.
-    pub fn first(&self) -> Result<LoadedRun, Error> {
+    pub(crate) fn first(&self) -> Result<LoadedRun, Error> {
         let id = self
             .ids
             .first()
@@ -103,7 +103,7 @@ fn failed(client: &Client, f: super::client::SendFailure) -> Error {
 }
 
 /// The newest `limit` runs on the service.
-pub fn list(limit: usize) -> Result<Fetched, Error> {
+pub(crate) fn list(limit: usize) -> Result<Fetched, Error> {
     let mut client = client()?;
     let limit = limit.clamp(1, MAX_LIST);
     let doc = client
@@ -117,7 +117,7 @@ pub fn list(limit: usize) -> Result<Fetched, Error> {
 }
 
 /// One run: its id, or `latest` (the service's newest).
-pub fn fetch(id: &str) -> Result<Fetched, Error> {
+pub(crate) fn fetch(id: &str) -> Result<Fetched, Error> {
     if id == "latest" {
         return list(1);
     }

@@ -19,7 +19,7 @@ use crate::record::store::{self, LoadedRun, Store};
 use crate::time;
 
 /// An unfinished run counts as abandoned after this long without a write.
-pub const STALE_AFTER: Duration = Duration::from_secs(10 * 60);
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(10 * 60);
 
 /// How one run went.
 pub(crate) enum Outcome {
@@ -185,7 +185,7 @@ impl SyncLock {
 ///
 /// Each pass is a [`JournalPass`] (`runs/.caught-up` is its watermark), so
 /// a proxy reads only the journals written since the last complete pass.
-pub struct CatchUp {
+pub(crate) struct CatchUp {
     store: Store,
     pass: JournalPass,
     _lock: SyncLock,
@@ -197,7 +197,7 @@ const WATERMARK: &str = ".caught-up";
 impl CatchUp {
     /// `None` when switched off (`BIR_AUTO_SYNC=off`), when there is no
     /// store, or when another bir is sending from this store right now.
-    pub fn begin() -> Option<CatchUp> {
+    pub(crate) fn begin() -> Option<CatchUp> {
         if catchup::switched_off() {
             return None;
         }
@@ -218,7 +218,7 @@ impl CatchUp {
     /// (this process's own). `Ok(true)`: there may be more; `Ok(false)`:
     /// done (the watermark is moved up); `Err`: the service failed, stop
     /// for now (the watermark stays).
-    pub fn send_next(
+    pub(crate) fn send_next(
         &mut self,
         client: &mut Client,
         is_live: &dyn Fn(&str) -> bool,

@@ -7,14 +7,14 @@ use crate::error::Error;
 
 /// What `BIR_SERVICE_URL` says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EnvService {
+pub(crate) enum EnvService {
     Unset,
     /// `off`, `0` or `none`: never send, even when logged in.
     Off,
     Url(String),
 }
 
-pub fn env_service() -> EnvService {
+pub(crate) fn env_service() -> EnvService {
     match std::env::var("BIR_SERVICE_URL") {
         Ok(v) if matches!(v.trim(), "off" | "0" | "none") => EnvService::Off,
         Ok(v) if !v.trim().is_empty() => EnvService::Url(v.trim().to_owned()),
@@ -23,7 +23,7 @@ pub fn env_service() -> EnvService {
 }
 
 /// `BIR_SERVICE_URL`, when it names a service.
-pub fn service_url_from_env() -> Option<String> {
+pub(crate) fn service_url_from_env() -> Option<String> {
     match env_service() {
         EnvService::Url(u) => Some(u),
         _ => None,
@@ -34,7 +34,7 @@ pub fn service_url_from_env() -> Option<String> {
 /// without a trailing slash. Refused: anything but http(s), credentials or
 /// a query in the URL (credentials belong in `bir login`), and plain http
 /// except to loopback (the token would cross the network in clear).
-pub fn parse_service_url(raw: &str) -> Result<String, Error> {
+pub(crate) fn parse_service_url(raw: &str) -> Result<String, Error> {
     let raw = raw.trim();
     let shown = crate::urls::display(raw);
     let Some((scheme, rest)) = raw.split_once("://") else {
@@ -91,7 +91,7 @@ fn is_loopback_host(host: &str) -> bool {
 }
 
 /// `scheme://host:port`, lowercase: what "same origin" compares.
-pub fn origin(url: &str) -> String {
+pub(crate) fn origin(url: &str) -> String {
     let url = url.trim();
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");

@@ -7,7 +7,7 @@ use crate::record::model::{Record, RunEvent, Step, StepType};
 
 /// One request to the service.
 #[derive(Debug, Clone)]
-pub struct WireRequest {
+pub(crate) struct WireRequest {
     pub method: &'static str,
     /// Relative to the base URL, starting with `/recordings/`.
     pub path: String,
@@ -18,7 +18,7 @@ pub struct WireRequest {
 
 /// The request that delivers `record` of run `run_id`; `None` for records
 /// that stay local (`remote_ack`).
-pub fn request_for(run_id: &str, record: &Record) -> Option<WireRequest> {
+pub(crate) fn request_for(run_id: &str, record: &Record) -> Option<WireRequest> {
     let run = segment(run_id);
     let (method, path, body, optional) = match &record.event {
         RunEvent::RunStarted(header) => (
@@ -77,7 +77,7 @@ pub fn request_for(run_id: &str, record: &Record) -> Option<WireRequest> {
 }
 
 /// A step as the service's row (see the module docs).
-pub fn step_body(step: &Step) -> Value {
+pub(crate) fn step_body(step: &Step) -> Value {
     let mut m = Map::new();
     let mut put = |k: &str, v: Value| {
         m.insert(k.to_owned(), v);

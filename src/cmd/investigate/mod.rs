@@ -20,7 +20,7 @@ use argh::FromArgs;
 /// gaps in the record.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "investigate")]
-pub struct InvestigateCmd {
+pub(crate) struct InvestigateCmd {
     /// the run: its id, a unique prefix of it, or `latest` (default)
     #[argh(positional, default = "String::from(\"latest\")")]
     pub run: String,
@@ -37,7 +37,7 @@ pub struct InvestigateCmd {
 /// are plenty to know what "usual" is.
 const HISTORY_RUNS: usize = 200;
 
-pub fn main(cmd: InvestigateCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn main(cmd: InvestigateCmd) -> Result<ExitStatus, Error> {
     let store = Store::open_default().context(|| "cannot open the run store".into())?;
     let run = store.find(&cmd.run)?;
     let history = earlier_runs(&store, &run, HISTORY_RUNS)

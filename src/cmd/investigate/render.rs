@@ -23,7 +23,7 @@ fn preview(s: &str, max: usize) -> String {
     escape(&cut)
 }
 
-pub fn text(f: &Findings) -> String {
+pub(super) fn text(f: &Findings) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,

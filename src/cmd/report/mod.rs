@@ -37,7 +37,7 @@ use crate::time::rfc3339;
 /// it from disk in any browser).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "report")]
-pub struct ReportCmd {
+pub(crate) struct ReportCmd {
     /// the run: its id, a unique prefix of it, or `latest`
     #[argh(positional, default = "String::from(\"latest\")")]
     pub run: String,
@@ -66,7 +66,7 @@ const POLL: Duration = Duration::from_millis(300);
 /// (the page's script treats a page older than 4 heartbeats as abandoned).
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
-pub fn main(cmd: ReportCmd) -> Result<ExitStatus, Error> {
+pub(crate) fn main(cmd: ReportCmd) -> Result<ExitStatus, Error> {
     let store = Store::open_default().context(|| "cannot open the run store".into())?;
     // `--remote`: the run fetched from the recording service (into a
     // scratch store that lives until the page is written).

@@ -69,7 +69,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const ENDPOINT_WAIT: Duration = Duration::from_secs(10);
 
 /// The pipe ends the relay uses.
-pub struct Started {
+pub(crate) struct Started {
     /// What the host pump writes to (in place of a child's stdin).
     pub to_upstream_http: PipeWriter,
     /// What `pump_upstream` reads (in place of a child's stdout).
@@ -78,7 +78,7 @@ pub struct Started {
 
 /// Starts the transport thread. It sends [`Event::UpstreamHttpClosed`] once the
 /// host's side closed and the session was ended.
-pub fn start(cfg: &ProxyConfig, events: Sender<Event>) -> io::Result<Started> {
+pub(crate) fn start(cfg: &ProxyConfig, events: Sender<Event>) -> io::Result<Started> {
     let Some(http_cfg) = cfg.upstream_http.clone() else {
         return Err(io::Error::other("not a remote upstream"));
     };
@@ -89,7 +89,7 @@ pub fn start(cfg: &ProxyConfig, events: Sender<Event>) -> io::Result<Started> {
 /// verify` against a remote server): write one message per line, read one
 /// per line; closing the writer ends the session. Nobody listens for the
 /// closing event.
-pub fn connect(http_cfg: UpstreamHttpConfig, max_message_bytes: u64) -> io::Result<Started> {
+pub(crate) fn connect(http_cfg: UpstreamHttpConfig, max_message_bytes: u64) -> io::Result<Started> {
     let (events, _unheard) = std::sync::mpsc::channel();
     start_with(Arc::new(http_cfg), max_message_bytes, events)
 }
