@@ -509,6 +509,21 @@ fn sighup_and_sigquit_are_passed_on_and_end_both() {
         let mut cmd = proxy_cmd(&dir, &pidfile_script(&dir, json!({})), &[]);
         // A server killed by SIGQUIT may dump core: never into the repository.
         cmd.current_dir(dir.path());
+        // A signal the test runner ignores (under `nohup`, SIGHUP) stays
+        // ignored across exec, in the proxy's server too, with or without
+        // bir in between: start this host's processes as a terminal would.
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: `signal` is async-signal-safe; nothing else runs
+            // between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::signal(libc::SIGHUP, libc::SIG_DFL);
+                    libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                    Ok(())
+                });
+            }
+        }
         let mut host = Host::start(cmd);
         host.send(&init());
         assert!(host.wait_lines(1, Duration::from_secs(5)));
