@@ -211,6 +211,12 @@ fn the_models_outside_data_fields_are_redacted_types() {
     let mut found = Vec::new();
     for (_, code) in code_lines(&text) {
         let code = code.trim();
+        // Whatever the item's visibility says (`pub`, `pub(crate)`, …).
+        let code = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|v| code.strip_prefix(v).map(|rest| ("pub ", rest)))
+            .map_or(code.to_owned(), |(pub_, rest)| format!("{pub_}{rest}"));
+        let code = code.as_str();
         if let Some(rest) = code.strip_prefix("pub struct ") {
             current = rest
                 .chars()
