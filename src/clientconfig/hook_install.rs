@@ -511,6 +511,29 @@ pub(crate) fn record_in_ledger<T: Shared>(
     })
 }
 
+/// `bir uninstall --dry-run` for one file of hooks (`label`: whose): the
+/// diff undoing them would make, or that none of bir's are left in it.
+/// False when the file could not be read or edited (said on stderr).
+pub(crate) fn preview_undo(
+    file: &Path,
+    label: &str,
+    events: usize,
+    edit: &mut atomic::Edit<'_>,
+) -> bool {
+    match atomic::read(file).and_then(|b| Ok((edit(b.as_deref())?, b))) {
+        Ok((Some(after), Some(before))) => {
+            out(&format!("  {label}: {events} events"));
+            out(&diff::unified(&file.display().to_string(), &before, &after));
+        }
+        Ok(_) => out(&format!("  {label}: none left in {}", file.display())),
+        Err(e) => {
+            crate::error::print("bir uninstall", &e);
+            return false;
+        }
+    }
+    true
+}
+
 /// Undoes the selected hook changes (`bir uninstall`). Returns false when
 /// something failed (said on stderr).
 pub(crate) fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool {
@@ -541,24 +564,7 @@ pub(crate) fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool
             Ok(after)
         };
         if dry_run {
-            match atomic::read(&h.file).and_then(|b| Ok((edit(b.as_deref())?, b))) {
-                Ok((Some(after), Some(before))) => {
-                    out(&format!("  Claude Code hooks: {} events", h.events.len()));
-                    out(&diff::unified(
-                        &h.file.display().to_string(),
-                        &before,
-                        &after,
-                    ));
-                }
-                Ok(_) => out(&format!(
-                    "  Claude Code hooks: none left in {}",
-                    h.file.display()
-                )),
-                Err(e) => {
-                    crate::error::print("bir uninstall", &e);
-                    ok = false;
-                }
-            }
+            ok &= preview_undo(&h.file, "Claude Code hooks", h.events.len(), &mut edit);
             continue;
         }
         match atomic::update(&h.file, &mut edit) {

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use super::atomic;
 use super::diff;
 use super::hook_entries::{HookChange, HookEvent, HookForm, remove_ours, shell_quote, shell_words};
-use super::hook_install::{forget_in_ledger, record_in_ledger};
+use super::hook_install::{forget_in_ledger, preview_undo, record_in_ledger};
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 use super::ledger;
 use crate::bound::hosts::Host;
@@ -508,29 +508,8 @@ pub(crate) fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
             Ok(after)
         };
         if dry_run {
-            match atomic::read(&h.file).and_then(|b| Ok((edit(b.as_deref())?, b))) {
-                Ok((Some(after), Some(before))) => {
-                    out(&format!(
-                        "  {} hooks: {} events",
-                        host.app(),
-                        h.events.len()
-                    ));
-                    out(&diff::unified(
-                        &h.file.display().to_string(),
-                        &before,
-                        &after,
-                    ));
-                }
-                Ok(_) => out(&format!(
-                    "  {} hooks: none left in {}",
-                    host.app(),
-                    h.file.display()
-                )),
-                Err(e) => {
-                    crate::error::print("bir uninstall", &e);
-                    ok = false;
-                }
-            }
+            let label = format!("{} hooks", host.app());
+            ok &= preview_undo(&h.file, &label, h.events.len(), &mut edit);
             continue;
         }
         match atomic::update(&h.file, &mut edit) {
