@@ -10,7 +10,8 @@ alike:
 
   none          no hooks
   floor-http    the events bir registers, as HTTP hooks to a server that
-                answers 200 at once (the fake API's /hook route), with
+                answers 200 at once (bench/hook_floor.c, a C server on
+                127.0.0.1 with a thread per connection), with
                 SessionStart and SessionEnd as command hooks running `true`
                 (bir's shape)
   floor-command the same events as command hooks running `true`
@@ -64,8 +65,9 @@ def script(calls):
 
 
 def bir_events(bir):
-    """The events `bir install` registers and which go over HTTP, read
-    from what it writes (never written down twice)."""
+    """The events `bir install` registers, each with its transport and
+    its matcher (None: every tool), read from what it writes (never
+    written down twice)."""
     with tempfile.TemporaryDirectory() as d:
         conf, bh = os.path.join(d, "conf"), os.path.join(d, "bh")
         os.makedirs(conf)
@@ -75,7 +77,8 @@ def bir_events(bir):
         subprocess.run([bir, "install", "--project", d, "--hooks", "http"], env=env,
                        check=True, capture_output=True)
         hooks = json.load(open(os.path.join(conf, "settings.json")))["hooks"]
-    return {ev: groups[-1]["hooks"][0]["type"] for ev, groups in hooks.items()}
+    return {ev: (groups[-1]["hooks"][0]["type"], groups[-1].get("matcher"))
+            for ev, groups in hooks.items()}
 
 
 def clean_env(**extra):
@@ -84,14 +87,17 @@ def clean_env(**extra):
     return env
 
 
-def floor_settings(events, http):
+def floor_settings(events, http_port):
     hooks = {}
-    for ev, kind in events.items():
-        if http and kind == "http":
-            h = {"type": "http", "url": f"http://127.0.0.1:@@PORT@@/hook/{ev}", "timeout": 2}
+    for ev, (kind, matcher) in events.items():
+        if http_port and kind == "http":
+            h = {"type": "http", "url": f"http://127.0.0.1:{http_port}/hook/{ev}", "timeout": 2}
         else:
             h = {"type": "command", "command": "true", "timeout": 5}
-        hooks[ev] = [{"hooks": [h]}]
+        group = {"hooks": [h]}
+        if matcher is not None:
+            group["matcher"] = matcher
+        hooks[ev] = [group]
     return {"hooks": hooks}
 
 
@@ -114,7 +120,7 @@ class Mode:
         env_lines = [f"CLAUDE_CONFIG_DIR={self.conf}", f"BIR_HOME={self.bh}", "BIR_SERVICE_URL=off"]
         open(os.path.join(self.scen, "env"), "w").write("\n".join(env_lines) + "\n")
         if name.startswith("floor-"):
-            settings = floor_settings(events, name == "floor-http")
+            settings = floor_settings(events, args.floor_port if name == "floor-http" else None)
             json.dump(settings, open(os.path.join(self.scen, "settings.json"), "w"))
         elif name.startswith("bir-"):
             bindir = os.path.join(self.dir, "bin")
@@ -170,6 +176,22 @@ class Mode:
         except (OSError, ValueError):
             return None
         return d, h
+
+
+class FloorServer:
+    """bench/hook_floor.c, built into the work dir: a no-op HTTP hook
+    server that exits when its stdin closes."""
+
+    def __init__(self, work):
+        exe = os.path.join(work, "hook_floor")
+        subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(HERE, "hook_floor.c")],
+                       check=True)
+        self.proc = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.port = int(self.proc.stdout.readline())
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
 
 
 def post_latency(port, token, payloads, n):
@@ -264,6 +286,8 @@ def main():
             sys.exit(f"missing {need}")
     events = bir_events(args.bir)
     work = tempfile.mkdtemp(prefix="hb-", dir="/tmp")
+    floor_server = FloorServer(work)
+    args.floor_port = floor_server.port
     load_before = loadavg()
     try:
         modes = [Mode(m, work, args, events) for m in args.modes.split(",")]
@@ -280,7 +304,7 @@ def main():
                 print(f"round {rnd + 1} {m.name}: {wall:.2f} s", file=sys.stderr, flush=True)
         load_after = loadavg()
         med = {m.name: statistics.median(m.times) for m in modes}
-        http_events = sum(1 for k in events.values() if k == "http")
+        http_events = sum(1 for k, _ in events.values() if k == "http")
         print(f"\n{args.calls} Bash calls, {args.rounds} interleaved rounds; bir registers "
               f"{len(events)} events ({http_events} over HTTP with --hooks http); "
               f"load average {load_before} before, {load_after} after\n")
@@ -315,6 +339,7 @@ def main():
             bh = os.path.join(work, mode_dir, "bh")
             if os.path.isdir(bh):
                 subprocess.run([args.bir, "down"], env=clean_env(BIR_HOME=bh), capture_output=True)
+        floor_server.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
         else:
