@@ -317,6 +317,11 @@ pub(super) struct Session {
     answered_turn: Option<u32>,
     /// Steps told from the transcript.
     recovered: u64,
+    /// Permission requests about a call the run has not seen yet (a
+    /// built-in tool's `PreToolUse` does not reach bir): the tool, the
+    /// digest of its raw arguments, and what the request said. Taken by
+    /// the call when its `PostToolUse` or its transcript rows arrive.
+    asked: Vec<(String, String, Option<Redacted<Value>>)>,
     /// The host's adapter and what it remembers between hooks (`hosts`).
     pub adapter: super::hosts::Adapter,
     /// The agent's process that runs this session's hooks (and starts its
@@ -378,6 +383,7 @@ impl Session {
             recovered_prompts: HashMap::new(),
             answered_turn: None,
             recovered: 0,
+            asked: Vec::new(),
             host_process: None,
             adapter: super::hosts::Adapter::default(),
             answer_fallback: None,
@@ -826,6 +832,14 @@ impl Session {
         }
         let mut call = self.call_from_hook(cx, h, tool, args);
         call.tool_use_id = Some(id.to_owned());
+        // First seen at its end (a built-in tool's `PreToolUse` does not
+        // reach bir): it started its duration ago.
+        if let Some(ms) = h.duration_ms().filter(|ms| ms.is_finite() && *ms >= 0.0)
+            && let Some(start) = cx.now.checked_sub(std::time::Duration::from_secs_f64(ms / 1000.0))
+        {
+            call.started_at = rfc3339(start);
+        }
+        self.take_asked(&mut call);
         let words = self.transcript_words(cx, call.agent_id.as_deref(), id);
         call.learn_words(words);
         self.attach_hook_view(cx, call)
@@ -911,17 +925,45 @@ impl Session {
                 })
             }
         };
-        if let Some(i) = target {
-            let mut decision = h.event_data().unwrap_or_else(|| json!({}));
-            if let Some(map) = decision.as_object_mut() {
-                map.remove("tool_input");
-                map.remove("tool_name");
-                map.remove("tool_use_id");
-                map.insert("event".into(), Value::String(h.name.clone()));
+        let mut decision = h.event_data().unwrap_or_else(|| json!({}));
+        if let Some(map) = decision.as_object_mut() {
+            map.remove("tool_input");
+            map.remove("tool_name");
+            map.remove("tool_use_id");
+            map.insert("event".into(), Value::String(h.name.clone()));
+        }
+        let decision = cx.value(decision).value;
+        match target {
+            Some(i) => self.calls[i].permission = decision,
+            None if h.tool_use_id().is_none() => {
+                // Asked before a call the run has not seen: its
+                // `PostToolUse`, or the transcript, brings it.
+                let mut args = h.tool_input().cloned().unwrap_or(Value::Null);
+                join::strip_call_id(&mut args);
+                let digest = crate::codec::sha256_hex(&model::canonical(&args));
+                let tool = h.tool_name().unwrap_or("").to_owned();
+                self.asked.push((tool, digest, decision));
             }
-            self.calls[i].permission = cx.value(decision).value;
+            None => {}
         }
         self.session_event(cx, h, false);
+    }
+
+    /// Gives `call` the permission request asked about it before the run
+    /// saw it (same tool, same arguments), if any; whether there was one.
+    fn take_asked(&mut self, call: &mut Call) -> bool {
+        let Some(at) = self
+            .asked
+            .iter()
+            .position(|(tool, digest, _)| *tool == call.qualified && *digest == call.raw_digest)
+        else {
+            return false;
+        };
+        let (_, _, decision) = self.asked.remove(at);
+        if call.permission.is_none() {
+            call.permission = decision;
+        }
+        true
     }
 
     fn on_subagent_start(&mut self, cx: &mut Cx, h: &Hook) {
@@ -1483,13 +1525,19 @@ impl Session {
                 );
                 let mut call = self.call_from_hook(cx, &view, &name, Some(&input));
                 call.tool_use_id = Some(id.clone());
-                call.recovered = true;
                 if let Some(at) = at {
                     call.started_at = at;
                 }
+                // A call the host asked permission for, live, and that no
+                // `PostToolUse` told: refused, it did not run (its error
+                // result says so below). Any other is recovered: the
+                // recorder missed its hooks.
+                if !self.take_asked(&mut call) {
+                    call.recovered = true;
+                    self.recovered += 1;
+                }
                 let words = self.transcript_words(cx, agent.as_deref(), &id);
                 call.learn_words(words);
-                self.recovered += 1;
                 self.attach_hook_view(cx, call);
             }
             Seen::Result {

@@ -1218,6 +1218,63 @@ fn a_session_with_two_prompts_is_one_run_with_two_turns() {
     assert_eq!(h.finish().output.as_deref(), Some("answer two"));
 }
 
+/// bir's `PreToolUse` reaches it for MCP and subagent tools only
+/// (`hook_entries::PRE_TOOL_MATCHER`): a built-in call is first seen at its
+/// `PostToolUse`, which dates its start by its duration, and a call refused
+/// after a permission request is told from the transcript, with its
+/// request, as not run — not as something the recorder missed.
+#[test]
+fn built_in_calls_without_their_pre_tool_use_are_told_whole() {
+    let mut h = Harness::new();
+    start(&mut h, "list, then delete");
+    let ls = json!({"command": "ls"});
+    let rm = json!({"command": "rm -rf build"});
+    // `ls` runs: only its PostToolUse reaches bir (duration 9 ms).
+    h.said("Listing first.", &[]);
+    h.post(2.0, "Bash", "toolu_ls", ls.clone(), json!({"stdout": "a"}));
+    // `rm` asks, is refused, never runs: a PermissionRequest (no id), then
+    // the transcript's error result.
+    h.hook(
+        3.0,
+        "PermissionRequest",
+        json!({"tool_name": "Bash", "tool_input": rm.clone(),
+               "permission_suggestions": [{"type": "addRules"}]}),
+    );
+    let rows = [
+        json!({"type": "assistant", "timestamp": "2027-01-15T08:00:02.500Z", "message": {"role": "assistant", "content": [
+            {"type": "text", "text": "Now the build dir."},
+            {"type": "tool_use", "id": "toolu_rm", "name": "Bash", "input": rm}]}}),
+        json!({"type": "user", "timestamp": "2027-01-15T08:00:03.200Z", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_rm", "is_error": true,
+             "content": "Permission to use Bash has been denied."}]}}),
+    ];
+    let file = h.files.entry(TRANSCRIPT.to_owned()).or_default();
+    for row in rows {
+        file.extend_from_slice(format!("{row}\n").as_bytes());
+    }
+    h.stop(4.0, "I could not delete it.");
+    h.end(5.0);
+    h.assert_well_formed();
+
+    let (selected, response) = h.assert_told_once("toolu_ls");
+    assert_eq!(selected.started_at, crate::time::rfc3339(at(2.0) - Duration::from_millis(9)));
+    assert_eq!(response.outcome.as_deref(), Some("answered"));
+    assert!(!response.recovered);
+
+    let (_, refused) = h.assert_told_once("toolu_rm");
+    assert_eq!(refused.outcome.as_deref(), Some("not_run"));
+    assert!(refused.is_error);
+    let permission = refused.permission.expect("its permission request");
+    assert_eq!(permission["event"], "PermissionRequest");
+    let order: Vec<&str> = h
+        .steps()
+        .iter()
+        .filter_map(|s| s.tool_use_id.as_deref())
+        .collect();
+    assert_eq!(order.first(), Some(&"toolu_ls"));
+    assert!(!h.finish().lossy);
+}
+
 #[test]
 fn a_session_that_never_ends_is_finished_when_idle() {
     let mut h = Harness::new();

@@ -56,7 +56,7 @@ use serde::{Deserialize, Serialize};
 
 use super::claude::Paths;
 use super::entry::basename;
-use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
+use super::jsonedit::{Doc, Flavor, Kind, Member, Node, json_string};
 use crate::bound::Correlation;
 use crate::daemon::hookaddr::HookAddr;
 use crate::error::Error;
@@ -131,6 +131,37 @@ pub(crate) const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay"];
 /// before the model goes on, which the transcript tells only at the turn's
 /// end.
 pub(crate) const FOR_GUIDES: &[&str] = &["PostToolBatch"];
+
+/// The tools whose `PreToolUse` reaches bir while no guide is armed (a
+/// Claude Code matcher: a regular expression over the tool's name).
+///
+/// `PreToolUse` fires before every tool call, on the hot path, and each
+/// hook the host dispatches costs the session milliseconds whatever the
+/// hook does (`bench/hooks_session.py`). For a built-in tool it tells
+/// nothing the run lacks: `PostToolUse` carries the same input with the
+/// result and the call's duration (so its start), and the transcript the
+/// model's words before it; a call refused or blocked before it ran is
+/// told from the transcript. It stays for the tools where being early
+/// matters:
+/// * MCP tools (`mcp__<server>__<tool>`): the call-id injection
+///   (`--correlate inject`) must rewrite the call before it is sent;
+/// * the subagent tool (`Agent`, `Task` in older versions): a
+///   `SubagentStart` is nested under the Agent call still running, which
+///   the run knows only from its `PreToolUse`.
+///
+/// An armed guide answers `PreToolUse` for every tool, so while one is
+/// armed the group has no matcher ([`matcher_of`]).
+pub(crate) const PRE_TOOL_MATCHER: &str = "mcp__.*|Agent|Task";
+
+/// The matchers bir has written on its own groups: a group with one of
+/// these and bir's handler is bir's.
+const OUR_MATCHERS: &[&str] = &[PRE_TOOL_MATCHER];
+
+/// The matcher of bir's group for `event` (`None`: every tool), with a
+/// guide armed (`guides`) or not.
+pub(crate) fn matcher_of(event: &str, guides: bool) -> Option<&'static str> {
+    (event == "PreToolUse" && !guides).then_some(PRE_TOOL_MATCHER)
+}
 
 /// The events `bir install` registers while no guide is armed: [`EVENTS`]
 /// minus [`LEFT_TO_THE_TRANSCRIPT`] and [`FOR_GUIDES`].
@@ -410,16 +441,25 @@ impl HookForm {
     }
 
     /// The matcher group bir appends for `event` (with `kept`: the flags
-    /// or query parameters a registered group of bir's said), as JSON text.
-    fn group_with(&self, event: &str, kept: &[String]) -> String {
+    /// or query parameters a registered group of bir's said; `guides`: a
+    /// guide is armed, see [`matcher_of`]), as JSON text.
+    fn group_with(&self, event: &str, kept: &[String], guides: bool) -> String {
+        let matcher = matcher_of(event, guides)
+            .map(|m| format!(r#""matcher":{},"#, json_string(m)))
+            .unwrap_or_default();
+        format!("{{{matcher}\"hooks\":[{}]}}", self.handler(event, kept))
+    }
+
+    /// bir's one handler for `event`, as JSON text.
+    fn handler(&self, event: &str, kept: &[String]) -> String {
         match (&self.http, self.transport_of(event)) {
             (Some(http), Transport::Http) => format!(
-                r#"{{"hooks":[{{"type":"http","url":{},"headers":{{"Authorization":{},"{HTTP_MARK}":"1","{OFF_HEADER}":"$BIR_OFF"}},"allowedEnvVars":["BIR_OFF"],"timeout":{HTTP_TIMEOUT_SECS}}}]}}"#,
+                r#"{{"type":"http","url":{},"headers":{{"Authorization":{},"{HTTP_MARK}":"1","{OFF_HEADER}":"$BIR_OFF"}},"allowedEnvVars":["BIR_OFF"],"timeout":{HTTP_TIMEOUT_SECS}}}"#,
                 json_string(&self.url(http, event, kept)),
                 json_string(&format!("Bearer {}", http.addr.token)),
             ),
             _ => format!(
-                r#"{{"hooks":[{{"type":"command","command":{},"timeout":{TIMEOUT_SECS}}}]}}"#,
+                r#"{{"type":"command","command":{},"timeout":{TIMEOUT_SECS}}}"#,
                 json_string(&self.command_with(event, kept))
             ),
         }
@@ -566,15 +606,23 @@ fn correlation(flags: &[String]) -> Option<Correlation> {
     mode
 }
 
-/// A matcher group bir wrote: no matcher or other keys, one command
-/// handler running a bir hook command. Groups the user wrote (even ones
+/// A matcher group bir wrote: one handler running a bir hook command (or
+/// POSTing to bir's hook port with its mark), and no other key but a
+/// matcher bir writes ([`OUR_MATCHERS`]). Groups the user wrote (even ones
 /// that also call bir) are never taken for bir's.
 fn our_group(group: &Node) -> Option<OurHook> {
-    let members = group.members();
-    if members.len() != 1 || members[0].key != "hooks" {
-        return None;
-    }
-    let [handler] = members[0].value.items() else {
+    let ours = |m: &Member| m.value.as_str().is_some_and(|m| OUR_MATCHERS.contains(&m));
+    // In either order: a host that rewrites the file may sort the keys.
+    let hooks = match group.members() {
+        [hooks] if hooks.key == "hooks" => hooks,
+        [matcher, hooks] | [hooks, matcher]
+            if matcher.key == "matcher" && hooks.key == "hooks" && ours(matcher) =>
+        {
+            hooks
+        }
+        _ => return None,
+    };
+    let [handler] = hooks.value.items() else {
         return None;
     };
     match handler.get("type").and_then(Node::as_str) {
@@ -763,7 +811,7 @@ pub(crate) fn install_edit_with(
     // address (re-added below, in this form). Last first, so the spans
     // found stay valid.
     let parsed_group = |event: &str, kept: &[String]| {
-        serde_json::from_str::<serde_json::Value>(&form.group_with(event, kept)).ok()
+        serde_json::from_str::<serde_json::Value>(&form.group_with(event, kept, guides)).ok()
     };
     let mut out_of_form: Vec<(String, usize)> = Vec::new();
     let mut inject_kept = false;
@@ -779,7 +827,9 @@ pub(crate) fn install_edit_with(
                 let readdressed = hook.transport == Transport::Http
                     && serde_json::from_str::<serde_json::Value>(doc.raw(group)).ok()
                         != parsed_group(&m.key, &hook.flags);
-                if gone || moved || readdressed {
+                let rematched =
+                    group.get("matcher").and_then(Node::as_str) != matcher_of(&m.key, guides);
+                if gone || moved || readdressed || rematched {
                     inject_kept |= m.key == "PreToolUse" && says_inject(&hook);
                     out_of_form.push((m.key.clone(), index));
                 }
@@ -833,7 +883,7 @@ pub(crate) fn install_edit_with(
         let path = ["hooks", event];
         match doc.root.at(&path) {
             None => {
-                bytes = doc.set(&path, &format!("[{}]", form.group_with(event, &kept)))?;
+                bytes = doc.set(&path, &format!("[{}]", form.group_with(event, &kept, guides)))?;
                 plan.events.push(HookEvent {
                     event: event.into(),
                     created: true,
@@ -852,7 +902,7 @@ pub(crate) fn install_edit_with(
                 let inner = &doc.text[arr.start + 1..arr.end - 1];
                 let empty_inner =
                     (arr.items().is_empty() && !inner.is_empty()).then(|| inner.to_owned());
-                bytes = doc.push_item(&path, &form.group_with(event, &kept))?;
+                bytes = doc.push_item(&path, &form.group_with(event, &kept, guides))?;
                 plan.events.push(HookEvent {
                     event: event.into(),
                     created: false,
@@ -1293,7 +1343,7 @@ mod tests {
         let f = form("/b/bir-hooks");
         let old = format!(
             "{{\"hooks\": {{\"MessageDisplay\": [{}, {{\"hooks\": [{{\"type\": \"command\", \"command\": \"mine\"}}]}}]}}}}",
-            f.group_with("MessageDisplay", &[])
+            f.group_with("MessageDisplay", &[], false)
         );
         let plan = install_edit(Some(old.as_bytes()), &f, file).expect("install");
         assert_eq!(plan.replaced, 1);
@@ -1327,14 +1377,15 @@ mod tests {
                     .iter()
                     .map(|e| e.event.as_str())
                     .collect::<Vec<_>>(),
-                ["PostToolBatch"]
+                ["PreToolUse", "PostToolBatch"],
+                "PreToolUse is written again, for every tool"
             );
             let doc = Doc::parse(&guided_bytes, Flavor::Json).expect("json");
             assert!(registered(&doc).iter().any(|r| r.event == "PostToolBatch"));
 
             let stopped =
                 install_edit_with(Some(&guided_bytes), &f, file, &[], false).expect("stop");
-            assert_eq!(stopped.replaced, 1);
+            assert_eq!(stopped.replaced, 2, "PostToolBatch out, PreToolUse matched again");
             let stopped_bytes = stopped.bytes.clone().expect("changed");
             let doc = Doc::parse(&stopped_bytes, Flavor::Json).expect("json");
             assert!(!registered(&doc).iter().any(|r| r.event == "PostToolBatch"));
@@ -1352,13 +1403,63 @@ mod tests {
         }
     }
 
+    /// Without a guide, bir's `PreToolUse` reaches it only for MCP tools and
+    /// the subagent tool (the built-ins' calls are told by `PostToolUse`
+    /// and the transcript); with one armed, for every tool. An install of
+    /// an older bir (no matcher) converges to that, and the matcher group
+    /// is still recognised as bir's (never the user's matcher groups).
+    #[test]
+    fn pre_tool_use_reaches_bir_for_mcp_and_agent_tools_unless_a_guide_is_armed() {
+        let file = Path::new("s.json");
+        for f in [form("/b/bir-hooks"), http_form("/b/bir-hooks")] {
+            let matcher = |bytes: &[u8]| {
+                let doc = Doc::parse(bytes, Flavor::Json).expect("json");
+                let groups = doc.root.at(&["hooks", "PreToolUse"]).expect("registered");
+                let ours: Vec<Option<String>> = groups
+                    .items()
+                    .iter()
+                    .filter(|g| our_group(g).is_some())
+                    .map(|g| g.get("matcher").and_then(Node::as_str).map(str::to_owned))
+                    .collect();
+                assert_eq!(ours.len(), 1, "one group of bir's");
+                ours.into_iter().next().flatten()
+            };
+            let plain = install_edit_with(None, &f, file, &[], false).expect("install");
+            let plain_bytes = plain.bytes.expect("changed");
+            assert_eq!(matcher(&plain_bytes).as_deref(), Some(PRE_TOOL_MATCHER));
+            let again = install_edit_with(Some(&plain_bytes), &f, file, &[], false).expect("again");
+            assert!(again.bytes.is_none(), "a matched group is bir's, in form");
+
+            let guided = install_edit_with(Some(&plain_bytes), &f, file, &[], true).expect("arm");
+            assert_eq!(matcher(&guided.bytes.expect("changed")), None);
+
+            // An older bir's group, without a matcher, next to a user's
+            // matcher group that runs something else.
+            let old = format!(
+                "{{\"hooks\": {{\"PreToolUse\": [{{\"matcher\": \"Bash\", \"hooks\": [{{\"type\": \"command\", \"command\": \"mine\"}}]}}, {}]}}}}",
+                f.group_with("PreToolUse", &[], true)
+            );
+            let upgraded = install_edit_with(Some(old.as_bytes()), &f, file, &[], false)
+                .expect("upgrade");
+            let upgraded_bytes = upgraded.bytes.expect("changed");
+            assert_eq!(matcher(&upgraded_bytes).as_deref(), Some(PRE_TOOL_MATCHER));
+            let doc = Doc::parse(&upgraded_bytes, Flavor::Json).expect("json");
+            let groups = doc.root.at(&["hooks", "PreToolUse"]).expect("kept");
+            assert_eq!(groups.items().len(), 2, "the user's group stays");
+            assert_eq!(
+                groups.items()[0].get("matcher").and_then(Node::as_str),
+                Some("Bash")
+            );
+        }
+    }
+
     /// bir's HTTP hooks carry the session's `BIR_OFF` in a header Claude
     /// Code fills in from its environment.
     #[test]
     fn http_hooks_carry_bir_off_from_the_session_environment() {
         let f = http_form("/b/bir-hooks");
         let group: serde_json::Value =
-            serde_json::from_str(&f.group_with("PreToolUse", &[])).expect("json");
+            serde_json::from_str(&f.group_with("PreToolUse", &[], false)).expect("json");
         let hook = &group["hooks"][0];
         assert_eq!(hook["headers"]["X-Bir-Off"], "$BIR_OFF");
         assert_eq!(hook["allowedEnvVars"], serde_json::json!(["BIR_OFF"]));
