@@ -835,7 +835,9 @@ impl Session {
         // First seen at its end (a built-in tool's `PreToolUse` does not
         // reach bir): it started its duration ago.
         if let Some(ms) = h.duration_ms().filter(|ms| ms.is_finite() && *ms >= 0.0)
-            && let Some(start) = cx.now.checked_sub(std::time::Duration::from_secs_f64(ms / 1000.0))
+            && let Some(start) = cx
+                .now
+                .checked_sub(std::time::Duration::from_secs_f64(ms / 1000.0))
         {
             call.started_at = rfc3339(start);
         }

@@ -1257,7 +1257,10 @@ fn built_in_calls_without_their_pre_tool_use_are_told_whole() {
     h.assert_well_formed();
 
     let (selected, response) = h.assert_told_once("toolu_ls");
-    assert_eq!(selected.started_at, crate::time::rfc3339(at(2.0) - Duration::from_millis(9)));
+    assert_eq!(
+        selected.started_at,
+        crate::time::rfc3339(at(2.0) - Duration::from_millis(9))
+    );
     assert_eq!(response.outcome.as_deref(), Some("answered"));
     assert!(!response.recovered);
 

@@ -883,7 +883,10 @@ pub(crate) fn install_edit_with(
         let path = ["hooks", event];
         match doc.root.at(&path) {
             None => {
-                bytes = doc.set(&path, &format!("[{}]", form.group_with(event, &kept, guides)))?;
+                bytes = doc.set(
+                    &path,
+                    &format!("[{}]", form.group_with(event, &kept, guides)),
+                )?;
                 plan.events.push(HookEvent {
                     event: event.into(),
                     created: true,
@@ -1385,7 +1388,10 @@ mod tests {
 
             let stopped =
                 install_edit_with(Some(&guided_bytes), &f, file, &[], false).expect("stop");
-            assert_eq!(stopped.replaced, 2, "PostToolBatch out, PreToolUse matched again");
+            assert_eq!(
+                stopped.replaced, 2,
+                "PostToolBatch out, PreToolUse matched again"
+            );
             let stopped_bytes = stopped.bytes.clone().expect("changed");
             let doc = Doc::parse(&stopped_bytes, Flavor::Json).expect("json");
             assert!(!registered(&doc).iter().any(|r| r.event == "PostToolBatch"));
@@ -1439,8 +1445,8 @@ mod tests {
                 "{{\"hooks\": {{\"PreToolUse\": [{{\"matcher\": \"Bash\", \"hooks\": [{{\"type\": \"command\", \"command\": \"mine\"}}]}}, {}]}}}}",
                 f.group_with("PreToolUse", &[], true)
             );
-            let upgraded = install_edit_with(Some(old.as_bytes()), &f, file, &[], false)
-                .expect("upgrade");
+            let upgraded =
+                install_edit_with(Some(old.as_bytes()), &f, file, &[], false).expect("upgrade");
             let upgraded_bytes = upgraded.bytes.expect("changed");
             assert_eq!(matcher(&upgraded_bytes).as_deref(), Some(PRE_TOOL_MATCHER));
             let doc = Doc::parse(&upgraded_bytes, Flavor::Json).expect("json");
