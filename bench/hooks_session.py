@@ -15,6 +15,8 @@ alike:
                 SessionStart and SessionEnd as command hooks running `true`
                 (bir's shape)
   floor-command the same events as command hooks running `true`
+  floor-http-all (only with --modes) floor-http without bir's matchers:
+                PreToolUse on every tool, what the matcher saves
   bir-command   `bir install --hooks command`
   bir-http      `bir install --hooks http` (the default)
 
@@ -87,9 +89,11 @@ def clean_env(**extra):
     return env
 
 
-def floor_settings(events, http_port):
+def floor_settings(events, http_port, matchers=True):
     hooks = {}
     for ev, (kind, matcher) in events.items():
+        if not matchers:
+            matcher = None
         if http_port and kind == "http":
             h = {"type": "http", "url": f"http://127.0.0.1:{http_port}/hook/{ev}", "timeout": 2}
         else:
@@ -120,7 +124,9 @@ class Mode:
         env_lines = [f"CLAUDE_CONFIG_DIR={self.conf}", f"BIR_HOME={self.bh}", "BIR_SERVICE_URL=off"]
         open(os.path.join(self.scen, "env"), "w").write("\n".join(env_lines) + "\n")
         if name.startswith("floor-"):
-            settings = floor_settings(events, args.floor_port if name == "floor-http" else None)
+            http = name in ("floor-http", "floor-http-all")
+            settings = floor_settings(events, args.floor_port if http else None,
+                                      matchers=name != "floor-http-all")
             json.dump(settings, open(os.path.join(self.scen, "settings.json"), "w"))
         elif name.startswith("bir-"):
             bindir = os.path.join(self.dir, "bin")
