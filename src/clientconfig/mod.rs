@@ -10,7 +10,8 @@
 //!   [`ledger`] — what bir changed; [`entry`] — wrapped entries;
 //!   [`remote_entry`] — remote (HTTP/SSE) server entries; [`diff`] —
 //!   `--dry-run` output; [`vocab`] — the words install and doctor share;
-//!   [`vars`] — the one `${VAR}` expansion rule for starting an entry.
+//!   [`vars`] — the one `${VAR}` expansion rule for starting an entry;
+//!   [`probe`] — an entry started as its client would, checked to answer.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
 //!   file edits); [`hook_install`] — what install/uninstall/status/doctor do
 //!   with them; [`plugin`] — bir's Claude Code plugin (`--mod`).
@@ -30,6 +31,7 @@ pub(crate) mod hosthooks;
 pub(crate) mod jsonedit;
 pub(crate) mod ledger;
 pub(crate) mod plugin;
+pub(crate) mod probe;
 pub(crate) mod remote_entry;
 pub(crate) mod vars;
 pub(crate) mod vocab;
