@@ -7,7 +7,8 @@
 //! space ([`compare`]); the mock serves a recording over stdio ([`mock`])
 //! through an index ([`matcher`]). Templates in arguments are resolved by
 //! [`template`]. [`guide_plan`] turns a scenario into the steps of a
-//! guided replay (`bir guide`). The commands (`bir
+//! guided replay (`bir guide`). [`junit`] writes a replay's JUnit report.
+//! The commands (`bir
 //! scenario|replay|verify|mock|guide`) live in the command layer
 //! (`crate::cmd::replay`, `crate::cmd::guide`); `bir-proxy --replay` calls
 //! [`serve_mock`].
@@ -17,6 +18,7 @@ pub(crate) mod client;
 pub(crate) mod compare;
 pub(crate) mod derive;
 pub(crate) mod guide_plan;
+pub(crate) mod junit;
 pub(crate) mod matcher;
 pub(crate) mod mock;
 pub(crate) mod recording;
