@@ -11,7 +11,9 @@
 //!   [`remote_entry`] — remote (HTTP/SSE) server entries; [`diff`] —
 //!   `--dry-run` output; [`vocab`] — the words install and doctor share;
 //!   [`vars`] — the one `${VAR}` expansion rule for starting an entry;
-//!   [`probe`] — an entry started as its client would, checked to answer.
+//!   [`probe`] — an entry started as its client would, checked to answer;
+//!   [`servers`] — a config file's entries and the ledger's originals as
+//!   `bir replay` reaches them.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
 //!   file edits); [`hook_install`] — what install/uninstall/status/doctor do
 //!   with them; [`plugin`] — bir's Claude Code plugin (`--mod`).
@@ -33,5 +35,6 @@ pub(crate) mod ledger;
 pub(crate) mod plugin;
 pub(crate) mod probe;
 pub(crate) mod remote_entry;
+pub(crate) mod servers;
 pub(crate) mod vars;
 pub(crate) mod vocab;

@@ -7,7 +7,10 @@
 //! space ([`compare`]); the mock serves a recording over stdio ([`mock`])
 //! through an index ([`matcher`]). Templates in arguments are resolved by
 //! [`template`]. [`guide_plan`] turns a scenario into the steps of a
-//! guided replay (`bir guide`). [`junit`] writes a replay's JUnit report.
+//! guided replay (`bir guide`). [`junit`] writes a replay's JUnit report;
+//! [`targets`] picks where each of a scenario's servers is; [`verify`]
+//! holds what `bir verify` does with a report (age, `--update`,
+//! `--calibrate --write`, the exit status of several sources).
 //! The commands (`bir
 //! scenario|replay|verify|mock|guide`) live in the command layer
 //! (`crate::cmd::replay`, `crate::cmd::guide`); `bir-proxy --replay` calls
@@ -25,8 +28,10 @@ pub(crate) mod recording;
 pub(crate) mod runner;
 pub(crate) mod safety;
 pub(crate) mod scenario;
+pub(crate) mod targets;
 pub(crate) mod template;
 pub(crate) mod trust;
+pub(crate) mod verify;
 
 use std::path::Path;
 
