@@ -10,7 +10,11 @@
 //!   [`ledger`] — what bir changed; [`entry`] — wrapped entries;
 //!   [`remote_entry`] — remote (HTTP/SSE) server entries; [`diff`] —
 //!   `--dry-run` output; [`vocab`] — the words install and doctor share;
-//!   [`vars`] — the one `${VAR}` expansion rule for starting an entry.
+//!   [`vars`] — the one `${VAR}` expansion rule for starting an entry;
+//!   [`probe`] — an entry started as its client would, checked to answer;
+//!   [`servers`] — a config file's entries and the ledger's originals as
+//!   `bir replay` reaches them; [`plan`] — what one `bir install` changes,
+//!   planned, shown, applied.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
 //!   file edits); [`hook_install`] — what install/uninstall/status/doctor do
 //!   with them; [`plugin`] — bir's Claude Code plugin (`--mod`).
@@ -29,7 +33,10 @@ pub(crate) mod hook_install;
 pub(crate) mod hosthooks;
 pub(crate) mod jsonedit;
 pub(crate) mod ledger;
+pub(crate) mod plan;
 pub(crate) mod plugin;
+pub(crate) mod probe;
 pub(crate) mod remote_entry;
+pub(crate) mod servers;
 pub(crate) mod vars;
 pub(crate) mod vocab;

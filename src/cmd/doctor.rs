@@ -5,30 +5,23 @@
 //! arguments, its `env` over the current environment with `${VAR}` /
 //! `${VAR:-default}` expanded, the project as working directory,
 //! `CLAUDE_PROJECT_DIR` set) and checks that it answers `initialize` and
-//! `tools/list` within a deadline. A wrapped remote entry (`bir-proxy --url`,
-//! its headers in `env.BIR_UPSTREAM_HEADERS`) is launched the same way. It
-//! also checks that each entry's program
+//! `tools/list` within a deadline (the probe is `clientconfig::probe`). A
+//! wrapped remote entry (`bir-proxy --url`, its headers in
+//! `env.BIR_UPSTREAM_HEADERS`) is launched the same way. It also checks that each entry's program
 //! exists and is executable, `$BIR_HOME`'s permissions, and that a
 //! `bir-proxy` on `PATH` is this version.
 
 use argh::FromArgs;
-use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
-
-use serde_json::{Value, json};
+use std::time::Duration;
 
 use super::install::resolve_for;
 use crate::clientconfig::claude::Paths;
 use crate::clientconfig::entry::{EntryKind, is_executable};
-use crate::clientconfig::jsonedit::{Doc, Flavor, Kind, Node};
-use crate::clientconfig::vars::expand_env;
+use crate::clientconfig::probe::{Probe, entry_launch, probe};
 use crate::clientconfig::vocab::{Decision, Found, Scope};
 
 use crate::error::{Error, ExitStatus};
@@ -51,205 +44,6 @@ pub(crate) struct DoctorCmd {
     /// in milliseconds (default 15000)
     #[argh(option, default = "15000")]
     pub timeout_ms: u64,
-}
-
-/// How a launched server did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Probe {
-    Ok { tools: usize, server: String },
-    Failed { why: String, stderr_tail: String },
-}
-
-struct Launch {
-    program: String,
-    args: Vec<String>,
-    env: Vec<(String, String)>,
-    cwd: PathBuf,
-}
-
-fn launch_spec(entry: &Node, project: &Path) -> Result<Launch, Error> {
-    let program = entry
-        .get("command")
-        .and_then(Node::as_str)
-        .ok_or("no command")?;
-    let args: Vec<String> = entry
-        .get("args")
-        .map(|a| {
-            a.items()
-                .iter()
-                .filter_map(|i| i.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut env = Vec::new();
-    if let Some(e) = entry.get("env") {
-        for m in e.members() {
-            if let Kind::String(v) = &m.value.kind {
-                env.push((m.key.clone(), expand_env(v)));
-            }
-        }
-    }
-    Ok(Launch {
-        program: expand_env(program),
-        args: args.iter().map(|a| expand_env(a)).collect(),
-        env,
-        cwd: project.to_owned(),
-    })
-}
-
-fn tail(buf: &Mutex<VecDeque<u8>>) -> String {
-    let bytes: Vec<u8> = buf
-        .lock()
-        .map(|b| b.iter().copied().collect())
-        .unwrap_or_default();
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let from = lines.len().saturating_sub(8);
-    let mut out: Vec<&str> = Vec::new();
-    // The first line that names an error, if the tail would cut it off
-    // (Node prints the message, then a long stack).
-    if let Some(first) = lines[..from]
-        .iter()
-        .find(|l| l.contains("Error") || l.contains("error:") || l.contains("Traceback"))
-    {
-        out.push(first);
-        out.push("…");
-    }
-    out.extend(&lines[from..]);
-    out.join("\n")
-}
-
-/// Starts the server and checks `initialize` + `tools/list` within
-/// `deadline`.
-fn probe(l: &Launch, deadline: Duration) -> Probe {
-    let mut cmd = Command::new(&l.program);
-    cmd.args(&l.args)
-        .current_dir(&l.cwd)
-        .env("CLAUDE_PROJECT_DIR", &l.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in &l.env {
-        cmd.env(k, v);
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return Probe::Failed {
-                why: format!("cannot start {}: {e}", l.program),
-                stderr_tail: String::new(),
-            };
-        }
-    };
-    let stderr_buf = Arc::new(Mutex::new(VecDeque::new()));
-    if let Some(mut err) = child.stderr.take() {
-        let buf = Arc::clone(&stderr_buf);
-        thread::spawn(move || {
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = err.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                if let Ok(mut b) = buf.lock() {
-                    b.extend(&chunk[..n]);
-                    while b.len() > 16 * 1024 {
-                        b.pop_front();
-                    }
-                }
-            }
-        });
-    }
-    let (tx, rx) = mpsc::channel::<Value>();
-    if let Some(stdout) = child.stdout.take() {
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(v) = serde_json::from_str::<Value>(&line)
-                    && tx.send(v).is_err()
-                {
-                    break;
-                }
-            }
-        });
-    }
-    let mut stdin = child.stdin.take();
-    let started = Instant::now();
-    let mut send = |v: Value| {
-        if let Some(s) = stdin.as_mut() {
-            let mut line = v.to_string();
-            line.push('\n');
-            let _ = s.write_all(line.as_bytes()).and_then(|_| s.flush());
-        }
-    };
-    let wait_for = |id: u64| -> Result<Value, Error> {
-        loop {
-            let left = deadline.saturating_sub(started.elapsed());
-            match rx.recv_timeout(left) {
-                Ok(v) if v.get("id") == Some(&json!(id)) && v.get("method").is_none() => {
-                    return Ok(v);
-                }
-                Ok(_) => continue,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(Error::failure(format!(
-                        "no answer within {} ms",
-                        deadline.as_millis()
-                    )));
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Error::failure(
-                        "the server closed its output (exited) before answering",
-                    ));
-                }
-            }
-        }
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "bir-doctor", "version": env!("CARGO_PKG_VERSION")}}}),
-    );
-    let result = wait_for(0).and_then(|init| {
-        if let Some(e) = init.get("error") {
-            return Err(Error::failure(format!("initialize failed: {e}")));
-        }
-        let server = init["result"]["serverInfo"]["name"]
-            .as_str()
-            .unwrap_or("?")
-            .to_owned();
-        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
-        let list = wait_for(1)?;
-        if let Some(e) = list.get("error") {
-            return Err(Error::failure(format!("tools/list failed: {e}")));
-        }
-        let tools = list["result"]["tools"].as_array().map_or(0, Vec::len);
-        Ok((tools, server))
-    });
-    // Close the session like a client: end of input, then a bounded wait.
-    drop(stdin);
-    let stop_by = Instant::now() + Duration::from_secs(5);
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) | Err(_) => break,
-            Ok(None) if Instant::now() > stop_by => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            Ok(None) => thread::sleep(Duration::from_millis(10)),
-        }
-    }
-    match result {
-        Ok((tools, server)) => Probe::Ok { tools, server },
-        Err(why) => {
-            // Give the stderr copier a moment to catch the last lines.
-            thread::sleep(Duration::from_millis(50));
-            Probe::Failed {
-                why: why.to_string(),
-                stderr_tail: tail(&stderr_buf),
-            }
-        }
-    }
 }
 
 fn check_home() -> String {
@@ -626,10 +420,4 @@ fn wrapped_names(decisions: &[(Found, Decision)]) -> Vec<String> {
 
 fn scope_label(s: Scope) -> &'static str {
     s.label()
-}
-
-fn entry_launch(found: &Found, project: &Path) -> Result<Launch, Error> {
-    let doc = Doc::parse(found.raw.as_bytes(), Flavor::Jsonc)
-        .map_err(|e| Error::failure(e.to_string()))?;
-    launch_spec(&doc.root, project)
 }

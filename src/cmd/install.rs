@@ -7,25 +7,27 @@
 //! user scope are never edited. A server already in the local scope is
 //! wrapped in place. Every change goes into the ledger; `bir uninstall`
 //! reverses exactly those changes.
+//!
+//! The plan of what `bir install` changes (which files, which entries, the
+//! hooks) is `clientconfig::plan`; this module reads the flags, calls it and
+//! says what changed.
 
 use argh::FromArgs;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use crate::bound::Correlation;
 use crate::clientconfig::atomic;
 use crate::clientconfig::claude::{self, Paths, Resolved};
 use crate::clientconfig::diff;
-use crate::clientconfig::entry::{EntryKind, ProxyForm};
-use crate::clientconfig::format::{self, FileJob, Op};
-use crate::clientconfig::hook_entries::HookScope;
+use crate::clientconfig::entry::EntryKind;
+use crate::clientconfig::format;
 use crate::clientconfig::hook_install;
-use crate::clientconfig::jsonedit::{Flavor, json_string};
+use crate::clientconfig::jsonedit::json_string;
 use crate::clientconfig::ledger::{self, Change, ModChange};
-use crate::clientconfig::vocab::{Decision, Found, Scope};
+use crate::clientconfig::plan::{Applied, InstallPlan, InstallRequest, Planned};
+use crate::clientconfig::vocab::{Decision, Found};
 
 use crate::clientconfig::hosthooks;
-use crate::codec::sha256_hex;
 use crate::error::{self, Error, ExitStatus};
 use crate::output::{escape, out};
 
@@ -160,343 +162,29 @@ pub(crate) struct StatusCmd {
     pub project: Option<PathBuf>,
 }
 
-const CLIENT: &str = "claude-code";
-
 fn project_dir(p: &Option<PathBuf>) -> PathBuf {
     p.clone()
         .unwrap_or_else(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")))
 }
 
-struct Planned {
-    found: Found,
-    decision: Decision,
-}
-
-/// Runs the jobs (or, with `dry_run`, prints their diffs). Returns, per
-/// changed file, its path and the number of entries changed.
-fn run_jobs(
-    jobs: &[FileJob],
-    form: &ProxyForm,
-    dry_run: bool,
-) -> Result<Vec<(PathBuf, usize)>, Error> {
-    let mut changed_files = Vec::new();
-    for job in jobs.iter().filter(|j| !j.ops.is_empty()) {
-        if dry_run {
-            let before = atomic::read(&job.file)?;
-            if let (Some(after), _) = format::of_job(job).apply(job, form, before.as_deref())? {
-                out(&diff::unified(
-                    &job.file.display().to_string(),
-                    before.as_deref().unwrap_or_default(),
-                    &after,
-                ));
-            }
-            continue;
-        }
-        let changes: RefCell<Vec<Change>> = RefCell::new(Vec::new());
-        let outcome = atomic::update(&job.file, &mut |before| {
-            let (after, c) = format::of_job(job).apply(job, form, before)?;
-            *changes.borrow_mut() = c;
-            Ok(after)
-        })?;
-        let mut changes = changes.into_inner();
-        if !outcome.changed || changes.is_empty() {
-            continue;
-        }
-        let file_hash = sha256_hex(&outcome.after);
-        for c in &mut changes {
-            c.entry_sha256 = format::of_job(job).entry_hash(&outcome.after, &c.path);
-            c.file_sha256 = file_hash.clone();
-            c.file = outcome.target.clone();
-        }
-        ledger::modify(&mut |l| {
-            l.changes
-                .retain(|old| !changes.iter().any(|c| c.file == old.file && c.path == old.path));
-            l.changes.extend(changes.iter().cloned());
-        })
-        .map_err(|e| {
-            format!(
-                "{} was changed, but the ledger could not be written ({e}); `bir uninstall` cannot undo it — restore the entries by hand",
-                outcome.target.display()
-            )
-        })?;
-        changed_files.push((outcome.target.clone(), changes.len()));
-    }
-    Ok(changed_files)
-}
-
-/// `BIR_WRAP_MCP_JSON=1` (or `--mcp-json`): wrap `.mcp.json` servers in
-/// place instead of copying them into the local scope.
-fn wrap_mcp_json_in_place(flag: bool) -> bool {
-    flag || std::env::var("BIR_WRAP_MCP_JSON").is_ok_and(|v| v.trim() == "1")
-}
-
-/// `--correlate MODE` / `--no-correlation`: the call-id injection mode to
-/// write on the `PreToolUse` hook (`None`: keep what is registered).
-fn correlation_option(
-    word: Option<&str>,
-    no_correlation: bool,
-) -> Result<Option<Correlation>, Error> {
-    match (word, no_correlation) {
-        (Some(w), true) if Correlation::parse(w) != Some(Correlation::Off) => Err(Error::usage(
-            "--no-correlation and --correlate say different things; give one",
-        )),
-        (_, true) => Ok(Some(Correlation::Off)),
-        (None, false) => Ok(None),
-        (Some(w), false) => Correlation::parse(w).map(Some).ok_or_else(|| {
-            Error::usage(format!("--correlate takes inject, off or meta, not `{w}`"))
-        }),
-    }
-}
-
-/// What one `bir install` would do, computed once: the file jobs (which
-/// entries to wrap, per file), the per-client summaries, and where the
-/// hooks go. `bir install --dry-run` shows it, `bir install` applies it,
-/// and `bir setup` shows it, asks, then applies the very same plan (so
-/// nothing is edited that was not shown).
-pub(crate) struct InstallPlan {
-    jobs: Vec<FileJob>,
-    form: ProxyForm,
-    summaries: Vec<Box<dyn Fn(bool)>>,
-    /// Claude Code's paths and project key, when it is a target: the hooks
-    /// are registered there once the servers are wrapped.
-    hook_target: Option<(Paths, String)>,
-    hook_scope: Option<HookScope>,
-    /// The call-id injection mode for the `PreToolUse` hook (`None`: keep
-    /// what is registered).
-    correlation: Option<Correlation>,
-    /// `--mod`: also install bir's Claude Code plugin.
-    with_mod: bool,
-}
-
-/// Plans `bir install` for `cmd` (nothing is written).
+/// Plans `bir install` for `cmd` (nothing is written): `clientconfig::plan`.
 pub(crate) fn plan(cmd: &InstallCmd) -> Result<InstallPlan, Error> {
     let project = project_dir(&cmd.project);
-    if let Some(file) = &cmd.replay {
-        crate::clientconfig::entry::serve_recording(file, &cmd.server)?;
-    }
-    let targets = crate::clientconfig::clients::targets(
-        cmd.client.as_deref(),
-        cmd.config.as_deref(),
-        &cmd.map_key,
-        cmd.jsonc,
-        &project,
-    )?;
-    let hook_scope = HookScope::parse(&cmd.hooks)?;
-    let correlation = correlation_option(cmd.correlate.as_deref(), cmd.no_correlation)?;
-    let mut hook_target: Option<(Paths, String)> = None;
-    let mut form = ProxyForm::detect();
-    form.lazy = cmd.lazy;
-    let mut jobs: Vec<FileJob> = Vec::new();
-    let mut known_names: Vec<String> = Vec::new();
-    let mut summaries: Vec<Box<dyn Fn(bool)>> = Vec::new();
-    for target in targets {
-        match target {
-            crate::clientconfig::clients::Target::ClaudeCode => {
-                let paths = Paths::from_env(&project)?;
-                let resolved = claude::resolve(&paths)?;
-                known_names.extend(resolved.winners.iter().map(|f| f.name.clone()));
-                hook_target = Some((paths.clone(), resolved.local_key.clone()));
-                let plan: Vec<Planned> = claude::decide(&resolved, &cmd.server)
-                    .into_iter()
-                    .map(|(found, decision)| Planned { found, decision })
-                    .collect();
-                let in_place_mcp_json = wrap_mcp_json_in_place(cmd.mcp_json);
-                let mut local = FileJob {
-                    file: paths.claude_json.clone(),
-                    flavor: Flavor::Json,
-                    toml: false,
-                    client: CLIENT.into(),
-                    project: Some(resolved.local_key.clone()),
-                    ops: Vec::new(),
-                };
-                let mut mcp = FileJob {
-                    file: paths.mcp_json(),
-                    flavor: Flavor::Json,
-                    toml: false,
-                    client: CLIENT.into(),
-                    project: Some(resolved.local_key.clone()),
-                    ops: Vec::new(),
-                };
-                for p in &plan {
-                    match p.decision {
-                        Decision::InPlace => local.ops.push(Op {
-                            found: p.found.clone(),
-                            copy_to: None,
-                        }),
-                        Decision::Copy if in_place_mcp_json && p.found.scope == Scope::Project => {
-                            mcp.ops.push(Op {
-                                found: p.found.clone(),
-                                copy_to: None,
-                            })
-                        }
-                        Decision::Copy => local.ops.push(Op {
-                            found: p.found.clone(),
-                            copy_to: Some(vec![
-                                "projects".into(),
-                                resolved.local_key.clone(),
-                                "mcpServers".into(),
-                                p.found.name.clone(),
-                            ]),
-                        }),
-                        _ => {}
-                    }
-                }
-                jobs.push(local);
-                jobs.push(mcp);
-                summaries.push(Box::new(move |applied| {
-                    summary(&resolved, &plan, applied, in_place_mcp_json)
-                }));
-            }
-            crate::clientconfig::clients::Target::File(cf) => {
-                let found = crate::clientconfig::clients::entries(&cf, &cmd.server)?;
-                known_names.extend(found.iter().map(|(f, _)| f.name.clone()));
-                let plan: Vec<(Found, Decision)> = found
-                    .into_iter()
-                    .filter(|(f, _)| cmd.server.is_empty() || cmd.server.contains(&f.name))
-                    .collect();
-                jobs.push(FileJob {
-                    file: cf.file.clone(),
-                    flavor: cf.flavor,
-                    toml: cf.toml,
-                    client: cf.client.clone(),
-                    project: Some(claude::project_key(
-                        &std::path::absolute(&project)
-                            .unwrap_or(project.clone())
-                            .to_string_lossy(),
-                    )),
-                    ops: plan
-                        .iter()
-                        .filter(|(_, d)| *d == Decision::InPlace)
-                        .map(|(f, _)| Op {
-                            found: f.clone(),
-                            copy_to: None,
-                        })
-                        .collect(),
-                });
-                summaries.push(Box::new(move |applied| {
-                    crate::clientconfig::clients::summary(&cf, &plan, applied)
-                }));
-            }
-        }
-    }
-    for s in &cmd.server {
-        if !known_names.contains(s) {
-            return Err(Error::failure(format!(
-                "no MCP server named \"{s}\" in the configs bir looked at"
-            )));
-        }
-    }
-    Ok(InstallPlan {
-        jobs,
-        form,
-        summaries,
-        hook_target,
-        hook_scope,
-        correlation,
+    crate::clientconfig::plan::plan(&InstallRequest {
+        project: &project,
+        client: cmd.client.as_deref(),
+        server: &cmd.server,
+        config: cmd.config.as_deref(),
+        map_key: &cmd.map_key,
+        jsonc: cmd.jsonc,
+        mcp_json: cmd.mcp_json,
+        hooks: &cmd.hooks,
+        correlate: cmd.correlate.as_deref(),
+        no_correlation: cmd.no_correlation,
+        lazy: cmd.lazy,
         with_mod: cmd.with_mod,
+        replay: cmd.replay.as_deref(),
     })
-}
-
-/// What applying a plan changed: per file, its path and how many entries;
-/// the hooks' settings file and how many events, if it changed.
-pub(crate) struct Applied {
-    pub files: Vec<(PathBuf, usize)>,
-    pub hooks: Option<(PathBuf, usize)>,
-    /// The Claude Code settings file that declares bir's plugin (`--mod`).
-    pub modded: Option<PathBuf>,
-}
-
-impl InstallPlan {
-    /// Whether applying the plan would change any file (entries or hooks),
-    /// worked out without printing or writing anything.
-    pub(crate) fn would_change(&self) -> Result<bool, Error> {
-        for job in self.jobs.iter().filter(|j| !j.ops.is_empty()) {
-            let before = atomic::read(&job.file)?;
-            if let (Some(after), _) =
-                format::of_job(job).apply(job, &self.form, before.as_deref())?
-                && before.as_deref() != Some(after.as_slice())
-            {
-                return Ok(true);
-            }
-        }
-        match (&self.hook_target, self.hook_scope) {
-            (Some((paths, _)), Some(scope)) => hook_install::would_change(paths, scope),
-            _ => Ok(false),
-        }
-    }
-
-    /// Prints the per-client summaries, the exact diff of every file that
-    /// would change, and the hooks' section. Writes nothing.
-    pub(crate) fn show(&self) -> Result<(), Error> {
-        for s in &self.summaries {
-            s(false);
-        }
-        run_jobs(&self.jobs, &self.form, true)?;
-        if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hook_install::install(&hook_install::HookInstall {
-                paths,
-                scope,
-                project_key: key,
-                correlation: self.correlation,
-                dry_run: true,
-                with_mod: self.with_mod,
-                joins: false,
-            })?;
-        }
-        if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
-            crate::clientconfig::plugin::install(paths, key, true)?;
-        }
-        Ok(())
-    }
-
-    /// Writes the plan: the entries, then (only if they were written) the
-    /// hooks. Prints the summaries as applied.
-    pub(crate) fn apply(&self) -> Result<Applied, Error> {
-        let result = run_jobs(&self.jobs, &self.form, false);
-        for s in &self.summaries {
-            s(result.is_ok());
-        }
-        // The hooks, once the servers are wrapped (a failure there stops
-        // here, so nothing half-done is left to explain).
-        let files = result?;
-        let mut hooks = None;
-        if let (Some((paths, key)), Some(scope)) = (&self.hook_target, self.hook_scope) {
-            hooks = hook_install::install(&hook_install::HookInstall {
-                paths,
-                scope,
-                project_key: key,
-                correlation: self.correlation,
-                dry_run: false,
-                with_mod: self.with_mod,
-                joins: !files.is_empty(),
-            })
-            .map_err(|e| {
-                if files.is_empty() {
-                    e
-                } else {
-                    Error::failure(
-                        "the MCP servers were wrapped, but the hooks were not registered",
-                    )
-                    .because(e)
-                }
-            })?;
-        }
-        let mut modded = None;
-        if let (Some((paths, key)), true) = (&self.hook_target, self.with_mod) {
-            // After the hooks: the mod only adds to what they record.
-            modded = crate::clientconfig::plugin::install(paths, key, false).map_err(|e| {
-                Error::failure(
-                    "the hooks were registered, but the Claude Code mod was not installed",
-                )
-                .because(e)
-            })?;
-        }
-        Ok(Applied {
-            files,
-            hooks,
-            modded,
-        })
-    }
 }
 
 /// Prints what [`InstallPlan::apply`] changed, and how to undo and check it.
@@ -583,67 +271,6 @@ pub(crate) fn install(cmd: InstallCmd) -> Result<ExitStatus, Error> {
     report_applied(&applied);
     out("Check: bir doctor     Restart the clients' sessions to use the wrapped servers.");
     Ok(ExitStatus::Success)
-}
-
-fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: bool) {
-    out(&format!(
-        "Claude Code — project {} (key {}), {}",
-        r.paths.project.display(),
-        json_string(&r.local_key),
-        r.paths.claude_json.display()
-    ));
-    if plan.is_empty() {
-        out("  no MCP servers configured for this project");
-    }
-    let width = plan
-        .iter()
-        .map(|p| p.found.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
-    for p in plan {
-        let f = &p.found;
-        let (state, why) = match &p.decision {
-            Decision::Copy if in_place_mcp_json && f.scope == Scope::Project => (
-                if applied { "wrapped" } else { "wrap" },
-                "project scope entry, wrapped in place in .mcp.json (BIR_WRAP_MCP_JSON / --mcp-json)".to_owned(),
-            ),
-            Decision::Copy => (
-                if applied { "wrapped" } else { "wrap" },
-                format!(
-                    "{} scope entry → wrapped copy in the local scope",
-                    f.scope.label()
-                ),
-            ),
-            Decision::InPlace => (
-                if applied { "wrapped" } else { "wrap" },
-                "local scope entry, wrapped in place".to_owned(),
-            ),
-            Decision::Already => ("ok", format!("already wrapped ({} scope)", f.scope.label())),
-            Decision::Skip(why) => ("skipped", why.clone()),
-        };
-        let why = match (&f.kind, &p.decision) {
-            (EntryKind::Remote { .. }, Decision::Copy | Decision::InPlace) => {
-                why + &crate::clientconfig::remote_entry::summary_notes(&f.raw, CLIENT)
-            }
-            _ => why,
-        };
-        out(&format!("  {state:<8} {:<width$}  {why}", f.name));
-    }
-    for s in &r.shadowed {
-        let winner_is_ours = r.winners.iter().any(|w| {
-            w.name == s.name && w.scope == Scope::Local && matches!(w.kind, EntryKind::Wrapped(_))
-        });
-        if winner_is_ours {
-            continue; // the original of bir's own copy
-        }
-        out(&format!(
-            "  {:<8} {:<width$}  {} scope entry, hidden by a higher scope (not used by Claude Code)",
-            "hidden",
-            s.name,
-            s.scope.label()
-        ));
-    }
 }
 
 /// The project keys that mean "this project" for uninstall.

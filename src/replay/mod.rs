@@ -1,26 +1,37 @@
-//! Reusing runs: scenarios, replay, verify and the mock (engine layer).
+//! Reusing runs: scenarios, replay, verify, the mock and guided replay
+//! (a layer above the other engines: a guide's plan is the bound tier's).
 //!
 //! A run is immutable; [`scenario`] is the editable form derived from it
 //! ([`derive`]). Replay and verify drive the live servers as an MCP client
 //! ([`client`]) through the safety gate ([`gate`]) and compare in recorded
 //! space ([`compare`]); the mock serves a recording over stdio ([`mock`])
 //! through an index ([`matcher`]). Templates in arguments are resolved by
-//! [`template`]. The commands (`bir scenario|replay|verify|mock`) live in
-//! the command layer (`crate::cmd::replay`); `bir-proxy --replay` calls
+//! [`template`]. [`guide_plan`] turns a scenario into the steps of a
+//! guided replay (`bir guide`). [`junit`] writes a replay's JUnit report;
+//! [`targets`] picks where each of a scenario's servers is; [`verify`]
+//! holds what `bir verify` does with a report (age, `--update`,
+//! `--calibrate --write`, the exit status of several sources).
+//! The commands (`bir
+//! scenario|replay|verify|mock|guide`) live in the command layer
+//! (`crate::cmd::replay`, `crate::cmd::guide`); `bir-proxy --replay` calls
 //! [`serve_mock`].
 
 pub(crate) mod builtin;
 pub(crate) mod client;
 pub(crate) mod compare;
 pub(crate) mod derive;
+pub(crate) mod guide_plan;
+pub(crate) mod junit;
 pub(crate) mod matcher;
 pub(crate) mod mock;
 pub(crate) mod recording;
 pub(crate) mod runner;
 pub(crate) mod safety;
 pub(crate) mod scenario;
+pub(crate) mod targets;
 pub(crate) mod template;
 pub(crate) mod trust;
+pub(crate) mod verify;
 
 use std::path::Path;
 

@@ -337,8 +337,9 @@ pub(crate) struct Options {
 
 /// Opens a transport to a server that is not a child of bir (a remote
 /// server over Streamable HTTP): a writer taking one JSON-RPC message per
-/// line and a reader yielding one per line. The command layer builds it
-/// (the HTTP transport lives with the proxy, above this layer).
+/// line and a reader yielding one per line. The proxy builds it
+/// (`proxy::upstream_http::replay_connector`: the HTTP transport lives
+/// there, above this layer) and the command layer hands it down.
 pub(crate) type Connector = Arc<dyn Fn() -> Result<Pipes, String> + Send + Sync>;
 
 /// The two ends a [`Connector`] opens.

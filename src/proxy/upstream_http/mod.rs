@@ -50,6 +50,8 @@ use super::sse::SseReader;
 use crate::jsonrpc::message::{self, IdKey, Kind};
 use crate::jsonrpc::scan::{self, LineSummary};
 use crate::locks::lock;
+use crate::replay::runner::Connector;
+use crate::replay::targets::RemoteServer;
 use crate::urls;
 use policy::{
     BoundedTls, auth_param, header_safe, media_type, no_proxy_matches, redirect_allowed,
@@ -92,6 +94,34 @@ pub(crate) fn start(cfg: &ProxyConfig, events: Sender<Event>) -> io::Result<Star
 pub(crate) fn connect(http_cfg: UpstreamHttpConfig, max_message_bytes: u64) -> io::Result<Started> {
     let (events, _unheard) = std::sync::mpsc::channel();
     start_with(Arc::new(http_cfg), max_message_bytes, events)
+}
+
+/// A remote server for bir's own MCP client (`bir replay|verify|scenario
+/// check`) as a [`Connector`]: each connection is a fresh session through
+/// [`connect`], with the default connect timeout and message limit.
+/// `remote.transport` as a client config names it: `http`,
+/// `streamable-http` or `streamableHttp`, `sse`; anything else is auto.
+pub(crate) fn replay_connector(remote: &RemoteServer) -> Connector {
+    let mode = match remote.transport.as_str() {
+        "http" | "streamable-http" | "streamableHttp" => TransportMode::Http,
+        "sse" => TransportMode::Sse,
+        _ => TransportMode::Auto,
+    };
+    let cfg = UpstreamHttpConfig {
+        url: remote.url.clone(),
+        mode,
+        headers: remote.headers.clone(),
+        connect_timeout: Duration::from_millis(super::config::DEFAULT_CONNECT_TIMEOUT_MS),
+        session_note: Default::default(),
+    };
+    Arc::new(move || {
+        let pipes = connect(cfg.clone(), super::config::DEFAULT_MAX_MESSAGE_BYTES)
+            .map_err(|e| format!("cannot open the HTTP transport: {e}"))?;
+        Ok((
+            Box::new(pipes.to_upstream_http) as Box<dyn Write + Send>,
+            Box::new(pipes.from_upstream_http) as Box<dyn Read + Send>,
+        ))
+    })
 }
 
 fn start_with(
