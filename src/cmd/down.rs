@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::daemon::Health;
 use crate::daemon::client::{self, Missing};
-use crate::daemon::control::{self, Holder, PROBE, StopFailure, Stopped};
+use crate::daemon::control::{self, Holder, PROBE, Stop, StopFailure};
 
 use crate::error::{Error, ExitStatus};
 use crate::output::out;
@@ -32,15 +32,15 @@ pub(crate) fn down(cmd: DownCmd) -> Result<ExitStatus, Error> {
     let home = crate::home::bir_home()
         .ok_or_else(|| Error::failure("no home directory (set BIR_HOME or HOME)"))?;
     let said = match control::stop(&home, Duration::from_millis(cmd.timeout_ms)) {
-        Ok(Stopped::Given) => {
+        Ok(Stop::Given) => {
             "The recorder daemon is given by BIR_CONTROL_URL; bir down does not stop it.".to_owned()
         }
-        Ok(Stopped::NotRunning) => "The recorder daemon is not running.".to_owned(),
-        Ok(Stopped::Stopped { pid }) => format!("Stopped the recorder daemon (pid {pid})."),
-        Ok(Stopped::StoppedStale { pid, why }) => {
+        Ok(Stop::NotRunning) => "The recorder daemon is not running.".to_owned(),
+        Ok(Stop::Stopped { pid }) => format!("Stopped the recorder daemon (pid {pid})."),
+        Ok(Stop::StaleStopped { pid, why }) => {
             format!("Stopped the recorder daemon (pid {pid}, {why}).")
         }
-        Ok(Stopped::RemovedStale { why }) => {
+        Ok(Stop::StaleRemoved { why }) => {
             format!("The recorder daemon is not running ({why}); removed its stale discovery file.")
         }
         Err(StopFailure::DiscoveryRefused(why)) => {

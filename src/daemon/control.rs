@@ -30,7 +30,7 @@ pub(crate) fn sessions(endpoint: &Endpoint) -> Option<SessionsAnswer> {
 
 /// What [`stop`] did.
 #[derive(Debug)]
-pub(crate) enum Stopped {
+pub(crate) enum Stop {
     /// `BIR_CONTROL_URL` names the daemon: not ours to stop.
     Given,
     /// No daemon runs (or the stale discovery file vanished meanwhile).
@@ -39,9 +39,9 @@ pub(crate) enum Stopped {
     Stopped { pid: u32 },
     /// A stale discovery file (`why`) named a live daemon of another
     /// build: it exited on SIGTERM.
-    StoppedStale { pid: u32, why: String },
+    StaleStopped { pid: u32, why: String },
     /// A stale discovery file (`why`) named no daemon: it was removed.
-    RemovedStale { why: String },
+    StaleRemoved { why: String },
 }
 
 /// Why [`stop`] could not stop the daemon.
@@ -61,15 +61,15 @@ pub(crate) enum StopFailure {
 
 /// Stops the daemon of `home` and waits up to `timeout` for it to exit,
 /// then removes its discovery file (only if it still names that pid).
-pub(crate) fn stop(home: &Path, timeout: Duration) -> Result<Stopped, StopFailure> {
+pub(crate) fn stop(home: &Path, timeout: Duration) -> Result<Stop, StopFailure> {
     let endpoint = match client::lookup(home) {
         Ok(e) => e,
-        Err(Missing::None) => return Ok(Stopped::NotRunning),
+        Err(Missing::None) => return Ok(Stop::NotRunning),
         Err(Missing::Stale(why)) => return stop_stale(home, why, timeout),
         Err(Missing::Refused(why)) => return Err(StopFailure::DiscoveryRefused(why)),
     };
     let Some(pid) = endpoint.pid else {
-        return Ok(Stopped::Given);
+        return Ok(Stop::Given);
     };
     match endpoint.post("/shutdown", b"{}", PROBE) {
         Ok((200, _)) => {}
@@ -80,20 +80,20 @@ pub(crate) fn stop(home: &Path, timeout: Duration) -> Result<Stopped, StopFailur
         return Err(StopFailure::StillFinishing { pid });
     }
     discovery::remove_if_ours(home, pid);
-    Ok(Stopped::Stopped { pid })
+    Ok(Stop::Stopped { pid })
 }
 
 /// A discovery file naming a dead daemon, or a live one of another build
 /// (stopped with SIGTERM, which it handles like `/shutdown`). A pid that
 /// is not the daemon any more (`discovery::is_daemon`: the file outlived
 /// it and the system gave its pid to another process) is never signalled.
-fn stop_stale(home: &Path, why: String, timeout: Duration) -> Result<Stopped, StopFailure> {
+fn stop_stale(home: &Path, why: String, timeout: Duration) -> Result<Stop, StopFailure> {
     let Ok(Some(d)) = discovery::read(home) else {
-        return Ok(Stopped::NotRunning);
+        return Ok(Stop::NotRunning);
     };
     if discovery::is_daemon(home, &d).is_err() {
         discovery::remove_if_ours(home, d.pid);
-        return Ok(Stopped::RemovedStale { why });
+        return Ok(Stop::StaleRemoved { why });
     }
     // SAFETY: plain kill(2) on a pid of ours that is still the daemon
     // (is_daemon checked it, and that we may signal it).
@@ -104,7 +104,7 @@ fn stop_stale(home: &Path, why: String, timeout: Duration) -> Result<Stopped, St
         return Err(StopFailure::StaleDidNotExit { pid: d.pid });
     }
     discovery::remove_if_ours(home, d.pid);
-    Ok(Stopped::StoppedStale { pid: d.pid, why })
+    Ok(Stop::StaleStopped { pid: d.pid, why })
 }
 
 /// Whether `pid` exited within `timeout` (looked at every 10 ms).
@@ -209,7 +209,7 @@ mod tests {
     fn stopping_no_daemon_does_nothing() {
         let home = home("none");
         assert!(
-            matches!(stop(&home, Duration::from_secs(1)), Ok(Stopped::NotRunning)),
+            matches!(stop(&home, Duration::from_secs(1)), Ok(Stop::NotRunning)),
             "no discovery file: nothing runs"
         );
         assert!(port_problem(&home).is_none(), "no kept port yet");
@@ -225,7 +225,7 @@ mod tests {
         // it would end this test.
         discovery::write(&home, &discovery_of(std::process::id(), Some(1))).expect("write");
         let stopped = stop(&home, Duration::from_secs(1));
-        let Ok(Stopped::RemovedStale { why }) = stopped else {
+        let Ok(Stop::StaleRemoved { why }) = stopped else {
             panic!("a stale file is removed: {stopped:?}");
         };
         assert!(why.contains("another process"), "{why}");
