@@ -1,15 +1,18 @@
 //! The daemon as the CLI shows and stops it: `bir down`, the "Recorder
-//! daemon" lines of `bir status`, and `bir doctor`'s daemon check.
+//! daemon" lines of `bir status`, and `bir doctor`'s daemon check, in
+//! words; what they say is found by `daemon::control` (asking the daemon,
+//! stopping it, the kept port's holder, its socket).
 //!
 //! None of these start a daemon: a user asking about it must not create
 //! one (it starts on demand when a hook or a proxy needs it).
 
 use argh::FromArgs;
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
+use crate::daemon::Health;
 use crate::daemon::client::{self, Missing};
-use crate::daemon::{Health, SessionsAnswer, discovery};
+use crate::daemon::control::{self, Holder, PROBE, Stop, StopFailure};
 
 use crate::error::{Error, ExitStatus};
 use crate::output::out;
@@ -24,99 +27,51 @@ pub(crate) struct DownCmd {
     pub timeout_ms: u64,
 }
 
-/// How long a status or doctor probe waits for the daemon.
-const PROBE: Duration = Duration::from_millis(1500);
-
 /// `bir down`: stops the daemon this `$BIR_HOME` uses, and waits for it.
 pub(crate) fn down(cmd: DownCmd) -> Result<ExitStatus, Error> {
     let home = crate::home::bir_home()
         .ok_or_else(|| Error::failure("no home directory (set BIR_HOME or HOME)"))?;
-    let endpoint = match client::lookup(&home) {
-        Ok(e) if e.pid.is_some() => e,
-        Ok(_) => {
-            out("The recorder daemon is given by BIR_CONTROL_URL; bir down does not stop it.");
-            return Ok(ExitStatus::Success);
+    let said = match control::stop(&home, Duration::from_millis(cmd.timeout_ms)) {
+        Ok(Stop::Given) => {
+            "The recorder daemon is given by BIR_CONTROL_URL; bir down does not stop it.".to_owned()
         }
-        Err(Missing::None) => {
-            out("The recorder daemon is not running.");
-            return Ok(ExitStatus::Success);
+        Ok(Stop::NotRunning) => "The recorder daemon is not running.".to_owned(),
+        Ok(Stop::Stopped { pid }) => format!("Stopped the recorder daemon (pid {pid})."),
+        Ok(Stop::StaleStopped { pid, why }) => {
+            format!("Stopped the recorder daemon (pid {pid}, {why}).")
         }
-        Err(Missing::Stale(why)) => return stop_stale(&home, &why, cmd.timeout_ms),
-        Err(Missing::Refused(why)) => {
+        Ok(Stop::StaleRemoved { why }) => {
+            format!("The recorder daemon is not running ({why}); removed its stale discovery file.")
+        }
+        Err(StopFailure::DiscoveryRefused(why)) => {
             return Err(Error::failure(format!(
                 "the discovery file is refused: {why}"
             )));
         }
-    };
-    let pid = endpoint.pid.unwrap_or_default();
-    match endpoint.post("/shutdown", b"{}", PROBE) {
-        Ok((200, _)) => {}
-        Ok((status, _)) => {
+        Err(StopFailure::Refused { pid, status }) => {
             return Err(Error::failure(format!(
                 "the daemon (pid {pid}) refused to stop (HTTP {status})"
             )));
         }
-        Err(err) => {
+        Err(StopFailure::NoAnswer { pid, err }) => {
             return Err(
                 Error::failure(format!("the daemon (pid {pid}) did not answer")).because(err),
             );
         }
-    }
-    if !wait_for_exit(pid, Duration::from_millis(cmd.timeout_ms)) {
-        return Err(Error::failure(format!(
-            "the daemon (pid {pid}) is still finishing after {} ms",
-            cmd.timeout_ms
-        )));
-    }
-    discovery::remove_if_ours(&home, pid);
-    out(&format!("Stopped the recorder daemon (pid {pid})."));
-    Ok(ExitStatus::Success)
-}
-
-/// A discovery file naming a dead daemon, or a live one of another build
-/// (stopped with SIGTERM, which it handles like `/shutdown`). A pid that
-/// is not the daemon any more (`discovery::is_daemon`: the file outlived
-/// it and the system gave its pid to another process) is never signalled.
-fn stop_stale(home: &Path, why: &str, timeout_ms: u64) -> Result<ExitStatus, Error> {
-    let Ok(Some(d)) = discovery::read(home) else {
-        out("The recorder daemon is not running.");
-        return Ok(ExitStatus::Success);
-    };
-    if discovery::is_daemon(home, &d).is_ok() {
-        // SAFETY: plain kill(2) on a pid of ours that is still the daemon
-        // (is_daemon checked it, and that we may signal it).
-        unsafe {
-            libc::kill(d.pid as libc::pid_t, libc::SIGTERM);
-        }
-        if !wait_for_exit(d.pid, Duration::from_millis(timeout_ms)) {
+        Err(StopFailure::StillFinishing { pid }) => {
             return Err(Error::failure(format!(
-                "the daemon (pid {}) did not exit",
-                d.pid
+                "the daemon (pid {pid}) is still finishing after {} ms",
+                cmd.timeout_ms
             )));
         }
-        discovery::remove_if_ours(home, d.pid);
-        out(&format!(
-            "Stopped the recorder daemon (pid {}, {why}).",
-            d.pid
-        ));
-    } else {
-        discovery::remove_if_ours(home, d.pid);
-        out(&format!(
-            "The recorder daemon is not running ({why}); removed its stale discovery file."
-        ));
-    }
-    Ok(ExitStatus::Success)
-}
-
-fn wait_for_exit(pid: u32, timeout: Duration) -> bool {
-    let start = Instant::now();
-    while discovery::pid_alive(pid) {
-        if start.elapsed() >= timeout {
-            return false;
+        Err(StopFailure::StaleDidNotExit { pid }) => {
+            return Err(Error::failure(format!(
+                "the daemon (pid {pid}) did not exit"
+            )));
         }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    true
+    };
+    out(&said);
+    Ok(ExitStatus::Success)
 }
 
 /// The "Recorder daemon" lines of `bir status`.
@@ -128,7 +83,7 @@ pub(crate) fn status_lines() -> Vec<String> {
         Ok(e) => e,
         Err(missing) => return vec![format!("Recorder daemon: {}", describe_missing(&missing))],
     };
-    let Some(answer) = sessions_of(&endpoint) else {
+    let Some(answer) = control::sessions(&endpoint) else {
         return vec![format!(
             "Recorder daemon: {} (pid {}) does not answer",
             endpoint.url,
@@ -155,15 +110,6 @@ pub(crate) fn status_lines() -> Vec<String> {
         ));
     }
     lines
-}
-
-/// `GET /sessions`, when the daemon answers it.
-fn sessions_of(endpoint: &client::Endpoint) -> Option<SessionsAnswer> {
-    endpoint
-        .get("/sessions", PROBE)
-        .ok()
-        .filter(|(status, _)| *status == 200)
-        .and_then(|(_, body)| serde_json::from_slice::<SessionsAnswer>(&body).ok())
 }
 
 fn uptime(h: &Health) -> String {
@@ -200,35 +146,24 @@ pub(crate) fn doctor_line() -> (String, bool) {
     }
 }
 
-/// The daemon's kept port (`discovery::port_path`, the one a settings
-/// file's URL names) when something else holds it: who, and what follows.
+/// The daemon's kept port (`control::port_problem`) when something else
+/// holds it, in words: who, and what follows.
 fn port_problem(home: &Path) -> Option<String> {
-    let kept = discovery::preferred_port(home)?;
-    let live = client::lookup(home).ok().filter(|e| e.pid.is_some());
-    if live.as_ref().is_some_and(|e| e.addr.port() == kept) {
-        return None;
-    }
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let holder = match crate::daemon::tcpowner::listener_uid(([127, 0, 0, 1], kept).into()) {
-        crate::daemon::tcpowner::Lookup::Owner(uid) if uid == me => {
-            "another program of yours".to_owned()
-        }
-        crate::daemon::tcpowner::Lookup::Owner(uid) => format!("uid {uid}, another user"),
-        crate::daemon::tcpowner::Lookup::NotFound => return None,
-        crate::daemon::tcpowner::Lookup::Unavailable if live.is_some() => {
-            "another program".to_owned()
-        }
-        crate::daemon::tcpowner::Lookup::Unavailable => return None,
+    let problem = control::port_problem(home)?;
+    let holder = match problem.holder {
+        Holder::Mine => "another program of yours".to_owned(),
+        Holder::OtherUser(uid) => format!("uid {uid}, another user"),
+        Holder::Unknown => "another program".to_owned(),
     };
-    let now = match &live {
-        Some(e) => format!("the daemon listens on port {} instead", e.addr.port()),
+    let now = match problem.daemon_port {
+        Some(port) => format!("the daemon listens on port {port} instead"),
         None => "the daemon will listen on another port".to_owned(),
     };
     Some(format!(
-        "recorder daemon: PROBLEM: port {kept}, the daemon's own (hooks that POST to the \
+        "recorder daemon: PROBLEM: port {}, the daemon's own (hooks that POST to the \
          daemon name it), is held by {holder}; {now}, so those hooks reach the wrong \
-         listener or none: stop what holds the port and run `bir down`"
+         listener or none: stop what holds the port and run `bir down`",
+        problem.kept
     ))
 }
 
@@ -277,7 +212,10 @@ pub(crate) fn doctor_sessions(project: &Path, wrapped: &[String]) -> (Vec<String
     let Some(home) = crate::home::bir_home() else {
         return (Vec::new(), 0);
     };
-    let Some(answer) = client::lookup(&home).ok().and_then(|e| sessions_of(&e)) else {
+    let Some(answer) = client::lookup(&home)
+        .ok()
+        .and_then(|e| control::sessions(&e))
+    else {
         return (Vec::new(), 0);
     };
     session_lines(&answer.sessions, project, wrapped)
@@ -348,19 +286,11 @@ fn same_dir_key(dir: &Path) -> std::path::PathBuf {
 }
 
 /// The running daemon's Unix socket (the mod's link), when the discovery
-/// file names a live daemon of this build and a socket that answers the
-/// health marker. `bir doctor` says from it which path records the model's
-/// words.
+/// file names a live daemon and a socket that answers the health marker
+/// (`control::live_socket`). `bir doctor` says from it which path records
+/// the model's words.
 pub(crate) fn live_socket() -> Option<String> {
-    let home = crate::home::bir_home()?;
-    let d = match crate::daemon::discovery::read(&home) {
-        Ok(Some(d)) if crate::daemon::discovery::pid_alive(d.pid) => d,
-        _ => return None,
-    };
-    let path = d.socket?;
-    (crate::daemon::uds::occupant(std::path::Path::new(&path))
-        == crate::daemon::uds::Occupant::Live)
-        .then_some(path)
+    control::live_socket(&crate::home::bir_home()?)
 }
 
 #[cfg(test)]

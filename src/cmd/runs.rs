@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 
 use crate::error::{self, Context, Error, ExitStatus};
 use crate::output::{escape, out};
-use crate::record::calls::{Call, reader_calls};
-use crate::record::model::{ServerSnapshot, Step, StepType, TokenUsage};
+use crate::record::calls::Call;
+use crate::record::layout::{self, Row};
+use crate::record::model::{ServerSnapshot, TokenUsage};
 use crate::record::prices::{format_usd, user_prices as prices};
 use crate::record::store::{LoadedRun, Store};
 use crate::service::read;
@@ -196,7 +197,7 @@ pub(crate) fn main(cmd: RunsCmd) -> Result<ExitStatus, Error> {
 
 fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
     let mut t = Screen::default();
-    if turns::is_bound(run) {
+    if layout::is_bound(run) {
         turns::render(&mut t, run, full);
         t.print();
         return Ok(ExitStatus::Success);
@@ -205,20 +206,10 @@ fn show(run: &LoadedRun, full: bool) -> Result<ExitStatus, Error> {
     write_columns(&mut t);
     // Calls in the reader's order and numbering; a final answer (rare in
     // a standalone run) where its step index puts it.
-    let calls = reader_calls(run);
-    let mut rows: Vec<(u64, Option<&Call>, Option<&Step>)> =
-        calls.iter().map(|c| (c.order, Some(c), None)).collect();
-    for step in &run.steps {
-        if step.step_type == StepType::FinalAnswer {
-            rows.push((step.step_index, None, Some(step)));
-        }
-    }
-    rows.sort_by_key(|r| r.0);
-    for row in rows {
+    for row in layout::rows(run) {
         match row {
-            (_, Some(call), _) => write_call(&mut t, call, full),
-            (_, None, Some(_)) => t.line("        final answer"),
-            _ => {}
+            Row::Call(call) => write_call(&mut t, &call, full),
+            Row::Answer => t.line("        final answer"),
         }
     }
     t.line("");
@@ -366,15 +357,6 @@ fn tokens_text(u: &TokenUsage) -> String {
     format!("{} in{cached} · {} out", u.input, u.output)
 }
 
-/// The turns a run recorded tokens for (a turn 0 among them when the
-/// model worked before the first recorded prompt).
-fn usage_turns(run: &LoadedRun) -> Vec<u32> {
-    run.finish
-        .as_ref()
-        .map(|f| f.metrics.turn_usage.iter().map(|r| r.turn).collect())
-        .unwrap_or_default()
-}
-
 /// A bound run's turn's tokens, under its entries: counts, the models
 /// that answered, and the cost where the user priced them.
 fn write_turn_tokens(t: &mut Screen, run: &LoadedRun, turn: u32) {
@@ -509,7 +491,7 @@ fn export(run: &LoadedRun, format: &str) -> Result<ExitStatus, Error> {
             // A bound run also has its prompts and session events (in
             // journal order, like the steps; `stepIndex` is the true order
             // of the steps).
-            if turns::is_bound(run) || !run.turns.is_empty() || !run.events.is_empty() {
+            if layout::is_bound(run) || !run.turns.is_empty() || !run.events.is_empty() {
                 doc["turns"] = json!(run.turns);
                 doc["events"] = json!(run.events);
             }

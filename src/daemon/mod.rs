@@ -22,11 +22,17 @@
 //! * [`tcpowner`] — who owns a loopback TCP socket (`sock_diag`, else
 //!   `/proc/net/tcp`): the peer-uid check both ends make.
 //!
+//! * [`control`] — what the command line asks of the daemon: its
+//!   sessions, stopping it and waiting for its exit, who holds its kept
+//!   port, its live socket.
+//!
 //! `bir down`, and the daemon's lines in `bir status` and `bir doctor`,
-//! are commands: `crate::cmd::down`.
+//! are commands (`crate::cmd::down`): they say in words what `control`
+//! finds.
 
 pub(crate) mod armed_guides;
 pub(crate) mod client;
+pub(crate) mod control;
 pub(crate) mod discovery;
 pub(crate) mod hookaddr;
 pub(crate) mod http;

@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use super::journal::{self, JOURNAL_SUFFIX};
 use super::model::MadeBy;
 use super::model::TokenUsage;
+use crate::time::parse_rfc3339;
 
 /// The index's file name in the runs directory.
 const INDEX_FILE: &str = ".index";
@@ -185,6 +186,78 @@ impl Origins {
             Origins::All => true,
             Origins::Only(m) => s.origin == Some(m),
         }
+    }
+}
+
+/// Which runs a listing keeps (`bir runs`' filters); every condition
+/// given must hold.
+#[derive(Debug, Default)]
+pub(crate) struct RunFilter {
+    /// A server the run recorded (a snapshot of it, or a call to it).
+    pub server: Option<String>,
+    /// A tool the run called (its name, or the host's
+    /// `mcp__server__tool`), of `server` when that is given too.
+    pub tool: Option<String>,
+    /// A failed call (with `tool`: a failed call to it).
+    pub failed: bool,
+    /// Unix seconds: runs started at or after.
+    pub since: Option<i64>,
+    /// Unix seconds: runs started before.
+    pub until: Option<i64>,
+    pub tier: Option<String>,
+    /// Runs recorded in this (absolute) directory or below it, compared
+    /// by path component.
+    pub cwd: Option<PathBuf>,
+    pub origins: Origins,
+}
+
+impl RunFilter {
+    /// Whether the run `s` summarises passes every condition.
+    pub(crate) fn keeps(&self, s: &RunSummary) -> bool {
+        if !self.origins.keeps(s) {
+            return false;
+        }
+        if self.server.as_ref().is_some_and(|want| {
+            !s.servers.iter().any(|x| x == want) && !s.tools.iter().any(|t| &t.server == want)
+        }) {
+            return false;
+        }
+        if self.tier.as_ref().is_some_and(|t| &s.tier != t) {
+            return false;
+        }
+        match &self.tool {
+            Some(want) => {
+                let called = |t: &&ToolUse| {
+                    t.is_named(want) && self.server.as_ref().is_none_or(|srv| &t.server == srv)
+                };
+                let mut uses = s.tools.iter().filter(called);
+                let kept = if self.failed {
+                    uses.any(|t| t.errors > 0)
+                } else {
+                    uses.any(|t| t.calls > 0)
+                };
+                if !kept {
+                    return false;
+                }
+            }
+            None if self.failed && s.errors == 0 => return false,
+            None => {}
+        }
+        if self.since.is_some() || self.until.is_some() {
+            // A run without a start time (no header) is in no time range.
+            let Some(started) = parse_rfc3339(&s.started_at) else {
+                return false;
+            };
+            if self.since.is_some_and(|t| started < t) || self.until.is_some_and(|t| started >= t) {
+                return false;
+            }
+        }
+        if let Some(dir) = &self.cwd
+            && !Path::new(&s.cwd).starts_with(dir)
+        {
+            return false;
+        }
+        true
     }
 }
 
@@ -618,6 +691,78 @@ mod tests {
             ],
             ..RunSummary::default()
         }
+    }
+
+    fn run(tier: &str, started: &str, cwd: &str, tools: &[(&str, &str, u64, u64)]) -> RunSummary {
+        RunSummary {
+            id: "run_x".into(),
+            tier: tier.into(),
+            started_at: started.into(),
+            cwd: cwd.into(),
+            servers: vec!["srv".into()],
+            tool_calls: tools.iter().map(|t| t.2).sum(),
+            errors: tools.iter().map(|t| t.3).sum(),
+            tools: tools
+                .iter()
+                .map(|&(server, tool, calls, errors)| ToolUse {
+                    server: server.into(),
+                    tool: tool.into(),
+                    qualified: None,
+                    calls,
+                    errors,
+                })
+                .collect(),
+            ..RunSummary::default()
+        }
+    }
+
+    fn filter(f: impl FnOnce(&mut RunFilter)) -> RunFilter {
+        let mut x = RunFilter::default();
+        f(&mut x);
+        x
+    }
+
+    #[test]
+    fn tool_and_failed_mean_a_failed_call_to_that_tool() {
+        let a = run(
+            "standalone",
+            "",
+            "/",
+            &[("srv", "echo", 3, 0), ("srv", "add", 2, 1)],
+        );
+        let tool = |name: &str, failed: bool| {
+            filter(|f| {
+                f.tool = Some(name.into());
+                f.failed = failed;
+            })
+        };
+        assert!(tool("echo", false).keeps(&a));
+        assert!(tool("mcp__srv__echo", false).keeps(&a));
+        assert!(!tool("echo", true).keeps(&a), "echo never failed");
+        assert!(tool("add", true).keeps(&a));
+        assert!(!tool("nope", false).keeps(&a));
+        assert!(filter(|f| f.failed = true).keeps(&a));
+        let clean = run("standalone", "", "/", &[("srv", "echo", 3, 0)]);
+        assert!(!filter(|f| f.failed = true).keeps(&clean));
+    }
+
+    #[test]
+    fn times_tiers_and_directories() {
+        let a = run("bound", "2026-12-01T10:00:00.000Z", "/home/u/proj/sub", &[]);
+        let at = |s: &str| parse_rfc3339(s);
+        assert!(filter(|f| f.since = at("2026-12-01T09:00:00Z")).keeps(&a));
+        assert!(!filter(|f| f.since = at("2026-12-01T11:00:00Z")).keeps(&a));
+        assert!(filter(|f| f.until = at("2026-12-01T11:00:00Z")).keeps(&a));
+        assert!(!filter(|f| f.until = at("2026-12-01T10:00:00Z")).keeps(&a));
+        assert!(filter(|f| f.tier = Some("bound".into())).keeps(&a));
+        assert!(!filter(|f| f.tier = Some("standalone".into())).keeps(&a));
+        assert!(filter(|f| f.cwd = Some("/home/u/proj".into())).keeps(&a));
+        assert!(
+            !filter(|f| f.cwd = Some("/home/u/pro".into())).keeps(&a),
+            "by component"
+        );
+        let headless = run("", "", "", &[]);
+        assert!(!filter(|f| f.since = Some(0)).keeps(&headless));
     }
 
     #[test]

@@ -240,6 +240,52 @@ pub(crate) fn decode_at(data: &[u8], at: usize) -> Option<(&[u8], usize)> {
     Some((payload, end + 1))
 }
 
+/// A journal read as it grows (a reader following a live run): where
+/// reading got to, and the bytes of a record not yet whole.
+///
+/// Each poll reads only the bytes appended since the last one and hands
+/// out the whole records among them; a record cut in the middle (its
+/// writer is still writing it) stays pending until the rest arrives. Like
+/// [`read`], it never skips a bad record to reach data behind it: a
+/// corrupt record stays pending, and what is pending when the writer is
+/// gone is the journal's torn tail.
+pub(crate) struct Tail {
+    file: File,
+    pending: Vec<u8>,
+}
+
+impl Tail {
+    /// Opens the journal at `path` for following, from its start (only a
+    /// regular file, as [`read`] opens).
+    pub(crate) fn open(path: &Path) -> io::Result<Tail> {
+        let file = crate::home::open_regular(OpenOptions::new().read(true), path)?;
+        Ok(Tail {
+            file,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Reads what was appended since the last poll and hands each whole
+    /// record's payload to `each`, in order; how many it handed out.
+    pub(crate) fn poll(&mut self, mut each: impl FnMut(&[u8])) -> io::Result<usize> {
+        self.file.read_to_end(&mut self.pending)?;
+        let mut at = 0;
+        let mut added = 0;
+        while let Some((payload, next)) = decode_at(&self.pending, at) {
+            each(payload);
+            added += 1;
+            at = next;
+        }
+        self.pending.drain(..at);
+        Ok(added)
+    }
+
+    /// The bytes read that are not (yet) a whole record.
+    pub(crate) fn pending_bytes(&self) -> u64 {
+        self.pending.len() as u64
+    }
+}
+
 /// CRC-32C (Castagnoli): the CPU's instruction where there is one (SSE4.2
 /// does 8 bytes a step), else a table a byte at a time. Both give the same
 /// value (tested).
@@ -309,6 +355,34 @@ mod tests {
                 assert_eq!(crc32c(piece), crc32c_table(piece), "{start}..{end}");
             }
         }
+    }
+
+    #[test]
+    fn a_tail_keeps_a_torn_record_until_the_rest_arrives() {
+        let dir = std::env::temp_dir().join(format!("bir-journal-tail-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("j");
+        let first = frame(b"{\"a\":1}");
+        let second = frame(b"{\"b\":2}");
+        let cut = 5;
+        let mut bytes = first.clone();
+        bytes.extend_from_slice(&second[..cut]);
+        std::fs::write(&path, &bytes).expect("write");
+        let mut tail = Tail::open(&path).expect("open");
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        assert_eq!(tail.poll(|p| got.push(p.to_vec())).expect("poll"), 1);
+        assert_eq!(got, [b"{\"a\":1}".to_vec()]);
+        assert_eq!(tail.pending_bytes(), cut as u64, "the torn record is kept");
+        // Nothing new: nothing handed out, the torn bytes still kept.
+        assert_eq!(tail.poll(|p| got.push(p.to_vec())).expect("poll"), 0);
+        assert_eq!(tail.pending_bytes(), cut as u64);
+        // The writer finishes the record: the next poll completes it.
+        let mut file = OpenOptions::new().append(true).open(&path).expect("open");
+        file.write_all(&second[cut..]).expect("append");
+        assert_eq!(tail.poll(|p| got.push(p.to_vec())).expect("poll"), 1);
+        assert_eq!(got, [b"{\"a\":1}".to_vec(), b"{\"b\":2}".to_vec()]);
+        assert_eq!(tail.pending_bytes(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub(crate) mod calls;
 pub(crate) mod catchup;
 pub(crate) mod index;
 pub(crate) mod journal;
+pub(crate) mod layout;
 pub(crate) mod model;
 pub(crate) mod payload;
 pub(crate) mod preparation;

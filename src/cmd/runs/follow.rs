@@ -1,10 +1,10 @@
 //! `bir runs show --follow`: a run's calls as they are recorded, like
 //! `tail -f`, until the run ends.
 //!
-//! The journal is polled: each poll reads only the bytes appended since
-//! the last one and decodes the whole records among them; a record cut in
-//! the middle (its writer is still writing it) stays buffered until the
-//! rest arrives. A call is printed once its response is recorded, numbered
+//! The journal is polled (`record::journal::Tail`): each poll reads only
+//! the bytes appended since the last one and decodes the whole records
+//! among them; a record cut in the middle (its writer is still writing it)
+//! stays buffered until the rest arrives. A call is printed once its response is recorded, numbered
 //! as `bir runs show` numbers it (`record::calls`). The follow ends at the
 //! run's end record, or when no writer holds the journal any more (its
 //! proxy ended without finishing it, or was killed): then whatever was
@@ -12,9 +12,6 @@
 //! how it ended.
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::Read;
-use std::path::Path;
 use std::time::Duration;
 
 use super::{Screen, write_call, write_columns, write_finish, write_header, write_snapshot};
@@ -32,7 +29,8 @@ const POLL: Duration = Duration::from_millis(100);
 pub(super) fn follow(store: &Store, cmd: &ShowCmd) -> Result<ExitStatus, Error> {
     let summary = store.find_summary(&cmd.run)?;
     let path = store.dir().join(&summary.file);
-    let mut tail = Tail::open(&path).context(|| format!("cannot read {}", path.display()))?;
+    let mut tail =
+        journal::Tail::open(&path).context(|| format!("cannot read {}", path.display()))?;
     let mut view = View {
         run: LoadedRun {
             path: path.clone(),
@@ -42,7 +40,7 @@ pub(super) fn follow(store: &Store, cmd: &ShowCmd) -> Result<ExitStatus, Error> 
     };
     loop {
         let got = tail
-            .poll(&mut view.run)
+            .poll(|record| view.run.absorb(record))
             .context(|| format!("cannot read {}", path.display()))?;
         view.print_new(cmd.full);
         if view.run.finish.is_some() {
@@ -50,7 +48,7 @@ pub(super) fn follow(store: &Store, cmd: &ShowCmd) -> Result<ExitStatus, Error> 
         }
         if got == 0 && !journal::is_held(&path) {
             // The writer let go: everything it wrote is in the file now.
-            tail.poll(&mut view.run)
+            tail.poll(|record| view.run.absorb(record))
                 .context(|| format!("cannot read {}", path.display()))?;
             view.print_new(cmd.full);
             break;
@@ -59,41 +57,9 @@ pub(super) fn follow(store: &Store, cmd: &ShowCmd) -> Result<ExitStatus, Error> 
             std::thread::sleep(POLL);
         }
     }
-    view.run.torn_bytes = tail.pending.len() as u64;
+    view.run.torn_bytes = tail.pending_bytes();
     view.print_end(cmd.full);
     Ok(ExitStatus::Success)
-}
-
-/// The journal being followed: where reading got to, and the bytes of a
-/// record not yet whole.
-struct Tail {
-    file: File,
-    pending: Vec<u8>,
-}
-
-impl Tail {
-    fn open(path: &Path) -> std::io::Result<Tail> {
-        let file = crate::home::open_regular(std::fs::OpenOptions::new().read(true), path)?;
-        Ok(Tail {
-            file,
-            pending: Vec::new(),
-        })
-    }
-
-    /// Reads what was appended since the last poll and adds its whole
-    /// records to `run`; how many it added.
-    fn poll(&mut self, run: &mut LoadedRun) -> std::io::Result<usize> {
-        self.file.read_to_end(&mut self.pending)?;
-        let mut at = 0;
-        let mut added = 0;
-        while let Some((payload, next)) = journal::decode_at(&self.pending, at) {
-            run.absorb(payload);
-            added += 1;
-            at = next;
-        }
-        self.pending.drain(..at);
-        Ok(added)
-    }
 }
 
 /// What has been printed of the run so far.

@@ -1,9 +1,10 @@
 //! `bir runs` without a subcommand: the runs of the store, newest first,
 //! filtered, as a table or as JSON lines.
 //!
-//! Built on the listing index (`record::index`), never on the journals
-//! themselves: a store of thousands of runs is listed from one small file
-//! plus a `stat` per journal.
+//! Built on the listing index (`record::index`, which also decides which
+//! runs a filter keeps: `RunFilter`), never on the journals themselves: a
+//! store of thousands of runs is listed from one small file plus a `stat`
+//! per journal.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,110 +16,45 @@ use super::{Screen, clip, parse_age, short_id};
 use crate::cmd::runs::RunsCmd;
 use crate::error::{Context, Error, ExitStatus};
 use crate::output::{escape, out};
-use crate::record::index::{Origins, RunSummary};
+use crate::record::index::{Origins, RunFilter, RunSummary};
 use crate::record::store::Store;
 use crate::time::parse_rfc3339;
 
-/// What `bir runs` was asked to keep; every condition given must hold.
-#[derive(Debug, Default)]
-pub(super) struct Filter {
-    server: Option<String>,
-    tool: Option<String>,
-    failed: bool,
-    /// Unix seconds: runs started at or after.
-    since: Option<i64>,
-    /// Unix seconds: runs started before.
-    until: Option<i64>,
-    tier: Option<String>,
-    cwd: Option<PathBuf>,
-    origins: Origins,
-}
-
-impl Filter {
-    /// The filter `cmd` asks for, its times read against `now`.
-    pub(super) fn of(cmd: &RunsCmd, now: SystemTime) -> Result<Filter, Error> {
-        let cwd = match (&cmd.cwd, cmd.here) {
-            (Some(_), true) => return Err(Error::usage("give --cwd or --here, not both")),
-            (Some(dir), false) => Some(absolute(Path::new(dir))?),
-            (None, true) => Some(absolute(Path::new("."))?),
-            (None, false) => None,
-        };
-        if let Some(tier) = &cmd.tier
-            && !matches!(tier.as_str(), "standalone" | "bound")
-        {
-            return Err(Error::usage(format!(
-                "`{tier}` is not a tier (standalone or bound)"
-            )));
-        }
-        let origins = match (&cmd.origin, cmd.all) {
-            (Some(_), true) => return Err(Error::usage("give --all or --origin, not both")),
-            (Some(word), false) => Origins::parse(word).ok_or_else(|| {
-                Error::usage(format!(
-                    "`{word}` is not an origin (agent, replay, verify or mock)"
-                ))
-            })?,
-            (None, true) => Origins::All,
-            (None, false) => Origins::Agents,
-        };
-        Ok(Filter {
-            origins,
-            server: cmd.server.clone(),
-            tool: cmd.tool.clone(),
-            failed: cmd.failed,
-            since: cmd.since.as_deref().map(|s| when(s, now)).transpose()?,
-            until: cmd.until.as_deref().map(|s| when(s, now)).transpose()?,
-            tier: cmd.tier.clone(),
-            cwd,
-        })
+/// The filter `cmd` asks for, its times read against `now`.
+fn filter_of(cmd: &RunsCmd, now: SystemTime) -> Result<RunFilter, Error> {
+    let cwd = match (&cmd.cwd, cmd.here) {
+        (Some(_), true) => return Err(Error::usage("give --cwd or --here, not both")),
+        (Some(dir), false) => Some(absolute(Path::new(dir))?),
+        (None, true) => Some(absolute(Path::new("."))?),
+        (None, false) => None,
+    };
+    if let Some(tier) = &cmd.tier
+        && !matches!(tier.as_str(), "standalone" | "bound")
+    {
+        return Err(Error::usage(format!(
+            "`{tier}` is not a tier (standalone or bound)"
+        )));
     }
-
-    /// Whether the run `s` summarises passes every condition.
-    pub(super) fn keeps(&self, s: &RunSummary) -> bool {
-        if !self.origins.keeps(s) {
-            return false;
-        }
-        if self.server.as_ref().is_some_and(|want| {
-            !s.servers.iter().any(|x| x == want) && !s.tools.iter().any(|t| &t.server == want)
-        }) {
-            return false;
-        }
-        if self.tier.as_ref().is_some_and(|t| &s.tier != t) {
-            return false;
-        }
-        match &self.tool {
-            Some(want) => {
-                let called = |t: &&crate::record::index::ToolUse| {
-                    t.is_named(want) && self.server.as_ref().is_none_or(|srv| &t.server == srv)
-                };
-                let mut uses = s.tools.iter().filter(called);
-                let kept = if self.failed {
-                    uses.any(|t| t.errors > 0)
-                } else {
-                    uses.any(|t| t.calls > 0)
-                };
-                if !kept {
-                    return false;
-                }
-            }
-            None if self.failed && s.errors == 0 => return false,
-            None => {}
-        }
-        if self.since.is_some() || self.until.is_some() {
-            // A run without a start time (no header) is in no time range.
-            let Some(started) = parse_rfc3339(&s.started_at) else {
-                return false;
-            };
-            if self.since.is_some_and(|t| started < t) || self.until.is_some_and(|t| started >= t) {
-                return false;
-            }
-        }
-        if let Some(dir) = &self.cwd
-            && !Path::new(&s.cwd).starts_with(dir)
-        {
-            return false;
-        }
-        true
-    }
+    let origins = match (&cmd.origin, cmd.all) {
+        (Some(_), true) => return Err(Error::usage("give --all or --origin, not both")),
+        (Some(word), false) => Origins::parse(word).ok_or_else(|| {
+            Error::usage(format!(
+                "`{word}` is not an origin (agent, replay, verify or mock)"
+            ))
+        })?,
+        (None, true) => Origins::All,
+        (None, false) => Origins::Agents,
+    };
+    Ok(RunFilter {
+        origins,
+        server: cmd.server.clone(),
+        tool: cmd.tool.clone(),
+        failed: cmd.failed,
+        since: cmd.since.as_deref().map(|s| when(s, now)).transpose()?,
+        until: cmd.until.as_deref().map(|s| when(s, now)).transpose()?,
+        tier: cmd.tier.clone(),
+        cwd,
+    })
 }
 
 /// `dir` made absolute, through its symlinks when it exists (the cwd a
@@ -159,7 +95,7 @@ pub(super) fn when(s: &str, now: SystemTime) -> Result<i64, Error> {
 
 /// Lists the runs `cmd` asks for.
 pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
-    let filter = Filter::of(cmd, SystemTime::now())?;
+    let filter = filter_of(cmd, SystemTime::now())?;
     // Never freed: the process ends once the listing is printed, and
     // freeing ten thousand summaries one string at a time costs more than
     // printing them.
@@ -295,80 +231,7 @@ fn json_line(s: &RunSummary) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::index::ToolUse;
     use std::time::Duration;
-
-    fn run(tier: &str, started: &str, cwd: &str, tools: &[(&str, &str, u64, u64)]) -> RunSummary {
-        RunSummary {
-            id: "run_x".into(),
-            tier: tier.into(),
-            started_at: started.into(),
-            cwd: cwd.into(),
-            servers: vec!["srv".into()],
-            tool_calls: tools.iter().map(|t| t.2).sum(),
-            errors: tools.iter().map(|t| t.3).sum(),
-            tools: tools
-                .iter()
-                .map(|&(server, tool, calls, errors)| ToolUse {
-                    server: server.into(),
-                    tool: tool.into(),
-                    qualified: None,
-                    calls,
-                    errors,
-                })
-                .collect(),
-            ..RunSummary::default()
-        }
-    }
-
-    fn filter(f: impl FnOnce(&mut Filter)) -> Filter {
-        let mut x = Filter::default();
-        f(&mut x);
-        x
-    }
-
-    #[test]
-    fn tool_and_failed_mean_a_failed_call_to_that_tool() {
-        let a = run(
-            "standalone",
-            "",
-            "/",
-            &[("srv", "echo", 3, 0), ("srv", "add", 2, 1)],
-        );
-        let tool = |name: &str, failed: bool| {
-            filter(|f| {
-                f.tool = Some(name.into());
-                f.failed = failed;
-            })
-        };
-        assert!(tool("echo", false).keeps(&a));
-        assert!(tool("mcp__srv__echo", false).keeps(&a));
-        assert!(!tool("echo", true).keeps(&a), "echo never failed");
-        assert!(tool("add", true).keeps(&a));
-        assert!(!tool("nope", false).keeps(&a));
-        assert!(filter(|f| f.failed = true).keeps(&a));
-        let clean = run("standalone", "", "/", &[("srv", "echo", 3, 0)]);
-        assert!(!filter(|f| f.failed = true).keeps(&clean));
-    }
-
-    #[test]
-    fn times_tiers_and_directories() {
-        let a = run("bound", "2026-12-01T10:00:00.000Z", "/home/u/proj/sub", &[]);
-        let at = |s: &str| parse_rfc3339(s);
-        assert!(filter(|f| f.since = at("2026-12-01T09:00:00Z")).keeps(&a));
-        assert!(!filter(|f| f.since = at("2026-12-01T11:00:00Z")).keeps(&a));
-        assert!(filter(|f| f.until = at("2026-12-01T11:00:00Z")).keeps(&a));
-        assert!(!filter(|f| f.until = at("2026-12-01T10:00:00Z")).keeps(&a));
-        assert!(filter(|f| f.tier = Some("bound".into())).keeps(&a));
-        assert!(!filter(|f| f.tier = Some("standalone".into())).keeps(&a));
-        assert!(filter(|f| f.cwd = Some("/home/u/proj".into())).keeps(&a));
-        assert!(
-            !filter(|f| f.cwd = Some("/home/u/pro".into())).keeps(&a),
-            "by component"
-        );
-        let headless = run("", "", "", &[]);
-        assert!(!filter(|f| f.since = Some(0)).keeps(&headless));
-    }
 
     #[test]
     fn token_counts_fit_their_column() {

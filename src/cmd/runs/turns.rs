@@ -13,168 +13,36 @@
 //!   answer  Done: the echo said hi.
 //! ```
 //!
-//! The journal's order (`seq`) is the order the recorder *emitted* records,
-//! which for a joined step can be later than a step after it; the true
-//! order is `stepIndex` (allocated when a step's first view arrived). Tool
-//! calls are paired, placed and numbered by `record::calls::reader_calls`
-//! (one number per call, not per record; a subagent's calls nested under
-//! the Agent call that started it, numbered `2.1, 2.2, …`); session
-//! events, which carry no index, are placed after the last step emitted
-//! before them.
+//! What is shown where, and in which order, is `record::layout`'s
+//! (calls in `stepIndex` order, numbered by `record::calls`, a subagent's
+//! calls and events nested under its Agent call, session events after the
+//! steps emitted before them); this file says each entry in words.
 //!
 //! Every recorded string goes through [`super::escape`] before it is
 //! printed.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use super::{Screen, clip, compact, escape, pretty, result_preview};
-use crate::record::calls::{Call, reader_calls};
-use crate::record::model::{RunEvent, SessionEvent, Step, StepKind, StepType, Turn};
+use crate::record::calls::Call;
+use crate::record::layout::{self, Entry, Turns};
+use crate::record::model::{SessionEvent, Step, StepKind, Turn};
 use crate::record::store::LoadedRun;
 
-/// Whether `run` is a bound run (rendered by [`render`]).
-pub(super) fn is_bound(run: &LoadedRun) -> bool {
-    match &run.header {
-        Some(h) => h.metadata.tier == "bound",
-        None => !run.turns.is_empty(),
-    }
-}
-
-/// Something printed in a turn, in order.
-enum Entry<'a> {
-    Call(usize),
-    Event(&'a SessionEvent),
-    /// A `final_answer` step: the model's last words of a turn.
-    Answer(&'a Step),
-}
-
-/// Sort key of an entry: the step index it follows, then calls before the
-/// events that came after them.
-type Order = (u64, u8, u64);
-
-/// Writes `run` (a bound run) into `t`.
+/// Writes `run` (a bound run, `layout::is_bound`) into `t`.
 pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
     super::write_header(t, run);
-
-    // Records with their journal position.
-    let mut steps: Vec<(u64, &Step)> = Vec::new();
-    let mut turns: Vec<(u64, &Turn)> = Vec::new();
-    let mut events: Vec<(u64, &SessionEvent)> = Vec::new();
-    for r in &run.records {
-        match &r.event {
-            RunEvent::Step(s) => steps.push((r.seq, s)),
-            RunEvent::Turn(turn) => turns.push((r.seq, turn)),
-            RunEvent::SessionEvent(e) => events.push((r.seq, e)),
-            _ => {}
+    let laid = layout::turns(run);
+    for turn in &laid.turns {
+        write_turn_header(t, turn.number, turn.prompt, full);
+        for entry in &turn.entries {
+            write_entry(t, &laid, entry, 1, full);
         }
-    }
-    // The calls, paired and numbered as every reader numbers them.
-    let calls = reader_calls(run);
-    let mut children: Vec<Vec<Entry>> = calls.iter().map(|_| Vec::new()).collect();
-    // A final answer emitted again (an amended view): the last one wins.
-    let mut answers: Vec<(u64, &Step)> = Vec::new();
-    for &(seq, s) in &steps {
-        if s.step_type == StepType::FinalAnswer {
-            answers.retain(|(_, a)| a.step_index != s.step_index);
-            answers.push((seq, s));
-        }
-    }
-
-    // Where a subagent's events hang (the Agent call its steps name as
-    // parent), and the subagent's type, as its steps name them.
-    let by_id: HashMap<&str, usize> = calls
-        .iter()
-        .enumerate()
-        .filter_map(|(i, c)| Some((c.any()?.tool_use_id.as_deref()?, i)))
-        .collect();
-    let mut parent_of_agent: HashMap<&str, &str> = HashMap::new();
-    let mut agent_types: HashMap<&str, &str> = HashMap::new();
-    for s in calls.iter().filter_map(Call::any) {
-        let Some(agent) = s.agent_id.as_deref() else {
-            continue;
-        };
-        if let Some(parent) = s.parent_tool_use_id.as_deref() {
-            parent_of_agent.entry(agent).or_insert(parent);
-        }
-        if let Some(kind) = s.agent_type.as_deref() {
-            agent_types.entry(agent).or_insert(kind);
-        }
-    }
-    // The step index emitted last before each journal position.
-    let index_before = |seq: u64| -> u64 {
-        steps
-            .iter()
-            .filter(|(s, _)| *s < seq)
-            .map(|(_, st)| st.step_index)
-            .max()
-            .unwrap_or(0)
-    };
-    let turn_at = |seq: u64| -> u32 {
-        turns
-            .iter()
-            .filter(|(s, _)| *s < seq)
-            .map(|(_, t)| t.turn)
-            .max()
-            .unwrap_or(0)
-    };
-
-    // Top level per turn, and children under their Agent call.
-    let mut top: Vec<(u32, Order, Entry)> = Vec::new();
-    let mut nested: Vec<(usize, Order, Entry)> = Vec::new();
-    for (i, c) in calls.iter().enumerate() {
-        let order = (c.order, 0, c.seq);
-        match c.parent {
-            Some(p) => nested.push((p, order, Entry::Call(i))),
-            None => top.push((c.turn, order, Entry::Call(i))),
-        }
-    }
-    for &(seq, e) in &events {
-        let order = (index_before(seq), 1, seq);
-        let parent = e
-            .agent_id
-            .as_deref()
-            .and_then(|a| parent_of_agent.get(a))
-            .and_then(|p| by_id.get(p).copied());
-        match parent {
-            Some(p) => nested.push((p, order, Entry::Event(e))),
-            None => top.push((turn_at(seq), order, Entry::Event(e))),
-        }
-    }
-    for &(seq, a) in &answers {
-        let turn = a.turn.unwrap_or_else(|| turn_at(seq));
-        top.push((turn, (a.step_index, 0, seq), Entry::Answer(a)));
-    }
-    nested.sort_by_key(|(_, o, _)| *o);
-    for (p, _, entry) in nested {
-        children[p].push(entry);
-    }
-    top.sort_by_key(|(turn, o, _)| (*turn, *o));
-
-    // Turns: every prompt, plus a turn 0 when something came before the
-    // first one.
-    let mut turn_numbers: Vec<u32> = turns.iter().map(|(_, t)| t.turn).collect();
-    turn_numbers.extend(top.iter().map(|(n, _, _)| *n));
-    turn_numbers.extend(super::usage_turns(run));
-    turn_numbers.sort_unstable();
-    turn_numbers.dedup();
-
-    for n in turn_numbers {
-        let prompt = turns.iter().find(|(_, t)| t.turn == n).map(|(_, t)| *t);
-        write_turn_header(t, n, prompt, full);
-        for (_, _, entry) in top.iter().filter(|(tn, _, _)| *tn == n) {
-            match entry {
-                Entry::Call(i) => write_tree(t, &calls, &children, &agent_types, *i, 1, full),
-                Entry::Event(e) => write_event(t, e, 1, type_of(&agent_types, e)),
-                Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
-            }
-        }
-        super::write_turn_tokens(t, run, n);
+        super::write_turn_tokens(t, run, turn.number);
         t.line("");
     }
     // The run's final answer when no step carried it.
-    if answers.is_empty()
+    if !laid.answered
         && let Some(output) = run.finish.as_ref().and_then(|f| f.output.as_ref())
     {
         write_answer(
@@ -191,6 +59,15 @@ pub(super) fn render(t: &mut Screen, run: &LoadedRun, full: bool) {
         "interrupted: the recorder ended without finishing the run (killed, or the machine stopped)",
         "not finished: the session is still going",
     );
+}
+
+/// One entry of a turn, or of an Agent call's children at `depth`.
+fn write_entry(t: &mut Screen, laid: &Turns, entry: &Entry, depth: usize, full: bool) {
+    match entry {
+        Entry::Call(i) => write_tree(t, laid, *i, depth, full),
+        Entry::Event(e) => write_event(t, e, depth, laid.agent_type(e)),
+        Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
+    }
 }
 
 fn write_turn_header(t: &mut Screen, n: u32, prompt: Option<&Turn>, full: bool) {
@@ -297,22 +174,9 @@ fn status_of(call: &Call) -> &'static str {
     }
 }
 
-/// The type of the subagent an event is about, as its steps name it.
-fn type_of<'a>(types: &HashMap<&str, &'a str>, e: &SessionEvent) -> Option<&'a str> {
-    e.agent_id.as_deref().and_then(|a| types.get(a).copied())
-}
-
 /// A call line, its detail lines, then its children one level deeper.
-fn write_tree(
-    t: &mut Screen,
-    calls: &[Call],
-    children: &[Vec<Entry>],
-    types: &HashMap<&str, &str>,
-    i: usize,
-    depth: usize,
-    full: bool,
-) {
-    let c = &calls[i];
+fn write_tree(t: &mut Screen, laid: &Turns, i: usize, depth: usize, full: bool) {
+    let c = &laid.calls[i];
     let number = c.number.as_str();
     let Some(s) = c.any() else {
         return;
@@ -374,12 +238,8 @@ fn write_tree(
             t.line(format_args!("{detail}(joined by {})", escape(how)));
         }
     }
-    for child in &children[i] {
-        match child {
-            Entry::Call(j) => write_tree(t, calls, children, types, *j, depth + 1, full),
-            Entry::Event(e) => write_event(t, e, depth + 1, type_of(types, e)),
-            Entry::Answer(a) => write_answer(t, "answer", a.output.as_deref(), full),
-        }
+    for child in &laid.children[i] {
+        write_entry(t, laid, child, depth + 1, full);
     }
 }
 
@@ -533,7 +393,8 @@ mod tests {
     }
     use crate::record::journal;
     use crate::record::model::{
-        HostInfo, Record, RunFinish, RunHeader, RunMetadata, RunMetrics, TokenUsage, TurnUsage,
+        HostInfo, Record, RunEvent, RunFinish, RunHeader, RunMetadata, RunMetrics, StepType,
+        TokenUsage, TurnUsage,
     };
     use serde_json::json;
 
@@ -788,7 +649,7 @@ mod tests {
     #[test]
     fn a_bound_run_reads_as_its_turns_in_true_order() {
         let run = load("full", session());
-        assert!(is_bound(&run));
+        assert!(layout::is_bound(&run));
         let text = shown(&run, false);
         // The header: tier, host, model.
         assert!(
