@@ -418,6 +418,7 @@ fn otel_variables_alone_never_turn_export_on_and_grpc_is_refused() {
     ];
     let seen = session(proxy(&dir, &claude_code_env), || true);
     assert_eq!(seen.exit(), "code 0");
+    // An absence has no event to wait on: the time lets a late export show.
     thread::sleep(Duration::from_millis(300));
     assert!(stub.requests().is_empty(), "exported without BIR_OTLP");
     // With bir's switch, gRPC gets a clear no.

@@ -3,11 +3,17 @@
 //! recording service, the OTLP receiver, the recorder daemon, a release
 //! server and a misbehaving MCP server are all this stub with a script.
 //!
+//! What the stub cannot do (tunnel a connection, write on the socket by
+//! hand and watch it) is [`RawServer`]: a bare listener, the one other
+//! server of the suite.
+//!
 //! The script runs on the stub's own thread, one request at a time and in
 //! the order they came, and sees every earlier request; the answer is then
 //! written from a thread of its own, so an answer that takes its time (a
 //! paced stream, a held request) never delays the next request.
 
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -194,4 +200,68 @@ fn answer(request: tiny_http::Request, reply: Reply) {
 /// A header for a [`Reply::Response`] (or a test's own `tiny_http` response).
 pub fn header(name: &str, value: &str) -> tiny_http::Header {
     tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("header")
+}
+
+/// A bare listener on 127.0.0.1 for the two things the stub cannot do, as
+/// `tiny_http` keeps the socket to itself: tunnel a connection (an HTTP
+/// proxy's `CONNECT`), and answer on the socket by hand while watching it
+/// (a stream that stays silent, where only a read tells that the client
+/// closed it). Each connection's request head (see [`read_head`]) and
+/// socket go to `handle` on a thread of its own; a connection that closes
+/// before a whole head is dropped. Stops accepting when dropped.
+pub struct RawServer {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl RawServer {
+    pub fn start(handle: impl Fn(String, TcpStream) + Send + Sync + 'static) -> RawServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = listener.local_addr().expect("addr").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let handle = Arc::new(handle);
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let handle = Arc::clone(&handle);
+                thread::spawn(move || {
+                    if let Some(head) = read_head(&mut conn) {
+                        handle(head, conn);
+                    }
+                });
+            }
+        });
+        RawServer { port, stop }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accepting thread, which then sees `stop`.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// An HTTP request's head (request line and headers, through the blank
+/// line), read a byte at a time so that nothing after it is consumed;
+/// `None` if the peer closed first.
+pub fn read_head(conn: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16384 {
+        if conn.read(&mut byte).unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
 }
