@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use daemon_common::{Target, exchange, private_home, release_bir, root};
+use daemon_common::{Target, exchange, ms, pct, private_home, release_bir, root};
 
 fn main() {
     if std::env::var("BENCH_DAEMON_ROLE").as_deref() == Ok("tiny_http") {
@@ -455,16 +455,4 @@ fn tiny_http_stand_in() {
     for w in workers {
         let _ = w.join();
     }
-}
-
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use daemon_common::{Target, exchange, private_home, release_bir, root};
+use daemon_common::{Target, exchange, ms, pct, private_home, release_bir, root};
 
 fn main() {
     let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
@@ -440,16 +440,4 @@ fn load_average() -> String {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))
         .unwrap_or_else(|| "?".into())
-}
-
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

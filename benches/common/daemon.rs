@@ -1,7 +1,8 @@
 //! What the two benchmarks of the recorder daemon (`daemon`, `hook_posts`)
-//! share: the release binary, a private `BIR_HOME`, and one HTTP exchange
-//! with a server under test. Included by those two only (`#[path]`), so
-//! the other benchmarks do not carry it unused.
+//! share: the release binary, a private `BIR_HOME`, one HTTP exchange
+//! with a server under test, and the percentiles they report. Included by
+//! those two only (`#[path]`), so the other benchmarks do not carry it
+//! unused.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -66,4 +67,18 @@ pub fn exchange(t: &Target, request: &[u8]) -> u16 {
         .and_then(|a| a.split(' ').nth(1))
         .and_then(|c| c.parse().ok())
         .unwrap_or(0)
+}
+
+/// The `p`th percentile of `sorted` (nearest rank), zero when empty.
+pub fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// `d` in milliseconds.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
