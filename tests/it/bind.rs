@@ -145,13 +145,8 @@ fn call(id: u64) -> Value {
 
 /// The proxy under test, with the session environment `env`.
 fn proxy(dir: &TempDir, cwd: &Path, pidfile: Option<&Path>, env: &[(&str, String)]) -> Command {
-    let script = dir.script("peer.json", &script(pidfile));
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.current_dir(cwd)
-        .args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script);
+    let mut cmd = crate::record::proxy(dir, &script(pidfile));
+    cmd.current_dir(cwd);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -131,15 +131,7 @@ fn raw(port: u16, request: &[u8]) -> (u16, String) {
     std::thread::spawn(move || {
         let _ = writer.write_all(&request);
     });
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+    super::support::http::read_answer(&mut s)
 }
 
 fn request(d: &Disco, method: &str, path: &str, extra: &str, body: &str) -> Vec<u8> {

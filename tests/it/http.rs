@@ -306,10 +306,7 @@ struct Seen {
 
 impl Seen {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        http::header_in(&self.headers, name)
     }
     fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)

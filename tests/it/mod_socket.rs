@@ -110,15 +110,9 @@ impl Drop for Daemon {
     }
 }
 
+/// An answer's status and body, read to its end.
 fn read_answer(s: &mut impl Read) -> (u16, String) {
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let (status, text) = super::support::http::read_answer(s);
     let body = text
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())

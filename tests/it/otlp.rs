@@ -30,10 +30,7 @@ pub(crate) struct Got {
 
 impl Got {
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        crate::support::http::header_in(&self.headers, name)
     }
 
     pub(crate) fn json(&self) -> Value {
@@ -116,13 +113,8 @@ pub(crate) fn peer_script() -> Value {
 
 /// `bir-proxy --server-name peer -- bir testpeer <script>` with `env`.
 fn proxy(dir: &TempDir, env: &[(&str, &str)]) -> Command {
-    let script = dir.script("peer.json", &peer_script());
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.env("RUST_LOG", "debug")
-        .args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script);
+    let mut cmd = crate::record::proxy(dir, &peer_script());
+    cmd.env("RUST_LOG", "debug");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -466,14 +458,9 @@ const HOST_LINES: [&str; 7] = [
 /// stub as JSON); what the server received, and the stub.
 fn traceparent_session(dir: &TempDir, env: &[(&str, &str)]) -> (Vec<String>, Stub) {
     let stub = Stub::ok();
-    let script = dir.script("peer.json", &peer_script());
     let log = dir.join("upstream.log");
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script)
-        .arg("--log")
+    let mut cmd = crate::record::proxy(dir, &peer_script());
+    cmd.arg("--log")
         .arg(&log)
         .env("BIR_OTLP_ENDPOINT", &stub.base)
         .env("BIR_OTLP_PROTOCOL", "http/json");

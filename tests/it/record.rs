@@ -17,6 +17,10 @@ pub(crate) fn call(id: u64, tool: &str, args: Value) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}})
 }
 
+/// `bir-proxy --server-name peer -- bir testpeer <script>` (the script
+/// written to `peer.json` in `dir`): the proxy every suite drives a
+/// scripted server through; a caller adds its environment, and arguments
+/// for the testpeer after the script.
 pub(crate) fn proxy(dir: &TempDir, script: &Value) -> Command {
     let script = dir.script("peer.json", script);
     let mut cmd = command(dir.proxy_link(), dir);

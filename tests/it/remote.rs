@@ -32,10 +32,7 @@ pub(crate) struct Req {
 
 impl Req {
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        crate::support::http::header_in(&self.headers, name)
     }
 
     pub(crate) fn json(&self) -> Value {
@@ -171,14 +168,8 @@ fn peer_script() -> Value {
 /// `bir-proxy --server-name peer -- bir testpeer <script>` sending to
 /// `service`.
 pub(crate) fn proxy(dir: &TempDir, service: &str) -> Command {
-    let script = dir.script("peer.json", &peer_script());
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.env("BIR_SERVICE_URL", service)
-        .env("RUST_LOG", "debug")
-        .args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script);
+    let mut cmd = crate::record::proxy(dir, &peer_script());
+    cmd.env("BIR_SERVICE_URL", service).env("RUST_LOG", "debug");
     cmd
 }
 

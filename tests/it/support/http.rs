@@ -36,16 +36,22 @@ pub struct Request {
 impl Request {
     /// The first header of that name (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        header_in(&self.headers, name)
     }
 
     /// The body as text (invalid UTF-8 replaced).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+}
+
+/// The first of `headers` named `name` (any case): what every view of a
+/// request the fakes keep looks a header up with.
+pub fn header_in<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
 }
 
 /// How the stub answers one request.
@@ -249,6 +255,20 @@ impl Drop for RawServer {
         // Wakes the accepting thread, which then sees `stop`.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
     }
+}
+
+/// Reads an HTTP answer to its end (the server closes the connection):
+/// its status (0 when it is not an HTTP answer) and the whole text.
+pub fn read_answer(s: &mut impl Read) -> (u16, String) {
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
 }
 
 /// An HTTP request's head (request line and headers, through the blank
