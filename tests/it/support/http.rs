@@ -195,6 +195,7 @@ fn answer(request: tiny_http::Request, reply: Reply) {
         }
         Reply::Response(response) => response,
         Reply::Hang(d) => {
+            // The script's hold, not a wait for an event.
             thread::sleep(d.min(Duration::from_secs(5)));
             drop(request);
             return;
