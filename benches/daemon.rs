@@ -27,10 +27,10 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 mod common;
+#[path = "common/daemon.rs"]
+mod daemon_common;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -39,37 +39,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Where a server under test answers.
-#[derive(Clone)]
-struct Target {
-    port: u16,
-    token: String,
-}
+use daemon_common::{Target, exchange, ms, pct, private_home, release_bir, root};
 
 fn main() {
     if std::env::var("BENCH_DAEMON_ROLE").as_deref() == Ok("tiny_http") {
         return tiny_http_stand_in();
     }
-    let bin = std::env::var_os("BIR_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/release/bir"));
-    assert!(
-        bin.exists(),
-        "{} missing: cargo build --release",
-        bin.display()
-    );
-    // The `bir-hooks` link and `sh -c` need an absolute path.
-    let bin = std::fs::canonicalize(&bin).unwrap();
-    let tmp = std::env::temp_dir().join(format!("bir-bench-daemon-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
-    let home = tmp.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let bin = release_bir();
+    let (tmp, home) = private_home("daemon");
     let hooks = tmp.join("bir-hooks");
     std::os::unix::fs::symlink(&bin, &hooks).unwrap();
 
@@ -260,11 +237,6 @@ fn stop_daemon(t: &Target, home: &Path) {
 
 /// One POST on a fresh connection (as `bir-hooks` does); the status.
 fn post(t: &Target, path: &str, body: &[u8]) -> u16 {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", t.port)) else {
-        return 0;
-    };
-    let _ = s.set_nodelay(true);
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     let mut req = format!(
         "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         t.port,
@@ -273,16 +245,7 @@ fn post(t: &Target, path: &str, body: &[u8]) -> u16 {
     )
     .into_bytes();
     req.extend_from_slice(body);
-    if s.write_all(&req).is_err() {
-        return 0;
-    }
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    std::str::from_utf8(&answer)
-        .ok()
-        .and_then(|a| a.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
+    exchange(t, &req)
 }
 
 /// Steps 2–4 against one server: `(metric, value)` rows.
@@ -492,16 +455,4 @@ fn tiny_http_stand_in() {
     for w in workers {
         let _ = w.join();
     }
-}
-
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -33,6 +33,8 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
 mod common;
+#[path = "common/daemon.rs"]
+mod daemon_common;
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -44,16 +46,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Where posts go: a port and the bearer token.
-#[derive(Clone)]
-struct Target {
-    port: u16,
-    token: String,
-}
+use daemon_common::{Target, exchange, ms, pct, private_home, release_bir, root};
 
 fn main() {
     let quick = std::env::var("BENCH_QUICK").is_ok_and(|v| v == "1");
@@ -62,22 +55,10 @@ fn main() {
     let rate = common::env_usize("BENCH_HOOK_RATE", 1000);
     let secs = common::env_usize("BENCH_HOOK_SECS", if quick { 3 } else { 10 });
     let threads = common::env_usize("BENCH_HOOK_THREADS", 16).max(1);
-    let bin = std::env::var_os("BIR_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/release/bir"));
-    assert!(
-        bin.exists(),
-        "{} missing: cargo build --release",
-        bin.display()
-    );
-    let bin = std::fs::canonicalize(&bin).unwrap();
-    let tmp = std::env::temp_dir().join(format!("bir-bench-hook-posts-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    let home = tmp.join("home");
+    let bin = release_bir();
+    let (tmp, home) = private_home("hook-posts");
     std::fs::create_dir_all(home.join("control")).unwrap();
-    for dir in [&home, &home.join("control")] {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    }
+    std::fs::set_permissions(home.join("control"), std::fs::Permissions::from_mode(0o700)).unwrap();
 
     // The hook port and token, as `bir install --hooks http` keeps them.
     let port = TcpListener::bind("127.0.0.1:0")
@@ -354,11 +335,6 @@ fn floor_answer(mut s: TcpStream) {
 /// One hook post as Claude Code sends it: `(status, time to the answer)`.
 fn post(t: &Target, event: &str, body: &[u8]) -> (u16, Duration) {
     let started = Instant::now();
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", t.port)) else {
-        return (0, started.elapsed());
-    };
-    let _ = s.set_nodelay(true);
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     let mut req = format!(
         "POST /hook/{event} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {}\r\nX-Bir-Hook: 1\r\nX-Bir-Off: \r\nContent-Type: application/json\r\nUser-Agent: axios/1.15.2\r\nContent-Length: {}\r\n\r\n",
         t.port,
@@ -367,16 +343,7 @@ fn post(t: &Target, event: &str, body: &[u8]) -> (u16, Duration) {
     )
     .into_bytes();
     req.extend_from_slice(body);
-    if s.write_all(&req).is_err() {
-        return (0, started.elapsed());
-    }
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    let status = std::str::from_utf8(&answer)
-        .ok()
-        .and_then(|a| a.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let status = exchange(t, &req);
     (status, started.elapsed())
 }
 
@@ -473,16 +440,4 @@ fn load_average() -> String {
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))
         .unwrap_or_else(|| "?".into())
-}
-
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -89,6 +89,20 @@ impl Harness {
         self.files.insert(path.to_owned(), text.into_bytes());
     }
 
+    /// A session its hooks tell from the start: the main transcript holds
+    /// `prompt`, `calls` and `answer` (see [`transcript_rows`]), and the
+    /// session starts (0 s) and gets `prompt` (1 s).
+    fn begin_told_by_hooks(
+        &mut self,
+        prompt: &str,
+        calls: &[(&str, &str, Value, Value)],
+        answer: &str,
+    ) {
+        self.write_transcript(TRANSCRIPT, &transcript_rows(prompt, calls, answer));
+        self.hook(0.0, "SessionStart", json!({"source": "startup"}));
+        self.hook(1.0, "UserPromptSubmit", json!({"prompt": prompt}));
+    }
+
     /// The model's message making calls `ids`, with `words` before them,
     /// appended to the main transcript: what Claude Code writes there
     /// (usually before the calls' PreToolUse; under load, later). A message
@@ -257,6 +271,14 @@ impl Harness {
             .collect();
         steps.sort_by_key(|s| s.step_index);
         steps
+    }
+
+    /// How many final answers the run tells.
+    fn final_answers(&self) -> usize {
+        self.steps()
+            .iter()
+            .filter(|s| s.step_type == StepType::FinalAnswer)
+            .count()
     }
 
     fn steps_of(&self, tool_use_id: &str) -> Vec<&Step> {
@@ -1367,39 +1389,16 @@ fn loaded(h: &Harness) -> crate::record::store::LoadedRun {
 #[test]
 fn a_daemon_killed_mid_session_leaves_one_whole_run() {
     let mut h = Harness::new();
-    let rows = transcript_rows(
+    h.begin_told_by_hooks(
         "four shells",
         &[
-            (
-                "toolu_1",
-                "Bash",
-                json!({"command": "a"}),
-                json!({"stdout": "1"}),
-            ),
-            (
-                "toolu_2",
-                "Bash",
-                json!({"command": "kill"}),
-                json!({"stdout": ""}),
-            ),
-            (
-                "toolu_3",
-                "Bash",
-                json!({"command": "c"}),
-                json!({"stdout": "3"}),
-            ),
-            (
-                "toolu_4",
-                "Bash",
-                json!({"command": "d"}),
-                json!({"stdout": "4"}),
-            ),
+            shell("toolu_1", "a", "1"),
+            shell("toolu_2", "kill", ""),
+            shell("toolu_3", "c", "3"),
+            shell("toolu_4", "d", "4"),
         ],
         "four",
     );
-    h.write_transcript(TRANSCRIPT, &rows);
-    h.hook(0.0, "SessionStart", json!({"source": "startup"}));
-    h.hook(1.0, "UserPromptSubmit", json!({"prompt": "four shells"}));
     h.bash(2.0, "toolu_1", "a", "1");
     h.pre(4.0, "Bash", "toolu_2", json!({"command": "kill"}));
     // Killed: no run_finished, nothing more from this engine.
@@ -1438,12 +1437,7 @@ fn a_daemon_killed_mid_session_leaves_one_whole_run() {
     assert_eq!(finish.reason.as_deref(), Some("session_end"));
     assert_eq!(finish.metrics.tool_calls, 4);
     assert_eq!(finish.output.as_deref(), Some("four"));
-    let answers = h
-        .steps()
-        .iter()
-        .filter(|s| s.step_type == StepType::FinalAnswer)
-        .count();
-    assert_eq!(answers, 1);
+    assert_eq!(h.final_answers(), 1);
 }
 
 /// `bir down` while a session is live, then a daemon again: the same one
@@ -1451,27 +1445,11 @@ fn a_daemon_killed_mid_session_leaves_one_whole_run() {
 #[test]
 fn a_daemon_stopped_mid_session_is_taken_up_by_the_next() {
     let mut h = Harness::new();
-    let rows = transcript_rows(
+    h.begin_told_by_hooks(
         "two shells",
-        &[
-            (
-                "toolu_1",
-                "Bash",
-                json!({"command": "a"}),
-                json!({"stdout": "1"}),
-            ),
-            (
-                "toolu_2",
-                "Bash",
-                json!({"command": "b"}),
-                json!({"stdout": "2"}),
-            ),
-        ],
+        &[shell("toolu_1", "a", "1"), shell("toolu_2", "b", "2")],
         "two",
     );
-    h.write_transcript(TRANSCRIPT, &rows);
-    h.hook(0.0, "SessionStart", json!({"source": "startup"}));
-    h.hook(1.0, "UserPromptSubmit", json!({"prompt": "two shells"}));
     h.bash(2.0, "toolu_1", "a", "1");
     let out = h.engine.shutdown(at(3.0));
     h.take(out);
@@ -2276,6 +2254,16 @@ fn a_guides_pin_is_checked_against_what_the_server_got() {
     }
 }
 
+/// A Bash call for [`transcript_rows`]: `command` run, `stdout` printed.
+fn shell<'a>(id: &'a str, command: &str, stdout: &str) -> (&'a str, &'static str, Value, Value) {
+    (
+        id,
+        "Bash",
+        json!({"command": command}),
+        json!({"stdout": stdout}),
+    )
+}
+
 /// A transcript as Claude Code writes it: a prompt, then `calls` (one
 /// message each, `(id, tool, input, result)`, a second apart), then the
 /// model's last words.
@@ -2312,12 +2300,7 @@ fn a_session_heard_only_at_its_end_is_recovered_whole_from_the_transcript() {
     let rows = transcript_rows(
         "list and echo",
         &[
-            (
-                "toolu_r1",
-                "Bash",
-                json!({"command": "ls"}),
-                json!({"stdout": "a b"}),
-            ),
+            shell("toolu_r1", "ls", "a b"),
             (
                 "toolu_r2",
                 "mcp__everything__echo",
@@ -2371,16 +2354,7 @@ fn a_session_heard_only_at_its_end_is_recovered_whole_from_the_transcript() {
 #[test]
 fn a_daemon_that_joins_under_way_tells_what_came_before_first() {
     let mut h = Harness::new();
-    let mut rows = transcript_rows(
-        "two shells",
-        &[(
-            "toolu_a",
-            "Bash",
-            json!({"command": "ls"}),
-            json!({"stdout": "x"}),
-        )],
-        "",
-    );
+    let mut rows = transcript_rows("two shells", &[shell("toolu_a", "ls", "x")], "");
     rows.pop();
     rows.push(
         json!({"type": "assistant", "timestamp": "2027-01-15T08:00:05.000Z",
@@ -2401,12 +2375,7 @@ fn a_daemon_that_joins_under_way_tells_what_came_before_first() {
     assert!(a_resp.step_index < b.step_index);
     assert_eq!(h.turns().len(), 1);
     assert_eq!(h.finish().output.as_deref(), Some("done"));
-    let answers = h
-        .steps()
-        .iter()
-        .filter(|s| s.step_type == StepType::FinalAnswer)
-        .count();
-    assert_eq!(answers, 1);
+    assert_eq!(h.final_answers(), 1);
 }
 
 /// A live session whose hooks missed one call (an HTTP hook that could not
@@ -2416,33 +2385,15 @@ fn a_daemon_that_joins_under_way_tells_what_came_before_first() {
 #[test]
 fn a_call_the_hooks_missed_is_told_at_the_stop_from_the_transcript() {
     let mut h = Harness::new();
-    let rows = transcript_rows(
+    h.begin_told_by_hooks(
         "three shells",
         &[
-            (
-                "toolu_1",
-                "Bash",
-                json!({"command": "a"}),
-                json!({"stdout": "1"}),
-            ),
-            (
-                "toolu_2",
-                "Bash",
-                json!({"command": "b"}),
-                json!({"stdout": "2"}),
-            ),
-            (
-                "toolu_3",
-                "Bash",
-                json!({"command": "c"}),
-                json!({"stdout": "3"}),
-            ),
+            shell("toolu_1", "a", "1"),
+            shell("toolu_2", "b", "2"),
+            shell("toolu_3", "c", "3"),
         ],
         "three",
     );
-    h.write_transcript(TRANSCRIPT, &rows);
-    h.hook(0.0, "SessionStart", json!({"source": "startup"}));
-    h.hook(1.0, "UserPromptSubmit", json!({"prompt": "three shells"}));
     h.bash(2.0, "toolu_1", "a", "1");
     h.bash(4.0, "toolu_3", "c", "3");
     h.stop(5.0, "three");
@@ -2511,16 +2462,7 @@ fn a_catch_up_waits_for_the_rows_of_the_call_it_joined_at() {
         "message": {"role": "user", "content": "two shells"}});
     h.write_transcript(TRANSCRIPT, &[prompt]);
     h.pre(10.0, "Bash", "toolu_b", json!({"command": "pwd"}));
-    let mut rows = transcript_rows(
-        "two shells",
-        &[(
-            "toolu_a",
-            "Bash",
-            json!({"command": "ls"}),
-            json!({"stdout": "x"}),
-        )],
-        "",
-    );
+    let mut rows = transcript_rows("two shells", &[shell("toolu_a", "ls", "x")], "");
     rows.pop();
     rows.push(
         json!({"type": "assistant", "timestamp": "2027-01-15T08:00:05.000Z",

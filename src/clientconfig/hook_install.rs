@@ -6,7 +6,7 @@
 //! was restored, so a failure part-way leaves the ledger describing the
 //! files as they are.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 
 use super::atomic;
@@ -534,6 +534,51 @@ pub(crate) fn preview_undo(
     true
 }
 
+/// What [`undo_hook_file`] says of one file, after `  <label>: `.
+pub(crate) struct UndoWords<'a> {
+    /// Whose entries: `Claude Code hooks`, `Codex hooks`, `Claude Code mod`.
+    pub(crate) label: &'a str,
+    /// When bir's entries were taken out of the file.
+    pub(crate) removed: String,
+    /// When the file was left as it was (nothing of bir's in it).
+    pub(crate) none_left: String,
+}
+
+/// `bir uninstall` for one file bir added entries to (hooks, the mod):
+/// applies `edit` atomically, and removes the file when `pristine` says
+/// (set by `edit`) that it held nothing but bir's (bir had created it),
+/// saying on stdout which of the three happened. True when the file was
+/// undone (the caller forgets it in the ledger); false when it could not
+/// be read or written (said on stderr), the file then as it was.
+pub(crate) fn undo_hook_file(
+    file: &Path,
+    edit: &mut atomic::Edit<'_>,
+    pristine: &Cell<bool>,
+    words: &UndoWords<'_>,
+) -> bool {
+    match atomic::update(file, edit) {
+        Ok(outcome) => {
+            let label = words.label;
+            out(&format!("{}:", file.display()));
+            if pristine.get() {
+                // The file held nothing but bir's: it goes, as it was not
+                // there before `bir install`.
+                let _ = std::fs::remove_file(&outcome.target);
+                out(&format!("  {label}: removed (bir had created this file)"));
+            } else if outcome.changed {
+                out(&format!("  {label}: {}", words.removed));
+            } else {
+                out(&format!("  {label}: {}", words.none_left));
+            }
+            true
+        }
+        Err(e) => {
+            crate::error::print("bir uninstall", &e);
+            false
+        }
+    }
+}
+
 /// Undoes the selected hook changes (`bir uninstall`). Returns false when
 /// something failed (said on stderr).
 pub(crate) fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool {
@@ -552,7 +597,7 @@ pub(crate) fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool
         ));
     }
     for h in &sel.reverse {
-        let remove_file = RefCell::new(false);
+        let remove_file = Cell::new(false);
         let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, Error> {
             let Some(before) = before else {
                 return Ok(None);
@@ -560,35 +605,25 @@ pub(crate) fn uninstall(sel: &Selection, keys: &[String], dry_run: bool) -> bool
             let (after, pristine) = uninstall_edit(before, h).map_err(|e| {
                 Error::failure(format!("{}:{e}; nothing was changed", h.file.display()))
             })?;
-            *remove_file.borrow_mut() = pristine;
+            remove_file.set(pristine);
             Ok(after)
         };
         if dry_run {
             ok &= preview_undo(&h.file, "Claude Code hooks", h.events.len(), &mut edit);
             continue;
         }
-        match atomic::update(&h.file, &mut edit) {
-            Ok(outcome) => {
-                out(&format!("{}:", h.file.display()));
-                if *remove_file.borrow() {
-                    // The file held nothing but bir's hooks: it goes, as it
-                    // was not there before `bir install`.
-                    let _ = std::fs::remove_file(&outcome.target);
-                    out("  Claude Code hooks: removed (bir had created this file)");
-                } else if outcome.changed {
-                    out(&format!(
-                        "  Claude Code hooks: removed bir's groups ({} events); everything else is as it was",
-                        h.events.len()
-                    ));
-                } else {
-                    out("  Claude Code hooks: none left to remove");
-                }
-                done.push(h.file.clone());
-            }
-            Err(e) => {
-                crate::error::print("bir uninstall", &e);
-                ok = false;
-            }
+        let words = UndoWords {
+            label: "Claude Code hooks",
+            removed: format!(
+                "removed bir's groups ({} events); everything else is as it was",
+                h.events.len()
+            ),
+            none_left: "none left to remove".to_owned(),
+        };
+        if undo_hook_file(&h.file, &mut edit, &remove_file, &words) {
+            done.push(h.file.clone());
+        } else {
+            ok = false;
         }
     }
     if dry_run {

@@ -20,13 +20,15 @@
 //!
 //! Codex runs only hooks whose hash the user trusted: see [`codex_trust`].
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 
 use super::atomic;
 use super::diff;
 use super::hook_entries::{HookChange, HookEvent, HookForm, remove_ours, shell_quote, shell_words};
-use super::hook_install::{forget_in_ledger, preview_undo, record_in_ledger};
+use super::hook_install::{
+    UndoWords, forget_in_ledger, preview_undo, record_in_ledger, undo_hook_file,
+};
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 use super::ledger;
 use crate::bound::hosts::Host;
@@ -496,7 +498,7 @@ pub(crate) fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
         let Some(host) = Host::parse(&h.client) else {
             continue;
         };
-        let remove_file = RefCell::new(false);
+        let remove_file = Cell::new(false);
         let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, Error> {
             let Some(before) = before else {
                 return Ok(None);
@@ -504,35 +506,25 @@ pub(crate) fn uninstall(client: Option<&str>, dry_run: bool) -> bool {
             let (after, pristine) = uninstall_edit(before, host, h).map_err(|e| {
                 Error::failure(format!("{}:{e}; nothing was changed", h.file.display()))
             })?;
-            *remove_file.borrow_mut() = pristine;
+            remove_file.set(pristine);
             Ok(after)
         };
+        let label = format!("{} hooks", host.app());
         if dry_run {
-            let label = format!("{} hooks", host.app());
             ok &= preview_undo(&h.file, &label, h.events.len(), &mut edit);
             continue;
         }
-        match atomic::update(&h.file, &mut edit) {
-            Ok(outcome) => {
-                out(&format!("{}:", h.file.display()));
-                if *remove_file.borrow() {
-                    let _ = std::fs::remove_file(&outcome.target);
-                    out(&format!(
-                        "  {} hooks: removed (bir had created this file)",
-                        host.app()
-                    ));
-                } else {
-                    out(&format!(
-                        "  {} hooks: removed bir's entries; everything else is as it was",
-                        host.app()
-                    ));
-                }
-                done.push(h.file.clone());
-            }
-            Err(e) => {
-                crate::error::print("bir uninstall", &e);
-                ok = false;
-            }
+        // Said the same whether or not the file changed.
+        let removed = "removed bir's entries; everything else is as it was";
+        let words = UndoWords {
+            label: &label,
+            removed: removed.to_owned(),
+            none_left: removed.to_owned(),
+        };
+        if undo_hook_file(&h.file, &mut edit, &remove_file, &words) {
+            done.push(h.file.clone());
+        } else {
+            ok = false;
         }
     }
     if dry_run {

@@ -23,13 +23,16 @@
 //! * Like the hooks, the mod is shared by every project that asked for it;
 //!   the last one to uninstall takes it away (`--all`: at once).
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
 use super::atomic;
 use super::claude::{Paths, managed_settings_files};
 use super::diff;
 use super::hook_entries::{NEW_FILE, unreadable_settings};
-use super::hook_install::{Selection, Shared, forget_in_ledger, record_in_ledger};
+use super::hook_install::{
+    Selection, Shared, UndoWords, forget_in_ledger, record_in_ledger, undo_hook_file,
+};
 use super::jsonedit::{Doc, Flavor, Node, json_string};
 use super::ledger::{self, ModChange};
 use crate::codec::sha256_hex;
@@ -375,60 +378,49 @@ pub(crate) fn uninstall(sel: &Selection<ModChange>, keys: &[String], dry_run: bo
             }
             continue;
         }
-        let mut emptied = false;
-        let result = atomic::update(&m.file, &mut |before| {
+        let emptied = Cell::new(false);
+        let mut edit = |before: Option<&[u8]>| -> Result<Option<Vec<u8>>, Error> {
             let Some(before) = before else {
                 return Ok(None);
             };
             let after = uninstall_edit(before, m)?;
-            emptied = m.created_file
-                && after
-                    .as_deref()
-                    .and_then(|a| Doc::parse(a, Flavor::Json).ok())
-                    .is_some_and(|d| d.root.members().is_empty());
+            emptied.set(
+                m.created_file
+                    && after
+                        .as_deref()
+                        .and_then(|a| Doc::parse(a, Flavor::Json).ok())
+                        .is_some_and(|d| d.root.members().is_empty()),
+            );
             Ok(after)
-        });
-        match result {
-            Ok(outcome) => {
-                out(&format!("{}:", m.file.display()));
-                if emptied {
-                    let _ = std::fs::remove_file(&outcome.target);
-                    out("  Claude Code mod: removed (bir had created this file)");
-                } else if outcome.changed {
-                    out(&format!(
-                        "  Claude Code mod: removed {PLUGIN_KEY}; everything else is as it was"
-                    ));
-                } else {
-                    out("  Claude Code mod: not declared any more");
+        };
+        let words = UndoWords {
+            label: "Claude Code mod",
+            removed: format!("removed {PLUGIN_KEY}; everything else is as it was"),
+            none_left: "not declared any more".to_owned(),
+        };
+        if !undo_hook_file(&m.file, &mut edit, &emptied, &words) {
+            ok = false;
+            continue;
+        }
+        for note in forget_host_records(m) {
+            out(&note);
+        }
+        if m.marketplace.exists() {
+            match std::fs::remove_dir_all(&m.marketplace) {
+                Ok(()) => out(&format!(
+                    "  plugin files {}: removed",
+                    m.marketplace.display()
+                )),
+                Err(e) => {
+                    crate::error::print(
+                        "bir uninstall",
+                        &Error::failure(format!("cannot remove {}: {e}", m.marketplace.display())),
+                    );
+                    ok = false;
                 }
-                for note in forget_host_records(m) {
-                    out(&note);
-                }
-                if m.marketplace.exists() {
-                    match std::fs::remove_dir_all(&m.marketplace) {
-                        Ok(()) => out(&format!(
-                            "  plugin files {}: removed",
-                            m.marketplace.display()
-                        )),
-                        Err(e) => {
-                            crate::error::print(
-                                "bir uninstall",
-                                &Error::failure(format!(
-                                    "cannot remove {}: {e}",
-                                    m.marketplace.display()
-                                )),
-                            );
-                            ok = false;
-                        }
-                    }
-                }
-                done.push(m.file.clone());
-            }
-            Err(e) => {
-                crate::error::print("bir uninstall", &e);
-                ok = false;
             }
         }
+        done.push(m.file.clone());
     }
     if dry_run {
         return ok;

@@ -749,12 +749,20 @@ fn deliver(obs: &Observation, sinks: &mut [Box<dyn Sink>]) {
     }
 }
 
+/// The test suites' one wait (`tests/it/support/wait.rs`), shared by path;
+/// the tests of `observe`'s submodules use it from here.
+#[cfg(test)]
+#[allow(dead_code, unreachable_pub, clippy::duplicate_mod)]
+#[path = "../../tests/it/support/wait.rs"]
+mod test_wait;
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::Instant;
 
+    use super::test_wait::wait_until;
     use super::*;
     use crate::observe::step::{CallOutcome, ObservedBody};
 
@@ -800,6 +808,7 @@ mod tests {
         fn step(&mut self, _: &StepReport) {
             let n = self.tally.steps.fetch_add(1, Ordering::SeqCst) + 1;
             assert!(self.panic_at != Some(n), "a sink bug");
+            // A sink's simulated cost, not a wait for an event.
             std::thread::sleep(self.step_cost);
         }
         fn event(&mut self, _: SystemTime, _: &str) {}
@@ -872,13 +881,13 @@ mod tests {
             let observer = Observer::start(vec![Box::new(sink)], false);
             observer.tool_call(call(1));
             // The call is delivered and flushed (the worker then idles).
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while count.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(5));
-            }
+            wait_until("delivered and flushed", Duration::from_secs(60), || {
+                count.load(Ordering::SeqCst) > 0
+            });
             let after_delivery = count.load(Ordering::SeqCst);
-            assert!(after_delivery > 0, "delivered and flushed");
             if settled {
+                // An absence has no event to wait on: six polls' time for
+                // a periodic flush that must not come.
                 thread::sleep(POLL * 6);
                 assert_eq!(
                     count.load(Ordering::SeqCst),
@@ -887,22 +896,14 @@ mod tests {
                 );
                 // A push still wakes it.
                 observer.tool_call(call(2));
-                while count.load(Ordering::SeqCst) == after_delivery && Instant::now() < deadline {
-                    thread::sleep(Duration::from_millis(5));
-                }
-                assert!(
-                    count.load(Ordering::SeqCst) > after_delivery,
-                    "woken by the push"
-                );
+                wait_until("woken by the push", Duration::from_secs(60), || {
+                    count.load(Ordering::SeqCst) > after_delivery
+                });
             } else {
-                while count.load(Ordering::SeqCst) <= after_delivery + 1
-                    && Instant::now() < deadline
-                {
-                    thread::sleep(Duration::from_millis(5));
-                }
-                assert!(
-                    count.load(Ordering::SeqCst) > after_delivery + 1,
-                    "an unsettled sink is flushed again while idle"
+                wait_until(
+                    "an unsettled sink flushed again while idle",
+                    Duration::from_secs(60),
+                    || count.load(Ordering::SeqCst) > after_delivery + 1,
                 );
             }
             observer.finish(Duration::from_secs(5));
@@ -914,6 +915,7 @@ mod tests {
     /// than the limit: load can only lengthen it.)
     #[test]
     fn yielding_pauses_after_long_yields_in_a_row_only() {
+        // A long yield, simulated: the sleep is the point, not a wait.
         let long = || thread::sleep(YIELD_TOO_LONG * 2);
         let mut y = Yielding::default();
         for _ in 0..LONG_YIELDS {
@@ -1018,6 +1020,7 @@ mod tests {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     observer.relay_active(Instant::now());
+                    // The busy relay's pace, not a wait for an event.
                     std::thread::sleep(Duration::from_micros(100));
                 }
             })
@@ -1027,15 +1030,13 @@ mod tests {
         for n in 0..5 {
             observer.tool_call(call(n));
         }
-        let started = Instant::now();
-        while tally.steps.load(Ordering::SeqCst) < 5 && started.elapsed() < Duration::from_secs(60)
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let delivered = tally.steps.load(Ordering::SeqCst);
+        let delivered = crate::observe::test_wait::poll_until(Duration::from_secs(60), || {
+            tally.steps.load(Ordering::SeqCst) >= 5
+        });
         stop.store(true, Ordering::Relaxed);
         relay.join().expect("relay thread");
-        assert_eq!(delivered, 5, "delivered while the relay stayed busy");
+        assert!(delivered, "delivered while the relay stayed busy");
+        assert_eq!(tally.steps.load(Ordering::SeqCst), 5);
         observer.finish(Duration::from_secs(5));
         assert_eq!(
             tally.finished_with.load(Ordering::SeqCst),
@@ -1051,6 +1052,7 @@ mod tests {
         for n in 0..1000 {
             observer.tool_call(call(n));
             if n % 100 == 0 {
+                // The producer's pace, not a wait for an event.
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
@@ -1058,10 +1060,11 @@ mod tests {
             started.elapsed() < Duration::from_secs(5),
             "the producer never waits"
         );
-        while observer.enabled() && started.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert!(!observer.enabled(), "switched off after the panic");
+        wait_until(
+            "observing switched off after the panic",
+            Duration::from_secs(5),
+            || !observer.enabled(),
+        );
         observer.tool_call(call(1000));
         observer.finish(Duration::from_millis(200));
         assert_eq!(

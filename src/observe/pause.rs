@@ -210,11 +210,7 @@ mod tests {
         let queue = Arc::new(Queue::new(8, 1024));
         let activity = Arc::new(RelayActivity::new());
         let watch = PauseWatch::start(Arc::clone(&queue), Arc::clone(&activity));
-        let started = Instant::now();
-        while !watch.available() && started.elapsed() < TEST_DEADLINE {
-            thread::sleep(Duration::from_millis(5));
-        }
-        if !watch.available() {
+        if !crate::observe::test_wait::poll_until(TEST_DEADLINE, || watch.available()) {
             // A kernel without SCHED_IDLE: the worker's fallback is used.
             return;
         }
@@ -224,16 +220,17 @@ mod tests {
         let busy_until = Instant::now() + Duration::from_millis(30);
         while Instant::now() < busy_until {
             activity.read_now();
+            // The busy relay's pace, not a wait for an event.
             thread::sleep(Duration::from_micros(100));
         }
         // (A nudge that came anyway would show here only if the relay
         // really went quiet for a millisecond on a loaded machine, so
         // this is not asserted; what is asserted is that it comes.)
-        let started = Instant::now();
-        while !queue.take_nudge() && started.elapsed() < TEST_DEADLINE {
-            thread::sleep(Duration::from_millis(5));
-        }
-        assert!(started.elapsed() < TEST_DEADLINE, "nudged once quiet");
+        crate::observe::test_wait::wait_until("nudged once quiet", TEST_DEADLINE, || {
+            queue.take_nudge()
+        });
+        // An absence has no event to wait on: the time a second nudge
+        // would come in.
         thread::sleep(Duration::from_millis(20));
         assert!(!queue.take_nudge(), "once per arming");
         watch.close();

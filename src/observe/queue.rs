@@ -312,11 +312,14 @@ mod tests {
             })
         };
         // Let it fall asleep, then push half a queue's worth, slowly.
-        while !q.state.lock().is_ok_and(|s| s.consumer_asleep) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        crate::observe::test_wait::wait_until(
+            "the consumer to fall asleep",
+            Duration::from_secs(30),
+            || q.state.lock().is_ok_and(|s| s.consumer_asleep),
+        );
         for i in 0..5u8 {
             q.push(vec![i]);
+            // Slowly: the pace is the point, not a wait for an event.
             std::thread::sleep(Duration::from_millis(5));
         }
         let (first, waited) = consumer.join().expect("consumer");

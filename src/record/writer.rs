@@ -454,6 +454,7 @@ mod tests {
             );
             assert!(!w.settled(), "the observer must come back to sync");
         }
+        // The interval passing is the point, not an event to wait on.
         std::thread::sleep(SYNC_EVERY);
         w.sync_soon();
         assert!(

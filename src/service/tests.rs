@@ -296,6 +296,7 @@ fn the_retry_policy() {
         .deliver(&req(), &mut no_wait)
         .expect_err("500");
     assert_eq!(err.kind, FailKind::Status(500));
+    // An absence has no event to wait on: the time a retry would show in.
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(seen.try_iter().count(), 1);
     // A long Retry-After is capped.
@@ -359,6 +360,7 @@ fn a_failed_tls_handshake_is_not_retried() {
                         b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n",
                     );
                 }
+                // Polls accept, so the thread ends by itself: not a wait.
                 Err(_) => thread::sleep(Duration::from_millis(10)),
             }
         }

@@ -11,14 +11,14 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::record::{bir_cmd, init};
 use crate::support::http::{Reply, Request, Stub};
 use crate::support::{Host, TempDir, bir, command, read_pid};
-use crate::support::{eventually, poll_until};
+use crate::support::{eventually, poll_until, wait_for, wait_until};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 const SECRET: &str = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e";
@@ -145,13 +145,8 @@ fn call(id: u64) -> Value {
 
 /// The proxy under test, with the session environment `env`.
 fn proxy(dir: &TempDir, cwd: &Path, pidfile: Option<&Path>, env: &[(&str, String)]) -> Command {
-    let script = dir.script("peer.json", &script(pidfile));
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.current_dir(cwd)
-        .args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script);
+    let mut cmd = crate::record::proxy(dir, &script(pidfile));
+    cmd.current_dir(cwd);
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -367,11 +362,11 @@ fn session_bytes(
     host.send(&call(3));
     assert!(host.wait_lines(4, Duration::from_secs(10)));
     let server_pid = read_pid(&pidfile, Duration::from_secs(10));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !recorded() {
-        assert!(Instant::now() < deadline, "never recorded");
-        thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        "the session to be recorded",
+        Duration::from_secs(30),
+        recorded,
+    );
     let seen = host.finish(Duration::from_secs(10));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     (
@@ -474,7 +469,8 @@ fn bir_off_mid_session_stops_recording_and_bir_on_resumes_it() {
         host.wait_lines(3, Duration::from_secs(10)),
         "still relaying"
     );
-    // Call 2 is queued for the observer before it can look again.
+    // Call 2 is queued for the observer before it can look again. No
+    // outside sign shows it passed the gate: a pause, not an event.
     thread::sleep(Duration::from_millis(200));
 
     let (code, _, err) = bir_cmd(&dir, &["on"]);
@@ -596,19 +592,17 @@ fn a_proxy_binds_to_the_real_daemon_and_its_call_joins_the_hooks_view() {
     );
 
     // The proxy's result reaches the session's run while the proxy lives.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let run = loop {
+    let run = eventually(Duration::from_secs(30), || {
         let (code, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
-        if code == 0 && out.contains("\\\"n\\\":2") && out.contains("toolu_2") {
-            break out;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the proxy's call never reached the bound run: {out}\n{}",
+        (code == 0 && out.contains("\\\"n\\\":2") && out.contains("toolu_2")).then_some(out)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the proxy's call never reached the bound run: {}\n{}",
+            bir_cmd(&dir, &["runs", "export", "latest"]).1,
             host.stderr_so_far()
-        );
-        thread::sleep(Duration::from_millis(100));
-    };
+        )
+    });
     let seen = host.finish(Duration::from_secs(10));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     hook("SessionEnd", json!({"reason": "other"}));
@@ -712,15 +706,9 @@ fn injection_answers_only_for_bound_servers_and_doctor_shows_which_proxy_is_boun
     let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
     host.send(&init());
     assert!(host.wait_lines(1, Duration::from_secs(10)));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, status, _) = bir_cmd(&dir, &["status"]);
-        if status.contains("proxies: peer") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the proxy never bound: {status}");
-        thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("the proxy to bind", Duration::from_secs(30), || {
+        bir_cmd(&dir, &["status"]).1.contains("proxies: peer")
+    });
 
     let answer = run_hook(&dir, "PreToolUse", &pre("toolu_2"), &inject);
     let answer: Value = serde_json::from_slice(&answer).expect("a JSON answer");
@@ -796,8 +784,7 @@ fn a_proxy_naming_no_session_binds_to_the_session_of_its_host_process() {
     after["tool_response"] = json!({"llmContent": [{"text": "the hook's view"}]});
     hook("AfterTool", after);
 
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let run = loop {
+    let run = eventually(Duration::from_secs(30), || {
         let (code, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
         let doc: Value = serde_json::from_str(&out).unwrap_or_default();
         let joined = doc["steps"].as_array().is_some_and(|steps| {
@@ -805,16 +792,15 @@ fn a_proxy_naming_no_session_binds_to_the_session_of_its_host_process() {
                 .iter()
                 .any(|s| s["type"] == "tool_response" && s["requestId"] == 2)
         });
-        if code == 0 && joined {
-            break doc;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the proxy's call never joined the bound run: {out}\n{}",
+        (code == 0 && joined).then_some(doc)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the proxy's call never joined the bound run: {}\n{}",
+            bir_cmd(&dir, &["runs", "export", "latest"]).1,
             host.stderr_so_far()
-        );
-        thread::sleep(Duration::from_millis(100));
-    };
+        )
+    });
     let seen = host.finish(Duration::from_secs(10));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     hook("SessionEnd", json!({"reason": "exit"}));
@@ -893,19 +879,19 @@ fn a_session_is_recorded_only_where_bir_is_installed_or_everywhere_by_choice() {
         answers
     };
     let runs = |want: usize| -> Vec<Value> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let (_, list, _) = bir_cmd(&dir, &["runs", "--json"]);
-            let lines: Vec<Value> = list
-                .lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect();
-            if lines.len() >= want && lines.iter().all(|l| l["state"] == "finished") {
-                return lines;
-            }
-            assert!(Instant::now() < deadline, "{want} runs expected: {list}");
-            thread::sleep(Duration::from_millis(50));
-        }
+        wait_for(
+            &format!("{want} finished runs"),
+            Duration::from_secs(30),
+            || {
+                let (_, list, _) = bir_cmd(&dir, &["runs", "--json"]);
+                let lines: Vec<Value> = list
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect();
+                (lines.len() >= want && lines.iter().all(|l| l["state"] == "finished"))
+                    .then_some(lines)
+            },
+        )
     };
     let journals = || {
         std::fs::read_dir(dir.join("home/.baseinstrunner/runs"))

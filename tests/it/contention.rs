@@ -124,6 +124,9 @@ fn sigint_then_sigterm_with_calls_in_flight_leaves_a_finished_run() {
         );
         host.send(&call(3, "slow", json!({"round": round})));
         host.send(&call(4, "slow", json!({"round": round, "n": 2})));
+        // Not waits for an event: the slow calls are left in flight a
+        // moment (whatever of them the proxy read is checked below), then
+        // the signals come Claude Code's ~100 ms apart, which is the point.
         std::thread::sleep(Duration::from_millis(300));
         host.signal(libc::SIGINT);
         std::thread::sleep(Duration::from_millis(100));

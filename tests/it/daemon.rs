@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::support::wait_for;
-use super::support::{TempDir, alive, bir, command, wait_gone};
+use super::support::{TempDir, alive, bir, bytes_read_by, command, wait_gone};
+use super::support::{finished_export, wait_for, wait_until};
 use super::support::{scaled, serial};
 
 const LONG: Duration = Duration::from_secs(30);
@@ -131,15 +131,7 @@ fn raw(port: u16, request: &[u8]) -> (u16, String) {
     std::thread::spawn(move || {
         let _ = writer.write_all(&request);
     });
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, text)
+    super::support::http::read_answer(&mut s)
 }
 
 fn request(d: &Disco, method: &str, path: &str, extra: &str, body: &str) -> Vec<u8> {
@@ -475,6 +467,7 @@ fn the_control_server_refuses_abuse() {
                 break;
             }
             i += 1;
+            // Paces the dribble: a slow client is what this part tests.
             std::thread::sleep(Duration::from_millis(200));
             slow.set_nonblocking(true).expect("nb");
             let mut buf = [0u8; 512];
@@ -545,11 +538,9 @@ fn the_daemon_exits_when_idle() {
     assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
     let d = wait_for_daemon(&t, None);
     assert!(wait_gone(d.pid as i32, LONG), "idle daemon did not exit");
-    let deadline = Instant::now() + LONG;
-    while discovery_path(&t).exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(!discovery_path(&t).exists(), "discovery file left behind");
+    wait_until("the discovery file to be removed", LONG, || {
+        !discovery_path(&t).exists()
+    });
     // And the next hook starts a new one.
     let d2 = start_by_hook(&t, &[]);
     assert_ne!(d2.pid, d.pid);
@@ -601,21 +592,7 @@ fn a_captured_session_through_bir_hooks_becomes_one_bound_run() {
     assert!(!tool_use_ids.is_empty(), "the fixture has a tool call");
 
     // SessionEnd finishes the run; its journal is then complete.
-    let deadline = Instant::now() + LONG;
-    let export = loop {
-        let out = command(bir(), &t)
-            .args(["runs", "export", "latest"])
-            .output()
-            .expect("export");
-        if out.status.success() {
-            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-            if !doc["finish"].is_null() {
-                break doc;
-            }
-        }
-        assert!(Instant::now() < deadline, "no finished run: {out:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let export = finished_export(&t, LONG);
     let listed = command(bir(), &t)
         .args(["runs", "--json"])
         .output()
@@ -777,18 +754,6 @@ fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
     assert!(cli(&["guide", "status", "--project", project_arg]).starts_with("No guide armed"));
 }
 
-/// Bytes a process has read so far (`rchar` of `/proc/<pid>/io`).
-fn bytes_read_by(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/io"))
-        .ok()
-        .and_then(|io| {
-            io.lines()
-                .find_map(|l| l.strip_prefix("rchar:").map(|v| v.trim().parse().ok()))
-        })
-        .flatten()
-        .unwrap_or(0)
-}
-
 /// A hook payload of `session` whose transcript is at `transcript`.
 fn session_payload(session: &str, transcript: &std::path::Path, event: &str, id: &str) -> String {
     serde_json::json!({
@@ -843,14 +808,11 @@ fn a_huge_transcript_does_not_hold_up_other_sessions() {
         post_hook_in_background(&d, event, session_payload("huge", &huge, event, "toolu_h"));
     }
     // The daemon is reading the huge file.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while bytes_read_by(d.pid) < before + (256 << 20) {
-        assert!(
-            Instant::now() < deadline,
-            "the daemon never read the transcript"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(
+        "the daemon to read the transcript",
+        Duration::from_secs(120),
+        || bytes_read_by(d.pid) >= before + (256 << 20),
+    );
     // Generous for a loaded machine; reading the file under the lock held
     // these for the whole 64 GiB.
     let bound = Duration::from_secs(5);
@@ -913,14 +875,9 @@ fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
         );
         assert_eq!(status, 200);
     }
-    let deadline = Instant::now() + LONG;
-    while bytes_read_by(d.pid) < before + size {
-        assert!(
-            Instant::now() < deadline,
-            "the transcript was never read whole"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the transcript to be read whole", LONG, || {
+        bytes_read_by(d.pid) >= before + size
+    });
     let (status, _) = timed_hook(
         &d,
         "SessionEnd",
@@ -946,14 +903,9 @@ fn a_restarted_daemon_resumes_a_transcript_where_it_was_read_up_to() {
     }
     let log = bir_home(&t).join("logs/daemon.log");
     let said = format!("resuming at byte {size} read before");
-    let deadline = Instant::now() + LONG;
-    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&said)) {
-        assert!(
-            Instant::now() < deadline,
-            "the new daemon did not resume the transcript"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until("the new daemon to resume the transcript", LONG, || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains(&said))
+    });
     assert!(
         bytes_read_by(d2.pid) < size / 2,
         "the new daemon read {} bytes of a {size}-byte transcript",
@@ -1075,6 +1027,7 @@ while True:
         if s is None:
             break
         socks.append(s)
+    # Paces the reconnect loop: holding places, not waiting for an event.
     time.sleep(0.05)
 "#;
 
@@ -1174,21 +1127,7 @@ fn assert_all_recorded(t: &TempDir, session: &str, ids: &[String]) {
         "reason": "other"});
     let out = hook(t, "SessionEnd", &end.to_string(), &[]);
     assert!(out.status.success(), "{out:?}");
-    let deadline = Instant::now() + LONG;
-    let export = loop {
-        let out = command(bir(), t)
-            .args(["runs", "export", "latest"])
-            .output()
-            .expect("export");
-        if out.status.success() {
-            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-            if !doc["finish"].is_null() {
-                break doc;
-            }
-        }
-        assert!(Instant::now() < deadline, "no finished run: {out:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let export = finished_export(t, LONG);
     let all = export.to_string();
     for id in ids {
         assert!(all.contains(id.as_str()), "call {id} lost: {all}");
@@ -1337,19 +1276,7 @@ fn no_command_prints_outside_text_raw() {
     assert!(live.contains("srv\\u{1b}]0;title\\u{7}"), "{live}");
     assert!(live.contains("proj\\u{1b}[2J"), "{live}");
     event("SessionEnd", serde_json::json!({"reason": "other"}));
-    let deadline = Instant::now() + LONG;
-    loop {
-        let out = command(bir(), &t)
-            .args(["runs", "export", "latest"])
-            .output()
-            .expect("export");
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if !doc["finish"].is_null() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the run did not finish: {out:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    finished_export(&t, LONG);
     walk("ended session");
 }
 
@@ -1381,19 +1308,7 @@ fn a_runs_own_session_id_is_never_redacted_and_a_web_session_id_is() {
     event("PreToolUse", tool.clone());
     event("PostToolUse", tool);
     event("SessionEnd", serde_json::json!({"reason": "other"}));
-    let deadline = Instant::now() + LONG;
-    let doc = loop {
-        let out = command(bir(), &t)
-            .args(["runs", "export", "latest"])
-            .output()
-            .expect("export");
-        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        if !doc["finish"].is_null() {
-            break doc;
-        }
-        assert!(Instant::now() < deadline, "the run did not finish: {out:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let doc = finished_export(&t, LONG);
     let text = doc.to_string();
     assert!(!text.contains(web), "a web session id is stored: {text}");
     let step = doc["steps"]
@@ -1655,11 +1570,9 @@ fn a_daemon_killed_mid_session_leaves_one_run() {
             })
         })
     };
-    let deadline = Instant::now() + LONG;
-    while !journal_holds("toolu_k2") {
-        assert!(Instant::now() < deadline, "the first daemon wrote nothing");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the first daemon to write its journal", LONG, || {
+        journal_holds("toolu_k2")
+    });
     std::mem::forget(running);
     // SAFETY: kill(2) on the pid this test's daemon published.
     unsafe {
@@ -1683,22 +1596,17 @@ fn a_daemon_killed_mid_session_leaves_one_run() {
     let end = payload("SessionEnd", serde_json::json!({"reason": "other"}));
     assert_eq!(timed_hook(&second, "SessionEnd", &end).0, 200);
 
-    let deadline = Instant::now() + LONG;
-    let listed = loop {
-        let out = command(bir(), &t)
-            .args(["runs", "--json"])
-            .output()
-            .expect("runs");
+    let listed = wait_for("a finished run in `bir runs --json`", LONG, || {
+        let out = command(bir(), &t).args(["runs", "--json"]).output().ok()?;
         let listed: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
-        if listed.iter().any(|r| r["state"] == "finished") {
-            break listed;
-        }
-        assert!(Instant::now() < deadline, "no finished run: {listed:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        listed
+            .iter()
+            .any(|r| r["state"] == "finished")
+            .then_some(listed)
+    });
     assert_eq!(listed.len(), 1, "one run for the session: {listed:#?}");
     let id = listed[0]["id"].as_str().expect("id");
     let out = command(bir(), &t)

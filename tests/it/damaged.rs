@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::record::{bir_cmd, call, proxy, runs_dir};
-use crate::support::{Host, TempDir};
+use crate::support::{Host, TempDir, wait_until};
 
 /// What a session left: the bytes the host received, and the run.
 struct Recorded {
@@ -517,6 +517,9 @@ fn stray_and_repeated_cancels_leave_the_calls_outcomes_right() {
         host.send(&call(77, "echo77", json!({})));
         assert!(host.wait_lines(3, Duration::from_secs(5)));
         host.send(&call(12, "obedient", json!({})));
+        // Not waits for an event: time kept apart, so the call runs a
+        // while before its cancel (its duration is checked) and the
+        // cancel comes clearly before the end of the session.
         std::thread::sleep(Duration::from_millis(100));
         host.send(&cancel(12));
         std::thread::sleep(Duration::from_millis(50));
@@ -611,10 +614,9 @@ fn escaped_long_and_duplicate_envelopes_are_the_same_envelopes() {
         assert!(host.wait_lines(5, Duration::from_secs(10)));
         // The server exits once the four calls are on record (a busy
         // machine may take a while to write them).
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while recorded_responses(home) < 4 && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until("the four calls on record", Duration::from_secs(60), || {
+            recorded_responses(home) >= 4
+        });
         host.send(&call(5, "quit", json!({})));
         assert!(
             host.wait_exit(Duration::from_secs(10)),

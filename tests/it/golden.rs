@@ -133,6 +133,7 @@ fn run_case(case: &Value, name: &str, via: Via, dir: &TempDir, steps: &[Value]) 
                 host.stderr_so_far()
             );
         } else if let Some(ms) = step.get("sleep_ms").and_then(Value::as_u64) {
+            // A transcript's scripted pause, not a wait for an event.
             std::thread::sleep(Duration::from_millis(ms));
         } else if step.get("close_stdin").is_some() {
             host.close_stdin();

@@ -12,9 +12,9 @@ use std::io::Write;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::support::{TempDir, bir, command, wait_gone};
+use super::support::{TempDir, bir, command, finished_export, wait_gone, wait_until};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -88,17 +88,19 @@ fn session(t: &TempDir, host: &str, transcript: Option<&str>) -> String {
     );
     assert_eq!(warm.status.code(), Some(0));
     let discovery = t.join("home/.baseinstrunner/control/daemon.json");
-    let deadline = Instant::now() + LONG;
-    while !discovery.exists() {
-        assert!(Instant::now() < deadline, "no daemon");
-        std::thread::sleep(Duration::from_millis(20));
-        let _ = hook(
-            t,
-            "codex",
-            "SessionStart",
-            r#"{"session_id":"warm-up","hook_event_name":"SessionStart"}"#,
-        );
-    }
+    // The hook starts the daemon in the background; asking again is what
+    // a later hook would do.
+    wait_until("the daemon", LONG, || {
+        discovery.exists() || {
+            let _ = hook(
+                t,
+                "codex",
+                "SessionStart",
+                r#"{"session_id":"warm-up","hook_event_name":"SessionStart"}"#,
+            );
+            false
+        }
+    });
     let text = std::fs::read_to_string(fixture(host, "session.jsonl")).expect("fixture");
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let line = line.replace("@TRANSCRIPT@", &transcript_path.display().to_string());
@@ -108,21 +110,7 @@ fn session(t: &TempDir, host: &str, transcript: Option<&str>) -> String {
         assert_eq!(out.status.code(), Some(0), "{event}: {out:?}");
         assert!(out.stdout.is_empty(), "{event} printed: {out:?}");
     }
-    let deadline = Instant::now() + LONG;
-    loop {
-        let out = command(bir(), t)
-            .args(["runs", "export", "latest"])
-            .output()
-            .expect("export");
-        if out.status.success() {
-            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-            if !doc["finish"].is_null() {
-                break;
-            }
-        }
-        assert!(Instant::now() < deadline, "no finished run: {out:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    finished_export(t, LONG);
     let show = command(bir(), t)
         .args(["runs", "show", "latest"])
         .output()

@@ -56,15 +56,14 @@ impl Everything {
             .stderr(Stdio::null())
             .spawn()
             .expect("start server-everything");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "server-everything ({mode}) did not listen"
-            );
-            thread::sleep(Duration::from_millis(50));
-        }
-        Everything { child, port }
+        // Built first, so that a failed wait stops the server.
+        let everything = Everything { child, port };
+        wait_until(
+            &format!("server-everything ({mode}) to listen"),
+            Duration::from_secs(20),
+            || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        );
+        everything
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
@@ -307,10 +306,7 @@ struct Seen {
 
 impl Seen {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        http::header_in(&self.headers, name)
     }
     fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
@@ -391,6 +387,7 @@ impl Read for Paced {
                 return Ok(0);
             }
             let (pause, bytes) = self.parts.remove(0);
+            // The stream's scripted pace, not a wait for an event.
             thread::sleep(pause);
             self.cur = io::Cursor::new(bytes);
         }
@@ -986,6 +983,7 @@ fn a_server_that_closes_every_get_is_not_hammered() {
     host.send(&init(json!(1), json!({})));
     answer_to(&host, json!(1), t);
     host.send(&initialized());
+    // The window the GETs are counted in: the point, not a wait.
     thread::sleep(Duration::from_secs(4));
     host.send(&call(2, "echo", json!({})));
     assert_eq!(text_of(&answer_to(&host, json!(2), t)), "ok");
@@ -1138,14 +1136,11 @@ fn python_sdk_modern_era_is_the_same_direct_and_proxied() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start the Python server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the Python server did not listen"
-        );
-        thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        "the Python server to listen",
+        Duration::from_secs(20),
+        || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+    );
     let url = format!("http://127.0.0.1:{port}/mcp");
     let dir = TempDir::new("http-modern");
     let run = |wrap: &[String]| {
@@ -1449,75 +1444,44 @@ fn a_failed_tls_handshake_is_an_unreachable_error() {
     assert!(plain.seen().is_empty(), "nothing was sent in clear");
 }
 
-/// An HTTP request's head (request line and headers), read a byte at a
-/// time so that nothing after it is consumed; `None` if the peer closed
-/// first.
-fn read_head(conn: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16384 {
-        if conn.read(&mut byte).unwrap_or(0) == 0 {
-            return None;
-        }
-        head.push(byte[0]);
-    }
-    Some(String::from_utf8_lossy(&head).into_owned())
-}
-
 /// An HTTP proxy on 127.0.0.1 that sends every connection to `target`
 /// (tunnelling CONNECT, passing absolute-form requests on) and records the
 /// first line of each.
-fn connect_proxy(target: u16) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
+fn connect_proxy(target: u16) -> (http::RawServer, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = Arc::clone(&seen);
-    listener.set_nonblocking(true).expect("nonblocking");
-    thread::spawn(move || {
-        let until = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < until {
-            let Ok((mut client, _)) = listener.accept() else {
-                thread::sleep(Duration::from_millis(20));
-                continue;
-            };
-            let _ = client.set_nonblocking(false);
-            let seen = Arc::clone(&seen2);
-            thread::spawn(move || {
-                let Some(head) = read_head(&mut client) else {
-                    return;
-                };
-                seen.lock()
-                    .expect("lock")
-                    .push(head.lines().next().unwrap_or_default().to_string());
-                let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", target)) else {
-                    return;
-                };
-                use std::io::Write as _;
-                if head.starts_with("CONNECT ") {
-                    let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
-                } else {
-                    // An absolute-form request (an http:// URL): pass it on.
-                    let _ = upstream.write_all(head.as_bytes());
-                }
-                let (mut c2, mut u2) = (
-                    client.try_clone().expect("clone"),
-                    upstream.try_clone().expect("clone"),
-                );
-                thread::spawn(move || {
-                    let _ = io::copy(&mut c2, &mut u2);
-                });
-                let _ = io::copy(&mut upstream, &mut client);
-            });
+    let server = http::RawServer::start(move |head, mut client| {
+        seen2
+            .lock()
+            .expect("lock")
+            .push(head.lines().next().unwrap_or_default().to_string());
+        let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", target)) else {
+            return;
+        };
+        use std::io::Write as _;
+        if head.starts_with("CONNECT ") {
+            let _ = client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n");
+        } else {
+            // An absolute-form request (an http:// URL): pass it on.
+            let _ = upstream.write_all(head.as_bytes());
         }
+        let (Ok(mut c2), Ok(mut u2)) = (client.try_clone(), upstream.try_clone()) else {
+            return;
+        };
+        thread::spawn(move || {
+            let _ = io::copy(&mut c2, &mut u2);
+        });
+        let _ = io::copy(&mut upstream, &mut client);
     });
-    (port, seen)
+    (server, seen)
 }
 
 /// HTTPS_PROXY is honoured (ureq 2.12), NO_PROXY too (bir's own check).
 #[test]
 fn https_proxy_is_used_and_no_proxy_bypasses_it() {
     let server = mcp_server(|_, msg| json_reply(&echo_result(&msg["id"], "via proxy"), &[]));
-    let (proxy_port, connects) = connect_proxy(server.port);
+    let (tunnel, connects) = connect_proxy(server.port);
+    let proxy_port = tunnel.port();
     let url = "http://mcp.bir-test.invalid/mcp";
     let t = Duration::from_secs(10);
 
@@ -2003,6 +1967,7 @@ fn auto_mode_decides_again_after_a_server_that_spoke_neither() {
         error_text(&answer_to(&host, json!(2), t)),
         "upstream answered HTTP 404"
     );
+    // An absence has no event to wait on: the time a poll would show in.
     thread::sleep(Duration::from_millis(1500));
     let gets = server.seen().iter().filter(|r| r.method == "GET").count();
     assert_eq!(gets, 1, "the legacy stream was polled on");
@@ -2023,32 +1988,19 @@ fn auto_mode_decides_again_after_a_server_that_spoke_neither() {
 /// A bare HTTP/1.1 server on 127.0.0.1, one request per connection
 /// (`Connection: close`): `handle` gets the request body and the socket to
 /// answer on, and to watch (a read returns 0 once the client closed).
-fn raw_server(handle: impl Fn(Value, TcpStream) + Send + Sync + 'static) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let handle = Arc::new(handle);
-    thread::spawn(move || {
-        for conn in listener.incoming().take(50) {
-            let Ok(mut conn) = conn else { continue };
-            let handle = Arc::clone(&handle);
-            thread::spawn(move || {
-                let Some(head) = read_head(&mut conn) else {
-                    return;
-                };
-                let head = head.to_ascii_lowercase();
-                let len = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0u8; len];
-                if conn.read_exact(&mut body).is_ok() {
-                    handle(serde_json::from_slice(&body).unwrap_or(Value::Null), conn);
-                }
-            });
+fn raw_server(handle: impl Fn(Value, TcpStream) + Send + Sync + 'static) -> http::RawServer {
+    http::RawServer::start(move |head, mut conn| {
+        let head = head.to_ascii_lowercase();
+        let len = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = vec![0u8; len];
+        if conn.read_exact(&mut body).is_ok() {
+            handle(serde_json::from_slice(&body).unwrap_or(Value::Null), conn);
         }
-    });
-    port
+    })
 }
 
 /// 2026-07-28: the host cancels a call whose stream has gone silent (no
@@ -2062,7 +2014,7 @@ fn a_modern_cancel_closes_even_a_silent_stream() {
     use std::io::Write as _;
     let (closed_tx, closed_rx) = std::sync::mpsc::channel::<Instant>();
     let closed_tx = Mutex::new(closed_tx);
-    let port = raw_server(move |msg, mut conn| {
+    let server = raw_server(move |msg, mut conn| {
         if msg["params"]["name"] == "silent" {
             let progress = json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"s","progress":1}});
             let _ = write!(
@@ -2083,7 +2035,11 @@ fn a_modern_cancel_closes_even_a_silent_stream() {
         }
     });
     let dir = TempDir::new("http-modern-silent");
-    let mut host = Host::start(proxy(&dir, &format!("http://127.0.0.1:{port}/mcp"), &[]));
+    let mut host = Host::start(proxy(
+        &dir,
+        &format!("http://127.0.0.1:{}/mcp", server.port()),
+        &[],
+    ));
     let t = Duration::from_secs(5);
     let meta = json!({"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}});
     host.send(&json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"silent","arguments":{},"_meta":meta}}));

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::poll_until;
 use crate::support::{Host, TempDir, alive, bir, command, peak_rss_kib, read_pid, wait_gone};
+use crate::support::{eventually, poll_until, wait_until};
 use crate::support::{scaled, serial, slowness};
 
 fn init() -> Value {
@@ -30,6 +30,26 @@ fn proxy_cmd(dir: &TempDir, script: &Value, extra: &[&str]) -> std::process::Com
         .arg("--log")
         .arg(dir.join("upstream.log"));
     cmd
+}
+
+/// The processes whose parent is `pid` (zombies included: a child is
+/// listed until its parent reaped it).
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                // `pid (comm) state ppid ...`: the comm may hold anything.
+                stat.rsplit(')')
+                    .next()
+                    .and_then(|rest| rest.split_whitespace().nth(1)?.parse::<i32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
 }
 
 fn pidfile_script(dir: &TempDir, more: Value) -> Value {
@@ -92,9 +112,15 @@ fn a_signal_after_the_server_exited_keeps_its_exit_status() {
     cmd.args(["--server-name", "sh", "--", "sh", "-c", &script]);
     let host = Host::start(cmd);
     let left = read_pid(&pidfile, Duration::from_secs(5));
-    // The proxy has seen its server exit and waits for the stdout it shares
-    // with `sleep` to close (500 ms); the host stops it meanwhile.
-    std::thread::sleep(Duration::from_millis(150));
+    // The proxy has seen its server exit (it reaped it: no child is left)
+    // and waits for the stdout it shares with `sleep` to close (500 ms);
+    // the host stops it meanwhile.
+    let proxy = host.pid() as i32;
+    wait_until(
+        "the proxy to reap its server",
+        Duration::from_secs(5),
+        || children_of(proxy).is_empty(),
+    );
     host.signal(libc::SIGTERM);
     let seen = host.finish(Duration::from_secs(3));
     assert_eq!(seen.exit(), "code 3", "{}", seen.stderr);
@@ -188,12 +214,16 @@ fn end_of_input_escalates_to_sigterm_then_sigkill() {
     let dir = TempDir::new("escalate");
     let script = pidfile_script(
         &dir,
-        json!({"rules": [{"method": "initialize", "do": [{"ignore_signals": true}, {"hang": true}]}]}),
+        json!({"rules": [{"method": "initialize", "do": [
+            {"ignore_signals": true},
+            {"pidfile": dir.join("deaf.pid").display().to_string()},
+            {"hang": true}]}]}),
     );
     let mut host = Host::start(proxy_cmd(&dir, &script, &[]));
     host.send(&init());
     let peer = read_pid(&dir.join("peer.pid"), Duration::from_secs(5));
-    std::thread::sleep(Duration::from_millis(100));
+    // The server ignores signals from here on.
+    read_pid(&dir.join("deaf.pid"), Duration::from_secs(5));
     host.close_stdin();
     let seen = host.finish(Duration::from_secs(10));
     assert_eq!(seen.exit(), "signal 9", "SIGKILL was the end of it");
@@ -209,10 +239,14 @@ fn end_of_input_escalates_to_sigterm_then_sigkill() {
 fn a_server_that_never_answers_initialize_does_not_hang_shutdown() {
     let _serial = serial();
     let dir = TempDir::new("noinit");
-    let script = json!({"rules": [{"method": "initialize", "do": [{"hang": true}]}]});
+    let holding = dir.join("holding.pid");
+    let script = json!({"rules": [{"method": "initialize", "do": [
+        {"pidfile": holding.display().to_string()},
+        {"hang": true}]}]});
     let mut host = Host::start(proxy_cmd(&dir, &script, &[]));
     host.send(&init());
-    std::thread::sleep(Duration::from_millis(100));
+    // The server holds the initialize now.
+    read_pid(&holding, Duration::from_secs(5));
     host.close_stdin();
     let seen = host.finish(Duration::from_secs(8));
     assert_eq!(
@@ -320,7 +354,16 @@ fn restart_replays_the_handshake_invisibly() {
     assert!(host.wait_lines(1, Duration::from_secs(5)));
     host.send(&call(1, "crash"));
     assert!(host.wait_lines(2, Duration::from_secs(5)));
-    std::thread::sleep(Duration::from_millis(200));
+    // The restarted server has had the handshake replayed.
+    let log = dir.join("upstream.log");
+    wait_until(
+        "the restarted server's handshake",
+        Duration::from_secs(5),
+        || {
+            std::fs::read_to_string(&log)
+                .is_ok_and(|l| l.matches("notifications/initialized").count() >= 2)
+        },
+    );
     host.send(&call(2, "crash"));
     assert!(host.wait_lines(3, Duration::from_secs(5)));
     let seen = host.finish(Duration::from_secs(5));
@@ -453,7 +496,16 @@ fn a_slowly_dripped_answer_arrives_whole_while_the_host_keeps_talking() {
     host.send(&init());
     assert!(host.wait_lines(1, Duration::from_secs(5)));
     host.send(&call(1, "slow"));
-    std::thread::sleep(Duration::from_millis(100));
+    // The drip begins once the server has the call (the host sees the
+    // answer only whole, once it ends).
+    assert!(
+        wait_for_text(
+            &dir.join("upstream.log"),
+            r#""method":"tools/call""#,
+            Duration::from_secs(5)
+        ),
+        "the call did not reach the server"
+    );
     // The other direction, while the answer is half written.
     host.send(&json!({"jsonrpc":"2.0","method":"notifications/roots/list_changed"}));
     host.send(&json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
@@ -586,6 +638,7 @@ fn the_servers_last_words_reach_the_host_before_the_proxy_exits() {
     let mut buf = [0u8; 4096];
     while let Ok(n @ 1..) = stderr.read(&mut buf) {
         seen.extend_from_slice(&buf[..n]);
+        // The slow reader's pace, not a wait for an event.
         std::thread::sleep(Duration::from_millis(10));
     }
     let status = child.wait().expect("wait for the proxy");
@@ -759,20 +812,12 @@ fn a_host_that_stopped_reading_still_stops_the_proxy(stop: Stop, bound: Duration
     // SAFETY: fcntl/ioctl on a pipe descriptor this test owns.
     let size = unsafe { libc::fcntl(fd, libc::F_GETPIPE_SZ) };
     assert!(size > 0, "pipe size");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    wait_until("the pipe to fill", Duration::from_secs(60), || {
         let mut queued: libc::c_int = 0;
         // SAFETY: FIONREAD writes one c_int.
         unsafe { libc::ioctl(fd, libc::FIONREAD, &mut queued) };
-        if queued >= size / 2 && blocked_writing_a_pipe(proxy.id()) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pipe never filled ({queued} of {size})"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        queued >= size / 2 && blocked_writing_a_pipe(proxy.id())
+    });
 
     let sent = Instant::now();
     match stop {
@@ -782,15 +827,7 @@ fn a_host_that_stopped_reading_still_stops_the_proxy(stop: Stop, bound: Duration
         }
         Stop::CloseStdin => drop(stdin),
     }
-    let status = loop {
-        if let Some(status) = proxy.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if sent.elapsed() > Duration::from_secs(20) {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let status = eventually(Duration::from_secs(20), || proxy.try_wait().ok().flatten());
     let took = sent.elapsed();
     if status.is_none() {
         let _ = proxy.kill();

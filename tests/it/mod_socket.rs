@@ -14,12 +14,12 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::record::export;
-use super::support::{TempDir, alive, bir, command, wait_gone};
+use super::support::{TempDir, alive, bir, command, wait_for, wait_gone};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -54,20 +54,14 @@ impl Daemon {
         };
         let path = t.join("home/.baseinstrunner/control/daemon.json");
         let pid = u64::from(daemon.child.id());
-        let deadline = Instant::now() + LONG;
-        loop {
-            if let Some(disco) = std::fs::read(&path)
+        // The drop stops the daemon if this fails.
+        daemon.disco = wait_for("the daemon's discovery file", LONG, || {
+            std::fs::read(&path)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
                 .filter(|d| d["pid"].as_u64() == Some(pid))
-            {
-                daemon.disco = disco;
-                return daemon;
-            }
-            // The drop stops the daemon if this fails.
-            assert!(Instant::now() < deadline, "the daemon published nothing");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        });
+        daemon
     }
 
     fn socket(&self) -> PathBuf {
@@ -116,15 +110,9 @@ impl Drop for Daemon {
     }
 }
 
+/// An answer's status and body, read to its end.
 fn read_answer(s: &mut impl Read) -> (u16, String) {
-    let mut answer = Vec::new();
-    let _ = s.read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
+    let (status, text) = super::support::http::read_answer(s);
     let body = text
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())

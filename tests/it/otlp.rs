@@ -30,10 +30,7 @@ pub(crate) struct Got {
 
 impl Got {
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        crate::support::http::header_in(&self.headers, name)
     }
 
     pub(crate) fn json(&self) -> Value {
@@ -116,13 +113,8 @@ pub(crate) fn peer_script() -> Value {
 
 /// `bir-proxy --server-name peer -- bir testpeer <script>` with `env`.
 fn proxy(dir: &TempDir, env: &[(&str, &str)]) -> Command {
-    let script = dir.script("peer.json", &peer_script());
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.env("RUST_LOG", "debug")
-        .args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script);
+    let mut cmd = crate::record::proxy(dir, &peer_script());
+    cmd.env("RUST_LOG", "debug");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -418,6 +410,7 @@ fn otel_variables_alone_never_turn_export_on_and_grpc_is_refused() {
     ];
     let seen = session(proxy(&dir, &claude_code_env), || true);
     assert_eq!(seen.exit(), "code 0");
+    // An absence has no event to wait on: the time lets a late export show.
     thread::sleep(Duration::from_millis(300));
     assert!(stub.requests().is_empty(), "exported without BIR_OTLP");
     // With bir's switch, gRPC gets a clear no.
@@ -465,14 +458,9 @@ const HOST_LINES: [&str; 7] = [
 /// stub as JSON); what the server received, and the stub.
 fn traceparent_session(dir: &TempDir, env: &[(&str, &str)]) -> (Vec<String>, Stub) {
     let stub = Stub::ok();
-    let script = dir.script("peer.json", &peer_script());
     let log = dir.join("upstream.log");
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script)
-        .arg("--log")
+    let mut cmd = crate::record::proxy(dir, &peer_script());
+    cmd.arg("--log")
         .arg(&log)
         .env("BIR_OTLP_ENDPOINT", &stub.base)
         .env("BIR_OTLP_PROTOCOL", "http/json");

@@ -162,13 +162,8 @@ fn listening(port: u16) -> bool {
 
 /// Records a run over `bir testpeer` (export off) and returns its id.
 fn record_run(dir: &TempDir) -> String {
-    let script = dir.script("peer.json", &peer_script());
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.env("CLAUDE_CODE_SESSION_ID", "it-session")
-        .args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script);
+    let mut cmd = crate::record::proxy(dir, &peer_script());
+    cmd.env("CLAUDE_CODE_SESSION_ID", "it-session");
     let mut host = Host::start(cmd);
     host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.332"}}}));
     host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}));

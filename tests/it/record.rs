@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::serial;
 use crate::support::{Host, TempDir, bir, command};
+use crate::support::{eventually, serial, wait_until};
 
 pub(crate) fn init() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it-host","version":"9"}}})
@@ -17,6 +17,10 @@ pub(crate) fn call(id: u64, tool: &str, args: Value) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":args}})
 }
 
+/// `bir-proxy --server-name peer -- bir testpeer <script>` (the script
+/// written to `peer.json` in `dir`): the proxy every suite drives a
+/// scripted server through; a caller adds its environment, and arguments
+/// for the testpeer after the script.
 pub(crate) fn proxy(dir: &TempDir, script: &Value) -> Command {
     let script = dir.script("peer.json", script);
     let mut cmd = command(dir.proxy_link(), dir);
@@ -351,6 +355,8 @@ fn calls_still_running_when_the_session_ends_are_recorded() {
         host.send(&call(1, "echo", json!({"n": 1})));
         assert!(host.wait_lines(2, Duration::from_secs(10)));
         host.send(&call(2, "slow", json!({})));
+        // Not a wait for an event: the slow call runs this long before the
+        // session ends, which its recorded duration is checked against.
         std::thread::sleep(Duration::from_millis(300));
         if how == "stdin" {
             host.close_stdin();
@@ -499,15 +505,12 @@ fn the_observer_keeps_the_priority_it_needs_to_finish_runs() {
     };
     // The worker sets its policy when it starts, which on a busy machine
     // may be a moment after the relay answered: look until it has.
-    let started = std::time::Instant::now();
-    let (niceness, policy) = loop {
+    let (niceness, policy) = eventually(Duration::from_secs(10), || {
         let (niceness, policy) = threads();
         let set = policy.get("bir-observer") == Some(&libc::SCHED_BATCH);
-        if set || started.elapsed() > Duration::from_secs(10) {
-            break (niceness, policy);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+        set.then_some((niceness, policy))
+    })
+    .unwrap_or_else(threads);
     host.finish(Duration::from_secs(5));
     assert_eq!(niceness.get("bir-observer"), Some(&0), "{niceness:?}");
     assert_eq!(niceness.get("bir-from-host"), Some(&0), "{niceness:?}");
@@ -617,14 +620,12 @@ fn killed_at_random_points_every_journal_reopens() {
         // answer, and a kill timed from the answer recorded nothing.
         // Waiting for the journal itself makes every session a recording
         // killed at a random point of it, however slow the machine.
-        let began = Instant::now();
-        while journals(&dir) == before && began.elapsed() < Duration::from_secs(30) {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        assert!(
-            journals(&dir) > before,
-            "session {iterations}: no journal 30 s after it started"
+        wait_until(
+            &format!("session {iterations}'s journal"),
+            Duration::from_secs(30),
+            || journals(&dir) > before,
         );
+        // A random delay, not a wait: where in the recording the kill lands.
         std::thread::sleep(Duration::from_micros(seed % 100_000));
         host.signal(libc::SIGKILL);
         host.wait_exit(Duration::from_secs(5));
@@ -667,7 +668,21 @@ fn calls_on_disk_before_a_kill_survive_it() {
             host.send(&call(i, "echo", json!({"session": session, "i": i})));
         }
         assert!(host.wait_lines(1 + n as usize, Duration::from_secs(10)));
-        std::thread::sleep(Duration::from_millis(400));
+        // The answers are on disk once the live run's export holds them
+        // (the runs of the earlier sessions hold fewer).
+        wait_until("the answers on disk", Duration::from_secs(30), || {
+            let (code, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+            code == 0
+                && serde_json::from_str::<Value>(&out).is_ok_and(|doc| {
+                    doc["steps"].as_array().is_some_and(|steps| {
+                        steps
+                            .iter()
+                            .filter(|s| s["type"] == "tool_response")
+                            .count() as u64
+                            == n
+                    })
+                })
+        });
         host.send(&call(
             n + 1,
             "echo",

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::record::{call, export, init, proxy};
-use crate::support::serial;
 use crate::support::{Host, TempDir, command, peak_rss_kib};
+use crate::support::{bytes_read_by, serial, wait_until};
 
 /// A small deterministic PRNG (xorshift64*), so failures reproduce.
 struct Rng(u64);
@@ -80,6 +80,7 @@ fn through_cat(input: &[u8], rng: &mut Rng, max_chunk: u64) -> Vec<u8> {
         let end = (at + n).min(input.len());
         host.send_raw(&input[at..end]);
         if rng.below(50) == 0 {
+            // Not a wait: a pause now and then splits the input in time.
             std::thread::sleep(Duration::from_millis(1));
         }
         at = end;
@@ -237,8 +238,13 @@ fn a_line_that_trickles_in_and_never_ends_is_skipped_in_bounded_memory() {
     cmd.env("BIR_UPSTREAM_MAX_MESSAGE_BYTES", "1048576")
         .env("BIR_PROXY_STAY_UP", "1");
     let mut host = initialized(cmd);
+    let before = bytes_read_by(host.pid());
     host.send(&call(1, "trickle", json!({})));
-    std::thread::sleep(Duration::from_millis(300));
+    // The line streams in once the proxy has read past the limit (it is
+    // skipping it now); the trickle lasts over a second beyond that.
+    wait_until("the line to stream in", Duration::from_secs(20), || {
+        bytes_read_by(host.pid()) > before + (1 << 20)
+    });
     // While the line streams in: a line the proxy answers itself, and a
     // request relayed to the (busy) server.
     let asked = Instant::now();
@@ -492,7 +498,6 @@ fn a_batch_of_ten_thousand_calls_is_relayed_whole_and_recorded_within_bounds() {
     // The queue drops the oldest: the newest call reaches the run while the
     // proxy runs, however long the recorder takes to get there (the end's
     // bounded wait may count a slow recorder's backlog as lost instead).
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let recorded_last = || {
         let (code, out, _) = crate::record::bir_cmd(&dir, &["runs", "export", "latest"]);
         code == 0
@@ -502,13 +507,11 @@ fn a_batch_of_ten_thousand_calls_is_relayed_whole_and_recorded_within_bounds() {
                     .is_some_and(|steps| steps.iter().any(|s| s["requestId"] == n + 1))
             })
     };
-    while !recorded_last() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the call after the batch is recorded while the proxy runs"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        "the call after the batch to be recorded while the proxy runs",
+        Duration::from_secs(60),
+        recorded_last,
+    );
     let seen = host.finish(Duration::from_secs(5));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
 
@@ -703,6 +706,7 @@ fn a_slow_reader_after_end_of_input_gets_every_byte() {
             Ok(n) => out.extend_from_slice(&piece[..n]),
             Err(err) => panic!("reading the proxy's stdout: {err}"),
         }
+        // The slow reader's pace, not a wait for an event.
         std::thread::sleep(Duration::from_millis(25));
     }
     let _ = writer.join();

@@ -9,14 +9,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::process::{Command, Output, Stdio};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::support::http;
 use crate::support::{Host, Seen, TempDir, bir, command};
-use crate::support::{scaled, serial};
+use crate::support::{poll_until, scaled, serial, wait_until};
 
 pub(crate) const TOKEN: &str = "tok_S3CRETS3CRET_0123456789abcdef";
 pub(crate) const REFRESH: &str = "ref_R3FR3SHR3FR3SH_0123456789abcdef";
@@ -33,10 +32,7 @@ pub(crate) struct Req {
 
 impl Req {
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        crate::support::http::header_in(&self.headers, name)
     }
 
     pub(crate) fn json(&self) -> Value {
@@ -172,14 +168,8 @@ fn peer_script() -> Value {
 /// `bir-proxy --server-name peer -- bir testpeer <script>` sending to
 /// `service`.
 pub(crate) fn proxy(dir: &TempDir, service: &str) -> Command {
-    let script = dir.script("peer.json", &peer_script());
-    let mut cmd = command(dir.proxy_link(), dir);
-    cmd.env("BIR_SERVICE_URL", service)
-        .env("RUST_LOG", "debug")
-        .args(["--server-name", "peer", "--"])
-        .arg(bir())
-        .arg("testpeer")
-        .arg(script);
+    let mut cmd = crate::record::proxy(dir, &peer_script());
+    cmd.env("BIR_SERVICE_URL", service).env("RUST_LOG", "debug");
     cmd
 }
 
@@ -811,14 +801,11 @@ fn sync_waits_for_an_unfinished_run_to_go_stale() {
     assert!(host.wait_lines(1, Duration::from_secs(10)));
     host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}));
     assert!(host.wait_lines(2, Duration::from_secs(10)));
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while try_journal_records(&dir).len() < 4 {
-        assert!(
-            Instant::now() < deadline,
-            "the steps never reached the journal"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        "the steps to reach the journal",
+        Duration::from_secs(5),
+        || try_journal_records(&dir).len() >= 4,
+    );
     host.signal(libc::SIGKILL);
     let seen = host.finish(Duration::from_secs(5));
     assert_eq!(seen.exit(), "signal 9");
@@ -890,10 +877,7 @@ fn session_held_open_until(cmd: Command, until: impl Fn() -> bool) -> Seen {
     host.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}));
     host.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n": 1}}}));
     assert!(host.wait_lines(2, Duration::from_secs(10)), "no answers");
-    let started = Instant::now();
-    while !until() && started.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll_until(Duration::from_secs(10), until);
     host.finish(Duration::from_secs(10))
 }
 
@@ -926,7 +910,8 @@ fn a_later_session_catches_up_on_runs_the_service_missed() {
             .filter(|l| l.ends_with("/steps"))
             .count();
         if steps >= 2 {
-            // Its own call is in; a catch-up would begin now.
+            // Its own call is in; a catch-up would begin now. Nothing
+            // to wait on: the time lets a catch-up that must not come show.
             std::thread::sleep(Duration::from_millis(500));
         }
         steps >= 2

@@ -63,6 +63,24 @@ fn bir_in(dir: &TempDir, args: &[&str]) -> Out {
     run(cmd)
 }
 
+/// `bir scenario param` in `dir`: binds `pointer` of step `step` in the
+/// scenario `file` to the parameter `name`, whose value comes `from`
+/// (`env:X`) when given.
+fn scenario_param(
+    dir: &TempDir,
+    file: &str,
+    step: &str,
+    pointer: &str,
+    name: &str,
+    from: Option<&str>,
+) -> Out {
+    let mut args = vec!["scenario", "param", file, step, pointer, name];
+    if let Some(from) = from {
+        args.extend(["--from", from]);
+    }
+    bir_in(dir, &args)
+}
+
 /// The Python SDK client calling `calls` on the stdio server `server`
 /// (whitespace-separated words); its JSON document.
 fn drive(dir: &TempDir, calls: &Value, server: &[String]) -> Value {
@@ -250,30 +268,15 @@ fn replay_binds_fresh_ids_holds_writes_and_blocks_placeholders() {
     assert_eq!(state["next"], 6, "delete_everything never ran");
 
     // The token: blocked until bound from the environment.
-    let out = bir_in(
-        &dir,
-        &[
-            "scenario",
-            "param",
-            "fx.scenario.json",
-            "s5",
-            "/token",
-            "token",
-        ],
-    );
+    let out = scenario_param(&dir, "fx.scenario.json", "s5", "/token", "token", None);
     assert_eq!(out.code, 2, "a redacted value needs --from: {}", out.stderr);
-    let out = bir_in(
+    let out = scenario_param(
         &dir,
-        &[
-            "scenario",
-            "param",
-            "fx.scenario.json",
-            "s5",
-            "/token",
-            "token",
-            "--from",
-            "env:FX_TOKEN",
-        ],
+        "fx.scenario.json",
+        "s5",
+        "/token",
+        "token",
+        Some("env:FX_TOKEN"),
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let mut cmd = command(bir(), &dir);
@@ -1168,18 +1171,13 @@ fn a_scenario_reads_the_environment_only_when_trusted_or_sealed_here() {
     assert_eq!(r["envRead"], json!([]), "nothing was read: {text}");
 
     // bir itself binds s3's token to the variable: sealed here, it reads.
-    let out = bir_in(
+    let out = scenario_param(
         &dir,
-        &[
-            "scenario",
-            "param",
-            "h.scenario.json",
-            "s3",
-            "/token",
-            "mine",
-            "--from",
-            "env:CI_SECRET",
-        ],
+        "h.scenario.json",
+        "s3",
+        "/token",
+        "mine",
+        Some("env:CI_SECRET"),
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let (r, text) = verify(&[]);
@@ -1246,18 +1244,13 @@ fn a_guide_reads_the_environment_only_when_trusted_or_sealed_here() {
     assert!(!said.contains("environment read"), "{said}");
 
     // bir itself binds s3's region to the variable: sealed here, it reads.
-    let out = bir_in(
+    let out = scenario_param(
         &dir,
-        &[
-            "scenario",
-            "param",
-            "h.scenario.json",
-            "s3",
-            "/region",
-            "mine",
-            "--from",
-            "env:DEPLOY_REGION",
-        ],
+        "h.scenario.json",
+        "s3",
+        "/region",
+        "mine",
+        Some("env:DEPLOY_REGION"),
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
     let (said, armed) = guide(&[]);

@@ -16,14 +16,14 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::bound_runs::{step, write_run};
 use crate::record::{bir_cmd, call, init, proxy, runs_dir};
 use crate::support::{Host, TempDir, bir, command};
-use crate::support::{eventually, wait_for};
+use crate::support::{eventually, wait_for, wait_until};
 
 /// The injection a tool result carries in these tests: if the page ever
 /// parsed recorded text as HTML, the image would exist and its handler
@@ -600,11 +600,9 @@ fn follow_rewrites_the_page_until_the_run_ends() {
     host.send(&call(1, "echo", json!({"m": "first"})));
     assert!(host.wait_lines(2, Duration::from_secs(20)));
     // The run exists once its first call is written.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fs::read_dir(runs_dir(&dir)).map_or(0, |d| d.count()) == 0 {
-        assert!(Instant::now() < deadline, "no run was opened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until("a run to be opened", Duration::from_secs(30), || {
+        fs::read_dir(runs_dir(&dir)).is_ok_and(|d| d.count() > 0)
+    });
     let page = dir.join("live.html");
     let mut follower = command(bir(), &dir)
         .args(["report", "latest", "--follow", "-o"])
@@ -672,20 +670,12 @@ fn open_uses_the_desktop_opener_or_prints_the_path() {
     let expected = dir.join("home/.baseinstrunner/reports/run_bound_report.html");
     let system = std::env::var("PATH").unwrap_or_default();
     run(&format!("{}:{system}", bin.display()));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !opened.exists() {
-        assert!(Instant::now() < deadline, "xdg-open was not run");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let said = fs::read_to_string(&opened).expect("opened");
-        if said.trim() == expected.to_str().expect("utf-8") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "opened {said:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let want = expected.to_str().expect("utf-8");
+    wait_until(
+        &format!("xdg-open to be run on {want}"),
+        Duration::from_secs(30),
+        || fs::read_to_string(&opened).is_ok_and(|said| said.trim() == want),
+    );
     let mode = fs::metadata(&expected)
         .expect("the page")
         .permissions()

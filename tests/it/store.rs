@@ -346,6 +346,8 @@ fn session_breaking_the_store(
     for (n, c) in calls[before..].iter().enumerate() {
         live.send(c);
         assert!(live.wait_lines(2 + before + n, Duration::from_secs(5)));
+        // The pace that leaves the recorder idle between calls: the
+        // point, not a wait for an event.
         std::thread::sleep(Duration::from_millis(60));
     }
     let seen = live.finish(Duration::from_secs(5));

@@ -23,7 +23,8 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from checks import jsonl  # noqa: E402  (the e2e checks' JSONL reader)
+from checks import jsonl, read  # noqa: E402  (the e2e checks' file readers)
+from bound_check import calls_of, outcome  # noqa: E402  (the bound tier's run readers)
 
 
 # Checks bir is known to fail for a host (bir-side gaps, tests/e2e/README.md
@@ -42,12 +43,7 @@ class Report:
 
     def run(self, label, fn):
         """fn() returns a detail string, or raises AssertionError(why)."""
-        try:
-            ok, detail = True, fn()
-        except AssertionError as e:
-            ok, detail = False, str(e) or "assertion failed"
-        except Exception as e:  # a malformed export is a failure, not a crash
-            ok, detail = False, f"{type(e).__name__}: {e}"
+        ok, detail = outcome(fn)
         if label in self.known:
             if ok:
                 print(f"FAIL {self.name}: {label}: listed as a KNOWN GAP but passes (take it off KNOWN_GAPS): {detail}")
@@ -56,14 +52,6 @@ class Report:
             return False
         print(f"{'PASS' if ok else 'FAIL'} {self.name}: {label}: {detail}")
         return ok
-
-
-def read(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 # --- what the session did, from the harness's logs --------------------------------------------
@@ -192,24 +180,6 @@ def squash(s):
 
 
 # --- what bir recorded ------------------------------------------------------------------------------
-
-def calls_of(doc):
-    """toolUseId -> {selected, response}, and the problems found pairing them."""
-    calls, problems = {}, []
-    for s in doc.get("steps") or []:
-        if s.get("type") not in ("tool_selected", "tool_response"):
-            continue
-        tid = s.get("toolUseId")
-        if not tid:
-            problems.append(f"step {s.get('stepIndex')} {s.get('qualifiedName')} has no toolUseId")
-            continue
-        c = calls.setdefault(tid, {})
-        key = "selected" if s["type"] == "tool_selected" else "response"
-        if key in c:
-            problems.append(f"{tid}: two {s['type']} records")
-        c[key] = s
-    return calls, problems
-
 
 def token_pairs(value, found=None):
     """Every (input, output) token pair anywhere in the export: a dict with an

@@ -24,6 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checks import jsonl  # noqa: E402  (the harness checks' JSONL reader)
 
 
+def outcome(fn):
+    """(ok, detail) of one check: fn() returns a detail string, or raises
+    AssertionError(why). Any other exception (a malformed export) is a
+    failure too, not a crash."""
+    try:
+        return True, fn()
+    except AssertionError as e:
+        return False, str(e) or "assertion failed"
+    except Exception as e:
+        return False, f"{type(e).__name__}: {e}"
+
+
 class Report:
     def __init__(self, name):
         self.name = name
@@ -38,14 +50,7 @@ class Report:
         known_gap: why this check is expected to fail for now. Strict: a
         known gap that fails prints "KNOWN GAP" and does not count; one that
         passes is a failure, so the gap is taken off the list."""
-        try:
-            detail = fn()
-        except AssertionError as e:
-            detail, ok = str(e) or "assertion failed", False
-        except Exception as e:  # a malformed export is a failure, not a crash
-            detail, ok = f"{type(e).__name__}: {e}", False
-        else:
-            ok = True
+        ok, detail = outcome(fn)
         if known_gap and not ok:
             print(f"KNOWN GAP: {self.name}: {label}: {known_gap}: {detail}")
             return True

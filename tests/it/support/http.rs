@@ -3,11 +3,17 @@
 //! recording service, the OTLP receiver, the recorder daemon, a release
 //! server and a misbehaving MCP server are all this stub with a script.
 //!
+//! What the stub cannot do (tunnel a connection, write on the socket by
+//! hand and watch it) is [`RawServer`]: a bare listener, the one other
+//! server of the suite.
+//!
 //! The script runs on the stub's own thread, one request at a time and in
 //! the order they came, and sees every earlier request; the answer is then
 //! written from a thread of its own, so an answer that takes its time (a
 //! paced stream, a held request) never delays the next request.
 
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -30,16 +36,22 @@ pub struct Request {
 impl Request {
     /// The first header of that name (any case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        header_in(&self.headers, name)
     }
 
     /// The body as text (invalid UTF-8 replaced).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+}
+
+/// The first of `headers` named `name` (any case): what every view of a
+/// request the fakes keep looks a header up with.
+pub fn header_in<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
 }
 
 /// How the stub answers one request.
@@ -183,6 +195,7 @@ fn answer(request: tiny_http::Request, reply: Reply) {
         }
         Reply::Response(response) => response,
         Reply::Hang(d) => {
+            // The script's hold, not a wait for an event.
             thread::sleep(d.min(Duration::from_secs(5)));
             drop(request);
             return;
@@ -194,4 +207,82 @@ fn answer(request: tiny_http::Request, reply: Reply) {
 /// A header for a [`Reply::Response`] (or a test's own `tiny_http` response).
 pub fn header(name: &str, value: &str) -> tiny_http::Header {
     tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("header")
+}
+
+/// A bare listener on 127.0.0.1 for the two things the stub cannot do, as
+/// `tiny_http` keeps the socket to itself: tunnel a connection (an HTTP
+/// proxy's `CONNECT`), and answer on the socket by hand while watching it
+/// (a stream that stays silent, where only a read tells that the client
+/// closed it). Each connection's request head (see [`read_head`]) and
+/// socket go to `handle` on a thread of its own; a connection that closes
+/// before a whole head is dropped. Stops accepting when dropped.
+pub struct RawServer {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl RawServer {
+    pub fn start(handle: impl Fn(String, TcpStream) + Send + Sync + 'static) -> RawServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let port = listener.local_addr().expect("addr").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let handle = Arc::new(handle);
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                if stop2.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let handle = Arc::clone(&handle);
+                thread::spawn(move || {
+                    if let Some(head) = read_head(&mut conn) {
+                        handle(head, conn);
+                    }
+                });
+            }
+        });
+        RawServer { port, stop }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the accepting thread, which then sees `stop`.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// Reads an HTTP answer to its end (the server closes the connection):
+/// its status (0 when it is not an HTTP answer) and the whole text.
+pub fn read_answer(s: &mut impl Read) -> (u16, String) {
+    let mut answer = Vec::new();
+    let _ = s.read_to_end(&mut answer);
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, text)
+}
+
+/// An HTTP request's head (request line and headers, through the blank
+/// line), read a byte at a time so that nothing after it is consumed;
+/// `None` if the peer closed first.
+pub fn read_head(conn: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16384 {
+        if conn.read(&mut byte).unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
 }

@@ -13,6 +13,7 @@ use std::os::unix::fs::symlink;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -169,6 +170,8 @@ pub struct Host {
     stdin: Option<ChildStdin>,
     out: Arc<(Mutex<Collected>, Condvar)>,
     err: Arc<Mutex<Vec<u8>>>,
+    /// Set once the child's stderr reads end of file.
+    err_closed: Arc<AtomicBool>,
     started: Instant,
 }
 
@@ -201,11 +204,14 @@ impl Host {
         });
         let err = Arc::new(Mutex::new(Vec::new()));
         let err2 = Arc::clone(&err);
+        let err_closed = Arc::new(AtomicBool::new(false));
+        let err_closed2 = Arc::clone(&err_closed);
         thread::spawn(move || {
             let mut buf = vec![0u8; 1 << 16];
             loop {
                 let n = stderr.read(&mut buf).unwrap_or(0);
                 if n == 0 {
+                    err_closed2.store(true, Ordering::SeqCst);
                     return;
                 }
                 err2.lock().expect("lock").extend_from_slice(&buf[..n]);
@@ -216,6 +222,7 @@ impl Host {
             stdin,
             out,
             err,
+            err_closed,
             started: Instant::now(),
         }
     }
@@ -296,24 +303,22 @@ impl Host {
     /// everything seen.
     pub fn finish(mut self, timeout: Duration) -> Seen {
         self.stdin = None;
-        let timeout = scaled(timeout);
-        let deadline = Instant::now() + timeout;
-        let status = loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                break status;
-            }
-            if Instant::now() > deadline {
+        let status = match eventually(timeout, || self.child.try_wait().ok().flatten()) {
+            Some(status) => status,
+            None => {
                 let _ = self.child.kill();
                 let status = self.child.wait().expect("wait");
                 panic!(
-                    "the process did not exit within {timeout:?} (killed: {status:?}); stderr:\n{}",
+                    "the process did not exit within {:?} (killed: {status:?}); stderr:\n{}",
+                    scaled(timeout),
                     self.stderr_so_far()
                 );
             }
-            thread::sleep(Duration::from_millis(5));
         };
         let elapsed = self.started.elapsed();
-        // Let the reader threads drain the pipes.
+        // Let the reader threads drain the pipes. A grandchild that kept
+        // them open (a server's own child) holds them past the exit: the
+        // drain then gives up, non-fatally.
         let (lock, cv) = &*self.out;
         let mut c = lock.lock().expect("lock");
         let drain_deadline = Instant::now() + Duration::from_secs(5);
@@ -325,7 +330,8 @@ impl Host {
         }
         let stdout = c.bytes.clone();
         drop(c);
-        thread::sleep(Duration::from_millis(20));
+        let err_closed = Arc::clone(&self.err_closed);
+        poll_until(Duration::from_secs(1), || err_closed.load(Ordering::SeqCst));
         Seen {
             stdout,
             stderr: self.stderr_so_far(),
@@ -376,4 +382,35 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
     // with anything the process holds, and are never freed before exit, so
     // what remains is the peak of the memory the process itself allocated.
     field("VmHWM:").saturating_sub(field("RssFile:"))
+}
+
+/// What `bir runs export latest` prints once the latest run in `home` is
+/// finished (its `finish` set), asked again until `timeout` (scaled); the
+/// test fails otherwise. Recording is asynchronous: a run finishes a
+/// moment after the session that made it ended.
+pub fn finished_export(home: &TempDir, timeout: Duration) -> serde_json::Value {
+    wait_for(
+        "a finished run from `bir runs export latest`",
+        timeout,
+        || {
+            let out = command(bir(), home)
+                .args(["runs", "export", "latest"])
+                .output()
+                .ok()?;
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            (out.status.success() && !doc["finish"].is_null()).then_some(doc)
+        },
+    )
+}
+
+/// Bytes a process has read so far (`rchar` of `/proc/<pid>/io`).
+pub fn bytes_read_by(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("rchar:").map(|v| v.trim().parse().ok()))
+        })
+        .flatten()
+        .unwrap_or(0)
 }
