@@ -542,7 +542,11 @@ impl Session {
         {
             self.cwd = cx.label(cwd).into_inner();
         }
-        if let Some(path) = h.transcript_path() {
+        // A subagent's hooks may name its own transcript (Codex: the
+        // child's rollout); the run's stays the main agent's.
+        if let Some(path) = h.transcript_path()
+            && h.agent_id().is_none()
+        {
             self.transcript_path = Some(path.to_owned());
         }
         if self.model.is_none()
@@ -564,6 +568,10 @@ impl Session {
                 }
             }
             "Setup" | "InstructionsLoaded" => self.session_event(cx, h, true),
+            // A subagent's own prompt (Codex fires UserPromptSubmit for
+            // it, with its `agent_id`) starts that subagent: the user's
+            // turn goes on.
+            "UserPromptSubmit" if h.agent_id().is_some() => self.on_subagent_prompt(cx, h),
             "UserPromptSubmit" => self.on_prompt(cx, h),
             "PreToolUse" => self.on_pre(cx, h),
             "PostToolUse" | "PostToolUseFailure" => self.on_post(cx, h),
@@ -954,6 +962,23 @@ impl Session {
             if agent.parent.is_none() {
                 agent.parent = guess;
             }
+        }
+        self.session_event(cx, h, false);
+    }
+
+    /// The prompt a subagent was given, as its own `UserPromptSubmit`
+    /// (Codex): the subagent's start, kept as a session event of that
+    /// agent (its steps nest under the call that spawned it; its
+    /// transcript is read as that agent's from its SubagentStop on).
+    fn on_subagent_prompt(&mut self, cx: &mut Cx, h: &Hook) {
+        let Some(agent_id) = h.agent_id().map(str::to_owned) else {
+            return;
+        };
+        let turn = self.turn;
+        let agent = self.agents.entry(agent_id).or_default();
+        agent.turn.get_or_insert(turn);
+        if agent.agent_type.is_none() {
+            agent.agent_type = h.agent_type().map(|t| cx.label(t));
         }
         self.session_event(cx, h, false);
     }

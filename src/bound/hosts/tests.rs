@@ -642,3 +642,60 @@ fn a_real_gemini_sessions_tokens_count_each_message_once() {
             "cacheWrite": 0}}])
     );
 }
+
+#[test]
+fn a_codex_subagents_own_prompt_is_its_start_not_a_turn() {
+    // Codex 0.169.0 fires UserPromptSubmit (with the subagent's
+    // `agent_id`, and its own rollout as `transcript_path`) for the
+    // prompt `spawn_agent` gave the subagent: that is the subagent's
+    // start, under the `spawn_agent` step, not the user's next turn.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let child = hooks
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|r| {
+            r["payload"]["agent_transcript_path"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .expect("SubagentStop names the child's rollout");
+    let records = play(
+        Host::Codex,
+        &captured(hooks),
+        &[
+            (
+                &main,
+                include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+            ),
+            (
+                &child,
+                include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl"),
+            ),
+        ],
+    );
+    assert_eq!(runs(&records), 1);
+    let turns: Vec<&Value> = of_kind(&records, "turn").collect();
+    assert_eq!(turns.len(), 1, "{turns:#?}");
+    assert!(
+        turns[0]["prompt"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("HOSTS-E2E:")),
+        "{turns:#?}"
+    );
+    let finish = of_kind(&records, "run_finished").next().expect("finish");
+    let rows = finish["metrics"]["turnUsage"].as_array().expect("rows");
+    assert!(rows.iter().all(|r| r["turn"] == 1), "{rows:#?}");
+    // Every step is the first turn's; the subagent's are under its spawn.
+    for s in of_kind(&records, "step") {
+        assert_eq!(s["turn"], 1, "{s:#}");
+    }
+    // The subagent's prompt is kept as its start, with its agent.
+    let start = of_kind(&records, "session_event")
+        .find(|e| e["name"] == "UserPromptSubmit")
+        .expect("the subagent's prompt as a session event");
+    assert_eq!(start["agentId"], "01a23c9b-9556-76a1-b18a-de93759f05c9");
+    // The main rollout stays the run's transcript: its answer is told.
+    let story = story(&records);
+    assert!(story.iter().any(|l| l.starts_with("answer ")), "{story:#?}");
+}
