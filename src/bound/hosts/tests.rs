@@ -699,3 +699,96 @@ fn a_codex_subagents_own_prompt_is_its_start_not_a_turn() {
     let story = story(&records);
     assert!(story.iter().any(|l| l.starts_with("answer ")), "{story:#?}");
 }
+
+/// A captured hooks log as the host would have sent it with bir's
+/// before-tool hook registered only for the tools
+/// [`Host::before_tool_matcher`] names (MCP tools
+/// and the tools that run a subagent): the other tools' before-hooks
+/// dropped.
+fn with_fewer_before_hooks(host: Host, hooks: &str) -> String {
+    let before = match host {
+        Host::Codex => "PreToolUse",
+        _ => "BeforeTool",
+    };
+    let matcher = host.before_tool_matcher().expect("a matcher for this host");
+    let re = regex::Regex::new(matcher).expect("the matcher is a regex");
+    let kept: Vec<&str> = hooks
+        .lines()
+        .filter(|l| {
+            let Ok(r) = serde_json::from_str::<Value>(l) else {
+                return false;
+            };
+            r["registered_event"] != before
+                || re.is_match(r["payload"]["tool_name"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert!(
+        kept.len() < hooks.lines().count(),
+        "some before-hook dropped"
+    );
+    captured(&kept.join("\n"))
+}
+
+/// The run of a real captured session (its transcripts answered), told
+/// as steps: `(type, qualified name, agent, parent, turn)` in step order,
+/// plus the answer.
+fn real_story(host: Host, session: &str, hooks: &str, files: &[(&str, &str)]) -> Vec<String> {
+    let _ = hooks;
+    let records = play(host, session, files);
+    assert_eq!(runs(&records), 1);
+    let mut steps: Vec<&Value> = of_kind(&records, "step").collect();
+    steps.sort_by_key(|s| s["stepIndex"].as_u64());
+    steps
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {} agent={} parent={} turn={} ctx={} out={}",
+                s["type"].as_str().unwrap_or(""),
+                s["qualifiedName"].as_str().unwrap_or(""),
+                !s["agentId"].is_null(),
+                s["parentToolUseId"].as_str().unwrap_or("-"),
+                s["turn"],
+                s["context"].as_str().unwrap_or("-"),
+                s["output"],
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_real_codex_session_is_as_whole_with_before_hooks_only_for_mcp_and_agent_tools() {
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let files = [(
+        main.as_str(),
+        include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+    )];
+    let all = real_story(Host::Codex, &captured(hooks), hooks, &files);
+    let fewer = real_story(
+        Host::Codex,
+        &with_fewer_before_hooks(Host::Codex, hooks),
+        hooks,
+        &files,
+    );
+    assert!(all.len() >= 12, "{all:#?}");
+    assert_eq!(fewer, all);
+}
+
+#[test]
+fn a_real_gemini_session_is_as_whole_with_before_hooks_only_for_mcp_and_agent_tools() {
+    let hooks = include_str!("../../../tests/fixtures/hosts/gemini/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let files = [(
+        main.as_str(),
+        include_str!("../../../tests/fixtures/hosts/gemini/transcript.jsonl"),
+    )];
+    let all = real_story(Host::Gemini, &captured(hooks), hooks, &files);
+    let fewer = real_story(
+        Host::Gemini,
+        &with_fewer_before_hooks(Host::Gemini, hooks),
+        hooks,
+        &files,
+    );
+    assert!(all.len() >= 12, "{all:#?}");
+    assert_eq!(fewer, all);
+}
