@@ -79,6 +79,27 @@ pub(crate) enum Seen {
     Answer { text: String, at: Option<String> },
 }
 
+/// A Codex rollout call's tool, as its hooks name it where the rollout
+/// says enough: an MCP tool (`namespace: "mcp__<server>"`) is
+/// `mcp__<server>__<tool>`; any other keeps the rollout's name.
+fn codex_tool_name(p: &Value) -> String {
+    let name = p["name"].as_str().unwrap_or("");
+    match p["namespace"].as_str() {
+        Some(ns) if ns.starts_with("mcp__") => format!("{}__{name}", ns.trim_end_matches('_')),
+        _ => name.to_owned(),
+    }
+}
+
+/// A Codex rollout call's arguments: `arguments` (a string holding JSON)
+/// or a custom tool's `input`.
+fn codex_arguments(p: &Value) -> Value {
+    match &p["arguments"] {
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+        Value::Null => p["input"].clone(),
+        other => other.clone(),
+    }
+}
+
 /// The text of a Gemini message's `content`: a string, or parts with
 /// `text`.
 fn gemini_text(content: &Value) -> String {
@@ -485,10 +506,27 @@ impl Transcript {
                 if let Some(id) = p["call_id"].as_str() {
                     self.note_call(id, 0);
                     self.settle_answer();
+                    // Told only if no hook tells it (a call the user
+                    // interrupted has no PostToolUse, and its PreToolUse
+                    // may not be registered: `Host::before_tool_matcher`).
+                    self.see(Seen::Call {
+                        id: id.to_owned(),
+                        name: codex_tool_name(p),
+                        input: codex_arguments(p),
+                        at: r["timestamp"].as_str().map(str::to_owned),
+                    });
                 }
             }
             (Some("response_item"), Some("function_call_output" | "custom_tool_call_output")) => {
-                self.acc[0].context.clear()
+                self.acc[0].context.clear();
+                if let Some(id) = p["call_id"].as_str() {
+                    self.see(Seen::Result {
+                        id: id.to_owned(),
+                        output: p["output"].clone(),
+                        is_error: false,
+                        at: r["timestamp"].as_str().map(str::to_owned),
+                    });
+                }
             }
             _ => {}
         }

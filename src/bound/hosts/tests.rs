@@ -792,3 +792,60 @@ fn a_real_gemini_session_is_as_whole_with_before_hooks_only_for_mcp_and_agent_to
     assert!(all.len() >= 12, "{all:#?}");
     assert_eq!(fewer, all);
 }
+
+#[test]
+fn a_codex_call_no_hook_told_is_recovered_from_the_rollout() {
+    // A built-in call has no PreToolUse of bir's any more, and one the
+    // user interrupts has no PostToolUse: the rollout still shows it.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let session = with_fewer_before_hooks(Host::Codex, hooks);
+    let untold: String = session
+        .lines()
+        .filter(|l| !(l.contains("\"PostToolUse\"") && l.contains("call_fake_2")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!untold.contains("call_fake_2"));
+    let records = play(
+        Host::Codex,
+        &untold,
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+        )],
+    );
+    assert_eq!(runs(&records), 1);
+    let steps: Vec<&Value> = of_kind(&records, "step")
+        .filter(|s| s["toolUseId"] == "call_fake_2")
+        .collect();
+    assert_eq!(steps.len(), 2, "{steps:#?}");
+    for s in &steps {
+        assert_eq!(s["recovered"], true, "{s:#}");
+        assert_eq!(s["turn"], 1);
+    }
+    let selected = steps
+        .iter()
+        .find(|s| s["type"] == "tool_selected")
+        .expect("selected");
+    assert_eq!(selected["input"]["cmd"], "cat notes.txt", "{selected:#}");
+    let response = steps
+        .iter()
+        .find(|s| s["type"] == "tool_response")
+        .expect("response");
+    assert!(
+        response["output"]
+            .to_string()
+            .contains("the notes say: hosts-e2e-notes"),
+        "{response:#}"
+    );
+    // Every other call is told once.
+    let mut ids: Vec<&str> = of_kind(&records, "step")
+        .filter(|s| s["type"] == "tool_selected")
+        .filter_map(|s| s["toolUseId"].as_str())
+        .collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n);
+    assert_eq!(n, 6);
+}
