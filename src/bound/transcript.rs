@@ -600,6 +600,25 @@ impl Transcript {
                     *n += 1;
                     let key = pairing_key(&digest, *n);
                     self.note_call(&key, 0);
+                    // Told only if no hook tells it (its BeforeTool may not
+                    // be registered, `Host::before_tool_matcher`, and a
+                    // cancelled call may have no AfterTool). Gemini writes
+                    // a call once it is over: with its result.
+                    let at = call["timestamp"].as_str().map(str::to_owned);
+                    self.see(Seen::Call {
+                        id: key.clone(),
+                        name: call["name"].as_str().unwrap_or("").to_owned(),
+                        input: call.get("args").cloned().unwrap_or(Value::Null),
+                        at: at.clone(),
+                    });
+                    if let Some(result) = call.get("result").filter(|r| !r.is_null()) {
+                        self.see(Seen::Result {
+                            id: key,
+                            output: result.clone(),
+                            is_error: call["status"].as_str().is_some_and(|s| s != "success"),
+                            at,
+                        });
+                    }
                 }
                 self.settle_answer();
             }

@@ -849,3 +849,58 @@ fn a_codex_call_no_hook_told_is_recovered_from_the_rollout() {
     assert_eq!(ids.len(), n);
     assert_eq!(n, 6);
 }
+
+#[test]
+fn a_gemini_call_no_hook_told_is_recovered_from_its_chat() {
+    // A built-in call has no BeforeTool of bir's any more; one whose
+    // AfterTool never came is still in the chat, with its result.
+    let hooks = include_str!("../../../tests/fixtures/hosts/gemini/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let session = with_fewer_before_hooks(Host::Gemini, hooks);
+    let untold: String = session
+        .lines()
+        .filter(|l| !(l.contains("\"AfterTool\"") && l.contains("\"read_file\"")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!untold.contains("\"read_file\""));
+    let records = play(
+        Host::Gemini,
+        &untold,
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/gemini/transcript.jsonl"),
+        )],
+    );
+    assert_eq!(runs(&records), 1);
+    let steps: Vec<&Value> = of_kind(&records, "step")
+        .filter(|s| s["qualifiedName"] == "read_file")
+        .collect();
+    assert_eq!(steps.len(), 2, "{steps:#?}");
+    assert!(steps.iter().all(|s| s["recovered"] == true), "{steps:#?}");
+    let response = steps
+        .iter()
+        .find(|s| s["type"] == "tool_response")
+        .expect("response");
+    assert!(
+        response["output"].to_string().contains("hosts-e2e-notes"),
+        "{response:#}"
+    );
+    // Nothing else is told twice.
+    let selected = of_kind(&records, "step")
+        .filter(|s| s["type"] == "tool_selected")
+        .count();
+    let all = play(
+        Host::Gemini,
+        &captured(hooks),
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/gemini/transcript.jsonl"),
+        )],
+    );
+    assert_eq!(
+        selected,
+        of_kind(&all, "step")
+            .filter(|s| s["type"] == "tool_selected")
+            .count()
+    );
+}
