@@ -5,8 +5,8 @@
 //!
 //! | agent | user file | project file | entry |
 //! |---|---|---|---|
-//! | Codex CLI | `$CODEX_HOME/hooks.json` (`~/.codex`) | `.codex/hooks.json` | `{"hooks":[{"type":"command","command":…,"timeout":5}]}` |
-//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` (`PreCompress`: `"matcher":"manual"`) |
+//! | Codex CLI | `$CODEX_HOME/hooks.json` (`~/.codex`) | `.codex/hooks.json` | `{"hooks":[{"type":"command","command":…,"timeout":5}]}` (`PreToolUse`: `"matcher"`, [`Host::before_tool_matcher`]) |
+//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` (`PreCompress`: `"matcher":"manual"`; `BeforeTool`: [`Host::before_tool_matcher`]) |
 //! | Copilot CLI | `~/.copilot/hooks/bir.json` | `.github/hooks/bir.json` | `{"type":"command","bash":…,"timeoutSec":5}` |
 //! | Cursor | `~/.cursor/hooks.json` | `.cursor/hooks.json` | `{"command":…}` |
 //! | VS Code | `~/.copilot/hooks/bir-vscode.json` | `.github/hooks/bir-vscode.json` | `{"type":"command","command":…,"timeout":5}` |
