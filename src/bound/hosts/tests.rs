@@ -904,3 +904,40 @@ fn a_gemini_call_no_hook_told_is_recovered_from_its_chat() {
             .count()
     );
 }
+
+#[test]
+fn a_codex_session_first_heard_at_a_subagents_prompt_is_joined_under_way() {
+    // The recorder came up while a subagent started: that prompt is not
+    // the session's start, and what came before is read from the rollout.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let late: Vec<&str> = hooks
+        .lines()
+        .skip_while(|l| !(l.contains("\"UserPromptSubmit\"") && l.contains("\"agent_id\"")))
+        .collect();
+    assert!(late.len() > 3 && late.len() < hooks.lines().count());
+    let records = play(
+        Host::Codex,
+        &captured(&late.join("\n")),
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+        )],
+    );
+    assert_eq!(runs(&records), 1);
+    let turns: Vec<&Value> = of_kind(&records, "turn").collect();
+    assert!(
+        turns.iter().all(|t| !t["prompt"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("SUBTASK-HOSTS")),
+        "{turns:#?}"
+    );
+    let header = of_kind(&records, "run_started").next().expect("header");
+    assert!(
+        header["metadata"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("under way")),
+        "{header:#}"
+    );
+}
