@@ -505,11 +505,11 @@ impl Session {
         }
         if !self.hooks_seen || self.resuming {
             self.hooks_seen = true;
-            // A subagent's own prompt (Codex) is no start of the session.
-            let clean = !self.resuming
-                && CLEAN_STARTS.contains(&h.name.as_str())
-                && !(h.name == "SessionStart" && h.source() == Some("compact"))
-                && !(h.name == "UserPromptSubmit" && h.agent_id().is_some());
+            // A compaction's restart, or a subagent's own prompt (Codex),
+            // is no start of the session.
+            let not_a_start = (h.name == "SessionStart" && h.source() == Some("compact"))
+                || (h.name == "UserPromptSubmit" && h.agent_id().is_some());
+            let clean = !self.resuming && CLEAN_STARTS.contains(&h.name.as_str()) && !not_a_start;
             if !clean && let Some(path) = h.transcript_path() {
                 // Read what came before from the transcript's start; this
                 // hook waits for it (`catch_up`).
