@@ -147,6 +147,12 @@ struct Call {
     claimed: bool,
     /// Told from the transcript: the recorder missed its hooks.
     recovered: bool,
+    /// Known from its after-hook only (no before-hook is registered for
+    /// it, `Host::before_tool_matcher`), on a host whose transcript says
+    /// when the model made each call (Codex): its start is the
+    /// transcript's, and its selection is told once the transcript shows
+    /// it.
+    start_from_transcript: bool,
 }
 
 impl Call {
@@ -189,6 +195,7 @@ impl Call {
             deadline: None,
             claimed: false,
             recovered: false,
+            start_from_transcript: false,
         }
     }
 }
@@ -836,9 +843,28 @@ impl Session {
         }
         let mut call = self.call_from_hook(cx, h, tool, args);
         call.tool_use_id = Some(id.to_owned());
+        call.start_from_transcript = self.adapter.host.transcript_format()
+            == Some(super::host::TranscriptFormat::CodexRollout);
         let words = self.transcript_words(cx, call.agent_id.as_deref(), id);
         call.learn_words(words);
+        if let Some(at) = self.transcript_start(&call) {
+            call.started_at = at;
+        }
         self.attach_hook_view(cx, call)
+    }
+
+    /// When the transcript says the model made `call`, for a call known
+    /// from its after-hook only (`start_from_transcript`).
+    fn transcript_start(&self, call: &Call) -> Option<String> {
+        if !call.start_from_transcript {
+            return None;
+        }
+        let id = call.tool_use_id.as_deref()?;
+        self.transcripts
+            .get(&call.agent_id)?
+            .call_at
+            .get(id)
+            .cloned()
     }
 
     /// Puts the hook's view of a call where it belongs: on the proxy's
@@ -1335,6 +1361,9 @@ impl Session {
             };
             let words = self.transcript_words(cx, agent.as_deref(), &id);
             self.calls[i].learn_words(words);
+            if let Some(at) = self.transcript_start(&self.calls[i]) {
+                self.calls[i].started_at = at;
+            }
         }
         if let Some(t) = self.transcripts.get_mut(&agent) {
             let done = &self.done;
@@ -1610,7 +1639,10 @@ impl Session {
             }
             && !self.waits_for_context(cx, c)
             && !self.waits_for_words(c);
-        if (hooked || force) && !c.selected_emitted {
+        // A call known from its after-hook only is told chosen once the
+        // transcript says when (or the wait for it is over).
+        let start_unknown = c.start_from_transcript && self.waits_for_words(c);
+        if ((hooked && !start_unknown) || force) && !c.selected_emitted {
             self.emit_selected(cx, i);
         }
         if ready || (force && (has_answer || hooked)) {

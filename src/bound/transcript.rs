@@ -135,6 +135,9 @@ pub(crate) struct Transcript {
     pub contexts: HashMap<String, String>,
     /// The ids of `contexts`, oldest first.
     order: VecDeque<String>,
+    /// tool_use id → when the file shows the model made that call (Codex's
+    /// rollout: its `function_call` line), for the calls of `contexts`.
+    pub call_at: HashMap<String, String>,
     /// The assistant's text after its last tool call, so far.
     pub last_text: Option<String>,
     /// `message.model` of the last assistant record.
@@ -335,6 +338,10 @@ impl Transcript {
         if order.len() != self.contexts.len() {
             self.contexts.retain(|id, _| order.contains(id));
         }
+        if !self.call_at.is_empty() {
+            let contexts = &self.contexts;
+            self.call_at.retain(|id, _| contexts.contains_key(id));
+        }
     }
 
     fn see(&mut self, item: Seen) {
@@ -506,6 +513,9 @@ impl Transcript {
                 if let Some(id) = p["call_id"].as_str() {
                     self.note_call(id, 0);
                     self.settle_answer();
+                    if let Some(at) = r["timestamp"].as_str() {
+                        self.call_at.insert(id.to_owned(), at.to_owned());
+                    }
                     // Told only if no hook tells it (a call the user
                     // interrupted has no PostToolUse, and its PreToolUse
                     // may not be registered: `Host::before_tool_matcher`).

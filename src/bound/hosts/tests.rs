@@ -941,3 +941,34 @@ fn a_codex_session_first_heard_at_a_subagents_prompt_is_joined_under_way() {
         "{header:#}"
     );
 }
+
+#[test]
+fn a_codex_built_in_call_told_by_its_after_hook_starts_when_the_rollout_says() {
+    // Its PreToolUse is not registered: the step's start is the rollout's
+    // `function_call` line, not the time of its PostToolUse.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let rollout = include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl");
+    let main = session_transcript(hooks);
+    let made_at = |call: &str| {
+        rollout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["payload"]["type"] == "function_call" && r["payload"]["call_id"] == call)
+            .and_then(|r| r["timestamp"].as_str().map(str::to_owned))
+            .expect("the rollout shows the call")
+    };
+    let records = play(
+        Host::Codex,
+        &with_fewer_before_hooks(Host::Codex, hooks),
+        &[(&main, rollout)],
+    );
+    for call in ["call_fake_1", "call_fake_2"] {
+        let steps: Vec<&Value> = of_kind(&records, "step")
+            .filter(|s| s["toolUseId"] == call)
+            .collect();
+        assert_eq!(steps.len(), 2, "{call}");
+        for s in steps {
+            assert_eq!(s["startedAt"], made_at(call), "{s:#}");
+        }
+    }
+}
