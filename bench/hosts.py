@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import statistics
 import subprocess
@@ -75,7 +76,39 @@ def session_events(host: str) -> list[tuple[str, dict]]:
         return [(r["event"], r["payload"]) for r in recs if r.get("source") == "hook"]
     path = os.path.join(REPO, "tests", "fixtures", "hosts", host, "hooks.jsonl")
     recs = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
-    return [(r["registered_event"], r["payload"]) for r in recs]
+    # Only the hooks the host starts under bir's registration: the capture
+    # logged every event, bir registers fewer, some behind a matcher.
+    matchers = registered(host)
+    return [(r["registered_event"], r["payload"]) for r in recs
+            if fires(matchers, r["registered_event"], r["payload"])]
+
+
+def registered(host: str) -> dict[str, str | None]:
+    """event -> matcher of the hooks `bir install --client HOST` writes."""
+    installer = os.path.abspath(os.environ.get("BIR_INSTALL_BIN") or bir_bin())
+    with tempfile.TemporaryDirectory() as tmp:
+        env = clean_env(tmp)
+        env["CODEX_HOME"] = os.path.join(tmp, "codex")
+        os.makedirs(os.path.join(tmp, "proj"))
+        subprocess.run([installer, "install", "--client", host, "--project", os.path.join(tmp, "proj")],
+                       env=env, cwd=os.path.join(tmp, "proj"), capture_output=True, timeout=60)
+        path = (os.path.join(tmp, "codex", "hooks.json") if host == "codex"
+                else os.path.join(tmp, "home", ".gemini", "settings.json"))
+        hooks = json.load(open(path, encoding="utf-8")).get("hooks", {})
+    return {ev: next((e.get("matcher") for e in entries if "bir" in json.dumps(e)), None)
+            for ev, entries in hooks.items()}
+
+
+def fires(matchers: dict, event: str, payload: dict) -> bool:
+    """Whether the host starts bir's hook for this event and payload."""
+    if event not in matchers:
+        return False
+    m = matchers[event]
+    if m in (None, "", "*"):
+        return True
+    if "tool_name" in payload:
+        return re.search(m, payload["tool_name"]) is not None
+    return m == payload.get("trigger", payload.get("source"))
 
 
 def hook_command(host: str, hooks: str, event: str) -> list[str]:

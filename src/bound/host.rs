@@ -100,6 +100,25 @@ impl Host {
         }
     }
 
+    /// The tools whose before-tool hook bir registers (`matcher`, a regex on
+    /// the tool's name), for hosts whose after-tool hook carries the call
+    /// whole: MCP tools (their hook view meets the proxy's while the call
+    /// runs) and the tools that start or wait for a subagent (the subagent's
+    /// calls nest under them, in order). Every other tool costs the session
+    /// one hook process (its after-hook) instead of two.
+    ///
+    /// Codex CLI 0.169 and Gemini CLI 0.61 compare a matcher as a regex
+    /// against the tool name the payload carries (`mcp__<server>__<tool>`,
+    /// `spawn_agent`, `multi_agent_v1wait_agent`; `mcp_<server>_<tool>`,
+    /// `invoke_agent`).
+    pub(crate) fn before_tool_matcher(self) -> Option<&'static str> {
+        match self {
+            Host::Codex => Some("^(mcp__.*|.*_agent)$"),
+            Host::Gemini => Some("^(mcp_.*|invoke_agent)$"),
+            _ => None,
+        }
+    }
+
     /// The session a payload belongs to, as the host names it.
     pub(crate) fn session_id(self, payload: &Value) -> Option<String> {
         let field = |k: &str| {

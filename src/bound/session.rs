@@ -147,6 +147,12 @@ struct Call {
     claimed: bool,
     /// Told from the transcript: the recorder missed its hooks.
     recovered: bool,
+    /// Known from its after-hook only (no before-hook is registered for
+    /// it, `Host::before_tool_matcher`), on a host whose transcript says
+    /// when the model made each call (Codex): its start is the
+    /// transcript's, and its selection is told once the transcript shows
+    /// it.
+    start_from_transcript: bool,
 }
 
 impl Call {
@@ -189,6 +195,7 @@ impl Call {
             deadline: None,
             claimed: false,
             recovered: false,
+            start_from_transcript: false,
         }
     }
 }
@@ -511,9 +518,11 @@ impl Session {
         }
         if !self.hooks_seen || self.resuming {
             self.hooks_seen = true;
-            let clean = !self.resuming
-                && CLEAN_STARTS.contains(&h.name.as_str())
-                && !(h.name == "SessionStart" && h.source() == Some("compact"));
+            // A compaction's restart, or a subagent's own prompt (Codex),
+            // is no start of the session.
+            let not_a_start = (h.name == "SessionStart" && h.source() == Some("compact"))
+                || (h.name == "UserPromptSubmit" && h.agent_id().is_some());
+            let clean = !self.resuming && CLEAN_STARTS.contains(&h.name.as_str()) && !not_a_start;
             if !clean && let Some(path) = h.transcript_path() {
                 // Read what came before from the transcript's start; this
                 // hook waits for it (`catch_up`).
@@ -548,7 +557,11 @@ impl Session {
         {
             self.cwd = cx.label(cwd).into_inner();
         }
-        if let Some(path) = h.transcript_path() {
+        // A subagent's hooks may name its own transcript (Codex: the
+        // child's rollout); the run's stays the main agent's.
+        if let Some(path) = h.transcript_path()
+            && h.agent_id().is_none()
+        {
             self.transcript_path = Some(path.to_owned());
         }
         if self.model.is_none()
@@ -570,6 +583,10 @@ impl Session {
                 }
             }
             "Setup" | "InstructionsLoaded" => self.session_event(cx, h, true),
+            // A subagent's own prompt (Codex fires UserPromptSubmit for
+            // it, with its `agent_id`) starts that subagent: the user's
+            // turn goes on.
+            "UserPromptSubmit" if h.agent_id().is_some() => self.on_subagent_prompt(cx, h),
             "UserPromptSubmit" => self.on_prompt(cx, h),
             "PreToolUse" => self.on_pre(cx, h),
             "PostToolUse" | "PostToolUseFailure" => self.on_post(cx, h),
@@ -842,9 +859,28 @@ impl Session {
             call.started_at = rfc3339(start);
         }
         self.take_asked(&mut call);
+        call.start_from_transcript = self.adapter.host.transcript_format()
+            == Some(super::host::TranscriptFormat::CodexRollout);
         let words = self.transcript_words(cx, call.agent_id.as_deref(), id);
         call.learn_words(words);
+        if let Some(at) = self.transcript_start(&call) {
+            call.started_at = at;
+        }
         self.attach_hook_view(cx, call)
+    }
+
+    /// When the transcript says the model made `call`, for a call known
+    /// from its after-hook only (`start_from_transcript`).
+    fn transcript_start(&self, call: &Call) -> Option<String> {
+        if !call.start_from_transcript {
+            return None;
+        }
+        let id = call.tool_use_id.as_deref()?;
+        self.transcripts
+            .get(&call.agent_id)?
+            .call_at
+            .get(id)
+            .cloned()
     }
 
     /// Puts the hook's view of a call where it belongs: on the proxy's
@@ -998,6 +1034,23 @@ impl Session {
             if agent.parent.is_none() {
                 agent.parent = guess;
             }
+        }
+        self.session_event(cx, h, false);
+    }
+
+    /// The prompt a subagent was given, as its own `UserPromptSubmit`
+    /// (Codex): the subagent's start, kept as a session event of that
+    /// agent (its steps nest under the call that spawned it; its
+    /// transcript is read as that agent's from its SubagentStop on).
+    fn on_subagent_prompt(&mut self, cx: &mut Cx, h: &Hook) {
+        let Some(agent_id) = h.agent_id().map(str::to_owned) else {
+            return;
+        };
+        let turn = self.turn;
+        let agent = self.agents.entry(agent_id).or_default();
+        agent.turn.get_or_insert(turn);
+        if agent.agent_type.is_none() {
+            agent.agent_type = h.agent_type().map(|t| cx.label(t));
         }
         self.session_event(cx, h, false);
     }
@@ -1352,6 +1405,9 @@ impl Session {
             };
             let words = self.transcript_words(cx, agent.as_deref(), &id);
             self.calls[i].learn_words(words);
+            if let Some(at) = self.transcript_start(&self.calls[i]) {
+                self.calls[i].started_at = at;
+            }
         }
         if let Some(t) = self.transcripts.get_mut(&agent) {
             let done = &self.done;
@@ -1633,7 +1689,10 @@ impl Session {
             }
             && !self.waits_for_context(cx, c)
             && !self.waits_for_words(c);
-        if (hooked || force) && !c.selected_emitted {
+        // A call known from its after-hook only is told chosen once the
+        // transcript says when (or the wait for it is over).
+        let start_unknown = c.start_from_transcript && self.waits_for_words(c);
+        if ((hooked && !start_unknown) || force) && !c.selected_emitted {
             self.emit_selected(cx, i);
         }
         if ready || (force && (has_answer || hooked)) {

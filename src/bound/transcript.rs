@@ -79,6 +79,27 @@ pub(crate) enum Seen {
     Answer { text: String, at: Option<String> },
 }
 
+/// A Codex rollout call's tool, as its hooks name it where the rollout
+/// says enough: an MCP tool (`namespace: "mcp__<server>"`) is
+/// `mcp__<server>__<tool>`; any other keeps the rollout's name.
+fn codex_tool_name(p: &Value) -> String {
+    let name = p["name"].as_str().unwrap_or("");
+    match p["namespace"].as_str() {
+        Some(ns) if ns.starts_with("mcp__") => format!("{}__{name}", ns.trim_end_matches('_')),
+        _ => name.to_owned(),
+    }
+}
+
+/// A Codex rollout call's arguments: `arguments` (a string holding JSON)
+/// or a custom tool's `input`.
+fn codex_arguments(p: &Value) -> Value {
+    match &p["arguments"] {
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.clone())),
+        Value::Null => p["input"].clone(),
+        other => other.clone(),
+    }
+}
+
 /// The text of a Gemini message's `content`: a string, or parts with
 /// `text`.
 fn gemini_text(content: &Value) -> String {
@@ -114,6 +135,9 @@ pub(crate) struct Transcript {
     pub contexts: HashMap<String, String>,
     /// The ids of `contexts`, oldest first.
     order: VecDeque<String>,
+    /// tool_use id → when the file shows the model made that call (Codex's
+    /// rollout: its `function_call` line), for the calls of `contexts`.
+    pub call_at: HashMap<String, String>,
     /// The assistant's text after its last tool call, so far.
     pub last_text: Option<String>,
     /// `message.model` of the last assistant record.
@@ -314,6 +338,10 @@ impl Transcript {
         if order.len() != self.contexts.len() {
             self.contexts.retain(|id, _| order.contains(id));
         }
+        if !self.call_at.is_empty() {
+            let contexts = &self.contexts;
+            self.call_at.retain(|id, _| contexts.contains_key(id));
+        }
     }
 
     fn see(&mut self, item: Seen) {
@@ -485,10 +513,30 @@ impl Transcript {
                 if let Some(id) = p["call_id"].as_str() {
                     self.note_call(id, 0);
                     self.settle_answer();
+                    if let Some(at) = r["timestamp"].as_str() {
+                        self.call_at.insert(id.to_owned(), at.to_owned());
+                    }
+                    // Told only if no hook tells it (a call the user
+                    // interrupted has no PostToolUse, and its PreToolUse
+                    // may not be registered: `Host::before_tool_matcher`).
+                    self.see(Seen::Call {
+                        id: id.to_owned(),
+                        name: codex_tool_name(p),
+                        input: codex_arguments(p),
+                        at: r["timestamp"].as_str().map(str::to_owned),
+                    });
                 }
             }
             (Some("response_item"), Some("function_call_output" | "custom_tool_call_output")) => {
-                self.acc[0].context.clear()
+                self.acc[0].context.clear();
+                if let Some(id) = p["call_id"].as_str() {
+                    self.see(Seen::Result {
+                        id: id.to_owned(),
+                        output: p["output"].clone(),
+                        is_error: false,
+                        at: r["timestamp"].as_str().map(str::to_owned),
+                    });
+                }
             }
             _ => {}
         }
@@ -562,6 +610,25 @@ impl Transcript {
                     *n += 1;
                     let key = pairing_key(&digest, *n);
                     self.note_call(&key, 0);
+                    // Told only if no hook tells it (its BeforeTool may not
+                    // be registered, `Host::before_tool_matcher`, and a
+                    // cancelled call may have no AfterTool). Gemini writes
+                    // a call once it is over: with its result.
+                    let at = call["timestamp"].as_str().map(str::to_owned);
+                    self.see(Seen::Call {
+                        id: key.clone(),
+                        name: call["name"].as_str().unwrap_or("").to_owned(),
+                        input: call.get("args").cloned().unwrap_or(Value::Null),
+                        at: at.clone(),
+                    });
+                    if let Some(result) = call.get("result").filter(|r| !r.is_null()) {
+                        self.see(Seen::Result {
+                            id: key,
+                            output: result.clone(),
+                            is_error: call["status"].as_str().is_some_and(|s| s != "success"),
+                            at,
+                        });
+                    }
                 }
                 self.settle_answer();
             }

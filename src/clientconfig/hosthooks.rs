@@ -5,8 +5,8 @@
 //!
 //! | agent | user file | project file | entry |
 //! |---|---|---|---|
-//! | Codex CLI | `$CODEX_HOME/hooks.json` (`~/.codex`) | `.codex/hooks.json` | `{"hooks":[{"type":"command","command":…,"timeout":5}]}` |
-//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` (`PreCompress`: `"matcher":"manual"`) |
+//! | Codex CLI | `$CODEX_HOME/hooks.json` (`~/.codex`) | `.codex/hooks.json` | `{"hooks":[{"type":"command","command":…,"timeout":5}]}` (`PreToolUse`: `"matcher"`, [`Host::before_tool_matcher`]) |
+//! | Gemini CLI | `~/.gemini/settings.json` | `.gemini/settings.json` | `{"matcher":"*","hooks":[{"type":"command","command":…,"timeout":5000}]}` (`PreCompress`: `"matcher":"manual"`; `BeforeTool`: [`Host::before_tool_matcher`]) |
 //! | Copilot CLI | `~/.copilot/hooks/bir.json` | `.github/hooks/bir.json` | `{"type":"command","bash":…,"timeoutSec":5}` |
 //! | Cursor | `~/.cursor/hooks.json` | `.cursor/hooks.json` | `{"command":…}` |
 //! | VS Code | `~/.copilot/hooks/bir-vscode.json` | `.github/hooks/bir-vscode.json` | `{"type":"command","command":…,"timeout":5}` |
@@ -183,10 +183,26 @@ pub(crate) fn command(form: &HookForm, host: Host, event: &str) -> String {
 /// (the adapter drops the automatic ones). Its matcher for `PreCompress` is
 /// the trigger, compared whole: `"manual"` spares the session a hook
 /// process per model call.
+///
+/// `BeforeTool` fires only for the tools [`Host::before_tool_matcher`]
+/// names: `AfterTool` carries every other call whole.
 fn gemini_matcher(event: &str) -> &'static str {
     match event {
         "PreCompress" => "manual",
+        "BeforeTool" => Host::Gemini.before_tool_matcher().unwrap_or("*"),
         _ => "*",
+    }
+}
+
+/// The `matcher` of bir's entry for `event` (None: the entry has none).
+/// Codex's `PreToolUse` fires only for the tools
+/// [`Host::before_tool_matcher`] names: `PostToolUse` carries every other
+/// call whole.
+fn matcher(host: Host, event: &str) -> Option<&'static str> {
+    match (host, event) {
+        (Host::Gemini, _) => Some(gemini_matcher(event)),
+        (Host::Codex, "PreToolUse") => host.before_tool_matcher(),
+        _ => None,
     }
 }
 
@@ -195,17 +211,23 @@ fn entry(form: &HookForm, host: Host, event: &str) -> String {
     let cmd = json_string(&command(form, host, event));
     match host {
         Host::Gemini => format!(
-            r#"{{"matcher":"{}","hooks":[{{"type":"command","command":{cmd},"timeout":{}}}]}}"#,
-            gemini_matcher(event),
+            r#"{{"matcher":{},"hooks":[{{"type":"command","command":{cmd},"timeout":{}}}]}}"#,
+            json_string(gemini_matcher(event)),
             TIMEOUT_SECS * 1000
         ),
         Host::Copilot => {
             format!(r#"{{"type":"command","bash":{cmd},"timeoutSec":{TIMEOUT_SECS}}}"#)
         }
         Host::Cursor => format!(r#"{{"command":{cmd}}}"#),
-        _ => format!(
-            r#"{{"hooks":[{{"type":"command","command":{cmd},"timeout":{TIMEOUT_SECS}}}]}}"#
-        ),
+        _ => match matcher(host, event) {
+            Some(m) => format!(
+                r#"{{"matcher":{},"hooks":[{{"type":"command","command":{cmd},"timeout":{TIMEOUT_SECS}}}]}}"#,
+                json_string(m)
+            ),
+            None => format!(
+                r#"{{"hooks":[{{"type":"command","command":{cmd},"timeout":{TIMEOUT_SECS}}}]}}"#
+            ),
+        },
     }
 }
 
@@ -264,6 +286,8 @@ pub(crate) struct Planned {
     pub keep_parents: usize,
     pub created_file: bool,
     pub already: usize,
+    /// bir's entries rewritten to today's form (their matcher).
+    pub updated: usize,
 }
 
 /// Appends bir's entry to every event of `host` in `before` (None: no file
@@ -310,8 +334,26 @@ pub(crate) fn install_edit(
                 });
             }
             Some(arr) if matches!(arr.kind, Kind::Array(_)) => {
-                if arr.items().iter().any(|e| our_entry(e, host)) {
-                    plan.already += 1;
+                if let Some(index) = arr.items().iter().position(|e| our_entry(e, host)) {
+                    // An entry an older bir wrote with another matcher
+                    // (Gemini's `BeforeTool` and Codex's `PreToolUse` once
+                    // matched every tool) is replaced by today's, at the
+                    // array's end: uninstall takes bir's entries out
+                    // wherever they are, so its bytes stay exact.
+                    let have = arr.items()[index].get("matcher").and_then(Node::as_str);
+                    if have == matcher(host, event) {
+                        plan.already += 1;
+                        continue;
+                    }
+                    let without = doc
+                        .remove_item(&path, index)
+                        .ok_or_else(|| refuse(format!(" `hooks.{event}` changed under bir")))?;
+                    let doc =
+                        Doc::parse(&without, flavor(host)).map_err(|e| refuse(e.to_string()))?;
+                    bytes = doc
+                        .push_item(&path, &entry(form, host, event))
+                        .map_err(refuse)?;
+                    plan.updated += 1;
                     continue;
                 }
                 let inner = &doc.text[arr.start + 1..arr.end - 1];
@@ -381,9 +423,14 @@ pub(crate) fn install(
         match &plan.bytes {
             Some(after) => {
                 out(&format!(
-                    "  register   {} events → {}",
+                    "  register   {} events → {}{}",
                     plan.events.len(),
-                    command(&form, host, "<Event>")
+                    command(&form, host, "<Event>"),
+                    if plan.updated > 0 {
+                        format!(" (and update {} of bir's)", plan.updated)
+                    } else {
+                        String::new()
+                    }
                 ));
                 out(&diff::unified(
                     &file.display().to_string(),
@@ -466,6 +513,11 @@ pub(crate) fn install(
             "  registered {} events → {}; your own hooks are untouched",
             plan.events.len(),
             command(&form, host, "<Event>")
+        ));
+    } else if plan.updated > 0 {
+        out(&format!(
+            "  updated {} of bir's hooks to fire only where they are needed; your own hooks are untouched",
+            plan.updated
         ));
     } else {
         out(&format!("  already registered ({} events)", plan.already));
@@ -1039,9 +1091,104 @@ mod tests {
         let pre = entry(&form(), Host::Gemini, "PreCompress");
         let doc: serde_json::Value = serde_json::from_str(&pre).expect("json");
         assert_eq!(doc["matcher"], "manual");
-        let tool = entry(&form(), Host::Gemini, "BeforeTool");
+        let tool = entry(&form(), Host::Gemini, "AfterTool");
         let doc: serde_json::Value = serde_json::from_str(&tool).expect("json");
         assert_eq!(doc["matcher"], "*");
+    }
+
+    #[test]
+    fn the_before_tool_hook_fires_only_for_mcp_and_agent_tools() {
+        // Every other call is whole in its after-tool hook: one hook
+        // process per built-in call instead of two.
+        let matches = |host: Host, event: &str, tool: &str| {
+            let doc: serde_json::Value =
+                serde_json::from_str(&entry(&form(), host, event)).expect("json");
+            match doc["matcher"].as_str() {
+                None | Some("*") => true,
+                Some(m) => regex::Regex::new(m).expect("regex").is_match(tool),
+            }
+        };
+        for (host, before, after, builtins, kept) in [
+            (
+                Host::Gemini,
+                "BeforeTool",
+                "AfterTool",
+                &["run_shell_command", "read_file", "complete_task"][..],
+                &[
+                    "mcp_everything_echo",
+                    "mcp_everything_get-sum",
+                    "invoke_agent",
+                ][..],
+            ),
+            (
+                Host::Codex,
+                "PreToolUse",
+                "PostToolUse",
+                &["Bash", "apply_patch", "read_file"][..],
+                &[
+                    "mcp__everything__echo",
+                    "spawn_agent",
+                    "multi_agent_v1wait_agent",
+                ][..],
+            ),
+        ] {
+            for tool in builtins {
+                assert!(!matches(host, before, tool), "{host:?} {tool}");
+                assert!(matches(host, after, tool), "{host:?} {tool}");
+            }
+            for tool in kept {
+                assert!(matches(host, before, tool), "{host:?} {tool}");
+                assert!(matches(host, after, tool), "{host:?} {tool}");
+            }
+        }
+    }
+
+    /// A hook file an older bir wrote (its before-tool hook for every
+    /// tool): installing again makes that entry today's, in its place, and
+    /// uninstall with the older install's ledger record still gives every
+    /// byte back.
+    #[test]
+    fn installing_again_converges_an_older_birs_before_tool_hook() {
+        for (host, event) in [(Host::Gemini, "BeforeTool"), (Host::Codex, "PreToolUse")] {
+            let before = "{\n  \"hooks\": {\n    \"Stop\": []\n  }\n}\n";
+            let plan = install_edit(Some(before.as_bytes()), &form(), host, Path::new("f.json"))
+                .expect("install");
+            let now = String::from_utf8(plan.bytes.clone().expect("changed")).expect("utf8");
+            let m = host.before_tool_matcher().expect("matcher");
+            let quoted = format!("\"matcher\": {}", json_string(m));
+            assert_eq!(now.matches(&quoted).count(), 1, "{now}");
+            // What the older bir wrote: every tool.
+            let older = match host {
+                Host::Gemini => now.replace(&quoted, "\"matcher\": \"*\""),
+                _ => regex::Regex::new(&format!(r"{}[ \t\n]*,[ \t\n]*", regex::escape(&quoted)))
+                    .expect("regex")
+                    .replace(&now, "")
+                    .into_owned(),
+            };
+            assert!(!older.contains(m), "{older}");
+            let again = install_edit(Some(older.as_bytes()), &form(), host, Path::new("f.json"))
+                .expect("again");
+            assert!(again.events.is_empty(), "{host:?}");
+            assert_eq!(again.updated, 1, "{host:?} {event}");
+            let converged = again.bytes.expect("changed");
+            let text = String::from_utf8(converged.clone()).expect("utf8");
+            assert_eq!(text.matches(&quoted).count(), 1, "{text}");
+            assert_eq!(
+                text.matches("bir-hooks").count(),
+                now.matches("bir-hooks").count()
+            );
+            // Converged: a third install changes nothing.
+            let third =
+                install_edit(Some(&converged), &form(), host, Path::new("f.json")).expect("3rd");
+            assert!(third.bytes.is_none() && third.updated == 0, "{host:?}");
+            let (restored, _) =
+                uninstall_edit(&converged, host, &change(host, &plan)).expect("uninstall");
+            assert_eq!(
+                String::from_utf8(restored.expect("changed")).expect("utf8"),
+                before,
+                "{host:?}"
+            );
+        }
     }
 
     #[test]

@@ -304,3 +304,52 @@ fn install_and_uninstall_per_agent_round_trip() {
         }
     }
 }
+
+/// A Gemini hook file an older bir wrote (its `BeforeTool` hook for every
+/// tool) keeps its install: `bir install` run again makes bir's entry
+/// today's (the before-tool hook only for MCP and subagent tools), and
+/// `bir uninstall` still gives back every byte of the user's file.
+#[test]
+fn installing_again_converges_an_older_gemini_install_and_uninstall_stays_exact() {
+    let t = TempDir::new("hosts-converge");
+    let project = t.join("proj");
+    std::fs::create_dir_all(project.join(".gemini")).expect("mkdir");
+    let file = project.join(".gemini/settings.json");
+    let before = "{\n  \"general\": {\"enableAutoUpdate\": false},\n  \"hooks\": {\n    \"BeforeTool\": [\n      {\"matcher\": \"run_shell_command\", \"hooks\": [{\"type\": \"command\", \"command\": \"./guard.sh\"}]}\n    ]\n  }\n}\n";
+    std::fs::write(&file, before).expect("write");
+    let install = || {
+        let out = command(bir(), &t)
+            .args([
+                "install",
+                "--client",
+                "gemini",
+                "--scope",
+                "project",
+                "--project",
+            ])
+            .arg(&project)
+            .current_dir(&project)
+            .output()
+            .expect("install");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    install();
+    let today = std::fs::read_to_string(&file).expect("installed");
+    let matcher = "\"matcher\": \"^(mcp_.*|invoke_agent)$\"";
+    assert_eq!(today.matches(matcher).count(), 1, "{today}");
+    // What an older bir left: bir's BeforeTool entry for every tool.
+    let older = today.replace(matcher, "\"matcher\": \"*\"");
+    std::fs::write(&file, &older).expect("older");
+    let said = install();
+    assert!(said.contains("updated 1"), "{said}");
+    let converged = std::fs::read_to_string(&file).expect("converged");
+    assert_eq!(converged.matches(matcher).count(), 1, "{converged}");
+    assert!(converged.contains("./guard.sh"));
+    let out = command(bir(), &t)
+        .args(["uninstall", "--client", "gemini"])
+        .output()
+        .expect("uninstall");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&file).expect("kept"), before);
+}

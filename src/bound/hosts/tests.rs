@@ -642,3 +642,333 @@ fn a_real_gemini_sessions_tokens_count_each_message_once() {
             "cacheWrite": 0}}])
     );
 }
+
+#[test]
+fn a_codex_subagents_own_prompt_is_its_start_not_a_turn() {
+    // Codex 0.169.0 fires UserPromptSubmit (with the subagent's
+    // `agent_id`, and its own rollout as `transcript_path`) for the
+    // prompt `spawn_agent` gave the subagent: that is the subagent's
+    // start, under the `spawn_agent` step, not the user's next turn.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let child = hooks
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|r| {
+            r["payload"]["agent_transcript_path"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .expect("SubagentStop names the child's rollout");
+    let records = play(
+        Host::Codex,
+        &captured(hooks),
+        &[
+            (
+                &main,
+                include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+            ),
+            (
+                &child,
+                include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl"),
+            ),
+        ],
+    );
+    assert_eq!(runs(&records), 1);
+    let turns: Vec<&Value> = of_kind(&records, "turn").collect();
+    assert_eq!(turns.len(), 1, "{turns:#?}");
+    assert!(
+        turns[0]["prompt"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("HOSTS-E2E:")),
+        "{turns:#?}"
+    );
+    let finish = of_kind(&records, "run_finished").next().expect("finish");
+    let rows = finish["metrics"]["turnUsage"].as_array().expect("rows");
+    assert!(rows.iter().all(|r| r["turn"] == 1), "{rows:#?}");
+    // Every step is the first turn's; the subagent's are under its spawn.
+    for s in of_kind(&records, "step") {
+        assert_eq!(s["turn"], 1, "{s:#}");
+    }
+    // The subagent's prompt is kept as its start, with its agent.
+    let start = of_kind(&records, "session_event")
+        .find(|e| e["name"] == "UserPromptSubmit")
+        .expect("the subagent's prompt as a session event");
+    assert_eq!(start["agentId"], "01a23c9b-9556-76a1-b18a-de93759f05c9");
+    // The main rollout stays the run's transcript: its answer is told.
+    let story = story(&records);
+    assert!(story.iter().any(|l| l.starts_with("answer ")), "{story:#?}");
+}
+
+/// A captured hooks log as the host would have sent it with bir's
+/// before-tool hook registered only for the tools
+/// [`Host::before_tool_matcher`] names (MCP tools
+/// and the tools that run a subagent): the other tools' before-hooks
+/// dropped.
+fn with_fewer_before_hooks(host: Host, hooks: &str) -> String {
+    let before = match host {
+        Host::Codex => "PreToolUse",
+        _ => "BeforeTool",
+    };
+    let matcher = host.before_tool_matcher().expect("a matcher for this host");
+    let re = regex::Regex::new(matcher).expect("the matcher is a regex");
+    let kept: Vec<&str> = hooks
+        .lines()
+        .filter(|l| {
+            let Ok(r) = serde_json::from_str::<Value>(l) else {
+                return false;
+            };
+            r["registered_event"] != before
+                || re.is_match(r["payload"]["tool_name"].as_str().unwrap_or(""))
+        })
+        .collect();
+    assert!(
+        kept.len() < hooks.lines().count(),
+        "some before-hook dropped"
+    );
+    captured(&kept.join("\n"))
+}
+
+/// The run of a real captured session (its transcripts answered), told
+/// as steps: `(type, qualified name, agent, parent, turn)` in step order,
+/// plus the answer.
+fn real_story(host: Host, session: &str, hooks: &str, files: &[(&str, &str)]) -> Vec<String> {
+    let _ = hooks;
+    let records = play(host, session, files);
+    assert_eq!(runs(&records), 1);
+    let mut steps: Vec<&Value> = of_kind(&records, "step").collect();
+    steps.sort_by_key(|s| s["stepIndex"].as_u64());
+    steps
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {} agent={} parent={} turn={} ctx={} out={}",
+                s["type"].as_str().unwrap_or(""),
+                s["qualifiedName"].as_str().unwrap_or(""),
+                !s["agentId"].is_null(),
+                s["parentToolUseId"].as_str().unwrap_or("-"),
+                s["turn"],
+                s["context"].as_str().unwrap_or("-"),
+                s["output"],
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_real_codex_session_is_as_whole_with_before_hooks_only_for_mcp_and_agent_tools() {
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let files = [(
+        main.as_str(),
+        include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+    )];
+    let all = real_story(Host::Codex, &captured(hooks), hooks, &files);
+    let fewer = real_story(
+        Host::Codex,
+        &with_fewer_before_hooks(Host::Codex, hooks),
+        hooks,
+        &files,
+    );
+    assert!(all.len() >= 12, "{all:#?}");
+    assert_eq!(fewer, all);
+}
+
+#[test]
+fn a_real_gemini_session_is_as_whole_with_before_hooks_only_for_mcp_and_agent_tools() {
+    let hooks = include_str!("../../../tests/fixtures/hosts/gemini/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let files = [(
+        main.as_str(),
+        include_str!("../../../tests/fixtures/hosts/gemini/transcript.jsonl"),
+    )];
+    let all = real_story(Host::Gemini, &captured(hooks), hooks, &files);
+    let fewer = real_story(
+        Host::Gemini,
+        &with_fewer_before_hooks(Host::Gemini, hooks),
+        hooks,
+        &files,
+    );
+    assert!(all.len() >= 12, "{all:#?}");
+    assert_eq!(fewer, all);
+}
+
+#[test]
+fn a_codex_call_no_hook_told_is_recovered_from_the_rollout() {
+    // A built-in call has no PreToolUse of bir's any more, and one the
+    // user interrupts has no PostToolUse: the rollout still shows it.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let session = with_fewer_before_hooks(Host::Codex, hooks);
+    let untold: String = session
+        .lines()
+        .filter(|l| !(l.contains("\"PostToolUse\"") && l.contains("call_fake_2")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!untold.contains("call_fake_2"));
+    let records = play(
+        Host::Codex,
+        &untold,
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+        )],
+    );
+    assert_eq!(runs(&records), 1);
+    let steps: Vec<&Value> = of_kind(&records, "step")
+        .filter(|s| s["toolUseId"] == "call_fake_2")
+        .collect();
+    assert_eq!(steps.len(), 2, "{steps:#?}");
+    for s in &steps {
+        assert_eq!(s["recovered"], true, "{s:#}");
+        assert_eq!(s["turn"], 1);
+    }
+    let selected = steps
+        .iter()
+        .find(|s| s["type"] == "tool_selected")
+        .expect("selected");
+    assert_eq!(selected["input"]["cmd"], "cat notes.txt", "{selected:#}");
+    let response = steps
+        .iter()
+        .find(|s| s["type"] == "tool_response")
+        .expect("response");
+    assert!(
+        response["output"]
+            .to_string()
+            .contains("the notes say: hosts-e2e-notes"),
+        "{response:#}"
+    );
+    // Every other call is told once.
+    let mut ids: Vec<&str> = of_kind(&records, "step")
+        .filter(|s| s["type"] == "tool_selected")
+        .filter_map(|s| s["toolUseId"].as_str())
+        .collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n);
+    assert_eq!(n, 6);
+}
+
+#[test]
+fn a_gemini_call_no_hook_told_is_recovered_from_its_chat() {
+    // A built-in call has no BeforeTool of bir's any more; one whose
+    // AfterTool never came is still in the chat, with its result.
+    let hooks = include_str!("../../../tests/fixtures/hosts/gemini/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let session = with_fewer_before_hooks(Host::Gemini, hooks);
+    let untold: String = session
+        .lines()
+        .filter(|l| !(l.contains("\"AfterTool\"") && l.contains("\"read_file\"")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!untold.contains("\"read_file\""));
+    let records = play(
+        Host::Gemini,
+        &untold,
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/gemini/transcript.jsonl"),
+        )],
+    );
+    assert_eq!(runs(&records), 1);
+    let steps: Vec<&Value> = of_kind(&records, "step")
+        .filter(|s| s["qualifiedName"] == "read_file")
+        .collect();
+    assert_eq!(steps.len(), 2, "{steps:#?}");
+    assert!(steps.iter().all(|s| s["recovered"] == true), "{steps:#?}");
+    let response = steps
+        .iter()
+        .find(|s| s["type"] == "tool_response")
+        .expect("response");
+    assert!(
+        response["output"].to_string().contains("hosts-e2e-notes"),
+        "{response:#}"
+    );
+    // Nothing else is told twice.
+    let selected = of_kind(&records, "step")
+        .filter(|s| s["type"] == "tool_selected")
+        .count();
+    let all = play(
+        Host::Gemini,
+        &captured(hooks),
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/gemini/transcript.jsonl"),
+        )],
+    );
+    assert_eq!(
+        selected,
+        of_kind(&all, "step")
+            .filter(|s| s["type"] == "tool_selected")
+            .count()
+    );
+}
+
+#[test]
+fn a_codex_session_first_heard_at_a_subagents_prompt_is_joined_under_way() {
+    // The recorder came up while a subagent started: that prompt is not
+    // the session's start, and what came before is read from the rollout.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let main = session_transcript(hooks);
+    let late: Vec<&str> = hooks
+        .lines()
+        .skip_while(|l| !(l.contains("\"UserPromptSubmit\"") && l.contains("\"agent_id\"")))
+        .collect();
+    assert!(late.len() > 3 && late.len() < hooks.lines().count());
+    let records = play(
+        Host::Codex,
+        &captured(&late.join("\n")),
+        &[(
+            &main,
+            include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
+        )],
+    );
+    assert_eq!(runs(&records), 1);
+    let turns: Vec<&Value> = of_kind(&records, "turn").collect();
+    assert!(
+        turns.iter().all(|t| !t["prompt"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("SUBTASK-HOSTS")),
+        "{turns:#?}"
+    );
+    let header = of_kind(&records, "run_started").next().expect("header");
+    assert!(
+        header["metadata"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("under way")),
+        "{header:#}"
+    );
+}
+
+#[test]
+fn a_codex_built_in_call_told_by_its_after_hook_starts_when_the_rollout_says() {
+    // Its PreToolUse is not registered: the step's start is the rollout's
+    // `function_call` line, not the time of its PostToolUse.
+    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
+    let rollout = include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl");
+    let main = session_transcript(hooks);
+    let made_at = |call: &str| {
+        rollout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["payload"]["type"] == "function_call" && r["payload"]["call_id"] == call)
+            .and_then(|r| r["timestamp"].as_str().map(str::to_owned))
+            .expect("the rollout shows the call")
+    };
+    let records = play(
+        Host::Codex,
+        &with_fewer_before_hooks(Host::Codex, hooks),
+        &[(&main, rollout)],
+    );
+    for call in ["call_fake_1", "call_fake_2"] {
+        let steps: Vec<&Value> = of_kind(&records, "step")
+            .filter(|s| s["toolUseId"] == call)
+            .collect();
+        assert_eq!(steps.len(), 2, "{call}");
+        for s in steps {
+            assert_eq!(s["startedAt"], made_at(call), "{s:#}");
+        }
+    }
+}

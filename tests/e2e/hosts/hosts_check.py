@@ -252,6 +252,8 @@ def check_bound(rep, a, script):
         assert (doc.get("finish") or {}).get("reason") == "session_end", f"finish {doc.get('finish')}"
         turns = doc.get("turns") or []
         assert turns and squash(turns[0].get("prompt")) == squash(prompt), f"turn 1 prompt {turns[:1]}"
+        # One prompt, one turn: a subagent's own prompt is its start, not a turn.
+        assert len(turns) == 1, f"{len(turns)} turns: {[squash(t.get('prompt'))[:60] for t in turns]}"
         return f"{host.get('app')} {host.get('version')}, session {sid[:8]}, {len(turns)} turn(s), ended at session_end"
     rep.run("run header: host, version, session, prompt", header)
 
