@@ -565,12 +565,10 @@ fn session_transcript(hooks: &str) -> String {
         .expect("a SessionStart with its transcript path")
 }
 
-#[test]
-fn a_real_codex_sessions_tokens_are_per_turn_with_its_subagents() {
-    // Codex 0.169.0's own rollouts: the main agent's running total (its
-    // last `total_token_usage`), and the subagent's rollout (named by
-    // SubagentStop's `agent_transcript_path`), whose tokens count in the
-    // turn that started it.
+/// Codex 0.169.0's captured session played whole: its hooks, its main
+/// rollout and the subagent's rollout (named by SubagentStop's
+/// `agent_transcript_path`).
+fn play_real_codex_session() -> Vec<Value> {
     let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
     let main = session_transcript(hooks);
     let child = hooks
@@ -582,7 +580,7 @@ fn a_real_codex_sessions_tokens_are_per_turn_with_its_subagents() {
                 .map(str::to_owned)
         })
         .expect("SubagentStop names the child's rollout");
-    let records = play(
+    play(
         Host::Codex,
         &captured(hooks),
         &[
@@ -595,7 +593,16 @@ fn a_real_codex_sessions_tokens_are_per_turn_with_its_subagents() {
                 include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl"),
             ),
         ],
-    );
+    )
+}
+
+#[test]
+fn a_real_codex_sessions_tokens_are_per_turn_with_its_subagents() {
+    // Codex 0.169.0's own rollouts: the main agent's running total (its
+    // last `total_token_usage`), and the subagent's rollout (named by
+    // SubagentStop's `agent_transcript_path`), whose tokens count in the
+    // turn that started it.
+    let records = play_real_codex_session();
     let finish = of_kind(&records, "run_finished").next().expect("finish");
     let rows = finish["metrics"]["turnUsage"].as_array().expect("rows");
     assert!(!rows.is_empty(), "{finish:#}");
@@ -649,31 +656,7 @@ fn a_codex_subagents_own_prompt_is_its_start_not_a_turn() {
     // `agent_id`, and its own rollout as `transcript_path`) for the
     // prompt `spawn_agent` gave the subagent: that is the subagent's
     // start, under the `spawn_agent` step, not the user's next turn.
-    let hooks = include_str!("../../../tests/fixtures/hosts/codex/hooks.jsonl");
-    let main = session_transcript(hooks);
-    let child = hooks
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|r| {
-            r["payload"]["agent_transcript_path"]
-                .as_str()
-                .map(str::to_owned)
-        })
-        .expect("SubagentStop names the child's rollout");
-    let records = play(
-        Host::Codex,
-        &captured(hooks),
-        &[
-            (
-                &main,
-                include_str!("../../../tests/fixtures/hosts/codex/transcript.jsonl"),
-            ),
-            (
-                &child,
-                include_str!("../../../tests/fixtures/hosts/codex/subagent-transcript-1.jsonl"),
-            ),
-        ],
-    );
+    let records = play_real_codex_session();
     assert_eq!(runs(&records), 1);
     let turns: Vec<&Value> = of_kind(&records, "turn").collect();
     assert_eq!(turns.len(), 1, "{turns:#?}");
