@@ -19,6 +19,42 @@ pub(crate) fn bir_home() -> Option<PathBuf> {
     }
 }
 
+/// What keeps `home` from being private to this user (`bir doctor`): not
+/// a real directory, another owner, a mode open to others, or the ledger
+/// or credentials file readable by others; each said with its fix. `None`:
+/// it does not exist yet (bir creates it, 0700, when needed).
+pub(crate) fn privacy_problems(home: &Path) -> Option<Vec<String>> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = fs::symlink_metadata(home).ok()?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let mut problems = Vec::new();
+    if meta.file_type().is_symlink() || !meta.is_dir() {
+        problems.push("not a real directory".to_owned());
+    }
+    if meta.uid() != me {
+        problems.push(format!("owned by uid {}, not you", meta.uid()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        problems.push(format!(
+            "mode {:o}, should be 700 (run: chmod 700 {})",
+            meta.mode() & 0o777,
+            home.display()
+        ));
+    }
+    for f in ["installed.json", "credentials.json"] {
+        if let Ok(m) = fs::metadata(home.join(f))
+            && m.permissions().mode() & 0o077 != 0
+        {
+            problems.push(format!(
+                "{f} is mode {:o}, should be 600",
+                m.permissions().mode() & 0o777
+            ));
+        }
+    }
+    Some(problems)
+}
+
 /// Options for a file of bir's own: private (0600 when created) and never
 /// opened through a symlink.
 pub(crate) fn private_file() -> fs::OpenOptions {
@@ -132,4 +168,32 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(about)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_home_open_to_others_is_a_problem_with_its_fix_and_a_missing_one_is_none() {
+        let base = std::env::temp_dir().join(format!("bir-home-privacy-{}", std::process::id()));
+        let home = base.join("bh");
+        assert_eq!(privacy_problems(&home), None, "not created yet");
+        fs::create_dir_all(&home).expect("create");
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o700)).expect("chmod");
+        assert_eq!(privacy_problems(&home), Some(Vec::new()));
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o755)).expect("chmod");
+        fs::write(home.join("installed.json"), "{}").expect("write");
+        fs::set_permissions(
+            home.join("installed.json"),
+            fs::Permissions::from_mode(0o644),
+        )
+        .expect("chmod");
+        let problems = privacy_problems(&home).expect("it exists");
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("mode 755, should be 700 (run: chmod 700 "));
+        assert_eq!(problems[1], "installed.json is mode 644, should be 600");
+        fs::remove_dir_all(&base).expect("clean up");
+    }
 }

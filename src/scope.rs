@@ -108,6 +108,13 @@ struct SharedPart {
     projects: Vec<String>,
 }
 
+/// Whether a Claude Code session in `dir` is recorded, by this user's
+/// ledger as it is now (`bir install` says when that changed).
+pub(crate) fn recorded_here(dir: &Path) -> bool {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+    crate::home::bir_home().is_some_and(|home| View::load(&home).decide(&dir, None).records())
+}
+
 impl View {
     /// The view of the ledger under `home`.
     pub(crate) fn load(home: &Path) -> View {

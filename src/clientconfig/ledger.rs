@@ -250,6 +250,21 @@ pub(crate) fn load() -> Result<Ledger, Error> {
     }
 }
 
+/// `bir install --everywhere`: records the choice to record every
+/// directory; whether it was new.
+pub(crate) fn choose_everywhere() -> Result<bool, Error> {
+    let mut new = false;
+    modify(&mut |l| {
+        if l.everywhere.is_none() {
+            l.everywhere = Some(crate::scope::Everywhere {
+                at: crate::time::rfc3339(std::time::SystemTime::now()),
+            });
+            new = true;
+        }
+    })?;
+    Ok(new)
+}
+
 /// Applies `f` to the ledger on disk (read, change, atomic write, 0600).
 pub(crate) fn modify(f: &mut dyn FnMut(&mut Ledger)) -> Result<(), Error> {
     let p = path()?;

@@ -38,5 +38,6 @@ pub(crate) mod plugin;
 pub(crate) mod probe;
 pub(crate) mod remote_entry;
 pub(crate) mod servers;
+pub(crate) mod uninstall;
 pub(crate) mod vars;
 pub(crate) mod vocab;

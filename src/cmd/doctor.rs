@@ -12,7 +12,6 @@
 //! `bir-proxy` on `PATH` is this version.
 
 use argh::FromArgs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::thread;
@@ -50,49 +49,19 @@ fn check_home() -> String {
     let Some(home) = crate::home::bir_home() else {
         return "BIR_HOME: cannot be determined (set BIR_HOME or HOME)".into();
     };
-    let meta = match std::fs::symlink_metadata(&home) {
-        Err(_) => {
-            return format!(
-                "BIR_HOME {}: not created yet (bir creates it, 0700, when needed)",
-                home.display()
-            );
-        }
-        Ok(m) => m,
-    };
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    let mut problems = Vec::new();
-    if meta.file_type().is_symlink() || !meta.is_dir() {
-        problems.push("not a real directory".to_owned());
-    }
-    if meta.uid() != me {
-        problems.push(format!("owned by uid {}, not you", meta.uid()));
-    }
-    if meta.mode() & 0o077 != 0 {
-        problems.push(format!(
-            "mode {:o}, should be 700 (run: chmod 700 {})",
-            meta.mode() & 0o777,
+    match crate::home::privacy_problems(&home) {
+        None => format!(
+            "BIR_HOME {}: not created yet (bir creates it, 0700, when needed)",
             home.display()
-        ));
-    }
-    for f in ["installed.json", "credentials.json"] {
-        if let Ok(m) = std::fs::metadata(home.join(f))
-            && m.permissions().mode() & 0o077 != 0
-        {
-            problems.push(format!(
-                "{f} is mode {:o}, should be 600",
-                m.permissions().mode() & 0o777
-            ));
+        ),
+        Some(problems) if problems.is_empty() => {
+            format!("BIR_HOME {}: ok (private)", home.display())
         }
-    }
-    if problems.is_empty() {
-        format!("BIR_HOME {}: ok (private)", home.display())
-    } else {
-        format!(
+        Some(problems) => format!(
             "BIR_HOME {}: PROBLEM: {}",
             home.display(),
             problems.join("; ")
-        )
+        ),
     }
 }
 
