@@ -12,14 +12,12 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::error::{Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::record::model::MadeBy;
 use crate::replay::runner::{self, Confirm, Report, ServerTargets, Status, StepReport};
-use crate::replay::scenario::{CompareRule, Param, Scenario};
-use crate::replay::{derive, load_source, source_label, targets, template, verify};
+use crate::replay::scenario::{CompareRule, Scenario};
+use crate::replay::{derive, load_source, params, source_label, targets, verify};
 
 // ---------------------------------------------------------------- scenario
 
@@ -417,46 +415,16 @@ pub(crate) fn scenario(cmd: ScenarioCmd) -> Result<ExitStatus, Error> {
             Ok(ExitStatus::Success)
         }
         ScenarioAction::Param(c) => edit(&c.file, |s| {
-            let step = s.step_mut(&c.step)?;
-            let slot = step.args.pointer_mut(&c.path).ok_or_else(|| {
-                Error::usage(format!("step {} has no argument at {}", c.step, c.path))
-            })?;
-            let recorded = slot.clone();
-            let at = crate::replay::trust::place(&step.server, &step.tool, &c.path);
-            let redacted = template::has_placeholder(&recorded);
-            if redacted && c.from.is_none() {
-                return Err(Error::usage(format!(
-                    "the value at {} was redacted when recorded: bind it with --from env:VAR (or arg, prompt)",
-                    c.path
-                )));
-            }
-            if let Some(from) = &c.from
-                && !(from.starts_with("env:") && from.len() > 4
-                    || from == "arg"
-                    || from == "prompt")
-            {
-                return Err(Error::usage(format!(
-                    "--from {from:?} is not env:VAR, arg or prompt"
-                )));
-            }
-            *slot = Value::String(format!("${{param:{}}}", c.name));
-            step.redacted = template::has_placeholder(&step.args);
-            let default = (c.keep_default && !redacted).then_some(recorded);
-            s.params.insert(
-                c.name.clone(),
-                Param {
-                    default,
-                    from: c.from.clone(),
-                    redacted,
-                    seals: crate::replay::trust::seals_for(
-                        s.params.get(&c.name),
-                        &c.name,
-                        c.from.as_deref(),
-                        &at,
-                    ),
+            params::parameterize(
+                s,
+                &params::Parameterize {
+                    step: &c.step,
+                    path: &c.path,
+                    name: &c.name,
+                    from: c.from.as_deref(),
+                    keep_default: c.keep_default,
                 },
-            );
-            Ok(())
+            )
         }),
         ScenarioAction::Volatile(c) => edit(&c.file, |s| {
             let step = s.step_mut(&c.step)?;

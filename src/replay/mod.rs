@@ -24,6 +24,7 @@ pub(crate) mod guide_plan;
 pub(crate) mod junit;
 pub(crate) mod matcher;
 pub(crate) mod mock;
+pub(crate) mod params;
 pub(crate) mod recording;
 pub(crate) mod runner;
 pub(crate) mod safety;
