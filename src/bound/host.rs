@@ -110,9 +110,12 @@ impl Host {
     /// Codex CLI 0.169 and Gemini CLI 0.61 compare a matcher as a regex
     /// against the tool name the payload carries (`mcp__<server>__<tool>`,
     /// `spawn_agent`, `multi_agent_v1wait_agent`; `mcp_<server>_<tool>`,
-    /// `invoke_agent`).
+    /// `invoke_agent`); Claude Code too (`mcp__<server>__<tool>`, `Agent`,
+    /// `Task` before 2.1), for its `PreToolUse` while no guide is armed
+    /// (`clientconfig::hook_entries::matcher_of`).
     pub(crate) fn before_tool_matcher(self) -> Option<&'static str> {
         match self {
+            Host::ClaudeCode => Some("mcp__.*|Agent|Task"),
             Host::Codex => Some("^(mcp__.*|.*_agent)$"),
             Host::Gemini => Some("^(mcp_.*|invoke_agent)$"),
             _ => None,

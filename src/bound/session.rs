@@ -947,21 +947,25 @@ impl Session {
     }
 
     fn on_permission(&mut self, cx: &mut Cx, h: &Hook) {
-        let target = match h.tool_use_id() {
-            Some(id) => self.find(id),
-            None => {
-                let tool = h.tool_name().unwrap_or("");
-                let mut args = h.tool_input().cloned().unwrap_or(Value::Null);
-                join::strip_call_id(&mut args);
-                let digest = crate::codec::sha256_hex(&model::canonical(&args));
-                self.calls.iter().position(|c| {
-                    c.hooked
-                        && c.result.is_none()
-                        && c.permission.is_none()
-                        && c.qualified == tool
-                        && c.raw_digest == digest
-                })
-            }
+        // Without a tool_use_id, the call is found by its tool and the
+        // digest of its raw arguments (`Call::raw_digest`).
+        let unnamed = h.tool_use_id().is_none().then(|| {
+            let args = h.tool_input().unwrap_or(&Value::Null);
+            (
+                h.tool_name().unwrap_or("").to_owned(),
+                join::args_digest(args),
+            )
+        });
+        let target = match (&unnamed, h.tool_use_id()) {
+            (None, Some(id)) => self.find(id),
+            (Some((tool, digest)), _) => self.calls.iter().position(|c| {
+                c.hooked
+                    && c.result.is_none()
+                    && c.permission.is_none()
+                    && c.qualified == *tool
+                    && c.raw_digest == *digest
+            }),
+            (None, None) => None,
         };
         let mut decision = h.event_data().unwrap_or_else(|| json!({}));
         if let Some(map) = decision.as_object_mut() {
@@ -971,18 +975,12 @@ impl Session {
             map.insert("event".into(), Value::String(h.name.clone()));
         }
         let decision = cx.value(decision).value;
-        match target {
-            Some(i) => self.calls[i].permission = decision,
-            None if h.tool_use_id().is_none() => {
-                // Asked before a call the run has not seen: its
-                // `PostToolUse`, or the transcript, brings it.
-                let mut args = h.tool_input().cloned().unwrap_or(Value::Null);
-                join::strip_call_id(&mut args);
-                let digest = crate::codec::sha256_hex(&model::canonical(&args));
-                let tool = h.tool_name().unwrap_or("").to_owned();
-                self.asked.push((tool, digest, decision));
-            }
-            None => {}
+        match (target, unnamed) {
+            (Some(i), _) => self.calls[i].permission = decision,
+            // Asked before a call the run has not seen: its `PostToolUse`,
+            // or the transcript, brings it.
+            (None, Some((tool, digest))) => self.asked.push((tool, digest, decision)),
+            (None, None) => {}
         }
         self.session_event(cx, h, false);
     }

@@ -1241,7 +1241,7 @@ fn a_session_with_two_prompts_is_one_run_with_two_turns() {
 }
 
 /// bir's `PreToolUse` reaches it for MCP and subagent tools only
-/// (`hook_entries::PRE_TOOL_MATCHER`): a built-in call is first seen at its
+/// (`Host::before_tool_matcher`): a built-in call is first seen at its
 /// `PostToolUse`, which dates its start by its duration, and a call refused
 /// after a permission request is told from the transcript, with its
 /// request, as not run — not as something the recorder missed.

@@ -58,6 +58,7 @@ use super::claude::Paths;
 use super::entry::basename;
 use super::jsonedit::{Doc, Flavor, Kind, Member, Node, json_string};
 use crate::bound::Correlation;
+use crate::bound::host::Host;
 use crate::daemon::hookaddr::HookAddr;
 use crate::error::Error;
 
@@ -132,8 +133,10 @@ pub(crate) const LEFT_TO_THE_TRANSCRIPT: &[&str] = &["MessageDisplay"];
 /// end.
 pub(crate) const FOR_GUIDES: &[&str] = &["PostToolBatch"];
 
-/// The tools whose `PreToolUse` reaches bir while no guide is armed (a
-/// Claude Code matcher: a regular expression over the tool's name).
+/// The matcher of bir's group for `event` (`None`: every tool), with a
+/// guide armed (`guides`) or not: `PreToolUse` reaches bir only for the
+/// tools [`Host::before_tool_matcher`] names for Claude Code, unless a
+/// guide is armed.
 ///
 /// `PreToolUse` fires before every tool call, on the hot path, and each
 /// hook the host dispatches costs the session milliseconds whatever the
@@ -150,17 +153,13 @@ pub(crate) const FOR_GUIDES: &[&str] = &["PostToolBatch"];
 ///   the run knows only from its `PreToolUse`.
 ///
 /// An armed guide answers `PreToolUse` for every tool, so while one is
-/// armed the group has no matcher ([`matcher_of`]).
-pub(crate) const PRE_TOOL_MATCHER: &str = "mcp__.*|Agent|Task";
-
-/// The matchers bir has written on its own groups: a group with one of
-/// these and bir's handler is bir's.
-const OUR_MATCHERS: &[&str] = &[PRE_TOOL_MATCHER];
-
-/// The matcher of bir's group for `event` (`None`: every tool), with a
-/// guide armed (`guides`) or not.
+/// armed the group has no matcher.
 pub(crate) fn matcher_of(event: &str, guides: bool) -> Option<&'static str> {
-    (event == "PreToolUse" && !guides).then_some(PRE_TOOL_MATCHER)
+    if event == "PreToolUse" && !guides {
+        Host::ClaudeCode.before_tool_matcher()
+    } else {
+        None
+    }
 }
 
 /// The events `bir install` registers while no guide is armed: [`EVENTS`]
@@ -608,10 +607,10 @@ fn correlation(flags: &[String]) -> Option<Correlation> {
 
 /// A matcher group bir wrote: one handler running a bir hook command (or
 /// POSTing to bir's hook port with its mark), and no other key but a
-/// matcher bir writes ([`OUR_MATCHERS`]). Groups the user wrote (even ones
+/// matcher bir writes ([`matcher_of`]). Groups the user wrote (even ones
 /// that also call bir) are never taken for bir's.
 fn our_group(group: &Node) -> Option<OurHook> {
-    let ours = |m: &Member| m.value.as_str().is_some_and(|m| OUR_MATCHERS.contains(&m));
+    let ours = |m: &Member| m.value.as_str() == matcher_of("PreToolUse", false);
     // In either order: a host that rewrites the file may sort the keys.
     let hooks = match group.members() {
         [hooks] if hooks.key == "hooks" => hooks,
@@ -1432,7 +1431,10 @@ mod tests {
             };
             let plain = install_edit_with(None, &f, file, &[], false).expect("install");
             let plain_bytes = plain.bytes.expect("changed");
-            assert_eq!(matcher(&plain_bytes).as_deref(), Some(PRE_TOOL_MATCHER));
+            assert_eq!(
+                matcher(&plain_bytes).as_deref(),
+                matcher_of("PreToolUse", false)
+            );
             let again = install_edit_with(Some(&plain_bytes), &f, file, &[], false).expect("again");
             assert!(again.bytes.is_none(), "a matched group is bir's, in form");
 
@@ -1448,7 +1450,10 @@ mod tests {
             let upgraded =
                 install_edit_with(Some(old.as_bytes()), &f, file, &[], false).expect("upgrade");
             let upgraded_bytes = upgraded.bytes.expect("changed");
-            assert_eq!(matcher(&upgraded_bytes).as_deref(), Some(PRE_TOOL_MATCHER));
+            assert_eq!(
+                matcher(&upgraded_bytes).as_deref(),
+                matcher_of("PreToolUse", false)
+            );
             let doc = Doc::parse(&upgraded_bytes, Flavor::Json).expect("json");
             let groups = doc.root.at(&["hooks", "PreToolUse"]).expect("kept");
             assert_eq!(groups.items().len(), 2, "the user's group stays");

@@ -210,24 +210,23 @@ fn matcher(host: Host, event: &str) -> Option<&'static str> {
 fn entry(form: &HookForm, host: Host, event: &str) -> String {
     let cmd = json_string(&command(form, host, event));
     match host {
-        Host::Gemini => format!(
-            r#"{{"matcher":{},"hooks":[{{"type":"command","command":{cmd},"timeout":{}}}]}}"#,
-            json_string(gemini_matcher(event)),
-            TIMEOUT_SECS * 1000
-        ),
         Host::Copilot => {
             format!(r#"{{"type":"command","bash":{cmd},"timeoutSec":{TIMEOUT_SECS}}}"#)
         }
         Host::Cursor => format!(r#"{{"command":{cmd}}}"#),
-        _ => match matcher(host, event) {
-            Some(m) => format!(
-                r#"{{"matcher":{},"hooks":[{{"type":"command","command":{cmd},"timeout":{TIMEOUT_SECS}}}]}}"#,
-                json_string(m)
-            ),
-            None => format!(
-                r#"{{"hooks":[{{"type":"command","command":{cmd},"timeout":{TIMEOUT_SECS}}}]}}"#
-            ),
-        },
+        _ => {
+            // Gemini counts its timeout in milliseconds.
+            let timeout = match host {
+                Host::Gemini => TIMEOUT_SECS * 1000,
+                _ => TIMEOUT_SECS,
+            };
+            let hooks =
+                format!(r#""hooks":[{{"type":"command","command":{cmd},"timeout":{timeout}}}]"#);
+            match matcher(host, event) {
+                Some(m) => format!(r#"{{"matcher":{},{hooks}}}"#, json_string(m)),
+                None => format!("{{{hooks}}}"),
+            }
+        }
     }
 }
 

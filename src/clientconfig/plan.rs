@@ -386,7 +386,9 @@ impl InstallPlan {
     }
 }
 
-fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: bool) {
+/// The heading of a project's Claude Code entries (`bir install`, `bir
+/// status`), or that it has none; the width of their name column.
+pub(crate) fn say_project(r: &Resolved, plan: &[Planned]) -> usize {
     out(&format!(
         "Claude Code — project {} (key {}), {}",
         r.paths.project.display(),
@@ -396,12 +398,15 @@ fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: boo
     if plan.is_empty() {
         out("  no MCP servers configured for this project");
     }
-    let width = plan
-        .iter()
+    plan.iter()
         .map(|p| p.found.name.len())
         .max()
         .unwrap_or(4)
-        .max(4);
+        .max(4)
+}
+
+fn summary(r: &Resolved, plan: &[Planned], applied: bool, in_place_mcp_json: bool) {
+    let width = say_project(r, plan);
     for p in plan {
         let f = &p.found;
         let (state, why) = match &p.decision {

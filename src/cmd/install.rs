@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 use crate::clientconfig::claude::{self, Paths, Resolved};
 use crate::clientconfig::entry::EntryKind;
 use crate::clientconfig::hook_install;
-use crate::clientconfig::jsonedit::json_string;
 use crate::clientconfig::ledger;
 use crate::clientconfig::plan::{Applied, InstallPlan, InstallRequest, Planned};
 use crate::clientconfig::uninstall::UninstallRequest;
@@ -271,21 +270,7 @@ pub(crate) fn status(cmd: StatusCmd) -> Result<ExitStatus, Error> {
         .into_iter()
         .map(|(found, decision)| Planned { found, decision })
         .collect();
-    out(&format!(
-        "Claude Code — project {} (key {}), {}",
-        paths.project.display(),
-        json_string(&resolved.local_key),
-        paths.claude_json.display()
-    ));
-    if plan.is_empty() {
-        out("  no MCP servers configured for this project");
-    }
-    let width = plan
-        .iter()
-        .map(|p| p.found.name.len())
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    let width = crate::clientconfig::plan::say_project(&resolved, &plan);
     for p in &plan {
         let f = &p.found;
         let state = match (&f.kind, &p.decision) {

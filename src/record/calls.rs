@@ -235,11 +235,13 @@ fn number(calls: &mut [Call]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::record::model::Record;
 
-    fn step(index: u64, t: StepType, tool: &str, id: Option<&str>) -> Step {
+    /// A step of `t` for `tool`, with an id or none (shared with
+    /// `record::layout`'s tests).
+    pub(crate) fn step(index: u64, t: StepType, tool: &str, id: Option<&str>) -> Step {
         Step {
             qualified_name: tool.into(),
             tool_name: tool.into(),

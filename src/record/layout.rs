@@ -249,16 +249,8 @@ pub(crate) fn rows(run: &LoadedRun) -> Vec<Row<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::calls::tests::step;
     use crate::record::model::{Record, RunFinish, RunMetrics, TokenUsage, TurnUsage};
-
-    fn step(index: u64, t: StepType, tool: &str, id: Option<&str>) -> Step {
-        Step {
-            qualified_name: tool.into(),
-            tool_name: tool.into(),
-            tool_use_id: id.map(Into::into),
-            ..Step::new(index, t, String::new())
-        }
-    }
 
     fn prompt(n: u32) -> RunEvent {
         RunEvent::Turn(Turn {
