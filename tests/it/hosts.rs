@@ -182,20 +182,7 @@ fn a_gemini_session_through_bir_hooks_is_told_whole() {
     // here its MCP call came from the hooks only (no proxy was bound).
     let project = t.join("proj");
     std::fs::create_dir_all(&project).expect("mkdir");
-    let out = command(bir(), &t)
-        .args([
-            "install",
-            "--client",
-            "gemini",
-            "--scope",
-            "project",
-            "--project",
-        ])
-        .arg(&project)
-        .current_dir(&project)
-        .output()
-        .expect("install");
-    assert!(out.status.success(), "{out:?}");
+    install_gemini_in(&t, &project);
     for cmd in ["status", "doctor"] {
         let out = command(bir(), &t)
             .arg(cmd)
@@ -317,23 +304,7 @@ fn installing_again_converges_an_older_gemini_install_and_uninstall_stays_exact(
     let file = project.join(".gemini/settings.json");
     let before = "{\n  \"general\": {\"enableAutoUpdate\": false},\n  \"hooks\": {\n    \"BeforeTool\": [\n      {\"matcher\": \"run_shell_command\", \"hooks\": [{\"type\": \"command\", \"command\": \"./guard.sh\"}]}\n    ]\n  }\n}\n";
     std::fs::write(&file, before).expect("write");
-    let install = || {
-        let out = command(bir(), &t)
-            .args([
-                "install",
-                "--client",
-                "gemini",
-                "--scope",
-                "project",
-                "--project",
-            ])
-            .arg(&project)
-            .current_dir(&project)
-            .output()
-            .expect("install");
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let install = || install_gemini_in(&t, &project);
     install();
     let today = std::fs::read_to_string(&file).expect("installed");
     let matcher = "\"matcher\": \"^(mcp_.*|invoke_agent)$\"";
@@ -352,4 +323,24 @@ fn installing_again_converges_an_older_gemini_install_and_uninstall_stays_exact(
         .expect("uninstall");
     assert!(out.status.success(), "{out:?}");
     assert_eq!(std::fs::read_to_string(&file).expect("kept"), before);
+}
+
+/// `bir install --client gemini --scope project` for `project`, run there
+/// with `t` as home; it must succeed. Its stdout.
+fn install_gemini_in(t: &TempDir, project: &Path) -> String {
+    let out = command(bir(), t)
+        .args([
+            "install",
+            "--client",
+            "gemini",
+            "--scope",
+            "project",
+            "--project",
+        ])
+        .arg(project)
+        .current_dir(project)
+        .output()
+        .expect("install");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
