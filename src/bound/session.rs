@@ -897,7 +897,15 @@ impl Session {
         match existing {
             Some(i) => {
                 Self::adopt_identity(&mut self.calls[i], call);
-                i
+                let c = &self.calls[i];
+                if c.selected_emitted || c.selected_index.is_some() {
+                    return i;
+                }
+                // A view that took no place (`before_unknown`) is told in
+                // the order of its hook view, as a call first seen now.
+                let c = self.calls.remove(i);
+                self.calls.push(c);
+                self.calls.len() - 1
             }
             None => {
                 self.calls.push(call);
@@ -1672,6 +1680,7 @@ impl Session {
     /// Tells what call `i` allows; `force` tells everything it has (the
     /// wait is over). Returns whether the call is fully told.
     fn advance(&mut self, cx: &mut Cx, i: usize, force: bool) -> bool {
+        let before_unknown = self.before_unknown();
         let c = &self.calls[i];
         let hooked = c.hooked;
         let has_answer = c.result.is_some() || c.proxy.is_some();
@@ -1699,6 +1708,12 @@ impl Session {
         }
         let c = &mut self.calls[i];
         if has_answer && c.deadline.is_none() {
+            c.deadline = Some(cx.now + cx.cfg.join_grace);
+            if before_unknown {
+                // Its place comes when it is told: after what the
+                // transcript shows came before it.
+                return false;
+            }
             // Hold, keeping the place in the order this view gave it.
             if c.selected_index.is_none() {
                 c.selected_index = Some(self.next_step);
@@ -1706,9 +1721,16 @@ impl Session {
             }
             c.response_index = Some(self.next_step);
             self.next_step += 1;
-            c.deadline = Some(cx.now + cx.cfg.join_grace);
         }
         false
+    }
+
+    /// What came before in this session is not known yet: a catch-up reads
+    /// it, or a run taken up again waits for the hook that starts one (a
+    /// proxy's report may reach a new daemon before any hook). A view that
+    /// arrives now takes no place in the order until it is told.
+    fn before_unknown(&self) -> bool {
+        self.catching_up || self.resuming
     }
 
     /// An MCP call told by the hooks waits for its proxy's report (a proxy

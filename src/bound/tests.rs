@@ -1440,6 +1440,85 @@ fn a_daemon_killed_mid_session_leaves_one_whole_run() {
     assert_eq!(h.final_answers(), 1);
 }
 
+/// The recorder is killed by a built-in call (whose PreToolUse does not
+/// reach bir), and the next daemon is started by an MCP call's proxy: the
+/// proxy's report arrives before any hook, and the calls no daemon heard
+/// come from the transcript afterwards. The proxy's call takes its place
+/// after them, not before: the order is the transcript's.
+#[test]
+fn a_proxy_report_to_a_resumed_run_waits_for_what_came_before() {
+    let mut h = Harness::new();
+    let before = json!({"message": "before"});
+    let after = json!({"message": "after"});
+    let echo = |id, args: &Value, text: &str| {
+        (id, "mcp__everything__echo", args.clone(), echo_result(text))
+    };
+    h.begin_told_by_hooks(
+        "echo around a kill",
+        &[
+            shell("toolu_1", "a", "1"),
+            echo("toolu_2", &before, "before"),
+            shell("toolu_3", "kill", ""),
+            shell("toolu_4", "c", "3"),
+            echo("toolu_5", &after, "after"),
+            shell("toolu_6", "d", "4"),
+        ],
+        "done",
+    );
+    h.register(1.5, "p-everything", "everything");
+    h.post(
+        2.0,
+        "Bash",
+        "toolu_1",
+        json!({"command": "a"}),
+        json!({"stdout": "1"}),
+    );
+    h.pre(3.0, "mcp__everything__echo", "toolu_2", before.clone());
+    h.echo_report(3.2, Some("toolu_2"), before.clone(), "before");
+    h.post(
+        3.4,
+        "mcp__everything__echo",
+        "toolu_2",
+        before,
+        echo_result("before"),
+    );
+    let run = loaded(&h);
+
+    h.engine = Engine::new(EngineConfig::for_tests());
+    assert!(h.engine.resume(&run, at(7.0)));
+    h.register(7.5, "p-everything", "everything");
+    h.echo_report(8.0, Some("toolu_5"), after.clone(), "after");
+
+    h.post(
+        8.5,
+        "mcp__everything__echo",
+        "toolu_5",
+        after,
+        echo_result("after"),
+    );
+    h.post(
+        9.0,
+        "Bash",
+        "toolu_6",
+        json!({"command": "d"}),
+        json!({"stdout": "4"}),
+    );
+    h.stop(9.5, "done");
+    h.end(10.0);
+    h.tick(30.0);
+    h.assert_well_formed();
+    assert_eq!(h.run_count(), 1);
+    let selected: Vec<u64> = [
+        "toolu_1", "toolu_2", "toolu_3", "toolu_4", "toolu_5", "toolu_6",
+    ]
+    .iter()
+    .map(|id| h.assert_told_once(id).0.step_index)
+    .collect();
+    let mut sorted = selected.clone();
+    sorted.sort_unstable();
+    assert_eq!(selected, sorted, "chosen in the transcript's order");
+}
+
 /// `bir down` while a session is live, then a daemon again: the same one
 /// run, as after a kill.
 #[test]
