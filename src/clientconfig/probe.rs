@@ -10,8 +10,12 @@
 //! input and waits a bounded time before killing it, so no server it
 //! started outlives it. What it keeps of the server's stderr is bounded
 //! (the last 16 KiB), and only a short tail is reported.
+//!
+//! [`path_proxy`] is the other check of a started program: the first
+//! `bir-proxy` on `PATH`, run with `--version` and compared with this bir.
 
 use std::collections::VecDeque;
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::entry::is_executable;
 use super::jsonedit::{Doc, Flavor, Kind, Node};
 use super::vars::expand_env;
 use super::vocab::Found;
@@ -233,4 +238,127 @@ pub(crate) fn entry_launch(found: &Found, project: &Path) -> Result<Launch, Erro
     let doc = Doc::parse(found.raw.as_bytes(), Flavor::Jsonc)
         .map_err(|e| Error::failure(e.to_string()))?;
     launch_spec(&doc.root, project)
+}
+
+/// The `bir-proxy` a bare `bir-proxy` command would start: the first
+/// executable one on `PATH`, and what it says its version is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PathProxy {
+    /// `PATH` is not set.
+    NoPath,
+    /// No `bir-proxy` on `PATH` (fine: bir's entries name absolute paths).
+    Absent,
+    /// Its `--version` line is this bir's.
+    Same { path: PathBuf, version: String },
+    /// Its `--version` line (`theirs`) is not this bir's (`mine`).
+    Differs {
+        path: PathBuf,
+        theirs: String,
+        mine: String,
+    },
+    /// It could not be run.
+    DoesNotRun { path: PathBuf, error: String },
+}
+
+/// Finds `bir-proxy` in `path` (the value of `PATH`, None when unset) and
+/// runs it with `--version` (stdin closed) to compare with this bir's
+/// version line.
+pub(crate) fn path_proxy(path: Option<&OsStr>) -> PathProxy {
+    let Some(path) = path else {
+        return PathProxy::NoPath;
+    };
+    let found = std::env::split_paths(path)
+        .map(|d| d.join("bir-proxy"))
+        .find(|p| is_executable(p));
+    let Some(p) = found else {
+        return PathProxy::Absent;
+    };
+    let mine = crate::cli::version_line("bir-proxy");
+    match Command::new(&p)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(o) => {
+            let theirs = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+            if theirs == mine {
+                PathProxy::Same {
+                    path: p,
+                    version: theirs,
+                }
+            } else {
+                PathProxy::Differs {
+                    path: p,
+                    theirs,
+                    mine,
+                }
+            }
+        }
+        Err(e) => PathProxy::DoesNotRun {
+            path: p,
+            error: e.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &Path, body: &str) {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let file = dir.join("bir-proxy");
+        std::fs::write(&file, format!("#!/bin/sh\n{body}\n")).expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    #[test]
+    fn path_proxy_finds_the_first_executable_one_and_compares_its_version() {
+        let base = std::env::temp_dir().join(format!("bir-path-proxy-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let (empty, old, same) = (base.join("empty"), base.join("old"), base.join("same"));
+        std::fs::create_dir_all(&empty).expect("mkdir");
+        script(&old, "echo 'bir-proxy 0.0.1'");
+        let mine = crate::cli::version_line("bir-proxy");
+        script(&same, &format!("echo '{mine}'"));
+        let path = |dirs: &[&Path]| std::env::join_paths(dirs).expect("join");
+        // A script just written may be briefly "busy" while another test
+        // thread forks: run it again then.
+        let path_proxy = |p: Option<&OsStr>| {
+            let mut got = path_proxy(p);
+            for _ in 0..50 {
+                match &got {
+                    PathProxy::DoesNotRun { error, .. } if error.contains("busy") => {
+                        std::thread::sleep(Duration::from_millis(20));
+                        got = super::path_proxy(p);
+                    }
+                    _ => break,
+                }
+            }
+            got
+        };
+
+        assert_eq!(path_proxy(None), PathProxy::NoPath);
+        assert_eq!(
+            path_proxy(Some(path(&[&empty]).as_os_str())),
+            PathProxy::Absent
+        );
+        assert_eq!(
+            path_proxy(Some(path(&[&empty, &same, &old]).as_os_str())),
+            PathProxy::Same {
+                path: same.join("bir-proxy"),
+                version: mine.clone()
+            }
+        );
+        assert_eq!(
+            path_proxy(Some(path(&[&old, &same]).as_os_str())),
+            PathProxy::Differs {
+                path: old.join("bir-proxy"),
+                theirs: "bir-proxy 0.0.1".into(),
+                mine
+            }
+        );
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }

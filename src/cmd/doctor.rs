@@ -13,14 +13,13 @@
 
 use argh::FromArgs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
 use super::install::resolve_for;
 use crate::clientconfig::claude::Paths;
 use crate::clientconfig::entry::{EntryKind, is_executable};
-use crate::clientconfig::probe::{Probe, entry_launch, probe};
+use crate::clientconfig::probe::{PathProxy, Probe, entry_launch, path_proxy, probe};
 use crate::clientconfig::vocab::{Decision, Found, Scope};
 
 use crate::error::{Error, ExitStatus};
@@ -65,46 +64,30 @@ fn check_home() -> String {
     }
 }
 
+/// The line about `bir-proxy` on `PATH` ([`path_proxy`]), and whether it
+/// is fine.
 fn check_path_proxy() -> (String, bool) {
-    let Some(path) = std::env::var_os("PATH") else {
-        return ("bir-proxy on PATH: PATH is not set".into(), true);
-    };
-    let found = std::env::split_paths(&path)
-        .map(|d| d.join("bir-proxy"))
-        .find(|p| is_executable(p));
-    let Some(p) = found else {
-        return (
+    match path_proxy(std::env::var_os("PATH").as_deref()) {
+        PathProxy::NoPath => ("bir-proxy on PATH: PATH is not set".into(), true),
+        PathProxy::Absent => (
             "bir-proxy on PATH: none (fine: entries use absolute paths)".into(),
             true,
-        );
-    };
-    let mine = crate::cli::version_line("bir-proxy");
-    match Command::new(&p)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-    {
-        Ok(o) => {
-            let theirs = String::from_utf8_lossy(&o.stdout).trim().to_owned();
-            if theirs == mine {
-                (
-                    format!("bir-proxy on PATH: {} ({theirs})", p.display()),
-                    true,
-                )
-            } else {
-                (
-                    format!(
-                        "bir-proxy on PATH: PROBLEM: {} is \"{theirs}\", this bir is \"{mine}\" (reinstall, or remove the old one)",
-                        p.display()
-                    ),
-                    false,
-                )
-            }
-        }
-        Err(e) => (
+        ),
+        PathProxy::Same { path, version } => (
+            format!("bir-proxy on PATH: {} ({version})", path.display()),
+            true,
+        ),
+        PathProxy::Differs { path, theirs, mine } => (
             format!(
-                "bir-proxy on PATH: PROBLEM: {} does not run: {e}",
-                p.display()
+                "bir-proxy on PATH: PROBLEM: {} is \"{theirs}\", this bir is \"{mine}\" (reinstall, or remove the old one)",
+                path.display()
+            ),
+            false,
+        ),
+        PathProxy::DoesNotRun { path, error } => (
+            format!(
+                "bir-proxy on PATH: PROBLEM: {} does not run: {error}",
+                path.display()
             ),
             false,
         ),
