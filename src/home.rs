@@ -1,5 +1,6 @@
 //! bir's own place on disk and the few OS primitives every writer of it
-//! shares: `$BIR_HOME`, private files and directories, advisory `flock`s.
+//! shares: `$BIR_HOME`, private files and directories, a private file
+//! replaced atomically, advisory `flock`s.
 //!
 //! A leaf: the store, the recording service's credentials and catch-up,
 //! the install ledger and `bir doctor` all use it; it uses nothing of the
@@ -170,6 +171,36 @@ pub(crate) fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Replaces `target` atomically with `bytes`, as a private file: written
+/// to a private temporary file beside it (never through a symlink, only a
+/// regular file), fsynced, then renamed over it, so a reader sees the old
+/// bytes or the new ones, never half. The temporary file is removed when
+/// anything fails.
+pub(crate) fn replace_private_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "report.html".into());
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut file = open_regular(
+            private_file().write(true).create(true).truncate(true),
+            &temp,
+        )?;
+        io::Write::write_all(&mut file, bytes)?;
+        file.sync_all()?;
+        fs::rename(&temp, target)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +226,30 @@ mod tests {
         assert!(problems[0].starts_with("mode 755, should be 700 (run: chmod 700 "));
         assert_eq!(problems[1], "installed.json is mode 644, should be 600");
         fs::remove_dir_all(&base).expect("clean up");
+    }
+
+    #[test]
+    fn a_replaced_file_is_whole_private_and_leaves_no_temporary_file() {
+        let dir = std::env::temp_dir().join(format!("bir-home-replace-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("mkdir");
+        let page = dir.join("page.html");
+        fs::write(&page, "old").expect("write");
+        fs::set_permissions(&page, fs::Permissions::from_mode(0o644)).expect("chmod");
+        replace_private_file(&page, b"new").expect("replace");
+        assert_eq!(fs::read(&page).expect("read"), b"new");
+        let mode = fs::metadata(&page).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // A target that cannot be replaced (a directory) fails and leaves
+        // no temporary file behind.
+        fs::create_dir(dir.join("taken")).expect("mkdir");
+        assert!(replace_private_file(&dir.join("taken"), b"x").is_err());
+        let names: Vec<String> = fs::read_dir(&dir)
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -32,6 +32,7 @@ use serde_json::{Map, Value, json};
 
 use crate::record::calls::{Call, reader_calls};
 use crate::record::model::{Step, StepKind, StepType, TokenUsage};
+use crate::record::prices::Prices;
 use crate::record::store::LoadedRun;
 
 /// The page's document for `run`. `live` asks the page to refresh itself
@@ -106,6 +107,29 @@ pub(crate) fn build(run: &LoadedRun, live: bool, generated_at: &str) -> Value {
         "events": events,
         "span": span,
     })
+}
+
+/// `costUsd` on the run and on each turn whose tokens all have a price
+/// the user set (`record::prices`); nowhere else.
+pub(crate) fn add_costs(doc: &mut serde_json::Value, run: &LoadedRun, prices: &Prices) {
+    let Some(metrics) = run.finish.as_ref().map(|f| &f.metrics) else {
+        return;
+    };
+    if let Some(cost) = prices.cost(&metrics.turn_usage) {
+        doc["run"]["costUsd"] = cost.into();
+    }
+    if let Some(turns) = doc["turns"].as_array_mut() {
+        for t in turns {
+            let Some(n) = t["turn"].as_u64() else {
+                continue;
+            };
+            if let Some(cost) =
+                prices.cost(metrics.turn_usage.iter().filter(|r| u64::from(r.turn) == n))
+            {
+                t["costUsd"] = cost.into();
+            }
+        }
+    }
 }
 
 /// Turn `turn`'s tokens, where the host reported them.
@@ -439,5 +463,47 @@ mod tests {
         assert_eq!(millis("1970-01-01T00:00:02Z"), Some(2000));
         assert_eq!(millis("1970-01-01T01:00:00.000+01:00"), Some(0));
         assert_eq!(millis("soon"), None);
+    }
+
+    #[test]
+    fn costs_go_on_the_run_and_on_each_turn_whose_tokens_all_have_a_price() {
+        use crate::record::model::{RunFinish, RunMetrics, TurnUsage};
+        let usage = |turn: u32, model: &str| TurnUsage {
+            turn,
+            model: Some(model.into()),
+            usage: TokenUsage {
+                input: 1_000_000,
+                output: 0,
+                cache_read: 0,
+                cache_write: 0,
+            },
+        };
+        let run = LoadedRun {
+            finish: Some(RunFinish {
+                metrics: RunMetrics {
+                    turn_usage: vec![usage(1, "priced"), usage(2, "unpriced")],
+                    ..RunMetrics::default()
+                },
+                ..RunFinish::default()
+            }),
+            ..LoadedRun::default()
+        };
+        let prices = Prices::parse(r#"{"priced": {"input": 2, "output": 8}}"#).expect("prices");
+        let mut doc = json!({"run": {}, "turns": [{"turn": 1}, {"turn": 2}]});
+        add_costs(&mut doc, &run, &prices);
+        assert_eq!(doc["turns"][0]["costUsd"], json!(2.0));
+        assert!(doc["turns"][1].get("costUsd").is_none(), "no partial cost");
+        assert!(
+            doc["run"].get("costUsd").is_none(),
+            "the run has an unpriced turn"
+        );
+
+        let mut doc = json!({"run": {}, "turns": [{"turn": 1}]});
+        add_costs(&mut doc, &run, &Prices::default());
+        assert_eq!(
+            doc,
+            json!({"run": {}, "turns": [{"turn": 1}]}),
+            "no prices, no cost"
+        );
     }
 }

@@ -20,15 +20,14 @@
 
 use argh::FromArgs;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{Context, Error, ExitStatus};
-use crate::home::{ensure_private_dir, open_regular, private_file, report_page};
+use crate::home::{ensure_private_dir, replace_private_file, report_page};
 use crate::output::{escape, out};
-use crate::record::prices::{Prices, user_prices};
+use crate::record::prices::user_prices;
 use crate::record::store::{LoadedRun, Store, load_path};
 use crate::report::{document, page};
 use crate::time::rfc3339;
@@ -119,59 +118,10 @@ fn is_live(run: &LoadedRun) -> bool {
 /// Renders `run` and replaces `target` with it.
 fn write_page(run: &LoadedRun, target: &Path, live: bool) -> Result<(), Error> {
     let mut doc = document::build(run, live, &rfc3339(SystemTime::now()));
-    add_costs(&mut doc, run, user_prices());
+    document::add_costs(&mut doc, run, user_prices());
     let html = page::render(&doc, &run.id());
-    replace_file(target, html.as_bytes()).context(|| format!("cannot write {}", target.display()))
-}
-
-/// `costUsd` on the run and on each turn whose tokens all have a price
-/// the user set (`record::prices`); nowhere else.
-fn add_costs(doc: &mut serde_json::Value, run: &LoadedRun, prices: &Prices) {
-    let Some(metrics) = run.finish.as_ref().map(|f| &f.metrics) else {
-        return;
-    };
-    if let Some(cost) = prices.cost(&metrics.turn_usage) {
-        doc["run"]["costUsd"] = cost.into();
-    }
-    if let Some(turns) = doc["turns"].as_array_mut() {
-        for t in turns {
-            let Some(n) = t["turn"].as_u64() else {
-                continue;
-            };
-            if let Some(cost) =
-                prices.cost(metrics.turn_usage.iter().filter(|r| u64::from(r.turn) == n))
-            {
-                t["costUsd"] = cost.into();
-            }
-        }
-    }
-}
-
-/// Writes `bytes` to a private temporary file beside `target`, then
-/// renames it over `target`.
-fn replace_file(target: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report.html".into());
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut file = open_regular(
-            private_file().write(true).create(true).truncate(true),
-            &temp,
-        )?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, target)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    written
+    replace_private_file(target, html.as_bytes())
+        .context(|| format!("cannot write {}", target.display()))
 }
 
 /// Rewrites the page as the journal changes, until the run ends.
