@@ -6,17 +6,17 @@
 //! store of thousands of runs is listed from one small file plus a `stat`
 //! per journal.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde_json::json;
+use serde::Serialize;
 
 use super::{Screen, clip, parse_age, short_id};
 use crate::cmd::runs::RunsCmd;
 use crate::error::{Context, Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::record::index::{Origins, RunFilter, RunSummary};
+use crate::record::model::TokenUsage;
 use crate::record::store::Store;
 use crate::time::parse_rfc3339;
 
@@ -109,7 +109,10 @@ pub(super) fn list(store: &Store, cmd: &RunsCmd) -> Result<ExitStatus, Error> {
     if cmd.json {
         let mut lines = String::new();
         for s in kept.iter().take(cmd.limit) {
-            let _ = writeln!(lines, "{}", json_line(s));
+            if let Ok(line) = serde_json::to_string(&json_line(s)) {
+                lines.push_str(&line);
+                lines.push('\n');
+            }
         }
         // No run: no line at all (not an empty one a script would parse).
         if !lines.is_empty() {
@@ -188,44 +191,82 @@ fn short_count(n: u64) -> String {
 
 /// One run as a JSON line: the fields `bir runs --json` has always had,
 /// then `cwd` and `tools`, and `tokens` where the host reported them.
-fn json_line(s: &RunSummary) -> serde_json::Value {
-    let or_unknown = |v: &str| {
-        if v.is_empty() {
-            "?".to_owned()
-        } else {
-            v.to_owned()
-        }
-    };
-    let mut line = json!({
-        "id": s.id,
-        "startedAt": or_unknown(&s.started_at),
-        "tier": or_unknown(&s.tier),
-        "servers": s.servers.join(","),
-        "toolCalls": s.tool_calls,
-        "errors": s.errors,
-        "lossy": s.lossy,
-        "state": s.state(),
-    });
-    if let Some(p) = &s.prompt {
-        line["prompt"] = json!(p);
+///
+/// Serialised straight from the summary (no `serde_json::Value` built per
+/// run: a map per run and per tool, and a string per number with the
+/// crate's `arbitrary_precision`, were most of a listing's CPU). The keys
+/// are in alphabetical order, the order a `Value` map wrote them in, so
+/// the bytes are the same.
+fn json_line(s: &RunSummary) -> JsonLine<'_> {
+    fn or_unknown(v: &str) -> &str {
+        if v.is_empty() { "?" } else { v }
     }
-    if let Some(m) = &s.made_by {
-        line["madeBy"] = json!(m);
-    }
-    if let Some(o) = s.origin {
-        line["origin"] = json!(o.word());
-    }
-    line["cwd"] = json!(s.cwd);
-    line["tools"] = json!(
-        s.tools
+    JsonLine {
+        cwd: &s.cwd,
+        errors: s.errors,
+        id: &s.id,
+        lossy: s.lossy,
+        made_by: s.made_by.as_deref(),
+        origin: s.origin.map(|o| o.word()),
+        prompt: s.prompt.as_deref(),
+        servers: s.servers.join(","),
+        started_at: or_unknown(&s.started_at),
+        state: s.state(),
+        tier: or_unknown(&s.tier),
+        tool_calls: s.tool_calls,
+        tokens: s.tokens.as_ref(),
+        tools: s
+            .tools
             .iter()
-            .map(|t| json!({"server": t.server, "tool": t.tool, "calls": t.calls, "errors": t.errors}))
-            .collect::<Vec<_>>()
-    );
-    if let Some(u) = &s.tokens {
-        line["tokens"] = json!(u);
+            .map(|t| JsonTool {
+                calls: t.calls,
+                errors: t.errors,
+                server: &t.server,
+                tool: &t.tool,
+            })
+            .collect(),
     }
-    line
+}
+
+/// [`json_line`]'s shape; the fields in alphabetical order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonLine<'a> {
+    cwd: &'a str,
+    errors: u64,
+    id: &'a str,
+    lossy: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    made_by: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<&'a str>,
+    servers: String,
+    started_at: &'a str,
+    state: String,
+    tier: &'a str,
+    tool_calls: u64,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "sorted")]
+    tokens: Option<&'a TokenUsage>,
+    tools: Vec<JsonTool<'a>>,
+}
+
+/// One tool of [`JsonLine`], the fields in alphabetical order.
+#[derive(Serialize)]
+struct JsonTool<'a> {
+    calls: u64,
+    errors: u64,
+    server: &'a str,
+    tool: &'a str,
+}
+
+/// Token counts with their keys sorted, as a `Value` map writes them (only
+/// for the runs that have counts).
+fn sorted<S: serde::Serializer>(u: &Option<&TokenUsage>, ser: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(u)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(ser)
 }
 
 #[cfg(test)]
