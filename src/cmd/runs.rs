@@ -7,11 +7,12 @@
 use argh::FromArgs;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::{self, Context, Error, ExitStatus};
 use crate::output::{escape, out};
 use crate::record::calls::Call;
+use crate::record::export as record_export;
 use crate::record::layout::{self, Row};
 use crate::record::model::{ServerSnapshot, TokenUsage};
 use crate::record::prices::{format_usd, user_prices as prices};
@@ -477,34 +478,15 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
+/// Prints `run` as `format` asks (the document is `record::export`'s).
 fn export(run: &LoadedRun, format: &str) -> Result<ExitStatus, Error> {
     match format {
         "json" => {
-            let mut doc = json!({
-                "id": run.id(),
-                "run": run.header,
-                "servers": run.snapshots,
-                "steps": run.steps,
-                "finish": run.finish,
-                "tornBytes": run.torn_bytes,
-            });
-            // A bound run also has its prompts and session events (in
-            // journal order, like the steps; `stepIndex` is the true order
-            // of the steps).
-            if layout::is_bound(run) || !run.turns.is_empty() || !run.events.is_empty() {
-                doc["turns"] = json!(run.turns);
-                doc["events"] = json!(run.events);
-            }
-            out(&serde_json::to_string_pretty(&doc).unwrap_or_default());
+            out(&serde_json::to_string_pretty(&record_export::document(run)).unwrap_or_default());
             Ok(ExitStatus::Success)
         }
         "jsonl" => {
-            let lines: Vec<String> = run
-                .records
-                .iter()
-                .filter_map(|r| serde_json::to_string(r).ok())
-                .collect();
-            out(&lines.join("\n"));
+            out(&record_export::lines(run).join("\n"));
             Ok(ExitStatus::Success)
         }
         other => Err(Error::usage(format!(

@@ -23,6 +23,7 @@
 
 pub(crate) mod calls;
 pub(crate) mod catchup;
+pub(crate) mod export;
 pub(crate) mod index;
 pub(crate) mod journal;
 pub(crate) mod layout;
