@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use super::span::{Event, KeyValue, Span, SpanKind, StatusCode, kv};
 use crate::record::calls::{Call, reader_calls};
 use crate::record::model::{
-    RunEvent, RunFinish, RunHeader, SessionEvent, Step, StepKind, StepType, TokenUsage, Turn,
+    RunEvent, RunFinish, RunHeader, SessionEvent, Step, StepKind, TokenUsage, Turn,
 };
 use crate::record::store::LoadedRun;
 
@@ -218,7 +218,6 @@ pub(crate) fn spans_of(run: &LoadedRun, opts: &MapOptions) -> Vec<Span> {
 struct Journal<'a> {
     header: &'a RunHeader,
     finish: Option<&'a RunFinish>,
-    steps: Vec<&'a Step>,
     turns: Vec<&'a Turn>,
     session_events: Vec<&'a SessionEvent>,
     protocol_versions: HashMap<&'a str, &'a str>,
@@ -226,6 +225,7 @@ struct Journal<'a> {
     /// was when the step was written.
     connections: HashMap<&'a str, Connection<'a>>,
     step_connections: HashMap<&'a str, Connection<'a>>,
+    answers: Vec<&'a Step>,
 }
 
 impl<'a> Journal<'a> {
@@ -233,7 +233,6 @@ impl<'a> Journal<'a> {
     fn read(run: &'a LoadedRun) -> Option<Journal<'a>> {
         let mut header: Option<&RunHeader> = None;
         let mut finish: Option<&RunFinish> = None;
-        let mut steps: Vec<&Step> = Vec::new();
         let mut turns = Vec::new();
         let mut session_events = Vec::new();
         let mut protocol_versions: HashMap<&str, &str> = HashMap::new();
@@ -247,7 +246,6 @@ impl<'a> Journal<'a> {
                     if let Some(c) = connections.get(s.server_name.as_str()) {
                         step_connections.insert(s.id.as_str(), *c);
                     }
-                    steps.push(s);
                 }
                 RunEvent::Turn(t) => turns.push(t),
                 RunEvent::SessionEvent(e) => session_events.push(e),
@@ -269,29 +267,23 @@ impl<'a> Journal<'a> {
         Some(Journal {
             header: header?,
             finish,
-            steps,
             turns,
             session_events,
             protocol_versions,
             connections,
             step_connections,
+            answers: crate::record::layout::answers(run)
+                .into_iter()
+                .map(|a| a.step)
+                .collect(),
         })
     }
 
-    /// The final answers, in step order; one emitted again (an amended
-    /// view) counts once: its last emission.
+    /// The run's final answers, as `record::layout::answers` orders them
+    /// (by turn, then step index; an amended one once, as its last
+    /// emission; a subagent's left out).
     fn answers(&self) -> Vec<&'a Step> {
-        let mut answers: Vec<&Step> = Vec::new();
-        for st in self
-            .steps
-            .iter()
-            .filter(|st| st.step_type == StepType::FinalAnswer)
-        {
-            answers.retain(|a| a.step_index != st.step_index);
-            answers.push(st);
-        }
-        answers.sort_by_key(|a| a.step_index);
-        answers
+        self.answers.clone()
     }
 }
 

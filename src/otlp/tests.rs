@@ -448,3 +448,44 @@ fn tokens_go_on_the_root_and_on_each_turns_prompt_and_add_nothing_else() {
     assert_eq!(json_of(&stripped), golden);
     assert_ne!(json_of(&spans), golden);
 }
+
+#[test]
+fn the_roots_answers_are_the_runs_in_runs_shows_order() {
+    let run = crate::record::layout::tests::answers_told_out_of_order();
+    let spans = spans_of(
+        &run,
+        &MapOptions {
+            content: true,
+            ..MapOptions::default()
+        },
+    );
+    let root = spans
+        .iter()
+        .find(|s| s.parent_span_id.is_none())
+        .expect("a root span");
+    let text = |attrs: &[KeyValue], key: &str| {
+        attrs
+            .iter()
+            .find(|kv| kv.key == key)
+            .map(|kv| match &kv.value {
+                Value::Str(s) => s.clone(),
+                other => format!("{other:?}"),
+            })
+    };
+    let output = text(&root.attributes, "gen_ai.output.messages").expect("output messages");
+    assert!(
+        output.contains("turn 2, amended"),
+        "the last turn's answer: {output}"
+    );
+    let answers: Vec<Option<String>> = root
+        .events
+        .iter()
+        .filter(|e| e.name == "bir.final_answer")
+        .map(|e| text(&e.attributes, "bir.turn"))
+        .collect();
+    assert_eq!(
+        answers,
+        [Some("Int(1)".to_owned()), Some("Int(2)".to_owned())],
+        "the run's two answers, not the subagent's"
+    );
+}

@@ -15,7 +15,11 @@
 //!   its steps name as parent;
 //! * a final answer sits at its own step index, in the turn it names (else
 //!   the last prompt before it in the journal); one emitted again (an
-//!   amended view) counts once, at its last emission;
+//!   amended view) counts once, at its last emission. [`answers`] is that
+//!   view of a run's answers, and the only one: `bir runs show`, the report
+//!   and the OpenTelemetry export all take theirs from it. A subagent's
+//!   answer is not the run's: it hangs under the Agent call that started
+//!   the subagent, like its calls;
 //! * the turns are every prompt, every turn an entry or the host's token
 //!   counts name, and a turn 0 when something came before the first
 //!   prompt.
@@ -25,6 +29,58 @@ use std::collections::HashMap;
 use super::calls::{Call, reader_calls};
 use super::model::{RunEvent, SessionEvent, Step, StepType, Turn};
 use super::store::LoadedRun;
+
+/// A final answer of the run's own agent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Answer<'a> {
+    pub step: &'a Step,
+    /// The turn it answers: the one it names, else the last prompt
+    /// recorded before it in the journal (0: before the first prompt).
+    pub turn: u32,
+    /// The journal position of its last emission.
+    pub seq: u64,
+}
+
+/// The run's final answers in the order `bir runs show` tells them: by
+/// turn, then by step index (the true order), then journal position. An
+/// answer emitted again for the same step (an amended view) counts once,
+/// as its last emission. A subagent's answer (a step that names an agent)
+/// is not the run's and is left out. Read from the journal's records.
+pub(crate) fn answers(run: &LoadedRun) -> Vec<Answer<'_>> {
+    let mut prompts: Vec<(u64, u32)> = Vec::new();
+    let mut found: Vec<(u64, &Step)> = Vec::new();
+    for r in &run.records {
+        match &r.event {
+            RunEvent::Turn(t) => prompts.push((r.seq, t.turn)),
+            RunEvent::Step(s) if s.step_type == StepType::FinalAnswer && s.agent_id.is_none() => {
+                found.retain(|(_, a)| a.step_index != s.step_index);
+                found.push((r.seq, s));
+            }
+            _ => {}
+        }
+    }
+    let mut answers: Vec<Answer> = found
+        .into_iter()
+        .map(|(seq, step)| Answer {
+            step,
+            turn: step.turn.unwrap_or_else(|| turn_before(&prompts, seq)),
+            seq,
+        })
+        .collect();
+    answers.sort_by_key(|a| (a.turn, a.step.step_index, a.seq));
+    answers
+}
+
+/// The turn of the last prompt in `prompts` (journal position, turn)
+/// recorded before journal position `seq`; 0 when none was.
+fn turn_before(prompts: &[(u64, u32)], seq: u64) -> u32 {
+    prompts
+        .iter()
+        .filter(|(s, _)| *s < seq)
+        .map(|(_, t)| *t)
+        .max()
+        .unwrap_or(0)
+}
 
 /// Whether `run` is a bound run (laid out by [`turns`]): its header says
 /// so, or, without a header, it recorded prompts.
@@ -105,12 +161,14 @@ pub(crate) fn turns(run: &LoadedRun) -> Turns<'_> {
     // The calls, paired and numbered as every reader numbers them.
     let calls = reader_calls(run);
     let mut children: Vec<Vec<Entry>> = calls.iter().map(|_| Vec::new()).collect();
-    // A final answer emitted again (an amended view): the last one wins.
-    let mut answers: Vec<(u64, &Step)> = Vec::new();
+    // The run's answers, and its subagents' (an answer emitted again, an
+    // amended view: the last one wins).
+    let answers = answers(run);
+    let mut subagent_answers: Vec<(u64, &Step)> = Vec::new();
     for &(seq, s) in &steps {
-        if s.step_type == StepType::FinalAnswer {
-            answers.retain(|(_, a)| a.step_index != s.step_index);
-            answers.push((seq, s));
+        if s.step_type == StepType::FinalAnswer && s.agent_id.is_some() {
+            subagent_answers.retain(|(_, a)| a.step_index != s.step_index);
+            subagent_answers.push((seq, s));
         }
     }
 
@@ -174,9 +232,26 @@ pub(crate) fn turns(run: &LoadedRun) -> Turns<'_> {
             None => top.push((turn_at(seq), order, Entry::Event(e))),
         }
     }
-    for &(seq, a) in &answers {
-        let turn = a.turn.unwrap_or_else(|| turn_at(seq));
-        top.push((turn, (a.step_index, 0, seq), Entry::Answer(a)));
+    for a in &answers {
+        top.push((a.turn, (a.step.step_index, 0, a.seq), Entry::Answer(a.step)));
+    }
+    // A subagent's answer under the Agent call that started it (at the top,
+    // in its turn, when no call is known to have).
+    for &(seq, a) in &subagent_answers {
+        let order = (a.step_index, 0, seq);
+        let parent = a
+            .agent_id
+            .as_deref()
+            .and_then(|agent| parent_of_agent.get(agent))
+            .and_then(|p| by_id.get(p).copied());
+        match parent {
+            Some(p) => nested.push((p, order, Entry::Answer(a))),
+            None => top.push((
+                a.turn.unwrap_or_else(|| turn_at(seq)),
+                order,
+                Entry::Answer(a),
+            )),
+        }
     }
     nested.sort_by_key(|(_, o, _)| *o);
     for (p, _, entry) in nested {
@@ -237,22 +312,20 @@ pub(crate) fn rows(run: &LoadedRun) -> Vec<Row<'_>> {
         .into_iter()
         .map(|c| (c.order, Row::Call(c)))
         .collect();
-    for step in &run.steps {
-        if step.step_type == StepType::FinalAnswer {
-            rows.push((step.step_index, Row::Answer));
-        }
+    for a in answers(run) {
+        rows.push((a.step.step_index, Row::Answer));
     }
     rows.sort_by_key(|r| r.0);
     rows.into_iter().map(|(_, row)| row).collect()
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::record::calls::tests::step;
     use crate::record::model::{Record, RunFinish, RunMetrics, TokenUsage, TurnUsage};
 
-    fn prompt(n: u32) -> RunEvent {
+    pub(crate) fn prompt(n: u32) -> RunEvent {
         RunEvent::Turn(Turn {
             turn: n,
             at: String::new(),
@@ -270,7 +343,7 @@ mod tests {
         })
     }
 
-    fn answer(index: u64, turn: Option<u32>, text: &str) -> RunEvent {
+    pub(crate) fn answer(index: u64, turn: Option<u32>, text: &str) -> RunEvent {
         let mut s = step(index, StepType::FinalAnswer, "", None);
         s.turn = turn;
         s.output = Some(serde_json::json!(text).into());
@@ -279,7 +352,7 @@ mod tests {
 
     /// A run read back from `events` as the store reads a journal, in
     /// this journal order (`seq` 1, 2, 3, …).
-    fn run(events: Vec<RunEvent>) -> LoadedRun {
+    pub(crate) fn run(events: Vec<RunEvent>) -> LoadedRun {
         let mut run = LoadedRun::default();
         for (i, event) in events.into_iter().enumerate() {
             let record = Record {
@@ -425,5 +498,95 @@ mod tests {
             })
             .collect();
         assert_eq!(shown, ["1 echo", "answer", "2 add"]);
+    }
+
+    /// A bound run whose answers every reader used to order differently:
+    /// turn 1 starts a subagent that answers (its answer is not the
+    /// run's); turn 2 is answered (and that answer amended); then turn 1's
+    /// answer, recovered from the transcript, is told late, at a higher
+    /// step index than turn 2's. In journal order: the subagent's, turn
+    /// 2's, turn 1's; in step-index order the same; `bir runs show` told
+    /// the subagent's and turn 1's in turn 1, then turn 2's.
+    pub(crate) fn answers_told_out_of_order() -> LoadedRun {
+        let mut header = crate::record::model::RunHeader {
+            id: "run_answers".into(),
+            started_at: "2026-12-01T00:00:00.000Z".into(),
+            input: None,
+            metadata: crate::record::model::RunMetadata::default(),
+        };
+        header.metadata.tier = "bound".into();
+        let mut inner = step(3, StepType::ToolSelected, "Read", Some("t2"));
+        inner.agent_id = Some("ag".into());
+        inner.parent_tool_use_id = Some("t1".into());
+        let RunEvent::Step(mut subagent) = answer(4, Some(1), "the subagent's") else {
+            unreachable!("answer() makes a step");
+        };
+        subagent.agent_id = Some("ag".into());
+        let RunEvent::Step(mut recovered) = answer(9, Some(1), "turn 1, recovered") else {
+            unreachable!("answer() makes a step");
+        };
+        recovered.recovered = true;
+        run(vec![
+            RunEvent::RunStarted(header),
+            prompt(1),
+            RunEvent::Step(step(1, StepType::ToolSelected, "Agent", Some("t1"))),
+            RunEvent::Step(inner),
+            RunEvent::Step(subagent),
+            RunEvent::Step(step(5, StepType::ToolResponse, "Agent", Some("t1"))),
+            prompt(2),
+            answer(7, Some(2), "turn 2"),
+            answer(7, Some(2), "turn 2, amended"),
+            RunEvent::Step(recovered),
+        ])
+    }
+
+    /// An answer's text.
+    pub(crate) fn text(step: &Step) -> &str {
+        step.output
+            .as_deref()
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+    }
+
+    #[test]
+    fn the_runs_answers_go_by_turn_then_step_index_and_a_subagents_is_not_the_runs() {
+        let laid_out = answers_told_out_of_order();
+        let told: Vec<(u32, &str)> = answers(&laid_out)
+            .iter()
+            .map(|a| (a.turn, text(a.step)))
+            .collect();
+        assert_eq!(told, [(1, "turn 1, recovered"), (2, "turn 2, amended")]);
+
+        // `bir runs show` lays them out the same way, the subagent's under
+        // the Agent call.
+        let laid = turns(&laid_out);
+        let numbers: Vec<u32> = laid.turns.iter().map(|t| t.number).collect();
+        assert_eq!(numbers, [1, 2]);
+        assert_eq!(
+            words(&laid, &laid.turns[0].entries),
+            ["Agent", "turn 1, recovered"]
+        );
+        assert_eq!(words(&laid, &laid.turns[1].entries), ["turn 2, amended"]);
+        assert_eq!(words(&laid, &laid.children[0]), ["Read", "the subagent's"]);
+        assert!(laid.answered);
+    }
+
+    #[test]
+    fn an_answer_without_a_turn_answers_the_prompt_before_it() {
+        let laid_out = run(vec![
+            answer(1, None, "before"),
+            prompt(1),
+            answer(3, None, "one"),
+            prompt(2),
+            answer(2, None, "two, at a lower index"),
+        ]);
+        let told: Vec<(u32, &str)> = answers(&laid_out)
+            .iter()
+            .map(|a| (a.turn, text(a.step)))
+            .collect();
+        assert_eq!(
+            told,
+            [(0, "before"), (1, "one"), (2, "two, at a lower index")]
+        );
     }
 }

@@ -31,6 +31,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use crate::record::calls::{Call, reader_calls};
+use crate::record::layout;
 use crate::record::model::{Step, StepKind, StepType, TokenUsage};
 use crate::record::prices::Prices;
 use crate::record::store::LoadedRun;
@@ -299,30 +300,21 @@ fn servers_view(run: &LoadedRun) -> Vec<Value> {
     servers
 }
 
-/// The model's final words: each `final_answer` step (a record written
-/// again for the same step replaces the first), else the run's output when
-/// no step carried it.
+/// The model's final words: the run's answers as `record::layout::answers`
+/// orders them (by turn, then step index; an amended one once; a
+/// subagent's left out), each with the turn it answers; else the run's
+/// output when no step carried it.
 fn answers_view(run: &LoadedRun) -> Vec<Value> {
-    let mut answers: Vec<&Step> = Vec::new();
-    for s in run
-        .steps
-        .iter()
-        .filter(|s| s.step_type == StepType::FinalAnswer)
-    {
-        match answers.iter_mut().find(|a| a.step_index == s.step_index) {
-            Some(earlier) => *earlier = s,
-            None => answers.push(s),
-        }
-    }
+    let answers = layout::answers(run);
     let mut out: Vec<Value> = answers
         .iter()
         .map(|a| {
-            let text = match a.output.as_deref() {
+            let text = match a.step.output.as_deref() {
                 Some(Value::String(s)) => json!(s),
                 Some(other) => other.clone(),
                 None => Value::Null,
             };
-            json!({"turn": a.turn, "at": a.started_at, "text": text})
+            json!({"turn": a.turn, "at": a.step.started_at, "text": text})
         })
         .collect();
     if out.is_empty()
@@ -504,6 +496,19 @@ mod tests {
             doc,
             json!({"run": {}, "turns": [{"turn": 1}]}),
             "no prices, no cost"
+        );
+    }
+
+    #[test]
+    fn the_pages_answers_are_the_runs_in_runs_shows_order() {
+        let run = crate::record::layout::tests::answers_told_out_of_order();
+        let doc = build(&run, false, "2026-12-01T00:00:00Z");
+        assert_eq!(
+            doc["answers"],
+            json!([
+                {"turn": 1, "at": "", "text": "turn 1, recovered"},
+                {"turn": 2, "at": "", "text": "turn 2, amended"},
+            ])
         );
     }
 }
