@@ -213,8 +213,8 @@ fn json_line(s: &RunSummary) -> JsonLine<'_> {
         started_at: or_unknown(&s.started_at),
         state: s.state(),
         tier: or_unknown(&s.tier),
-        tool_calls: s.tool_calls,
         tokens: s.tokens.as_ref(),
+        tool_calls: s.tool_calls,
         tools: s
             .tools
             .iter()
@@ -228,7 +228,8 @@ fn json_line(s: &RunSummary) -> JsonLine<'_> {
     }
 }
 
-/// [`json_line`]'s shape; the fields in alphabetical order.
+/// [`json_line`]'s shape; the fields in the byte order of their JSON
+/// keys (`tokens` before `toolCalls`).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct JsonLine<'a> {
@@ -246,9 +247,9 @@ struct JsonLine<'a> {
     started_at: &'a str,
     state: String,
     tier: &'a str,
-    tool_calls: u64,
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "sorted")]
     tokens: Option<&'a TokenUsage>,
+    tool_calls: u64,
     tools: Vec<JsonTool<'a>>,
 }
 
@@ -301,5 +302,71 @@ mod tests {
         assert_eq!(when("1970-01-02", now).ok(), Some(86_400));
         assert_eq!(when("1970-01-01T00:01:00Z", now).ok(), Some(60));
         assert!(when("yesterday", now).is_err());
+    }
+
+    /// A run's line as a `serde_json::Value` map wrote it (keys sorted):
+    /// the bytes `bir runs --json` has always printed.
+    fn as_a_value_map(s: &RunSummary) -> String {
+        let or_unknown = |v: &str| if v.is_empty() { "?" } else { v }.to_owned();
+        let mut line = serde_json::json!({
+            "id": s.id, "startedAt": or_unknown(&s.started_at), "tier": or_unknown(&s.tier),
+            "servers": s.servers.join(","), "toolCalls": s.tool_calls, "errors": s.errors,
+            "lossy": s.lossy, "state": s.state(), "cwd": s.cwd,
+            "tools": s.tools.iter().map(|t| serde_json::json!(
+                {"server": t.server, "tool": t.tool, "calls": t.calls, "errors": t.errors}))
+                .collect::<Vec<_>>(),
+        });
+        if let Some(p) = &s.prompt {
+            line["prompt"] = serde_json::json!(p);
+        }
+        if let Some(m) = &s.made_by {
+            line["madeBy"] = serde_json::json!(m);
+        }
+        if let Some(o) = s.origin {
+            line["origin"] = serde_json::json!(o.word());
+        }
+        if let Some(u) = &s.tokens {
+            line["tokens"] = serde_json::json!(u);
+        }
+        line.to_string()
+    }
+
+    #[test]
+    fn a_json_line_has_the_bytes_a_value_map_had() {
+        use crate::record::index::ToolUse;
+        use crate::record::model::MadeBy;
+        let full = RunSummary {
+            id: "run_1".into(),
+            started_at: "2026-12-01T00:00:00.000Z".into(),
+            tier: "bound".into(),
+            servers: vec!["a".into(), "b".into()],
+            cwd: "/home/u/\"quoted\"\u{7}".into(),
+            tools: vec![ToolUse {
+                server: "a".into(),
+                tool: "echo".into(),
+                qualified: None,
+                calls: 3,
+                errors: 1,
+            }],
+            tool_calls: 3,
+            errors: 1,
+            lossy: true,
+            finished: true,
+            prompt: Some("fix the bug\nnow".into()),
+            made_by: Some("bir-replay of run_0".into()),
+            origin: Some(MadeBy::Replay),
+            tokens: Some(TokenUsage {
+                input: 10,
+                output: 2,
+                cache_read: 4,
+                cache_write: 0,
+            }),
+            ..RunSummary::default()
+        };
+        let bare = RunSummary::default();
+        for s in [&full, &bare] {
+            let line = serde_json::to_string(&json_line(s)).expect("a line");
+            assert_eq!(line, as_a_value_map(s));
+        }
     }
 }
