@@ -1061,11 +1061,15 @@ fn hook_route(
     }
     if let Some(host) = host_of(query).filter(|h| *h != Host::ClaudeCode) {
         // Another agent's hook: recorded, never answered.
+        let mut payload = payload;
+        if host == Host::Gemini && event == "AfterTool" {
+            with_gemini_subagent_chat(&mut payload, body);
+        }
         let input = Input::HostHook {
             host,
             event: event.to_owned(),
             payload,
-            host_process: query_value(query, "host_process").and_then(ProcessId::from_query),
+            host_process: query_value(query, "host_process").and_then(host_process),
         };
         core.handle(input, now);
         return (200, Vec::new());
@@ -1089,6 +1093,36 @@ fn hook_route(
         core.handle(record, now);
     }
     (200, answer.map(String::into_bytes).unwrap_or_default())
+}
+
+/// The host process a hook post names: `pid.start` (`bir-hooks` read both
+/// from `/proc`), or a bare pid (the post script's `$PPID`), whose start
+/// time — and, past a shell or launcher, whose host — the daemon reads
+/// from `/proc` itself (`bound::process::host_process_from`). Only a post
+/// whose token was accepted gets here.
+fn host_process(value: &str) -> Option<ProcessId> {
+    if value.contains('.') {
+        return ProcessId::from_query(value);
+    }
+    let pid: u32 = value.parse().ok()?;
+    crate::bound::process::host_process_from(pid)
+}
+
+/// A Gemini subagent's words are in a chat file no hook names: its
+/// `AfterTool` of `invoke_agent` gets the chat's path
+/// (`bound::host::gemini_subagent_chat`), unless the poster (`bir-hooks`)
+/// added it already.
+fn with_gemini_subagent_chat(payload: &mut serde_json::Value, body: &[u8]) {
+    let field = crate::bound::host::AGENT_CHAT_FIELD;
+    if payload.get(field).is_some() {
+        return;
+    }
+    if let (Some(chat), Some(map)) = (
+        crate::bound::host::gemini_subagent_chat(body),
+        payload.as_object_mut(),
+    ) {
+        map.insert(field.to_owned(), serde_json::Value::String(chat));
+    }
 }
 
 /// `host=<agent>` among a hook route's query parameters.
