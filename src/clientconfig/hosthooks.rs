@@ -25,14 +25,19 @@ use std::path::{Path, PathBuf};
 
 use super::atomic;
 use super::diff;
-use super::hook_entries::{HookChange, HookEvent, HookForm, remove_ours, shell_quote, shell_words};
+use super::hook_entries::{
+    COMMAND_ALWAYS, HookChange, HookEvent, HookForm, HttpForm, Transport, remove_ours, shell_quote,
+    shell_words,
+};
 use super::hook_install::{
     UndoWords, forget_in_ledger, preview_undo, record_in_ledger, undo_hook_file,
 };
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 use super::ledger;
+use super::post_script;
 use crate::bound::hosts::Host;
 use crate::codec::sha256_hex;
+use crate::daemon::hookaddr::HookAddr;
 use crate::error::{Context, Error};
 use crate::output::out;
 
@@ -165,8 +170,23 @@ pub(crate) fn hook_file(host: Host, scope: Scope, home: &Path, project: &Path) -
     }
 }
 
+/// Whether `host`'s `event` is posted by [`post_script`] under `form`:
+/// Codex's and Gemini's, with `--hooks http` (the default), but a
+/// session's edges ([`COMMAND_ALWAYS`]): those stay `bir-hooks`, which
+/// starts the daemon when it is down and reads the host's version from its
+/// process.
+fn posted_by_script<'a>(form: &'a HookForm, host: Host, event: &str) -> Option<&'a HookAddr> {
+    form.http
+        .as_ref()
+        .filter(|_| matches!(host, Host::Codex | Host::Gemini) && !COMMAND_ALWAYS.contains(&event))
+        .map(|h| &h.addr)
+}
+
 /// The command an agent runs for `event`.
 pub(crate) fn command(form: &HookForm, host: Host, event: &str) -> String {
+    if let Some(addr) = posted_by_script(form, host, event) {
+        return post_script::script(addr, host, event);
+    }
     let mut cmd = shell_quote(&form.program.to_string_lossy());
     if form.subcommand {
         cmd.push_str(" hooks");
@@ -176,6 +196,27 @@ pub(crate) fn command(form: &HookForm, host: Host, event: &str) -> String {
     cmd.push(' ');
     cmd.push_str(event);
     cmd
+}
+
+/// The hook command in words, for install's output (`<Event>` in place of
+/// an event name; a post script is named, not shown).
+fn display(form: &HookForm, host: Host) -> String {
+    match posted_by_script(form, host, "<Event>") {
+        Some(addr) => format!(
+            "a bash post to {} ({}: {})",
+            addr.url("<Event>"),
+            COMMAND_ALWAYS.join(", "),
+            command(
+                &HookForm {
+                    http: None,
+                    ..form.clone()
+                },
+                host,
+                "<Event>"
+            )
+        ),
+        None => command(form, host, "<Event>"),
+    }
 }
 
 /// Gemini CLI 0.61.0 fires `PreCompress` (`trigger: "auto"`) before every
@@ -238,8 +279,12 @@ fn new_file(host: Host) -> &'static [u8] {
     }
 }
 
-/// `Some(event)` when `command` is a bir hook command for `host`.
+/// `Some(event)` when `command` is a bir hook command for `host`: a
+/// `bir-hooks --host <agent> <Event>` command or a [`post_script`].
 fn ours(command: &str, host: Host) -> Option<String> {
+    if let Some((event, word)) = post_script::parse(command) {
+        return (Host::parse(&word) == Some(host)).then_some(event);
+    }
     let words = shell_words(command)?;
     let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
     let rest = match words.as_slice() {
@@ -251,6 +296,20 @@ fn ours(command: &str, host: Host) -> Option<String> {
         [flag, h, event] if flag == "--host" && Host::parse(h) == Some(host) => Some(event.clone()),
         _ => None,
     }
+}
+
+/// The command of one of bir's entries (a grouped entry's one hook, or a
+/// direct entry's `command`/`bash`).
+fn entry_command(node: &Node) -> Option<&str> {
+    let direct = ["command", "bash"]
+        .iter()
+        .find_map(|k| node.get(k).and_then(Node::as_str));
+    direct.or_else(|| {
+        node.get("hooks")
+            .and_then(|hs| hs.items().first())
+            .and_then(|h| h.get("command"))
+            .and_then(Node::as_str)
+    })
 }
 
 /// Whether an entry of an event's array is one bir wrote for `host`.
@@ -340,7 +399,10 @@ pub(crate) fn install_edit(
                     // array's end: uninstall takes bir's entries out
                     // wherever they are, so its bytes stay exact.
                     let have = arr.items()[index].get("matcher").and_then(Node::as_str);
-                    if have == matcher(host, event) {
+                    if have == matcher(host, event)
+                        && entry_command(&arr.items()[index])
+                            .is_none_or(|c| c == command(form, host, event))
+                    {
                         plan.already += 1;
                         continue;
                     }
@@ -404,12 +466,13 @@ pub(crate) fn uninstall_edit(
 pub(crate) fn install(
     host: Host,
     scope: Scope,
+    transport: Transport,
     project: &Path,
     dry_run: bool,
 ) -> Result<bool, Error> {
     let home = home::home_dir().ok_or_else(|| Error::failure("no home directory"))?;
     let file = hook_file(host, scope, &home, project);
-    let form = HookForm::detect();
+    let form = hook_form(host, transport, true)?;
     out(&format!(
         "{} hooks — {} ({} scope)",
         host.app(),
@@ -424,7 +487,7 @@ pub(crate) fn install(
                 out(&format!(
                     "  register   {} events → {}{}",
                     plan.events.len(),
-                    command(&form, host, "<Event>"),
+                    display(&form, host),
                     if plan.updated > 0 {
                         format!(" (and update {} of bir's)", plan.updated)
                     } else {
@@ -497,7 +560,11 @@ pub(crate) fn install(
                     client: host.flag().into(),
                     file: target.clone(),
                     scope: scope.label().into(),
-                    transport: super::hook_entries::Transport::Command,
+                    transport: if posted_by_script(&form, host, "Stop").is_some() {
+                        Transport::Http
+                    } else {
+                        Transport::Command
+                    },
                     projects: vec![key.clone()],
                     created_file: plan.created_file,
                     keep_parents: plan.keep_parents,
@@ -511,12 +578,13 @@ pub(crate) fn install(
         out(&format!(
             "  registered {} events → {}; your own hooks are untouched",
             plan.events.len(),
-            command(&form, host, "<Event>")
+            display(&form, host)
         ));
     } else if plan.updated > 0 {
         out(&format!(
-            "  updated {} of bir's hooks to fire only where they are needed; your own hooks are untouched",
-            plan.updated
+            "  updated {} of bir's hooks to today's form → {}; your own hooks are untouched",
+            plan.updated,
+            display(&form, host)
         ));
     } else {
         out(&format!("  already registered ({} events)", plan.already));
@@ -528,6 +596,53 @@ pub(crate) fn install(
         out("  note: Gemini CLI ignores project hooks in folders it does not trust");
     }
     Ok(outcome.changed || joined)
+}
+
+/// The form of `host`'s hooks for `transport`: with [`Transport::Http`]
+/// (the default) Codex and Gemini post by [`post_script`] to the daemon's
+/// hook address (`daemon::hookaddr`, chosen now the first time when
+/// `choose`, else only read: `None` then when none was chosen yet); every
+/// other agent, and `--hooks command`, runs `bir-hooks`.
+fn hook_form(host: Host, transport: Transport, choose: bool) -> Result<HookForm, Error> {
+    let mut form = HookForm::detect();
+    if transport == Transport::Http && matches!(host, Host::Codex | Host::Gemini) {
+        let home = crate::home::bir_home().ok_or("no home directory (set BIR_HOME or HOME)")?;
+        let addr = if choose {
+            crate::daemon::hookaddr::endpoint(&home)
+                .context(|| format!("cannot choose the daemon's hook port in {}", home.display()))?
+        } else {
+            crate::daemon::hookaddr::read(&home).ok_or("no hook address chosen yet")?
+        };
+        form.http = Some(HttpForm {
+            addr,
+            pre_tool_query: String::new(),
+        });
+    }
+    Ok(form)
+}
+
+/// `--hooks WORD[,WORD]` for another agent: `user` (default) or
+/// `project`, and `http` (default: Codex and Gemini post by a bash script)
+/// or `command` (`bir-hooks` for every event), in any order; `none`
+/// registers no hooks (`Ok(None)`).
+pub(crate) fn parse_hooks(words: &str) -> Result<Option<(Scope, Transport)>, Error> {
+    let mut scope = Scope::User;
+    let mut transport = Transport::Http;
+    for word in words.split(',').map(str::trim) {
+        match word {
+            "http" => transport = Transport::Http,
+            "command" => transport = Transport::Command,
+            "none" | "off" => return Ok(None),
+            other => {
+                scope = Scope::parse(other).map_err(|_| {
+                    Error::usage(format!(
+                        "--hooks takes user or project, http or command (e.g. `project,command`), or none, not `{other}`"
+                    ))
+                })?
+            }
+        }
+    }
+    Ok(Some((scope, transport)))
 }
 
 /// `bir uninstall --client <agent>` (or every agent, `client` None):
@@ -647,9 +762,13 @@ pub(crate) fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
         return false;
     };
     let file = hook_file(host, scope, &home, project);
+    // No hook address chosen yet: the install would choose one and write
+    // the hooks that post to it.
+    let Ok(form) = hook_form(host, Transport::Http, false) else {
+        return true;
+    };
     atomic::read(&file).ok().is_some_and(|before| {
-        install_edit(before.as_deref(), &HookForm::detect(), host, &file)
-            .is_ok_and(|p| p.bytes.is_some())
+        install_edit(before.as_deref(), &form, host, &file).is_ok_and(|p| p.bytes.is_some())
     })
 }
 
@@ -1344,6 +1463,120 @@ mod tests {
             assert!(left.get("hooks").is_none(), "{host:?}: {left}");
             assert!(pristine, "{host:?}");
         }
+    }
+
+    fn posting_form() -> HookForm {
+        HookForm {
+            http: Some(HttpForm {
+                addr: HookAddr {
+                    port: 47113,
+                    token: "cd".repeat(32),
+                },
+                pre_tool_query: String::new(),
+            }),
+            ..form()
+        }
+    }
+
+    /// `--hooks http` (the default) for Codex and Gemini: every event but
+    /// the session's edges is a post script; installing again over the
+    /// `bir-hooks` form converts it, `--hooks command` converts it back,
+    /// and uninstall gives the user's file back byte for byte whichever
+    /// form is in it.
+    #[test]
+    fn codex_and_gemini_post_by_script_and_uninstall_gives_back_every_byte() {
+        for host in [Host::Codex, Host::Gemini] {
+            let before = "{\n  \"hooks\": {\n    \"Stop\": [ { \"hooks\": [ { \"type\": \"command\", \"command\": \"notify-send done\" } ] } ]\n  }\n}\n";
+            let plan = install_edit(
+                Some(before.as_bytes()),
+                &posting_form(),
+                host,
+                Path::new("f.json"),
+            )
+            .expect("install");
+            let after = plan.bytes.clone().expect("changed");
+            let doc: serde_json::Value = serde_json::from_slice(&after).expect("json");
+            for &event in events(host) {
+                let ours_here: Vec<&str> = doc["hooks"][event]
+                    .as_array()
+                    .expect("array")
+                    .iter()
+                    .filter_map(|e| e["hooks"][0]["command"].as_str())
+                    .filter(|c| ours(c, host).as_deref() == Some(event))
+                    .collect();
+                assert_eq!(ours_here.len(), 1, "{host:?} {event}: {doc}");
+                let edge = COMMAND_ALWAYS.contains(&event);
+                assert_eq!(
+                    post_script::parse(ours_here[0]).is_some(),
+                    !edge,
+                    "{host:?} {event}"
+                );
+                if edge {
+                    assert_eq!(
+                        ours_here[0],
+                        format!("/opt/bir/bin/bir-hooks --host {} {event}", host.flag())
+                    );
+                }
+                // Not the other agent's.
+                let other = if host == Host::Codex {
+                    Host::Gemini
+                } else {
+                    Host::Codex
+                };
+                assert_eq!(ours(ours_here[0], other), None);
+            }
+            // Installed again: nothing to change.
+            let again = install_edit(Some(&after), &posting_form(), host, Path::new("f.json"))
+                .expect("again");
+            assert!(again.bytes.is_none(), "{host:?}");
+            // `--hooks command`: back to bir-hooks for every event …
+            let back = install_edit(Some(&after), &form(), host, Path::new("f.json"))
+                .expect("command form");
+            let n = events(host).len();
+            assert_eq!(back.updated, n - COMMAND_ALWAYS.len(), "{host:?}");
+            let commands = back.bytes.expect("changed");
+            let text = String::from_utf8(commands.clone()).expect("utf8");
+            assert!(!text.contains("/dev/tcp/"), "{text}");
+            // … and forward again.
+            let forward = install_edit(Some(&commands), &posting_form(), host, Path::new("f.json"))
+                .expect("http form");
+            assert_eq!(forward.updated, n - COMMAND_ALWAYS.len(), "{host:?}");
+            let posting = forward.bytes.expect("changed");
+            // Uninstall (the first install's ledger record) from either form.
+            for file in [&after, &commands, &posting] {
+                let (restored, _) =
+                    uninstall_edit(file, host, &change(host, &plan)).expect("uninstall");
+                assert_eq!(
+                    String::from_utf8(restored.expect("changed")).expect("utf8"),
+                    before,
+                    "{host:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn other_agents_keep_the_command_form_whatever_the_transport() {
+        for host in [Host::Copilot, Host::Cursor, Host::VsCode] {
+            let plan =
+                install_edit(None, &posting_form(), host, Path::new("f.json")).expect("install");
+            let text = String::from_utf8(plan.bytes.expect("bytes")).expect("utf8");
+            assert!(!text.contains("/dev/tcp/"), "{host:?}");
+            assert!(text.contains("bir-hooks --host"), "{host:?}");
+        }
+    }
+
+    #[test]
+    fn hooks_words_for_other_agents() {
+        let parsed = |w: &str| parse_hooks(w).expect("parses");
+        assert_eq!(parsed("user"), Some((Scope::User, Transport::Http)));
+        assert_eq!(
+            parsed("project,command"),
+            Some((Scope::Project, Transport::Command))
+        );
+        assert_eq!(parsed("command"), Some((Scope::User, Transport::Command)));
+        assert_eq!(parsed("none"), None);
+        assert!(parse_hooks("everywhere").is_err());
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub(crate) fn script(addr: &HookAddr, host: Host, event: &str) -> String {
             "Host: 127.0.0.1:{port}\\r\\nAuthorization: Bearer {token}\\r\\n{mark}: 1\\r\\n",
             "Content-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s'",
             " \"$PPID\" \"${{#p}}\" \"$p\">&3;",
-            "read -t {wait} -r s<&3;exit 0"
+            "read -t {wait} -r <&3;exit 0"
         ),
         over = cap + 1,
         cap = cap,
@@ -253,9 +253,7 @@ mod tests {
         assert!(fields.contains(&"Content-Type: application/json"));
         assert!(fields.contains(&"X-Bir-Hook: 1"));
         assert!(fields.contains(&"Connection: close"));
-        assert!(
-            fields.contains(&format!("Authorization: Bearer {}", "ab".repeat(32)).as_str())
-        );
+        assert!(fields.contains(&format!("Authorization: Bearer {}", "ab".repeat(32)).as_str()));
     }
 
     #[test]
