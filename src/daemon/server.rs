@@ -1172,3 +1172,55 @@ fn json<T: Serialize>(value: &T) -> (u16, Vec<u8>) {
 pub(crate) fn log_path(home: &Path) -> PathBuf {
     home.join("logs").join("daemon.log")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A post script names only `$PPID`: the daemon reads the start time
+    /// (and walks past a shell) itself; `bir-hooks`' `pid.start` is taken
+    /// as it is; anything else names no process.
+    #[test]
+    fn a_hook_posts_host_process_is_read_from_a_bare_pid() {
+        let me = std::process::id();
+        if let Some(found) = host_process(&me.to_string()) {
+            assert_eq!(found.pid, me);
+            assert_eq!(host_process(&found.to_query()), Some(found));
+        }
+        assert_eq!(
+            host_process("12.34"),
+            Some(ProcessId { pid: 12, start: 34 })
+        );
+        assert_eq!(host_process("x"), None);
+        assert_eq!(host_process(""), None);
+        assert_eq!(host_process(&u32::MAX.to_string()), None);
+    }
+
+    #[test]
+    fn a_gemini_subagents_chat_is_found_for_a_post_that_names_none() {
+        let dir = std::env::temp_dir().join(format!("bir-daemon-chat-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("chats/sess-1")).expect("dirs");
+        std::fs::write(dir.join("chats/sess-1/agent.jsonl"), "{}\n").expect("chat");
+        let body = serde_json::to_vec(&serde_json::json!({
+            "tool_name": "invoke_agent",
+            "session_id": "sess-1",
+            "transcript_path": dir.join("chats/main.jsonl"),
+        }))
+        .expect("json");
+        let mut payload: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        with_gemini_subagent_chat(&mut payload, &body);
+        let field = crate::bound::host::AGENT_CHAT_FIELD;
+        assert!(
+            payload[field]
+                .as_str()
+                .is_some_and(|p| p.ends_with("sess-1/agent.jsonl")),
+            "{payload}"
+        );
+        // What the poster named already stays.
+        payload[field] = serde_json::json!("/named/by/bir-hooks.jsonl");
+        with_gemini_subagent_chat(&mut payload, &body);
+        assert_eq!(payload[field], "/named/by/bir-hooks.jsonl");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
