@@ -1058,16 +1058,36 @@ pub(crate) mod codex_trust {
                 return manual();
             }
         };
-        let text = before
+        let read = before
             .as_deref()
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default();
+        // A hook of bir's whose command bir changed (its post script in
+        // place of `bir-hooks`, or back) keeps its key and gets a new hash:
+        // the table bir appended for it takes the new hash in place (same
+        // length), in the file and in the ledger's record of what bir
+        // appended, so `bir uninstall` still takes out exactly those bytes.
+        let mut text = read.clone();
+        let mut records = ledger::load().map(|l| l.codex_trust).unwrap_or_default();
+        records.retain(|r| r.file == config);
+        let mut rehashed = Vec::new();
         let mut appended = String::new();
         if !text.is_empty() && !text.ends_with('\n') {
             appended.push('\n');
         }
         for (key, hash) in &ours_untrusted {
-            if text.contains(&format!("[hooks.state.{}]", codex::toml_string(key))) {
+            let table = format!("[hooks.state.{}]", codex::toml_string(key));
+            if let Some((old, new)) = rehash(&text, &records, &table, hash) {
+                if let Some(at) = text.rfind(&old) {
+                    text.replace_range(at..at + old.len(), &new);
+                }
+                for r in records.iter_mut().filter(|r| r.appended == old) {
+                    r.appended = new.clone();
+                }
+                rehashed.push((old, new));
+                continue;
+            }
+            if text.contains(&table) {
                 out(&format!(
                     "  Codex has a trust entry for {key} already (another hash): trust bir's hook in Codex (`/hooks`)"
                 ));
@@ -1079,8 +1099,11 @@ pub(crate) mod codex_trust {
                 codex::toml_string(hash)
             ));
         }
-        if !appended.contains("trusted_hash") {
+        if !appended.contains("trusted_hash") && rehashed.is_empty() {
             return;
+        }
+        if !appended.contains("trusted_hash") {
+            appended.clear();
         }
         let after = format!("{text}{appended}");
         if codex::parse(&after).is_err() {
@@ -1090,7 +1113,7 @@ pub(crate) mod codex_trust {
         let created_file = before.is_none();
         let write = atomic::update(&config, &mut |b| {
             let now = b.map(|b| String::from_utf8_lossy(b).into_owned());
-            if now.as_deref().unwrap_or_default() != text {
+            if now.as_deref().unwrap_or_default() != read {
                 return Err(crate::error::Error::failure(
                     "config.toml changed while bir read it",
                 ));
@@ -1106,7 +1129,21 @@ pub(crate) mod codex_trust {
             appended,
             created_file,
         };
-        if let Err(e) = ledger::modify(&mut |l| l.codex_trust.push(record.clone())) {
+        let pushed = record.appended.contains("trusted_hash");
+        if let Err(e) = ledger::modify(&mut |l| {
+            for (old, new) in &rehashed {
+                for r in l
+                    .codex_trust
+                    .iter_mut()
+                    .filter(|r| r.file == config && &r.appended == old)
+                {
+                    r.appended = new.clone();
+                }
+            }
+            if pushed {
+                l.codex_trust.push(record.clone());
+            }
+        }) {
             crate::error::print("bir install", &e);
         }
         out(&format!(
@@ -1114,6 +1151,32 @@ pub(crate) mod codex_trust {
             ours_untrusted.len(),
             config.display()
         ));
+    }
+
+    /// The record of what bir appended (`records`) that holds `table` of
+    /// `text` with another hash: `(appended, appended with `hash`)`, when
+    /// that record is still in `text` whole.
+    pub(super) fn rehash(
+        text: &str,
+        records: &[CodexTrust],
+        table: &str,
+        hash: &str,
+    ) -> Option<(String, String)> {
+        let head = format!("{table}\ntrusted_hash = ");
+        records.iter().find_map(|r| {
+            if !text.contains(&r.appended) {
+                return None;
+            }
+            let at = r.appended.find(&head)? + head.len();
+            let end = at + r.appended[at..].find('\n')?;
+            let quoted = codex::toml_string(hash);
+            if r.appended[at..end] == quoted {
+                return None;
+            }
+            let mut new = r.appended.clone();
+            new.replace_range(at..end, &quoted);
+            Some((r.appended.clone(), new))
+        })
     }
 
     /// Takes out every trust entry bir appended.
@@ -1577,6 +1640,43 @@ mod tests {
         assert_eq!(parsed("command"), Some((Scope::User, Transport::Command)));
         assert_eq!(parsed("none"), None);
         assert!(parse_hooks("everywhere").is_err());
+    }
+
+    /// A hook of bir's whose command changed keeps its Codex key: the
+    /// table bir appended takes the new hash in place, and only a table
+    /// bir appended (still in the file whole) does.
+    #[test]
+    fn codex_trust_rehashes_only_the_tables_bir_appended() {
+        use crate::clientconfig::ledger::CodexTrust;
+        let old = format!("sha256:{}", "a".repeat(64));
+        let new = format!("sha256:{}", "b".repeat(64));
+        let appended = format!(
+            "\n[hooks.state.\"h.json:stop:0:0\"]\ntrusted_hash = \"{old}\"\n\n[hooks.state.\"h.json:pre_tool_use:0:0\"]\ntrusted_hash = \"{old}\"\n"
+        );
+        let text = format!("model = \"x\"\n{appended}");
+        let records = vec![CodexTrust {
+            file: "config.toml".into(),
+            appended: appended.clone(),
+            created_file: false,
+        }];
+        let table = "[hooks.state.\"h.json:stop:0:0\"]";
+        let (was, now) = codex_trust::rehash(&text, &records, table, &new).expect("ours");
+        assert_eq!(was, appended);
+        assert_eq!(now.len(), appended.len());
+        assert_eq!(now.matches(&new).count(), 1, "{now}");
+        assert!(
+            now.contains(&format!("stop:0:0\"]\ntrusted_hash = \"{new}\"")),
+            "{now}"
+        );
+        // The same hash: nothing to do; a table bir did not append: not ours.
+        assert_eq!(codex_trust::rehash(&text, &records, table, &old), None);
+        assert_eq!(
+            codex_trust::rehash(&text, &records, "[hooks.state.\"user:0\"]", &new),
+            None
+        );
+        // The user edited bir's lines: bir leaves them alone.
+        let edited = text.replace("pre_tool_use", "post_tool_use");
+        assert_eq!(codex_trust::rehash(&edited, &records, table, &new), None);
     }
 
     #[test]
