@@ -167,6 +167,9 @@ def bench_hooks(hosts: list[str], rounds: int, bir: str) -> None:
         # Start the daemon once (the first hook of the day pays that, not this bench).
         timed(hook_command("claude", hooks, "SessionStart"), json.dumps(events["claude"][0][1]).encode(), env, cwd)
         times = {h: [] for h in events}
+        # Codex's and Gemini's hooks by kind: the post script, or bir-hooks
+        # (the session's edges).
+        kinds = {}
         floor = {"sh": [], "bash": []}
         per_session = {h: [] for h in events}
         order = list(events)
@@ -181,10 +184,21 @@ def bench_hooks(hosts: list[str], rounds: int, bir: str) -> None:
                     data = (text.replace(old, sid) if old else text).encode()
                     ms = timed(hook_command(h, hooks, event, commands.get(h)), data, env, cwd)
                     times[h].append(ms)
+                    if h in commands:
+                        kind = "post script" if "/dev/tcp/" in (commands[h].get(event) or "") else "bir-hooks"
+                        kinds.setdefault((h, kind), []).append(ms)
                     total += ms
                     floor["bash" if h in ("codex", "gemini") else "sh"].append(
                         timed(["bash" if h in ("codex", "gemini") else "sh", "-c", "/bin/true"], b"", env, cwd))
                 per_session[h].append(total)
+        # The replays must have reached the daemon (a post script whose
+        # connect fails is quicker than one that posts): each host's runs.
+        listed = subprocess.run([bir, "runs", "--json"], env=env, cwd=cwd, capture_output=True, text=True,
+                                check=False).stdout
+        told = sum(1 for line in listed.splitlines() if line.strip() and json.loads(line).get("toolCalls", 0) > 0)
+        if told < rounds * len(events):
+            print(f"\nWARNING: only {told} of {rounds * len(events)} replayed sessions were recorded with their "
+                  "steps: the figures below time hooks that did not reach the daemon")
         subprocess.run([bir, "down"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         load = open("/proc/loadavg").read().split()[:3]
         print(f"\n### One hook, whole process ({rounds} replays of a session per host, interleaved; "
@@ -203,6 +217,12 @@ def bench_hooks(hosts: list[str], rounds: int, bir: str) -> None:
         print(f"| `/bin/true` | `sh -c` | | {f_sh:.2f} | {pct(floor['sh'], 0.9):.2f} | 0 | | |")
         if floor["bash"]:
             print(f"| `/bin/true` | `bash -c` | | {f_bash:.2f} | {pct(floor['bash'], 0.9):.2f} | 0 | | |")
+        if kinds:
+            print("\n| host | hook command | hooks per session | p50 ms | p90 ms | p50 / Claude Code's |")
+            print("| --- | --- | ---: | ---: | ---: | ---: |")
+            for (h, kind), xs in sorted(kinds.items()):
+                print(f"| {h} | {kind} | {len(xs) // rounds} | {statistics.median(xs):.2f} | {pct(xs, 0.9):.2f} | "
+                      f"{statistics.median(xs) / base:.2f}x |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
