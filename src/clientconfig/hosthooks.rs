@@ -472,7 +472,24 @@ pub(crate) fn install(
 ) -> Result<bool, Error> {
     let home = home::home_dir().ok_or_else(|| Error::failure("no home directory"))?;
     let file = hook_file(host, scope, &home, project);
-    let form = hook_form(host, transport, true)?;
+    // A preview writes nothing: not even the hook address the install
+    // would choose (its port and token are shown as placeholders then).
+    let form = match hook_form(host, transport, !dry_run) {
+        Err(_) if dry_run => {
+            let mut form = HookForm::detect();
+            if transport == Transport::Http && matches!(host, Host::Codex | Host::Gemini) {
+                form.http = Some(HttpForm {
+                    addr: HookAddr {
+                        port: 0,
+                        token: "<hook token, chosen at install>".into(),
+                    },
+                    pre_tool_query: String::new(),
+                });
+            }
+            form
+        }
+        other => other?,
+    };
     out(&format!(
         "{} hooks — {} ({} scope)",
         host.app(),

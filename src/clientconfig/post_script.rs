@@ -156,8 +156,7 @@ mod tests {
             let mut got = Vec::new();
             let mut buf = [0u8; 65536];
             // Read the head, then the body its Content-Length says.
-            loop {
-                let Ok(n) = conn.read(&mut buf) else { break };
+            while let Ok(n) = conn.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
