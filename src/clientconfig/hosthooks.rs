@@ -1,7 +1,12 @@
 //! Other agents' hooks: `bir install --client codex|gemini|copilot|cursor|vscode`
 //! registers `<bir-hooks> --host <agent> <Event>` for every event that
 //! agent's adapter (`bound::hosts`) reads, in the agent's own hook file, at
-//! user or project scope:
+//! user or project scope. For Codex and Gemini (`--hooks http`, the
+//! default) every event but `SessionStart` and `SessionEnd` runs a
+//! [`post_script`] instead: bash builtins that post the payload to the
+//! daemon's hook port, no bir process (`--hooks command` keeps
+//! `bir-hooks`); either form is recognised as bir's, and installing again
+//! converts one into the other.
 //!
 //! | agent | user file | project file | entry |
 //! |---|---|---|---|
@@ -13,9 +18,9 @@
 //!
 //! Edits are spans ([`super::jsonedit`]): the user's hooks keep their
 //! bytes and order; bir's entries are appended to each event's array and
-//! recognised by their command (a `bir-hooks … --host <agent>` command),
-//! never by position. The ledger (`hostHooks`) records which arrays and
-//! parents bir created, so `bir uninstall --client <agent>` gives the file
+//! recognised by their command (a `bir-hooks … --host <agent>` command or
+//! a post script naming that agent), never by position. The ledger
+//! (`hostHooks`) records which arrays and parents bir created, so `bir uninstall --client <agent>` gives the file
 //! back byte for byte (a file bir created is removed).
 //!
 //! Codex runs only hooks whose hash the user trusted: see [`codex_trust`].
