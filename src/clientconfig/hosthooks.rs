@@ -20,8 +20,9 @@
 //! bytes and order; bir's entries are appended to each event's array and
 //! recognised by their command (a `bir-hooks … --host <agent>` command or
 //! a post script naming that agent), never by position. The ledger
-//! (`hostHooks`) records which arrays and parents bir created, so `bir uninstall --client <agent>` gives the file
-//! back byte for byte (a file bir created is removed).
+//! (`hostHooks`) records which arrays and parents bir created, so `bir
+//! uninstall --client <agent>` gives the file back byte for byte (a file
+//! bir created is removed).
 //!
 //! Codex runs only hooks whose hash the user trusted: see [`codex_trust`].
 

@@ -443,7 +443,10 @@ fn setup_offers_the_hooks_of_every_agent_found() {
     assert!(all.contains("gemini-cli hooks"), "{all}");
     let settings = fs::read_to_string(&gemini).expect("gemini settings written");
     // The session's edges run bir-hooks; every other event posts by script.
-    assert!(settings.contains("--host gemini SessionStart"), "{settings}");
+    assert!(
+        settings.contains("--host gemini SessionStart"),
+        "{settings}"
+    );
     assert!(
         settings.contains("POST /hook/BeforeTool?host=gemini&"),
         "{settings}"
