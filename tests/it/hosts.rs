@@ -303,6 +303,93 @@ fn sessions_through_the_registered_post_scripts_are_told_whole() {
     }
 }
 
+/// `bir off` keeps a session whose hooks are post scripts unrecorded (the
+/// daemon checks the switch, as for Claude Code's HTTP hooks), and so does
+/// `BIR_OFF=1` in the agent's environment (the script posts nothing); with
+/// neither, the same hooks make a run.
+#[test]
+fn bir_off_keeps_a_post_script_session_unrecorded() {
+    let t = TempDir::new("hosts-script-off");
+    let _running = Running(&t);
+    hooks_link(&t);
+    let project = t.join("proj");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    let out = command(bir(), &t)
+        .args([
+            "install",
+            "--client",
+            "gemini",
+            "--scope",
+            "project",
+            "--project",
+        ])
+        .arg(&project)
+        .current_dir(&project)
+        .env("BIR_HOOKS_PATH", t.join("bir-hooks"))
+        .output()
+        .expect("install");
+    assert!(out.status.success(), "{out:?}");
+    let commands = registered(&project.join(".gemini/settings.json"));
+    // The daemon up (a session that only starts leaves no run).
+    let discovery = t.join("home/.baseinstrunner/control/daemon.json");
+    wait_until("the daemon", LONG, || {
+        discovery.exists() || {
+            let payload = format!(
+                r#"{{"session_id":"warm-up","hook_event_name":"SessionStart","cwd":{:?}}}"#,
+                project.display().to_string()
+            );
+            let _ = bash_hook(&t, &commands["SessionStart"], &payload);
+            false
+        }
+    });
+    let turn = |session: &str, env: &[(&str, &str)]| {
+        for (event, extra) in [
+            ("BeforeAgent", r#""prompt":"say hi""#),
+            ("AfterAgent", r#""prompt":"say hi","prompt_response":"hi""#),
+        ] {
+            let payload = format!(
+                r#"{{"session_id":"{session}","hook_event_name":"{event}","cwd":{:?},{extra}}}"#,
+                project.display().to_string()
+            );
+            let mut cmd = command("bash", &t);
+            cmd.arg("-c")
+                .arg(&commands[event])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            let mut child = cmd.spawn().expect("hook");
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(payload.as_bytes());
+            }
+            let out = child.wait_with_output().expect("hook");
+            assert_eq!(out.status.code(), Some(0), "{out:?}");
+            assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+        }
+    };
+    let prompts = || {
+        let out = command(bir(), &t)
+            .args(["runs", "--json"])
+            .current_dir(&project)
+            .output()
+            .expect("runs");
+        String::from_utf8_lossy(&out.stdout)
+            .matches("say hi")
+            .count()
+    };
+    let off = command(bir(), &t).arg("off").output().expect("off");
+    assert!(off.status.success(), "{off:?}");
+    turn("sess-while-off", &[]);
+    let on = command(bir(), &t).arg("on").output().expect("on");
+    assert!(on.status.success(), "{on:?}");
+    turn("sess-bir-off-env", &[("BIR_OFF", "1")]);
+    turn("sess-recorded", &[]);
+    wait_until("the recorded session's run", LONG, || prompts() >= 1);
+    assert_eq!(prompts(), 1, "only the session with recording on");
+}
+
 #[test]
 fn a_gemini_session_through_bir_hooks_is_told_whole() {
     let t = TempDir::new("hosts-gemini");
