@@ -4,9 +4,11 @@
     python3 bench/hosts.py [hooks] [sessions] [--rounds N] [--pairs N] [--hosts codex,gemini]
 
 hooks: one hook invocation, whole process, as each host runs it — Claude
-  Code `sh -c '<bir-hooks> <Event>'`, Codex `/bin/bash -c '<bir-hooks> --host
-  codex <Event>'`, Gemini `bash -c '<bir-hooks> --host gemini <Event>'` (seen
-  in their process trees) — with the payloads of a whole real session of each
+  Code `sh -c '<bir-hooks> <Event>'`, Codex `/bin/bash -c '<command>'`,
+  Gemini `bash -c '<command>'` (seen in their process trees), the command
+  as `bir install --client HOST` registers it (a bash post script for every
+  event but SessionStart/SessionEnd, which run `<bir-hooks> --host HOST
+  <Event>`) — with the payloads of a whole real session of each
   (tests/fixtures/bound/bash-tool.jsonl for Claude Code,
   tests/fixtures/hosts/<host>/hooks.jsonl), each replay under a fresh session
   id, the daemon already running. The hosts' replays are interleaved round by
@@ -83,20 +85,29 @@ def session_events(host: str) -> list[tuple[str, dict]]:
             if fires(matchers, r["registered_event"], r["payload"])]
 
 
+def install_hooks(host: str, env: dict, tmp: str) -> dict:
+    """The `hooks` object `bir install --client HOST` writes with `env`
+    (its HOME, BIR_HOME; CODEX_HOME under `tmp`)."""
+    installer = os.path.abspath(os.environ.get("BIR_INSTALL_BIN") or bir_bin())
+    env = dict(env, CODEX_HOME=os.path.join(tmp, "codex"))
+    proj = os.path.join(tmp, f"proj-{host}")
+    os.makedirs(proj, exist_ok=True)
+    subprocess.run([installer, "install", "--client", host, "--project", proj],
+                   env=env, cwd=proj, capture_output=True, timeout=60)
+    path = (os.path.join(tmp, "codex", "hooks.json") if host == "codex"
+            else os.path.join(env["HOME"], ".gemini", "settings.json"))
+    return json.load(open(path, encoding="utf-8")).get("hooks", {})
+
+
+def bir_entry(entries: list) -> dict:
+    return next((e for e in entries if "bir" in json.dumps(e) or "X-Bir-Hook" in json.dumps(e)), {})
+
+
 def registered(host: str) -> dict[str, str | None]:
     """event -> matcher of the hooks `bir install --client HOST` writes."""
-    installer = os.path.abspath(os.environ.get("BIR_INSTALL_BIN") or bir_bin())
     with tempfile.TemporaryDirectory() as tmp:
-        env = clean_env(tmp)
-        env["CODEX_HOME"] = os.path.join(tmp, "codex")
-        os.makedirs(os.path.join(tmp, "proj"))
-        subprocess.run([installer, "install", "--client", host, "--project", os.path.join(tmp, "proj")],
-                       env=env, cwd=os.path.join(tmp, "proj"), capture_output=True, timeout=60)
-        path = (os.path.join(tmp, "codex", "hooks.json") if host == "codex"
-                else os.path.join(tmp, "home", ".gemini", "settings.json"))
-        hooks = json.load(open(path, encoding="utf-8")).get("hooks", {})
-    return {ev: next((e.get("matcher") for e in entries if "bir" in json.dumps(e)), None)
-            for ev, entries in hooks.items()}
+        hooks = install_hooks(host, clean_env(tmp), tmp)
+    return {ev: bir_entry(entries).get("matcher") for ev, entries in hooks.items()}
 
 
 def fires(matchers: dict, event: str, payload: dict) -> bool:
@@ -111,10 +122,16 @@ def fires(matchers: dict, event: str, payload: dict) -> bool:
     return m == payload.get("trigger", payload.get("source"))
 
 
-def hook_command(host: str, hooks: str, event: str) -> list[str]:
+def hook_command(host: str, hooks: str, event: str, commands: dict | None = None) -> list[str]:
+    """What the host runs for `event`: Claude Code `sh -c '<bir-hooks>
+    <Event>'`; Codex and Gemini `bash -c '<the registered command>'`
+    (`commands`: event -> command as `bir install` wrote it; without it,
+    `<bir-hooks> --host HOST <Event>`)."""
     if host == "claude":
         return ["sh", "-c", f"{hooks} {event}"]
     shell = "/bin/bash" if host == "codex" else "bash"
+    if commands and event in commands:
+        return [shell, "-c", commands[event]]
     return [shell, "-c", f"{hooks} --host {host} {event}"]
 
 
@@ -136,9 +153,23 @@ def bench_hooks(hosts: list[str], rounds: int, bir: str) -> None:
         cwd = os.path.join(tmp, "project")
         os.makedirs(cwd)
         events = {h: session_events(h) for h in ["claude"] + hosts}
+        # The commands `bir install --client HOST` registers here (same
+        # BIR_HOME: its post scripts name this daemon's hook port and token),
+        # installed before the daemon starts so that it takes the hook token.
+        commands = {}
+        for h in hosts:
+            installed = install_hooks(h, dict(env, BIR_HOOKS_PATH=hooks), tmp)
+            commands[h] = {ev: bir_entry(entries).get("hooks", [{}])[0].get("command")
+                           for ev, entries in installed.items()}
+        # The install's ledger would record only in its project: without it
+        # every host's session is recorded, as before (the hook address stays).
+        os.remove(os.path.join(env["BIR_HOME"], "installed.json"))
         # Start the daemon once (the first hook of the day pays that, not this bench).
         timed(hook_command("claude", hooks, "SessionStart"), json.dumps(events["claude"][0][1]).encode(), env, cwd)
         times = {h: [] for h in events}
+        # Codex's and Gemini's hooks by kind: the post script, or bir-hooks
+        # (the session's edges).
+        kinds = {}
         floor = {"sh": [], "bash": []}
         per_session = {h: [] for h in events}
         order = list(events)
@@ -151,12 +182,23 @@ def bench_hooks(hosts: list[str], rounds: int, bir: str) -> None:
                     text = json.dumps(payload, ensure_ascii=False)
                     old = payload.get("session_id") if isinstance(payload, dict) else None
                     data = (text.replace(old, sid) if old else text).encode()
-                    ms = timed(hook_command(h, hooks, event), data, env, cwd)
+                    ms = timed(hook_command(h, hooks, event, commands.get(h)), data, env, cwd)
                     times[h].append(ms)
+                    if h in commands:
+                        kind = "post script" if "/dev/tcp/" in (commands[h].get(event) or "") else "bir-hooks"
+                        kinds.setdefault((h, kind), []).append(ms)
                     total += ms
                     floor["bash" if h in ("codex", "gemini") else "sh"].append(
                         timed(["bash" if h in ("codex", "gemini") else "sh", "-c", "/bin/true"], b"", env, cwd))
                 per_session[h].append(total)
+        # The replays must have reached the daemon (a post script whose
+        # connect fails is quicker than one that posts): each host's runs.
+        listed = subprocess.run([bir, "runs", "--json"], env=env, cwd=cwd, capture_output=True, text=True,
+                                check=False).stdout
+        told = sum(1 for line in listed.splitlines() if line.strip() and json.loads(line).get("toolCalls", 0) > 0)
+        if told < rounds * len(events):
+            print(f"\nWARNING: only {told} of {rounds * len(events)} replayed sessions were recorded with their "
+                  "steps: the figures below time hooks that did not reach the daemon")
         subprocess.run([bir, "down"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         load = open("/proc/loadavg").read().split()[:3]
         print(f"\n### One hook, whole process ({rounds} replays of a session per host, interleaved; "
@@ -175,6 +217,12 @@ def bench_hooks(hosts: list[str], rounds: int, bir: str) -> None:
         print(f"| `/bin/true` | `sh -c` | | {f_sh:.2f} | {pct(floor['sh'], 0.9):.2f} | 0 | | |")
         if floor["bash"]:
             print(f"| `/bin/true` | `bash -c` | | {f_bash:.2f} | {pct(floor['bash'], 0.9):.2f} | 0 | | |")
+        if kinds:
+            print("\n| host | hook command | hooks per session | p50 ms | p90 ms | p50 / Claude Code's |")
+            print("| --- | --- | ---: | ---: | ---: | ---: |")
+            for (h, kind), xs in sorted(kinds.items()):
+                print(f"| {h} | {kind} | {len(xs) // rounds} | {statistics.median(xs):.2f} | {pct(xs, 0.9):.2f} | "
+                      f"{statistics.median(xs) / base:.2f}x |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -97,7 +97,17 @@ pub(crate) fn ancestors() -> Vec<ProcessId> {
 /// The process that ran this hook: the nearest ancestor that is not a
 /// shell or launcher ([`LAUNCHERS`]). `None` where `/proc` is not there.
 pub(crate) fn host_process() -> Option<ProcessId> {
-    let mut pid = std::os::unix::process::parent_id();
+    host_process_from(std::os::unix::process::parent_id())
+}
+
+/// The host process of a hook whose shell's parent is `pid` (what a hook
+/// posted by a shell script names as `$PPID`): `pid` itself unless it is
+/// a shell or launcher ([`LAUNCHERS`]), else its nearest ancestor that is
+/// not, each with its start time read from `/proc` here — the poster
+/// names only a pid, and a pid alone names no process. `None` where
+/// `/proc` is not there or no such process lives.
+pub(crate) fn host_process_from(pid: u32) -> Option<ProcessId> {
+    let mut pid = pid;
     for _ in 0..MAX_ANCESTORS {
         if pid <= 1 {
             return None;
@@ -172,6 +182,32 @@ mod tests {
         assert_eq!(ProcessId::from_query(&id.to_query()), Some(id));
         assert_eq!(ProcessId::from_query("4242"), None);
         assert_eq!(ProcessId::from_query("x.1"), None);
+    }
+
+    #[test]
+    fn a_pid_names_its_host_process_with_its_start_time() {
+        // A shell between the pid and its host is passed over, as it is
+        // for a hook run through `bash -c`.
+        let Some(me) = stat(std::process::id()) else {
+            return; // no /proc here
+        };
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "read -r line"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let found = host_process_from(shell.id());
+        drop(shell.stdin.take());
+        let _ = shell.wait();
+        assert_eq!(
+            found,
+            Some(ProcessId {
+                pid: std::process::id(),
+                start: me.start
+            })
+        );
+        assert_eq!(host_process_from(0), None);
+        assert_eq!(host_process_from(u32::MAX), None);
     }
 
     #[test]

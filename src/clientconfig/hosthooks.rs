@@ -1,7 +1,12 @@
 //! Other agents' hooks: `bir install --client codex|gemini|copilot|cursor|vscode`
 //! registers `<bir-hooks> --host <agent> <Event>` for every event that
 //! agent's adapter (`bound::hosts`) reads, in the agent's own hook file, at
-//! user or project scope:
+//! user or project scope. For Codex and Gemini (`--hooks http`, the
+//! default) every event but `SessionStart` and `SessionEnd` runs a
+//! [`post_script`] instead: bash builtins that post the payload to the
+//! daemon's hook port, no bir process (`--hooks command` keeps
+//! `bir-hooks`); either form is recognised as bir's, and installing again
+//! converts one into the other.
 //!
 //! | agent | user file | project file | entry |
 //! |---|---|---|---|
@@ -13,10 +18,11 @@
 //!
 //! Edits are spans ([`super::jsonedit`]): the user's hooks keep their
 //! bytes and order; bir's entries are appended to each event's array and
-//! recognised by their command (a `bir-hooks … --host <agent>` command),
-//! never by position. The ledger (`hostHooks`) records which arrays and
-//! parents bir created, so `bir uninstall --client <agent>` gives the file
-//! back byte for byte (a file bir created is removed).
+//! recognised by their command (a `bir-hooks … --host <agent>` command or
+//! a post script naming that agent), never by position. The ledger
+//! (`hostHooks`) records which arrays and parents bir created, so `bir
+//! uninstall --client <agent>` gives the file back byte for byte (a file
+//! bir created is removed).
 //!
 //! Codex runs only hooks whose hash the user trusted: see [`codex_trust`].
 
@@ -25,14 +31,19 @@ use std::path::{Path, PathBuf};
 
 use super::atomic;
 use super::diff;
-use super::hook_entries::{HookChange, HookEvent, HookForm, remove_ours, shell_quote, shell_words};
+use super::hook_entries::{
+    COMMAND_ALWAYS, HookChange, HookEvent, HookForm, HttpForm, Transport, remove_ours, shell_quote,
+    shell_words,
+};
 use super::hook_install::{
     UndoWords, forget_in_ledger, preview_undo, record_in_ledger, undo_hook_file,
 };
 use super::jsonedit::{Doc, Flavor, Kind, Node, json_string};
 use super::ledger;
+use super::post_script;
 use crate::bound::hosts::Host;
 use crate::codec::sha256_hex;
+use crate::daemon::hookaddr::HookAddr;
 use crate::error::{Context, Error};
 use crate::output::out;
 
@@ -165,8 +176,23 @@ pub(crate) fn hook_file(host: Host, scope: Scope, home: &Path, project: &Path) -
     }
 }
 
+/// Whether `host`'s `event` is posted by [`post_script`] under `form`:
+/// Codex's and Gemini's, with `--hooks http` (the default), but a
+/// session's edges ([`COMMAND_ALWAYS`]): those stay `bir-hooks`, which
+/// starts the daemon when it is down and reads the host's version from its
+/// process.
+fn posted_by_script<'a>(form: &'a HookForm, host: Host, event: &str) -> Option<&'a HookAddr> {
+    form.http
+        .as_ref()
+        .filter(|_| matches!(host, Host::Codex | Host::Gemini) && !COMMAND_ALWAYS.contains(&event))
+        .map(|h| &h.addr)
+}
+
 /// The command an agent runs for `event`.
 pub(crate) fn command(form: &HookForm, host: Host, event: &str) -> String {
+    if let Some(addr) = posted_by_script(form, host, event) {
+        return post_script::script(addr, host, event);
+    }
     let mut cmd = shell_quote(&form.program.to_string_lossy());
     if form.subcommand {
         cmd.push_str(" hooks");
@@ -176,6 +202,27 @@ pub(crate) fn command(form: &HookForm, host: Host, event: &str) -> String {
     cmd.push(' ');
     cmd.push_str(event);
     cmd
+}
+
+/// The hook command in words, for install's output (`<Event>` in place of
+/// an event name; a post script is named, not shown).
+fn display(form: &HookForm, host: Host) -> String {
+    match posted_by_script(form, host, "<Event>") {
+        Some(addr) => format!(
+            "a bash post to {} ({}: {})",
+            addr.url("<Event>"),
+            COMMAND_ALWAYS.join(", "),
+            command(
+                &HookForm {
+                    http: None,
+                    ..form.clone()
+                },
+                host,
+                "<Event>"
+            )
+        ),
+        None => command(form, host, "<Event>"),
+    }
 }
 
 /// Gemini CLI 0.61.0 fires `PreCompress` (`trigger: "auto"`) before every
@@ -238,8 +285,12 @@ fn new_file(host: Host) -> &'static [u8] {
     }
 }
 
-/// `Some(event)` when `command` is a bir hook command for `host`.
+/// `Some(event)` when `command` is a bir hook command for `host`: a
+/// `bir-hooks --host <agent> <Event>` command or a [`post_script`].
 fn ours(command: &str, host: Host) -> Option<String> {
+    if let Some((event, word)) = post_script::parse(command) {
+        return (Host::parse(&word) == Some(host)).then_some(event);
+    }
     let words = shell_words(command)?;
     let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
     let rest = match words.as_slice() {
@@ -251,6 +302,20 @@ fn ours(command: &str, host: Host) -> Option<String> {
         [flag, h, event] if flag == "--host" && Host::parse(h) == Some(host) => Some(event.clone()),
         _ => None,
     }
+}
+
+/// The command of one of bir's entries (a grouped entry's one hook, or a
+/// direct entry's `command`/`bash`).
+fn entry_command(node: &Node) -> Option<&str> {
+    let direct = ["command", "bash"]
+        .iter()
+        .find_map(|k| node.get(k).and_then(Node::as_str));
+    direct.or_else(|| {
+        node.get("hooks")
+            .and_then(|hs| hs.items().first())
+            .and_then(|h| h.get("command"))
+            .and_then(Node::as_str)
+    })
 }
 
 /// Whether an entry of an event's array is one bir wrote for `host`.
@@ -340,7 +405,10 @@ pub(crate) fn install_edit(
                     // array's end: uninstall takes bir's entries out
                     // wherever they are, so its bytes stay exact.
                     let have = arr.items()[index].get("matcher").and_then(Node::as_str);
-                    if have == matcher(host, event) {
+                    if have == matcher(host, event)
+                        && entry_command(&arr.items()[index])
+                            .is_none_or(|c| c == command(form, host, event))
+                    {
                         plan.already += 1;
                         continue;
                     }
@@ -404,12 +472,30 @@ pub(crate) fn uninstall_edit(
 pub(crate) fn install(
     host: Host,
     scope: Scope,
+    transport: Transport,
     project: &Path,
     dry_run: bool,
 ) -> Result<bool, Error> {
     let home = home::home_dir().ok_or_else(|| Error::failure("no home directory"))?;
     let file = hook_file(host, scope, &home, project);
-    let form = HookForm::detect();
+    // A preview writes nothing: not even the hook address the install
+    // would choose (its port and token are shown as placeholders then).
+    let form = match hook_form(host, transport, !dry_run) {
+        Err(_) if dry_run => {
+            let mut form = HookForm::detect();
+            if transport == Transport::Http && matches!(host, Host::Codex | Host::Gemini) {
+                form.http = Some(HttpForm {
+                    addr: HookAddr {
+                        port: 0,
+                        token: "<hook token, chosen at install>".into(),
+                    },
+                    pre_tool_query: String::new(),
+                });
+            }
+            form
+        }
+        other => other?,
+    };
     out(&format!(
         "{} hooks — {} ({} scope)",
         host.app(),
@@ -424,7 +510,7 @@ pub(crate) fn install(
                 out(&format!(
                     "  register   {} events → {}{}",
                     plan.events.len(),
-                    command(&form, host, "<Event>"),
+                    display(&form, host),
                     if plan.updated > 0 {
                         format!(" (and update {} of bir's)", plan.updated)
                     } else {
@@ -497,7 +583,11 @@ pub(crate) fn install(
                     client: host.flag().into(),
                     file: target.clone(),
                     scope: scope.label().into(),
-                    transport: super::hook_entries::Transport::Command,
+                    transport: if posted_by_script(&form, host, "Stop").is_some() {
+                        Transport::Http
+                    } else {
+                        Transport::Command
+                    },
                     projects: vec![key.clone()],
                     created_file: plan.created_file,
                     keep_parents: plan.keep_parents,
@@ -511,12 +601,13 @@ pub(crate) fn install(
         out(&format!(
             "  registered {} events → {}; your own hooks are untouched",
             plan.events.len(),
-            command(&form, host, "<Event>")
+            display(&form, host)
         ));
     } else if plan.updated > 0 {
         out(&format!(
-            "  updated {} of bir's hooks to fire only where they are needed; your own hooks are untouched",
-            plan.updated
+            "  updated {} of bir's hooks to today's form → {}; your own hooks are untouched",
+            plan.updated,
+            display(&form, host)
         ));
     } else {
         out(&format!("  already registered ({} events)", plan.already));
@@ -528,6 +619,53 @@ pub(crate) fn install(
         out("  note: Gemini CLI ignores project hooks in folders it does not trust");
     }
     Ok(outcome.changed || joined)
+}
+
+/// The form of `host`'s hooks for `transport`: with [`Transport::Http`]
+/// (the default) Codex and Gemini post by [`post_script`] to the daemon's
+/// hook address (`daemon::hookaddr`, chosen now the first time when
+/// `choose`, else only read: `None` then when none was chosen yet); every
+/// other agent, and `--hooks command`, runs `bir-hooks`.
+fn hook_form(host: Host, transport: Transport, choose: bool) -> Result<HookForm, Error> {
+    let mut form = HookForm::detect();
+    if transport == Transport::Http && matches!(host, Host::Codex | Host::Gemini) {
+        let home = crate::home::bir_home().ok_or("no home directory (set BIR_HOME or HOME)")?;
+        let addr = if choose {
+            crate::daemon::hookaddr::endpoint(&home)
+                .context(|| format!("cannot choose the daemon's hook port in {}", home.display()))?
+        } else {
+            crate::daemon::hookaddr::read(&home).ok_or("no hook address chosen yet")?
+        };
+        form.http = Some(HttpForm {
+            addr,
+            pre_tool_query: String::new(),
+        });
+    }
+    Ok(form)
+}
+
+/// `--hooks WORD[,WORD]` for another agent: `user` (default) or
+/// `project`, and `http` (default: Codex and Gemini post by a bash script)
+/// or `command` (`bir-hooks` for every event), in any order; `none`
+/// registers no hooks (`Ok(None)`).
+pub(crate) fn parse_hooks(words: &str) -> Result<Option<(Scope, Transport)>, Error> {
+    let mut scope = Scope::User;
+    let mut transport = Transport::Http;
+    for word in words.split(',').map(str::trim) {
+        match word {
+            "http" => transport = Transport::Http,
+            "command" => transport = Transport::Command,
+            "none" | "off" => return Ok(None),
+            other => {
+                scope = Scope::parse(other).map_err(|_| {
+                    Error::usage(format!(
+                        "--hooks takes user or project, http or command (e.g. `project,command`), or none, not `{other}`"
+                    ))
+                })?
+            }
+        }
+    }
+    Ok(Some((scope, transport)))
 }
 
 /// `bir uninstall --client <agent>` (or every agent, `client` None):
@@ -647,9 +785,13 @@ pub(crate) fn would_change(host: Host, scope: Scope, project: &Path) -> bool {
         return false;
     };
     let file = hook_file(host, scope, &home, project);
+    // No hook address chosen yet: the install would choose one and write
+    // the hooks that post to it.
+    let Ok(form) = hook_form(host, Transport::Http, false) else {
+        return true;
+    };
     atomic::read(&file).ok().is_some_and(|before| {
-        install_edit(before.as_deref(), &HookForm::detect(), host, &file)
-            .is_ok_and(|p| p.bytes.is_some())
+        install_edit(before.as_deref(), &form, host, &file).is_ok_and(|p| p.bytes.is_some())
     })
 }
 
@@ -939,16 +1081,36 @@ pub(crate) mod codex_trust {
                 return manual();
             }
         };
-        let text = before
+        let read = before
             .as_deref()
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default();
+        // A hook of bir's whose command bir changed (its post script in
+        // place of `bir-hooks`, or back) keeps its key and gets a new hash:
+        // the table bir appended for it takes the new hash in place (same
+        // length), in the file and in the ledger's record of what bir
+        // appended, so `bir uninstall` still takes out exactly those bytes.
+        let mut text = read.clone();
+        let mut records = ledger::load().map(|l| l.codex_trust).unwrap_or_default();
+        records.retain(|r| r.file == config);
+        let mut rehashed = Vec::new();
         let mut appended = String::new();
         if !text.is_empty() && !text.ends_with('\n') {
             appended.push('\n');
         }
         for (key, hash) in &ours_untrusted {
-            if text.contains(&format!("[hooks.state.{}]", codex::toml_string(key))) {
+            let table = format!("[hooks.state.{}]", codex::toml_string(key));
+            if let Some((old, new)) = rehash(&text, &records, &table, hash) {
+                if let Some(at) = text.rfind(&old) {
+                    text.replace_range(at..at + old.len(), &new);
+                }
+                for r in records.iter_mut().filter(|r| r.appended == old) {
+                    r.appended = new.clone();
+                }
+                rehashed.push((old, new));
+                continue;
+            }
+            if text.contains(&table) {
                 out(&format!(
                     "  Codex has a trust entry for {key} already (another hash): trust bir's hook in Codex (`/hooks`)"
                 ));
@@ -960,8 +1122,11 @@ pub(crate) mod codex_trust {
                 codex::toml_string(hash)
             ));
         }
-        if !appended.contains("trusted_hash") {
+        if !appended.contains("trusted_hash") && rehashed.is_empty() {
             return;
+        }
+        if !appended.contains("trusted_hash") {
+            appended.clear();
         }
         let after = format!("{text}{appended}");
         if codex::parse(&after).is_err() {
@@ -971,7 +1136,7 @@ pub(crate) mod codex_trust {
         let created_file = before.is_none();
         let write = atomic::update(&config, &mut |b| {
             let now = b.map(|b| String::from_utf8_lossy(b).into_owned());
-            if now.as_deref().unwrap_or_default() != text {
+            if now.as_deref().unwrap_or_default() != read {
                 return Err(crate::error::Error::failure(
                     "config.toml changed while bir read it",
                 ));
@@ -987,7 +1152,21 @@ pub(crate) mod codex_trust {
             appended,
             created_file,
         };
-        if let Err(e) = ledger::modify(&mut |l| l.codex_trust.push(record.clone())) {
+        let pushed = record.appended.contains("trusted_hash");
+        if let Err(e) = ledger::modify(&mut |l| {
+            for (old, new) in &rehashed {
+                for r in l
+                    .codex_trust
+                    .iter_mut()
+                    .filter(|r| r.file == config && &r.appended == old)
+                {
+                    r.appended = new.clone();
+                }
+            }
+            if pushed {
+                l.codex_trust.push(record.clone());
+            }
+        }) {
             crate::error::print("bir install", &e);
         }
         out(&format!(
@@ -995,6 +1174,32 @@ pub(crate) mod codex_trust {
             ours_untrusted.len(),
             config.display()
         ));
+    }
+
+    /// The record of what bir appended (`records`) that holds `table` of
+    /// `text` with another hash: `(appended, appended with `hash`)`, when
+    /// that record is still in `text` whole.
+    pub(super) fn rehash(
+        text: &str,
+        records: &[CodexTrust],
+        table: &str,
+        hash: &str,
+    ) -> Option<(String, String)> {
+        let head = format!("{table}\ntrusted_hash = ");
+        records.iter().find_map(|r| {
+            if !text.contains(&r.appended) {
+                return None;
+            }
+            let at = r.appended.find(&head)? + head.len();
+            let end = at + r.appended[at..].find('\n')?;
+            let quoted = codex::toml_string(hash);
+            if r.appended[at..end] == quoted {
+                return None;
+            }
+            let mut new = r.appended.clone();
+            new.replace_range(at..end, &quoted);
+            Some((r.appended.clone(), new))
+        })
     }
 
     /// Takes out every trust entry bir appended.
@@ -1344,6 +1549,157 @@ mod tests {
             assert!(left.get("hooks").is_none(), "{host:?}: {left}");
             assert!(pristine, "{host:?}");
         }
+    }
+
+    fn posting_form() -> HookForm {
+        HookForm {
+            http: Some(HttpForm {
+                addr: HookAddr {
+                    port: 47113,
+                    token: "cd".repeat(32),
+                },
+                pre_tool_query: String::new(),
+            }),
+            ..form()
+        }
+    }
+
+    /// `--hooks http` (the default) for Codex and Gemini: every event but
+    /// the session's edges is a post script; installing again over the
+    /// `bir-hooks` form converts it, `--hooks command` converts it back,
+    /// and uninstall gives the user's file back byte for byte whichever
+    /// form is in it.
+    #[test]
+    fn codex_and_gemini_post_by_script_and_uninstall_gives_back_every_byte() {
+        for host in [Host::Codex, Host::Gemini] {
+            let before = "{\n  \"hooks\": {\n    \"Stop\": [ { \"hooks\": [ { \"type\": \"command\", \"command\": \"notify-send done\" } ] } ]\n  }\n}\n";
+            let plan = install_edit(
+                Some(before.as_bytes()),
+                &posting_form(),
+                host,
+                Path::new("f.json"),
+            )
+            .expect("install");
+            let after = plan.bytes.clone().expect("changed");
+            let doc: serde_json::Value = serde_json::from_slice(&after).expect("json");
+            for &event in events(host) {
+                let ours_here: Vec<&str> = doc["hooks"][event]
+                    .as_array()
+                    .expect("array")
+                    .iter()
+                    .filter_map(|e| e["hooks"][0]["command"].as_str())
+                    .filter(|c| ours(c, host).as_deref() == Some(event))
+                    .collect();
+                assert_eq!(ours_here.len(), 1, "{host:?} {event}: {doc}");
+                let edge = COMMAND_ALWAYS.contains(&event);
+                assert_eq!(
+                    post_script::parse(ours_here[0]).is_some(),
+                    !edge,
+                    "{host:?} {event}"
+                );
+                if edge {
+                    assert_eq!(
+                        ours_here[0],
+                        format!("/opt/bir/bin/bir-hooks --host {} {event}", host.flag())
+                    );
+                }
+                // Not the other agent's.
+                let other = if host == Host::Codex {
+                    Host::Gemini
+                } else {
+                    Host::Codex
+                };
+                assert_eq!(ours(ours_here[0], other), None);
+            }
+            // Installed again: nothing to change.
+            let again = install_edit(Some(&after), &posting_form(), host, Path::new("f.json"))
+                .expect("again");
+            assert!(again.bytes.is_none(), "{host:?}");
+            // `--hooks command`: back to bir-hooks for every event …
+            let back = install_edit(Some(&after), &form(), host, Path::new("f.json"))
+                .expect("command form");
+            let n = events(host).len();
+            assert_eq!(back.updated, n - COMMAND_ALWAYS.len(), "{host:?}");
+            let commands = back.bytes.expect("changed");
+            let text = String::from_utf8(commands.clone()).expect("utf8");
+            assert!(!text.contains("/dev/tcp/"), "{text}");
+            // … and forward again.
+            let forward = install_edit(Some(&commands), &posting_form(), host, Path::new("f.json"))
+                .expect("http form");
+            assert_eq!(forward.updated, n - COMMAND_ALWAYS.len(), "{host:?}");
+            let posting = forward.bytes.expect("changed");
+            // Uninstall (the first install's ledger record) from either form.
+            for file in [&after, &commands, &posting] {
+                let (restored, _) =
+                    uninstall_edit(file, host, &change(host, &plan)).expect("uninstall");
+                assert_eq!(
+                    String::from_utf8(restored.expect("changed")).expect("utf8"),
+                    before,
+                    "{host:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn other_agents_keep_the_command_form_whatever_the_transport() {
+        for host in [Host::Copilot, Host::Cursor, Host::VsCode] {
+            let plan =
+                install_edit(None, &posting_form(), host, Path::new("f.json")).expect("install");
+            let text = String::from_utf8(plan.bytes.expect("bytes")).expect("utf8");
+            assert!(!text.contains("/dev/tcp/"), "{host:?}");
+            assert!(text.contains("bir-hooks --host"), "{host:?}");
+        }
+    }
+
+    #[test]
+    fn hooks_words_for_other_agents() {
+        let parsed = |w: &str| parse_hooks(w).expect("parses");
+        assert_eq!(parsed("user"), Some((Scope::User, Transport::Http)));
+        assert_eq!(
+            parsed("project,command"),
+            Some((Scope::Project, Transport::Command))
+        );
+        assert_eq!(parsed("command"), Some((Scope::User, Transport::Command)));
+        assert_eq!(parsed("none"), None);
+        assert!(parse_hooks("everywhere").is_err());
+    }
+
+    /// A hook of bir's whose command changed keeps its Codex key: the
+    /// table bir appended takes the new hash in place, and only a table
+    /// bir appended (still in the file whole) does.
+    #[test]
+    fn codex_trust_rehashes_only_the_tables_bir_appended() {
+        use crate::clientconfig::ledger::CodexTrust;
+        let old = format!("sha256:{}", "a".repeat(64));
+        let new = format!("sha256:{}", "b".repeat(64));
+        let appended = format!(
+            "\n[hooks.state.\"h.json:stop:0:0\"]\ntrusted_hash = \"{old}\"\n\n[hooks.state.\"h.json:pre_tool_use:0:0\"]\ntrusted_hash = \"{old}\"\n"
+        );
+        let text = format!("model = \"x\"\n{appended}");
+        let records = vec![CodexTrust {
+            file: "config.toml".into(),
+            appended: appended.clone(),
+            created_file: false,
+        }];
+        let table = "[hooks.state.\"h.json:stop:0:0\"]";
+        let (was, now) = codex_trust::rehash(&text, &records, table, &new).expect("ours");
+        assert_eq!(was, appended);
+        assert_eq!(now.len(), appended.len());
+        assert_eq!(now.matches(&new).count(), 1, "{now}");
+        assert!(
+            now.contains(&format!("stop:0:0\"]\ntrusted_hash = \"{new}\"")),
+            "{now}"
+        );
+        // The same hash: nothing to do; a table bir did not append: not ours.
+        assert_eq!(codex_trust::rehash(&text, &records, table, &old), None);
+        assert_eq!(
+            codex_trust::rehash(&text, &records, "[hooks.state.\"user:0\"]", &new),
+            None
+        );
+        // The user edited bir's lines: bir leaves them alone.
+        let edited = text.replace("pre_tool_use", "post_tool_use");
+        assert_eq!(codex_trust::rehash(&edited, &records, table, &new), None);
     }
 
     #[test]

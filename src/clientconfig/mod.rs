@@ -17,7 +17,9 @@
 //!   planned, shown, applied.
 //! * [`hooks`] — the Claude Code hooks `bir install` registers (settings
 //!   file edits); [`hook_install`] — what install/uninstall/status/doctor do
-//!   with them; [`plugin`] — bir's Claude Code plugin (`--mod`).
+//!   with them; [`plugin`] — bir's Claude Code plugin (`--mod`);
+//!   [`hosthooks`] — other agents' hooks; [`post_script`] — the bash
+//!   script Codex and Gemini run to post a hook to the daemon.
 //! * [`jsonedit`] — byte-preserving edits of JSON/JSONC files (spans, not
 //!   re-serialisation).
 
@@ -35,6 +37,7 @@ pub(crate) mod jsonedit;
 pub(crate) mod ledger;
 pub(crate) mod plan;
 pub(crate) mod plugin;
+pub(crate) mod post_script;
 pub(crate) mod probe;
 pub(crate) mod remote_entry;
 pub(crate) mod servers;

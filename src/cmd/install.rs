@@ -24,6 +24,7 @@ use crate::clientconfig::plan::{Applied, InstallPlan, InstallRequest, Planned};
 use crate::clientconfig::uninstall::UninstallRequest;
 use crate::clientconfig::vocab::{Decision, Found};
 
+use crate::clientconfig::hook_entries::Transport;
 use crate::clientconfig::hosthooks;
 use crate::error::{Error, ExitStatus};
 use crate::output::{escape, out};
@@ -409,17 +410,20 @@ fn install_agent_hooks(
     cmd: &InstallCmd,
     host: crate::bound::hosts::Host,
 ) -> Result<crate::error::ExitStatus, Error> {
-    let scope = match (cmd.scope.as_deref(), cmd.hooks.as_str()) {
-        (Some(word), _) => Some(hosthooks::Scope::parse(word)?),
-        (None, "none" | "off") => None,
-        (None, word) => Some(hosthooks::Scope::parse(word)?),
+    let hooks = hosthooks::parse_hooks(&cmd.hooks)?;
+    let scope = match cmd.scope.as_deref() {
+        Some(word) => Some((
+            hosthooks::Scope::parse(word)?,
+            hooks.map_or(Transport::Http, |(_, t)| t),
+        )),
+        None => hooks,
     };
     // A config bir cannot read is refused before any hook is registered.
     let mut changed = wrap_agent_servers(cmd)?;
-    if let Some(scope) = scope {
+    if let Some((scope, transport)) = scope {
         let project = project_dir(&cmd.project);
         let project = std::path::absolute(&project).unwrap_or(project);
-        changed |= hosthooks::install(host, scope, &project, cmd.dry_run)?;
+        changed |= hosthooks::install(host, scope, transport, &project, cmd.dry_run)?;
     }
     if cmd.everywhere && !cmd.dry_run && ledger::choose_everywhere()? {
         out(

@@ -27,6 +27,7 @@ use super::doctor;
 use super::install::{self, report_applied};
 use crate::clientconfig::claude::Paths;
 use crate::clientconfig::clients::{self, Target};
+use crate::clientconfig::hook_entries::Transport;
 use crate::clientconfig::hosthooks;
 use crate::clientconfig::vocab::Client;
 use crate::cmd::doctor::DoctorCmd;
@@ -186,7 +187,7 @@ pub(crate) fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
     let pending = plan.would_change()? || !agents.is_empty();
     plan.show()?;
     for (host, scope) in &agents {
-        hosthooks::install(*host, *scope, &project, true)?;
+        hosthooks::install(*host, *scope, Transport::Http, &project, true)?;
     }
     if pending {
         out("");
@@ -204,7 +205,7 @@ pub(crate) fn main(cmd: SetupCmd) -> Result<ExitStatus, Error> {
         let applied = plan.apply()?;
         report_applied(&applied);
         for (host, scope) in &agents {
-            hosthooks::install(*host, *scope, &project, false)?;
+            hosthooks::install(*host, *scope, Transport::Http, &project, false)?;
         }
     } else {
         out("\nEverything is in place: nothing to change.");

@@ -1061,11 +1061,15 @@ fn hook_route(
     }
     if let Some(host) = host_of(query).filter(|h| *h != Host::ClaudeCode) {
         // Another agent's hook: recorded, never answered.
+        let mut payload = payload;
+        if host == Host::Gemini && event == "AfterTool" {
+            with_gemini_subagent_chat(&mut payload, body);
+        }
         let input = Input::HostHook {
             host,
             event: event.to_owned(),
             payload,
-            host_process: query_value(query, "host_process").and_then(ProcessId::from_query),
+            host_process: query_value(query, "host_process").and_then(host_process),
         };
         core.handle(input, now);
         return (200, Vec::new());
@@ -1089,6 +1093,36 @@ fn hook_route(
         core.handle(record, now);
     }
     (200, answer.map(String::into_bytes).unwrap_or_default())
+}
+
+/// The host process a hook post names: `pid.start` (`bir-hooks` read both
+/// from `/proc`), or a bare pid (the post script's `$PPID`), whose start
+/// time — and, past a shell or launcher, whose host — the daemon reads
+/// from `/proc` itself (`bound::process::host_process_from`). Only a post
+/// whose token was accepted gets here.
+fn host_process(value: &str) -> Option<ProcessId> {
+    if value.contains('.') {
+        return ProcessId::from_query(value);
+    }
+    let pid: u32 = value.parse().ok()?;
+    crate::bound::process::host_process_from(pid)
+}
+
+/// A Gemini subagent's words are in a chat file no hook names: its
+/// `AfterTool` of `invoke_agent` gets the chat's path
+/// (`bound::host::gemini_subagent_chat`), unless the poster (`bir-hooks`)
+/// added it already.
+fn with_gemini_subagent_chat(payload: &mut serde_json::Value, body: &[u8]) {
+    let field = crate::bound::host::AGENT_CHAT_FIELD;
+    if payload.get(field).is_some() {
+        return;
+    }
+    if let (Some(chat), Some(map)) = (
+        crate::bound::host::gemini_subagent_chat(body),
+        payload.as_object_mut(),
+    ) {
+        map.insert(field.to_owned(), serde_json::Value::String(chat));
+    }
 }
 
 /// `host=<agent>` among a hook route's query parameters.
@@ -1137,4 +1171,56 @@ fn json<T: Serialize>(value: &T) -> (u16, Vec<u8>) {
 /// `$BIR_HOME/logs/daemon.log`, where the daemon's stderr goes.
 pub(crate) fn log_path(home: &Path) -> PathBuf {
     home.join("logs").join("daemon.log")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A post script names only `$PPID`: the daemon reads the start time
+    /// (and walks past a shell) itself; `bir-hooks`' `pid.start` is taken
+    /// as it is; anything else names no process.
+    #[test]
+    fn a_hook_posts_host_process_is_read_from_a_bare_pid() {
+        let me = std::process::id();
+        if let Some(found) = host_process(&me.to_string()) {
+            assert_eq!(found.pid, me);
+            assert_eq!(host_process(&found.to_query()), Some(found));
+        }
+        assert_eq!(
+            host_process("12.34"),
+            Some(ProcessId { pid: 12, start: 34 })
+        );
+        assert_eq!(host_process("x"), None);
+        assert_eq!(host_process(""), None);
+        assert_eq!(host_process(&u32::MAX.to_string()), None);
+    }
+
+    #[test]
+    fn a_gemini_subagents_chat_is_found_for_a_post_that_names_none() {
+        let dir = std::env::temp_dir().join(format!("bir-daemon-chat-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("chats/sess-1")).expect("dirs");
+        std::fs::write(dir.join("chats/sess-1/agent.jsonl"), "{}\n").expect("chat");
+        let body = serde_json::to_vec(&serde_json::json!({
+            "tool_name": "invoke_agent",
+            "session_id": "sess-1",
+            "transcript_path": dir.join("chats/main.jsonl"),
+        }))
+        .expect("json");
+        let mut payload: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        with_gemini_subagent_chat(&mut payload, &body);
+        let field = crate::bound::host::AGENT_CHAT_FIELD;
+        assert!(
+            payload[field]
+                .as_str()
+                .is_some_and(|p| p.ends_with("sess-1/agent.jsonl")),
+            "{payload}"
+        );
+        // What the poster named already stays.
+        payload[field] = serde_json::json!("/named/by/bir-hooks.jsonl");
+        with_gemini_subagent_chat(&mut payload, &body);
+        assert_eq!(payload[field], "/named/by/bir-hooks.jsonl");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

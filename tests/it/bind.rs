@@ -819,6 +819,119 @@ fn a_proxy_naming_no_session_binds_to_the_session_of_its_host_process() {
     assert_eq!(list.lines().count(), 1, "one run, the session's: {list}");
 }
 
+/// Gemini's post script names only its shell's parent (`$PPID`): the
+/// daemon reads that process's start time itself, so a proxy started by
+/// the same agent binds to the session. Here `SessionStart` comes through
+/// a `python3` in between (its host process another, which exits), and
+/// the later hooks are the post scripts `bir install --client gemini`
+/// registered, run by this test process as Gemini runs them (`bash -c`):
+/// the proxy this process starts binds only if the daemon took this
+/// process from the scripts' `$PPID`.
+#[test]
+fn a_post_scripts_ppid_names_the_host_process_a_proxy_binds_to() {
+    let dir = TempDir::new("bind-post-script");
+    let _down = DaemonDown(&dir);
+    let out = command(bir(), &dir)
+        .args([
+            "install",
+            "--client",
+            "gemini",
+            "--scope",
+            "project",
+            "--project",
+        ])
+        .arg(dir.path())
+        .current_dir(dir.path())
+        .output()
+        .expect("install");
+    assert!(out.status.success(), "{out:?}");
+    let settings: Value = serde_json::from_slice(
+        &std::fs::read(dir.join(".gemini/settings.json")).expect("settings"),
+    )
+    .expect("json");
+    let script = |event: &str| {
+        settings["hooks"][event][0]["hooks"][0]["command"]
+            .as_str()
+            .filter(|c| c.contains("/dev/tcp/127.0.0.1/"))
+            .unwrap_or_else(|| panic!("{event}: no post script in {settings}"))
+            .to_owned()
+    };
+    let session = "sess-gemini-post-script";
+    let cwd = dir.path().display().to_string();
+    let posted = |event: &str, extra: Value| {
+        let payload = hook_payload(session, &cwd, event, extra);
+        let mut child = command("bash", &dir)
+            .arg("-c")
+            .arg(script(event))
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("bash");
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(payload.to_string().as_bytes());
+        }
+        let out = child.wait_with_output().expect("hook");
+        assert_eq!(out.status.code(), Some(0), "{event}: {out:?}");
+        assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    };
+    // SessionStart through another process, which starts the daemon.
+    let start = hook_payload(session, &cwd, "SessionStart", json!({"source": "startup"}));
+    let mut child = command("python3", &dir)
+        .args([
+            "-c",
+            "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)",
+        ])
+        .arg(bir())
+        .args(["hooks", "--host", "gemini", "SessionStart"])
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(start.to_string().as_bytes());
+    }
+    let _ = child.wait();
+    let discovery = dir.join("home/.baseinstrunner/control/daemon.json");
+    wait_until("the daemon", Duration::from_secs(60), || discovery.exists());
+    posted("BeforeAgent", json!({"prompt": "echo something"}));
+
+    let env = [("BIR_BIND_WAIT_MS", "600000".to_owned())];
+    let mut host = Host::start(proxy(&dir, dir.path(), None, &env));
+    host.send(&init());
+    let tool = json!({"tool_name": "mcp_peer_echo", "tool_input": {"n": 3},
+                      "mcp_context": {"server_name": "peer", "tool_name": "echo"}});
+    posted("BeforeTool", tool.clone());
+    host.send(
+        &json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{
+        "name":"echo","arguments":{"n": 3},"_meta":{"progressToken": "p-1"}}}),
+    );
+    assert!(host.wait_lines(2, Duration::from_secs(10)));
+    let mut after = tool;
+    after["tool_response"] = json!({"llmContent": [{"text": "the hook's view"}]});
+    posted("AfterTool", after);
+    let joined = eventually(Duration::from_secs(30), || {
+        let (code, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
+        let doc: Value = serde_json::from_str(&out).unwrap_or_default();
+        let joined = doc["steps"].as_array().is_some_and(|steps| {
+            steps
+                .iter()
+                .any(|s| s["type"] == "tool_response" && s["requestId"] == 2)
+        });
+        (code == 0 && joined).then_some(doc)
+    });
+    let seen = host.finish(Duration::from_secs(10));
+    assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
+    let run = joined.unwrap_or_else(|| {
+        panic!(
+            "the proxy's call never joined the bound run: {}",
+            bir_cmd(&dir, &["runs", "export", "latest"]).1
+        )
+    });
+    assert_eq!(run["run"]["metadata"]["sessionId"], session, "{run}");
+}
+
 /// `bir` with the fixture's managed-policy directory, in `cwd`.
 fn bir_in_dir(dir: &TempDir, cwd: &Path, args: &[&str]) -> (i32, String) {
     let out = command(bir(), dir)

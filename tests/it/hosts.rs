@@ -73,6 +73,20 @@ fn fixture(host: &str, name: &str) -> PathBuf {
 /// Feeds `host`'s fixture session (its transcript, if any, copied into the
 /// temp dir) and returns `bir runs show` of the finished run.
 fn session(t: &TempDir, host: &str, transcript: Option<&str>) -> String {
+    session_by(t, host, transcript, None, &|event, payload| {
+        Some(hook(t, host, event, payload))
+    })
+}
+
+/// [`session`], each hook run by `run` (None: the agent would run no hook
+/// of bir's for that event), the payloads' `cwd` set to `cwd` when given.
+fn session_by(
+    t: &TempDir,
+    host: &str,
+    transcript: Option<&str>,
+    cwd: Option<&Path>,
+    run: &dyn Fn(&str, &str) -> Option<Output>,
+) -> String {
     let transcript_path = t.join("transcript.jsonl");
     if let Some(name) = transcript {
         std::fs::copy(fixture(host, name), &transcript_path).expect("transcript");
@@ -104,10 +118,16 @@ fn session(t: &TempDir, host: &str, transcript: Option<&str>) -> String {
     let text = std::fs::read_to_string(fixture(host, "session.jsonl")).expect("fixture");
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let line = line.replace("@TRANSCRIPT@", &transcript_path.display().to_string());
-        let row: serde_json::Value = serde_json::from_str(&line).expect("row");
+        let mut row: serde_json::Value = serde_json::from_str(&line).expect("row");
+        if let Some(cwd) = cwd {
+            row["payload"]["cwd"] = serde_json::json!(cwd.display().to_string());
+        }
         let event = row["event"].as_str().expect("event");
-        let out = hook(t, host, event, &row["payload"].to_string());
+        let Some(out) = run(event, &row["payload"].to_string()) else {
+            continue;
+        };
         assert_eq!(out.status.code(), Some(0), "{event}: {out:?}");
+        assert!(out.stderr.is_empty(), "{event} said: {out:?}");
         assert!(out.stdout.is_empty(), "{event} printed: {out:?}");
     }
     finished_export(t, LONG);
@@ -153,6 +173,221 @@ fn a_codex_session_through_bir_hooks_is_told_whole() {
             "tokens 2600 in (1200 cache reads) · 95 out · session_end",
         ],
     );
+}
+
+/// The hook commands `bir install --client <agent> --scope project`
+/// registered in `file`, by event (bir's only: recognised as
+/// `bir status` does, by what they run).
+fn registered(file: &Path) -> std::collections::HashMap<String, String> {
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(file).expect("hook file")).expect("json");
+    let mut map = std::collections::HashMap::new();
+    for (event, groups) in doc["hooks"].as_object().expect("hooks") {
+        for g in groups.as_array().expect("array") {
+            if let Some(c) = g["hooks"][0]["command"].as_str()
+                && (c.contains("X-Bir-Hook: 1") || c.contains("bir-hooks"))
+            {
+                map.insert(event.clone(), c.to_owned());
+            }
+        }
+    }
+    map
+}
+
+/// Runs `command` as Codex and Gemini run a hook: `bash -c`, the payload
+/// on stdin.
+fn bash_hook(t: &TempDir, command_text: &str, payload: &str) -> Output {
+    let mut cmd = super::support::command("bash", t);
+    cmd.arg("-c")
+        .arg(command_text)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn hook");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(payload.as_bytes());
+    }
+    child.wait_with_output().expect("hook output")
+}
+
+/// `bir install --client codex|gemini` (the default `--hooks http`)
+/// registers a bash script that posts every event but the session's edges
+/// straight to the daemon, no bir process: a session fed through the
+/// registered commands, as the agent runs them (`bash -c`), is told whole,
+/// nothing printed; a post with another token is refused.
+#[test]
+fn sessions_through_the_registered_post_scripts_are_told_whole() {
+    for (host, transcript, file, expect) in [
+        (
+            "codex",
+            "rollout.jsonl",
+            ".codex/hooks.json",
+            &[
+                "codex",
+                "0.169.0",
+                "List the files, then echo hi",
+                "Bash",
+                "notes.txt",
+                "Echo: hi",
+                "The folder holds notes.txt, and the echo tool said: Echo: hi",
+            ][..],
+        ),
+        (
+            "gemini",
+            "chat.jsonl",
+            ".gemini/settings.json",
+            &[
+                "gemini-cli",
+                "List the files, then echo hi",
+                "run_shell_command",
+                "notes.txt",
+                "Echo: hi",
+                "The folder holds notes.txt, and the echo tool said: Echo: hi",
+            ][..],
+        ),
+    ] {
+        let t = TempDir::new(&format!("hosts-script-{host}"));
+        let _running = Running(&t);
+        hooks_link(&t);
+        let project = t.join("proj");
+        std::fs::create_dir_all(&project).expect("mkdir");
+        let out = command(bir(), &t)
+            .args([
+                "install",
+                "--client",
+                host,
+                "--scope",
+                "project",
+                "--project",
+            ])
+            .arg(&project)
+            .current_dir(&project)
+            .env("BIR_HOOKS_PATH", t.join("bir-hooks"))
+            .output()
+            .expect("install");
+        assert!(out.status.success(), "{host}: {out:?}");
+        let commands = registered(&project.join(file));
+        let scripts = commands
+            .values()
+            .filter(|c| c.contains("/dev/tcp/127.0.0.1/"))
+            .count();
+        assert_eq!(scripts, commands.len() - 2, "{host}: {commands:?}");
+        assert!(commands["SessionStart"].contains("bir-hooks --host"));
+        let show = session_by(
+            &t,
+            host,
+            Some(transcript),
+            Some(&project),
+            &|event, payload| commands.get(event).map(|c| bash_hook(&t, c, payload)),
+        );
+        in_order(&show, expect);
+
+        // Another token (or none) opens nothing, whatever host process
+        // the post names.
+        let port: u16 = serde_json::from_slice::<serde_json::Value>(
+            &std::fs::read(t.join("home/.baseinstrunner/control/hooks.json")).expect("hookaddr"),
+        )
+        .expect("json")["port"]
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .expect("port");
+        let forged = format!(
+            "POST /hook/Stop?host={host}&host_process=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {}\r\nX-Bir-Hook: 1\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}",
+            "0".repeat(64)
+        );
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        conn.write_all(forged.as_bytes()).expect("post");
+        let mut answer = String::new();
+        let _ = std::io::Read::read_to_string(&mut conn, &mut answer);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    }
+}
+
+/// `bir off` keeps a session whose hooks are post scripts unrecorded (the
+/// daemon checks the switch, as for Claude Code's HTTP hooks), and so does
+/// `BIR_OFF=1` in the agent's environment (the script posts nothing); with
+/// neither, the same hooks make a run.
+#[test]
+fn bir_off_keeps_a_post_script_session_unrecorded() {
+    let t = TempDir::new("hosts-script-off");
+    let _running = Running(&t);
+    hooks_link(&t);
+    let project = t.join("proj");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    let out = command(bir(), &t)
+        .args([
+            "install",
+            "--client",
+            "gemini",
+            "--scope",
+            "project",
+            "--project",
+        ])
+        .arg(&project)
+        .current_dir(&project)
+        .env("BIR_HOOKS_PATH", t.join("bir-hooks"))
+        .output()
+        .expect("install");
+    assert!(out.status.success(), "{out:?}");
+    let commands = registered(&project.join(".gemini/settings.json"));
+    // The daemon up (a session that only starts leaves no run).
+    let discovery = t.join("home/.baseinstrunner/control/daemon.json");
+    wait_until("the daemon", LONG, || {
+        discovery.exists() || {
+            let payload = format!(
+                r#"{{"session_id":"warm-up","hook_event_name":"SessionStart","cwd":{:?}}}"#,
+                project.display().to_string()
+            );
+            let _ = bash_hook(&t, &commands["SessionStart"], &payload);
+            false
+        }
+    });
+    let turn = |session: &str, env: &[(&str, &str)]| {
+        for (event, extra) in [
+            ("BeforeAgent", r#""prompt":"say hi""#),
+            ("AfterAgent", r#""prompt":"say hi","prompt_response":"hi""#),
+        ] {
+            let payload = format!(
+                r#"{{"session_id":"{session}","hook_event_name":"{event}","cwd":{:?},{extra}}}"#,
+                project.display().to_string()
+            );
+            let mut cmd = command("bash", &t);
+            cmd.arg("-c")
+                .arg(&commands[event])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            let mut child = cmd.spawn().expect("hook");
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(payload.as_bytes());
+            }
+            let out = child.wait_with_output().expect("hook");
+            assert_eq!(out.status.code(), Some(0), "{out:?}");
+            assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+        }
+    };
+    let prompts = || {
+        let out = command(bir(), &t)
+            .args(["runs", "--json"])
+            .current_dir(&project)
+            .output()
+            .expect("runs");
+        String::from_utf8_lossy(&out.stdout)
+            .matches("say hi")
+            .count()
+    };
+    let off = command(bir(), &t).arg("off").output().expect("off");
+    assert!(off.status.success(), "{off:?}");
+    turn("sess-while-off", &[]);
+    let on = command(bir(), &t).arg("on").output().expect("on");
+    assert!(on.status.success(), "{on:?}");
+    turn("sess-bir-off-env", &[("BIR_OFF", "1")]);
+    turn("sess-recorded", &[]);
+    wait_until("the recorded session's run", LONG, || prompts() >= 1);
+    assert_eq!(prompts(), 1, "only the session with recording on");
 }
 
 #[test]

@@ -442,5 +442,13 @@ fn setup_offers_the_hooks_of_every_agent_found() {
     assert!(out.status.success(), "{all}");
     assert!(all.contains("gemini-cli hooks"), "{all}");
     let settings = fs::read_to_string(&gemini).expect("gemini settings written");
-    assert!(settings.contains("--host gemini BeforeTool"), "{settings}");
+    // The session's edges run bir-hooks; every other event posts by script.
+    assert!(
+        settings.contains("--host gemini SessionStart"),
+        "{settings}"
+    );
+    assert!(
+        settings.contains("POST /hook/BeforeTool?host=gemini&"),
+        "{settings}"
+    );
 }
