@@ -190,9 +190,15 @@ fn posted_by_script<'a>(form: &'a HookForm, host: Host, event: &str) -> Option<&
 
 /// The command an agent runs for `event`.
 pub(crate) fn command(form: &HookForm, host: Host, event: &str) -> String {
-    if let Some(addr) = posted_by_script(form, host, event) {
-        return post_script::script(addr, host, event);
+    let bir_hooks = bir_hooks_command(form, host, event);
+    match posted_by_script(form, host, event) {
+        Some(addr) => post_script::script(addr, host, event, &bir_hooks),
+        None => bir_hooks,
     }
+}
+
+/// `<bir-hooks> --host <agent> <event>`, as a shell command.
+fn bir_hooks_command(form: &HookForm, host: Host, event: &str) -> String {
     let mut cmd = shell_quote(&form.program.to_string_lossy());
     if form.subcommand {
         cmd.push_str(" hooks");

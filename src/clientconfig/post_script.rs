@@ -23,9 +23,13 @@
 //!    Code's HTTP hooks;
 //! 3. exits 0 when the payload is over the daemon's body cap
 //!    (`daemon::MAX_HOOK_PAYLOAD`): `bir-hooks` drops it too;
-//! 4. connects to `127.0.0.1:<port>` (`/dev/tcp`); no daemon: the connect
-//!    is refused at once and the script exits 0 — the run is recovered from
-//!    the transcript when the session's last edge brings a daemon up;
+//! 4. connects to `127.0.0.1:<port>` (`/dev/tcp`); no daemon (the connect
+//!    is refused at once): the payload goes to `bir-hooks` instead, which
+//!    starts the daemon and posts it, as every hook did before this script
+//!    (a daemon killed mid-session is back at the next hook, and an agent
+//!    whose MCP servers bind by ancestry finds its session); the script
+//!    exits 0 whatever `bir-hooks` did. Only this rare path pays for a
+//!    `bir` process;
 //! 5. posts `POST /hook/<Event>?host=<agent>&host_process=$PPID` (the
 //!    daemon reads the pid's start time from `/proc`, and walks past a
 //!    shell as `bir-hooks` does: `bound::process::host_process_from`);
@@ -48,8 +52,10 @@ pub(crate) const ANSWER_WAIT_SECS: u32 = 2;
 /// The mark every post of bir's carries (as Claude Code's HTTP hooks).
 const MARK: &str = super::hook_entries::HTTP_MARK;
 
-/// The script that posts `event` of `host` to `addr`.
-pub(crate) fn script(addr: &HookAddr, host: Host, event: &str) -> String {
+/// The script that posts `event` of `host` to `addr`, or hands it to
+/// `fallback` (the `bir-hooks` command of that event, already a shell
+/// command) when no daemon listens there.
+pub(crate) fn script(addr: &HookAddr, host: Host, event: &str, fallback: &str) -> String {
     let cap = crate::daemon::MAX_HOOK_PAYLOAD;
     let port = addr.port;
     format!(
@@ -57,7 +63,8 @@ pub(crate) fn script(addr: &HookAddr, host: Host, event: &str) -> String {
             "LC_ALL=C;IFS= read -r -N {over} p;",
             "[[ -n $BIR_OFF && $BIR_OFF =~ ^[[:space:]]*(1|true|yes|on)[[:space:]]*$ ]]&&exit 0;",
             "((${{#p}}>{cap}))&&exit 0;",
-            "trap '' PIPE;exec 2>/dev/null 3<>/dev/tcp/127.0.0.1/{port}||exit 0;",
+            "trap '' PIPE;exec 2>/dev/null;exec 3<>/dev/tcp/127.0.0.1/{port}||",
+            "{{ printf %s \"$p\"|{fallback} >/dev/null;exit 0;}};",
             "printf 'POST /hook/{event}?host={host}&host_process=%s HTTP/1.1\\r\\n",
             "Host: 127.0.0.1:{port}\\r\\nAuthorization: Bearer {token}\\r\\n{mark}: 1\\r\\n",
             "Content-Type: application/json\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n%s'",
@@ -72,6 +79,7 @@ pub(crate) fn script(addr: &HookAddr, host: Host, event: &str) -> String {
         token = addr.token,
         mark = MARK,
         wait = ANSWER_WAIT_SECS,
+        fallback = fallback,
     )
 }
 
@@ -103,6 +111,10 @@ mod tests {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
+    /// A `bir-hooks` that is not there: the scripts that reach a listener
+    /// never run it.
+    const FALLBACK: &str = "/nonexistent/bir-hooks --host codex Stop";
+
     fn addr(port: u16) -> HookAddr {
         HookAddr {
             port,
@@ -112,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_script_names_its_event_and_agent_and_is_recognised() {
-        let s = script(&addr(47113), Host::Codex, "PreToolUse");
+        let s = script(&addr(47113), Host::Codex, "PreToolUse", FALLBACK);
         assert_eq!(
             parse(&s),
             Some(("PreToolUse".to_owned(), "codex".to_owned()))
@@ -188,7 +200,7 @@ mod tests {
         let started = Instant::now();
         let mut cmd = Command::new(bash().expect("bash"));
         cmd.arg("-c")
-            .arg(script(&addr(port), Host::Gemini, "AfterTool"))
+            .arg(script(&addr(port), Host::Gemini, "AfterTool", FALLBACK))
             .env_clear()
             .env("PATH", "/usr/bin:/bin")
             .stdin(Stdio::piped())
@@ -281,27 +293,61 @@ mod tests {
         assert!(took < Duration::from_secs(30));
     }
 
+    /// No daemon: the payload goes to `bir-hooks` (here a stand-in that
+    /// keeps its arguments and stdin, and fails loudly), and the script is
+    /// silent and exits 0 whatever it did.
     #[test]
-    fn no_daemon_is_an_exit_0_at_once_and_silent() {
+    fn no_daemon_hands_the_payload_to_bir_hooks_silently() {
         let Some(bash) = bash() else { return };
         // A port nobody listens on (bound, then let go).
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("port")
             .port();
+        let dir = std::env::temp_dir().join(format!("bir-post-script-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let kept = dir.join("kept");
+        let stand_in = dir.join("bir hooks's stand-in");
+        std::fs::write(
+            &stand_in,
+            format!(
+                "#!/bin/sh\necho \"$*\" >'{k}.args'\ncat >'{k}.stdin'\necho noise; echo noise >&2\nexit 3\n",
+                k = kept.display()
+            ),
+        )
+        .expect("stand-in");
+        let mut perms = std::fs::metadata(&stand_in).expect("meta").permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o700);
+        std::fs::set_permissions(&stand_in, perms).expect("chmod");
+        let fallback = format!(
+            "{} --host codex Stop",
+            crate::clientconfig::hook_entries::shell_quote(&stand_in.to_string_lossy())
+        );
+        let payload = "{\"session_id\":\"s\",\"prompt\":\"héllo $HOME %s\"}";
         let mut child = Command::new(bash)
             .arg("-c")
-            .arg(script(&addr(port), Host::Codex, "Stop"))
+            .arg(script(&addr(port), Host::Codex, "Stop", &fallback))
             .env_clear()
+            .env("PATH", "/usr/bin:/bin")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("bash");
-        let _ = child.stdin.take().expect("stdin").write_all(b"{}");
+        let _ = child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(payload.as_bytes());
         let out = child.wait_with_output().expect("wait");
         assert_eq!(out.status.code(), Some(0));
         assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+        let read = |ext: &str| std::fs::read(dir.join(format!("kept.{ext}")));
+        let (args, stdin) = (read("args"), read("stdin"));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(args.expect("args"), b"--host codex Stop\n");
+        assert_eq!(stdin.expect("stdin"), payload.as_bytes());
     }
 
     #[test]
@@ -342,7 +388,7 @@ mod tests {
             .stdout(Stdio::piped())
             .spawn()
             .and_then(|mut c| {
-                let text = script(&addr(47113), Host::Codex, "PreToolUse");
+                let text = script(&addr(47113), Host::Codex, "PreToolUse", FALLBACK);
                 if let Some(mut i) = c.stdin.take() {
                     i.write_all(text.as_bytes())?;
                 }
