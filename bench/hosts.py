@@ -168,7 +168,7 @@ def bench_hooks(hosts: list[str], rounds: int, bir: str) -> None:
         timed(hook_command("claude", hooks, "SessionStart"), json.dumps(events["claude"][0][1]).encode(), env, cwd)
         times = {h: [] for h in events}
         # Codex's and Gemini's hooks by kind: the post script, or bir-hooks
-        # (the session's edges).
+        # (`--hooks command`, or an install by an older bir).
         kinds = {}
         floor = {"sh": [], "bash": []}
         per_session = {h: [] for h in events}

@@ -161,8 +161,14 @@ fn npm_package(host: Host) -> Option<&'static str> {
 /// Linux only (`/proc`); `None` when not found. Bounded: a few ancestors,
 /// a few directories up, small files only.
 pub(crate) fn version_from_ancestry(host: Host) -> Option<String> {
+    version_from_process(host, std::os::unix::process::parent_id())
+}
+
+/// The same, from process `pid` and its ancestors: the daemon's reading
+/// for a post script, which names its shell's parent (`$PPID`).
+pub(crate) fn version_from_process(host: Host, pid: u32) -> Option<String> {
     let package = npm_package(host)?;
-    let mut pid = std::os::unix::process::parent_id();
+    let mut pid = pid;
     for _ in 0..4 {
         if pid <= 1 {
             return None;

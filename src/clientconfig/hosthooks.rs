@@ -2,9 +2,9 @@
 //! registers `<bir-hooks> --host <agent> <Event>` for every event that
 //! agent's adapter (`bound::hosts`) reads, in the agent's own hook file, at
 //! user or project scope. For Codex and Gemini (`--hooks http`, the
-//! default) every event but `SessionStart` and `SessionEnd` runs a
-//! [`post_script`] instead: bash builtins that post the payload to the
-//! daemon's hook port, no bir process (`--hooks command` keeps
+//! default) every event runs a [`post_script`] instead: bash builtins that
+//! post the payload to the daemon's hook port, no bir process, handing it
+//! to `bir-hooks` only when no daemon listens (`--hooks command` keeps
 //! `bir-hooks`); either form is recognised as bir's, and installing again
 //! converts one into the other.
 //!
@@ -32,8 +32,7 @@ use std::path::{Path, PathBuf};
 use super::atomic;
 use super::diff;
 use super::hook_entries::{
-    COMMAND_ALWAYS, HookChange, HookEvent, HookForm, HttpForm, Transport, remove_ours, shell_quote,
-    shell_words,
+    HookChange, HookEvent, HookForm, HttpForm, Transport, remove_ours, shell_quote, shell_words,
 };
 use super::hook_install::{
     UndoWords, forget_in_ledger, preview_undo, record_in_ledger, undo_hook_file,
@@ -176,22 +175,23 @@ pub(crate) fn hook_file(host: Host, scope: Scope, home: &Path, project: &Path) -
     }
 }
 
-/// Whether `host`'s `event` is posted by [`post_script`] under `form`:
-/// Codex's and Gemini's, with `--hooks http` (the default), but a
-/// session's edges ([`COMMAND_ALWAYS`]): those stay `bir-hooks`, which
-/// starts the daemon when it is down and reads the host's version from its
-/// process.
-fn posted_by_script<'a>(form: &'a HookForm, host: Host, event: &str) -> Option<&'a HookAddr> {
+/// Whether `host`'s events are posted by [`post_script`] under `form`:
+/// Codex's and Gemini's, with `--hooks http` (the default). A session's
+/// edges too: with the daemon down the script hands the payload to
+/// `bir-hooks`, which starts it; with it up, the daemon reads the host's
+/// version from the process the script names (`$PPID`), as `bir-hooks`
+/// read it from its own ancestry.
+fn posted_by_script(form: &HookForm, host: Host) -> Option<&HookAddr> {
     form.http
         .as_ref()
-        .filter(|_| matches!(host, Host::Codex | Host::Gemini) && !COMMAND_ALWAYS.contains(&event))
+        .filter(|_| matches!(host, Host::Codex | Host::Gemini))
         .map(|h| &h.addr)
 }
 
 /// The command an agent runs for `event`.
 pub(crate) fn command(form: &HookForm, host: Host, event: &str) -> String {
     let bir_hooks = bir_hooks_command(form, host, event);
-    match posted_by_script(form, host, event) {
+    match posted_by_script(form, host) {
         Some(addr) => post_script::script(addr, host, event, &bir_hooks),
         None => bir_hooks,
     }
@@ -213,11 +213,10 @@ fn bir_hooks_command(form: &HookForm, host: Host, event: &str) -> String {
 /// The hook command in words, for install's output (`<Event>` in place of
 /// an event name; a post script is named, not shown).
 fn display(form: &HookForm, host: Host) -> String {
-    match posted_by_script(form, host, "<Event>") {
+    match posted_by_script(form, host) {
         Some(addr) => format!(
-            "a bash post to {} ({}: {})",
+            "a bash post to {} (no daemon there: {})",
             addr.url("<Event>"),
-            COMMAND_ALWAYS.join(", "),
             command(
                 &HookForm {
                     http: None,
@@ -589,7 +588,7 @@ pub(crate) fn install(
                     client: host.flag().into(),
                     file: target.clone(),
                     scope: scope.label().into(),
-                    transport: if posted_by_script(&form, host, "Stop").is_some() {
+                    transport: if posted_by_script(&form, host).is_some() {
                         Transport::Http
                     } else {
                         Transport::Command
@@ -1570,8 +1569,8 @@ mod tests {
         }
     }
 
-    /// `--hooks http` (the default) for Codex and Gemini: every event but
-    /// the session's edges is a post script; installing again over the
+    /// `--hooks http` (the default) for Codex and Gemini: every event is a
+    /// post script; installing again over the
     /// `bir-hooks` form converts it, `--hooks command` converts it back,
     /// and uninstall gives the user's file back byte for byte whichever
     /// form is in it.
@@ -1597,18 +1596,20 @@ mod tests {
                     .filter(|c| ours(c, host).as_deref() == Some(event))
                     .collect();
                 assert_eq!(ours_here.len(), 1, "{host:?} {event}: {doc}");
-                let edge = COMMAND_ALWAYS.contains(&event);
-                assert_eq!(
+                assert!(
                     post_script::parse(ours_here[0]).is_some(),
-                    !edge,
                     "{host:?} {event}"
                 );
-                if edge {
-                    assert_eq!(
-                        ours_here[0],
-                        format!("/opt/bir/bin/bir-hooks --host {} {event}", host.flag())
-                    );
-                }
+                // With no daemon there, the script hands the payload to
+                // bir-hooks, which starts one.
+                assert!(
+                    ours_here[0].contains(&format!(
+                        "|/opt/bir/bin/bir-hooks --host {} {event} >/dev/null;",
+                        host.flag()
+                    )),
+                    "{}",
+                    ours_here[0]
+                );
                 // Not the other agent's.
                 let other = if host == Host::Codex {
                     Host::Gemini
@@ -1625,14 +1626,14 @@ mod tests {
             let back = install_edit(Some(&after), &form(), host, Path::new("f.json"))
                 .expect("command form");
             let n = events(host).len();
-            assert_eq!(back.updated, n - COMMAND_ALWAYS.len(), "{host:?}");
+            assert_eq!(back.updated, n, "{host:?}");
             let commands = back.bytes.expect("changed");
             let text = String::from_utf8(commands.clone()).expect("utf8");
             assert!(!text.contains("/dev/tcp/"), "{text}");
             // … and forward again.
             let forward = install_edit(Some(&commands), &posting_form(), host, Path::new("f.json"))
                 .expect("http form");
-            assert_eq!(forward.updated, n - COMMAND_ALWAYS.len(), "{host:?}");
+            assert_eq!(forward.updated, n, "{host:?}");
             let posting = forward.bytes.expect("changed");
             // Uninstall (the first install's ledger record) from either form.
             for file in [&after, &commands, &posting] {

@@ -1,7 +1,7 @@
-//! The hook command Codex CLI and Gemini CLI run for every event but a
-//! session's edges (`bir install --client codex|gemini`, `--hooks http`,
-//! the default): a bash script of builtins only that posts the payload
-//! straight to the daemon's loopback hook port — no `bir-hooks` process.
+//! The hook command Codex CLI and Gemini CLI run for every event (`bir
+//! install --client codex|gemini`, `--hooks http`, the default): a bash
+//! script of builtins only that posts the payload straight to the daemon's
+//! loopback hook port — no `bir-hooks` process while the daemon runs.
 //!
 //! Both agents run a hook command as `bash -c '<command>'`; that bash is
 //! the floor of any hook of theirs, so a hook that is only that bash costs
@@ -26,8 +26,9 @@
 //! 4. connects to `127.0.0.1:<port>` (`/dev/tcp`); no daemon (the connect
 //!    is refused at once): the payload goes to `bir-hooks` instead, which
 //!    starts the daemon and posts it, as every hook did before this script
-//!    (a daemon killed mid-session is back at the next hook, and an agent
-//!    whose MCP servers bind by ancestry finds its session); the script
+//!    (a session's first hook brings the daemon up, a daemon killed
+//!    mid-session is back at the next hook, and an agent whose MCP servers
+//!    bind by ancestry finds its session); the script
 //!    exits 0 whatever `bir-hooks` did. Only this rare path pays for a
 //!    `bir` process;
 //! 5. posts `POST /hook/<Event>?host=<agent>&host_process=$PPID` (the

@@ -1065,6 +1065,9 @@ fn hook_route(
         if host == Host::Gemini && event == "AfterTool" {
             with_gemini_subagent_chat(&mut payload, body);
         }
+        if event == "SessionStart" {
+            with_host_version(&mut payload, host, query_value(query, "host_process"));
+        }
         let input = Input::HostHook {
             host,
             event: event.to_owned(),
@@ -1106,6 +1109,26 @@ fn host_process(value: &str) -> Option<ProcessId> {
     }
     let pid: u32 = value.parse().ok()?;
     crate::bound::process::host_process_from(pid)
+}
+
+/// The agent's version, once a session (`SessionStart`), where only its
+/// process says it: read from the process a post script names (a bare
+/// pid, its `$PPID`) and its ancestors, unless the poster (`bir-hooks`,
+/// which read its own ancestry) added it already.
+fn with_host_version(payload: &mut serde_json::Value, host: Host, process: Option<&str>) {
+    let field = crate::bound::host::HOST_VERSION_FIELD;
+    if payload.get(field).is_some() {
+        return;
+    }
+    let Some(pid) = process.and_then(|p| p.parse::<u32>().ok()) else {
+        return;
+    };
+    if let (Some(version), Some(map)) = (
+        crate::bound::host::version_from_process(host, pid),
+        payload.as_object_mut(),
+    ) {
+        map.insert(field.to_owned(), serde_json::Value::String(version));
+    }
 }
 
 /// A Gemini subagent's words are in a chat file no hook names: its
@@ -1194,6 +1217,60 @@ mod tests {
         assert_eq!(host_process("x"), None);
         assert_eq!(host_process(""), None);
         assert_eq!(host_process(&u32::MAX.to_string()), None);
+    }
+
+    /// A post script's `SessionStart` names only a pid (its `$PPID`, the
+    /// agent): the daemon reads the agent's version from that process's
+    /// script, as `bir-hooks` read it from its own ancestry; a version the
+    /// poster gave stays, and a pid that is no agent adds nothing.
+    #[test]
+    fn a_session_starts_host_version_is_read_from_the_process_a_post_names() {
+        let dir = std::env::temp_dir().join(format!("bir-daemon-version-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = dir.join("node_modules/@google/gemini-cli");
+        std::fs::create_dir_all(root.join("bundle")).expect("dirs");
+        std::fs::write(
+            root.join("package.json"),
+            r#"{"name":"@google/gemini-cli","version":"0.61.0"}"#,
+        )
+        .expect("package.json");
+        let script = root.join("bundle/gemini.js");
+        // A stand-in for the agent: a process whose command line names the
+        // script by its absolute path, as `node /…/bundle/gemini.js` does.
+        std::fs::write(&script, "read -r _\n").expect("script");
+        let mut agent = std::process::Command::new("/bin/sh")
+            .arg(&script)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh");
+        let pid = agent.id().to_string();
+        let field = crate::bound::host::HOST_VERSION_FIELD;
+        let mut payload = serde_json::json!({"session_id": "s", "source": "startup"});
+        // Wait for the child's exec (its command line names the script).
+        let named = (0..500).any(|_| {
+            let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let found = String::from_utf8_lossy(&line).contains("gemini.js");
+            if !found {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            found
+        });
+        assert!(named, "the stand-in never ran its script");
+        with_host_version(&mut payload, Host::Gemini, Some(&pid));
+        let mut given = serde_json::json!({"session_id": "s", field: "0.1.0"});
+        with_host_version(&mut given, Host::Gemini, Some(&pid));
+        let mut not_an_agent = serde_json::json!({"session_id": "s"});
+        with_host_version(
+            &mut not_an_agent,
+            Host::Gemini,
+            Some(&std::process::id().to_string()),
+        );
+        drop(agent.stdin.take());
+        let _ = agent.wait();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(payload[field], "0.61.0", "{payload}");
+        assert_eq!(given[field], "0.1.0");
+        assert!(not_an_agent.get(field).is_none(), "{not_an_agent}");
     }
 
     #[test]

@@ -38,19 +38,8 @@ pub(crate) fn lines(run: &LoadedRun) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::record::calls::tests::step;
-    use crate::record::model::{Record, RunEvent, StepType, Turn};
-
-    fn run(events: Vec<RunEvent>) -> LoadedRun {
-        let mut run = LoadedRun::default();
-        for (i, event) in events.into_iter().enumerate() {
-            let record = Record {
-                seq: i as u64 + 1,
-                event,
-            };
-            run.absorb(&serde_json::to_vec(&record).expect("a record serialises"));
-        }
-        run
-    }
+    use crate::record::layout::tests::run;
+    use crate::record::model::{RunEvent, StepType, Turn};
 
     #[test]
     fn a_standalone_run_has_no_turns_and_a_bound_one_has_its_prompts() {

@@ -784,17 +784,7 @@ fn a_proxy_naming_no_session_binds_to_the_session_of_its_host_process() {
     after["tool_response"] = json!({"llmContent": [{"text": "the hook's view"}]});
     hook("AfterTool", after);
 
-    let run = eventually(Duration::from_secs(30), || {
-        let (code, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
-        let doc: Value = serde_json::from_str(&out).unwrap_or_default();
-        let joined = doc["steps"].as_array().is_some_and(|steps| {
-            steps
-                .iter()
-                .any(|s| s["type"] == "tool_response" && s["requestId"] == 2)
-        });
-        (code == 0 && joined).then_some(doc)
-    })
-    .unwrap_or_else(|| {
+    let run = joined_run(&dir).unwrap_or_else(|| {
         panic!(
             "the proxy's call never joined the bound run: {}\n{}",
             bir_cmd(&dir, &["runs", "export", "latest"]).1,
@@ -911,16 +901,7 @@ fn a_post_scripts_ppid_names_the_host_process_a_proxy_binds_to() {
     let mut after = tool;
     after["tool_response"] = json!({"llmContent": [{"text": "the hook's view"}]});
     posted("AfterTool", after);
-    let joined = eventually(Duration::from_secs(30), || {
-        let (code, out, _) = bir_cmd(&dir, &["runs", "export", "latest"]);
-        let doc: Value = serde_json::from_str(&out).unwrap_or_default();
-        let joined = doc["steps"].as_array().is_some_and(|steps| {
-            steps
-                .iter()
-                .any(|s| s["type"] == "tool_response" && s["requestId"] == 2)
-        });
-        (code == 0 && joined).then_some(doc)
-    });
+    let joined = joined_run(&dir);
     let seen = host.finish(Duration::from_secs(10));
     assert_eq!(seen.exit(), "code 0", "{}", seen.stderr);
     let run = joined.unwrap_or_else(|| {
@@ -930,6 +911,21 @@ fn a_post_scripts_ppid_names_the_host_process_a_proxy_binds_to() {
         )
     });
     assert_eq!(run["run"]["metadata"]["sessionId"], session, "{run}");
+}
+
+/// The latest run once the proxy's call (request id 2) is joined to it,
+/// as `bir runs export` gives it; `None` if that does not happen in 30 s.
+fn joined_run(dir: &TempDir) -> Option<Value> {
+    eventually(Duration::from_secs(30), || {
+        let (code, out, _) = bir_cmd(dir, &["runs", "export", "latest"]);
+        let doc: Value = serde_json::from_str(&out).unwrap_or_default();
+        let joined = doc["steps"].as_array().is_some_and(|steps| {
+            steps
+                .iter()
+                .any(|s| s["type"] == "tool_response" && s["requestId"] == 2)
+        });
+        (code == 0 && joined).then_some(doc)
+    })
 }
 
 /// `bir` with the fixture's managed-policy directory, in `cwd`.

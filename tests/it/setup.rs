@@ -442,9 +442,14 @@ fn setup_offers_the_hooks_of_every_agent_found() {
     assert!(out.status.success(), "{all}");
     assert!(all.contains("gemini-cli hooks"), "{all}");
     let settings = fs::read_to_string(&gemini).expect("gemini settings written");
-    // The session's edges run bir-hooks; every other event posts by script.
+    // Every event posts by script, handing over to bir-hooks when no
+    // daemon listens.
     assert!(
-        settings.contains("--host gemini SessionStart"),
+        settings.contains("POST /hook/SessionStart?host=gemini&"),
+        "{settings}"
+    );
+    assert!(
+        settings.contains("--host gemini SessionStart >/dev/null;"),
         "{settings}"
     );
     assert!(
