@@ -7,8 +7,8 @@ hooks: one hook invocation, whole process, as each host runs it — Claude
   Code `sh -c '<bir-hooks> <Event>'`, Codex `/bin/bash -c '<command>'`,
   Gemini `bash -c '<command>'` (seen in their process trees), the command
   as `bir install --client HOST` registers it (a bash post script for every
-  event but SessionStart/SessionEnd, which run `<bir-hooks> --host HOST
-  <Event>`) — with the payloads of a whole real session of each
+  event, which runs `<bir-hooks> --host HOST <Event>` only when no daemon
+  listens) — with the payloads of a whole real session of each
   (tests/fixtures/bound/bash-tool.jsonl for Claude Code,
   tests/fixtures/hosts/<host>/hooks.jsonl), each replay under a fresh session
   id, the daemon already running. The hosts' replays are interleaved round by
