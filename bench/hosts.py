@@ -193,8 +193,9 @@ def bench_hooks(hosts: list[str], rounds: int, bir: str) -> None:
                 per_session[h].append(total)
         # The replays must have reached the daemon (a post script whose
         # connect fails is quicker than one that posts): each host's runs.
-        listed = subprocess.run([bir, "runs", "--json", "--limit", str(rounds * len(events) + 1)], env=env, cwd=cwd, capture_output=True, text=True,
-                                check=False).stdout
+        every_run = ["--limit", str(rounds * len(events) + 1)]  # `bir runs` lists 20 by default
+        listed = subprocess.run([bir, "runs", "--json", *every_run], env=env, cwd=cwd, capture_output=True,
+                                text=True, check=False).stdout
         told = sum(1 for line in listed.splitlines() if line.strip() and json.loads(line).get("toolCalls", 0) > 0)
         if told < rounds * len(events):
             print(f"\nWARNING: only {told} of {rounds * len(events)} replayed sessions were recorded with their "

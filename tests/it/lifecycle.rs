@@ -17,31 +17,10 @@ fn call(id: u64, tool: &str) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":{"id":id}}})
 }
 
-/// `bir-proxy` started as a terminal starts a host: every signal a host
-/// sends at its default. A signal the test runner ignores (SIGINT and
-/// SIGQUIT in a background job of a non-interactive shell, SIGHUP under
-/// `nohup`) stays ignored across exec, in the proxy's server too, which
-/// then outlives the host's signal with or without bir in between.
-fn host_command(dir: &TempDir) -> std::process::Command {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = command(dir.proxy_link(), dir);
-    // SAFETY: `signal` is async-signal-safe; nothing else runs between
-    // fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            Ok(())
-        });
-    }
-    cmd
-}
-
 /// `bir-proxy --server-name peer [extra] -- bir testpeer <script> --log <log>`.
 fn proxy_cmd(dir: &TempDir, script: &Value, extra: &[&str]) -> std::process::Command {
     let script = dir.script("peer.json", script);
-    let mut cmd = host_command(dir);
+    let mut cmd = command(dir.proxy_link(), dir);
     cmd.args(["--server-name", "peer"])
         .args(extra)
         .arg("--")
@@ -129,7 +108,7 @@ fn a_signal_after_the_server_exited_keeps_its_exit_status() {
     let dir = TempDir::new("exited-then-signal");
     let pidfile = dir.join("left.pid");
     let script = format!("sleep 30 & echo $! > {}; exit 3", pidfile.display());
-    let mut cmd = host_command(&dir);
+    let mut cmd = command(dir.proxy_link(), &dir);
     cmd.args(["--server-name", "sh", "--", "sh", "-c", &script]);
     let host = Host::start(cmd);
     let left = read_pid(&pidfile, Duration::from_secs(5));
@@ -179,7 +158,7 @@ fn a_killed_proxy_leaves_no_descendant_behind_a_wrapper() {
     let pidfile = dir.join("inner.pid");
     // `sleep` stands for a server that ignores end of input.
     let script = format!("sleep 120 & echo $! > {}; wait", pidfile.display());
-    let mut cmd = host_command(&dir);
+    let mut cmd = command(dir.proxy_link(), &dir);
     cmd.args(["--server-name", "sh", "--", "sh", "-c", &script]);
     let mut host = Host::start(cmd);
     let inner = read_pid(&pidfile, Duration::from_secs(10));
@@ -287,7 +266,7 @@ fn a_server_that_never_answers_initialize_does_not_hang_shutdown() {
 fn a_server_that_cannot_start_fails_fast_and_clearly() {
     let _serial = serial();
     let dir = TempDir::new("nostart");
-    let mut cmd = host_command(&dir);
+    let mut cmd = command(dir.proxy_link(), &dir);
     cmd.args([
         "--server-name",
         "ghost",
@@ -311,7 +290,7 @@ fn a_server_that_cannot_start_fails_fast_and_clearly() {
 #[test]
 fn stay_up_answers_every_request_with_an_error() {
     let dir = TempDir::new("stayup");
-    let mut cmd = host_command(&dir);
+    let mut cmd = command(dir.proxy_link(), &dir);
     cmd.env("BIR_PROXY_STAY_UP", "1").args([
         "--server-name",
         "ghost",
@@ -701,7 +680,7 @@ fn a_server_that_cannot_run_says_why() {
         ),
     ];
     for (program, reason, meaning) in cases {
-        let mut cmd = host_command(&dir);
+        let mut cmd = command(dir.proxy_link(), &dir);
         cmd.args(["--server-name", "broken", "--", &program, "--flag"]);
         let mut host = Host::start(cmd);
         host.send(&init());
@@ -735,7 +714,7 @@ fn an_executable_that_is_no_program_fails_as_it_would_without_bir() {
     let path = dir.join("garbage");
     std::fs::write(&path, b"\x7fELF but not really\x00\x01\n").expect("write");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let mut cmd = host_command(&dir);
+    let mut cmd = command(dir.proxy_link(), &dir);
     cmd.args(["--server-name", "broken", "--"]).arg(&path);
     let mut host = Host::start(cmd);
     host.send(&init());

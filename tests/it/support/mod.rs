@@ -104,15 +104,34 @@ impl Drop for TempDir {
 pub const INHERITED_ENV: [&str; 3] = ["PATH", "TMPDIR", "LLVM_PROFILE_FILE"];
 
 /// A command isolated from the developer's machine: an empty environment
-/// plus [`INHERITED_ENV`], with `HOME` and `BIR_HOME` inside `home`.
+/// plus [`INHERITED_ENV`], with `HOME` and `BIR_HOME` inside `home`, and
+/// the signals a host sends at their defaults (see [`isolated`]).
 pub fn command(program: impl AsRef<std::ffi::OsStr>, home: &TempDir) -> Command {
     isolated(program, &home.join("home"))
 }
 
 /// Like [`command`], for a `HOME` that is not a [`TempDir`]'s (`BIR_HOME` is
 /// `<home>/.baseinstrunner`).
+///
+/// The process starts as a terminal starts a host: SIGHUP, SIGINT, SIGQUIT
+/// and SIGTERM at their defaults. A signal the test runner ignores (SIGINT
+/// and SIGQUIT in a background job of a non-interactive shell, SIGHUP
+/// under `nohup`) would otherwise stay ignored across exec, down to a
+/// proxy's server, which then outlives the host's signal with or without
+/// bir in between.
 pub fn isolated(program: impl AsRef<std::ffi::OsStr>, home: &Path) -> Command {
+    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(program);
+    // SAFETY: `signal` is async-signal-safe; nothing else runs between
+    // fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
     cmd.env_clear();
     for name in INHERITED_ENV {
         if let Some(value) = std::env::var_os(name) {
