@@ -366,6 +366,15 @@ impl Engine {
         .unwrap_or(serde_json::Value::Null)
     }
 
+    /// Whether session `session_id` pinned an MCP call whose bound proxy
+    /// has not reported it yet: the guide's `Stop` waits for that report,
+    /// so it does not nudge past a pin the server may not have got.
+    pub(crate) fn awaits_pin_report(&self, session_id: &str) -> bool {
+        self.sessions
+            .get(session_id)
+            .is_some_and(|s| !s.finished && s.awaits_pin_report())
+    }
+
     /// Pinned calls (session id, tool_use_id) whose server got other
     /// arguments than the pin, since last asked: their guide hands over.
     pub(crate) fn take_pins_not_applied(&mut self) -> Vec<(String, String)> {

@@ -1742,11 +1742,16 @@ impl Session {
             return false;
         }
         let server = join::spelled(&c.server);
-        let same = |s: &String| join::spelled(s) == server;
-        if self.gone_servers.iter().any(same) {
+        if self.gone_servers.iter().any(|s| join::spelled(s) == server) {
             return false;
         }
-        self.ending.is_none() || self.proxies.values().any(same)
+        self.ending.is_none() || self.server_is_bound(&c.server)
+    }
+
+    /// A proxy of `server` (as a call spells it) is bound to this session.
+    fn server_is_bound(&self, server: &str) -> bool {
+        let server = join::spelled(server);
+        self.proxies.values().any(|s| join::spelled(s) == server)
     }
 
     /// The transcript-wait rule: a call whose words the transcript has not

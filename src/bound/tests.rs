@@ -2295,6 +2295,17 @@ fn a_guides_pin_is_checked_against_what_the_server_got() {
                 pin: Some(("toolu_1".into(), pinned.clone())),
             },
         );
+        h.post(
+            2.2,
+            "mcp__everything__echo",
+            "toolu_1",
+            json!({"message": "model's"}),
+            echo_result("x"),
+        );
+        // The hooks are through, the bound proxy has not reported: a
+        // guided Stop now would wait for the check.
+        assert!(h.engine.awaits_pin_report(SESSION));
+        assert!(!h.engine.awaits_pin_report("another session"));
         h.proxy(
             2.5,
             "everything",
@@ -2314,6 +2325,7 @@ fn a_guides_pin_is_checked_against_what_the_server_got() {
                 _ => None,
             })
             .collect();
+        assert!(!h.engine.awaits_pin_report(SESSION));
         assert_eq!(guide_events.len(), 2, "{guide_events:?}");
         assert_eq!(guide_events[0]["action"], "pinned");
         assert_eq!(guide_events[1]["action"], "pin_checked");
@@ -2331,6 +2343,33 @@ fn a_guides_pin_is_checked_against_what_the_server_got() {
         h.tick(20.0);
         h.assert_well_formed();
     }
+}
+
+/// A pin whose call no bound proxy will report (a server bir does not
+/// wrap, a built-in tool) is never waited for.
+#[test]
+fn a_pin_no_proxy_will_report_is_not_awaited() {
+    let mut h = Harness::new();
+    start(&mut h, "echo");
+    for (tool, id) in [("mcp__unwrapped__echo", "toolu_1"), ("Bash", "toolu_2")] {
+        h.pre(2.0, tool, id, json!({"message": "model's"}));
+        h.input(
+            2.0,
+            Input::Guide {
+                session_id: SESSION.into(),
+                note: json!({"action": "pinned", "step": "s1", "toolUseId": id}),
+                pin: Some((id.into(), json!({"message": "recorded"}))),
+            },
+        );
+        h.post(
+            2.2,
+            tool,
+            id,
+            json!({"message": "model's"}),
+            echo_result("x"),
+        );
+    }
+    assert!(!h.engine.awaits_pin_report(SESSION));
 }
 
 /// A Bash call for [`transcript_rows`]: `command` run, `stdout` printed.

@@ -926,6 +926,9 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, path) if path.starts_with("/hook/") => {
+            if path == "/hook/Stop" || path.starts_with("/hook/Stop?") {
+                await_pin_reports(daemon, &request.body);
+            }
             let mut core = daemon.core();
             hook_route(daemon, &mut core, path, &request.body, request.off)
         }
@@ -995,6 +998,34 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             })
         }
         _ => (404, Vec::new()),
+    }
+}
+
+/// How long a guided session's `Stop` waits, at most, for the proxy's
+/// report of a pinned call (the report usually follows the call by
+/// milliseconds; a busy machine may delay the proxy's post past the turn).
+const PIN_REPORT_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Before a `Stop` that an armed guide may answer: waits (without the
+/// engine's lock, so the report can be handled) until the session's
+/// pinned calls have been checked against what their servers got, at most
+/// [`PIN_REPORT_PATIENCE`]. A guide then hands over rather than nudges
+/// toward the next step when the server did not get the pin.
+fn await_pin_reports(daemon: &Daemon, body: &[u8]) {
+    #[derive(serde::Deserialize)]
+    struct Of {
+        session_id: String,
+    }
+    let Ok(Of { session_id }) = serde_json::from_slice::<Of>(body) else {
+        return;
+    };
+    let until = Instant::now() + PIN_REPORT_PATIENCE;
+    while daemon.core().engine.awaits_pin_report(&session_id) {
+        if Instant::now() >= until {
+            log::debug!("a pinned call's proxy report did not come before Stop");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -633,6 +633,22 @@ fn the_daemon_exits_when_its_home_is_removed() {
     assert!(wait_gone(d.pid as i32, LONG), "daemon outlived its home");
 }
 
+/// What `bir <args>` printed in the test's home (it must succeed).
+fn bir_says(t: &TempDir, args: &[&str]) -> String {
+    let out = command(bir(), t).args(args).output().expect("bir");
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Writes `scenario` into the test's directory and arms it as the guide of
+/// `project`: what `bir guide start` said.
+fn arm_guide(t: &TempDir, project: &str, scenario: serde_json::Value) -> String {
+    let path = t.join("demo.scenario.json");
+    std::fs::write(&path, scenario.to_string()).expect("scenario");
+    let path = path.to_str().expect("utf-8");
+    bir_says(t, &["guide", "start", path, "--project", project])
+}
+
 /// `bir guide` through the real binary and daemon: no guide, no output at
 /// `UserPromptSubmit`; an armed guide's outline, pins (`ask` without a rule,
 /// `allow` with the session's own allow rule, read from the
@@ -677,31 +693,18 @@ fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
         "no guide: byte-empty"
     );
 
-    let scenario = t.join("demo.scenario.json");
-    std::fs::write(
-        &scenario,
+    let cli = |args: &[&str]| bir_says(&t, args);
+    let project_arg = project.to_str().expect("utf-8");
+    let said = arm_guide(
+        &t,
+        project_arg,
         serde_json::json!({"schema": "bir/scenario@1", "params": {"a": {"default": 2}},
             "steps": [
                 {"id": "s1", "server": "srv", "tool": "echo", "args": {"message": "hi"},
                  "volatileArgs": ["/message"]},
                 {"id": "s2", "server": "srv", "tool": "get-sum", "args": {"a": "${param:a}", "b": 3}},
-                {"id": "s3", "server": "srv", "tool": "echo", "args": {"message": "bye"}}]})
-        .to_string(),
-    )
-    .expect("scenario");
-    let cli = |args: &[&str]| {
-        let out = command(bir(), &t).args(args).output().expect("bir guide");
-        assert!(out.status.success(), "{args:?}: {out:?}");
-        String::from_utf8(out.stdout).expect("utf-8")
-    };
-    let project_arg = project.to_str().expect("utf-8");
-    let said = cli(&[
-        "guide",
-        "start",
-        scenario.to_str().expect("utf-8"),
-        "--project",
-        project_arg,
-    ]);
+                {"id": "s3", "server": "srv", "tool": "echo", "args": {"message": "bye"}}]}),
+    );
     assert!(said.starts_with("Guide armed in "), "{said}");
 
     let outline: serde_json::Value =
@@ -752,6 +755,109 @@ fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
     assert!(status.contains("next: s3"), "{status}");
     assert!(cli(&["guide", "stop", "--project", project_arg]).starts_with("Guide stopped"));
     assert!(cli(&["guide", "status", "--project", project_arg]).starts_with("No guide armed"));
+}
+
+/// A guided `Stop` waits for the bound proxy's report of a pinned call.
+/// The report says the server got the model's arguments, not the pin: the
+/// guide hands over at that step, and the `Stop` gets no nudge toward the
+/// next one. (Posted 300 ms after the `Stop`: on a machine slow enough
+/// that the `Stop` arrives later still, the test passes without proving
+/// the wait; it fails only if the wait is missing or the report takes
+/// longer than the daemon's patience.)
+#[test]
+fn a_guided_stop_waits_for_the_report_of_a_pinned_call() {
+    let t = TempDir::new("guide-pin-report");
+    std::fs::create_dir_all(t.join("proj")).expect("project");
+    let project = std::fs::canonicalize(t.join("proj")).expect("real path");
+    let managed = t.join("managed");
+    let env = [("BIR_CLAUDE_MANAGED_DIR", managed.to_str().expect("utf-8"))];
+    let session = "it-pinned";
+    let project_arg = project.to_str().expect("utf-8");
+    arm_guide(
+        &t,
+        project_arg,
+        serde_json::json!({"schema": "bir/scenario@1", "steps": [
+            {"id": "s1", "server": "srv", "tool": "echo", "args": {"message": "hi"},
+             "volatileArgs": ["/message"]},
+            {"id": "s2", "server": "srv", "tool": "echo", "args": {"message": "bye"}}]}),
+    );
+
+    let payload = |event: &str, extra: serde_json::Value| {
+        let mut p = serde_json::json!({"session_id": session,
+            "transcript_path": "/nonexistent/transcript.jsonl",
+            "cwd": project, "hook_event_name": event, "permission_mode": "default"});
+        if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
+            p.extend(extra);
+        }
+        p.to_string()
+    };
+    let guided = |event: &str, extra: serde_json::Value| {
+        let out = hook(&t, event, &payload(event, extra), &env);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    guided("SessionStart", serde_json::json!({"source": "startup"}));
+    let d = wait_for_daemon(&t, Some(std::process::id()));
+    let _running = Running(&t);
+    let port = port_of(&d);
+    let register = serde_json::json!({"proxyId": "p-1", "sessionId": session,
+        "serverName": "srv", "pid": std::process::id(), "cwd": project,
+        "birVersion": d.version});
+    let (status, text) = raw(
+        port,
+        &request(&d, "POST", "/proxy/register", "", &register.to_string()),
+    );
+    assert_eq!(status, 200, "{text}");
+
+    guided("UserPromptSubmit", serde_json::json!({"prompt": "go"}));
+    let model = serde_json::json!({"message": "hey"});
+    let call = serde_json::json!({"tool_name": "mcp__srv__echo", "tool_input": model,
+        "tool_use_id": "toolu_1"});
+    let pinned: serde_json::Value =
+        serde_json::from_str(&guided("PreToolUse", call.clone())).expect("a JSON answer");
+    assert_eq!(
+        pinned["hookSpecificOutput"]["updatedInput"],
+        serde_json::json!({"message": "hi"}),
+        "{pinned}"
+    );
+    let mut answered = call;
+    answered["tool_response"] = serde_json::json!([{"type": "text", "text": "Echo: hey"}]);
+    guided("PostToolUse", answered);
+
+    let stop = request(
+        &d,
+        "POST",
+        "/hook/Stop",
+        "",
+        &payload("Stop", serde_json::json!({"stop_hook_active": false})),
+    );
+    let stopping = std::thread::spawn(move || raw(port, &stop));
+    std::thread::sleep(Duration::from_millis(300));
+    let step = |kind: &str, index: u64, body: (&str, serde_json::Value)| {
+        let mut step = serde_json::json!({"id": format!("p-{index}"), "stepIndex": index,
+            "type": kind, "qualifiedName": "mcp__srv__echo", "serverName": "srv",
+            "toolName": "echo", "startedAt": "2026-01-01T00:00:00Z", "toolUseId": "toolu_1"});
+        step[body.0] = body.1;
+        step
+    };
+    let records = serde_json::json!({"proxyId": "p-1", "sessionId": session,
+        "serverName": "srv", "items": [{"kind": "call", "data": {
+            "selected": step("tool_selected", 1, ("input", model.clone())),
+            "response": step("tool_response", 2,
+                ("output", serde_json::json!({"content": [{"type": "text", "text": "Echo: hey"}]})))}}]});
+    let (status, text) = raw(
+        port,
+        &request(&d, "POST", "/proxy/records", "", &records.to_string()),
+    );
+    assert_eq!(status, 200, "{text}");
+    let (status, answer) = stopping.join().expect("the Stop's answer");
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        !answer.contains("\"block\""),
+        "no nudge past a pin the server did not get: {answer}"
+    );
+    let said = bir_says(&t, &["guide", "status", "--project", project_arg]);
+    assert!(said.contains("handed over at s1"), "{said}");
 }
 
 /// A hook payload of `session` whose transcript is at `transcript`.

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::{Cx, Session};
 use crate::bound::join;
-use crate::record::model::{RunEvent, SessionEvent, Step};
+use crate::record::model::{RunEvent, SessionEvent, Step, StepKind};
 use crate::time::rfc3339;
 
 /// The session events a guide writes.
@@ -98,6 +98,21 @@ impl Session {
             cx,
             json!({"action": "pin_checked", "toolUseId": tool_use_id, "applied": applied}),
         );
+    }
+
+    /// A pinned call is still in flight on a server whose proxy is bound
+    /// here, and that proxy has not reported it: its check is yet to come.
+    /// A call of a server bir does not wrap (or whose proxy left) is never
+    /// reported, so it is not waited for.
+    pub(in crate::bound) fn awaits_pin_report(&self) -> bool {
+        self.guide.waiting.iter().any(|(id, _)| {
+            self.calls.iter().any(|c| {
+                c.tool_use_id.as_deref() == Some(id.as_str())
+                    && c.kind == StepKind::Mcp
+                    && c.proxy.is_none()
+                    && self.server_is_bound(&c.server)
+            })
+        })
     }
 
     /// Pinned calls whose server got other arguments, since last asked.

@@ -93,6 +93,8 @@ if mode == "follow":
     result(echoes == ["guide-e2e hello", "guide-e2e world"], "server got the pinned echo",
            f"echo arguments the server received: {echoes}")
     result(sums == [{"a": 2, "b": 3}], "exact sum passed untouched", f"get-sum calls: {sums}")
+    # The Stop waits for the proxy's report of the pinned call, so the
+    # check comes before the nudge however late the proxy posts it.
     want = [("started", None), ("followed", "s1"), ("pinned", "s2"), ("pin_checked", None),
             ("nudged", "s3"), ("followed", "s3")]
     result(actions == want, "followed / pinned / nudged in order", f"{actions}")
