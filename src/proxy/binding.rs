@@ -6,7 +6,7 @@
 //! observer thread:  StepReport ─▶ Preparation ─▶ ProxyItems ─▶ ReportPath
 //!                                                               ├─ DaemonPath (POST /proxy/records)
 //!                                                               └─ LocalRun   (journal)
-//! finder thread:    ensure_running ─▶ POST /proxy/register ─▶ hands the link over
+//! finder thread:    (ancestry) ─▶ ensure_running ─▶ POST /proxy/register ─▶ hands the link over
 //! ```
 //!
 //! A proxy binds when its environment names a session:
@@ -17,15 +17,19 @@
 //! ancestor processes and the daemon binds it to the hooked session whose
 //! host process is one of them (`bound::process`). Such a proxy never
 //! starts the daemon (the hooks do), and finds it in the `BIR_HOME` its
-//! host runs with when its own environment was stripped of it.
-//! `BIR_BIND=off` keeps it standalone.
+//! host runs with when its own environment was stripped of it. The finder
+//! thread reads that ancestry from `/proc`. `BIR_BIND=off` keeps it
+//! standalone.
 //!
 //! Negotiation (all on the observer thread, which never waits on the
 //! daemon except for one bounded post per wake-up; finding and starting
 //! the daemon happens on the finder thread):
-//! * At start the proxy looks for the daemon (starting it if need be) and
-//!   holds prepared items in memory for up to `BIR_BIND_WAIT_MS` (10 s):
-//!   the host may start servers before its session's first hook.
+//! * From its first exchange (the host's `initialize`, once answered) the
+//!   proxy looks for the daemon (starting it if need be) and holds
+//!   prepared items in memory for up to `BIR_BIND_WAIT_MS` (10 s) from its
+//!   start: the host may start servers before its session's first hook.
+//!   The finder thread does not exist before: the first answer never
+//!   waits for it, nor shares the CPU with it.
 //! * Found: it registers, then posts its items, one batch per observer
 //!   wake-up. The daemon accepts a registration only for a session its
 //!   hooks told it about (else 409): a session without bir's hooks would
@@ -50,6 +54,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -72,29 +77,27 @@ pub(crate) fn recording_sink(
 ) -> Box<dyn Sink> {
     let prep = Preparation::new(rc);
     let settings = BindSettings::from_env(&cfg.server_name, cfg.session_id.as_deref());
-    let home = match &settings {
-        Some(s) if !s.ancestors.is_empty() && std::env::var_os("BIR_HOME").is_none() => {
-            home_of_host(&s.ancestors).or_else(crate::home::bir_home)
-        }
-        _ => crate::home::bir_home(),
-    };
-    match (settings, home) {
-        (Some(settings), Some(home)) => {
-            let by_ancestry = !settings.ancestors.is_empty();
-            let probe_home = home.clone();
-            let daemon = Box::new(HomeDaemon {
-                home,
-                start: !by_ancestry,
-            });
-            let mut sink = BindingSink::new(prep, run, &settings, daemon);
-            if by_ancestry {
-                sink.probe = Some(Box::new(move || {
-                    crate::daemon::client::discover(&probe_home).is_some()
-                }));
-            }
+    match settings {
+        Some(settings) if settings.by_ancestry => {
+            let home = Arc::new(OnceLock::new());
+            let probe_home = Arc::clone(&home);
+            let mut sink = BindingSink::new(prep, run, &settings, Lookup::ByAncestry { home });
+            // Unknown until the finder has read the ancestry: asked again.
+            sink.probe = Some(Box::new(move || {
+                let home: &PathBuf = probe_home.get()?;
+                Some(crate::daemon::client::discover(home).is_some())
+            }));
             Box::new(OffGate::new(sink))
         }
-        _ => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
+        Some(settings) => match crate::home::bir_home() {
+            Some(home) => {
+                let daemon = HomeDaemon { home, start: true };
+                let sink = BindingSink::new(prep, run, &settings, Lookup::Named(Box::new(daemon)));
+                Box::new(OffGate::new(sink))
+            }
+            None => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
+        },
+        None => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
     }
 }
 
@@ -104,8 +107,17 @@ pub(crate) fn recording_sink(
 /// (their host has no hooks), and keep what standalone runs have.
 pub(crate) fn may_bind(cfg: &ProxyConfig) -> bool {
     BindSettings::from_env(&cfg.server_name, cfg.session_id.as_deref())
-        .is_some_and(|s| s.ancestors.is_empty())
+        .is_some_and(|s| !s.by_ancestry)
         && crate::home::bir_home().is_some()
+}
+
+/// The home of the daemon a proxy bound by ancestry looks for: its own
+/// `BIR_HOME` if set, else its host's, else the default.
+fn home_by_ancestry(ancestors: &[ProcessId]) -> Option<PathBuf> {
+    if std::env::var_os("BIR_HOME").is_some() {
+        return crate::home::bir_home();
+    }
+    home_of_host(ancestors).or_else(crate::home::bir_home)
 }
 
 /// `BIR_HOME` as the proxy's host process runs with it: Codex CLI starts
@@ -211,10 +223,10 @@ pub(crate) struct BindSettings {
     pub identity: Identity,
     pub wait: Duration,
     pub retry: Duration,
-    /// This proxy's ancestor processes, nearest first, when its
-    /// environment names no session (then `identity.session_id` is empty
-    /// and the daemon finds the session by them); else empty.
-    pub ancestors: Vec<ProcessId>,
+    /// The environment names no session (`identity.session_id` is empty):
+    /// the daemon finds the session by this proxy's ancestor processes,
+    /// which the finder thread reads.
+    pub by_ancestry: bool,
 }
 
 impl BindSettings {
@@ -227,17 +239,16 @@ impl BindSettings {
         let explicit = ["BIR_CONTROL_URL", "BIR_CONTROL_TOKEN"]
             .iter()
             .all(|name| std::env::var(name).is_ok_and(|v| !v.is_empty()));
-        let mut ancestors = Vec::new();
+        let mut by_ancestry = false;
         let session_id = match session_id {
             Some(id) => id.to_owned(),
             None if explicit => std::env::var("BIR_SESSION_ID").unwrap_or_default(),
-            None => {
-                ancestors = crate::bound::process::ancestors();
-                if ancestors.is_empty() {
-                    return None;
-                }
+            // The ancestry is read from `/proc`.
+            None if cfg!(target_os = "linux") => {
+                by_ancestry = true;
                 String::new()
             }
+            None => return None,
         };
         let millis = |name: &str, default: Duration| {
             std::env::var(name)
@@ -253,7 +264,7 @@ impl BindSettings {
             },
             wait: millis("BIR_BIND_WAIT_MS", DEFAULT_WAIT),
             retry: millis("BIR_BIND_RETRY_MS", DEFAULT_RETRY),
-            ancestors,
+            by_ancestry,
         })
     }
 }
@@ -389,11 +400,43 @@ struct Finder {
     look: Sender<()>,
 }
 
+/// How the finder finds its daemon.
+pub(crate) enum Lookup {
+    /// The environment named the session, and so the daemon.
+    Named(Box<dyn Daemon>),
+    /// By this proxy's ancestry, read on the finder thread: the daemon of
+    /// the home found then (set into `home`, for the sink's probe), never
+    /// started. No ancestry, no home: the finder ends, and the sink records
+    /// standalone.
+    ByAncestry { home: Arc<OnceLock<PathBuf>> },
+}
+
+impl Lookup {
+    /// The daemon, and the ancestors to register with: on the finder
+    /// thread.
+    fn resolve(self) -> Option<(Box<dyn Daemon>, Vec<ProcessId>)> {
+        match self {
+            Lookup::Named(daemon) => Some((daemon, Vec::new())),
+            Lookup::ByAncestry { home: found } => {
+                let ancestors = crate::bound::process::ancestors();
+                if ancestors.is_empty() {
+                    log::debug!("no ancestry to bind by; recording standalone");
+                    return None;
+                }
+                let home = home_by_ancestry(&ancestors)?;
+                let _ = found.set(home.clone());
+                let daemon = HomeDaemon { home, start: false };
+                Some((Box::new(daemon), ancestors))
+            }
+        }
+    }
+}
+
 /// Starts the finder: it looks at once, and while unbound every `retry`.
-fn start_finder(daemon: Box<dyn Daemon>, settings: &BindSettings) -> Option<Finder> {
+fn start_finder(lookup: Lookup, settings: &BindSettings) -> Option<Finder> {
     let (found_tx, found) = mpsc::channel();
     let (look, look_rx) = mpsc::channel();
-    let register = ProxyRegister {
+    let mut register = ProxyRegister {
         proxy_id: settings.identity.proxy_id.clone(),
         session_id: settings.identity.session_id.clone(),
         server_name: settings.identity.server_name.clone(),
@@ -407,19 +450,25 @@ fn start_finder(daemon: Box<dyn Daemon>, settings: &BindSettings) -> Option<Find
         host: std::env::var("AI_AGENT")
             .ok()
             .and_then(|v| host_from_ai_agent(&v)),
-        ancestors: settings.ancestors.clone(),
+        ancestors: Vec::new(),
     };
-    let body = serde_json::to_vec(&register).ok()?;
     let retry = settings.retry;
     let wait = settings.wait;
     // By ancestry the daemon is only looked for (the host's first hook
     // starts it, maybe after the host started this server): look often
     // while the items are held.
-    let by_ancestry = !settings.ancestors.is_empty();
+    let by_ancestry = settings.by_ancestry;
     let spawned = thread::Builder::new()
         .name("bir-bind".into())
         .spawn(move || {
             crate::observe::give_way_to_the_relay();
+            let Some((daemon, ancestors)) = lookup.resolve() else {
+                return;
+            };
+            register.ancestors = ancestors;
+            let Ok(body) = serde_json::to_vec(&register) else {
+                return;
+            };
             run_finder(
                 &*daemon,
                 &body,
@@ -511,6 +560,11 @@ pub(crate) struct BindingSink {
     local: LocalRun,
     tier: Tier,
     finder: Option<Finder>,
+    /// The finder not started yet: it starts with the first exchange the
+    /// observer delivers, after the relay passed the host's `initialize`
+    /// answer on, so that a proxy's start never waits for (or competes
+    /// with) a thread the first answer does not need.
+    unstarted: Option<Box<(Lookup, BindSettings)>>,
     /// Items prepared since the last delivery (held while negotiating).
     items: Vec<ProxyItem>,
     /// The latest snapshot, sent first whenever the proxy (re)binds.
@@ -524,8 +578,9 @@ pub(crate) struct BindingSink {
     /// arrives while negotiating: the agent's hooks ran before any call
     /// and started the daemon if they are bir's, so with none running
     /// the calls go to the standalone run at once rather than wait in
-    /// memory (where a kill would lose them).
-    probe: Option<Box<dyn Fn() -> bool + Send>>,
+    /// memory (where a kill would lose them). `None` from it: not known
+    /// yet (the finder has not read the ancestry); asked again.
+    probe: Option<Box<dyn Fn() -> Option<bool> + Send>>,
 }
 
 impl BindingSink {
@@ -533,26 +588,29 @@ impl BindingSink {
         prep: Preparation,
         local: LocalRun,
         settings: &BindSettings,
-        daemon: Box<dyn Daemon>,
+        lookup: Lookup,
     ) -> BindingSink {
-        let finder = start_finder(daemon, settings);
-        let tier = if finder.is_some() {
-            Tier::Negotiating {
-                until: Instant::now() + settings.wait,
-            }
-        } else {
-            Tier::Standalone
-        };
         BindingSink {
             prep,
             local,
-            tier,
-            finder,
+            tier: Tier::Negotiating {
+                until: Instant::now() + settings.wait,
+            },
+            finder: None,
+            unstarted: Some(Box::new((lookup, settings.clone()))),
             items: Vec::new(),
             snapshot: None,
             identity: settings.identity.clone(),
             missed: 0,
             probe: None,
+        }
+    }
+
+    /// Starts the finder, once (see `unstarted`).
+    fn start_looking(&mut self) {
+        if let Some(unstarted) = self.unstarted.take() {
+            let (lookup, settings) = *unstarted;
+            self.finder = start_finder(lookup, &settings);
         }
     }
 
@@ -574,8 +632,17 @@ impl BindingSink {
         match &mut self.tier {
             Tier::Negotiating { until } => {
                 let held = calls_in(&self.items);
-                let no_daemon = held > 0 && self.probe.take().is_some_and(|running| !running());
-                if no_daemon || Instant::now() >= *until || held > MAX_HELD_CALLS {
+                let mut no_daemon = false;
+                if held > 0
+                    && let Some(running) = self.probe.as_ref().and_then(|probe| probe())
+                {
+                    self.probe = None;
+                    no_daemon = !running;
+                }
+                // The finder ended without a daemon to look for (no
+                // ancestry, no home), or could not start: nothing can bind.
+                let no_finder = self.finder.is_none() && self.unstarted.is_none();
+                if no_finder || no_daemon || Instant::now() >= *until || held > MAX_HELD_CALLS {
                     log::debug!("no recorder daemon answered; recording standalone");
                     self.tier = Tier::Standalone;
                     self.write_local();
@@ -662,6 +729,7 @@ impl Sink for BindingSink {
     fn message(&mut self, _: SystemTime, _: Direction, _: &[u8], _: Option<u64>) {}
 
     fn exchange(&mut self, method: &str, request: &[u8], response: &[u8]) {
+        self.start_looking();
         let from = self.items.len();
         self.prep
             .exchange(method, request, response, &mut self.items);
@@ -670,6 +738,7 @@ impl Sink for BindingSink {
     }
 
     fn step(&mut self, step: &StepReport) {
+        self.start_looking();
         let from = self.items.len();
         self.prep.call(step, &mut self.items);
         self.note_snapshots(from);
@@ -786,7 +855,7 @@ mod tests {
             },
             wait,
             retry: Duration::from_millis(10),
-            ancestors: Vec::new(),
+            by_ancestry: false,
         };
         let posts = Posts::default();
         let down = Arc::new(AtomicBool::new(down));
@@ -798,7 +867,7 @@ mod tests {
             Preparation::new(cfg.clone()),
             LocalRun::new(cfg, None),
             &settings,
-            Box::new(daemon),
+            Lookup::Named(Box::new(daemon)),
         );
         (sink, posts, down)
     }
@@ -892,6 +961,10 @@ mod tests {
     #[test]
     fn calls_held_while_looking_reach_the_daemon_once_bound() {
         let (mut sink, posts, _down) = sink(Duration::from_secs(600), false);
+        // Nothing looks for the daemon before the first exchange.
+        sink.flush();
+        assert!(sink.finder.is_none() && matches!(sink.tier, Tier::Negotiating { .. }));
+        assert!(posts.lock().expect("lock").is_empty());
         sink.step(&report(1));
         flush_until(&mut sink, |s| matches!(s.tier, Tier::Bound(_)));
         flush_until(&mut sink, |_| !posted_calls(&posts).is_empty());
@@ -913,7 +986,7 @@ mod tests {
         // The daemon is down and the window long: a proxy whose session is
         // named waits; one binding by ancestry writes its call at once.
         let (mut sink, _posts, _down) = sink(Duration::from_secs(600), true);
-        sink.probe = Some(Box::new(|| false));
+        sink.probe = Some(Box::new(|| Some(false)));
         sink.step(&report(1));
         assert!(matches!(sink.tier, Tier::Standalone));
         assert_eq!(sink.local.tool_calls(), 1, "on disk, not held in memory");
@@ -923,12 +996,64 @@ mod tests {
     #[test]
     fn by_ancestry_with_a_daemon_running_calls_wait_for_the_binding() {
         let (mut sink, posts, _down) = sink(Duration::from_secs(600), false);
-        sink.probe = Some(Box::new(|| true));
+        sink.probe = Some(Box::new(|| Some(true)));
         sink.step(&report(1));
         flush_until(&mut sink, |_| !posted_calls(&posts).is_empty());
         assert_eq!(posted_calls(&posts), ["toolu_1"]);
         assert!(sink.local.run_id().is_none(), "nothing standalone");
         sink.finish(0);
+    }
+
+    #[test]
+    fn by_ancestry_a_probe_that_cannot_tell_yet_is_asked_again() {
+        let (mut sink, _posts, _down) = sink(Duration::from_secs(600), true);
+        let asked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let count = Arc::clone(&asked);
+        // Not known at the first call (the finder is still reading the
+        // ancestry), no daemon at the second.
+        sink.probe = Some(Box::new(move || {
+            (count.fetch_add(1, Ordering::SeqCst) > 0).then_some(false)
+        }));
+        sink.step(&report(1));
+        assert!(matches!(sink.tier, Tier::Negotiating { .. }));
+        sink.step(&report(2));
+        assert!(matches!(sink.tier, Tier::Standalone));
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        assert_eq!(sink.local.tool_calls(), 2, "both on disk");
+        sink.finish(0);
+    }
+
+    #[test]
+    fn a_finder_that_ended_with_nothing_to_look_for_leaves_the_calls_standalone() {
+        // What a proxy bound by ancestry does where it has no ancestry or
+        // no home: its finder ends at once; nothing waits for a daemon.
+        let (mut sink, _posts, _down) = sink(Duration::from_secs(600), true);
+        // A finder whose thread returned: its channels' far ends are gone.
+        let (gone, found) = mpsc::channel::<Box<dyn Link>>();
+        drop(gone);
+        let (look, _) = mpsc::channel();
+        sink.unstarted = None;
+        sink.finder = Some(Finder { found, look });
+        sink.step(&report(1));
+        assert!(matches!(sink.tier, Tier::Standalone));
+        assert_eq!(sink.local.tool_calls(), 1);
+        sink.finish(0);
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_ancestry_is_read_on_the_finder_side_and_names_the_home() {
+        let home = Arc::new(OnceLock::new());
+        let lookup = Lookup::ByAncestry {
+            home: Arc::clone(&home),
+        };
+        let (_daemon, ancestors) = lookup.resolve().expect("a test has a parent");
+        assert_eq!(
+            ancestors.first().map(|a| a.pid),
+            Some(std::os::unix::process::parent_id()),
+            "nearest first"
+        );
+        assert!(home.get().is_some(), "the probe's home is known now");
     }
 
     #[test]
