@@ -187,15 +187,21 @@ fn host_flag(args: &[String]) -> (Option<Host>, Vec<String>) {
 /// body when it was a 200 with something in it.
 fn forward(event: &str, path: &str, payload: &[u8]) -> Option<Vec<u8>> {
     let start = Instant::now();
+    // A guided `Stop` may be answered only once the proxies' reports of
+    // its pinned calls are in (`daemon::STOP_PATIENCE`).
+    let post_deadline = match event {
+        "Stop" => POST_DEADLINE + crate::daemon::STOP_PATIENCE,
+        _ => POST_DEADLINE,
+    };
     let total = match event {
         "SessionEnd" => SESSION_END_TOTAL,
         "SessionStart" => SESSION_EDGE_START_BUDGET + POST_DEADLINE,
-        _ => START_BUDGET + POST_DEADLINE,
+        _ => START_BUDGET + post_deadline,
     };
     let left = || total.checked_sub(start.elapsed()).filter(|d| !d.is_zero());
     let home = crate::home::bir_home()?;
     let first = client::discover(&home).map(|endpoint| {
-        let answer = endpoint.post(path, payload, POST_DEADLINE.min(total));
+        let answer = endpoint.post(path, payload, post_deadline.min(total));
         (endpoint, answer)
     });
     let answer = match first {
@@ -212,7 +218,7 @@ fn forward(event: &str, path: &str, payload: &[u8]) -> Option<Vec<u8>> {
                 _ => left()?.min(START_BUDGET),
             };
             let endpoint = client::ensure_running(&home, budget)?;
-            match endpoint.post(path, payload, left()?.min(POST_DEADLINE)) {
+            match endpoint.post(path, payload, left()?.min(post_deadline)) {
                 Ok(answer) => answer,
                 Err(err) => {
                     log::debug!("{event}: daemon did not answer: {err}");

@@ -48,6 +48,14 @@ use serde::{Deserialize, Serialize};
 /// drops a larger one rather than send it.
 pub(crate) const MAX_HOOK_PAYLOAD: usize = 8 * 1024 * 1024;
 
+/// How long a `Stop` that an armed guide may answer waits, at most, for
+/// the proxies' reports of the session's pinned calls before the daemon
+/// answers it (`server::await_pin_reports`). It fits, with the rest of the
+/// answer, in Claude Code's wait for an HTTP hook (2 s,
+/// `clientconfig::hook_entries::HTTP_TIMEOUT_SECS`), and `bir-hooks` waits
+/// this much longer for a `Stop`'s answer.
+pub(crate) const STOP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// `GET /health`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

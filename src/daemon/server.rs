@@ -1001,16 +1001,13 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
     }
 }
 
-/// How long a guided session's `Stop` waits, at most, for the proxy's
-/// report of a pinned call (the report usually follows the call by
-/// milliseconds; a busy machine may delay the proxy's post past the turn).
-const PIN_REPORT_PATIENCE: Duration = Duration::from_secs(2);
-
 /// Before a `Stop` that an armed guide may answer: waits (without the
 /// engine's lock, so the report can be handled) until the session's
 /// pinned calls have been checked against what their servers got, at most
-/// [`PIN_REPORT_PATIENCE`]. A guide then hands over rather than nudges
-/// toward the next step when the server did not get the pin.
+/// [`super::STOP_PATIENCE`]. A guide then hands over rather than nudges
+/// toward the next step when the server did not get the pin. The report
+/// usually follows the call by milliseconds; a busy machine may delay the
+/// proxy's post past the end of the turn.
 fn await_pin_reports(daemon: &Daemon, body: &[u8]) {
     #[derive(serde::Deserialize)]
     struct Of {
@@ -1019,7 +1016,7 @@ fn await_pin_reports(daemon: &Daemon, body: &[u8]) {
     let Ok(Of { session_id }) = serde_json::from_slice::<Of>(body) else {
         return;
     };
-    let until = Instant::now() + PIN_REPORT_PATIENCE;
+    let until = Instant::now() + super::STOP_PATIENCE;
     while daemon.core().engine.awaits_pin_report(&session_id) {
         if Instant::now() >= until {
             log::debug!("a pinned call's proxy report did not come before Stop");

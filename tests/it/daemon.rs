@@ -757,15 +757,34 @@ fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
     assert!(cli(&["guide", "status", "--project", project_arg]).starts_with("No guide armed"));
 }
 
-/// A guided `Stop` waits for the bound proxy's report of a pinned call.
-/// The report says the server got the model's arguments, not the pin: the
-/// guide hands over at that step, and the `Stop` gets no nudge toward the
-/// next one. (Posted 300 ms after the `Stop`: on a machine slow enough
-/// that the `Stop` arrives later still, the test passes without proving
-/// the wait; it fails only if the wait is missing or the report takes
-/// longer than the daemon's patience.)
+/// A guided `Stop` waits for the bound proxy's report of a pinned call,
+/// posted here 300 ms after the `Stop` went to `bir-hooks`. When the report
+/// says the server got the pin, the `Stop` is answered with the nudge
+/// toward the next step; when it says the server got the model's
+/// arguments, the guide hands over at that step and there is no nudge.
+/// (On a machine slow enough that the `Stop` arrives after the report
+/// anyway, the test passes without proving the wait; it fails if the wait
+/// is missing, or if the answer does not fit `bir-hooks`' deadline.)
 #[test]
 fn a_guided_stop_waits_for_the_report_of_a_pinned_call() {
+    let got_the_pin = stop_after_a_late_report(serde_json::json!({"message": "hi"}));
+    let answer: serde_json::Value =
+        serde_json::from_str(&got_the_pin.0).expect("the nudge, after the wait");
+    assert_eq!(answer["decision"], "block", "{answer}");
+    assert!(got_the_pin.1.contains("next: s2"), "{}", got_the_pin.1);
+
+    let got_other = stop_after_a_late_report(serde_json::json!({"message": "hey"}));
+    assert_eq!(
+        got_other.0, "",
+        "no nudge past a pin the server did not get"
+    );
+    assert!(got_other.1.contains("handed over at s1"), "{}", got_other.1);
+}
+
+/// A guided session of two steps whose first, pinned, is reported by its
+/// proxy (the server got `server_got`) only after the turn's `Stop` was
+/// sent: what `bir-hooks Stop` printed, and `bir guide status`.
+fn stop_after_a_late_report(server_got: serde_json::Value) -> (String, String) {
     let t = TempDir::new("guide-pin-report");
     std::fs::create_dir_all(t.join("proj")).expect("project");
     let project = std::fs::canonicalize(t.join("proj")).expect("real path");
@@ -782,17 +801,14 @@ fn a_guided_stop_waits_for_the_report_of_a_pinned_call() {
             {"id": "s2", "server": "srv", "tool": "echo", "args": {"message": "bye"}}]}),
     );
 
-    let payload = |event: &str, extra: serde_json::Value| {
+    let guided = |event: &str, extra: serde_json::Value| {
         let mut p = serde_json::json!({"session_id": session,
             "transcript_path": "/nonexistent/transcript.jsonl",
             "cwd": project, "hook_event_name": event, "permission_mode": "default"});
         if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
             p.extend(extra);
         }
-        p.to_string()
-    };
-    let guided = |event: &str, extra: serde_json::Value| {
-        let out = hook(&t, event, &payload(event, extra), &env);
+        let out = hook(&t, event, &p.to_string(), &env);
         assert!(out.status.success(), "{out:?}");
         String::from_utf8(out.stdout).expect("utf-8")
     };
@@ -821,18 +837,9 @@ fn a_guided_stop_waits_for_the_report_of_a_pinned_call() {
         "{pinned}"
     );
     let mut answered = call;
-    answered["tool_response"] = serde_json::json!([{"type": "text", "text": "Echo: hey"}]);
+    answered["tool_response"] = serde_json::json!([{"type": "text", "text": "Echo"}]);
     guided("PostToolUse", answered);
 
-    let stop = request(
-        &d,
-        "POST",
-        "/hook/Stop",
-        "",
-        &payload("Stop", serde_json::json!({"stop_hook_active": false})),
-    );
-    let stopping = std::thread::spawn(move || raw(port, &stop));
-    std::thread::sleep(Duration::from_millis(300));
     let step = |kind: &str, index: u64, body: (&str, serde_json::Value)| {
         let mut step = serde_json::json!({"id": format!("p-{index}"), "stepIndex": index,
             "type": kind, "qualifiedName": "mcp__srv__echo", "serverName": "srv",
@@ -842,22 +849,22 @@ fn a_guided_stop_waits_for_the_report_of_a_pinned_call() {
     };
     let records = serde_json::json!({"proxyId": "p-1", "sessionId": session,
         "serverName": "srv", "items": [{"kind": "call", "data": {
-            "selected": step("tool_selected", 1, ("input", model.clone())),
+            "selected": step("tool_selected", 1, ("input", server_got)),
             "response": step("tool_response", 2,
-                ("output", serde_json::json!({"content": [{"type": "text", "text": "Echo: hey"}]})))}}]});
-    let (status, text) = raw(
-        port,
-        &request(&d, "POST", "/proxy/records", "", &records.to_string()),
-    );
-    assert_eq!(status, 200, "{text}");
-    let (status, answer) = stopping.join().expect("the Stop's answer");
-    assert_eq!(status, 200, "{answer}");
-    assert!(
-        !answer.contains("\"block\""),
-        "no nudge past a pin the server did not get: {answer}"
-    );
-    let said = bir_says(&t, &["guide", "status", "--project", project_arg]);
-    assert!(said.contains("handed over at s1"), "{said}");
+                ("output", serde_json::json!({"content": [{"type": "text", "text": "Echo"}]})))}}]});
+    let answer = std::thread::scope(|scope| {
+        let stopping =
+            scope.spawn(|| guided("Stop", serde_json::json!({"stop_hook_active": false})));
+        std::thread::sleep(Duration::from_millis(300));
+        let (status, text) = raw(
+            port,
+            &request(&d, "POST", "/proxy/records", "", &records.to_string()),
+        );
+        assert_eq!(status, 200, "{text}");
+        stopping.join().expect("the Stop's answer")
+    });
+    let status = bir_says(&t, &["guide", "status", "--project", project_arg]);
+    (answer, status)
 }
 
 /// A hook payload of `session` whose transcript is at `transcript`.
