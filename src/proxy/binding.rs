@@ -461,8 +461,12 @@ fn start_finder(lookup: Lookup, settings: &BindSettings) -> Option<Finder> {
     let spawned = thread::Builder::new()
         .name("bir-bind".into())
         .spawn(move || {
+            // First the ancestry, at normal priority: until it is read, a
+            // proxy bound by it cannot tell whether a daemon runs, and
+            // holds its calls in memory. Then the network, giving way.
+            let resolved = lookup.resolve();
             crate::observe::give_way_to_the_relay();
-            let Some((daemon, ancestors)) = lookup.resolve() else {
+            let Some((daemon, ancestors)) = resolved else {
                 return;
             };
             register.ancestors = ancestors;
