@@ -926,7 +926,7 @@ fn route(daemon: &Daemon, request: Request) -> (u16, Vec<u8>) {
             (200, b"{}".to_vec())
         }
         (Method::Post, path) if path.starts_with("/hook/") => {
-            if path == "/hook/Stop" || path.starts_with("/hook/Stop?") {
+            if hook_target(path).is_some_and(|(event, _)| event == "Stop") {
                 await_pin_reports(daemon, &request.body);
             }
             let mut core = daemon.core();
@@ -1026,16 +1026,21 @@ fn await_pin_reports(daemon: &Daemon, body: &[u8]) {
     }
 }
 
+/// `/hook/<Event>[?query]` → (event, query).
+fn hook_target(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix("/hook/")?;
+    Some(rest.split_once('?').unwrap_or((rest, "")))
+}
+
 /// Whether `request` is a hook post whose answer is empty whatever the
 /// engine makes of it: every event but the three an armed guide may answer
 /// (`UserPromptSubmit`, `PreToolUse`, `Stop`) — and those too while no
 /// guide is armed under `home`, but a `PreToolUse` that asks for call-id
 /// injection.
 fn answers_nothing(request: &Request, home: &Path) -> bool {
-    let Some(rest) = request.path.strip_prefix("/hook/") else {
+    let Some((event, query)) = hook_target(&request.path) else {
         return false;
     };
-    let (event, query) = rest.split_once('?').unwrap_or((rest, ""));
     if request.method != Method::Post || event.is_empty() {
         return false;
     }
@@ -1064,9 +1069,9 @@ fn hook_route(
         return (200, Vec::new());
     }
     let now = SystemTime::now();
-    let (event, query) = path["/hook/".len()..]
-        .split_once('?')
-        .unwrap_or((&path["/hook/".len()..], ""));
+    let Some((event, query)) = hook_target(path) else {
+        return (404, Vec::new());
+    };
     if event.is_empty() {
         return (404, Vec::new());
     }

@@ -557,18 +557,26 @@ fn run_finder(
     }
 }
 
+/// Where the finder thread is.
+enum Finding {
+    /// Not started: it starts with the first exchange the observer
+    /// delivers, after the relay passed the host's `initialize` answer on,
+    /// so that a proxy's start never waits for (or competes with) a thread
+    /// the first answer does not need.
+    NotYet(Box<(Lookup, BindSettings)>),
+    Looking(Finder),
+    /// Ended (nothing to look for, or it could not start), or the proxy
+    /// finished: nothing more will bind.
+    Over,
+}
+
 /// The observer sink of a proxy that may bind: prepares once, then sends
 /// to the daemon or writes locally (see the module docs).
 pub(crate) struct BindingSink {
     prep: Preparation,
     local: LocalRun,
     tier: Tier,
-    finder: Option<Finder>,
-    /// The finder not started yet: it starts with the first exchange the
-    /// observer delivers, after the relay passed the host's `initialize`
-    /// answer on, so that a proxy's start never waits for (or competes
-    /// with) a thread the first answer does not need.
-    unstarted: Option<Box<(Lookup, BindSettings)>>,
+    finding: Finding,
     /// Items prepared since the last delivery (held while negotiating).
     items: Vec<ProxyItem>,
     /// The latest snapshot, sent first whenever the proxy (re)binds.
@@ -600,8 +608,7 @@ impl BindingSink {
             tier: Tier::Negotiating {
                 until: Instant::now() + settings.wait,
             },
-            finder: None,
-            unstarted: Some(Box::new((lookup, settings.clone()))),
+            finding: Finding::NotYet(Box::new((lookup, settings.clone()))),
             items: Vec::new(),
             snapshot: None,
             identity: settings.identity.clone(),
@@ -610,11 +617,16 @@ impl BindingSink {
         }
     }
 
-    /// Starts the finder, once (see `unstarted`).
+    /// Starts the finder, once (see [`Finding::NotYet`]).
     fn start_looking(&mut self) {
-        if let Some(unstarted) = self.unstarted.take() {
+        if !matches!(self.finding, Finding::NotYet(_)) {
+            return;
+        }
+        if let Finding::NotYet(unstarted) = std::mem::replace(&mut self.finding, Finding::Over) {
             let (lookup, settings) = *unstarted;
-            self.finder = start_finder(lookup, &settings);
+            if let Some(finder) = start_finder(lookup, &settings) {
+                self.finding = Finding::Looking(finder);
+            }
         }
     }
 
@@ -645,7 +657,7 @@ impl BindingSink {
                 }
                 // The finder ended without a daemon to look for (no
                 // ancestry, no home), or could not start: nothing can bind.
-                let no_finder = self.finder.is_none() && self.unstarted.is_none();
+                let no_finder = matches!(self.finding, Finding::Over);
                 if no_finder || no_daemon || Instant::now() >= *until || held > MAX_HELD_CALLS {
                     log::debug!("no recorder daemon answered; recording standalone");
                     self.tier = Tier::Standalone;
@@ -666,7 +678,7 @@ impl BindingSink {
                         self.items = items;
                         self.tier = Tier::Standalone;
                         self.write_local();
-                        if let Some(finder) = &self.finder {
+                        if let Finding::Looking(finder) = &self.finding {
                             let _ = finder.look.send(());
                         }
                     }
@@ -677,14 +689,16 @@ impl BindingSink {
     }
 
     fn try_found(&mut self) -> Option<Box<dyn Link>> {
-        let finder = self.finder.as_ref()?;
+        let Finding::Looking(finder) = &self.finding else {
+            return None;
+        };
         let mut latest = None;
         loop {
             match finder.found.try_recv() {
                 Ok(link) => latest = Some(link),
                 Err(TryRecvError::Empty) => return latest,
                 Err(TryRecvError::Disconnected) => {
-                    self.finder = None;
+                    self.finding = Finding::Over;
                     return latest;
                 }
             }
@@ -789,7 +803,7 @@ impl Sink for BindingSink {
             self.local.open_for_loss(&self.prep, dropped);
         }
         self.local.finish(dropped);
-        self.finder = None;
+        self.finding = Finding::Over;
     }
 }
 
@@ -967,7 +981,10 @@ mod tests {
         let (mut sink, posts, _down) = sink(Duration::from_secs(600), false);
         // Nothing looks for the daemon before the first exchange.
         sink.flush();
-        assert!(sink.finder.is_none() && matches!(sink.tier, Tier::Negotiating { .. }));
+        assert!(
+            matches!(sink.finding, Finding::NotYet(_))
+                && matches!(sink.tier, Tier::Negotiating { .. })
+        );
         assert!(posts.lock().expect("lock").is_empty());
         sink.step(&report(1));
         flush_until(&mut sink, |s| matches!(s.tier, Tier::Bound(_)));
@@ -1036,8 +1053,7 @@ mod tests {
         let (gone, found) = mpsc::channel::<Box<dyn Link>>();
         drop(gone);
         let (look, _) = mpsc::channel();
-        sink.unstarted = None;
-        sink.finder = Some(Finder { found, look });
+        sink.finding = Finding::Looking(Finder { found, look });
         sink.step(&report(1));
         assert!(matches!(sink.tier, Tier::Standalone));
         assert_eq!(sink.local.tool_calls(), 1);

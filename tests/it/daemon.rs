@@ -640,6 +640,27 @@ fn bir_says(t: &TempDir, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// `bir-hooks <event>` of session `session` in `cwd` (permission mode
+/// `default`), the payload's other fields from `extra`: what it printed (it
+/// must succeed).
+fn guided_hook(
+    t: &TempDir,
+    (session, cwd): (&str, &std::path::Path),
+    event: &str,
+    extra: serde_json::Value,
+    env: &[(&str, &str)],
+) -> String {
+    let mut p = serde_json::json!({"session_id": session,
+        "transcript_path": "/nonexistent/transcript.jsonl",
+        "cwd": cwd, "hook_event_name": event, "permission_mode": "default"});
+    if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
+        p.extend(extra);
+    }
+    let out = hook(t, event, &p.to_string(), env);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
 /// Writes `scenario` into the test's directory and arms it as the guide of
 /// `project`: what `bir guide start` said.
 fn arm_guide(t: &TempDir, project: &str, scenario: serde_json::Value) -> String {
@@ -675,16 +696,9 @@ fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
     ];
     let _d = start_by_hook(&t, &[]);
     let _running = Running(&t);
+    let cwd = project.join("sub");
     let guided = |event: &str, extra: serde_json::Value, env: &[(&str, &str)]| {
-        let mut p = serde_json::json!({"session_id": "it-session",
-            "transcript_path": "/nonexistent/transcript.jsonl",
-            "cwd": project.join("sub"), "hook_event_name": event, "permission_mode": "default"});
-        if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
-            p.extend(extra);
-        }
-        let out = hook(&t, event, &p.to_string(), env);
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).expect("utf-8")
+        guided_hook(&t, ("it-session", &cwd), event, extra, env)
     };
     let prompt = serde_json::json!({"prompt": "go"});
     assert_eq!(
@@ -758,7 +772,7 @@ fn a_guide_answers_through_bir_hooks_and_no_guide_stays_silent() {
 }
 
 /// A guided `Stop` waits for the bound proxy's report of a pinned call,
-/// posted here 300 ms after the `Stop` went to `bir-hooks`. When the report
+/// posted here 100 ms after the `Stop` went to `bir-hooks`. When the report
 /// says the server got the pin, the `Stop` is answered with the nudge
 /// toward the next step; when it says the server got the model's
 /// arguments, the guide hands over at that step and there is no nudge.
@@ -802,15 +816,7 @@ fn stop_after_a_late_report(server_got: serde_json::Value) -> (String, String) {
     );
 
     let guided = |event: &str, extra: serde_json::Value| {
-        let mut p = serde_json::json!({"session_id": session,
-            "transcript_path": "/nonexistent/transcript.jsonl",
-            "cwd": project, "hook_event_name": event, "permission_mode": "default"});
-        if let (Some(p), serde_json::Value::Object(extra)) = (p.as_object_mut(), extra) {
-            p.extend(extra);
-        }
-        let out = hook(&t, event, &p.to_string(), &env);
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).expect("utf-8")
+        guided_hook(&t, (session, &project), event, extra, &env)
     };
     guided("SessionStart", serde_json::json!({"source": "startup"}));
     let d = wait_for_daemon(&t, Some(std::process::id()));
@@ -855,7 +861,7 @@ fn stop_after_a_late_report(server_got: serde_json::Value) -> (String, String) {
     let answer = std::thread::scope(|scope| {
         let stopping =
             scope.spawn(|| guided("Stop", serde_json::json!({"stop_hook_active": false})));
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(100));
         let (status, text) = raw(
             port,
             &request(&d, "POST", "/proxy/records", "", &records.to_string()),
