@@ -18,6 +18,8 @@
 //! Cost on the hook path: one `stat` of the directory when no guide was
 //! ever armed; otherwise, a small file read per ancestor of the session's
 //! cwd, and the permission settings only when a guide follows the session.
+//! Its progress is written back without an `fsync` (no hook waits for a
+//! busy disk); what `bir guide start` writes is durable.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -70,16 +72,32 @@ pub(crate) fn read(path: &Path) -> io::Result<Option<Guide>> {
     })
 }
 
-/// Writes `guide` to `path` whole (temporary file, then rename). Hold the
-/// lock.
+/// Writes `guide` to `path` whole (temporary file, then rename), durable
+/// before it returns: what the user armed. Hold the lock.
 pub(crate) fn write(path: &Path, guide: &Guide) -> io::Result<()> {
+    write_whole(path, guide, Durable::Now)
+}
+
+/// Whether a guide's file is `fsync`ed before the rename.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durable {
+    Now,
+    /// Its progress, written at a hook: the rename alone makes it whole
+    /// for any reader and survives the daemon's crash; only a power cut
+    /// may bring back the step before. A hook never waits for a disk.
+    Eventually,
+}
+
+fn write_whole(path: &Path, guide: &Guide, durable: Durable) -> io::Result<()> {
     let text = serde_json::to_vec_pretty(guide).map_err(io::Error::other)?;
     let tmp = path.with_extension("json.tmp");
     let _ = fs::remove_file(&tmp);
     let mut file = home::open_regular(home::private_file().write(true).create_new(true), &tmp)?;
     file.write_all(&text)?;
     file.write_all(b"\n")?;
-    file.sync_all()?;
+    if durable == Durable::Now {
+        file.sync_all()?;
+    }
     fs::rename(&tmp, path)
 }
 
@@ -262,7 +280,7 @@ pub(crate) fn pin_not_applied(home: &Path, session: &str, tool_use_id: &str) -> 
 
 fn finish(path: &Path, g: &Guide, session: &str, verdict: Verdict) -> Applied {
     if verdict.changed
-        && let Err(e) = write(path, g)
+        && let Err(e) = write_whole(path, g, Durable::Eventually)
     {
         log::warn!("guide {}: cannot save its progress: {e}", path.display());
     }
