@@ -219,8 +219,13 @@ impl Core {
                 .entry(run_id.to_owned())
                 .or_insert_with(|| LocalWriter::new(store.clone(), run_id.to_owned()));
             // Records the writer had to drop (the store failed for longer
-            // than its memory lasts): the run's end says so.
-            let lost = writer.lost();
+            // than its memory lasts, or the journal was deleted): the run's
+            // end says so.
+            let lost = if finished {
+                writer.lost_by_now()
+            } else {
+                writer.lost()
+            };
             let json = match &record.event {
                 RunEvent::RunFinished(finish) if lost > 0 => {
                     let mut finish = finish.clone();

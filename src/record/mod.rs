@@ -396,7 +396,7 @@ impl LocalRun {
         if self.run_id.is_none() {
             return;
         }
-        let lost = self.writer.as_ref().map_or(0, LocalWriter::lost);
+        let lost = self.writer.as_mut().map_or(0, LocalWriter::lost_by_now);
         let finish = RunFinish {
             finished_at: time::rfc3339(SystemTime::now()),
             output: None,

@@ -93,8 +93,18 @@ impl LocalWriter {
         self
     }
 
-    /// Records lost because the disk failed for too long.
+    /// Records lost because the disk failed for too long, or with a
+    /// journal deleted under the writer.
     pub(crate) fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// [`LocalWriter::lost`], after looking whether the journal was deleted
+    /// since the last flush: called when the run's end is written, so that
+    /// the end counts a deletion its own `sync` would only notice after it
+    /// (a writer held up in an `fsync` meanwhile).
+    pub(crate) fn lost_by_now(&mut self) -> u64 {
+        self.check_journal_still_there();
         self.lost
     }
 
@@ -411,6 +421,31 @@ mod tests {
             self.1.fetch_add(1, Ordering::SeqCst);
             self.0.sync()
         }
+    }
+
+    /// The journal is deleted after its records were written and before
+    /// the run's end: the end counts them (the writer's next `sync` comes
+    /// only after the end record is built).
+    #[test]
+    fn a_journal_deleted_before_the_end_is_counted_by_the_end() {
+        let dir = std::env::temp_dir().join(format!("bir-writer-deleted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir.join("runs"), Arc::new(DiskStorage)).expect("store");
+        let mut w = LocalWriter::new(store.clone(), "run_x".into());
+        for (i, r) in records(3).iter().enumerate() {
+            w.write(i as u64 + 1, r);
+        }
+        w.sync();
+        std::fs::remove_file(store.journal_path("run_x")).expect("rm the journal");
+        assert_eq!(w.lost(), 0, "not noticed yet");
+        assert_eq!(w.lost_by_now(), 2, "all but the header, rewritten");
+        w.write(4, &records(4)[3]);
+        w.sync();
+        let got = journal::read(&store.journal_path("run_x"))
+            .expect("read")
+            .records;
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(got.len(), 2, "the header again, then the rest");
     }
 
     #[test]
