@@ -100,7 +100,7 @@ const REMOTE_SIGNAL_GRACE: Duration = Duration::from_millis(1500);
 /// later, SIGKILL some 400 ms after that), the budget is the window before
 /// the SIGKILL. The work is done at normal priority
 /// ([`Observer::finish`]): on a saturated CPU it still gets its share.
-/// Past the budget only a disk write under way is waited for (a SIGKILL
+/// Past the budget only a write or post under way is waited for (a SIGKILL
 /// meanwhile loses no more than giving up at once would).
 const OBSERVER_DEADLINE: Duration = Duration::from_millis(1500);
 const OBSERVER_DEADLINE_SIGNALLED: Duration = Duration::from_millis(350);
