@@ -83,8 +83,11 @@ pub(crate) fn write(path: &Path, guide: &Guide) -> io::Result<()> {
 enum Durable {
     Now,
     /// Its progress, written at a hook: the rename alone makes it whole
-    /// for any reader and survives the daemon's crash; only a power cut
-    /// may bring back the step before. A hook never waits for a disk.
+    /// for any reader and survives the daemon's crash. Only a power cut
+    /// may lose it (the step before comes back or, on a file system that
+    /// does not write the data before the rename, the guide reads as
+    /// unarmed), when the session it guided died too. A hook never waits
+    /// for a disk.
     Eventually,
 }
 

@@ -386,10 +386,10 @@ impl Observer {
     /// The one wait that may outlast `deadline` is for the worker to let
     /// go: the observation it is on may be stuck in a write or an `fsync`
     /// to a slow disk (or a post to a slow daemon), and giving up there
-    /// would leave the run unfinished although its journal is about to take
-    /// records again. That wait
-    /// lasts [`LET_GO_LIMIT`] at most; whatever is still queued once the
-    /// delivery is in hand past the deadline is counted as dropped.
+    /// would leave the run unfinished although its journal is about to
+    /// take records again. That wait lasts [`LET_GO_LIMIT`] at most;
+    /// whatever is still queued once the delivery is in hand past the
+    /// deadline is counted as dropped.
     pub(crate) fn finish(&self, deadline: Duration) {
         self.finish_within(deadline, LET_GO_LIMIT.max(deadline));
     }
@@ -437,9 +437,8 @@ const HANDOVER_POLL: Duration = Duration::from_millis(1);
 /// the delivery, whatever its deadline: what the worker is on may be a
 /// write or an `fsync` held up by a busy disk (hundreds of milliseconds on
 /// a shared CI volume), or a post to a recorder daemon slow to answer (1 s
-/// at most). As long as a proxy's whole time to finish when
-/// no signal hurries it: a disk that holds a write up longer is treated as
-/// gone.
+/// at most). As long as a proxy's whole time to finish when no signal
+/// hurries it: a disk that holds a write up longer is treated as gone.
 const LET_GO_LIMIT: Duration = Duration::from_millis(1500);
 
 /// The relay counts as busy this long after its last read: meanwhile the
