@@ -1,10 +1,12 @@
 //! The recorder's forwarder: records sent to the service as they are
-//! journaled, from a bounded queue, by one background thread.
+//! journaled, from a bounded queue, by one background thread; at the end
+//! of a run, what that thread has not sent is sent by the finishing
+//! thread itself ([`ServiceForwarder::finish`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -54,6 +56,9 @@ pub(super) struct State {
     /// A record of this session reached the service: it is up, and the
     /// background catch-up may begin.
     delivered_any: bool,
+    /// The forwarder is finishing: its caller sends what is left, and the
+    /// sender thread starts no catch-up turn that would hold the client.
+    finishing: bool,
 }
 
 impl State {
@@ -116,9 +121,19 @@ impl Outbox for State {
 
 type Shared = Monitor<Sending<State>>;
 
+/// The one client of a forwarder, built by the sender thread (or by
+/// [`ServiceForwarder::finish`] if it comes first) and held by whoever is
+/// sending: requests go out one at a time, in order, with one set of
+/// credentials however often they are refreshed.
+type ClientSlot = Mutex<Option<Client>>;
+
 /// The recording-service sink of a [`super::Recorder`].
 pub(crate) struct ServiceForwarder {
     shared: Arc<Shared>,
+    client: Arc<ClientSlot>,
+    /// To build the client on the finishing thread, if the sender thread
+    /// has not yet.
+    cfg: ServiceConfig,
     /// The service, fit for a message.
     label: String,
 }
@@ -145,18 +160,34 @@ impl ServiceForwarder {
 
     /// Starts the sender thread for `cfg`.
     pub(crate) fn start(cfg: ServiceConfig) -> Option<ServiceForwarder> {
+        Self::start_held(cfg, None)
+    }
+
+    /// [`ServiceForwarder::start`]; with `hold`, the sender thread waits
+    /// for it before doing anything (a test's stand-in for a sender that
+    /// a busy CPU does not run).
+    pub(super) fn start_held(
+        cfg: ServiceConfig,
+        hold: Option<std::sync::mpsc::Receiver<()>>,
+    ) -> Option<ServiceForwarder> {
         let shared = Arc::new(Monitor::new(Sending::new(State::default())));
         let label = urls::display(&cfg.base);
-        let worker = Arc::clone(&shared);
+        let client: Arc<ClientSlot> = Arc::new(Mutex::new(None));
+        let (worker, worker_client, worker_cfg) =
+            (Arc::clone(&shared), Arc::clone(&client), cfg.clone());
         let spawned = thread::Builder::new()
             .name("bir-remote".into())
             .spawn(move || {
                 crate::observe::give_way_to_the_relay();
+                if let Some(hold) = hold {
+                    let _ = hold.recv();
+                }
                 // The client (and its TLS setup) is built here, off the
                 // proxy's start-up path.
                 let ran = catch_unwind(AssertUnwindSafe(|| {
-                    let mut client = Client::new(cfg);
-                    send_loop(&worker, &mut client);
+                    let built = Client::new(worker_cfg);
+                    crate::locks::lock(&worker_client).get_or_insert(built);
+                    send_loop(&worker, &worker_client);
                 }));
                 if ran.is_err() {
                     log::error!("sending to the recording service stopped after an internal error; runs stay in the local store");
@@ -164,7 +195,12 @@ impl ServiceForwarder {
                 sender::sender_gone(&worker);
             });
         match spawned {
-            Ok(_) => Some(ServiceForwarder { shared, label }),
+            Ok(_) => Some(ServiceForwarder {
+                shared,
+                client,
+                cfg,
+                label,
+            }),
             Err(err) => {
                 log::warn!(
                     "runs are not sent to the recording service: cannot start a thread: {err}"
@@ -177,29 +213,39 @@ impl ServiceForwarder {
 
 /// Sends what is queued; the background catch-up ([`super::sync::CatchUp`])
 /// begins once a record of this session reached the service.
-fn send_loop(shared: &Shared, client: &mut Client) {
+fn send_loop(shared: &Shared, client: &ClientSlot) {
     let mut catch_up = CatchUpState::Waiting;
     loop {
         let when = |st: &State, _: Instant| {
-            if st.delivered_any && !catch_up.is_over() {
+            if st.delivered_any && !st.finishing && !catch_up.is_over() {
                 CatchUpWhen::Now
             } else {
                 CatchUpWhen::Not
             }
         };
-        match next_work(shared, when) {
+        let work = next_work(shared, when);
+        let mut held = crate::locks::lock(client);
+        let Some(client) = held.as_mut() else {
+            return;
+        };
+        match work {
             None => return,
-            Some(Work::Live(item)) => send_live(shared, client, item),
+            Some(Work::Live(item)) => send_live(shared, client, item, None),
             Some(Work::CatchUp) => catch_up = catch_up_turn(shared, client, catch_up),
         }
     }
 }
 
-fn send_live(shared: &Shared, client: &mut Client, item: Item) {
+/// Sends one queued item, with its one retry; `until`: the retry is given
+/// up rather than waited for past it (the forwarder is finishing).
+fn send_live(shared: &Shared, client: &mut Client, item: Item, until: Option<Instant>) {
     let mut sleep = |d: Duration, why: &SendFailure| {
         let mut st = shared.lock();
         if let Some(run) = st.runs.get_mut(&item.run_id) {
             run.last_failure = Some(why.detail.clone());
+        }
+        if until.is_some_and(|until| Instant::now() + d > until) {
+            return false;
         }
         let st = shared.wait_timeout_while(st, d, |s| !s.pace.stop);
         !st.pace.stop
@@ -273,8 +319,12 @@ impl Forwarder for ServiceForwarder {
         self.shared.lock().runs.get(run_id).map_or(0, |r| r.acked)
     }
 
+    /// Sends what is still queued on the calling thread (see
+    /// [`ServiceForwarder::send_the_rest`]), then waits for what the
+    /// sender has in flight, within `deadline`.
     fn finish(&mut self, deadline: Duration) {
         let until = Instant::now() + deadline;
+        self.send_the_rest(until);
         let mut st = sender::wait_settled(&self.shared, self.shared.lock(), until);
         // The process may end now: the one warning for each run that did
         // not get through, if the sender has not given it yet.
@@ -289,6 +339,70 @@ impl Forwarder for ServiceForwarder {
                         .unwrap_or("still sending when the session ended")
                 );
             }
+        }
+    }
+}
+
+impl ServiceForwarder {
+    /// The end of the run: the caller sends what is queued itself, in
+    /// order, after the item the sender has in flight (the client is
+    /// held while a request is out). The sender thread steps back for the
+    /// relay (nice 19), and on a busy CPU it may not run again within the
+    /// deadline, while nothing is left to step back for: the caller (the
+    /// proxy's finishing thread) runs at normal priority. What is not sent
+    /// by `until` stays in the journal for `bir sync`.
+    fn send_the_rest(&self, until: Instant) {
+        let mut rest = VecDeque::new();
+        {
+            let mut st = self.shared.lock();
+            if st.pace.stop {
+                return;
+            }
+            st.finishing = true;
+            // The item the sender took goes out first.
+            let left = until.saturating_duration_since(Instant::now());
+            st = self
+                .shared
+                .wait_timeout_while(st, left, |s| s.pace.busy && !s.pace.stop);
+            if st.pace.busy || st.pace.stop {
+                return;
+            }
+            while let Some(item) = st.pop() {
+                rest.push_back(item);
+            }
+        }
+        if rest.is_empty() {
+            return;
+        }
+        let Some(mut held) = lock_until(&self.client, until) else {
+            return;
+        };
+        let client = held.get_or_insert_with(|| Client::new(self.cfg.clone()));
+        for item in rest {
+            if !self.may_send_now(until) {
+                return;
+            }
+            send_live(&self.shared, client, item, Some(until));
+        }
+    }
+
+    /// Whether the finishing thread sends its next item: time is left, and
+    /// the service is not in a cool-down after a failure.
+    fn may_send_now(&self, until: Instant) -> bool {
+        let now = Instant::now();
+        let st = self.shared.lock();
+        now < until && !st.pace.stop && st.pace.cooling(now).is_none()
+    }
+}
+
+/// The lock of `slot`, waited for until `until` at most.
+fn lock_until(slot: &ClientSlot, until: Instant) -> Option<MutexGuard<'_, Option<Client>>> {
+    loop {
+        match slot.try_lock() {
+            Ok(held) => return Some(held),
+            Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() >= until => return None,
+            Err(TryLockError::WouldBlock) => thread::sleep(Duration::from_millis(1)),
         }
     }
 }

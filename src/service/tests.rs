@@ -382,16 +382,17 @@ fn a_failed_tls_handshake_is_not_retried() {
     assert_eq!(accepted.join().expect("join"), 1);
 }
 
-#[test]
-fn the_forwarder_acks_in_order_and_finishes() {
-    let (base, seen) = service(vec![(200, vec![]), (200, vec![]), (200, vec![])]);
-    let mut fwd = ServiceForwarder::start(ServiceConfig {
+fn plain(base: String) -> ServiceConfig {
+    ServiceConfig {
         base,
         creds: None,
         creds_path: None,
         timeout: Duration::from_secs(5),
-    })
-    .expect("started");
+    }
+}
+
+/// Forwards a run of three records (header, step, end) and finishes.
+fn forward_a_run(fwd: &mut ServiceForwarder, deadline: Duration) {
     let header = RunHeader {
         id: "run_a".into(),
         started_at: "t0".into(),
@@ -407,7 +408,14 @@ fn the_forwarder_acks_in_order_and_finishes() {
         "run_a",
         &rec(3, RunEvent::RunFinished(RunFinish::default())),
     );
-    fwd.finish(Duration::from_secs(5));
+    fwd.finish(deadline);
+}
+
+/// The whole run reached the service, in order, and was acknowledged.
+fn assert_run_delivered(
+    fwd: &ServiceForwarder,
+    seen: &std::sync::mpsc::Receiver<(String, String, Option<String>)>,
+) {
     assert_eq!(fwd.acked("run_a"), 3);
     assert_eq!(fwd.acked("run_b"), 0);
     let paths: Vec<String> = seen
@@ -422,7 +430,27 @@ fn the_forwarder_acks_in_order_and_finishes() {
             "POST /recordings/runs/run_a/finish"
         ]
     );
+}
+
+#[test]
+fn the_forwarder_acks_in_order_and_finishes() {
+    let (base, seen) = service(vec![(200, vec![]), (200, vec![]), (200, vec![])]);
+    let mut fwd = ServiceForwarder::start(plain(base)).expect("started");
+    forward_a_run(&mut fwd, Duration::from_secs(5));
+    assert_run_delivered(&fwd, &seen);
     assert!(!format!("{fwd:?}").is_empty());
+}
+
+/// The sender thread does not run before the end (on a busy CPU it steps
+/// back for the relay): the finishing thread sends the run itself.
+#[test]
+fn a_finishing_forwarder_sends_what_its_sender_did_not() {
+    let (base, seen) = service(vec![(200, vec![]), (200, vec![]), (200, vec![])]);
+    let (release, hold) = std::sync::mpsc::channel();
+    let mut fwd = ServiceForwarder::start_held(plain(base), Some(hold)).expect("started");
+    forward_a_run(&mut fwd, Duration::from_secs(20));
+    assert_run_delivered(&fwd, &seen);
+    drop(release);
 }
 
 #[test]
