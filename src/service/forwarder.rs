@@ -223,15 +223,17 @@ fn send_loop(shared: &Shared, client: &ClientSlot) {
                 CatchUpWhen::Not
             }
         };
-        let work = next_work(shared, when);
+        let Some(work) = next_work(shared, when) else {
+            return;
+        };
+        // Held while a request is out: the finishing thread sends after it.
         let mut held = crate::locks::lock(client);
         let Some(client) = held.as_mut() else {
             return;
         };
         match work {
-            None => return,
-            Some(Work::Live(item)) => send_live(shared, client, item, None),
-            Some(Work::CatchUp) => catch_up = catch_up_turn(shared, client, catch_up),
+            Work::Live(item) => send_live(shared, client, item, None),
+            Work::CatchUp => catch_up = catch_up_turn(shared, client, catch_up),
         }
     }
 }
