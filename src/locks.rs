@@ -2,8 +2,8 @@
 //!
 //! A leaf: it imports nothing of the crate.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 /// Locks a mutex, recovering the data if a panicking thread poisoned it.
 /// Sound for every caller because each keeps the structure it guards
@@ -11,6 +11,23 @@ use std::time::Duration;
 /// that could panic while the guard is held).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// `try_lock`, tried again every `poll` until `until`: the lock, or what
+/// the last try said (`WouldBlock` once the time is up; `Poisoned` at
+/// once, for the caller to judge). For a thread that must not wait on
+/// another beyond its deadline (`std`'s mutex has no timed lock).
+pub(crate) fn try_lock_until<T>(
+    m: &Mutex<T>,
+    until: Instant,
+    poll: Duration,
+) -> Result<MutexGuard<'_, T>, TryLockError<MutexGuard<'_, T>>> {
+    loop {
+        match m.try_lock() {
+            Err(TryLockError::WouldBlock) if Instant::now() < until => std::thread::sleep(poll),
+            tried => return tried,
+        }
+    }
 }
 
 /// State a producer and a worker thread share: a mutex, and the condition

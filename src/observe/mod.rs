@@ -55,6 +55,7 @@ use std::sync::{Arc, Mutex, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::locks::try_lock_until;
 use queue::{Queue, Weighed};
 pub(crate) use sched::give_way_to_the_relay;
 use step::{StepReport, ToolCallObserved};
@@ -403,18 +404,15 @@ impl Observer {
         let Some(delivery) = &self.delivery else {
             return;
         };
-        let mut delivery = loop {
-            match delivery.try_lock() {
-                Ok(held) => break held,
-                // A sink panicked: observing is off, its sinks are dead.
-                Err(TryLockError::Poisoned(_)) => return,
-                Err(TryLockError::WouldBlock) if started.elapsed() >= let_go_limit => {
-                    log::warn!(
-                        "observer did not finish within {let_go_limit:?}; some observations are lost"
-                    );
-                    return;
-                }
-                Err(TryLockError::WouldBlock) => thread::sleep(HANDOVER_POLL),
+        let mut delivery = match try_lock_until(delivery, started + let_go_limit, HANDOVER_POLL) {
+            Ok(held) => held,
+            // A sink panicked: observing is off, its sinks are dead.
+            Err(TryLockError::Poisoned(_)) => return,
+            Err(TryLockError::WouldBlock) => {
+                log::warn!(
+                    "observer did not finish within {let_go_limit:?}; some observations are lost"
+                );
+                return;
             }
         };
         if delivery.finished {

@@ -77,8 +77,14 @@ pub(crate) fn recording_sink(
 ) -> Box<dyn Sink> {
     let prep = Preparation::new(rc);
     let settings = BindSettings::from_env(&cfg.server_name, cfg.session_id.as_deref());
-    match settings {
-        Some(settings) if settings.by_ancestry => {
+    // A proxy whose environment names its session reports to its home's
+    // daemon (found by the finder at once, no ancestry to read).
+    let named_home = settings
+        .as_ref()
+        .filter(|s| !s.by_ancestry)
+        .and_then(|_| crate::home::bir_home());
+    match (settings, named_home) {
+        (Some(settings), _) if settings.by_ancestry => {
             let home = Arc::new(OnceLock::new());
             let probe_home = Arc::clone(&home);
             let mut sink = BindingSink::new(prep, run, &settings, Lookup::ByAncestry { home });
@@ -89,15 +95,12 @@ pub(crate) fn recording_sink(
             }));
             Box::new(OffGate::new(sink))
         }
-        Some(settings) => match crate::home::bir_home() {
-            Some(home) => {
-                let daemon = HomeDaemon { home, start: true };
-                let sink = BindingSink::new(prep, run, &settings, Lookup::Named(Box::new(daemon)));
-                Box::new(OffGate::new(sink))
-            }
-            None => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
-        },
-        None => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
+        (Some(settings), Some(home)) => {
+            let daemon = HomeDaemon { home, start: true };
+            let sink = BindingSink::new(prep, run, &settings, Lookup::Named(Box::new(daemon)));
+            Box::new(OffGate::new(sink))
+        }
+        _ => Box::new(OffGate::new(Recorder::from_parts(prep, run))),
     }
 }
 

@@ -6,13 +6,13 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::client::{Client, SendFailure, ServiceConfig, jittered};
 use super::wire::{WireRequest, request_for};
-use crate::locks::Monitor;
+use crate::locks::{Monitor, try_lock_until};
 use crate::record::Forwarder;
 use crate::record::model::Record;
 use crate::record::sender::{
@@ -376,8 +376,10 @@ impl ServiceForwarder {
         if rest.is_empty() {
             return;
         }
-        let Some(mut held) = lock_until(&self.client, until) else {
-            return;
+        let mut held = match try_lock_until(&self.client, until, Duration::from_millis(1)) {
+            Ok(held) => held,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
         };
         let client = held.get_or_insert_with(|| Client::new(self.cfg.clone()));
         for item in rest {
@@ -394,18 +396,6 @@ impl ServiceForwarder {
         let now = Instant::now();
         let st = self.shared.lock();
         now < until && !st.pace.stop && st.pace.cooling(now).is_none()
-    }
-}
-
-/// The lock of `slot`, waited for until `until` at most.
-fn lock_until(slot: &ClientSlot, until: Instant) -> Option<MutexGuard<'_, Option<Client>>> {
-    loop {
-        match slot.try_lock() {
-            Ok(held) => return Some(held),
-            Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) if Instant::now() >= until => return None,
-            Err(TryLockError::WouldBlock) => thread::sleep(Duration::from_millis(1)),
-        }
     }
 }
 
